@@ -1,0 +1,34 @@
+# Two commands on a fresh machine:  `make run`  and  `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+HOST   ?= 127.0.0.1
+PORT   ?= 8765
+
+.PHONY: install run test bench clean
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	# torch first, from the pinned CPU build, so nothing resolves the CUDA wheels.
+	$(PIP) install -q -c constraints.txt torch
+	$(PIP) install -q -c constraints.txt -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+## Build the index from the committed catalog and serve the copilot over HTTP on loopback.
+run: install
+	$(PY) -m index build
+	$(PY) -m server --http --host $(HOST) --port $(PORT)
+
+## The test suite (what CI runs).
+test: install
+	$(PY) -m pytest -q
+
+## Benchmarks (retrieval quality, speed, pool, judge); each prints ratios against its baseline.
+bench: install
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache

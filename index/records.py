@@ -1,0 +1,106 @@
+"""Tool records and catalog snapshots (DESIGN.md "Tool records").
+
+A catalog is a JSON file: ``{"version": 1, "created": ..., "source": ..., "servers": {name:
+{description, category, launch_hash}}, "tools": [ToolRecord, ...]}``. The crawler writes it,
+``import-livemcpbench`` writes it from the paper's snapshot, ``index build`` reads it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError, computed_field
+
+from index.errors import CatalogError
+
+CATALOG_VERSION = 1
+
+
+class ToolRecord(BaseModel):
+    """One tool of one server, as listed by ``tools/list``."""
+
+    server: str
+    name: str
+    title: str | None = None
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    server_description: str = ""
+    category: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.server}/{self.name}"
+
+    @property
+    def required(self) -> list[str]:
+        required = self.input_schema.get("required") or []
+        return [str(r) for r in required] if isinstance(required, list) else []
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def content_hash(self) -> str:
+        """Hash of everything that is embedded or shown; a rebuild re-embeds only on change."""
+        payload = self.model_dump(mode="json", exclude={"content_hash"})
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+class CatalogServer(BaseModel):
+    description: str = ""
+    category: str = ""
+    launch_hash: str | None = None
+    tool_count: int = 0
+
+
+class Catalog(BaseModel):
+    version: int = CATALOG_VERSION
+    created: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    source: str = ""
+    servers: dict[str, CatalogServer] = Field(default_factory=dict)
+    tools: list[ToolRecord] = Field(default_factory=list)
+
+    def digest(self) -> str:
+        """Identifies the tool set (not the crawl time): logged with every benchmark run."""
+        hashes = sorted(f"{t.id}:{t.content_hash}" for t in self.tools)
+        return hashlib.sha256("\n".join(hashes).encode()).hexdigest()[:16]
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = self.model_dump_json(indent=1, exclude={"tools": {"__all__": {"content_hash"}}})
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        if path.suffix == ".gz":
+            tmp.write_bytes(gzip.compress(text.encode()))
+        else:
+            tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise CatalogError(
+            f"{path}: catalog not found. Create one with 'python -m index crawl' or "
+            "'python -m index import-livemcpbench PATH/tools.json'."
+        ) from None
+    if path.suffix == ".gz":
+        raw = gzip.decompress(raw)
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise CatalogError(f"{path}:{error.lineno}: catalog is not valid JSON ({error.msg}).") from None
+    try:
+        return Catalog.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise CatalogError(f"{path}: not a catalog snapshot ({where}: {first['msg']}).") from None

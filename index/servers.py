@@ -1,0 +1,211 @@
+"""Server lists in Claude-Desktop ``mcpServers`` form: loading, validation, child environments.
+
+The same loader reads the project's ``servers.json`` and any user's Claude Desktop / Claude
+Code / Cursor config: unknown keys are ignored, ``${VAR}`` and ``${VAR:-default}`` expand from
+the copilot's environment, and an invalid file fails with file, line, server and what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from index.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+Transport = Literal["stdio", "streamable-http", "sse"]
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+#: What a child may inherit from the copilot's environment: enough to run ``npx``/``uvx``
+#: (paths, locale, TLS roots, package-registry settings), never the copilot's own secrets.
+_INHERITED_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ",
+        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT",
+        "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_DEFAULT_TIMEOUT",
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+        "SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", "APPDATA", "LOCALAPPDATA", "USERPROFILE",
+    }
+)
+_INHERITED_PREFIXES = ("LC_", "XDG_", "UV_", "NPM_CONFIG_", "npm_config_", "NVM_", "PYENV_")
+
+
+class ServerConfig(BaseModel):
+    """One entry of ``mcpServers``: a stdio command or a remote ``url``."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    name: str
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    type: str | None = Field(default=None, description="Claude Code's transport key: stdio | http | sse.")
+    description: str = ""
+    category: str = ""
+    enabled: bool = True
+    disabled: bool = False
+    reason: str | None = Field(default=None, description="Why the server is disabled.")
+    timeout: float | None = Field(default=None, gt=0, description="Seconds per call (and per crawl).")
+    cwd: str | None = None
+    stateful: bool = True
+    trusted: bool = True
+
+    @model_validator(mode="after")
+    def _one_launch_method(self) -> ServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("give either 'command' (stdio) or 'url' (remote), not both or neither")
+        return self
+
+    @property
+    def is_enabled(self) -> bool:
+        return self.enabled and not self.disabled
+
+    @property
+    def transport(self) -> Transport:
+        if self.command:
+            return "stdio"
+        kind = (self.type or "").lower()
+        if kind == "sse" or (not kind and self.url and self.url.rstrip("/").endswith("/sse")):
+            return "sse"
+        return "streamable-http"
+
+    def launch_hash(self) -> str:
+        """Changes exactly when the way to start or reach the server changes."""
+        launch = {
+            "command": self.command, "args": self.args, "env": self.env,
+            "url": self.url, "headers": self.headers, "cwd": self.cwd, "transport": self.transport,
+        }
+        return hashlib.sha256(json.dumps(launch, sort_keys=True).encode()).hexdigest()[:16]
+
+    def child_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment a stdio child starts with: the inherited allowlist plus ``env``."""
+        source = os.environ if base is None else base
+        child = {
+            key: value
+            for key, value in source.items()
+            if key in _INHERITED_NAMES or key.startswith(_INHERITED_PREFIXES)
+        }
+        child.update(self.env)
+        return child
+
+
+class ServersFile(BaseModel):
+    """A loaded server list; ``servers`` keeps the file's order."""
+
+    path: Path | None = None
+    servers: dict[str, ServerConfig]
+
+    def enabled(self) -> dict[str, ServerConfig]:
+        return {name: cfg for name, cfg in self.servers.items() if cfg.is_enabled}
+
+
+def expand_variables(value: str, environ: Mapping[str, str], missing: set[str]) -> str:
+    """Expand ``${VAR}`` / ``${VAR:-default}``; names that are unset are added to ``missing``."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        missing.add(name)
+        return ""
+
+    return _VAR.sub(substitute, value)
+
+
+def _expand_entry(raw: dict[str, Any], environ: Mapping[str, str], missing: set[str]) -> dict[str, Any]:
+    out = dict(raw)
+    for key in ("command", "url", "cwd"):
+        if isinstance(out.get(key), str):
+            out[key] = expand_variables(out[key], environ, missing)
+    if isinstance(out.get("args"), list):
+        out["args"] = [expand_variables(a, environ, missing) if isinstance(a, str) else a for a in out["args"]]
+    for key in ("env", "headers"):
+        if isinstance(out.get(key), dict):
+            out[key] = {
+                k: expand_variables(v, environ, missing) if isinstance(v, str) else v for k, v in out[key].items()
+            }
+    return out
+
+
+def _line_of(text: str, name: str) -> int:
+    """Line of the ``"name":`` key in the file (1 when it cannot be found)."""
+    match = re.search(r'"' + re.escape(name) + r'"\s*:', text)
+    return text.count("\n", 0, match.start()) + 1 if match else 1
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "entry"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def parse_servers(
+    text: str, source: str = "<servers>", environ: Mapping[str, str] | None = None
+) -> ServersFile:
+    """Parse a server list from JSON text; ``source`` names the file in error messages."""
+    environ = os.environ if environ is None else environ
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"{source}:{error.lineno}:{error.colno}: not valid JSON ({error.msg}). "
+            "Fix the file; it must be an object with an 'mcpServers' mapping."
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}:1: expected a JSON object with an 'mcpServers' mapping.")
+    entries = data.get("mcpServers", data.get("servers"))
+    if not isinstance(entries, dict):
+        raise ConfigError(
+            f"{source}:1: no 'mcpServers' object found (keys present: {sorted(data)[:8]}). "
+            'Expected {"mcpServers": {"name": {"command": ..., "args": [...]}}}.'
+        )
+    servers: dict[str, ServerConfig] = {}
+    for name, raw in entries.items():
+        line = _line_of(text, name)
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{source}:{line}: server '{name}': expected an object, got {type(raw).__name__}.")
+        missing: set[str] = set()
+        expanded = _expand_entry(raw, environ, missing)
+        try:
+            config = ServerConfig.model_validate({**expanded, "name": name})
+        except ValidationError as error:
+            raise ConfigError(f"{source}:{line}: server '{name}': {_describe(error)}.") from None
+        if missing and config.is_enabled:
+            names = ", ".join(sorted(missing))
+            logger.warning("%s:%d: server '%s' disabled: environment variable(s) %s not set", source, line, name, names)
+            config = config.model_copy(
+                update={"enabled": False, "reason": f"environment variable(s) not set: {names}"}
+            )
+        servers[name] = config
+    return ServersFile(servers=servers)
+
+
+def load_servers(path: str | Path, environ: Mapping[str, str] | None = None) -> ServersFile:
+    """Load a ``servers.json`` or Claude-Desktop-style config file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: server list not found. Pass --servers FILE or set COPILOT_SERVERS.") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read server list ({error.strerror}).") from None
+    loaded = parse_servers(text, source=str(path), environ=environ)
+    loaded.path = path
+    return loaded

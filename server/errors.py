@@ -1,0 +1,58 @@
+"""Errors the copilot reports through ``route``/``execute``; each message tells the model what to do."""
+
+from __future__ import annotations
+
+from index.errors import CopilotError
+
+
+class ExecuteError(CopilotError):
+    """Base of errors raised while handling an ``execute`` call.
+
+    ``kind`` is the machine-readable class written to the trajectory log (``error_kind``).
+    """
+
+    kind = "execute_error"
+
+
+class UnknownServerError(ExecuteError):
+    kind = "unknown_server"
+
+
+class UnknownToolError(ExecuteError):
+    kind = "unknown_tool"
+
+
+class InvalidParamsError(ExecuteError):
+    """``params`` do not match the tool's input schema (the paper's "Tool Error" class)."""
+
+    kind = "invalid_params"
+
+
+class ServerUnavailableError(ExecuteError):
+    """The child could not be started (disabled, missing command, failed initialize)."""
+
+    kind = "server_unavailable"
+
+
+class ChildCrashedError(ExecuteError):
+    """The child exited or broke its stdio stream during a call; it restarts on the next call."""
+
+    kind = "child_crashed"
+
+
+class ChildTimeoutError(ExecuteError):
+    """A call took longer than its timeout; the child is restarted on the next call."""
+
+    kind = "timeout"
+
+
+class PolicyDeniedError(ExecuteError):
+    """Allow/deny lists or read-only mode refuse the call."""
+
+    kind = "policy_denied"
+
+
+class ConfirmationRequiredError(ExecuteError):
+    """A destructive tool needs confirmation; the message carries the confirm token."""
+
+    kind = "confirmation_required"

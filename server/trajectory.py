@@ -1,0 +1,153 @@
+"""Trajectory log records (DESIGN.md "Trajectory log") and the writer.
+
+One JSON object per line, appended and flushed per event. The copilot writes ``session_start``,
+``route``, ``execute`` and ``session_end``; agents and the benchmark runner add
+``final_answer``, ``usage`` and ``workspace``. ``evaluation`` reads the same models, so the
+format has exactly one definition.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Event(BaseModel):
+    # Readers must accept logs written by newer versions: unknown fields are kept, not rejected.
+    model_config = ConfigDict(extra="allow")
+
+    ts: str = Field(default_factory=utc_now)
+
+
+class SessionStart(_Event):
+    event: Literal["session_start"] = "session_start"
+    session_id: str
+    task_id: str | None = None
+    question: str | None = None
+    category: str | None = None
+    client: dict[str, Any] | None = None
+    copilot_version: str | None = None
+    index: dict[str, Any] | None = None
+    agent: str | None = None
+    model: str | None = None
+    catalog_hash: str | None = None
+
+
+class RouteHit(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    server: str
+    tool: str
+    score: float | None = None
+
+
+class RouteEvent(_Event):
+    event: Literal["route"] = "route"
+    call_id: str
+    query: str
+    results: list[RouteHit] = Field(default_factory=list)
+    latency_ms: float | None = None
+    error: str | None = None
+
+
+class ExecuteResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    content: list[dict[str, Any]] = Field(default_factory=list)
+    structured_content: Any = None
+    is_error: bool = False
+
+
+class ExecuteEvent(_Event):
+    event: Literal["execute"] = "execute"
+    call_id: str
+    server: str
+    tool: str
+    params: dict[str, Any] | None = None
+    result: ExecuteResult | None = None
+    latency_ms: float | None = None
+    error: str | None = None
+    #: Machine-readable error class, e.g. unknown_server, unknown_tool, invalid_params,
+    #: timeout, child_crashed, policy_denied -- used by the report's health tables.
+    error_kind: str | None = None
+
+
+class FinalAnswer(_Event):
+    event: Literal["final_answer"] = "final_answer"
+    text: str
+
+
+class Usage(_Event):
+    event: Literal["usage"] = "usage"
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+
+
+class WorkspaceFile(BaseModel):
+    path: str
+    change: Literal["created", "modified", "deleted"]
+    size: int | None = None
+    preview: str | None = None
+
+
+class WorkspaceChanges(_Event):
+    event: Literal["workspace"] = "workspace"
+    root: str | None = None
+    files: list[WorkspaceFile] = Field(default_factory=list)
+
+
+class SessionEnd(_Event):
+    event: Literal["session_end"] = "session_end"
+    reason: str = "closed"
+
+
+TrajectoryEvent = Annotated[
+    SessionStart | RouteEvent | ExecuteEvent | FinalAnswer | Usage | WorkspaceChanges | SessionEnd,
+    Field(discriminator="event"),
+]
+EVENT_ADAPTER: TypeAdapter[TrajectoryEvent] = TypeAdapter(TrajectoryEvent)
+
+
+def parse_event(line: str) -> TrajectoryEvent:
+    """Parse one log line; raises ``ValueError``/``ValidationError`` on a malformed one."""
+    return EVENT_ADAPTER.validate_json(line)
+
+
+class TrajectoryWriter:
+    """Appends events to one JSONL file, flushed per event; safe to share between threads."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def write(self, event: _Event) -> None:
+        line = json.dumps(event.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+        with self._lock:
+            if self._file.closed:
+                return
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
