@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -39,6 +40,14 @@ _INHERITED_NAMES = frozenset(
     }
 )
 _INHERITED_PREFIXES = ("LC_", "XDG_", "UV_", "NPM_CONFIG_", "npm_config_", "NVM_", "PYENV_")
+
+
+def _with_own_scripts(path: str) -> str:
+    scripts = sysconfig.get_path("scripts")
+    entries = [entry for entry in path.split(os.pathsep) if entry]
+    if scripts and scripts not in entries:
+        entries.append(scripts)
+    return os.pathsep.join(entries)
 
 
 class ServerConfig(BaseModel):
@@ -91,13 +100,18 @@ class ServerConfig(BaseModel):
         return hashlib.sha256(json.dumps(launch, sort_keys=True).encode()).hexdigest()[:16]
 
     def child_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The environment a stdio child starts with: the inherited allowlist plus ``env``."""
+        """The environment a stdio child starts with: the inherited allowlist plus ``env``.
+
+        ``PATH`` ends with the copilot's own scripts directory, so ``uvx`` from the ``uv``
+        dependency is found even when the copilot's virtualenv is not activated.
+        """
         source = os.environ if base is None else base
         child = {
             key: value
             for key, value in source.items()
             if key in _INHERITED_NAMES or key.startswith(_INHERITED_PREFIXES)
         }
+        child["PATH"] = _with_own_scripts(child.get("PATH", os.defpath))
         child.update(self.env)
         return child
 

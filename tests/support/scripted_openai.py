@@ -119,7 +119,10 @@ class ScriptedOpenAI:
 
         self._server = ThreadingHTTPServer((host, 0), _RequestHandler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-openai", daemon=True)
+        # A short poll interval makes stop() (shutdown) return in ~50 ms instead of ~0.5 s per test.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-openai", daemon=True
+        )
 
     @property
     def base_url(self) -> str:

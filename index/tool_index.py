@@ -1,0 +1,418 @@
+"""``ToolIndex``: the search API the copilot server (``route``) and the CLIs use.
+
+Opening is cheap; the first search (or :meth:`ToolIndex.warm`, which the server calls from a
+background thread) loads the embedding model and copies the index from Chroma into memory:
+tool and server embedding matrices (numpy) and a BM25 index. Chroma stays the store of record;
+an index rebuilt by another process is picked up within a few seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from index.embedding import Embedder, get_embedder
+from index.errors import CatalogError, IndexNotBuiltError, QueryError
+from index.lexical import LexicalIndex
+from index.query import ParsedQuery, check_top_k, parse_query
+from index.ranking import Method, SearchSpace, score_tools, top_indices
+from index.records import ToolRecord
+from index.settings import CopilotSettings
+from index.store import ChromaStore, IndexState, StoredTool
+from index.text import DOCUMENT_VERSION, server_document, tool_document, tool_lexical_text
+
+logger = logging.getLogger(__name__)
+
+#: How often a long-lived index looks for a rebuild made by another process.
+STALE_CHECK_SECONDS = 5.0
+
+#: ``progress(done, total)`` while embedding during a sync.
+Progress = Callable[[int, int], None]
+
+
+class SearchHit(BaseModel):
+    server: str
+    tool: str
+    title: str | None = None
+    description: str
+    input_schema: dict[str, Any]
+    required: list[str]
+    annotations: dict[str, Any] | None = None
+    score: float
+
+
+class BuildReport(BaseModel):
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    servers_embedded: int = 0
+    servers_removed: int = 0
+    total: int = 0
+    seconds: float = 0.0
+    model: str = ""
+    full_rebuild: bool = False
+    location: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed or self.servers_embedded or self.servers_removed)
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    state: IndexState
+    space: SearchSpace
+    records: list[ToolRecord]
+    position: dict[str, int]
+    server_index: dict[str, int]
+
+
+def _build_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class ToolIndex:
+    """Thread-safe search over the built index; see the module docstring for the life cycle."""
+
+    def __init__(self, settings: CopilotSettings, *, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self._embedder = embedder
+        self._store = ChromaStore(settings)
+        self._lock = threading.RLock()
+        self._snapshot: _Snapshot | None = None
+        self._checked_at = 0.0
+
+    @classmethod
+    def open(cls, settings: CopilotSettings | None = None, *, embedder: Embedder | None = None) -> ToolIndex:
+        """Cheap: validates the model setting, loads neither the model nor Chroma."""
+        index = cls(settings or CopilotSettings(), embedder=embedder)
+        _ = index.embedder  # an unusable COPILOT_EMBEDDING_MODEL fails here, not on the first query
+        return index
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = get_embedder(self.settings.embedding_model)
+        return self._embedder
+
+    @property
+    def model_name(self) -> str:
+        return self.embedder.label
+
+    @property
+    def location(self) -> str:
+        return self._store.location
+
+    @property
+    def tool_count(self) -> int:
+        """Number of indexed tools (0 when nothing is built yet)."""
+        snapshot = self._current(required=False)
+        return snapshot.space.size if snapshot else 0
+
+    @property
+    def built(self) -> bool:
+        return self._current(required=False) is not None
+
+    def state(self) -> IndexState | None:
+        """Which model/catalog built the index, or None when nothing is built."""
+        snapshot = self._current(required=False)
+        return snapshot.state if snapshot else None
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def warm(self) -> None:
+        """Load the model and the in-memory search structures, so the first query is fast."""
+        self._current(required=False)
+        self.embedder.embed_queries(["warm up"])
+        from index.text import tokenize
+
+        tokenize("预热")  # loads jieba's dictionary now rather than during a query
+
+    def _current(self, *, required: bool) -> _Snapshot | None:
+        snapshot = self._snapshot
+        now = time.monotonic()
+        if snapshot is not None and now - self._checked_at < STALE_CHECK_SECONDS:
+            return snapshot
+        with self._lock:
+            snapshot = self._snapshot
+            if snapshot is None or time.monotonic() - self._checked_at >= STALE_CHECK_SECONDS:
+                state = self._store.read_state()
+                if state is None:
+                    snapshot = None
+                elif snapshot is None or snapshot.state.build_id != state.build_id:
+                    snapshot = self._load(state)
+                self._snapshot = snapshot
+                self._checked_at = time.monotonic()
+        if snapshot is None and required:
+            raise IndexNotBuiltError(
+                f"no tool index at {self.location}: build it with 'python -m index build' "
+                "(after 'python -m index crawl' or 'python -m index import-livemcpbench PATH/tools.json')."
+            )
+        return snapshot
+
+    def _load(self, state: IndexState) -> _Snapshot:
+        started = time.perf_counter()
+        ids, records, tool_vectors = self._store.load_tools()
+        server_names, server_vectors = self._store.load_servers()
+        server_index = {name: i for i, name in enumerate(server_names)}
+        missing = sorted({r.server for r in records} - server_index.keys())
+        if missing:
+            # A server without an embedded description still ranks by its tools (zero server signal).
+            logger.warning("index has no server entry for %s", ", ".join(missing[:5]))
+            dimension = tool_vectors.shape[1] if tool_vectors.size else server_vectors.shape[1]
+            server_names = server_names + missing
+            server_vectors = np.vstack([server_vectors.reshape(-1, dimension), np.zeros((len(missing), dimension), np.float32)])
+            server_index = {name: i for i, name in enumerate(server_names)}
+        space = SearchSpace(
+            ids=ids,
+            tool_vectors=tool_vectors,
+            tool_servers=np.asarray([server_index[r.server] for r in records], dtype=np.int32),
+            server_names=server_names,
+            server_vectors=server_vectors,
+            lexical=LexicalIndex([tool_lexical_text(r) for r in records]),
+        )
+        logger.info("loaded %d tools from %s in %.2f s", len(ids), self.location, time.perf_counter() - started)
+        return _Snapshot(
+            state=state,
+            space=space,
+            records=records,
+            position={tool_id: i for i, tool_id in enumerate(ids)},
+            server_index=server_index,
+        )
+
+    def _invalidate(self) -> None:
+        with self._lock:
+            self._snapshot = None
+            self._checked_at = 0.0
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def records(self) -> dict[str, ToolRecord]:
+        """id -> record of every indexed tool (empty when nothing is built)."""
+        snapshot = self._current(required=False)
+        if snapshot is None:
+            return {}
+        return dict(zip(snapshot.space.ids, snapshot.records, strict=True))
+
+    def get(self, server: str, tool: str) -> ToolRecord | None:
+        snapshot = self._current(required=False)
+        if snapshot is None:
+            return None
+        position = snapshot.position.get(f"{server}/{tool}")
+        return snapshot.records[position] if position is not None else None
+
+    def server_names(self) -> list[str]:
+        snapshot = self._current(required=False)
+        return sorted({r.server for r in snapshot.records}) if snapshot else []
+
+    # -- search ------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        top_k: int = 5,
+        server: str | None = None,
+        servers: Collection[str] | None = None,
+        *,
+        method: Method = "hybrid",
+    ) -> list[SearchHit]:
+        """Best tools for ``query`` (plain text or a ``<tool_assistant>`` block).
+
+        ``server`` restricts to one server (an unknown name is a :class:`QueryError` with
+        suggestions); ``servers`` restricts to a set (names not in the index are ignored).
+        """
+        parsed = parse_query(query)
+        top_k = check_top_k(top_k)
+        snapshot = self._current(required=True)
+        assert snapshot is not None
+        if snapshot.state.model != self.model_name:
+            raise IndexNotBuiltError(
+                f"the index at {self.location} was built with the embedding model {snapshot.state.model!r}, "
+                f"but COPILOT_EMBEDDING_MODEL is {self.model_name!r}; rebuild it with 'python -m index build'."
+            )
+        mask = self._mask(snapshot, server, servers)
+        if mask is not None and not mask.any():
+            return []
+        scores = self._scores(snapshot, parsed, method, mask)
+        hits = []
+        for position in top_indices(scores, top_k, mask):
+            record = snapshot.records[position]
+            hits.append(
+                SearchHit(
+                    server=record.server,
+                    tool=record.name,
+                    title=record.title,
+                    description=record.description,
+                    input_schema=record.input_schema,
+                    required=record.required,
+                    annotations=record.annotations,
+                    score=round(float(scores[position]), 4),
+                )
+            )
+        return hits
+
+    def _scores(self, snapshot: _Snapshot, parsed: ParsedQuery, method: Method, mask: np.ndarray | None) -> np.ndarray:
+        lexical_text = f"{parsed.tool} {parsed.server}" if parsed.server else parsed.tool
+        if method == "bm25":
+            dimension = snapshot.space.tool_vectors.shape[1]
+            empty = np.zeros(dimension, dtype=np.float32)
+            return score_tools(snapshot.space, tool_vector=empty, server_vector=empty, lexical_text=lexical_text, method="bm25")
+        texts = [parsed.tool] if parsed.server is None else [parsed.tool, parsed.server]
+        vectors = self.embedder.embed_queries(texts)
+        return score_tools(
+            snapshot.space,
+            tool_vector=vectors[0],
+            server_vector=vectors[-1],
+            lexical_text=lexical_text,
+            method=method,
+            mask=mask,
+        )
+
+    def _mask(self, snapshot: _Snapshot, server: str | None, servers: Collection[str] | None) -> np.ndarray | None:
+        allowed: set[int] | None = None
+        if servers is not None:
+            allowed = {snapshot.server_index[s] for s in servers if s in snapshot.server_index}
+        if server is not None:
+            if server not in snapshot.server_index:
+                raise QueryError(self._unknown_server_message(snapshot, server))
+            wanted = {snapshot.server_index[server]}
+            allowed = wanted if allowed is None else allowed & wanted
+        if allowed is None:
+            return None
+        return np.isin(snapshot.space.tool_servers, np.fromiter(allowed, dtype=np.int32, count=len(allowed)))
+
+    @staticmethod
+    def _unknown_server_message(snapshot: _Snapshot, server: str) -> str:
+        from rapidfuzz import process
+
+        names = sorted({r.server for r in snapshot.records})
+        close = [match for match, score, _ in process.extract(server, names, limit=3) if score >= 60]
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        return f"no server named {server!r} in the index.{hint} ({len(names)} servers are indexed.)"
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def sync(
+        self,
+        records: Sequence[ToolRecord],
+        *,
+        servers: Collection[str] | None = None,
+        catalog: str = "",
+        catalog_digest: str = "",
+        progress: Progress | None = None,
+    ) -> BuildReport:
+        """Make the index hold ``records``: embed new/changed ones, delete the ones that disappeared.
+
+        With ``servers``, only tools of those servers are deleted when absent from ``records``
+        (a partial crawl must not drop everything else). The model is loaded only when
+        something needs embedding.
+        """
+        started = time.perf_counter()
+        wanted: dict[str, ToolRecord] = {}
+        for record in records:
+            if record.id in wanted:
+                raise CatalogError(f"tool {record.id!r} appears twice in the catalog; tool names must be unique per server.")
+            wanted[record.id] = record
+        with self._lock:
+            report = BuildReport(model=self.model_name, location=self.location)
+            state = self._store.read_state()
+            if state is not None and (state.model != self.model_name or state.document_version != DOCUMENT_VERSION):
+                logger.info("index was built with %s (documents v%s); re-embedding everything", state.model, state.document_version)
+                self._store.reset()
+                state = None
+                report.full_rebuild = True
+            stored = self._store.stored_tools()
+            scope = set(servers) if servers is not None else None
+            to_embed = [r for r in wanted.values() if (old := stored.get(r.id)) is None or old.content_hash != r.content_hash]
+            to_delete = [s.id for s in stored.values() if s.id not in wanted and (scope is None or s.server in scope)]
+            report.added = sum(1 for r in to_embed if r.id not in stored)
+            report.updated = len(to_embed) - report.added
+            report.removed = len(to_delete)
+            report.unchanged = len(wanted) - len(to_embed)
+
+            server_docs, remaining_servers = self._server_documents(wanted, stored, set(to_delete))
+            stored_servers = self._store.stored_servers()
+            servers_to_embed = {n: d for n, d in server_docs.items() if stored_servers.get(n) != _hash(d)}
+            servers_to_delete = sorted(n for n in stored_servers if n not in remaining_servers)
+            report.servers_embedded = len(servers_to_embed)
+            report.servers_removed = len(servers_to_delete)
+
+            total = len(to_embed) + len(servers_to_embed)
+            done = 0
+
+            def advance(count: int) -> None:
+                nonlocal done
+                done += count
+                if progress is not None:
+                    progress(done, total)
+
+            if progress is not None:
+                progress(0, total)
+            if to_embed:
+                documents = [tool_document(r) for r in to_embed]
+                vectors = self.embedder.embed(documents, progress=advance)
+                self._store.upsert_tools(to_embed, documents, vectors)
+            self._store.delete_tools(to_delete)
+            if servers_to_embed:
+                names = sorted(servers_to_embed)
+                documents = [servers_to_embed[n] for n in names]
+                vectors = self.embedder.embed(documents, progress=advance)
+                self._store.upsert_servers(names, documents, [_hash(d) for d in documents], vectors)
+            self._store.delete_servers(servers_to_delete)
+
+            report.total = len(stored) + report.added - report.removed
+            if report.changed or state is None or state.catalog != catalog or state.catalog_digest != catalog_digest:
+                self._invalidate()
+                self._store.write_state(
+                    IndexState(
+                        model=self.model_name,
+                        document_version=DOCUMENT_VERSION,
+                        catalog=catalog,
+                        catalog_digest=catalog_digest,
+                        built_at=_now(),
+                        build_id=_build_id() if report.changed or state is None else state.build_id,
+                        tool_count=report.total,
+                    )
+                )
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+
+    @staticmethod
+    def _server_documents(
+        wanted: dict[str, ToolRecord], stored: dict[str, StoredTool], deleted: set[str]
+    ) -> tuple[dict[str, str], set[str]]:
+        """(documents of the servers this sync describes, every server that still has tools)."""
+        tool_names: dict[str, set[str]] = {}
+        for item in stored.values():
+            if item.id not in deleted:
+                tool_names.setdefault(item.server, set()).add(item.tool)
+        describing: dict[str, ToolRecord] = {}
+        for record in wanted.values():
+            tool_names.setdefault(record.server, set()).add(record.name)
+            describing.setdefault(record.server, record)
+        documents = {
+            name: server_document(name, record.server_description, record.category, sorted(tool_names[name]))
+            for name, record in describing.items()
+        }
+        return documents, set(tool_names)

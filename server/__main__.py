@@ -1,0 +1,181 @@
+"""``python -m server``: the copilot MCP server over stdio (default) or streamable HTTP.
+
+stdio mode writes nothing but protocol messages to stdout: our logs go to stderr, and while
+serving the SDK points file descriptor 1 at stderr so stray prints of libraries cannot
+corrupt the protocol stream either.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+#: Nothing may reach the network or print banners at run time (set before any import of them).
+_QUIET_ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "ANONYMIZED_TELEMETRY": "False",
+}
+
+logger = logging.getLogger("server")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m server",
+        description="MCP Copilot: one MCP server with 'route' (find tools) and 'execute' (call them) over many servers.",
+    )
+    parser.add_argument("--servers", type=Path, help="servers.json or any Claude-Desktop-style config (COPILOT_SERVERS)")
+    transport = parser.add_argument_group("HTTP transport (default: stdio)")
+    transport.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp")
+    transport.add_argument("--host", help="interface to bind (COPILOT_HTTP_HOST, default 127.0.0.1)")
+    transport.add_argument("--port", type=int, help="port (COPILOT_HTTP_PORT, default 8765)")
+    transport.add_argument("--token", help="bearer token clients must send (COPILOT_HTTP_TOKEN); required beyond loopback")
+    logs = parser.add_argument_group("trajectory logs")
+    logs.add_argument("--task-id", help="task id recorded in session_start (COPILOT_TASK_ID)")
+    logs.add_argument("--question", help="task question recorded in session_start (COPILOT_QUESTION)")
+    logs.add_argument("--category", help="task category recorded in session_start (COPILOT_CATEGORY)")
+    logs.add_argument("--log-file", type=Path, help="write the trajectory to exactly this file (COPILOT_LOG_FILE)")
+    logs.add_argument("--log-dir", type=Path, help="directory of per-session trajectories (COPILOT_LOG_DIR)")
+    safety = parser.add_argument_group("safety")
+    safety.add_argument("--read-only", action="store_true", default=None, help="refuse destructive tools (COPILOT_READ_ONLY)")
+    safety.add_argument("--allow", nargs="+", metavar="PATTERN", help="only these 'server' or 'server/tool' globs (COPILOT_ALLOW)")
+    safety.add_argument("--deny", nargs="+", metavar="PATTERN", help="never these 'server' or 'server/tool' globs (COPILOT_DENY)")
+    parser.add_argument(
+        "--no-auto-index", dest="auto_index", action="store_false", default=None,
+        help="do not crawl/index servers the index does not know at startup (COPILOT_AUTO_INDEX=false)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    mapping = {
+        "servers": args.servers,
+        "http_host": args.host,
+        "http_port": args.port,
+        "http_token": args.token,
+        "task_id": args.task_id,
+        "question": args.question,
+        "category": args.category,
+        "log_file": args.log_file,
+        "log_dir": args.log_dir,
+        "read_only": args.read_only,
+        "allow": args.allow,
+        "deny": args.deny,
+        "auto_index": args.auto_index,
+    }
+    if args.verbose:
+        mapping["log_level"] = "DEBUG"
+    return {key: value for key, value in mapping.items() if value is not None}
+
+
+def _configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # Third-party chatter that would drown the copilot's own lines.
+    for noisy in ("httpx", "httpx2", "chromadb", "sentence_transformers", "urllib3", "mcp.server.lowlevel"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+async def _serve_stdio(app: Any, shutdown: Any) -> None:
+    import anyio
+
+    async def on_signals(scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for received in signals:
+                shutdown.reason = signal.Signals(received).name
+                logger.info("received %s, shutting down", shutdown.reason)
+                scope.cancel()
+                return
+
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(on_signals, task_group.cancel_scope)
+        await app.run_stdio_async()
+        if shutdown.reason is None:
+            shutdown.reason = "client disconnected"
+        task_group.cancel_scope.cancel()
+
+
+async def _serve_http(app: Any, settings: Any, shutdown: Any) -> None:
+    from server.http import serve_http
+
+    def on_signal(name: str) -> None:
+        shutdown.reason = name
+
+    await serve_http(app, settings, on_signal)
+
+
+def serve(argv: Sequence[str] | None = None) -> int:
+    """Parse flags, check settings and the servers file, serve until the client leaves; the exit code."""
+    for key, value in _QUIET_ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
+    args = build_parser().parse_args(argv)
+
+    import anyio
+    from pydantic import ValidationError
+
+    from index.errors import CopilotError
+    from index.servers import load_servers
+    from server.settings import ServerSettings
+
+    try:
+        settings = ServerSettings(**_overrides(args))
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        print(f"error: invalid setting: {problems}", file=sys.stderr)
+        return 2
+    _configure_logging(settings.log_level)
+
+    try:
+        servers_file = load_servers(settings.servers_file())
+        if args.http:
+            from server.http import check_exposure
+
+            check_exposure(settings)
+        from server.app import build_app
+        from server.copilot import Shutdown
+
+        shutdown = Shutdown()
+        app = build_app(settings, servers_file, start_now=args.http, shutdown=shutdown)
+        logger.info(
+            "copilot %s: %d server(s) from %s, logs in %s",
+            "HTTP" if args.http else "stdio",
+            len(servers_file.enabled()),
+            servers_file.path,
+            settings.log_file or settings.logs_dir,
+        )
+        if args.http:
+            anyio.run(_serve_http, app, settings, shutdown)
+        else:
+            anyio.run(_serve_stdio, app, shutdown)
+    except CopilotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    code = serve(argv)
+    logging.shutdown()
+    sys.stderr.flush()
+    # Worker threads can still be blocked on stdin or in a model load; everything of ours is
+    # closed and every child stopped by now, so do not wait for them.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+"""The copilot as an MCP server: tools ``route``, ``execute`` (and its alias ``execute-tool``).
+
+Built on mcp 2.x ``MCPServer``: it serves both protocol eras (the ``initialize`` handshake and
+2026-07-28 per-request envelopes), stdio and streamable HTTP, and its ``Resolve``/``Elicit``
+machinery asks the user for confirmation through elicitation in either era. The tools take
+loose arguments and advertise hand-written schemas, so a malformed call reaches our own
+checks (clear messages, and a trajectory entry) instead of a pydantic error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    Resolve,
+)
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, Field
+
+from index.errors import CopilotError
+from index.servers import ServersFile
+from server.copilot import Confirmation, Copilot, Shutdown, copilot_version
+from server.formatting import RouteAnswer
+from server.session_log import SessionLog
+from server.settings import ServerSettings
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = """\
+This server gives you access to a large pool of tools from many MCP servers through two tools.
+1. route: describe what you need to do; it returns the most relevant tools with their server,
+   tool name, description and input schema.
+2. execute: call one of those tools with its exact server_name and tool_name, and params that
+   match its input schema.
+Search first, then execute. If a result is not what you need, search again with other words.
+"""
+
+ROUTE_DESCRIPTION = """\
+Search for relevant tools given a task description. Use it whenever you cannot solve the user's
+request yourself, when you are unsure which tool to use, or when a task is vague or complex and
+you need to explore options. Returns the best-matching tools across all connected MCP servers,
+each with its server name, tool name, description, input JSON schema, required parameters and a
+relevance score.
+
+Query in plain words what you want to do ("current time in Tokyo", "create a GitHub issue"), or
+in this form:
+<tool_assistant>
+server: <what kind of server would have the tool>
+tool: <what the tool should do>
+</tool_assistant>
+Split multi-step tasks and search once per step. Then call execute with a tool from the results.\
+"""
+
+EXECUTE_DESCRIPTION = """\
+Execute a tool found by route. Pass its server_name and tool_name exactly as route returned them,
+and params as a JSON object matching the tool's input schema (all required parameters, correct
+types, no invented names). Returns the tool's own result unchanged. Errors say what to fix: an
+unknown name comes with the nearest valid names, invalid params list the expected parameters.
+Tools that can delete or overwrite data may need the user's confirmation: if the answer says
+confirmation is required, ask the user and, only if they agree, call again with the confirm
+token it gave.\
+"""
+
+ROUTE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": (
+                "The task in plain words, or '<tool_assistant>\\nserver: ...\\ntool: ...\\n</tool_assistant>'."
+            ),
+        },
+        "top_k": {"type": "integer", "minimum": 1, "default": 5, "description": "How many tools to return (default 5)."},
+        "server": {"type": "string", "description": "Only search the tools of this server (its exact name)."},
+    },
+    "required": ["query"],
+}
+
+EXECUTE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "server_name": {"type": "string", "description": "The server name exactly as route returned it."},
+        "tool_name": {"type": "string", "description": "The tool name exactly as route returned it."},
+        "params": {
+            "type": "object",
+            "additionalProperties": True,
+            "description": "The tool's arguments, matching its input schema ({} or omitted if it takes none).",
+        },
+        "confirm": {
+            "type": "string",
+            "description": (
+                "Only after a previous execute answered that confirmation is required and the user agreed: "
+                "the confirm token from that answer."
+            ),
+        },
+    },
+    "required": ["server_name", "tool_name"],
+}
+
+
+class ConfirmCall(BaseModel):
+    """The form shown to the user when a risky tool is about to run."""
+
+    approve: bool = Field(description="Run this tool call?")
+
+
+class _NoQuestion:
+    """The confirmation resolver decided not to ask (not needed, token given, or no elicitation)."""
+
+
+NO_QUESTION = _NoQuestion()
+
+
+def _copilot(ctx: Context) -> Copilot:
+    return ctx.request_context.lifespan_context  # type: ignore[no-any-return]
+
+
+def _client_supports_form_elicitation(ctx: Context) -> bool:
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    # A bare `elicitation: {}` (before modes existed) means form support; url-only does not.
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+# -- sessions -------------------------------------------------------------------------------------
+def _session_key(ctx: ServerRequestContext[Any, Any]) -> tuple[Hashable, Any]:
+    """A session is one handshake connection; 2026-era requests (no connection) share one log.
+
+    ``ServerSession`` does not expose its ``Connection`` publicly; it is the only per-client
+    object that lives as long as the client's session (and owns the teardown stack we need).
+    """
+    connection = getattr(ctx.session, "_connection", None)
+    if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return "shared", None
+    return id(connection), connection
+
+
+def _client_info(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
+    if ctx.method == "initialize" and isinstance(ctx.params, Mapping):
+        info = ctx.params.get("clientInfo")
+        return dict(info) if isinstance(info, Mapping) else None
+    params = ctx.session.client_params
+    if params is not None and params.client_info is not None:
+        return params.client_info.model_dump(mode="json", exclude_none=True)
+    return None
+
+
+def session_log(copilot: Copilot, ctx: ServerRequestContext[Any, Any]) -> SessionLog:
+    """The trajectory of the session ``ctx`` belongs to, started on its first request."""
+    key, connection = _session_key(ctx)
+    log = copilot.sessions.get(key)
+    if log is not None:
+        return log
+    log = copilot.sessions.open(key, _client_info(ctx))
+    if connection is not None:
+        connection.exit_stack.callback(
+            lambda: copilot.sessions.end(key, copilot.shutdown_reason or "client disconnected")
+        )
+    return log
+
+
+async def session_middleware(ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Any]) -> Any:
+    result = await call_next(ctx)
+    copilot = ctx.lifespan_context
+    if ctx.request_id is not None and isinstance(copilot, Copilot):
+        try:
+            session_log(copilot, ctx)
+        except Exception:  # noqa: BLE001 -- logging must never fail a request
+            logger.exception("could not start the session's trajectory log")
+        copilot.mark_started()
+    return result
+
+
+# -- tools ----------------------------------------------------------------------------------------
+async def route(ctx: Context, query: Any = None, top_k: Any = 5, server: Any = None) -> Annotated[CallToolResult, RouteAnswer]:
+    copilot = _copilot(ctx)
+    return await copilot.route(query, top_k, server, session_log(copilot, ctx.request_context))
+
+
+async def ask_confirmation(
+    server_name: Any, tool_name: Any, params: Any, confirm: Any, ctx: Context
+) -> Elicit[ConfirmCall] | _NoQuestion:
+    """Resolver run before ``execute``'s body: elicit the user's OK for a risky call when possible."""
+    if confirm or not _client_supports_form_elicitation(ctx):
+        return NO_QUESTION
+    copilot = _copilot(ctx)
+    try:
+        call = await copilot.prepare(server_name, tool_name, params)
+    except CopilotError:
+        return NO_QUESTION  # the body reports the problem
+    if not call.risk.needs_confirmation or call.risk.refused_read_only:
+        return NO_QUESTION
+    return Elicit(copilot.confirmation_question(call), ConfirmCall)
+
+
+async def execute(
+    ctx: Context,
+    answer: Annotated[ElicitationResult[ConfirmCall], Resolve(ask_confirmation)],
+    server_name: Any = None,
+    tool_name: Any = None,
+    params: Any = None,
+    confirm: Any = None,
+) -> CallToolResult:
+    copilot = _copilot(ctx)
+    confirmation: Confirmation | None = None
+    if isinstance(answer, AcceptedElicitation):
+        if isinstance(answer.data, ConfirmCall):
+            confirmation = Confirmation(approved=answer.data.approve)
+    else:  # declined or cancelled
+        confirmation = Confirmation(approved=False)
+    return await copilot.execute(
+        server_name, tool_name, params, confirm, confirmation, session_log(copilot, ctx.request_context)
+    )
+
+
+def _tool(fn: Callable[..., Any], name: str, description: str, schema: dict[str, Any], **kwargs: Any) -> Tool:
+    tool = Tool.from_function(fn, name=name, description=description, **kwargs)
+    tool.parameters = schema
+    return tool
+
+
+def build_tools() -> list[Tool]:
+    open_world = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
+    return [
+        _tool(
+            route,
+            "route",
+            ROUTE_DESCRIPTION,
+            ROUTE_SCHEMA,
+            title="Find tools",
+            annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        ),
+        _tool(execute, "execute", EXECUTE_DESCRIPTION, EXECUTE_SCHEMA, title="Run a tool", annotations=open_world),
+        _tool(
+            execute,
+            "execute-tool",
+            EXECUTE_DESCRIPTION + "\n(Alias of execute, kept for LiveMCPBench prompts.)",
+            EXECUTE_SCHEMA,
+            title="Run a tool",
+            annotations=open_world,
+        ),
+    ]
+
+
+def build_app(
+    settings: ServerSettings,
+    servers_file: ServersFile,
+    *,
+    start_now: bool = False,
+    shutdown: Shutdown | None = None,
+) -> MCPServer[Copilot]:
+    """The MCP server; its lifespan runs the :class:`Copilot` (``start_now`` for HTTP, see ``mark_started``)."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
+        async with Copilot.running(settings, servers_file, start_now=start_now, shutdown=shutdown) as copilot:
+            yield copilot
+
+    app: MCPServer[Copilot] = MCPServer(
+        "mcp-copilot",
+        title="MCP Copilot",
+        version=copilot_version(),
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        tools=build_tools(),
+        log_level=settings.log_level.upper(),  # type: ignore[arg-type]
+        middleware=[session_middleware],
+    )
+    return app

@@ -1,0 +1,506 @@
+"""The copilot's work behind the MCP tools: searching (``route``) and calling (``execute``).
+
+:class:`Copilot` holds the long-lived parts -- servers file, search index, child pool,
+policies, confirm tokens, background indexer, session logs -- and is what the MCP server's
+lifespan yields. It knows nothing about MCP framing beyond ``CallToolResult``; ``server.app``
+adapts it to tool calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp_types import CallToolResult
+
+from index.errors import CopilotError, IndexNotBuiltError, QueryError
+from index.servers import ServerConfig, ServersFile, load_servers
+from server.errors import (
+    ConfirmationRequiredError,
+    ExecuteError,
+    PolicyDeniedError,
+    ServerUnavailableError,
+    UnknownServerError,
+    UnknownToolError,
+)
+from server.formatting import RouteAnswer, RoutedTool, render_route
+from server.indexing import BackgroundIndexer
+from server.policy import ConfirmationStore, Policy, Risk
+from server.results import cap_result, text_result, to_log_result
+from server.session_log import SessionLog, SessionLogs
+from server.settings import ServerSettings
+from server.trajectory import RouteHit
+from server.validation import check_params, coerce_params, did_you_mean, suggest
+
+logger = logging.getLogger(__name__)
+
+#: How many distinct servers of route's best hits are started in the background.
+WARM_TOP_SERVERS = 2
+#: Seconds between checks of the servers file for changes.
+SERVERS_FILE_CHECK_INTERVAL = 1.0
+_LISTED_NAMES = 25
+
+
+def copilot_version() -> str:
+    try:
+        return metadata.version("mcp-copilot")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A call that passed every check but confirmation: known server and tool, valid params."""
+
+    server: str
+    tool: str
+    params: dict[str, Any]
+    info: ToolInfo
+    risk: Risk
+
+
+@dataclass
+class Shutdown:
+    """Why the copilot is stopping (set by signal handlers; read when sessions end)."""
+
+    reason: str | None = None
+
+
+@dataclass
+class Confirmation:
+    """How the user answered an elicited confirmation (``None`` when not asked)."""
+
+    approved: bool
+
+
+def _error_result(error: Exception) -> CallToolResult:
+    return text_result(str(error), is_error=True)
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def _name(value: Any, what: str, error: type[ExecuteError]) -> str:
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    if value is None or value == "":
+        raise error(f"'{what}' is required: pass the {what.split('_')[0]} name exactly as route returned it.")
+    raise error(f"'{what}' must be a string (the name as route returned it), got {type(value).__name__}.")
+
+
+class Copilot:
+    """Route and execute over one servers file, one index and one child pool."""
+
+    def __init__(
+        self,
+        settings: ServerSettings,
+        servers_file: ServersFile,
+        index: Any,
+        pool: Any,
+        shutdown: Shutdown | None = None,
+    ) -> None:
+        self.settings = settings
+        self.shutdown = shutdown or Shutdown()
+        self.index = index
+        self.pool = pool
+        self._servers_file = servers_file
+        self._servers_mtime = self._mtime(servers_file.path)
+        self._servers_checked = time.monotonic()
+        self.policy = Policy(
+            allow=settings.allow,
+            deny=settings.deny,
+            read_only=settings.read_only,
+            untrusted=settings.untrusted,
+            servers=servers_file.servers,
+        )
+        self.confirmations = ConfirmationStore(ttl=settings.confirm_ttl)
+        self.indexer = BackgroundIndexer(settings, index)
+        self.index_ready = anyio.Event()
+        self.started = anyio.Event()
+        self.sessions = SessionLogs(settings, copilot_version=copilot_version(), index_info=self.index_info)
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @classmethod
+    @asynccontextmanager
+    async def running(
+        cls,
+        settings: ServerSettings,
+        servers_file: ServersFile,
+        *,
+        start_now: bool = False,
+        shutdown: Shutdown | None = None,
+    ) -> AsyncIterator[Copilot]:
+        """Start the copilot: nothing heavy happens until :meth:`mark_started` (or ``start_now``).
+
+        On exit every child is stopped (the pool's own shutdown, then ``kill_all`` as the last
+        resort) and every open session log gets its ``session_end``.
+        """
+        from index.tool_index import ToolIndex  # heavy dependencies load lazily, not at import
+        from server.pool import ChildPool
+        from server.pool_settings import PoolSettings
+
+        index = ToolIndex.open(settings)
+        pool = ChildPool(servers_file.enabled(), PoolSettings())
+        copilot = cls(settings, servers_file, index, pool, shutdown)
+        try:
+            async with pool, anyio.create_task_group() as task_group:
+                copilot._task_group = task_group
+                task_group.start_soon(copilot._background)
+                if start_now:
+                    copilot.mark_started()
+                try:
+                    yield copilot
+                finally:
+                    copilot.sessions.end_all(copilot.shutdown_reason or "shutdown")
+                    task_group.cancel_scope.cancel()
+        finally:
+            pool.kill_all()
+
+    @property
+    def shutdown_reason(self) -> str | None:
+        return self.shutdown.reason
+
+    def mark_started(self) -> None:
+        """The first request was answered: background work may start now (keeps ``initialize`` fast)."""
+        if not self.started.is_set():
+            self.started.set()
+
+    async def _background(self) -> None:
+        await self.started.wait()
+        if not (self.settings.warm_index or self.settings.auto_index):
+            return
+        try:
+            await anyio.to_thread.run_sync(self.index.warm, abandon_on_cancel=True)
+        except IndexNotBuiltError as error:
+            logger.info("%s", error)
+        except CopilotError as error:
+            logger.warning("search index not ready: %s", error)
+        except Exception:
+            logger.exception("loading the search index failed")
+        finally:
+            self.index_ready.set()
+        if self.settings.auto_index:
+            await self.indexer.run(self.servers)
+
+    def index_info(self) -> dict[str, Any] | None:
+        info: dict[str, Any] = {"model": getattr(self.index, "model_name", self.settings.embedding_model)}
+        if self.index_ready.is_set():
+            try:
+                info["tool_count"] = self.index.tool_count
+            except Exception:  # noqa: BLE001 -- informational only
+                logger.debug("tool count unavailable", exc_info=True)
+        return info
+
+    # -- servers ------------------------------------------------------------------------------
+    @property
+    def servers(self) -> dict[str, ServerConfig]:
+        return self._servers_file.servers
+
+    @staticmethod
+    def _mtime(path: Path | None) -> float | None:
+        try:
+            return path.stat().st_mtime if path is not None else None
+        except OSError:
+            return None
+
+    def refresh_servers(self) -> None:
+        """Pick up edits of the servers file (added servers get indexed, removed ones vanish)."""
+        now = time.monotonic()
+        if now - self._servers_checked < SERVERS_FILE_CHECK_INTERVAL or self._servers_file.path is None:
+            return
+        self._servers_checked = now
+        mtime = self._mtime(self._servers_file.path)
+        if mtime == self._servers_mtime:
+            return
+        self._servers_mtime = mtime
+        try:
+            reloaded = load_servers(self._servers_file.path)
+        except CopilotError as error:
+            logger.warning("servers file changed but cannot be loaded, keeping the previous one: %s", error)
+            return
+        logger.info("servers file changed: %d server(s)", len(reloaded.servers))
+        self._servers_file = reloaded
+        self.policy.update_servers(reloaded.servers)
+        self.pool.update_servers(reloaded.enabled())
+        if self.settings.auto_index and self._task_group is not None and self.index_ready.is_set():
+            self._task_group.start_soon(self.indexer.run, reloaded.servers)
+
+    def routable_servers(self) -> list[str]:
+        return [
+            name for name, config in self.servers.items() if config.is_enabled and self.policy.server_visible(name)
+        ]
+
+    def _resolve_server(self, name: str) -> ServerConfig:
+        config = self.servers.get(name)
+        if config is None:
+            folded = {n.casefold(): n for n in self.servers}
+            if name.casefold() in folded:
+                config = self.servers[folded[name.casefold()]]
+        if config is None:
+            known = self.routable_servers()
+            hint = did_you_mean(suggest(name, known))
+            listed = ", ".join(sorted(known)[:_LISTED_NAMES]) + (" …" if len(known) > _LISTED_NAMES else "")
+            raise UnknownServerError(
+                f"Unknown server '{name}'.{hint} Known servers: {listed or '(none)'}. "
+                "Use route to find a tool, then pass its server exactly as route returned it."
+            )
+        if not config.is_enabled:
+            why = f" ({config.reason})" if config.reason else ""
+            raise ServerUnavailableError(
+                f"Server '{config.name}' is disabled in the servers file{why}. Use route to find another tool."
+            )
+        if not self.policy.server_visible(config.name):
+            raise PolicyDeniedError(
+                f"Server '{config.name}' may not be used: the copilot's allow/deny settings exclude it. "
+                "Use route to find another tool."
+            )
+        return config
+
+    # -- route --------------------------------------------------------------------------------
+    async def route(self, query: Any, top_k: Any, server: Any, log: SessionLog | None) -> CallToolResult:
+        start = time.perf_counter()
+        call_id = log.next_call_id() if log else ""
+        text_query = query.strip() if isinstance(query, str) else ""
+        answer: RouteAnswer | None = None
+        try:
+            self.refresh_servers()
+            answer = await self._route(text_query, top_k, server)
+            result = CallToolResult(
+                content=[text_result(render_route(answer)).content[0]],
+                structured_content=answer.model_dump(mode="json"),
+            )
+            error = None
+        except CopilotError as exc:
+            error = str(exc)
+            result = _error_result(exc)
+        except Exception as exc:
+            logger.exception("route failed")
+            error = f"internal error while searching: {exc}"
+            result = text_result(error + " (see the copilot's log)", is_error=True)
+        if log is not None:
+            hits = [RouteHit(server=t.server, tool=t.tool, score=t.score) for t in (answer.tools if answer else [])]
+            log.route(call_id, text_query or str(query), hits, _ms(start), error=error)
+        return result
+
+    async def _route(self, query: str, top_k: Any, server: Any) -> RouteAnswer:
+        if not query:
+            raise QueryError(
+                "The query is empty. Describe the task in a few words (e.g. 'current time in Tokyo'), or use "
+                "<tool_assistant>\\nserver: <kind of server>\\ntool: <what the tool does>\\n</tool_assistant>."
+            )
+        limit = self.settings.max_top_k
+        try:
+            k = int(top_k) if top_k is not None else 5
+        except (TypeError, ValueError):
+            raise QueryError(f"top_k must be an integer between 1 and {limit}, got {top_k!r}.") from None
+        note = None
+        if not 1 <= k <= limit:
+            note = f"top_k={k} is outside 1..{limit}; using {min(max(k, 1), limit)}."
+            k = min(max(k, 1), limit)
+        servers = self.routable_servers()
+        only: str | None = None
+        if isinstance(server, str) and server.strip():
+            only = self._resolve_server(server.strip()).name
+        filtered = bool(self.settings.allow or self.settings.deny)
+        # Over-fetch when allow/deny lists may remove hits, so k allowed tools remain.
+        fetch = k * 3 if filtered else k
+        try:
+            hits = await anyio.to_thread.run_sync(
+                lambda: self.index.search(query, top_k=fetch, server=only, servers=servers), abandon_on_cancel=True
+            )
+        except IndexNotBuiltError as error:
+            status = self.indexer.status()
+            if status.in_progress:
+                raise IndexNotBuiltError(
+                    f"The tool index is being built in the background ({len(status.pending_servers)} server(s) "
+                    "left); search again in a minute."
+                ) from None
+            raise error
+        tools: list[RoutedTool] = []
+        for hit in hits:
+            if not self.policy.tool_allowed(hit.server, hit.tool):
+                continue
+            tools.append(
+                RoutedTool(
+                    server=hit.server,
+                    tool=hit.tool,
+                    title=hit.title,
+                    description=hit.description or "",
+                    input_schema=dict(hit.input_schema or {}),
+                    required=list(hit.required or []),
+                    score=float(hit.score),
+                    server_running=bool(self.pool.is_running(hit.server)),
+                    annotations=dict(hit.annotations) if hit.annotations else None,
+                )
+            )
+            if len(tools) >= k:
+                break
+        if not tools and note is None:
+            note = (
+                "Nothing matched. Rephrase the query as the task you want done (what, on which kind of "
+                "data or service), or drop the server filter."
+            )
+        self._warm([t.server for t in tools])
+        return RouteAnswer(query=query, tools=tools, indexing=self.indexer.status(), note=note)
+
+    def _warm(self, servers: list[str]) -> None:
+        for name in list(dict.fromkeys(servers))[:WARM_TOP_SERVERS]:
+            try:
+                self.pool.warm(name)
+            except Exception:  # noqa: BLE001 -- warming is an optimisation; the call itself reports errors
+                logger.debug("could not warm %s", name, exc_info=True)
+
+    # -- execute ------------------------------------------------------------------------------
+    async def prepare(self, server_name: Any, tool_name: Any, params: Any) -> PreparedCall:
+        """Every check before the call itself; raises the :class:`ExecuteError` to report."""
+        self.refresh_servers()
+        server = self._resolve_server(_name(server_name, "server_name", UnknownServerError)).name
+        tool_requested = _name(tool_name, "tool_name", UnknownToolError)
+        arguments = coerce_params(params)
+        self.policy.check_allowed(server, tool_requested)
+        info = await self._lookup_tool(server, tool_requested)
+        self.policy.check_allowed(server, info.name)
+        check_params(server, info.name, info.input_schema, arguments)
+        risk = self.policy.assess(server, info.name, info.annotations)
+        return PreparedCall(server=server, tool=info.name, params=arguments, info=info, risk=risk)
+
+    async def _lookup_tool(self, server: str, tool: str) -> ToolInfo:
+        """The tool's live definition when its server runs, else the indexed one.
+
+        A server the index knows nothing about is asked directly (which starts it), so
+        servers still being indexed -- or never indexed -- can be called at once.
+        """
+        if self.pool.is_running(server):
+            return self._pick_live(server, tool, await self.pool.list_tools(server))
+        try:
+            record = await anyio.to_thread.run_sync(self.index.get, server, tool, abandon_on_cancel=True)
+            records = None if record is not None else await anyio.to_thread.run_sync(self.index.records)
+        except IndexNotBuiltError:
+            record, records = None, {}
+        if record is not None:
+            return ToolInfo(record.name, record.description, dict(record.input_schema), record.annotations)
+        names = [r.name for r in records.values() if r.server == server]
+        if not names:
+            return self._pick_live(server, tool, await self.pool.list_tools(server))
+        raise self._unknown_tool(server, tool, names, records)
+
+    def _pick_live(self, server: str, tool: str, tools: list[Any]) -> ToolInfo:
+        by_name = {t.name: t for t in tools}
+        found = by_name.get(tool)
+        if found is None:
+            raise self._unknown_tool(server, tool, list(by_name), None)
+        annotations = found.annotations.model_dump(by_alias=True, exclude_none=True) if found.annotations else None
+        return ToolInfo(found.name, found.description or "", dict(found.input_schema or {}), annotations)
+
+    def _unknown_tool(
+        self, server: str, tool: str, names: list[str], records: Mapping[str, Any] | None
+    ) -> UnknownToolError:
+        hint = did_you_mean(suggest(tool, names))
+        message = f"Unknown tool '{tool}' on server '{server}'.{hint}"
+        if records is None:
+            try:
+                records = self.index.records()
+            except CopilotError:
+                records = {}
+        visible = set(self.routable_servers())
+        elsewhere = sorted({r.server for r in records.values() if r.name == tool and r.server in visible} - {server})
+        if elsewhere:
+            message += f" A tool named '{tool}' exists on: {', '.join(elsewhere[:10])}."
+        listed = ", ".join(sorted(names)[:_LISTED_NAMES]) + (" …" if len(names) > _LISTED_NAMES else "")
+        message += f" Tools on {server}: {listed or '(none)'}. Use route to search for the right tool."
+        return UnknownToolError(message)
+
+    async def execute(
+        self,
+        server_name: Any,
+        tool_name: Any,
+        params: Any,
+        confirm: Any,
+        confirmation: Confirmation | None,
+        log: SessionLog | None,
+    ) -> CallToolResult:
+        start = time.perf_counter()
+        call_id = log.next_call_id() if log else ""
+        logged_params = params if isinstance(params, dict) else ({"_raw": params} if params is not None else None)
+        error: str | None = None
+        kind: str | None = None
+        server = str(server_name)
+        tool = str(tool_name)
+        try:
+            prepared = await self.prepare(server_name, tool_name, params)
+            server, tool, logged_params = prepared.server, prepared.tool, prepared.params
+            self._check_confirmation(prepared, confirm, confirmation)
+            result = await self.pool.call_tool(server, tool, prepared.params)
+            result = cap_result(result, self.settings.max_result_chars)
+        except ExecuteError as exc:
+            error, kind = str(exc), exc.kind
+            result = _error_result(exc)
+            if isinstance(exc, ConfirmationRequiredError) and getattr(exc, "token", None):
+                result.structured_content = {"confirmation_required": True, "confirm": exc.token}  # type: ignore[attr-defined]
+        except CopilotError as exc:
+            error, kind = str(exc), "execute_error"
+            result = _error_result(exc)
+        except Exception as exc:
+            logger.exception("execute %s/%s failed", server, tool)
+            error, kind = f"internal error while calling {server}/{tool}: {exc}", "internal_error"
+            result = text_result(error + " (see the copilot's log)", is_error=True)
+        if log is not None:
+            log.execute(
+                call_id,
+                server,
+                tool,
+                logged_params,
+                to_log_result(result),
+                _ms(start),
+                error=error,
+                error_kind=kind,
+            )
+        return result
+
+    def _check_confirmation(self, call: PreparedCall, confirm: Any, confirmation: Confirmation | None) -> None:
+        risk = call.risk
+        if not risk.needs_confirmation:
+            return
+        self.policy.check_read_only(call.server, call.tool, risk)
+        if isinstance(confirm, str) and confirm.strip():
+            self.confirmations.redeem(confirm.strip(), call.server, call.tool, call.params)
+            return
+        if confirmation is not None:
+            if confirmation.approved:
+                return
+            raise PolicyDeniedError(
+                f"The user declined to run {call.server}/{call.tool}. Do not retry it; tell the user what you "
+                "would have done, or find another way."
+            )
+        token = self.confirmations.issue(call.server, call.tool, call.params)
+        minutes = max(1, round(self.settings.confirm_ttl / 60))
+        error = ConfirmationRequiredError(
+            f"Confirmation required: {risk.reason}. Ask the user whether to run {call.server}/{call.tool} with "
+            f"these params. Only if they agree, call execute again with the same server_name, tool_name and "
+            f'params plus confirm="{token}" (valid once, for {minutes} min).'
+        )
+        error.token = token  # type: ignore[attr-defined]
+        raise error
+
+    def confirmation_question(self, call: PreparedCall) -> str:
+        return (
+            f"An assistant wants to run {call.server}/{call.tool}: {call.risk.reason}.\n"
+            f"Params: {call.params}\nAllow this call?"
+        )

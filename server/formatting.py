@@ -1,0 +1,86 @@
+"""What ``route`` returns: the structured answer (``RouteAnswer``) and its readable text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+#: Longest tool description shown in route's text (the structured answer keeps it whole).
+MAX_DESCRIPTION_CHARS = 2000
+
+
+class RoutedTool(BaseModel):
+    server: str = Field(description="Pass as execute's server_name.")
+    tool: str = Field(description="Pass as execute's tool_name.")
+    title: str | None = None
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict, description="JSON schema execute's params must match.")
+    required: list[str] = Field(default_factory=list, description="Parameters that must be given.")
+    score: float = Field(description="Relevance; higher is better.")
+    server_running: bool = Field(description="Whether the tool's server is already running (first call is faster).")
+    annotations: dict[str, Any] | None = None
+
+
+class IndexingStatus(BaseModel):
+    in_progress: bool = False
+    pending_servers: list[str] = Field(default_factory=list, description="Servers being crawled and indexed now.")
+    failed_servers: dict[str, str] = Field(default_factory=dict, description="Servers that could not be indexed, with why.")
+
+
+class RouteAnswer(BaseModel):
+    query: str
+    tools: list[RoutedTool] = Field(default_factory=list)
+    indexing: IndexingStatus = Field(default_factory=IndexingStatus)
+    note: str | None = None
+
+
+def indexing_sentence(status: IndexingStatus) -> str:
+    if not status.in_progress:
+        return ""
+    pending = ", ".join(status.pending_servers[:10])
+    more = f" and {len(status.pending_servers) - 10} more" if len(status.pending_servers) > 10 else ""
+    return (
+        f"Note: background indexing of {len(status.pending_servers)} new or changed server(s) is in progress "
+        f"({pending}{more}); their tools are not searchable yet, so results may be incomplete. "
+        "Search again in a minute if nothing here fits."
+    )
+
+
+def _schema_text(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+
+
+def render_route(answer: RouteAnswer) -> str:
+    lines: list[str] = []
+    status_line = indexing_sentence(answer.indexing)
+    if not answer.tools:
+        lines.append(f'No tools found for "{answer.query}".')
+        if answer.note:
+            lines.append(answer.note)
+        if status_line:
+            lines.append(status_line)
+        return "\n".join(lines)
+
+    lines.append(f'Top {len(answer.tools)} tool(s) for "{answer.query}":')
+    if status_line:
+        lines.append(status_line)
+    if answer.note:
+        lines.append(answer.note)
+    for rank, tool in enumerate(answer.tools, 1):
+        state = "server running" if tool.server_running else "server starts on first call"
+        lines.append("")
+        lines.append(f"{rank}. server: {tool.server}  tool: {tool.tool}  (score {tool.score:.3f}, {state})")
+        description = tool.description.strip() or "(no description)"
+        if len(description) > MAX_DESCRIPTION_CHARS:
+            description = description[:MAX_DESCRIPTION_CHARS] + "…"
+        lines.append(f"   {description}".replace("\n", "\n   "))
+        lines.append(f"   required params: {', '.join(tool.required) if tool.required else '(none)'}")
+        lines.append(f"   input schema: {_schema_text(tool.input_schema)}")
+    lines.append("")
+    lines.append(
+        "To use one, call execute with its exact server_name and tool_name as shown above and params that "
+        "match its input schema."
+    )
+    return "\n".join(lines)

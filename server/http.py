@@ -1,0 +1,138 @@
+"""Serving the copilot over streamable HTTP: bearer token, Origin checks, uvicorn.
+
+Bound to loopback by default. Binding any other interface requires a bearer token (checked
+in constant time on every request). Browsers' cross-site requests are refused by Origin: a
+request without Origin (any non-browser client) or from a loopback page is accepted, other
+Origins only when listed in ``COPILOT_ALLOWED_ORIGINS``. On loopback the SDK's DNS-rebinding
+protection (Host header check) stays on as well.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import signal
+from types import FrameType
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from index.errors import ConfigError
+from server.settings import LOOPBACK_NAMES, ServerSettings
+
+logger = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+_LOOPBACK_ORIGIN_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+
+
+def origin_allowed(origin: str, extra: list[str]) -> bool:
+    """Loopback pages (any port) and the configured Origins (exact, or ``scheme://host:*``)."""
+    for allowed in extra:
+        if origin == allowed or (allowed.endswith(":*") and origin.startswith(allowed[:-1])):
+            return True
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    host = (parts.hostname or "").lower()
+    return parts.scheme in ("http", "https") and (host in _LOOPBACK_ORIGIN_HOSTS or f"[{host}]" in _LOOPBACK_ORIGIN_HOSTS)
+
+
+class GuardMiddleware:
+    """Rejects requests with a foreign Origin (403) or without the bearer token (401)."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None, allowed_origins: list[str]) -> None:
+        self.app = app
+        self._token = token.encode() if token else None
+        self._allowed_origins = allowed_origins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        origin = headers.get("origin")
+        if origin is not None and not origin_allowed(origin, self._allowed_origins):
+            logger.warning("refused a request from Origin %r", origin)
+            await _reply(send, 403, "Forbidden: this Origin may not use the copilot (see COPILOT_ALLOWED_ORIGINS).")
+            return
+        if self._token is not None:
+            scheme, _, presented = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), self._token):
+                await _reply(
+                    send,
+                    401,
+                    "Unauthorized: send 'Authorization: Bearer <token>' with the copilot's token (COPILOT_HTTP_TOKEN).",
+                    extra_headers=[(b"www-authenticate", b'Bearer realm="mcp-copilot"')],
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+async def _reply(send: Send, status: int, message: str, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + (extra_headers or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+def check_exposure(settings: ServerSettings) -> None:
+    """Refuse to serve beyond loopback without a token."""
+    if not settings.binds_loopback and not settings.token:
+        raise ConfigError(
+            f"refusing to listen on {settings.http_host} without a bearer token: anyone who can reach this "
+            "address could run tools on this machine. Set COPILOT_HTTP_TOKEN (or --token), or bind 127.0.0.1."
+        )
+
+
+def transport_security(settings: ServerSettings) -> TransportSecuritySettings:
+    if not settings.binds_loopback:
+        # The public Host name is not known here; Origin and the token are checked by GuardMiddleware.
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts = sorted(LOOPBACK_NAMES - {"::1"})
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
+        allowed_origins=[
+            *(f"{scheme}://{h}:*" for scheme in ("http", "https") for h in hosts),
+            *(f"{scheme}://{h}" for scheme in ("http", "https") for h in hosts),
+            *settings.allowed_origins,
+        ],
+    )
+
+
+def build_asgi(app: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
+    starlette_app = app.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        transport_security=transport_security(settings),
+        host=settings.http_host,
+    )
+    return GuardMiddleware(starlette_app, token=settings.token, allowed_origins=settings.allowed_origins)
+
+
+async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: Any) -> None:
+    """Serve until SIGTERM/SIGINT; ``on_signal(name)`` records why we stopped."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            on_signal(signal.Signals(sig).name)
+            super().handle_exit(sig, frame)
+
+    check_exposure(settings)
+    config = uvicorn.Config(
+        build_asgi(app, settings),
+        host=settings.http_host,
+        port=settings.http_port,
+        log_level=settings.log_level.lower(),
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        access_log=False,
+    )
+    logger.info("serving MCP over streamable HTTP on http://%s:%d%s", settings.http_host, settings.http_port, MCP_PATH)
+    await Server(config).serve()

@@ -1,0 +1,186 @@
+"""Which tools may be routed to and executed, and which need the user's confirmation.
+
+- Allow/deny lists hold glob patterns: ``server`` (every tool of it) or ``server/tool``
+  (``*`` and ``?`` work in both parts). Deny wins; an empty allow list allows everything.
+- A tool needs confirmation when it is annotated ``destructiveHint: true``, or when its server
+  is untrusted (``"trusted": false`` in servers.json, or ``COPILOT_UNTRUSTED``) and the tool
+  does not declare itself harmless (``readOnlyHint: true`` or ``destructiveHint: false``).
+- Read-only mode refuses instead of asking -- also tools that declare ``readOnlyHint: false``.
+- Confirmation is asked through MCP elicitation when the client supports it, else with a
+  single-use, expiring confirm token bound to server, tool and params.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from index.servers import ServerConfig
+from server.errors import ConfirmationRequiredError, PolicyDeniedError
+
+
+def _split(pattern: str) -> tuple[str, str]:
+    server, _, tool = pattern.partition("/")
+    return server, tool or "*"
+
+
+def _matches(patterns: Iterable[tuple[str, str]], server: str, tool: str | None) -> bool:
+    for server_glob, tool_glob in patterns:
+        if not fnmatch.fnmatchcase(server, server_glob):
+            continue
+        if tool is None or fnmatch.fnmatchcase(tool, tool_glob):
+            return True
+    return False
+
+
+def _annotation(annotations: Mapping[str, Any] | None, key: str) -> Any:
+    if not annotations:
+        return None
+    value = annotations.get(key)
+    if value is None:
+        # Records may hold the snake_case spelling of the SDK models.
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+        value = annotations.get(snake)
+    return value
+
+
+@dataclass(frozen=True)
+class Risk:
+    """Why a call needs confirmation (``reason`` is shown to the user)."""
+
+    needs_confirmation: bool
+    reason: str = ""
+    refused_read_only: bool = False
+
+
+class Policy:
+    """Allow/deny lists, untrusted servers and read-only mode."""
+
+    def __init__(
+        self,
+        *,
+        allow: Iterable[str] = (),
+        deny: Iterable[str] = (),
+        read_only: bool = False,
+        untrusted: Iterable[str] = (),
+        servers: Mapping[str, ServerConfig] | None = None,
+    ) -> None:
+        self._allow = [_split(p) for p in allow if p]
+        self._deny = [_split(p) for p in deny if p]
+        self._untrusted = [p for p in untrusted if p]
+        self.read_only = read_only
+        self._servers: Mapping[str, ServerConfig] = servers or {}
+
+    def update_servers(self, servers: Mapping[str, ServerConfig]) -> None:
+        self._servers = servers
+
+    # -- allow / deny -------------------------------------------------------------------------
+    def tool_allowed(self, server: str, tool: str) -> bool:
+        if _matches(self._deny, server, tool):
+            return False
+        return not self._allow or _matches(self._allow, server, tool)
+
+    def server_visible(self, server: str) -> bool:
+        """False when no tool of ``server`` can ever be allowed (the whole server is denied)."""
+        if any(fnmatch.fnmatchcase(server, s) and t == "*" for s, t in self._deny):
+            return False
+        return not self._allow or _matches(self._allow, server, None)
+
+    def check_allowed(self, server: str, tool: str) -> None:
+        if self.tool_allowed(server, tool):
+            return
+        if _matches(self._deny, server, tool):
+            why = "it is on the copilot's deny list (COPILOT_DENY)"
+        else:
+            why = "it is not on the copilot's allow list (COPILOT_ALLOW)"
+        raise PolicyDeniedError(
+            f"{server}/{tool} may not be called: {why}. Use another tool (search with route), "
+            "or ask the user to change the copilot's settings."
+        )
+
+    # -- confirmation -------------------------------------------------------------------------
+    def is_untrusted(self, server: str) -> bool:
+        config = self._servers.get(server)
+        if config is not None and not config.trusted:
+            return True
+        return any(fnmatch.fnmatchcase(server, pattern) for pattern in self._untrusted)
+
+    def assess(self, server: str, tool: str, annotations: Mapping[str, Any] | None) -> Risk:
+        destructive = _annotation(annotations, "destructiveHint")
+        read_only_hint = _annotation(annotations, "readOnlyHint")
+        if destructive is True:
+            reason = f"{server}/{tool} is annotated as destructive (it may delete or overwrite data)"
+        elif self.is_untrusted(server) and read_only_hint is not True and destructive is not False:
+            reason = f"{server} is an untrusted server and {tool} does not declare itself read-only"
+        elif self.read_only and read_only_hint is False:
+            return Risk(True, f"{server}/{tool} declares that it modifies its environment", refused_read_only=True)
+        else:
+            return Risk(False)
+        return Risk(True, reason, refused_read_only=self.read_only)
+
+    def check_read_only(self, server: str, tool: str, risk: Risk) -> None:
+        if risk.refused_read_only:
+            raise PolicyDeniedError(
+                f"Refused: the copilot runs in read-only mode (COPILOT_READ_ONLY) and {risk.reason}. "
+                "Only tools that do not modify anything can be called; tell the user if this task needs more."
+            )
+
+
+def _binding(server: str, tool: str, params: Mapping[str, Any]) -> str:
+    canonical = json.dumps({"s": server, "t": tool, "p": params}, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass
+class _Pending:
+    binding: str
+    label: str
+    expires: float
+
+
+class ConfirmationStore:
+    """Single-use confirm tokens, each bound to one server + tool + params, expiring after ``ttl`` s."""
+
+    def __init__(self, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self._clock = clock
+        self._pending: dict[str, _Pending] = {}
+        self._lock = threading.Lock()
+
+    def issue(self, server: str, tool: str, params: Mapping[str, Any]) -> str:
+        token = "confirm-" + secrets.token_urlsafe(12)
+        now = self._clock()
+        with self._lock:
+            self._pending = {t: p for t, p in self._pending.items() if p.expires > now}
+            self._pending[token] = _Pending(_binding(server, tool, params), f"{server}/{tool}", now + self.ttl)
+        return token
+
+    def redeem(self, token: str, server: str, tool: str, params: Mapping[str, Any]) -> None:
+        """Consume ``token`` for exactly this call; raise when it is unknown, expired, used or for another call."""
+        now = self._clock()
+        with self._lock:
+            pending = self._pending.get(token)
+            if pending is None:
+                raise ConfirmationRequiredError(
+                    f"The confirm token '{token}' is unknown or was already used. Call execute again without "
+                    "'confirm' to get a new token, and ask the user before using it."
+                )
+            if pending.expires <= now:
+                del self._pending[token]
+                raise ConfirmationRequiredError(
+                    f"The confirm token '{token}' expired. Call execute again without 'confirm' to get a new one."
+                )
+            if pending.binding != _binding(server, tool, params):
+                raise ConfirmationRequiredError(
+                    f"The confirm token '{token}' confirms a different call ({pending.label} with other params). "
+                    "A token only confirms the exact server, tool and params it was issued for; call execute "
+                    "without 'confirm' to get a token for this call."
+                )
+            del self._pending[token]

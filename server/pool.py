@@ -1,0 +1,534 @@
+"""The child session pool: one persistent MCP client session per child server.
+
+A child is started lazily on its first call (or :meth:`ChildPool.warm`), kept across calls so
+stateful servers keep their state, stopped after ``idle_timeout`` and evicted least-recently-used
+when ``max_live_children`` are running (never while it has calls in flight). Calls to different
+servers run concurrently; each server has a concurrency limit; every call has a timeout.
+
+MCP client sessions are context managers bound to the task that entered them, so each child
+lives in its own *runner* task in the pool's task group: the runner opens
+:func:`index.connect.open_session`, signals ``ready``, and waits until it is asked to stop or the
+child's transport ends; leaving ``open_session`` kills the child's whole process group. Callers
+only borrow the session. A child that crashes or times out is marked broken; the next call starts
+a fresh one. Nothing a child does can raise out of the pool except the ``server.errors`` below.
+
+Errors: :class:`UnknownServerError` (not configured), :class:`ServerUnavailableError` (disabled,
+missing command, failed start -- with the reason and the last stderr lines),
+:class:`ChildCrashedError` (exited during the call), :class:`ChildTimeoutError` (the call took too
+long; the child is killed because it may be wedged). A JSON-RPC error answered by the child is
+returned as a ``CallToolResult`` with ``is_error`` set, so the model sees the child's own message.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp.types as types
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+from rapidfuzz import process as fuzzy
+
+from index.connect import ChildConnection, ChildProcess, ChildStartError, describe_exit, open_session
+from index.servers import ServerConfig
+from server.errors import (
+    ChildCrashedError,
+    ChildTimeoutError,
+    ServerUnavailableError,
+    UnknownServerError,
+)
+from server.pool_settings import PoolSettings
+
+__all__ = ["ChildPool", "PoolSettings"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds to wait for a crashed child's exit code before reporting without it.
+_EXIT_CODE_WAIT = 2.0
+
+
+@dataclass
+class _ServerState:
+    """Per-server bookkeeping that outlives any one child process."""
+
+    calls: int = 0
+    errors: int = 0
+    starts: int = 0
+    last_used: float | None = None  # wall clock, for status()
+    last_error: str | None = None
+    start_error: ChildStartError | None = None
+    failed_at: float = 0.0  # monotonic
+    slots: anyio.Semaphore | None = None
+
+
+@dataclass(eq=False)
+class _Child:
+    """One child process/connection and the runner task that owns it."""
+
+    name: str
+    config: ServerConfig
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    connection: ChildConnection | None = None
+    process: ChildProcess | None = None
+    start_error: BaseException | None = None
+    broken: bool = False  # crashed, timed out or exited: never used for a new call
+    retired: bool = False  # replaced/removed/evicted: stops when its last call finishes
+    in_flight: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    tools: list[types.Tool] | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Starting or running, and fit for new calls."""
+        return not (self.broken or self.retired or self.stop.is_set() or self.done.is_set())
+
+    @property
+    def running(self) -> bool:
+        return (
+            self.usable
+            and self.ready.is_set()
+            and self.connection is not None
+            and not self.connection.closed.is_set()
+        )
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+
+async def _wait_either(first: anyio.Event, second: anyio.Event) -> None:
+    async with anyio.create_task_group() as group:
+
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(wait, first)
+        group.start_soon(wait, second)
+
+
+def _tail_text(lines: list[str]) -> str:
+    return (" Last stderr lines:\n  " + "\n  ".join(lines)) if lines else ""
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+class ChildPool:
+    """Persistent MCP client sessions to the configured child servers; see the module docstring."""
+
+    def __init__(self, servers: Mapping[str, ServerConfig], settings: PoolSettings | None = None) -> None:
+        self.settings = settings if settings is not None else PoolSettings()
+        self._servers: dict[str, ServerConfig] = dict(servers)
+        self._children: dict[str, _Child] = {}  # the current child of each server
+        self._alive: set[_Child] = set()  # every child whose runner has not finished
+        self._states: dict[str, _ServerState] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._closing = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ChildPool:
+        self._closing = False
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._stop_idle_children, name="child pool idle reaper")
+        atexit.register(self.kill_all)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Stop every child (process groups included), also when the owner is being cancelled."""
+        self._closing = True
+        group, self._task_group = self._task_group, None
+        try:
+            if group is not None:
+                for child in list(self._alive):
+                    child.stop.set()
+                # Each runner's open_session shuts its child down shielded and bounded; cancelling
+                # the group only hurries runners still starting. The group's own scope is shielded
+                # (a new scope would break LIFO exit) so an outer cancellation cannot cut this short.
+                group.cancel_scope.cancel()
+                group.cancel_scope.shield = True
+                await group.__aexit__(None, None, None)
+        finally:
+            self.kill_all()  # last resort for anything that outlived its runner
+            self._children.clear()
+            atexit.unregister(self.kill_all)
+
+    def kill_all(self) -> None:
+        """SIGKILL every child's process group now. Synchronous: for signal handlers and atexit."""
+        for child in list(self._alive):
+            if child.process is not None:
+                child.process.kill()
+
+    # -- public API -------------------------------------------------------------------------
+
+    async def call_tool(
+        self, server: str, tool: str, arguments: dict[str, Any] | None, *, timeout: float | None = None
+    ) -> types.CallToolResult:
+        """Call ``tool`` on ``server``'s child (starting it if needed) and return its result unchanged."""
+        config = self._config(server)
+        state = self._state(server)
+        state.calls += 1
+        limit = timeout if timeout is not None else (config.timeout or self.settings.call_timeout)
+        try:
+            if state.slots is None:
+                state.slots = anyio.Semaphore(self.settings.per_server_concurrency)
+            with anyio.move_on_after(limit) as queue_scope:
+                await state.slots.acquire()
+            if queue_scope.cancelled_caught:
+                raise ChildTimeoutError(
+                    f"server '{server}' is busy: {self.settings.per_server_concurrency} calls were already "
+                    f"running and none finished within {limit:g}s. Try again later or call another server."
+                )
+            try:
+                child = await self._acquire(server, config)
+                try:
+                    return await self._call(child, tool, arguments, limit)
+                finally:
+                    self._release(child)
+            finally:
+                state.slots.release()
+        except (ChildCrashedError, ChildTimeoutError, ServerUnavailableError) as error:
+            state.errors += 1
+            state.last_error = str(error)
+            raise
+
+    async def list_tools(self, server: str) -> list[types.Tool]:
+        """The tools of ``server``'s live session (listed once per child process)."""
+        config = self._config(server)
+        state = self._state(server)
+        limit = config.timeout or self.settings.call_timeout
+        try:
+            child = await self._acquire(server, config)
+            try:
+                if child.tools is None:
+                    child.tools = await self._list(child, limit)
+                return list(child.tools)
+            finally:
+                self._release(child)
+        except (ChildCrashedError, ChildTimeoutError, ServerUnavailableError) as error:
+            state.errors += 1
+            state.last_error = str(error)
+            raise
+
+    def warm(self, server: str) -> None:
+        """Start ``server``'s child in the background if it is not running; never raises."""
+        child = self._children.get(server)
+        if child is not None and child.usable:
+            return
+        try:
+            self._start(server, self._config(server))
+        except Exception as error:  # warming is a hint; the next call reports the problem
+            logger.info("not warming server '%s': %s", server, error)
+
+    def is_running(self, server: str) -> bool:
+        child = self._children.get(server)
+        return child is not None and child.running
+
+    def update_servers(self, servers: Mapping[str, ServerConfig]) -> None:
+        """Adopt a new server list: children of removed or relaunched servers are stopped."""
+        new = dict(servers)
+        for name, child in list(self._children.items()):
+            config = new.get(name)
+            if config is None or not config.is_enabled or config.launch_hash() != child.config.launch_hash():
+                logger.info("server '%s' was %s; stopping its child", name, "removed" if config is None else "changed")
+                self._retire(child)
+        for name, state in self._states.items():
+            old, config = self._servers.get(name), new.get(name)
+            if old is not None and config is not None and old.launch_hash() != config.launch_hash():
+                state.start_error = None  # a fixed launch config deserves an immediate retry
+        self._servers = new
+
+    def status(self) -> dict[str, Any]:
+        """Per configured server: running, pid, calls, errors, last_used, restarts and more."""
+        report: dict[str, Any] = {}
+        for name, config in self._servers.items():
+            child = self._children.get(name)
+            state = self._states.get(name, _ServerState())
+            if child is not None and child.running:
+                phase = "running"
+            elif child is not None and child.usable:
+                phase = "starting"
+            elif state.start_error is not None:
+                phase = "failed"
+            else:
+                phase = "stopped" if config.is_enabled else "disabled"
+            report[name] = {
+                "running": phase == "running",
+                "state": phase,
+                "pid": child.pid if child is not None and child.usable else None,
+                "transport": config.transport,
+                "calls": state.calls,
+                "errors": state.errors,
+                "in_flight": child.in_flight if child is not None else 0,
+                "last_used": (
+                    datetime.fromtimestamp(state.last_used, UTC).isoformat(timespec="seconds")
+                    if state.last_used is not None
+                    else None
+                ),
+                "restarts": max(state.starts - 1, 0),
+                "last_error": state.last_error,
+                "stderr_log": str(self.settings.server_log(name)) if config.transport == "stdio" else None,
+            }
+        return report
+
+    # -- starting and stopping children -------------------------------------------------------
+
+    def _config(self, server: str) -> ServerConfig:
+        config = self._servers.get(server)
+        if config is None:
+            known = list(self._servers)
+            close = [match for match, _, _ in fuzzy.extract(server, known, limit=3, score_cutoff=60)]
+            hint = f" Did you mean {', '.join(repr(name) for name in close)}?" if close else ""
+            raise UnknownServerError(f"unknown server '{server}'.{hint} Use route to find servers and tools.")
+        if not config.is_enabled:
+            reason = f": {config.reason}" if config.reason else ""
+            raise ServerUnavailableError(f"server '{server}' is disabled{reason}. Use another server's tool.")
+        return config
+
+    def _state(self, server: str) -> _ServerState:
+        state = self._states.get(server)
+        if state is None:
+            state = self._states[server] = _ServerState()
+        return state
+
+    def _start(self, server: str, config: ServerConfig) -> _Child:
+        if self._task_group is None or self._closing:
+            raise ServerUnavailableError(f"server '{server}' cannot start: the copilot is shutting down.")
+        state = self._state(server)
+        if state.start_error is not None:
+            since = time.monotonic() - state.failed_at
+            if since < self.settings.restart_backoff:
+                raise ServerUnavailableError(
+                    f"server '{server}' failed to start {since:.0f}s ago (a failed start is retried after "
+                    f"{self.settings.restart_backoff:g}s): {state.start_error}"
+                )
+        previous = self._children.get(server)
+        if previous is not None:
+            self._retire(previous)
+        child = _Child(server, config)
+        self._children[server] = child
+        self._alive.add(child)
+        state.starts += 1
+        self._evict_over_cap(keep=child)
+        self._task_group.start_soon(self._run_child, child, name=f"mcp child {server}")
+        return child
+
+    async def _run_child(self, child: _Child) -> None:
+        """Own one child's session for its whole life; never raises (the pool outlives children)."""
+        state = self._state(child.name)
+        settings = self.settings
+
+        def spawned(process: ChildProcess) -> None:
+            child.process = process
+
+        try:
+            async with open_session(
+                child.config,
+                workdir=settings.server_workdir(child.name),
+                stderr_path=settings.server_log(child.name),
+                init_timeout=settings.init_timeout,
+                max_message_bytes=settings.max_message_bytes,
+                shutdown_grace=settings.shutdown_grace,
+                on_spawn=spawned,
+            ) as connection:
+                child.connection = connection
+                child.last_used = time.monotonic()
+                state.start_error = None
+                child.ready.set()
+                logger.info("server '%s' started (pid %s)", child.name, connection.pid)
+                await _wait_either(child.stop, connection.closed)
+                if not child.stop.is_set():
+                    child.broken = True
+                    code = await connection.wait_exit(_EXIT_CODE_WAIT)
+                    logger.warning(
+                        "server '%s' stopped on its own (%s); it will be restarted on the next call",
+                        child.name,
+                        describe_exit(code) if connection.process else "connection closed",
+                    )
+        except ChildStartError as error:
+            child.start_error = error
+            state.start_error, state.failed_at = error, time.monotonic()
+            state.last_error = str(error)
+            logger.warning("server '%s' failed to start: %s", child.name, error)
+        except Exception as error:  # a bug or an unexpected transport failure must not kill the pool
+            child.start_error = error
+            logger.exception("server '%s': unexpected error in its session", child.name)
+        finally:
+            child.broken = True
+            child.ready.set()
+            child.done.set()
+            self._alive.discard(child)
+            if self._children.get(child.name) is child:
+                del self._children[child.name]
+
+    async def _acquire(self, server: str, config: ServerConfig) -> _Child:
+        """The server's running child, started if needed, with this call counted as in flight."""
+        child = self._children.get(server)
+        if child is None or not child.usable:
+            child = self._start(server, config)
+        child.in_flight += 1
+        try:
+            if not child.ready.is_set():
+                # open_session bounds the start by init_timeout; this only guards against a bug.
+                with anyio.fail_after(self.settings.init_timeout + 30):
+                    await child.ready.wait()
+            if child.start_error is not None:
+                error = child.start_error
+                if isinstance(error, ChildStartError):
+                    raise ServerUnavailableError(f"{error}") from None
+                raise ServerUnavailableError(
+                    f"server '{server}' could not be started ({type(error).__name__}: {error})."
+                ) from None
+            if child.connection is None or child.connection.closed.is_set():
+                tail = child.connection.stderr_tail(8) if child.connection is not None else []
+                raise ServerUnavailableError(
+                    f"server '{server}' exited right after starting.{_tail_text(tail)}"
+                )
+        except BaseException:
+            self._release(child)
+            raise
+        return child
+
+    def _release(self, child: _Child) -> None:
+        child.in_flight -= 1
+        child.last_used = time.monotonic()
+        state = self._states.get(child.name)
+        if state is not None:
+            state.last_used = time.time()
+        if child.in_flight == 0 and child.retired:
+            child.stop.set()
+        self._evict_over_cap()
+
+    def _retire(self, child: _Child) -> None:
+        """Take ``child`` out of service; it stops now, or after its last in-flight call."""
+        child.retired = True
+        if self._children.get(child.name) is child:
+            del self._children[child.name]
+        if child.in_flight == 0:
+            child.stop.set()
+
+    def _break(self, child: _Child, reason: str, *, kill: bool = True) -> None:
+        """Take a misbehaving child out of service right away (its in-flight calls fail)."""
+        if not child.broken:
+            logger.warning("stopping server '%s': %s", child.name, reason)
+        child.broken = True
+        if self._children.get(child.name) is child:
+            del self._children[child.name]
+        if kill and child.connection is not None:
+            child.connection.kill()
+        child.stop.set()
+
+    def _evict_over_cap(self, keep: _Child | None = None) -> None:
+        live = [child for child in self._alive if not child.stop.is_set()]
+        excess = len(live) - self.settings.max_live_children
+        if excess <= 0:
+            return
+        idle = sorted(
+            (child for child in live if child.in_flight == 0 and child is not keep and child.ready.is_set()),
+            key=lambda child: child.last_used,
+        )
+        for child in idle[:excess]:
+            logger.info("stopping least recently used server '%s' (max_live_children reached)", child.name)
+            self._retire(child)
+        if len(idle) < excess:
+            logger.info("%d children running, over max_live_children: the busy ones stop when idle", len(live))
+
+    async def _stop_idle_children(self) -> None:
+        idle_timeout = self.settings.idle_timeout
+        interval = min(max(idle_timeout / 4, 0.05), 30.0)
+        while True:
+            await anyio.sleep(interval)
+            now = time.monotonic()
+            for child in list(self._children.values()):
+                if child.in_flight == 0 and child.running and now - child.last_used >= idle_timeout:
+                    logger.info("stopping server '%s': idle for %.0fs", child.name, now - child.last_used)
+                    self._retire(child)
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def _crashed(self, child: _Child, doing: str) -> ChildCrashedError:
+        connection = child.connection
+        # Out of service now, killed only after its exit code is known (a kill would mask it).
+        child.broken = True
+        if self._children.get(child.name) is child:
+            del self._children[child.name]
+        if connection is None or connection.process is None:
+            self._break(child, f"its connection closed during {doing}")
+            return ChildCrashedError(
+                f"the connection to server '{child.name}' closed during {doing}. "
+                "It will be reconnected on the next call."
+            )
+        code = await connection.wait_exit(_EXIT_CODE_WAIT)
+        self._break(child, f"it {describe_exit(code)} during {doing}")
+        what = describe_exit(code) if code is not None else "closed its output"
+        return ChildCrashedError(
+            f"server '{child.name}' crashed during {doing} ({what}). It will be restarted on the next call; "
+            f"any state it kept is lost.{_tail_text(connection.stderr_tail(8))}"
+        )
+
+    def _timed_out(self, child: _Child, doing: str, limit: float) -> ChildTimeoutError:
+        self._break(child, f"{doing} exceeded {limit:g}s")
+        return ChildTimeoutError(
+            f"server '{child.name}' did not finish {doing} within {limit:g}s. The server was stopped (it may "
+            "be stuck) and will be restarted on the next call; any state it kept is lost. Retry with "
+            "smaller inputs or use another tool."
+        )
+
+    async def _call(
+        self, child: _Child, tool: str, arguments: dict[str, Any] | None, limit: float
+    ) -> types.CallToolResult:
+        assert child.connection is not None
+        session = child.connection.session
+        doing = f"the call to '{tool}'"
+        with anyio.move_on_after(limit) as scope:
+            try:
+                return await session.call_tool(tool, arguments)
+            except MCPError as error:
+                if error.code == types.CONNECTION_CLOSED:
+                    raise await self._crashed(child, doing) from None
+                return _error_result(f"server '{child.name}' answered '{tool}' with error {error.code}: {error.message}")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                raise await self._crashed(child, doing) from None
+            except (ValidationError, RuntimeError, ValueError) as error:
+                # A malformed or unsupported result: the child is alive, the model should hear why.
+                logger.warning("server '%s': unreadable result for '%s'", child.name, tool, exc_info=True)
+                return _error_result(f"server '{child.name}' returned a result for '{tool}' that could not be read: {error}")
+        assert scope.cancelled_caught
+        raise self._timed_out(child, doing, limit)
+
+    async def _list(self, child: _Child, limit: float) -> list[types.Tool]:
+        assert child.connection is not None
+        session = child.connection.session
+        tools: list[types.Tool] = []
+        with anyio.move_on_after(limit) as scope:
+            try:
+                cursor: str | None = None
+                while True:
+                    params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                    page = await session.list_tools(params=params)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        return tools
+            except MCPError as error:
+                if error.code == types.CONNECTION_CLOSED:
+                    raise await self._crashed(child, "tools/list") from None
+                raise ServerUnavailableError(
+                    f"server '{child.name}' failed to list its tools: error {error.code}: {error.message}"
+                ) from None
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                raise await self._crashed(child, "tools/list") from None
+        assert scope.cancelled_caught
+        raise self._timed_out(child, "tools/list", limit)

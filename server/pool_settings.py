@@ -1,0 +1,57 @@
+"""Settings of the child session pool (prefix ``COPILOT_``); the README's pool section lists them."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from pydantic import Field
+
+from index.connect import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE
+from index.settings import CopilotSettings
+
+
+class PoolSettings(CopilotSettings):
+    """How child servers are started, limited, timed out and stopped."""
+
+    call_timeout: float = Field(
+        default=60.0, gt=0, description="Seconds per tool call (a server's own 'timeout' in servers.json wins)."
+    )
+    init_timeout: float = Field(default=60.0, gt=0, description="Seconds a child gets to start and answer initialize.")
+    idle_timeout: float = Field(default=600.0, gt=0, description="A child unused this many seconds is stopped.")
+    max_live_children: int = Field(default=16, ge=1, description="Most children running at once (LRU eviction).")
+    per_server_concurrency: int = Field(default=4, ge=1, description="Most calls in flight per child server.")
+    restart_backoff: float = Field(
+        default=5.0, ge=0, description="Seconds a failed start is reported again without retrying it."
+    )
+    shutdown_grace: float = Field(
+        default=DEFAULT_SHUTDOWN_GRACE, ge=0, description="Seconds a child gets to exit after its stdin closes."
+    )
+    max_message_bytes: int = Field(
+        default=DEFAULT_MAX_MESSAGE_BYTES, ge=64 * 1024, description="Largest message accepted from a child."
+    )
+    workdir: Path | None = Field(default=None, description="Children's working dirs (default: HOME/work/<server>).")
+    child_log_dir: Path | None = Field(
+        default=None, description="Children's stderr logs (default: HOME/logs/children/<server>.log)."
+    )
+
+    def work_root(self) -> Path:
+        return self.workdir if self.workdir is not None else self.home / "work"
+
+    def log_root(self) -> Path:
+        return self.child_log_dir if self.child_log_dir is not None else self.home / "logs" / "children"
+
+    def server_workdir(self, server: str) -> Path:
+        return self.work_root() / safe_file_name(server)
+
+    def server_log(self, server: str) -> Path:
+        return self.log_root() / f"{safe_file_name(server)}.log"
+
+
+def safe_file_name(name: str) -> str:
+    """A server name usable as one path component (distinct names stay distinct)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+    if cleaned == name:
+        return name
+    return f"{cleaned or 'server'}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"

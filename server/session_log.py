@@ -1,0 +1,174 @@
+"""One JSONL trajectory per MCP session (DESIGN.md "Trajectory log"), flushed per event.
+
+The format is :mod:`server.trajectory`'s; this module only decides which file each session
+writes to and when ``session_start`` / ``session_end`` happen:
+
+- ``COPILOT_LOG_FILE`` (``--log-file``): every session appends to that exact file -- benchmark
+  runs give each task's copilot ``<run>/<task_id>.jsonl``;
+- otherwise ``COPILOT_LOG_DIR/<UTC time>-<task id or "session">-<session id>.jsonl``.
+
+``session_start`` is written at the session's first request (so it carries the client's name
+and version from ``initialize``); ``session_end`` when the client disconnects or the copilot
+shuts down.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Callable, Hashable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from server.settings import ServerSettings
+from server.trajectory import (
+    ExecuteEvent,
+    ExecuteResult,
+    RouteEvent,
+    RouteHit,
+    SessionEnd,
+    SessionStart,
+    TrajectoryWriter,
+)
+
+logger = logging.getLogger(__name__)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class SessionLog:
+    """The trajectory of one MCP session."""
+
+    def __init__(self, writer: TrajectoryWriter, session_id: str, *, owns_writer: bool) -> None:
+        self.writer = writer
+        self.session_id = session_id
+        self._owns_writer = owns_writer
+        self._calls = itertools.count(1)
+        self.ended = False
+
+    @property
+    def path(self) -> Path:
+        return self.writer.path
+
+    def next_call_id(self) -> str:
+        return f"{self.session_id[:8]}-{next(self._calls)}"
+
+    def route(
+        self, call_id: str, query: str, results: list[RouteHit], latency_ms: float, error: str | None = None
+    ) -> None:
+        self._write(RouteEvent(call_id=call_id, query=query, results=results, latency_ms=latency_ms, error=error))
+
+    def execute(
+        self,
+        call_id: str,
+        server: str,
+        tool: str,
+        params: dict[str, Any] | None,
+        result: ExecuteResult | None,
+        latency_ms: float,
+        error: str | None = None,
+        error_kind: str | None = None,
+    ) -> None:
+        self._write(
+            ExecuteEvent(
+                call_id=call_id,
+                server=server,
+                tool=tool,
+                params=params,
+                result=result,
+                latency_ms=latency_ms,
+                error=error,
+                error_kind=error_kind,
+            )
+        )
+
+    def end(self, reason: str) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self._write(SessionEnd(reason=reason))
+        if self._owns_writer:
+            self.writer.close()
+
+    def _write(self, event: Any) -> None:
+        try:
+            self.writer.write(event)
+        except OSError:
+            # A full disk must not break the user's tool call; the loss is logged.
+            logger.exception("could not write to trajectory log %s", self.writer.path)
+
+
+class SessionLogs:
+    """Creates, finds and ends the trajectory of each MCP session (thread-safe)."""
+
+    def __init__(
+        self,
+        settings: ServerSettings,
+        *,
+        copilot_version: str,
+        index_info: Callable[[], dict[str, Any] | None],
+    ) -> None:
+        self._settings = settings
+        self._copilot_version = copilot_version
+        self._index_info = index_info
+        self._sessions: dict[Hashable, SessionLog] = {}
+        self._lock = threading.Lock()
+        self._shared_writer: TrajectoryWriter | None = None
+
+    def get(self, key: Hashable) -> SessionLog | None:
+        with self._lock:
+            return self._sessions.get(key)
+
+    def open(self, key: Hashable, client: dict[str, Any] | None) -> SessionLog:
+        """The session's log, writing ``session_start`` when the session is new."""
+        with self._lock:
+            existing = self._sessions.get(key)
+            if existing is not None:
+                return existing
+            session_id = uuid.uuid4().hex
+            writer, owns = self._writer_for(session_id)
+            log = SessionLog(writer, session_id, owns_writer=owns)
+            self._sessions[key] = log
+        settings = self._settings
+        log._write(
+            SessionStart(
+                session_id=session_id,
+                task_id=settings.task_id,
+                question=settings.question,
+                category=settings.category,
+                client=client,
+                copilot_version=self._copilot_version,
+                index=self._index_info(),
+            )
+        )
+        logger.info("session %s: trajectory in %s", session_id[:8], log.path)
+        return log
+
+    def end(self, key: Hashable, reason: str) -> None:
+        with self._lock:
+            log = self._sessions.pop(key, None)
+        if log is not None:
+            log.end(reason)
+
+    def end_all(self, reason: str) -> None:
+        with self._lock:
+            logs = list(self._sessions.values())
+            self._sessions.clear()
+        for log in logs:
+            log.end(reason)
+        if self._shared_writer is not None:
+            self._shared_writer.close()
+
+    def _writer_for(self, session_id: str) -> tuple[TrajectoryWriter, bool]:
+        settings = self._settings
+        if settings.log_file is not None:
+            if self._shared_writer is None:
+                self._shared_writer = TrajectoryWriter(settings.log_file)
+            return self._shared_writer, False
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        label = _UNSAFE.sub("_", settings.task_id or "session")[:60]
+        return TrajectoryWriter(settings.logs_dir / f"{stamp}-{label}-{session_id[:8]}.jsonl"), True

@@ -1,0 +1,108 @@
+"""Settings of the copilot MCP server (prefix ``COPILOT_``), on top of the shared ones.
+
+Everything here can come from the environment (or ``.env``); ``python -m server`` flags
+override the environment. List settings accept JSON (``["a","b"]``) or a comma-separated
+string (``time/*,memory``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import NoDecode
+
+from index.settings import CopilotSettings
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def _split_list(value: Any) -> Any:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
+def is_loopback_host(host: str) -> bool:
+    """True when binding ``host`` exposes the server only to this machine."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class ServerSettings(CopilotSettings):
+    """The copilot server's settings; see the README's table for each ``COPILOT_*`` variable."""
+
+    # Safety -----------------------------------------------------------------------------
+    allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Only these servers/tools may be routed to and executed (glob patterns 'server' or 'server/tool'); empty = all.",
+    )
+    deny: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Servers/tools that are never routed to nor executed (wins over allow)."
+    )
+    read_only: bool = Field(default=False, description="Refuse destructive / unconfirmed-risky tools instead of asking.")
+    untrusted: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Server names (globs) treated as 'trusted': false: their unannotated tools need confirmation.",
+    )
+    confirm_ttl: float = Field(default=300.0, gt=0, description="Seconds a confirm token stays valid.")
+    max_result_chars: int = Field(
+        default=100_000, ge=1000, description="Text of a tool result beyond this many characters is cut."
+    )
+    max_top_k: int = Field(default=20, ge=1, description="Upper bound of route's top_k.")
+
+    # HTTP transport ---------------------------------------------------------------------
+    http_host: str = Field(default="127.0.0.1", description="Interface the HTTP transport binds to.")
+    http_port: int = Field(default=8765, ge=0, le=65535)
+    http_token: SecretStr | None = Field(
+        default=None, description="Bearer token HTTP clients must send; required when binding beyond loopback."
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Browser Origins accepted besides loopback ones (exact, or ending in ':*' for any port).",
+    )
+
+    # Trajectory logging -------------------------------------------------------------------
+    task_id: str | None = Field(default=None, description="Benchmark task id written to session_start.")
+    question: str | None = Field(default=None, description="The task's question written to session_start.")
+    category: str | None = Field(default=None, description="The task's category written to session_start.")
+    log_file: Path | None = Field(
+        default=None, description="Write every session's trajectory to this exact file (benchmark runs)."
+    )
+
+    # Background indexing ------------------------------------------------------------------
+    auto_index: bool = Field(default=True, description="Crawl and index servers the index does not know, at startup.")
+    warm_index: bool = Field(
+        default=True, description="Load the search index (embedding model) in the background at startup, not at the first route."
+    )
+    crawl_concurrency: int = Field(default=4, ge=1)
+    crawl_timeout: float = Field(default=120.0, gt=0, description="Seconds per server while crawling.")
+
+    log_level: str = Field(default="INFO", description="Level of the copilot's own log (stderr / log file).")
+
+    @field_validator("allow", "deny", "untrusted", "allowed_origins", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return _split_list(value)
+
+    @property
+    def binds_loopback(self) -> bool:
+        return is_loopback_host(self.http_host)
+
+    @property
+    def token(self) -> str | None:
+        return self.http_token.get_secret_value() if self.http_token else None

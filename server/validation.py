@@ -1,0 +1,294 @@
+"""Checking ``execute`` params against a tool's input schema, and "did you mean" suggestions.
+
+Messages are written for the model that made the call: they name every missing, unknown or
+mistyped parameter, list the parameters the tool expects (with types), and suggest the
+nearest valid names -- the paper's "Tool Error" class becomes a one-step fix.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+from rapidfuzz import fuzz, process
+
+from server.errors import InvalidParamsError
+
+logger = logging.getLogger(__name__)
+
+#: rapidfuzz WRatio score (0-100) below which a name is not worth suggesting.
+SUGGESTION_CUTOFF = 60.0
+_VALUE_PREVIEW = 60
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SEPARATORS = re.compile(r"[_\-./:\s]+")
+
+
+def _words(name: str) -> str:
+    """``getCurrentTime`` / ``get_current-time`` -> ``get current time``."""
+    return " ".join(_SEPARATORS.split(_CAMEL.sub(" ", name))).strip().casefold()
+
+
+def _similarity(a: str, b: str, **_: Any) -> float:
+    """Edit similarity, or word overlap for names of 3+ characters (``time`` ~ ``get_current_time``).
+
+    Plain WRatio is too generous with short names (it matches ``tag`` with ``a``).
+    """
+    score = fuzz.ratio(a, b)
+    if min(len(a), len(b)) >= 3:
+        score = max(score, 0.9 * fuzz.token_set_ratio(a, b))
+    return score
+
+
+def suggest(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
+    """The candidates closest to ``name`` (case-insensitive, identifier-aware), best first."""
+    unique = list(dict.fromkeys(c for c in candidates if c))
+    if not name or not unique:
+        return []
+    folded = name.casefold()
+    exact = [c for c in unique if c.casefold() == folded]
+    if exact:
+        return exact[:limit]
+    matches = process.extract(
+        name, unique, scorer=_similarity, processor=_words, limit=limit, score_cutoff=SUGGESTION_CUTOFF
+    )
+    return [match[0] for match in matches]
+
+
+def did_you_mean(names: list[str]) -> str:
+    if not names:
+        return ""
+    quoted = " or ".join(f"'{n}'" for n in names)
+    return f" Did you mean {quoted}?"
+
+
+def coerce_params(params: Any) -> dict[str, Any]:
+    """``params`` as a dict: ``None`` is ``{}``, a JSON object in a string is parsed.
+
+    Models often send ``params`` as a JSON string; accepting it costs nothing and saves a turn.
+    """
+    if params is None:
+        return {}
+    if isinstance(params, Mapping):
+        return dict(params)
+    if isinstance(params, str):
+        text = params.strip()
+        if not text:
+            return {}
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise InvalidParamsError(
+                f"'params' must be a JSON object of the tool's arguments; the string given is not valid JSON "
+                f"({error.msg} at character {error.pos}). Pass an object such as {{\"name\": \"value\"}}."
+            ) from None
+        if isinstance(parsed, Mapping):
+            return dict(parsed)
+        params = parsed
+    raise InvalidParamsError(
+        f"'params' must be a JSON object of the tool's arguments, got {_json_type(params)}. "
+        'Pass an object such as {"name": "value"} (or omit it for tools without parameters).'
+    )
+
+
+@dataclass(frozen=True)
+class ParamProblem:
+    """One thing wrong with ``params``; ``path`` is ``""`` for the params object itself."""
+
+    kind: str  # missing | unknown | wrong_type | invalid
+    path: str
+    message: str
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, list | tuple):
+        return "array"
+    return type(value).__name__
+
+
+def _preview(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= _VALUE_PREVIEW else text[: _VALUE_PREVIEW - 1] + "…"
+
+
+def describe_type(schema: Any) -> str:
+    """A short human name of the type a (sub)schema accepts, e.g. ``integer``, ``array of string``."""
+    if not isinstance(schema, Mapping):
+        return "any"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return "one of " + ", ".join(_preview(v) for v in schema["enum"][:8])
+    if "const" in schema:
+        return f"exactly {_preview(schema['const'])}"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " or ".join(str(k) for k in kind)
+    if kind == "array":
+        items = schema.get("items")
+        return f"array of {describe_type(items)}" if isinstance(items, Mapping) else "array"
+    if isinstance(kind, str):
+        return kind
+    for combinator in ("anyOf", "oneOf"):
+        options = schema.get(combinator)
+        if isinstance(options, list) and options:
+            names = [describe_type(o) for o in options]
+            return " or ".join(dict.fromkeys(n for n in names if n != "null")) or "null"
+    if "$ref" in schema:
+        return "object"
+    if "properties" in schema:
+        return "object"
+    return "any"
+
+
+def _properties(schema: Mapping[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties")
+    return dict(props) if isinstance(props, Mapping) else {}
+
+
+def _required(schema: Mapping[str, Any]) -> list[str]:
+    required = schema.get("required")
+    return [str(r) for r in required] if isinstance(required, list) else []
+
+
+def _accepts_unknown(schema: Mapping[str, Any]) -> bool:
+    """Whether names outside ``properties`` are part of the tool's contract.
+
+    Most tool schemas leave ``additionalProperties`` unset, and their servers silently drop
+    unknown arguments -- so a misspelt optional parameter would be lost without a word. We
+    report unknown names unless the schema explicitly accepts extra ones (or lists none).
+    """
+    extra = schema.get("additionalProperties")
+    if extra is True or isinstance(extra, Mapping):
+        return True
+    if schema.get("patternProperties"):
+        return True
+    return not _properties(schema)
+
+
+def describe_expected(schema: Mapping[str, Any]) -> str:
+    """``a (integer, required), b (string, optional: what b is)`` -- the parameters a tool takes."""
+    props = _properties(schema)
+    if not props:
+        return "no parameters"
+    required = set(_required(schema))
+    parts = []
+    for name, sub in props.items():
+        need = "required" if name in required else "optional"
+        text = f"{name} ({describe_type(sub)}, {need})"
+        description = sub.get("description") if isinstance(sub, Mapping) else None
+        if isinstance(description, str) and description.strip():
+            short = " ".join(description.split())
+            text += f": {short[:120]}{'…' if len(short) > 120 else ''}"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def _path_of(error: schema_errors.ValidationError) -> str:
+    path = ""
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _describe_error(error: schema_errors.ValidationError) -> ParamProblem:
+    path = _path_of(error)
+    where = f"'{path}'" if path else "params"
+    kind = "invalid"
+    if error.validator == "type":
+        kind = "wrong_type"
+        message = f"{where} should be {describe_type(error.schema)}, got {_json_type(error.instance)} {_preview(error.instance)}"
+    elif error.validator == "enum":
+        message = f"{where} must be {describe_type(error.schema)}; got {_preview(error.instance)}"
+    elif error.validator == "required":
+        kind = "missing"
+        message = f"{where}: {error.message}"
+    elif error.validator == "additionalProperties":
+        kind = "unknown"
+        message = f"{where}: {error.message}"
+    elif error.validator in ("anyOf", "oneOf"):
+        kind = "wrong_type"
+        message = f"{where} should be {describe_type(error.schema)}, got {_json_type(error.instance)} {_preview(error.instance)}"
+    else:
+        message = f"{where}: {error.message}"
+    return ParamProblem(kind=kind, path=path, message=message)
+
+
+def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[ParamProblem]:
+    """Everything wrong with ``params`` under ``schema``; empty when they are valid.
+
+    A schema that is itself invalid (it happens) is not held against the caller: it is
+    logged and the params pass, so the child server gets to decide.
+    """
+    problems: list[ParamProblem] = []
+    props = _properties(schema)
+    for name in _required(schema):
+        if name not in params:
+            problems.append(
+                ParamProblem("missing", name, f"missing required parameter '{name}' ({describe_type(props.get(name))})")
+            )
+    if not _accepts_unknown(schema):
+        for name in params:
+            if name not in props:
+                hint = did_you_mean(suggest(name, props))
+                problems.append(ParamProblem("unknown", name, f"unknown parameter '{name}'{'.' + hint if hint else ''}"))
+
+    try:
+        validator_class = validators.validator_for(schema, default=validators.Draft202012Validator)
+        validator_class.check_schema(schema)
+        validator = validator_class(schema)
+        errors = sorted(validator.iter_errors(dict(params)), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    except schema_errors.SchemaError as error:
+        logger.warning("tool input schema is invalid, params not checked: %s", error.message)
+        return problems
+    except Exception:  # noqa: BLE001 -- unresolvable $ref etc.: never block a call on our own checker
+        logger.warning("could not check params against the tool's input schema", exc_info=True)
+        return problems
+
+    for error in errors:
+        top_level = not error.absolute_path
+        # Root-level required / unknown names were reported above with better wording.
+        if top_level and error.validator in ("required", "additionalProperties"):
+            continue
+        problem = _describe_error(error)
+        if problem not in problems:
+            problems.append(problem)
+    return problems
+
+
+def check_params(server: str, tool: str, schema: Mapping[str, Any] | None, params: Mapping[str, Any]) -> None:
+    """Raise :class:`InvalidParamsError` naming every problem and the expected parameters."""
+    if not isinstance(schema, Mapping):
+        return
+    problems = find_problems(schema, params)
+    if not problems:
+        return
+    lines = [f"Invalid params for {server}/{tool}:"]
+    lines += [f"- {problem.message}" for problem in problems]
+    lines.append(f"Expected parameters: {describe_expected(schema)}.")
+    lines.append(
+        f'Call execute again with server_name="{server}", tool_name="{tool}" and params that match this schema.'
+    )
+    error = InvalidParamsError("\n".join(lines))
+    error.problems = problems  # type: ignore[attr-defined]
+    raise error

@@ -1,0 +1,277 @@
+"""Running the real copilot (``python -m server``) in a subprocess for the app tests.
+
+- ``built_index`` (session-scoped): crawls real fixture servers and builds a real index in a
+  temp ``COPILOT_HOME`` -- the only embedding-model load in the test process.
+- ``copilot_home`` copies it per copilot process, so processes never share a store.
+- :class:`StdioCopilot` / :class:`HttpCopilot` start a copilot and keep one MCP client session
+  open in a background task, so a module-scoped fixture can share it across tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import sys
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types import CallToolResult, Implementation
+
+from index.servers import ServerConfig, parse_servers
+from index.settings import CopilotSettings
+from server.trajectory import parse_event
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE_SERVER = REPO / "tests" / "fixtures" / "fixture_server.py"
+#: Servers whose tools are crawled into the test index ("gamma" is in no test's servers file).
+INDEXED_SERVERS: dict[str, list[str]] = {
+    "alpha": [],
+    "beta": [],
+    "crashy": [],
+    "slow": ["--tools", "sleep", "echo"],
+    "gamma": [],
+}
+SECRET_NAME = "COPILOT_TEST_SECRET_TOKEN"
+SECRET_VALUE = "s3cr3t-do-not-leak"
+START_TIMEOUT = 60.0
+
+
+def fixture_entry(name: str, mode: str = "healthy", *, tools: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    args = [str(FIXTURE_SERVER), "--name", name, "--mode", mode, *(["--tools", *tools] if tools else [])]
+    return {"command": sys.executable, "args": args, **extra}
+
+
+def write_servers(path: Path, entries: dict[str, dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"mcpServers": entries}, indent=1), encoding="utf-8")
+    return path
+
+
+def build_test_index(home: Path) -> None:
+    """Crawl the indexed fixture servers and build the index in ``home`` (real crawl, real model)."""
+    from index.crawl import crawl_servers
+    from index.tool_index import ToolIndex
+
+    entries = {name: {"command": sys.executable, "args": [str(FIXTURE_SERVER), "--name", name, *args]}
+               for name, args in INDEXED_SERVERS.items()}
+    servers = parse_servers(json.dumps({"mcpServers": entries})).servers
+
+    async def crawl() -> Any:
+        return await crawl_servers(
+            servers, concurrency=3, timeout=60, log_dir=home / "crawl-logs", workdir_root=home / "crawl-work", progress=False
+        )
+
+    report = anyio.run(crawl)
+    assert not report.failed, [o.message for o in report.failed]
+    index = ToolIndex.open(CopilotSettings(home=home))
+    index.sync(report.records)
+
+
+@pytest.fixture(scope="session")
+def built_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("copilot-index")
+    build_test_index(home)
+    return home
+
+
+def copy_home(built: Path, target: Path) -> Path:
+    shutil.copytree(built, target, ignore=shutil.ignore_patterns("crawl-*"))
+    return target
+
+
+def copilot_env(home: Path, **settings: str) -> dict[str, str]:
+    """The copilot's environment: ours minus any COPILOT_* setting, plus a secret and ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPILOT_")}
+    env.update(
+        {
+            "COPILOT_HOME": str(home),
+            "COPILOT_CATALOG": str(home / "no-catalog.json"),
+            SECRET_NAME: SECRET_VALUE,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(settings)
+    return env
+
+
+def descendants(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return process.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
+    return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def find_copilot(marker: str) -> psutil.Process:
+    """The copilot subprocess of this test process whose command line contains ``marker``."""
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmdline = child.cmdline()
+        except psutil.Error:
+            continue
+        if "server" in cmdline and any(marker in part for part in cmdline):
+            return child
+    raise AssertionError(f"no copilot process with {marker!r} in its command line")
+
+
+async def wait_exited(process: psutil.Process, timeout: float) -> None:
+    """Wait (bounded) for ``process`` to exit, without blocking the event loop."""
+    await anyio.to_thread.run_sync(lambda: process.wait(timeout=timeout))
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+def read_events(path: Path) -> list[Any]:
+    return [parse_event(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@dataclass
+class RunningClient:
+    """An MCP client session kept open by a background task (so fixtures can outlive one test)."""
+
+    connect: Callable[[AsyncExitStack], Any]
+    client: Client | None = None
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+    _error: BaseException | None = None
+
+    async def start(self) -> Client:
+        self._task = asyncio.create_task(self._run())
+        with anyio.fail_after(START_TIMEOUT):
+            await self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        assert self.client is not None
+        return self.client
+
+    async def _run(self) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                self.client = await self.connect(stack)
+                self._ready.set()
+                await self._stop.wait()
+        except BaseException as error:  # noqa: BLE001 -- surfaced by start()/stop()
+            self._error = error
+            self._ready.set()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            with anyio.fail_after(30):
+                await self._task
+
+
+def stdio_client_for(
+    servers: Path,
+    env: dict[str, str],
+    errlog: Path,
+    *,
+    extra_args: list[str] | None = None,
+    client_name: str = "copilot-tests",
+    **client_options: Any,
+) -> Callable[[AsyncExitStack], Any]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "server", "--servers", str(servers), *(extra_args or [])],
+        env=env,
+        cwd=str(servers.parent),
+    )
+
+    async def connect(stack: AsyncExitStack) -> Client:
+        log = stack.enter_context(errlog.open("a", encoding="utf-8"))
+        client = Client(
+            stdio_client(params, errlog=log),
+            client_info=Implementation(name=client_name, version="1.0"),
+            **client_options,
+        )
+        return await stack.enter_async_context(client)
+
+    return connect
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class HttpCopilot:
+    """A copilot serving HTTP in a subprocess; ``started`` fires when uvicorn reports it listens."""
+
+    args: list[str]
+    env: dict[str, str]
+    cwd: Path
+    stderr_path: Path
+    process: anyio.abc.Process | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    _drain: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.process = await anyio.open_process(
+            [sys.executable, "-m", "server", *self.args], env=self.env, cwd=str(self.cwd), stdin=None, stdout=None
+        )
+        self._drain = asyncio.create_task(self._drain_stderr())
+        with anyio.fail_after(START_TIMEOUT):
+            await self.started.wait()
+        if self.process.returncode is not None:
+            raise AssertionError(f"copilot exited early; see {self.stderr_path}")
+
+    async def _drain_stderr(self) -> None:
+        # Keep reading so the copilot never blocks on a full pipe; the readiness line sets `started`.
+        assert self.process is not None and self.process.stderr is not None
+        with self.stderr_path.open("ab") as log:
+            buffer = b""
+            async for chunk in self.process.stderr:
+                log.write(chunk)
+                log.flush()
+                buffer = (buffer + chunk)[-4096:]
+                if b"Uvicorn running on" in buffer:
+                    self.started.set()
+        self.started.set()
+
+    async def stop(self) -> int | None:
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.terminate()
+        with anyio.fail_after(30):
+            code = await self.process.wait()
+        if self._drain is not None:
+            await self._drain
+        return code
+
+
+def http_client_for(url: str, *, token: str | None, client_name: str = "copilot-http-tests", **options: Any):
+    async def connect(stack: AsyncExitStack) -> Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+        client = Client(
+            streamable_http_client(url, http_client=http),
+            client_info=Implementation(name=client_name, version="2.0"),
+            **options,
+        )
+        return await stack.enter_async_context(client)
+
+    return connect
+
+
+def server_configs(path: Path) -> dict[str, ServerConfig]:
+    return parse_servers(path.read_text(encoding="utf-8"), source=str(path)).servers

@@ -1,0 +1,192 @@
+"""The copilot over streamable HTTP: bearer token, Origin checks, both protocol eras, elicitation.
+
+One copilot process (``python -m server --http``) serves the whole module.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+import pytest_asyncio
+
+from tests.server.copilot_harness import (
+    HttpCopilot,
+    RunningClient,
+    built_index,  # noqa: F401 -- session fixture
+    copilot_env,
+    copy_home,
+    fixture_entry,
+    free_port,
+    http_client_for,
+    read_events,
+    text_of,
+    write_servers,
+)
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
+
+TOKEN = "test-token-0123456789"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@dataclass
+class Served:
+    url: str
+    logs: Path
+    process: HttpCopilot
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def served(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:  # noqa: F811
+    root = tmp_path_factory.mktemp("http-copilot")
+    home = copy_home(built_index, root / "home")
+    servers = write_servers(
+        root / "servers.json", {"alpha": fixture_entry("alpha"), "beta": fixture_entry("beta", trusted=False)}
+    )
+    port = free_port()
+    logs = root / "logs"
+    env = copilot_env(home, COPILOT_LOG_DIR=str(logs), COPILOT_HTTP_TOKEN=TOKEN, COPILOT_AUTO_INDEX="false")
+    process = HttpCopilot(["--servers", str(servers), "--http", "--port", str(port)], env, root, root / "stderr.log")
+    await process.start()
+    try:
+        yield Served(f"http://127.0.0.1:{port}/mcp", logs, process)
+    finally:
+        await process.stop()
+
+
+async def _connected(served: Served, **options: Any) -> RunningClient:
+    running = RunningClient(http_client_for(served.url, token=TOKEN, **options))
+    await running.start()
+    return running
+
+
+async def _post(served: Served, headers: dict[str, str]) -> int:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(served.url, json=INITIALIZE, headers={**MCP_HEADERS, **headers})
+        return response.status_code
+
+
+async def test_requests_without_the_bearer_token_are_rejected(served: Served) -> None:
+    assert await _post(served, {}) == 401
+    assert await _post(served, {"Authorization": "Bearer wrong-token"}) == 401
+    assert await _post(served, {"Authorization": f"Bearer {TOKEN}"}) == 200
+
+
+async def test_foreign_origins_are_rejected(served: Served) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert await _post(served, {**auth, "Origin": "https://evil.example"}) == 403
+    assert await _post(served, {**auth, "Origin": "http://localhost:3000"}) == 200
+
+
+async def test_route_then_execute_over_http(served: Served) -> None:
+    running = await _connected(served)
+    try:
+        client = running.client
+        routed = await client.call_tool("route", {"query": "add two integers", "server": "alpha"})
+        best = routed.structured_content["tools"][0]
+        assert (best["server"], best["tool"]) == ("alpha", "add")
+        result = await client.call_tool("execute", {"server_name": "alpha", "tool_name": "add", "params": {"a": 7, "b": 5}})
+        assert text_of(result) == "12"
+    finally:
+        await running.stop()
+
+
+async def test_child_state_outlives_client_sessions(served: Served) -> None:
+    values = []
+    for mode in ("auto", "legacy"):
+        running = await _connected(served, mode=mode)
+        try:
+            result = await running.client.call_tool(
+                "execute", {"server_name": "alpha", "tool_name": "counter", "params": {"step": 10}}
+            )
+            values.append(int(text_of(result)))
+        finally:
+            await running.stop()
+    assert values[1] == values[0] + 10
+
+
+def _elicitation(answer: str, asked: list[str]) -> Any:
+    async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        if answer == "accept":
+            return types.ElicitResult(action="accept", content={"approve": True})
+        return types.ElicitResult(action="decline")
+
+    return callback
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_destructive_call_confirmed_through_elicitation(served: Served, mode: str) -> None:
+    asked: list[str] = []
+    running = await _connected(served, mode=mode, elicitation_callback=_elicitation("accept", asked))
+    try:
+        result = await running.client.call_tool(
+            "execute", {"server_name": "alpha", "tool_name": "delete_item", "params": {"item_id": mode}}
+        )
+    finally:
+        await running.stop()
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == f"deleted {mode}"
+    assert len(asked) == 1 and "alpha/delete_item" in asked[0]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_declined_elicitation_refuses_the_call(served: Served, mode: str) -> None:
+    asked: list[str] = []
+    running = await _connected(served, mode=mode, elicitation_callback=_elicitation("decline", asked))
+    try:
+        result = await running.client.call_tool(
+            "execute", {"server_name": "beta", "tool_name": "echo", "params": {"text": "risky"}}
+        )
+    finally:
+        await running.stop()
+    assert result.is_error
+    assert "declined" in text_of(result)
+    assert len(asked) == 1 and "untrusted" in asked[0]
+
+
+async def test_each_handshake_session_writes_its_own_trajectory(served: Served) -> None:
+    for name in ("legacy-one", "legacy-two"):
+        running = await _connected(served, mode="legacy", client_name=name)
+        try:
+            await running.client.call_tool("execute", {"server_name": "alpha", "tool_name": "echo", "params": {"text": name}})
+        finally:
+            await running.stop()
+    starts = {}
+    for path in served.logs.glob("*.jsonl"):
+        events = read_events(path)
+        if events and events[0].event == "session_start" and events[0].client:
+            starts.setdefault(events[0].client.get("name"), []).append((path, events))
+    for name in ("legacy-one", "legacy-two"):
+        assert len(starts[name]) == 1, starts.keys()
+        _, events = starts[name][0]
+        echoes = [e for e in events if e.event == "execute" and e.tool == "echo"]
+        assert [e.params for e in echoes] == [{"text": name}]
+
+
+async def test_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) -> None:
+    servers = write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")})
+    env = copilot_env(tmp_path / "home")
+    with anyio.fail_after(60):
+        result = await anyio.run_process(
+            [sys.executable, "-m", "server", "--servers", str(servers), "--http", "--host", "0.0.0.0", "--port", "0"],
+            env=env,
+            cwd=str(tmp_path),
+            check=False,
+        )
+    assert result.returncode == 2
+    assert b"refusing to listen on 0.0.0.0 without a bearer token" in result.stderr
+    assert result.stdout == b""

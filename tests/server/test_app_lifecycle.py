@@ -1,0 +1,157 @@
+"""Startup and shutdown of the real copilot process: no child before it is needed, none after.
+
+These copilots never search, so they do not load the embedding model (COPILOT_WARM_INDEX=false).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.server.copilot_harness import (
+    RunningClient,
+    alive,
+    built_index,  # noqa: F401 -- session fixture
+    copilot_env,
+    copy_home,
+    descendants,
+    find_copilot,
+    fixture_entry,
+    read_events,
+    stdio_client_for,
+    text_of,
+    wait_exited,
+    write_servers,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+QUIET = {"COPILOT_WARM_INDEX": "false", "COPILOT_AUTO_INDEX": "false"}
+
+
+def _setup(root: Path, built: Path, **settings: str) -> tuple[Path, dict[str, str], Path]:
+    home = copy_home(built, root / "home")
+    servers = write_servers(
+        root / "servers.json",
+        {"alpha": fixture_entry("alpha"), "crashy": fixture_entry("crashy"), "noisy": fixture_entry("noisy", "junk-stdout")},
+    )
+    logs = root / "logs"
+    return servers, copilot_env(home, COPILOT_LOG_DIR=str(logs), **QUIET, **settings), logs
+
+
+def _session_file(logs: Path) -> Path:
+    files = sorted(logs.glob("*.jsonl"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+async def test_initialize_starts_no_child_and_closing_stdin_stops_every_child(
+    built_index: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    servers, env, logs = _setup(tmp_path, built_index, COPILOT_READ_ONLY="true")
+    running = RunningClient(stdio_client_for(servers, env, tmp_path / "stderr.log", client_name="lifecycle"))
+    client = await running.start()
+    try:
+        copilot = find_copilot(str(servers))
+        assert descendants(copilot) == []  # initialize answered, nothing started
+
+        echo = await client.call_tool("execute", {"server_name": "alpha", "tool_name": "echo", "params": {"text": "hi"}})
+        assert text_of(echo) == "hi"
+        noisy = await client.call_tool("execute", {"server_name": "noisy", "tool_name": "echo", "params": {"text": "ok"}})
+        assert text_of(noisy) == "ok"
+
+        refused = await client.call_tool(
+            "execute", {"server_name": "alpha", "tool_name": "delete_item", "params": {"item_id": "1"}}
+        )
+        assert refused.is_error
+        assert "read-only mode" in text_of(refused)
+
+        children = descendants(copilot)
+        assert children
+    finally:
+        await running.stop()  # closes the copilot's stdin
+    await wait_exited(copilot, 30)
+    assert alive(children) == []
+
+    events = read_events(_session_file(logs))
+    assert events[0].event == "session_start" and events[0].client["name"] == "lifecycle"
+    assert events[-1].event == "session_end" and events[-1].reason == "client disconnected"
+    refusal = [e for e in events if e.event == "execute" and e.tool == "delete_item"]
+    assert refusal[0].error_kind == "policy_denied"
+
+
+async def test_sigterm_stops_every_child(built_index: Path, tmp_path: Path) -> None:  # noqa: F811
+    servers, env, logs = _setup(tmp_path, built_index)
+    running = RunningClient(stdio_client_for(servers, env, tmp_path / "stderr.log"))
+    client = await running.start()
+    try:
+        copilot = find_copilot(str(servers))
+        for server in ("alpha", "crashy"):
+            result = await client.call_tool("execute", {"server_name": server, "tool_name": "echo", "params": {"text": server}})
+            assert text_of(result) == server
+        children = descendants(copilot)
+        assert len(children) >= 2
+        os.kill(copilot.pid, signal.SIGTERM)
+        await wait_exited(copilot, 30)
+        assert alive(children) == []
+    finally:
+        await running.stop()
+    events = read_events(_session_file(logs))
+    assert events[-1].event == "session_end" and events[-1].reason == "SIGTERM"
+
+
+def _message(**fields: object) -> bytes:
+    return (json.dumps({"jsonrpc": "2.0", **fields}) + "\n").encode()
+
+
+async def test_stdout_carries_only_protocol_messages(built_index: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Raw stdio, no SDK client: every byte the copilot writes to stdout is a JSON-RPC message."""
+    servers, env, _ = _setup(tmp_path, built_index)
+    requests = [
+        _message(
+            id=1,
+            method="initialize",
+            params={"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+        ),
+        _message(method="notifications/initialized"),
+        _message(id=2, method="tools/list"),
+        _message(
+            id=3,
+            method="tools/call",
+            params={"name": "execute", "arguments": {"server_name": "noisy", "tool_name": "echo", "params": {"text": "x"}}},
+        ),
+    ]
+    with (tmp_path / "stderr.log").open("wb") as stderr:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "server", "--servers", str(servers)], env=env, cwd=str(tmp_path), stderr=stderr
+        )
+        async with process:
+            assert process.stdin is not None and process.stdout is not None
+            answered: dict[int, dict] = {}
+            buffer = b""
+            with anyio.fail_after(60):
+                for request in requests:
+                    await process.stdin.send(request)
+                    expected = json.loads(request).get("id")
+                    while expected is not None and expected not in answered:
+                        buffer += await process.stdout.receive()
+                        *lines, buffer = buffer.split(b"\n")
+                        for line in lines:
+                            message = json.loads(line)  # anything but JSON-RPC fails here
+                            assert message["jsonrpc"] == "2.0"
+                            if "id" in message:
+                                answered[message["id"]] = message
+                await process.stdin.aclose()
+                rest = b"".join([chunk async for chunk in process.stdout])
+                code = await process.wait()
+    for line in (buffer + rest).splitlines():
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    assert {t["name"] for t in answered[2]["result"]["tools"]} == {"route", "execute", "execute-tool"}
+    assert answered[3]["result"]["content"][0]["text"] == "x"
+    assert code == 0

@@ -1,0 +1,119 @@
+"""Allow/deny lists, confirmation rules, read-only mode and confirm tokens (server.policy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from index.servers import ServerConfig
+from server.errors import ConfirmationRequiredError, PolicyDeniedError
+from server.policy import ConfirmationStore, Policy
+
+DESTRUCTIVE = {"destructiveHint": True, "readOnlyHint": False}
+READ_ONLY = {"readOnlyHint": True}
+
+
+def _servers() -> dict[str, ServerConfig]:
+    return {
+        "files": ServerConfig(name="files", command="x"),
+        "shady": ServerConfig(name="shady", command="x", trusted=False),
+    }
+
+
+def test_everything_allowed_by_default() -> None:
+    policy = Policy()
+    assert policy.tool_allowed("any", "tool")
+    assert policy.server_visible("any")
+    policy.check_allowed("any", "tool")
+
+
+def test_deny_patterns_match_server_and_tool_globs() -> None:
+    policy = Policy(deny=["files/delete_*", "secrets"])
+    assert not policy.tool_allowed("files", "delete_all")
+    assert policy.tool_allowed("files", "read")
+    assert not policy.tool_allowed("secrets", "read")
+    assert not policy.server_visible("secrets")
+    assert policy.server_visible("files")  # only some of its tools are denied
+    with pytest.raises(PolicyDeniedError) as caught:
+        policy.check_allowed("files", "delete_all")
+    assert "deny list" in str(caught.value)
+
+
+def test_allow_list_restricts_and_deny_wins() -> None:
+    policy = Policy(allow=["files", "web/fetch"], deny=["files/rm"])
+    assert policy.tool_allowed("files", "read")
+    assert policy.tool_allowed("web", "fetch")
+    assert not policy.tool_allowed("web", "post")
+    assert not policy.tool_allowed("files", "rm")
+    assert not policy.server_visible("other")
+    with pytest.raises(PolicyDeniedError) as caught:
+        policy.check_allowed("web", "post")
+    assert "allow list" in str(caught.value)
+
+
+def test_destructive_tools_need_confirmation() -> None:
+    policy = Policy(servers=_servers())
+    risk = policy.assess("files", "rm", DESTRUCTIVE)
+    assert risk.needs_confirmation and not risk.refused_read_only
+    assert "destructive" in risk.reason
+    assert not policy.assess("files", "read", None).needs_confirmation
+    assert not policy.assess("files", "read", READ_ONLY).needs_confirmation
+
+
+def test_snake_case_annotations_are_understood() -> None:
+    assert Policy().assess("s", "t", {"destructive_hint": True}).needs_confirmation
+
+
+def test_unannotated_tools_of_untrusted_servers_need_confirmation() -> None:
+    policy = Policy(servers=_servers(), untrusted=["extra-*"])
+    assert policy.assess("shady", "anything", None).needs_confirmation
+    assert policy.assess("extra-web", "anything", None).needs_confirmation
+    assert not policy.assess("shady", "lookup", READ_ONLY).needs_confirmation
+    assert not policy.assess("shady", "lookup", {"destructiveHint": False}).needs_confirmation
+    assert not policy.assess("files", "anything", None).needs_confirmation
+
+
+def test_read_only_mode_refuses_instead_of_asking() -> None:
+    policy = Policy(read_only=True, servers=_servers())
+    risk = policy.assess("files", "rm", DESTRUCTIVE)
+    assert risk.refused_read_only
+    with pytest.raises(PolicyDeniedError) as caught:
+        policy.check_read_only("files", "rm", risk)
+    assert "read-only mode" in str(caught.value)
+    assert policy.assess("files", "write", {"readOnlyHint": False}).refused_read_only
+    assert not policy.assess("files", "read", None).needs_confirmation
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_confirm_token_is_single_use_and_bound_to_the_call() -> None:
+    store = ConfirmationStore(ttl=60)
+    token = store.issue("files", "rm", {"path": "a"})
+    with pytest.raises(ConfirmationRequiredError) as caught:
+        store.redeem(token, "files", "rm", {"path": "b"})
+    assert "different call" in str(caught.value)
+    store.redeem(token, "files", "rm", {"path": "a"})
+    with pytest.raises(ConfirmationRequiredError) as caught:
+        store.redeem(token, "files", "rm", {"path": "a"})
+    assert "unknown or was already used" in str(caught.value)
+
+
+def test_confirm_token_expires() -> None:
+    clock = FakeClock()
+    store = ConfirmationStore(ttl=60, clock=clock)
+    token = store.issue("files", "rm", {})
+    clock.now += 61
+    with pytest.raises(ConfirmationRequiredError) as caught:
+        store.redeem(token, "files", "rm", {})
+    assert "expired" in str(caught.value)
+
+
+def test_params_order_does_not_change_the_binding() -> None:
+    store = ConfirmationStore()
+    token = store.issue("s", "t", {"a": 1, "b": 2})
+    store.redeem(token, "s", "t", {"b": 2, "a": 1})
