@@ -175,7 +175,13 @@ def render(comparison: Comparison, a: Report, b: Report) -> str:
     rows_a = {row.task_id: row for row in a.tasks}
     rows_b = {row.task_id: row for row in b.tasks}
     if c.only_a or c.only_b:
-        out += ["", "Tasks with different outcomes:", "", "| task | category | A | B | question |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            "Tasks with different outcomes:",
+            "",
+            "| task | category | A | B | question |",
+            "|---|---|---|---|---|",
+        ]
         for task_id in [*c.only_a, *c.only_b]:
             row = rows_a.get(task_id) or rows_b[task_id]
             verdict_a = rows_a[task_id].verdict if task_id in rows_a else "missing"
@@ -194,7 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("run_a", type=Path, help="judge output directory of run A (or the run's log directory)")
     parser.add_argument("run_b", type=Path, help="judge output directory of run B")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
+    parser.add_argument(
+        "--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})"
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
     return parser
 

@@ -76,7 +76,9 @@ class CompletionService:
             self.requests += 1
             try:
                 response = await self._client.chat.completions.create(
-                    model=model, messages=messages, temperature=TEMPERATURE  # type: ignore[arg-type]
+                    model=model,
+                    messages=messages,
+                    temperature=TEMPERATURE,  # type: ignore[arg-type]
                 )
             except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as error:
                 # Every further request would fail the same way: stop the run, keep what is done.

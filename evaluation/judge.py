@@ -30,7 +30,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from evaluation import report as reporting
 from evaluation.cache import CompletionCache
 from evaluation.completions import CompletionService
-from evaluation.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, EndpointError, LLMError, LLMSettings, resolve_llm_settings
+from evaluation.llm import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    EndpointError,
+    LLMError,
+    LLMSettings,
+    resolve_llm_settings,
+)
 from evaluation.prompts import (
     KEY_POINTS_RETRY_MESSAGE,
     PROMPT_KINDS,
@@ -191,18 +198,87 @@ def add_judge_arguments(
     url_env = " / ".join(env.get("base_url", ("OPENAI_BASE_URL",)))
     key_env = " / ".join(env.get("api_key", ("OPENAI_API_KEY",)))
     options: list[tuple[str, dict]] = [
-        ("tasks", {"type": Path, "metavar": "FILE", "help": "task list (LiveMCPBench all_annotations.json): the denominator, questions and annotated key points"}),
-        ("human-labels", {"type": Path, "metavar": "FILE", "help": "human verdicts (JSON list of {task_id, task_success}) to measure the judge against"}),
-        ("tools", {"type": Path, "metavar": "FILE", "help": "tool descriptions for the prompt: a copilot catalog or LiveMCPBench tools.json (default: the copilot's catalog)"}),
+        (
+            "tasks",
+            {
+                "type": Path,
+                "metavar": "FILE",
+                "help": "task list (LiveMCPBench all_annotations.json): the denominator, questions and annotated key points",
+            },
+        ),
+        (
+            "human-labels",
+            {
+                "type": Path,
+                "metavar": "FILE",
+                "help": "human verdicts (JSON list of {task_id, task_success}) to measure the judge against",
+            },
+        ),
+        (
+            "tools",
+            {
+                "type": Path,
+                "metavar": "FILE",
+                "help": "tool descriptions for the prompt: a copilot catalog or LiveMCPBench tools.json (default: the copilot's catalog)",
+            },
+        ),
         ("base-url", {"metavar": "URL", "help": f"OpenAI-compatible endpoint (default: ${url_env})"}),
         ("api-key", {"metavar": "KEY", "help": f"API key (default: ${key_env})"}),
-        ("model", {"metavar": "NAME[,NAME...]", "help": f"judge model; a comma-separated list is a jury (default: ${model_env})"}),
-        ("prompt", {"choices": PROMPT_KINDS, "default": "livemcpeval", "help": "livemcpeval: the paper's judge; evidence: also shows tool outputs and asks per key point for the supporting calls"}),
-        ("auto-key-points", {"action": "store_true", "help": "extract key points with the LLM even when annotated Steps exist"}),
-        ("concurrency", {"type": int, "default": DEFAULT_CONCURRENCY, "metavar": "N", "help": f"parallel LLM requests (default {DEFAULT_CONCURRENCY})"}),
-        ("timeout", {"type": float, "default": DEFAULT_TIMEOUT, "metavar": "SECONDS", "help": f"per-request timeout (default {DEFAULT_TIMEOUT:g})"}),
-        ("max-retries", {"type": int, "default": DEFAULT_MAX_RETRIES, "metavar": "N", "help": f"retries with backoff on 429/5xx/timeouts (default {DEFAULT_MAX_RETRIES})"}),
-        ("parse-retries", {"type": int, "default": DEFAULT_PARSE_RETRIES, "metavar": "N", "help": f"re-asks after an unparseable verdict before recording abstain (default {DEFAULT_PARSE_RETRIES})"}),
+        (
+            "model",
+            {
+                "metavar": "NAME[,NAME...]",
+                "help": f"judge model; a comma-separated list is a jury (default: ${model_env})",
+            },
+        ),
+        (
+            "prompt",
+            {
+                "choices": PROMPT_KINDS,
+                "default": "livemcpeval",
+                "help": "livemcpeval: the paper's judge; evidence: also shows tool outputs and asks per key point for the supporting calls",
+            },
+        ),
+        (
+            "auto-key-points",
+            {"action": "store_true", "help": "extract key points with the LLM even when annotated Steps exist"},
+        ),
+        (
+            "concurrency",
+            {
+                "type": int,
+                "default": DEFAULT_CONCURRENCY,
+                "metavar": "N",
+                "help": f"parallel LLM requests (default {DEFAULT_CONCURRENCY})",
+            },
+        ),
+        (
+            "timeout",
+            {
+                "type": float,
+                "default": DEFAULT_TIMEOUT,
+                "metavar": "SECONDS",
+                "help": f"per-request timeout (default {DEFAULT_TIMEOUT:g})",
+            },
+        ),
+        (
+            "max-retries",
+            {
+                "type": int,
+                "default": DEFAULT_MAX_RETRIES,
+                "metavar": "N",
+                "help": f"retries with backoff on 429/5xx/timeouts (default {DEFAULT_MAX_RETRIES})",
+            },
+        ),
+        (
+            "parse-retries",
+            {
+                "type": int,
+                "default": DEFAULT_PARSE_RETRIES,
+                "metavar": "N",
+                "help": f"re-asks after an unparseable verdict before recording abstain (default {DEFAULT_PARSE_RETRIES})",
+            },
+        ),
         ("out", {"type": Path, "metavar": "DIR", "help": "output directory (default: <first path>/judge)"}),
         ("cache-dir", {"type": Path, "metavar": "DIR", "help": "LLM reply cache (default: $COPILOT_HOME/judge-cache)"}),
         ("no-cache", {"action": "store_true", "help": "neither read nor write the reply cache"}),
@@ -219,7 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m evaluation.judge",
         description="Judge agent trajectories with LiveMCPEval and write verdicts.jsonl, report.json/.md/.html.",
     )
-    parser.add_argument("paths", nargs="+", type=Path, help="trajectory directories or files (copilot JSONL, LiveMCPBench JSON)")
+    parser.add_argument(
+        "paths", nargs="+", type=Path, help="trajectory directories or files (copilot JSONL, LiveMCPBench JSON)"
+    )
     add_judge_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
     return parser
@@ -565,7 +643,9 @@ def _print_summary(summary: JudgeSummary, console: Console) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     console = Console(stderr=True)
     try:
         options = JudgeOptions.from_args(args)
@@ -574,7 +654,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"interrupted: finished verdicts are saved in {VERDICTS_FILE}; rerun the same command to continue.", file=sys.stderr)
+        print(
+            f"interrupted: finished verdicts are saved in {VERDICTS_FILE}; rerun the same command to continue.",
+            file=sys.stderr,
+        )
         return 130
     _print_summary(summary, console)
     if summary.fatal:

@@ -159,7 +159,9 @@ def _evidence_history(calls: Sequence[ToolCall]) -> str:
     for call in calls:
         if call.kind == "route":
             found = ", ".join(f"{server}/{tool}" for server, tool in call.hits[:5]) or "nothing"
-            lines.append(f"#{call.index} route query={json.dumps(call.query or '', ensure_ascii=False)} -> found: {found}")
+            lines.append(
+                f"#{call.index} route query={json.dumps(call.query or '', ensure_ascii=False)} -> found: {found}"
+            )
             continue
         params = json.dumps(call.params if call.params is not None else {}, ensure_ascii=False)
         state = f"ERROR ({call.error_kind})" if call.is_error else "ok"

@@ -137,7 +137,9 @@ class Retrieval(BaseModel):
     mean_best_rank: float | None
     median_best_rank: float | None
     gold_executed: int
-    note: str = "gold = tool names in the task's Annotator Metadata.Tools; rank = best 1-based position in any route result"
+    note: str = (
+        "gold = tool names in the task's Annotator Metadata.Tools; rank = best 1-based position in any route result"
+    )
 
 
 class ServerHealth(BaseModel):
@@ -276,7 +278,12 @@ def _efficiency(rows: Sequence[TaskRow]) -> EfficiencyGroup:
         execute_calls=_mean([row.execute_calls for row in rows]),
         distinct_tools=_mean([row.distinct_tools for row in rows]),
         tool_errors=_mean([row.tool_errors for row in rows]),
-        tokens=_mean([(row.input_tokens or 0) + (row.output_tokens or 0) if row.input_tokens is not None else None for row in rows]),
+        tokens=_mean(
+            [
+                (row.input_tokens or 0) + (row.output_tokens or 0) if row.input_tokens is not None else None
+                for row in rows
+            ]
+        ),
         cost=_mean([row.cost for row in rows]),
     )
 
@@ -551,7 +558,15 @@ def _tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]
                 [name, str(rate.n), str(rate.success), _pct(rate.rate), f"{_pct(rate.ci95[0])}-{_pct(rate.ci95[1])}"]
                 for name, rate in report.by_category.items()
             ]
-            + [["**all**", str(report.n_tasks), str(report.success), _pct(report.success_rate), f"{_pct(report.ci95[0])}-{_pct(report.ci95[1])}"]],
+            + [
+                [
+                    "**all**",
+                    str(report.n_tasks),
+                    str(report.success),
+                    _pct(report.success_rate),
+                    f"{_pct(report.ci95[0])}-{_pct(report.ci95[1])}",
+                ]
+            ],
             "Tasks without a trajectory or verdict count as failures.",
         )
     )
@@ -561,7 +576,15 @@ def _tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]
                 "Judges",
                 ["judge", "success", "failure", "abstain", "success rate", "human agreement", "kappa"],
                 [
-                    [j.model, str(j.success), str(j.failure), str(j.abstain), _pct(j.success_rate), _pct(j.human_agreement), _num(j.cohen_kappa)]
+                    [
+                        j.model,
+                        str(j.success),
+                        str(j.failure),
+                        str(j.abstain),
+                        _pct(j.success_rate),
+                        _pct(j.human_agreement),
+                        _num(j.cohen_kappa),
+                    ]
                     for j in report.judges
                 ],
                 "A jury takes the majority of success/failure votes; a tie is a failure.",
@@ -574,18 +597,43 @@ def _tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]
             (
                 "Agreement with people",
                 ["", "human: success", "human: failure"],
-                [["judge: success", str(c.true_success), f"{c.false_success} (false successes)"], ["judge: failure", f"{c.false_failure} (false failures)", str(c.true_failure)]],
-                f"{h.n_labelled} labelled tasks: agreement {_pct(h.agreement)}, Cohen's kappa {_num(h.cohen_kappa)}, "
-                f"people {_pct(h.human_success_rate)} vs judge {_pct(h.judge_success_rate)} success; "
-                f"judge abstains (counted as failure): {h.judge_abstains}.",
+                [
+                    ["judge: success", str(c.true_success), f"{c.false_success} (false successes)"],
+                    ["judge: failure", f"{c.false_failure} (false failures)", str(c.true_failure)],
+                ],
+                (
+                    f"{h.n_labelled} labelled tasks: agreement {_pct(h.agreement)}, Cohen's kappa {_num(h.cohen_kappa)}, "
+                    f"people {_pct(h.human_success_rate)} vs judge {_pct(h.judge_success_rate)} success; "
+                    f"judge abstains (counted as failure): {h.judge_abstains}."
+                ),
             )
         )
     tables.append(
         (
             "Efficiency (mean per task)",
-            ["tasks", "n", "turns", "route calls", "execute calls", "distinct tools", "tool errors", "agent tokens", "cost"],
             [
-                [name, str(g.n), _num(g.turns, 1), _num(g.route_calls, 1), _num(g.execute_calls, 1), _num(g.distinct_tools, 1), _num(g.tool_errors, 1), _num(g.tokens, 0), _num(g.cost, 4)]
+                "tasks",
+                "n",
+                "turns",
+                "route calls",
+                "execute calls",
+                "distinct tools",
+                "tool errors",
+                "agent tokens",
+                "cost",
+            ],
+            [
+                [
+                    name,
+                    str(g.n),
+                    _num(g.turns, 1),
+                    _num(g.route_calls, 1),
+                    _num(g.execute_calls, 1),
+                    _num(g.distinct_tools, 1),
+                    _num(g.tool_errors, 1),
+                    _num(g.tokens, 0),
+                    _num(g.cost, 4),
+                ]
                 for name, g in report.efficiency.items()
             ],
             "Turns are logged LLM turns when the agent reports them, else estimated as calls + 1.",
@@ -595,8 +643,28 @@ def _tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]
     tables.append(
         (
             "Retrieval of annotated tools",
-            ["tasks with gold tools", "tasks that routed", "gold retrieved", "recall@1", "recall@5", "mean best rank", "median best rank", "gold tool executed"],
-            [[str(r.tasks_with_gold), str(r.tasks_routed), f"{r.gold_retrieved} ({_pct(r.gold_retrieved_rate)})", _pct(r.recall_at_1), _pct(r.recall_at_5), _num(r.mean_best_rank, 1), _num(r.median_best_rank, 1), str(r.gold_executed)]],
+            [
+                "tasks with gold tools",
+                "tasks that routed",
+                "gold retrieved",
+                "recall@1",
+                "recall@5",
+                "mean best rank",
+                "median best rank",
+                "gold tool executed",
+            ],
+            [
+                [
+                    str(r.tasks_with_gold),
+                    str(r.tasks_routed),
+                    f"{r.gold_retrieved} ({_pct(r.gold_retrieved_rate)})",
+                    _pct(r.recall_at_1),
+                    _pct(r.recall_at_5),
+                    _num(r.mean_best_rank, 1),
+                    _num(r.median_best_rank, 1),
+                    str(r.gold_executed),
+                ]
+            ],
             r.note,
         )
     )
@@ -605,11 +673,21 @@ def _tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]
             "Tool/server health",
             ["server", "calls", "errors", "timeouts", "error rate", "tasks", "error kinds"],
             [
-                [s.server, str(s.calls), str(s.errors), str(s.timeouts), _pct(s.error_rate), str(s.tasks), ", ".join(f"{k} {v}" for k, v in s.error_kinds.items())]
+                [
+                    s.server,
+                    str(s.calls),
+                    str(s.errors),
+                    str(s.timeouts),
+                    _pct(s.error_rate),
+                    str(s.tasks),
+                    ", ".join(f"{k} {v}" for k, v in s.error_kinds.items()),
+                ]
                 for s in report.health.servers[:30]
             ],
-            f"{len(report.health.failures_from_unavailable_servers)} unsuccessful task(s) trace back to a server that "
-            "was unavailable (crashed, unreachable or timing out, and never answered afterwards).",
+            (
+                f"{len(report.health.failures_from_unavailable_servers)} unsuccessful task(s) trace back to a server that "
+                "was unavailable (crashed, unreachable or timing out, and never answered afterwards)."
+            ),
         )
     )
     if report.health.failures_from_unavailable_servers:
@@ -617,7 +695,10 @@ def _tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]
             (
                 "Unsuccessful tasks with an unavailable server",
                 ["task", "category", "servers"],
-                [[str(t["task_id"]), str(t["category"]), ", ".join(t["servers"])] for t in report.health.failures_from_unavailable_servers],  # type: ignore[arg-type]
+                [
+                    [str(t["task_id"]), str(t["category"]), ", ".join(t["servers"])]
+                    for t in report.health.failures_from_unavailable_servers
+                ],  # type: ignore[arg-type]
                 "",
             )
         )
@@ -649,23 +730,34 @@ def _tables(report: Report) -> list[tuple[str, list[str], list[list[str]], str]]
 def _headline(report: Report) -> list[str]:
     lines = [
         f"{report.success}/{report.n_tasks} tasks succeeded: {_pct(report.success_rate)} (95% CI {_pct(report.ci95[0])}-{_pct(report.ci95[1])}).",
-        f"Judge: {', '.join(report.judge.models)} ({'jury, majority vote' if len(report.judge.models) > 1 else 'single judge'}), "
-        f"prompt {report.judge.prompt}, key points {report.judge.key_points}.",
-        f"{report.n_with_trajectory} tasks have a trajectory, {report.n_judged} were judged; "
-        f"{len(report.missing_trajectories)} without trajectory, {len(report.not_judged)} not judged, "
-        f"{len(report.abstains)} abstain (all counted as failures).",
+        (
+            f"Judge: {', '.join(report.judge.models)} ({'jury, majority vote' if len(report.judge.models) > 1 else 'single judge'}), "
+            f"prompt {report.judge.prompt}, key points {report.judge.key_points}."
+        ),
+        (
+            f"{report.n_with_trajectory} tasks have a trajectory, {report.n_judged} were judged; "
+            f"{len(report.missing_trajectories)} without trajectory, {len(report.not_judged)} not judged, "
+            f"{len(report.abstains)} abstain (all counted as failures)."
+        ),
     ]
     if report.human is not None:
-        lines.append(f"Agreement with people: {_pct(report.human_agreement)}, Cohen's kappa {_num(report.cohen_kappa)}.")
+        lines.append(
+            f"Agreement with people: {_pct(report.human_agreement)}, Cohen's kappa {_num(report.cohen_kappa)}."
+        )
     if report.inputs.malformed_lines or report.inputs.problems:
-        lines.append(f"Input problems: {len(report.inputs.problems)} (malformed lines skipped: {report.inputs.malformed_lines}).")
+        lines.append(
+            f"Input problems: {len(report.inputs.problems)} (malformed lines skipped: {report.inputs.malformed_lines})."
+        )
     return lines
 
 
 def _lists(report: Report) -> list[tuple[str, list[str]]]:
     lists = [
         ("Tasks without a trajectory (counted as failures)", report.missing_trajectories),
-        ("Tasks not judged (LLM errors; rerun to retry)", [f"{t}: {report.inputs.errors.get(t, '')}" for t in report.not_judged]),
+        (
+            "Tasks not judged (LLM errors; rerun to retry)",
+            [f"{t}: {report.inputs.errors.get(t, '')}" for t in report.not_judged],
+        ),
         ("Abstains (no parseable verdict)", report.abstains),
         ("Task ids not in the task list", report.inputs.unknown_task_ids),
         ("Input problems (skipped)", report.inputs.problems),
@@ -751,7 +843,13 @@ def _html(report: Report, plots: dict[str, bytes]) -> str:
             cells = []
             for index, cell in enumerate(row):
                 text = esc(cell.replace("**", ""))
-                css = f" class='{esc(cell)}'" if index == verdict_column else " class='text'" if index in text_columns else ""
+                css = (
+                    f" class='{esc(cell)}'"
+                    if index == verdict_column
+                    else " class='text'"
+                    if index in text_columns
+                    else ""
+                )
                 cells.append(f"<td{css}>{text}</td>")
             parts.append("<tr>" + "".join(cells) + "</tr>")
         parts.append("</table></div>")

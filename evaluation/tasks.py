@@ -115,12 +115,12 @@ def load_human_labels(path: str | Path) -> dict[str, bool]:
     labels: dict[str, bool] = {}
     for number, entry in enumerate(data, 1):
         if not isinstance(entry, dict) or "task_id" not in entry or "task_success" not in entry:
-            raise TaskError(f"{path}: entry {number} needs task_id and task_success (\"success\"/\"failure\").")
+            raise TaskError(f'{path}: entry {number} needs task_id and task_success ("success"/"failure").')
         value = str(entry["task_success"]).strip().strip("\"'").lower()
         if value not in ("success", "failure"):
             raise TaskError(
                 f"{path}: entry {number} ({entry['task_id']}): task_success is {entry['task_success']!r}, "
-                "expected \"success\" or \"failure\"."
+                'expected "success" or "failure".'
             )
         labels[str(entry["task_id"])] = value == "success"
     return labels

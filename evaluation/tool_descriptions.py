@@ -20,7 +20,9 @@ def load_tool_descriptions(path: str | Path) -> ToolDescriptions:
     try:
         text = path.read_text(encoding="utf-8") if path.suffix != ".gz" else None
     except FileNotFoundError:
-        raise CatalogError(f"{path}: tool list not found (pass --tools with a catalog or LiveMCPBench tools.json).") from None
+        raise CatalogError(
+            f"{path}: tool list not found (pass --tools with a catalog or LiveMCPBench tools.json)."
+        ) from None
     except OSError as error:
         raise CatalogError(f"{path}: cannot read tool list ({error.strerror}).") from None
     if text is not None:

@@ -200,7 +200,9 @@ def _read_jsonl(path: Path, result: LoadResult) -> list[_Session]:
     try:
         handle = path.open(encoding="utf-8", errors="replace")
     except OSError as error:
-        result.problems.append(Problem(kind="unreadable_file", file=str(path), message=f"cannot read ({error.strerror})"))
+        result.problems.append(
+            Problem(kind="unreadable_file", file=str(path), message=f"cannot read ({error.strerror})")
+        )
         return []
     with handle:
         for number, line in enumerate(handle, 1):
@@ -268,7 +270,9 @@ def _merge_sessions(task_id: str, sessions: list[_Session]) -> Trajectory:
     for session in sessions:
         if session.start:
             trajectory.question = session.start.question or trajectory.question
-            trajectory.category = canonical_category(session.start.category) if session.start.category else trajectory.category
+            trajectory.category = (
+                canonical_category(session.start.category) if session.start.category else trajectory.category
+            )
         for event in session.events:
             if isinstance(event, RouteEvent):
                 trajectory.calls.append(
@@ -381,7 +385,9 @@ def livemcpbench_trajectory(entry: dict[str, Any], source: str) -> Trajectory:
             arguments = raw_args if isinstance(raw_args, str) else json.dumps(raw_args, ensure_ascii=False)
             args = _json_args(raw_args)
             output = outputs.get(tool_call.get("id"))
-            output_text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False) if output else ""
+            output_text = (
+                output if isinstance(output, str) else json.dumps(output, ensure_ascii=False) if output else ""
+            )
             if name == "route":
                 calls.append(
                     ToolCall(
@@ -434,7 +440,9 @@ def _read_livemcpbench(path: Path, result: LoadResult, explicit: bool) -> list[T
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        result.problems.append(Problem(kind="unreadable_file", file=str(path), message=f"cannot read ({error.strerror})"))
+        result.problems.append(
+            Problem(kind="unreadable_file", file=str(path), message=f"cannot read ({error.strerror})")
+        )
         return []
     try:
         data = json.loads(text)
@@ -514,7 +522,11 @@ def load_trajectories(
                 task_id = _session_task_id(session, known)
                 if task_id is None:
                     result.problems.append(
-                        Problem(kind="no_task", file=session.file, message="events without session_start or task id; skipped")
+                        Problem(
+                            kind="no_task",
+                            file=session.file,
+                            message="events without session_start or task id; skipped",
+                        )
                     )
                     continue
                 sessions_by_task.setdefault(task_id, []).append(session)

@@ -75,7 +75,9 @@ class VerdictLog:
                 try:
                     records.append(VerdictRecord.model_validate_json(line))
                 except (ValidationError, ValueError):
-                    logger.warning("%s:%d: unreadable verdict line skipped (it will be judged again)", self.path, number)
+                    logger.warning(
+                        "%s:%d: unreadable verdict line skipped (it will be judged again)", self.path, number
+                    )
         return records
 
     def append(self, record: VerdictRecord) -> None:

@@ -21,7 +21,10 @@ Status = Literal["success", "failure"]
 _DECOR = r"[\s*_`~\"'“”‘’\[\]]*"
 _STATUS_LINE = re.compile(rf"^[\s>#\-*+]*{_DECOR}status{_DECOR}\s*[:：]\s*(?P<rest>.*)$", re.IGNORECASE)
 _STATUS_VALUE = re.compile(rf"^{_DECOR}(?P<word>success|failure)\b{_DECOR}[\s.!]*(?P<tail>.*)$", re.IGNORECASE)
-_THOUGHTS = re.compile(rf"{_DECOR}thoughts{_DECOR}\s*[:：]\s*(?P<body>.*?)(?=^[\s>#\-*+]*{_DECOR}status{_DECOR}\s*[:：]|\Z)", re.IGNORECASE | re.DOTALL | re.MULTILINE)
+_THOUGHTS = re.compile(
+    rf"{_DECOR}thoughts{_DECOR}\s*[:：]\s*(?P<body>.*?)(?=^[\s>#\-*+]*{_DECOR}status{_DECOR}\s*[:：]|\Z)",
+    re.IGNORECASE | re.DOTALL | re.MULTILINE,
+)
 _FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL | re.IGNORECASE)
 _KEY_POINT_LINE = re.compile(
     rf"^[\s>#\-*+]*{_DECOR}key\s*point\s*(?P<n>\d+){_DECOR}\s*[:：.\-]\s*{_DECOR}(?P<met>not\s+met|unmet|met){_DECOR}(?P<rest>.*)$",

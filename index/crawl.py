@@ -270,15 +270,17 @@ async def crawl_server(
     deadline = started + limit
     warnings: list[str] = []
     phase = "initialize"
+    tools: list[types.Tool] | None = None
     try:
-        with anyio.CancelScope(deadline=deadline + TEARDOWN_GRACE) as hard_stop:
+        # The hard stop also bounds a start or a teardown that hangs; open_session kills the group.
+        with anyio.CancelScope(deadline=deadline + TEARDOWN_GRACE):
             async with open_session(config, workdir=workdir, stderr_path=log_path, init_timeout=limit) as connection:
                 phase = "tools/list"
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0.01)):
                     tools = await list_all_tools(connection, warnings)
                 initialize_result = connection.initialize_result
                 junk = connection.process.junk_lines if connection.process is not None else 0
-        if hard_stop.cancelled_caught:
+        if tools is None:
             raise TimeoutError
     except Exception as error:  # noqa: BLE001 - every failure of a child is reported, none aborts the crawl
         if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:

@@ -88,17 +88,14 @@ class _Child:
 
     @property
     def usable(self) -> bool:
-        """Starting or running, and fit for new calls."""
-        return not (self.broken or self.retired or self.stop.is_set() or self.done.is_set())
+        """Starting or running, and fit for new calls (a child that exited while idle is not)."""
+        if self.broken or self.retired or self.stop.is_set() or self.done.is_set():
+            return False
+        return self.connection is None or not self.connection.closed.is_set()
 
     @property
     def running(self) -> bool:
-        return (
-            self.usable
-            and self.ready.is_set()
-            and self.connection is not None
-            and not self.connection.closed.is_set()
-        )
+        return self.usable and self.ready.is_set() and self.connection is not None
 
     @property
     def pid(self) -> int | None:

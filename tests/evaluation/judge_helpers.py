@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from evaluation.judge import JudgeOptions
 from evaluation.llm import LLMSettings
@@ -29,12 +27,6 @@ from tests.support.scripted_openai import Reply, ScriptedOpenAI, last_user_text
 
 SAMPLE_TRAJECTORIES = Path("/work/shared/livemcpbench/sample_trajectories.json")
 ALL_ANNOTATIONS = Path("/work/shared/livemcpbench/annotated_data/all_annotations.json")
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as server:
-        yield server
 
 
 def options(llm: ScriptedOpenAI, tmp_path: Path, **overrides: Any) -> JudgeOptions:
@@ -59,7 +51,9 @@ def options(llm: ScriptedOpenAI, tmp_path: Path, **overrides: Any) -> JudgeOptio
     return JudgeOptions.model_validate(values)
 
 
-def task_entry(task_id: str, question: str, category: str = "work", steps: str = "1. do it", tools: str = "1. echo") -> dict:
+def task_entry(
+    task_id: str, question: str, category: str = "work", steps: str = "1. do it", tools: str = "1. echo"
+) -> dict:
     return {
         "task_id": task_id,
         "Question": question,
@@ -92,12 +86,16 @@ def write_copilot_log(
 ) -> Path:
     """One session of copilot events, the way the server and the runner write them."""
     with TrajectoryWriter(path) as writer:
-        writer.write(SessionStart(ts=start_ts, session_id=session_id, task_id=task_id, question=question, category=category))
+        writer.write(
+            SessionStart(ts=start_ts, session_id=session_id, task_id=task_id, question=question, category=category)
+        )
         number = 0
         for query, hits in routes:
             number += 1
             writer.write(
-                RouteEvent(call_id=f"r{number}", query=query, results=[RouteHit(server=s, tool=t, score=1.0) for s, t in hits])
+                RouteEvent(
+                    call_id=f"r{number}", query=query, results=[RouteHit(server=s, tool=t, score=1.0) for s, t in hits]
+                )
             )
         for spec in executes:
             number += 1
@@ -138,9 +136,13 @@ def livemcpbench_entry(
     tool_output: str = "meta=None content=[TextContent(type='text', text='lat 1, lon 2')] isError=False",
 ) -> dict:
     """A LiveMCPBench-style trajectory: system, user, route, execute-tool, final answer."""
-    route_text = "meta=None content=[TextContent(type='text', text='success: true\\nmatched_tools:\\n" + "".join(
-        f"- server_name: {server}\\n  tool_name: {tool}\\n  tool_description: x\\n" for server, tool in route_hits
-    ) + "', annotations=None)] isError=False"
+    route_text = (
+        "meta=None content=[TextContent(type='text', text='success: true\\nmatched_tools:\\n"
+        + "".join(
+            f"- server_name: {server}\\n  tool_name: {tool}\\n  tool_description: x\\n" for server, tool in route_hits
+        )
+        + "', annotations=None)] isError=False"
+    )
     return {
         "task_id": task_id,
         "Question": question,
@@ -156,7 +158,11 @@ def livemcpbench_entry(
                 "role": "assistant",
                 "content": "Let me search.",
                 "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "route", "arguments": json.dumps({"query": "find a place"})}}
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "route", "arguments": json.dumps({"query": "find a place"})},
+                    }
                 ],
             },
             {"role": "tool", "tool_call_id": "c1", "content": route_text},
@@ -169,7 +175,9 @@ def livemcpbench_entry(
                         "type": "function",
                         "function": {
                             "name": "execute-tool",
-                            "arguments": json.dumps({"server_name": "maps", "tool_name": "geocode", "params": {"q": "x"}}),
+                            "arguments": json.dumps(
+                                {"server_name": "maps", "tool_name": "geocode", "params": {"q": "x"}}
+                            ),
                         },
                     }
                 ],
@@ -180,7 +188,9 @@ def livemcpbench_entry(
     }
 
 
-def status_by_question(table: dict[str, str], default: str = "Thoughts: fine\nStatus: success") -> Callable[[dict], Reply]:
+def status_by_question(
+    table: dict[str, str], default: str = "Thoughts: fine\nStatus: success"
+) -> Callable[[dict], Reply]:
     """A handler answering each judge request by which question its prompt contains."""
 
     def handler(request: dict) -> Reply:

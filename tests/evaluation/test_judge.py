@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -14,7 +15,6 @@ from evaluation.prompts import KEY_POINTS_SYSTEM, RETRY_MESSAGE
 from server.trajectory import WorkspaceFile
 from tests.evaluation.judge_helpers import (
     livemcpbench_entry,
-    llm,  # noqa: F401  (fixture)
     options,
     question_of,
     status_by_question,
@@ -28,12 +28,20 @@ from tests.support.scripted_openai import Reply, ScriptedOpenAI, last_user_text
 pytestmark = pytest.mark.timeout(60)
 
 
+@pytest.fixture
+def llm() -> Iterator[ScriptedOpenAI]:
+    with ScriptedOpenAI() as server:
+        yield server
+
+
 def _logs(tmp_path: Path, *task_ids: str) -> Path:
     """Copilot logs for ``task_ids`` plus ``tasks.json`` with annotated steps (see ``_options``)."""
     logs = tmp_path / "logs"
     logs.mkdir(exist_ok=True)
     for task_id in task_ids:
-        write_copilot_log(logs / f"{task_id}.jsonl", task_id, f"question {task_id}", executes=[{"server": "s", "tool": "t"}])
+        write_copilot_log(
+            logs / f"{task_id}.jsonl", task_id, f"question {task_id}", executes=[{"server": "s", "tool": "t"}]
+        )
     write_tasks(tmp_path / "tasks.json", [task_entry(task_id, f"question {task_id}") for task_id in task_ids])
     return logs
 
@@ -78,9 +86,24 @@ async def test_both_formats_are_judged_against_the_full_task_list(llm: ScriptedO
     assert summary.missing_trajectories == ["t3"]
     assert summary.exit_code == 0 and len(llm.requests) == 3
     lines = {line["task_id"]: line for line in verdict_lines(summary.out_dir / "verdicts.jsonl")}
-    assert {task: line["verdict"] for task, line in lines.items()} == {"t1": "success", "t2": "failure", "L1": "success"}
+    assert {task: line["verdict"] for task, line in lines.items()} == {
+        "t1": "success",
+        "t2": "failure",
+        "L1": "success",
+    }
     first = lines["t1"]
-    for field in ("category", "key_points", "thoughts", "judge_model", "prompt", "prompt_hash", "input_tokens", "output_tokens", "latency_ms", "judges"):
+    for field in (
+        "category",
+        "key_points",
+        "thoughts",
+        "judge_model",
+        "prompt",
+        "prompt_hash",
+        "input_tokens",
+        "output_tokens",
+        "latency_ms",
+        "judges",
+    ):
         assert field in first
     assert first["category"] == "Office" and first["key_points"] == ["gather facts", "write r.md"]
     assert first["judge_model"] == "judge-a" and first["prompt"] == "livemcpeval"
@@ -165,7 +188,11 @@ async def test_jury_majority_and_tie_goes_to_failure(llm: ScriptedOpenAI, tmp_pa
     jury = await judge_paths([logs], _options(llm, tmp_path, models=["a", "b", "c"], out_dir=tmp_path / "jury"))
     assert verdict_lines(jury.out_dir / "verdicts.jsonl")[0]["verdict"] == "success"
     report = json.loads((jury.out_dir / "report.json").read_text())
-    assert [(j["model"], j["success"], j["failure"]) for j in report["judges"]] == [("a", 1, 0), ("b", 0, 1), ("c", 1, 0)]
+    assert [(j["model"], j["success"], j["failure"]) for j in report["judges"]] == [
+        ("a", 1, 0),
+        ("b", 0, 1),
+        ("c", 1, 0),
+    ]
 
     assert majority(["success", "abstain"]) == "success"
     assert majority(["abstain", "abstain"]) == "abstain"
@@ -260,7 +287,9 @@ async def test_human_agreement_and_kappa_on_a_known_example(llm: ScriptedOpenAI,
     assert report["human"]["false_successes"] == ["t3"] and report["human"]["false_failures"] == ["t4"]
 
 
-async def test_evidence_prompt_shows_truncated_outputs_and_reads_key_point_verdicts(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+async def test_evidence_prompt_shows_truncated_outputs_and_reads_key_point_verdicts(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
     long_output = "HEAD-" + "x" * 10_000 + "-TAIL"
@@ -271,7 +300,13 @@ async def test_evidence_prompt_shows_truncated_outputs_and_reads_key_point_verdi
         routes=[("weather", [("wx", "forecast")])],
         executes=[
             {"server": "wx", "tool": "forecast", "params": {"city": "Oslo"}, "text": long_output},
-            {"server": "wx", "tool": "alerts", "is_error": True, "error": "server wx crashed", "error_kind": "child_crashed"},
+            {
+                "server": "wx",
+                "tool": "alerts",
+                "is_error": True,
+                "error": "server wx crashed",
+                "error_kind": "child_crashed",
+            },
         ],
     )
     write_tasks(tmp_path / "tasks.json", [task_entry("t1", "Get the weather", steps="1. get the forecast")])

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from evaluation.judge import judge_paths
 from tests.evaluation.judge_helpers import (
-    llm,  # noqa: F401  (fixture)
     options,
     status_by_question,
     task_entry,
@@ -23,22 +23,38 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
+def llm() -> Iterator[ScriptedOpenAI]:
+    with ScriptedOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
 async def judged(llm: ScriptedOpenAI, tmp_path: Path) -> dict:
     """Four tasks in two categories, one without trajectory, with usage, routes and a dead server."""
     logs = tmp_path / "logs"
     logs.mkdir()
     write_copilot_log(
-        logs / "a.jsonl", "a", "question a",
+        logs / "a.jsonl",
+        "a",
+        "question a",
         routes=[("find", [("fs", "list"), ("fs", "write_file")]), ("again", [("fs", "write_file")])],
         executes=[{"server": "fs", "tool": "write_file"}, {"server": "fs", "tool": "list"}],
         usage=[(1000, 100, 0.01), (500, 50, 0.005)],
     )
     write_copilot_log(
-        logs / "b.jsonl", "b", "question b",
+        logs / "b.jsonl",
+        "b",
+        "question b",
         routes=[("find", [("web", "search"), ("db", "query")])],
         executes=[
             {"server": "db", "tool": "query", "is_error": True, "error": "timed out", "error_kind": "timeout"},
-            {"server": "db", "tool": "query", "is_error": True, "error": "server db is unavailable", "error_kind": "server_unavailable"},
+            {
+                "server": "db",
+                "tool": "query",
+                "is_error": True,
+                "error": "server db is unavailable",
+                "error_kind": "server_unavailable",
+            },
         ],
         usage=[(3000, 300, 0.03)],
         answer="I could not reach the database",
@@ -54,7 +70,14 @@ async def judged(llm: ScriptedOpenAI, tmp_path: Path) -> dict:
         ],
     )
     labels = tmp_path / "labels.json"
-    labels.write_text(json.dumps([{"task_id": t, "task_success": s} for t, s in [("a", "success"), ("b", "success"), ("c", "failure"), ("d", "failure")]]))
+    labels.write_text(
+        json.dumps(
+            [
+                {"task_id": t, "task_success": s}
+                for t, s in [("a", "success"), ("b", "success"), ("c", "failure"), ("d", "failure")]
+            ]
+        )
+    )
     llm.handler = status_by_question(
         {"question a": "Status: success", "question b": "Status: failure", "question c": "Status: failure"}
     )
@@ -70,7 +93,12 @@ async def test_report_json_numbers(judged: dict) -> None:
     assert report["success_rate"] == pytest.approx(0.25)
     assert report["ci95"] == pytest.approx([0.0456, 0.6994], abs=1e-3)
     assert report["by_category"]["Office"]["success"] == 1 and report["by_category"]["Office"]["n"] == 2
-    assert report["by_category"]["Shopping"] == {"n": 2, "success": 0, "rate": 0.0, "ci95": [0.0, pytest.approx(0.6576, abs=1e-3)]}
+    assert report["by_category"]["Shopping"] == {
+        "n": 2,
+        "success": 0,
+        "rate": 0.0,
+        "ci95": [0.0, pytest.approx(0.6576, abs=1e-3)],
+    }
     assert report["missing_trajectories"] == ["d"]
 
     # People say a and b succeeded; the judge says only a: one false failure, kappa by hand = 0.5.
@@ -94,7 +122,9 @@ async def test_report_json_numbers(judged: dict) -> None:
     assert (servers["db"]["calls"], servers["db"]["errors"], servers["db"]["timeouts"]) == (2, 2, 1)
     assert servers["db"]["error_kinds"] == {"timeout": 1, "server_unavailable": 1}
     assert servers["fs"]["errors"] == 0
-    assert report["health"]["failures_from_unavailable_servers"] == [{"task_id": "b", "category": "Office", "servers": ["db"]}]
+    assert report["health"]["failures_from_unavailable_servers"] == [
+        {"task_id": "b", "category": "Office", "servers": ["db"]}
+    ]
 
 
 async def test_markdown_and_html_reports(judged: dict) -> None:

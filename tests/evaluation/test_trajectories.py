@@ -29,7 +29,13 @@ def test_copilot_log_becomes_a_trajectory(tmp_path: Path) -> None:
         routes=[("write a file", [("fs", "read"), ("fs", "write_file")])],
         executes=[
             {"server": "fs", "tool": "write_file", "params": {"path": "a.txt"}, "text": "wrote 3 bytes"},
-            {"server": "slow", "tool": "go", "is_error": True, "error": "timed out after 30 s", "error_kind": "timeout"},
+            {
+                "server": "slow",
+                "tool": "go",
+                "is_error": True,
+                "error": "timed out after 30 s",
+                "error_kind": "timeout",
+            },
             {"server": "fs", "tool": "write_file", "is_error": True, "text": "disk full"},
         ],
         usage=[(100, 10, 0.01), (200, 20, 0.02)],
@@ -45,7 +51,11 @@ def test_copilot_log_becomes_a_trajectory(tmp_path: Path) -> None:
     assert [call.index for call in trajectory.calls] == [1, 2, 3, 4]
     assert trajectory.calls[0].hits == [("fs", "read"), ("fs", "write_file")]
     assert trajectory.calls[1].output == "wrote 3 bytes"
-    assert json.loads(trajectory.calls[1].arguments) == {"server_name": "fs", "tool_name": "write_file", "params": {"path": "a.txt"}}
+    assert json.loads(trajectory.calls[1].arguments) == {
+        "server_name": "fs",
+        "tool_name": "write_file",
+        "params": {"path": "a.txt"},
+    }
     assert trajectory.calls[2].error_kind == "timeout" and "timed out" in trajectory.calls[2].output
     assert trajectory.calls[3].error_kind == "tool_error"
     assert trajectory.tool_errors == 2 and trajectory.distinct_tools == 2
@@ -60,12 +70,23 @@ def test_copilot_log_becomes_a_trajectory(tmp_path: Path) -> None:
 
 def test_sessions_of_one_task_merge_in_time_order_and_a_crash_is_kept(tmp_path: Path) -> None:
     write_copilot_log(
-        tmp_path / "b.jsonl", "t1", "Q", session_id="late", start_ts="2025-01-02T00:00:00.000Z",
-        executes=[{"server": "s", "tool": "second"}], answer="final", end=False,
+        tmp_path / "b.jsonl",
+        "t1",
+        "Q",
+        session_id="late",
+        start_ts="2025-01-02T00:00:00.000Z",
+        executes=[{"server": "s", "tool": "second"}],
+        answer="final",
+        end=False,
     )
     write_copilot_log(
-        tmp_path / "a.jsonl", "t1", "Q", session_id="early", start_ts="2025-01-01T00:00:00.000Z",
-        executes=[{"server": "s", "tool": "first"}], answer="draft",
+        tmp_path / "a.jsonl",
+        "t1",
+        "Q",
+        session_id="early",
+        start_ts="2025-01-01T00:00:00.000Z",
+        executes=[{"server": "s", "tool": "first"}],
+        answer="draft",
     )
     trajectory = load_trajectories([tmp_path]).trajectories["t1"]
     assert [call.tool for call in trajectory.calls] == ["first", "second"]
@@ -138,7 +159,9 @@ def test_broken_json_file_names_the_line(tmp_path: Path) -> None:
     assert problem.kind == "malformed_line" and problem.line == 3
 
 
-@pytest.mark.skipif(not SAMPLE_TRAJECTORIES.is_file(), reason=f"LiveMCPBench sample not present at {SAMPLE_TRAJECTORIES}")
+@pytest.mark.skipif(
+    not SAMPLE_TRAJECTORIES.is_file(), reason=f"LiveMCPBench sample not present at {SAMPLE_TRAJECTORIES}"
+)
 def test_real_livemcpbench_sample() -> None:
     result = load_trajectories([SAMPLE_TRAJECTORIES])
     assert result.problems == []
@@ -154,13 +177,29 @@ def test_real_livemcpbench_sample() -> None:
 def test_real_task_list_has_95_tasks_in_six_categories() -> None:
     tasks = load_tasks(ALL_ANNOTATIONS)
     assert len(tasks) == 95
-    assert {task.category for task in tasks.values()} == {"Office", "Lifestyle", "Leisure", "Finance", "Travel", "Shopping"}
+    assert {task.category for task in tasks.values()} == {
+        "Office",
+        "Lifestyle",
+        "Leisure",
+        "Finance",
+        "Travel",
+        "Shopping",
+    }
     assert all(task.steps for task in tasks.values())
 
 
 def test_categories_and_numbered_lists() -> None:
-    assert [canonical_category(n) for n in ("work", "Daily", "entertainment", "financing", "travel", "SHOPPING", "", "Misc")] == [
-        "Office", "Lifestyle", "Leisure", "Finance", "Travel", "Shopping", "Other", "Misc",
+    assert [
+        canonical_category(n) for n in ("work", "Daily", "entertainment", "financing", "travel", "SHOPPING", "", "Misc")
+    ] == [
+        "Office",
+        "Lifestyle",
+        "Leisure",
+        "Finance",
+        "Travel",
+        "Shopping",
+        "Other",
+        "Misc",
     ]
     assert split_numbered("1. a\n2) b\n   continued\n\n3. c ") == ["a", "b continued", "c"]
 
@@ -173,8 +212,10 @@ def test_task_and_label_files_fail_clearly(tmp_path: Path) -> None:
     with pytest.raises(TaskError, match="not found"):
         load_tasks(tmp_path / "missing.json")
     labels = tmp_path / "labels.json"
-    labels.write_text(json.dumps([{"task_id": "a", "task_success": "Success"}, {"task_id": "b", "task_success": "failure"}]))
+    labels.write_text(
+        json.dumps([{"task_id": "a", "task_success": "Success"}, {"task_id": "b", "task_success": "failure"}])
+    )
     assert load_human_labels(labels) == {"a": True, "b": False}
     labels.write_text(json.dumps([{"task_id": "a", "task_success": "maybe"}]))
-    with pytest.raises(TaskError, match="expected \"success\" or \"failure\""):
+    with pytest.raises(TaskError, match='expected "success" or "failure"'):
         load_human_labels(labels)

@@ -1,0 +1,126 @@
+"""Judge throughput: 95 trajectories against a local endpoint that answers in 200 ms.
+
+Wall time of the judging phase at concurrency 1 (the baseline) vs 16 (target: >= 10x faster),
+then a rerun into a fresh output directory that must be served entirely by the reply cache
+(zero requests).
+
+    python -m bench judge            # or: python -m bench.judge [--tasks N] [--delay S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import anyio
+
+from evaluation.judge import JudgeOptions, judge_paths
+from evaluation.llm import LLMSettings
+from server.trajectory import (
+    ExecuteEvent,
+    ExecuteResult,
+    FinalAnswer,
+    RouteEvent,
+    RouteHit,
+    SessionEnd,
+    SessionStart,
+    TrajectoryWriter,
+)
+from tests.support.scripted_openai import Reply, ScriptedOpenAI
+
+CATEGORIES = ("work", "daily", "entertainment", "financing", "travel", "shopping")
+
+
+def write_trajectories(directory: Path, count: int) -> Path:
+    """``count`` copilot logs plus a task list with annotated steps (one judge call per task)."""
+    import json
+
+    logs = directory / "logs"
+    logs.mkdir(parents=True)
+    tasks = []
+    for number in range(count):
+        task_id = f"task-{number:03d}"
+        question = f"Benchmark question {number}: look something up and write it to a file."
+        tasks.append(
+            {
+                "task_id": task_id,
+                "Question": question,
+                "category": CATEGORIES[number % len(CATEGORIES)],
+                "Annotator Metadata": {
+                    "Steps": "1. look it up\n2. write the file",
+                    "Tools": "1. search\n2. write_file",
+                },
+            }
+        )
+        with TrajectoryWriter(logs / f"{task_id}.jsonl") as writer:
+            writer.write(SessionStart(session_id=task_id, task_id=task_id, question=question))
+            writer.write(RouteEvent(call_id="r1", query="search", results=[RouteHit(server="web", tool="search")]))
+            writer.write(
+                ExecuteEvent(
+                    call_id="e1",
+                    server="web",
+                    tool="search",
+                    params={"q": str(number)},
+                    result=ExecuteResult(content=[{"type": "text", "text": f"result {number}"}]),
+                )
+            )
+            writer.write(FinalAnswer(text=f"Answer {number}"))
+            writer.write(SessionEnd())
+    (directory / "tasks.json").write_text(json.dumps(tasks), encoding="utf-8")
+    return logs
+
+
+async def timed_run(
+    llm: ScriptedOpenAI, workdir: Path, logs: Path, concurrency: int, out: str
+) -> tuple[float, int, int]:
+    options = JudgeOptions(
+        llm=LLMSettings(base_url=llm.base_url, api_key="bench", models=["bench-judge"], timeout=30, max_retries=0),
+        tasks_file=workdir / "tasks.json",
+        concurrency=concurrency,
+        out_dir=workdir / out,
+        cache_dir=workdir / f"cache-{concurrency}",
+        show_progress=False,
+        write_reports=False,
+    )
+    before = len(llm.requests)
+    summary = await judge_paths([logs], options)
+    if summary.errors or summary.fatal:
+        raise RuntimeError(f"judging failed: {summary.fatal or summary.errors[0].error}")
+    return summary.judging_seconds, len(llm.requests) - before, summary.judged_now
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.judge", description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=95)
+    parser.add_argument("--delay", type=float, default=0.2, help="seconds the endpoint takes per reply")
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args(argv)
+
+    async def run() -> int:
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-judge-") as tmp,
+            ScriptedOpenAI(
+                handler=lambda request: Reply(content="Thoughts: fine\nStatus: success", delay=args.delay)
+            ) as llm,
+        ):
+            workdir = Path(tmp)
+            logs = write_trajectories(workdir, args.tasks)
+            serial, serial_requests, _ = await timed_run(llm, workdir, logs, 1, "out-serial")
+            parallel, parallel_requests, _ = await timed_run(llm, workdir, logs, args.concurrency, "out-parallel")
+            cached, cached_requests, rejudged = await timed_run(llm, workdir, logs, args.concurrency, "out-cached")
+        ratio = serial / parallel if parallel else float("inf")
+        print(f"{args.tasks} trajectories, endpoint answering in {args.delay * 1000:.0f} ms")
+        print(f"concurrency  1: {serial:6.2f} s  ({serial_requests} requests)  [baseline]")
+        print(
+            f"concurrency {args.concurrency:2d}: {parallel:6.2f} s  ({parallel_requests} requests)  {ratio:.1f}x faster (target >= 10x)"
+        )
+        print(f"cached rerun: {cached:6.2f} s  ({cached_requests} requests for {rejudged} verdicts; target 0)")
+        return 0 if ratio >= 10 and cached_requests == 0 else 1
+
+    return anyio.run(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
