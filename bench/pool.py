@@ -48,12 +48,20 @@ def targets(include_real: bool) -> list[Target]:
     chosen = [Target("fixture", fixture, "echo", {"text": "hello"})]
     if include_real:
         chosen.append(
-            Target("time", ServerConfig(name="time", command="uvx", args=["mcp-server-time"]),
-                   "get_current_time", {"timezone": "UTC"})
+            Target(
+                "time",
+                ServerConfig(name="time", command="uvx", args=["mcp-server-time"]),
+                "get_current_time",
+                {"timezone": "UTC"},
+            )
         )
         chosen.append(
-            Target("memory", ServerConfig(name="memory", command="npx", args=["-y", "@modelcontextprotocol/server-memory"]),
-                   "read_graph", {})
+            Target(
+                "memory",
+                ServerConfig(name="memory", command="npx", args=["-y", "@modelcontextprotocol/server-memory"]),
+                "read_graph",
+                {},
+            )
         )
     return chosen
 
@@ -74,7 +82,9 @@ async def timed(call: Callable[[], Awaitable[Any]]) -> float:
     return time.perf_counter() - start
 
 
-async def measure_target(target: Target, pool: ChildPool, work: Path, iterations: int, spawn_iterations: int) -> dict[str, list[float]] | str:
+async def measure_target(
+    target: Target, pool: ChildPool, work: Path, iterations: int, spawn_iterations: int
+) -> dict[str, list[float]] | str:
     """Latencies per mode, or the reason the server could not be measured."""
     samples: dict[str, list[float]] = {"direct": [], "pool": [], "spawn": []}
     try:
@@ -110,7 +120,9 @@ async def measure_target(target: Target, pool: ChildPool, work: Path, iterations
 
 async def measure_concurrency(settings: PoolSettings, servers: int, seconds: float) -> dict[str, float]:
     configs = {
-        f"sleepy{i}": ServerConfig(name=f"sleepy{i}", command=sys.executable, args=[str(FIXTURE), "--name", f"sleepy{i}"])
+        f"sleepy{i}": ServerConfig(
+            name=f"sleepy{i}", command=sys.executable, args=[str(FIXTURE), "--name", f"sleepy{i}"]
+        )
         for i in range(servers)
     }
     async with ChildPool(configs, settings) as pool:

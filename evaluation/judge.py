@@ -502,7 +502,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
     paths = [Path(path) for path in paths]
     if not paths:
         raise JudgeError("no trajectory paths given.")
-    out_dir = _prepare_out_dir(options.out_dir or default_out_dir(paths))
+    out_dir = options.out_dir or default_out_dir(paths)
     summary = JudgeSummary(out_dir=out_dir)
     tasks = load_tasks(options.tasks_file) if options.tasks_file else {}
     human = load_human_labels(options.human_labels) if options.human_labels else None
@@ -519,6 +519,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
     jobs, universe = _plan(tasks, loaded, summary)
     if not jobs:
         raise JudgeError(f"none of the {len(loaded.trajectories)} trajectories can be judged: {summary.problems[-1]}")
+    _prepare_out_dir(out_dir)  # only now: bad input must not leave an empty output directory behind
     if human is None:
         inline = {t.task_id: t.human_success for t in loaded.trajectories.values() if t.human_success is not None}
         human = inline or None
@@ -654,10 +655,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            f"interrupted: finished verdicts are saved in {VERDICTS_FILE}; rerun the same command to continue.",
-            file=sys.stderr,
-        )
+        verdicts = (args.out or default_out_dir(args.paths)) / VERDICTS_FILE
+        print(f"interrupted: finished verdicts are saved in {verdicts}; rerun the same command to continue.", file=sys.stderr)
         return 130
     _print_summary(summary, console)
     if summary.fatal:

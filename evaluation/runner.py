@@ -117,6 +117,7 @@ class _Outcome:
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = None
+    answer_logged: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def fail(self, kind: ErrorKind, message: str) -> None:
@@ -312,7 +313,7 @@ class BenchmarkRunner:
             await self._run_builtin(question, launch, paths, writer, outcome)
         else:
             await self._run_command(task, question, launch, paths, writer, outcome)
-        if outcome.answer:
+        if outcome.answer and not outcome.answer_logged:
             writer.write(FinalAnswer(text=outcome.answer, **outcome.extra))
         changes = await anyio.to_thread.run_sync(lambda: diff(workspace, before))
         writer.write(changes)
@@ -333,6 +334,9 @@ class BenchmarkRunner:
                 try:
                     async with copilot_session(launch, stderr, agent_config.startup_timeout) as session:
                         outcome.answer = await agent.run(session, question)
+                        # Logged at once, before the copilot's session ends: the log stays in time order.
+                        writer.write(FinalAnswer(text=outcome.answer))
+                        outcome.answer_logged = True
                 except Exception as error:  # noqa: BLE001 -- classified below, never re-raised
                     kind, message = _classify(error)
                     if kind == "copilot_failed":

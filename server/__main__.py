@@ -89,8 +89,22 @@ def _configure_logging(level: str) -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 
+def _exit_now() -> None:
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 async def _serve_stdio(app: Any, shutdown: Any) -> None:
     import anyio
+
+    def on_stopped() -> None:
+        # After a signal the client may keep stdin open, and the SDK's stdin reader thread cannot
+        # be cancelled: once every child is stopped and every log closed, leave without it.
+        if shutdown.reason is not None:
+            _exit_now()
+
+    shutdown.on_stopped = on_stopped
 
     async def on_signals(scope: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
@@ -103,8 +117,6 @@ async def _serve_stdio(app: Any, shutdown: Any) -> None:
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(on_signals, task_group.cancel_scope)
         await app.run_stdio_async()
-        if shutdown.reason is None:
-            shutdown.reason = "client disconnected"
         task_group.cancel_scope.cancel()
 
 
@@ -147,7 +159,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
         from server.app import build_app
         from server.copilot import Shutdown
 
-        shutdown = Shutdown()
+        shutdown = Shutdown(default="shutdown" if args.http else "client disconnected")
         app = build_app(settings, servers_file, start_now=args.http, shutdown=shutdown)
         logger.info(
             "copilot %s: %d server(s) from %s, logs in %s",

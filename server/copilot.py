@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -76,9 +76,13 @@ class PreparedCall:
 
 @dataclass
 class Shutdown:
-    """Why the copilot is stopping (set by signal handlers; read when sessions end)."""
+    """Why the copilot is stopping: set by signal handlers, else ``default`` (what ending the
+    transport means: stdin closed for stdio, server stopped for HTTP); read when sessions end."""
 
     reason: str | None = None
+    default: str = "shutdown"
+    #: Called once every child is stopped and every log closed (the process may exit then).
+    on_stopped: Callable[[], None] | None = None
 
 
 @dataclass
@@ -168,10 +172,12 @@ class Copilot:
                 try:
                     yield copilot
                 finally:
-                    copilot.sessions.end_all(copilot.shutdown_reason or "shutdown")
+                    copilot.sessions.end_all(copilot.shutdown_reason or copilot.shutdown.default)
                     task_group.cancel_scope.cancel()
         finally:
             pool.kill_all()
+            if copilot.shutdown.on_stopped is not None:
+                copilot.shutdown.on_stopped()
 
     @property
     def shutdown_reason(self) -> str | None:

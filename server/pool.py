@@ -390,9 +390,7 @@ class ChildPool:
                 ) from None
             if child.connection is None or child.connection.closed.is_set():
                 tail = child.connection.stderr_tail(8) if child.connection is not None else []
-                raise ServerUnavailableError(
-                    f"server '{server}' exited right after starting.{_tail_text(tail)}"
-                )
+                raise ServerUnavailableError(f"server '{server}' exited right after starting.{_tail_text(tail)}")
         except BaseException:
             self._release(child)
             raise
@@ -495,13 +493,17 @@ class ChildPool:
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, doing) from None
-                return _error_result(f"server '{child.name}' answered '{tool}' with error {error.code}: {error.message}")
+                return _error_result(
+                    f"server '{child.name}' answered '{tool}' with error {error.code}: {error.message}"
+                )
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 raise await self._crashed(child, doing) from None
             except (ValidationError, RuntimeError, ValueError) as error:
                 # A malformed or unsupported result: the child is alive, the model should hear why.
                 logger.warning("server '%s': unreadable result for '%s'", child.name, tool, exc_info=True)
-                return _error_result(f"server '{child.name}' returned a result for '{tool}' that could not be read: {error}")
+                return _error_result(
+                    f"server '{child.name}' returned a result for '{tool}' that could not be read: {error}"
+                )
         assert scope.cancelled_caught
         raise self._timed_out(child, doing, limit)
 

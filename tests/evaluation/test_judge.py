@@ -328,3 +328,14 @@ async def test_a_rejected_key_stops_the_run_with_the_url(llm: ScriptedOpenAI, tm
     summary = await judge_paths([_logs(tmp_path, "t1", "t2", "t3")], _options(llm, tmp_path, concurrency=1))
     assert summary.fatal is not None and "HTTP 401" in summary.fatal and llm.base_url in summary.fatal
     assert summary.exit_code == 2 and len(llm.requests) == 1
+
+
+async def test_human_labels_inside_a_livemcpbench_file_are_used(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    entries = [livemcpbench_entry("L1", "question L1"), livemcpbench_entry("L2", "question L2")]
+    entries[0]["task_success"], entries[1]["task_success"] = "success", "success"
+    bench = tmp_path / "annotated.json"
+    bench.write_text(json.dumps(entries))
+    llm.handler = status_by_question({"question L2": "Status: failure"}, default="Status: success")
+    summary = await judge_paths([bench], options(llm, tmp_path))
+    report = json.loads((summary.out_dir / "report.json").read_text())
+    assert report["human_agreement"] == pytest.approx(0.5) and report["human"]["false_failures"] == ["L2"]

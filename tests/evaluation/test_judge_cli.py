@@ -73,6 +73,7 @@ def test_empty_directory_is_a_clear_error(tmp_path: Path, capsys: pytest.Capture
     code = main([str(tmp_path / "logs"), *_common(tmp_path, "http://127.0.0.1:9/v1")])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: no trajectories found in") and "Traceback" not in err
+    assert list((tmp_path / "logs").iterdir()) == []  # no empty judge/ directory left behind
 
 
 def test_missing_path_and_missing_model(

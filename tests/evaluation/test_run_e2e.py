@@ -64,7 +64,7 @@ def copilot_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         [
             {"task_id": "e2e-write", "question": "Write hello into /root/markdown/hello.md.", "category": "Office",
              "file_name": "/root/txt/input.txt", "steps": "1. write the file"},
-            {"task_id": "e2e-echo", "question": "Echo the word banana back to me.", "category": "Lifestyle"},
+            {"task_id": "e2e-relative", "question": "Save the word banana in notes/relative.txt.", "category": "Lifestyle"},
         ],
     )
     return {"home": home, "servers": servers, "catalog": catalog, "tasks": tasks, "root": root}
@@ -86,7 +86,8 @@ def run(env: dict[str, Path], out: Path, *extra: str) -> int:
 
 
 def model(request: dict) -> Reply:
-    """Writes the file the question names, or echoes; answers with what the tool returned."""
+    """Writes the file the question names (an absolute, mapped path, or a path relative to the
+    server's working directory); answers with what the tool returned."""
     question = request["messages"][1]["content"]
     if "hello.md" in question:
         handler = route_execute_answer(
@@ -95,7 +96,8 @@ def model(request: dict) -> Reply:
         )
     else:
         handler = route_execute_answer(
-            "fx", "echo", {"text": "banana"}, answer=lambda r: f"The tool said {tool_results(r)[-1]}"
+            "fx", "write_file", {"path": "notes/relative.txt", "text": "banana"},
+            answer=lambda r: f"Saved to {tool_results(r)[-1]}",
         )
     return handler(request)
 
@@ -112,7 +114,7 @@ def test_builtin_agent_runs_tasks_through_the_real_copilot_and_is_judged(copilot
 
     summary = RunSummary.model_validate_json((out / "summary.json").read_text())
     assert {k: (r.status, r.error) for k, r in summary.tasks.items()} == {
-        "e2e-write": ("completed", None), "e2e-echo": ("completed", None),
+        "e2e-write": ("completed", None), "e2e-relative": ("completed", None),
     }
     assert summary.tasks["e2e-write"].turns == 3 and summary.tasks["e2e-write"].tool_calls == 2
     assert summary.catalog_hash and summary.model == "scripted-m"
@@ -139,10 +141,14 @@ def test_builtin_agent_runs_tasks_through_the_real_copilot_and_is_judged(copilot
     assert kinds[-1] == "session_end" and kinds.index("route") < kinds.index("final_answer") < kinds.index("workspace")
     # Isolation: the file exists in this task's workspace only.
     assert (workspace / "markdown" / "hello.md").read_text() == "hello"
-    assert not (out / "tasks" / "e2e-echo" / "workspace" / "markdown" / "hello.md").exists()
+    assert not (out / "tasks" / "e2e-relative" / "workspace" / "markdown" / "hello.md").exists()
     assert not Path("/root/markdown/hello.md").exists()
-    echo = next(e for e in read_events(out / "e2e-echo.jsonl") if e["event"] == "final_answer")
-    assert echo["text"] == "The tool said banana"
+    # A child server writing relative to its working directory writes into the task's workspace.
+    relative = read_events(out / "e2e-relative.jsonl")
+    other = out / "tasks" / "e2e-relative" / "workspace"
+    assert next(e for e in relative if e["event"] == "final_answer")["text"] == f"Saved to {other / 'notes' / 'relative.txt'}"
+    assert [f["path"] for f in next(e for e in relative if e["event"] == "workspace")["files"]] == ["/root/notes/relative.txt"]
+    assert not (Path.cwd() / "notes" / "relative.txt").exists()
 
     # The produced run is judged by evaluation.judge, end to end.
     with ScriptedOpenAI(handler=lambda request: Reply(content="The file was written.\nStatus: success")) as judge_llm:
@@ -154,7 +160,7 @@ def test_builtin_agent_runs_tasks_through_the_real_copilot_and_is_judged(copilot
     assert code == 0
     verdicts = {json.loads(line)["task_id"]: json.loads(line)["verdict"]
                 for line in (out / "judge" / "verdicts.jsonl").read_text().splitlines()}
-    assert verdicts == {"e2e-write": "success", "e2e-echo": "success"}
+    assert verdicts == {"e2e-write": "success", "e2e-relative": "success"}
     assert any("Wrote " in prompt and "write_file" in prompt for prompt in judge_prompts)
 
 
@@ -188,11 +194,11 @@ def test_endpoint_refusing_tools_is_a_per_task_failure(copilot_vars, tmp_path, c
     out = tmp_path / "run"
     refusal = Reply(status=400, body={"error": {"message": "this model does not support tools", "code": 400}})
     with ScriptedOpenAI(handler=lambda request: refusal) as llm:
-        assert run(env, out, "--base-url", llm.base_url, "--model", "no-tools", "--only", "e2e-echo") == 0
-    record = RunSummary.model_validate_json((out / "summary.json").read_text()).tasks["e2e-echo"]
+        assert run(env, out, "--base-url", llm.base_url, "--model", "no-tools", "--only", "e2e-relative") == 0
+    record = RunSummary.model_validate_json((out / "summary.json").read_text()).tasks["e2e-relative"]
     assert (record.status, record.error_kind) == ("failed", "tools_refused")
     assert "does not support tools" in (record.error or "")
-    events = read_events(out / "e2e-echo.jsonl")
+    events = read_events(out / "e2e-relative.jsonl")
     assert not [e for e in events if e["event"] == "final_answer"]
     assert events[-1]["event"] == "session_end" and "tools_refused" in events[-1]["reason"]
     captured = capsys.readouterr()

@@ -219,7 +219,9 @@ async def test_a_child_with_calls_in_flight_is_never_evicted(settings: PoolSetti
 
 
 async def test_warm_starts_in_the_background(settings: PoolSettings) -> None:
-    async with running_pool({"alpha": fixture_config("alpha"), "broken": fixture_config("broken", "crash-at-start")}, settings) as pool:
+    async with running_pool(
+        {"alpha": fixture_config("alpha"), "broken": fixture_config("broken", "crash-at-start")}, settings
+    ) as pool:
         pool.warm("alpha")
         pool.warm("broken")  # errors are only logged
         pool.warm("no-such-server")
@@ -242,7 +244,10 @@ async def test_unknown_and_disabled_servers(settings: PoolSettings) -> None:
 
 
 async def test_failed_start_names_exit_code_and_stderr(settings: PoolSettings) -> None:
-    servers = {"crasher": fixture_config("crasher", "crash-at-start"), "missing": ServerConfig(name="missing", command="no-such-command-xyz")}
+    servers = {
+        "crasher": fixture_config("crasher", "crash-at-start"),
+        "missing": ServerConfig(name="missing", command="no-such-command-xyz"),
+    }
     async with running_pool(servers, settings) as pool:
         with pytest.raises(ServerUnavailableError) as caught:
             await pool.call_tool("crasher", "echo", {"text": "x"})

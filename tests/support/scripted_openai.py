@@ -11,6 +11,7 @@ retries, timeouts). Replies come from a queue (``push``) or, when the queue is e
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 import uuid
@@ -72,6 +73,14 @@ class Reply:
 Handler = Callable[[dict[str, Any]], Reply]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (timeout, Ctrl-C) closes its socket mid-reply: expected, not news.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class ScriptedOpenAI:
     def __init__(self, handler: Handler | None = None, host: str = "127.0.0.1") -> None:
         self.handler = handler
@@ -117,7 +126,7 @@ class ScriptedOpenAI:
                     outer._released.wait(timeout=reply.delay)
                 self._send(reply.status, reply.payload(body.get("model", "scripted")), reply.headers)
 
-        self._server = ThreadingHTTPServer((host, 0), _RequestHandler)
+        self._server = _QuietServer((host, 0), _RequestHandler)
         self._server.daemon_threads = True
         # A short poll interval makes stop() (shutdown) return in ~50 ms instead of ~0.5 s per test.
         self._thread = threading.Thread(

@@ -1,0 +1,153 @@
+"""A stdio child's process group and its stderr log: exit codes, bounded kill escalation, log tails."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from contextlib import suppress
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+import anyio
+import anyio.abc
+import psutil
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between SIGTERM and SIGKILL to the child's process group.
+KILL_GRACE = 2.0
+_EXIT_POLL_INTERVAL = 0.01
+
+
+def describe_exit(returncode: int | None) -> str:
+    """``exit code 3`` / ``killed by signal 9 (SIGKILL)`` / ``still running``."""
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown signal"
+        return f"killed by signal {-returncode} ({name})"
+    return f"exit code {returncode}"
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any member of process group ``pgid`` still runs."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # EPERM never proves the group is gone
+    # killpg also succeeds while the only members left are zombies waiting for their parent
+    # (often a container's PID 1) to reap them; those are dead for our purposes.
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) == pgid and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (OSError, psutil.Error):
+            continue
+    return False
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+class ChildProcess:
+    """A stdio child's process (the leader of its own process group) and its stderr log."""
+
+    def __init__(self, process: anyio.abc.Process, log_path: Path, log_offset: int) -> None:
+        self.process = process
+        self.pid: int = process.pid
+        self.log_path = log_path
+        self.log_offset = log_offset
+        self.junk_lines = 0
+        self.oversized_lines = 0
+        self.log: IO[bytes] | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    async def wait_exit(self, timeout: float) -> int | None:
+        """The exit code once the leader exited, or ``None`` if it still runs after ``timeout``.
+
+        Polls ``returncode`` rather than ``process.wait()``: on asyncio that also waits for the
+        pipes' EOF, which a grandchild holding stdout would delay indefinitely.
+        """
+        with anyio.move_on_after(timeout):
+            while self.process.returncode is None:
+                await anyio.sleep(_EXIT_POLL_INTERVAL)
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group now. Synchronous: safe from signal handlers and atexit."""
+        if os.name == "posix":
+            _signal_group(self.pid, signal.SIGKILL)
+        else:  # pragma: no cover - the project runs children on POSIX
+            with suppress(ProcessLookupError, OSError):
+                self.process.kill()
+
+    def group_alive(self) -> bool:
+        if os.name != "posix":  # pragma: no cover
+            return self.process.returncode is None
+        return _group_alive(self.pid)
+
+    async def terminate(self, grace: float) -> None:
+        """SIGTERM the group, SIGKILL whatever is left after ``grace`` seconds; wait for the reap."""
+        if os.name != "posix":  # pragma: no cover
+            with suppress(ProcessLookupError, OSError):
+                self.process.kill()
+            await self.wait_exit(KILL_GRACE)
+            return
+        if not self.group_alive():
+            return
+        _signal_group(self.pid, signal.SIGTERM)
+        with anyio.move_on_after(grace):
+            while self.group_alive():
+                _ = self.process.returncode  # lets the event loop reap a zombie leader
+                await anyio.sleep(_EXIT_POLL_INTERVAL)
+        if self.group_alive():
+            logger.info("child pid %d ignored SIGTERM for %.1fs; sending SIGKILL to its group", self.pid, grace)
+            _signal_group(self.pid, signal.SIGKILL)
+            with anyio.move_on_after(KILL_GRACE):
+                while self.group_alive():
+                    _ = self.process.returncode
+                    await anyio.sleep(_EXIT_POLL_INTERVAL)
+        if await self.wait_exit(KILL_GRACE) is None or self.group_alive():
+            logger.warning("process group %d is still alive after SIGKILL; abandoning it", self.pid)
+
+    def note(self, text: str) -> None:
+        """Append a line from the copilot (not the child) to the child's stderr log."""
+        if self.log is None or self.log.closed:
+            return
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        with suppress(OSError, ValueError):
+            self.log.write(f"[copilot {stamp}] {text}\n".encode("utf-8", "replace"))
+            self.log.flush()
+
+    def stderr_tail(self, max_lines: int = 15, max_chars: int = 300) -> list[str]:
+        """The last lines this child wrote to its stderr log during this session."""
+        return read_log_tail(self.log_path, self.log_offset, max_lines=max_lines, max_chars=max_chars)
+
+
+def read_log_tail(path: Path, offset: int = 0, *, max_lines: int = 15, max_chars: int = 300) -> list[str]:
+    """Last non-empty lines of ``path`` after byte ``offset`` (each cut to ``max_chars``)."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(offset, size - 64 * 1024)
+            handle.seek(start)
+            data = handle.read()
+    except OSError:
+        return []
+    lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line]
+    if start > offset and lines:
+        lines = lines[1:]  # the first line was cut by the 64 KiB window
+    return [line if len(line) <= max_chars else line[:max_chars] + "…" for line in lines[-max_lines:]]

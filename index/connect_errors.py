@@ -1,0 +1,50 @@
+"""Errors raised while starting, reaching or initializing a child MCP server.
+
+All derive from :class:`~index.errors.CrawlError`, so the crawler catches them as crawl failures;
+the copilot's pool turns them into ``server_unavailable`` errors. Messages say what to do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from index.errors import CrawlError
+
+
+class ChildStartError(CrawlError):
+    """A child server could not be started, reached or initialized."""
+
+    def __init__(self, message: str, *, server: str = "", stderr_tail: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+        self.stderr_tail = list(stderr_tail or [])
+
+
+class CommandNotFoundError(ChildStartError):
+    """The stdio command is not installed / not on PATH."""
+
+
+class ChildExitedError(ChildStartError):
+    """The child exited (or closed stdout) before answering ``initialize``."""
+
+    def __init__(self, message: str, *, returncode: int | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.returncode = returncode
+
+
+class InitializeTimeoutError(ChildStartError):
+    """The child did not answer ``initialize`` in time."""
+
+
+class InitializeFailedError(ChildStartError):
+    """The child answered ``initialize`` with an error or an unsupported protocol version."""
+
+
+class RemoteConnectError(ChildStartError):
+    """A remote (``url``) server could not be reached or answered with an HTTP error."""
+
+
+def format_tail(lines: list[str]) -> str:
+    if not lines:
+        return " It wrote nothing to stderr."
+    return " Last stderr lines:\n  " + "\n  ".join(lines)
