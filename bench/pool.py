@@ -5,7 +5,7 @@
 Per server (the fixture server, plus the real ``time`` via uvx and ``memory`` via npx when they
 start) one run measures, interleaved so machine noise hits all alike:
 
-- *direct*: ``session.call_tool`` on an already-open client session (the floor);
+- *direct*: ``session.call_tool`` on the pool's own already-open client session (the floor);
 - *pool*: ``ChildPool.call_tool`` on a warm child (pool overhead = pool - direct, target <= 1 ms p50);
 - *spawn*: what the paper's copilot does per call -- new process, initialize, call, close -- under
   one global lock (target: pool >= 500x faster).
@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from index.connect import ChildStartError, open_session
+from index.connect import open_session
 from index.errors import CopilotError
 from index.servers import ServerConfig
 from server.pool import ChildPool, PoolSettings
@@ -88,16 +88,27 @@ async def measure_target(
     """Latencies per mode, or the reason the server could not be measured."""
     samples: dict[str, list[float]] = {"direct": [], "pool": [], "spawn": []}
     try:
-        async with open_session(target.config, workdir=work / f"direct-{target.name}", init_timeout=180) as direct:
-            await pool.call_tool(target.name, target.tool, target.arguments, timeout=180)  # warm the pool's child
-            for _ in range(5):  # warm both paths' caches
-                await direct.session.call_tool(target.tool, target.arguments)
-                await pool.call_tool(target.name, target.tool, target.arguments)
-            for _ in range(iterations):
-                samples["direct"].append(await timed(lambda: direct.session.call_tool(target.tool, target.arguments)))
-                samples["pool"].append(await timed(lambda: pool.call_tool(target.name, target.tool, target.arguments)))
-    except (ChildStartError, CopilotError) as error:
+        await pool.call_tool(target.name, target.tool, target.arguments, timeout=180)  # starts the child
+    except CopilotError as error:
         return f"{type(error).__name__}: {str(error).splitlines()[0]}"
+    connection = pool.connection(target.name)
+    assert connection is not None
+    # Direct calls go to the very session the pool uses, so the difference is the pool's own work,
+    # not the noise between two child processes.
+    session = connection.session
+    for _ in range(5):
+        await session.call_tool(target.tool, target.arguments)
+        await pool.call_tool(target.name, target.tool, target.arguments)
+    for index in range(iterations):
+        direct_call = lambda: session.call_tool(target.tool, target.arguments)  # noqa: E731
+        pool_call = lambda: pool.call_tool(target.name, target.tool, target.arguments)  # noqa: E731
+        # Alternate which goes first: the second call of a pair tends to run on warmer caches.
+        if index % 2:
+            samples["pool"].append(await timed(pool_call))
+            samples["direct"].append(await timed(direct_call))
+        else:
+            samples["direct"].append(await timed(direct_call))
+            samples["pool"].append(await timed(pool_call))
 
     global_lock = anyio.Lock()  # the paper's copilot serializes every execute behind one lock
     phases: dict[str, list[float]] = {"spawn:start": [], "spawn:call": [], "spawn:close": []}
@@ -113,8 +124,11 @@ async def measure_target(
             phases["spawn:call"].append(called - started)
             phases["spawn:close"].append(time.perf_counter() - called)
 
-    for _ in range(spawn_iterations):
-        samples["spawn"].append(await timed(spawn_call))
+    try:
+        for _ in range(spawn_iterations):
+            samples["spawn"].append(await timed(spawn_call))
+    except CopilotError as error:
+        return f"spawn-per-call failed: {type(error).__name__}: {str(error).splitlines()[0]}"
     return samples | phases
 
 
@@ -161,12 +175,15 @@ async def run(args: argparse.Namespace) -> int:
                     continue
                 for mode, values in result.items():
                     print(f"{target.name:8} {mode:12} {ms(percentile(values, 0.5))} {ms(percentile(values, 0.95))}")
-                direct, pooled, spawned = (percentile(result[m], 0.5) for m in ("direct", "pool", "spawn"))
-                overheads.append(pooled - direct)
+                pooled, spawned = percentile(result["pool"], 0.5), percentile(result["spawn"], 0.5)
+                # Calls alternate direct/pool, so per-pair differences cancel most of the load drift.
+                overhead = percentile([p - d for p, d in zip(result["pool"], result["direct"], strict=True)], 0.5)
+                overheads.append(overhead)
                 speedups.append(spawned / pooled)
                 print(
-                    f"{target.name:8} pool overhead over direct (p50): {(pooled - direct) * 1000:.3f} ms "
-                    f"(target <= 1 ms); spawn-per-call / pool (p50): {spawned / pooled:,.0f}x (target >= 500x)"
+                    f"{target.name:8} pool overhead over direct (median of paired differences): "
+                    f"{overhead * 1000:.3f} ms (target <= 1 ms); spawn-per-call / pool (p50): "
+                    f"{spawned / pooled:,.0f}x (target >= 500x)"
                 )
         concurrency = await measure_concurrency(settings, args.servers, args.sleep)
         print(

@@ -16,13 +16,14 @@ import importlib.metadata
 import json
 import logging
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from evaluation.agent import AgentConfig
@@ -118,11 +119,12 @@ async def run_judge(args: argparse.Namespace, trajectories: list[Path], tasks_fi
         f"judged: {summary.success}/{summary.n_tasks} succeeded ({summary.success_rate:.1%}, 95% CI {lo:.1%}-{hi:.1%}), "
         f"{summary.abstain} abstain; verdicts and reports in {summary.out_dir}",
         highlight=False,
+        markup=False,
     )
     for failure in summary.errors[:5]:
-        console.print(f"[red]not judged[/red] {failure.task_id}: {failure.error}", highlight=False)
+        console.print(f"[red]not judged[/red] {escape(failure.task_id)}: {escape(failure.error)}", highlight=False)
     if summary.fatal:
-        console.print(f"[red]error:[/red] {summary.fatal}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(summary.fatal)}", highlight=False)
     return summary.exit_code
 
 
@@ -177,6 +179,7 @@ def _task_files(args: argparse.Namespace, console: Console) -> Path | None:
         f"note: no --task-files given and {args.tasks.name} is not LiveMCPBench's all_annotations.json: "
         "workspaces start empty",
         highlight=False,
+        markup=False,
     )
     return None
 
@@ -201,20 +204,28 @@ def _summary_table(tasks: list[BenchmarkTask], manifest: RunManifest, resumed: s
     for task in tasks:
         record = manifest.summary.tasks.get(task.task_id)
         if record is None:
-            table.add_row(task.task_id[:8], task.category, "not run", "", "", "", "")
+            table.add_row(escape(task.task_id[:8]), escape(task.category), "not run", "", "", "", "")
             continue
         colour = "green" if record.status == "completed" else "red"
         status = f"[{colour}]{record.status}[/{colour}]" + (" (earlier)" if task.task_id in resumed else "")
         table.add_row(
-            task.task_id[:8],
-            record.category,
+            escape(task.task_id[:8]),
+            escape(record.category),
             status,
             "" if record.turns is None else str(record.turns),
             str(record.tool_calls),
             f"{record.duration_s:.1f}s",
-            (record.error or "")[:160],
+            escape(_short_error(record)),
         )
     return table
+
+
+def _short_error(record: TaskRecord, limit: int = 90) -> str:
+    """The table's error cell: the kind and the start of the message (all of it is in summary.json)."""
+    if not record.error:
+        return ""
+    text = f"{record.error_kind}: {record.error}" if record.error_kind else record.error
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -270,7 +281,9 @@ def _main(args: argparse.Namespace, console: Console) -> int:
         api_key = llm_settings.api_key
         llm = client_for(llm_settings)
         if price_table is not None and agent_config.model not in price_table:
-            console.print(f"[yellow]warning:[/yellow] {args.price_table} has no price for {agent_config.model}; cost not logged")
+            console.print(
+                f"warning: {args.price_table} has no price for {agent_config.model}; cost not logged", markup=False
+            )
 
     if args.judge:
         # A judge without a model should fail now, not after the whole run.
@@ -292,7 +305,9 @@ def _main(args: argparse.Namespace, console: Console) -> int:
     resumed = {t.task_id for t in selected if manifest.finished(t.task_id, retry_failed=args.retry_failed)}
     pending = [t for t in selected if t.task_id not in resumed]
     if resumed:
-        console.print(f"resuming {out}: {len(resumed)} task(s) finished earlier are skipped, {len(pending)} to run")
+        console.print(
+            f"resuming {out}: {len(resumed)} task(s) finished earlier are skipped, {len(pending)} to run", markup=False
+        )
 
     config = RunnerConfig(
         out=out,
@@ -315,20 +330,32 @@ def _main(args: argparse.Namespace, console: Console) -> int:
     )
     runner = BenchmarkRunner(config, manifest, llm=llm, console=console)
 
+    stopped_by: list[str] = []
+
     async def go() -> list[TaskRecord]:
+        records: list[TaskRecord] = []
         try:
-            return await runner.run(pending)
+            async with anyio.create_task_group() as group:
+                group.start_soon(_stop_on_signal, group.cancel_scope, stopped_by)
+                records = await runner.run(pending)
+                group.cancel_scope.cancel()
         finally:
             if llm is not None:
                 await llm.close()
+        return records
 
     records = anyio.run(go)
+    if stopped_by:
+        # Running tasks were stopped (their process trees too) and are not recorded: they rerun.
+        raise KeyboardInterrupt(stopped_by[0])
     Console().print(_summary_table(selected, manifest, resumed))
     finished = [manifest.summary.tasks[t.task_id] for t in selected if t.task_id in manifest.summary.tasks]
     completed = sum(1 for r in finished if r.status == "completed")
     console.print(
         f"{len(records)} task(s) run now, {len(resumed)} earlier; {completed}/{len(selected)} completed, "
-        f"{len(finished) - completed} failed. Trajectories and summary.json in {out}"
+        f"{len(finished) - completed} failed. Trajectories and summary.json in {out}",
+        markup=False,
+        highlight=False,
     )
     # The run's task list: everything this directory holds results for, in task-list order.
     run_tasks = [t for t in all_tasks if t.task_id in manifest.summary.tasks or t in selected]
@@ -339,6 +366,15 @@ def _main(args: argparse.Namespace, console: Console) -> int:
             raise ConfigError("--judge: no trajectory to judge in this run.")
         return anyio.run(run_judge, args, trajectories, tasks_file, console)
     return 0
+
+
+async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[str]) -> None:
+    """SIGTERM/SIGHUP (a CI timeout, a closed terminal) stop the run as cleanly as Ctrl-C."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async for received in signals:
+            stopped_by.append(signal.Signals(received).name)
+            scope.cancel()
+            return
 
 
 def _check_same_agent(manifest: RunManifest, agent: str, model: str | None, out: Path) -> None:

@@ -26,7 +26,6 @@ import shutil
 import time
 import traceback
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +35,7 @@ import anyio
 import openai
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from evaluation.agent import AgentConfig, AgentError, CopilotAgent, copilot_session, stderr_tail
@@ -144,7 +144,7 @@ class BenchmarkRunner:
 
     # ------------------------------------------------------------------------------ run
 
-    async def run(self, tasks: list[BenchmarkTask], on_record: Callable[[TaskRecord], None] | None = None) -> list[TaskRecord]:
+    async def run(self, tasks: list[BenchmarkTask]) -> list[TaskRecord]:
         """Run ``tasks`` (already filtered for resume) ``concurrency`` at a time."""
         if not tasks:
             return []
@@ -154,9 +154,9 @@ class BenchmarkRunner:
             except EndpointError as error:
                 # Every task would fail the same way after its retries; say so at once, per task.
                 self._endpoint_error = str(error)
-                self.console.print(f"[red]error:[/red] {error}")
+                self.console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False)
         if self._program_error:
-            self.console.print(f"[red]error:[/red] --agent-cmd: {self._program_error}")
+            self.console.print(f"[red]error:[/red] --agent-cmd: {escape(self._program_error)}", highlight=False)
         limiter = anyio.CapacityLimiter(max(1, self.config.concurrency))
         records: list[TaskRecord] = []
         progress = Progress(
@@ -180,11 +180,10 @@ class BenchmarkRunner:
                 if record.status != "completed":
                     self._failed += 1
                     progress.console.print(
-                        f"[red]✗[/red] {record.task_id[:8]} {record.status}"
-                        f" ({record.error_kind}): {(record.error or '')[:200]}"
+                        f"[red]✗[/red] {escape(record.task_id[:8])} {record.status}"
+                        f" ({record.error_kind}): {escape((record.error or '')[:200])}",
+                        highlight=False,
                     )
-                if on_record is not None:
-                    on_record(record)
                 progress.update(bar, advance=1, description=self._describe(limiter.borrowed_tokens))
 
             async with anyio.create_task_group() as group:
@@ -200,24 +199,25 @@ class BenchmarkRunner:
     async def run_task(self, task: BenchmarkTask) -> TaskRecord:
         """Run one task to a :class:`TaskRecord` (also saved in ``summary.json``)."""
         paths = TaskPaths(self.config.out, task.task_id)
-        await anyio.to_thread.run_sync(self._reset, paths)
         started = time.monotonic()
-        writer = TrajectoryWriter(paths.trajectory)
         outcome = _Outcome()
+        writer: TrajectoryWriter | None = None
         try:
+            await anyio.to_thread.run_sync(self._reset, paths)
+            writer = TrajectoryWriter(paths.trajectory)
             await self._attempt(task, paths, writer, outcome)
         except anyio.get_cancelled_exc_class():
-            writer.write(SessionEnd(reason="interrupted"))
-            writer.close()
+            if writer is not None:
+                writer.write(SessionEnd(reason="interrupted"))
+                writer.close()
             raise
+        except OSError as error:  # the run directory itself is unusable (disk full, permissions)
+            outcome.fail("workspace", f"cannot write the task's files in {paths.dir}: {error}")
         except Exception as error:  # a runner bug must cost one task, not the run
-            detail = paths.file("runner-error.log")
-            detail.parent.mkdir(parents=True, exist_ok=True)
-            detail.write_text(traceback.format_exc(), encoding="utf-8")
-            logger.debug("task %s: internal error", task.task_id, exc_info=True)
-            outcome.fail("internal", f"{type(error).__name__}: {error} (traceback in {detail})")
-        writer.write(SessionEnd(reason=_end_reason(outcome)))
-        writer.close()
+            outcome.fail("internal", f"{type(error).__name__}: {error} ({self._save_traceback(paths)})")
+        if writer is not None:
+            writer.write(SessionEnd(reason=_end_reason(outcome)))
+            writer.close()
         record = TaskRecord(
             task_id=task.task_id,
             category=task.category,
@@ -234,6 +234,17 @@ class BenchmarkRunner:
         )
         self.manifest.record(record)
         return record
+
+    @staticmethod
+    def _save_traceback(paths: TaskPaths) -> str:
+        logger.debug("task %s: internal error", paths.task_id, exc_info=True)
+        detail = paths.file("runner-error.log")
+        try:
+            detail.parent.mkdir(parents=True, exist_ok=True)
+            detail.write_text(traceback.format_exc(), encoding="utf-8")
+        except OSError:
+            return "run with -v for the traceback"
+        return f"traceback in {detail}"
 
     def _reset(self, paths: TaskPaths) -> None:
         """A rerun starts clean; an earlier attempt's trajectory is kept aside, not merged."""
@@ -275,6 +286,11 @@ class BenchmarkRunner:
                 f"input file(s) {', '.join(missing)} not found in {where}; "
                 "add them there or pass --allow-missing-files to run the task anyway",
             )
+            return
+        blocked = self._blocked()
+        if blocked is not None:  # the same reason for every task: no workspace, no copilot
+            writer.write(start)
+            outcome.fail(*blocked)
             return
         try:
             warnings = await anyio.to_thread.run_sync(
@@ -318,14 +334,18 @@ class BenchmarkRunner:
         changes = await anyio.to_thread.run_sync(lambda: diff(workspace, before))
         writer.write(changes)
 
+    def _blocked(self) -> tuple[ErrorKind, str] | None:
+        if self.config.agent_cmd is None and self._endpoint_error:
+            return "llm_error", self._endpoint_error
+        if self.config.agent_cmd is not None and self._program_error:
+            return "agent_not_found", self._program_error
+        return None
+
     async def _run_builtin(
         self, question: str, launch: CopilotLaunch, paths: TaskPaths, writer: TrajectoryWriter, outcome: _Outcome
     ) -> None:
         agent_config = self.config.agent_config
         assert agent_config is not None and self.llm is not None
-        if self._endpoint_error:
-            outcome.fail("llm_error", self._endpoint_error)
-            return
         price = price_for(self.config.price_table, agent_config.model)
         agent = CopilotAgent(self.llm, agent_config, on_usage=writer.write, price=price)
         stderr_path = paths.file("copilot.stderr.log")
@@ -362,9 +382,6 @@ class BenchmarkRunner:
         outcome: _Outcome,
     ) -> None:
         assert self.config.agent_cmd is not None
-        if self._program_error:
-            outcome.fail("agent_not_found", self._program_error)
-            return
         question_file = paths.file("question.txt")
         question_file.write_text(question, encoding="utf-8")
         mcp_config = launch.write_mcp_config(paths.file("mcp_config.json"))

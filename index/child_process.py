@@ -19,6 +19,8 @@ logger = logging.getLogger(__name__)
 #: Seconds between SIGTERM and SIGKILL to the child's process group.
 KILL_GRACE = 2.0
 _EXIT_POLL_INTERVAL = 0.01
+#: Probing a group scans the process table (~1 ms), so it is polled less often than an exit code.
+_GROUP_POLL_INTERVAL = 0.05
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -111,14 +113,14 @@ class ChildProcess:
         with anyio.move_on_after(grace):
             while self.group_alive():
                 _ = self.process.returncode  # lets the event loop reap a zombie leader
-                await anyio.sleep(_EXIT_POLL_INTERVAL)
+                await anyio.sleep(_GROUP_POLL_INTERVAL)
         if self.group_alive():
             logger.info("child pid %d ignored SIGTERM for %.1fs; sending SIGKILL to its group", self.pid, grace)
             _signal_group(self.pid, signal.SIGKILL)
             with anyio.move_on_after(KILL_GRACE):
                 while self.group_alive():
                     _ = self.process.returncode
-                    await anyio.sleep(_EXIT_POLL_INTERVAL)
+                    await anyio.sleep(_GROUP_POLL_INTERVAL)
         if await self.wait_exit(KILL_GRACE) is None or self.group_alive():
             logger.warning("process group %d is still alive after SIGKILL; abandoning it", self.pid)
 

@@ -113,7 +113,8 @@ class Embedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as error:  # pragma: no cover - broken install
             raise EmbeddingModelError(f"sentence-transformers cannot be imported ({error}); reinstall the project.") from None
-        # transformers reports each weight it loads on stderr; keep the CLIs' output readable.
+        # Both libraries narrate model loading on stderr; keep the CLIs' output readable.
+        logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
         transformers_logging: Any = None
         try:
             from transformers.utils import logging as transformers_logging
@@ -126,7 +127,7 @@ class Embedder:
         except Exception as error:  # noqa: BLE001 -- any loader failure is a configuration problem here
             raise EmbeddingModelError(f"cannot load the embedding model from {self.path}: {error}") from None
         model.eval()
-        logger.info("loaded embedding model %s in %.1f s", self.label, time.perf_counter() - started)
+        logger.debug("loaded embedding model %s in %.1f s", self.label, time.perf_counter() - started)
         return model
 
     @property

@@ -15,14 +15,20 @@ logger = logging.getLogger(__name__)
 class LexicalIndex:
     """BM25 (Lucene variant, k1=1.5, b=0.75: the textbook defaults, not tuned)."""
 
-    def __init__(self, documents: Sequence[str]) -> None:
+    @classmethod
+    def from_texts(cls, texts: Sequence[str]) -> LexicalIndex:
+        return cls([tokenize(text) for text in texts])
+
+    def __init__(self, corpus: Sequence[list[str]]) -> None:
+        """``corpus``: one token list per document, from :func:`index.text.tokenize`."""
         import bm25s
 
-        self.size = len(documents)
-        corpus = [tokenize(document) for document in documents]
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
+        self.size = len(corpus)
         self._bm25 = bm25s.BM25(k1=1.5, b=0.75)
         if self.size:
-            self._bm25.index(corpus, show_progress=False)
+            # An empty token list would make bm25s drop the document from its vocabulary rows.
+            self._bm25.index([tokens or [""] for tokens in corpus], show_progress=False)
         self._vocabulary: dict[str, int] = dict(self._bm25.vocab_dict) if self.size else {}
 
     def scores(self, text: str) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -22,6 +23,7 @@ from index.embedding import force_offline
 from index.errors import ConfigError, CopilotError
 from index.records import ToolRecord
 from index.settings import CopilotSettings
+from index.text import tokenize, tool_lexical_text
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -46,6 +48,14 @@ class IndexState(BaseModel):
     built_at: str = ""
     build_id: str = ""
     tool_count: int = 0
+
+
+@dataclass(frozen=True)
+class LoadedTools:
+    ids: list[str]
+    records: list[ToolRecord]
+    tokens: list[list[str]]
+    vectors: np.ndarray
 
 
 class StoredTool(BaseModel):
@@ -74,6 +84,8 @@ def _record_metadata(record: ToolRecord) -> dict[str, Any]:
         "tool": record.name,
         "content_hash": record.content_hash,
         "record": record.model_dump_json(exclude={"content_hash"}),
+        # BM25 tokens, so loading the index needs neither re-tokenizing nor jieba's dictionary.
+        "lexical": " ".join(tokenize(tool_lexical_text(record))),
     }
 
 
@@ -198,21 +210,23 @@ class ChromaStore:
                 )
         return stored
 
-    def load_tools(self) -> tuple[list[str], list[ToolRecord], np.ndarray]:
-        """Every tool with its record and embedding, in id order (stable across processes)."""
+    def load_tools(self) -> LoadedTools:
+        """Every tool with its record, BM25 tokens and embedding, in id order (stable across processes)."""
         collection = self.tools()
-        if collection is None:
-            return [], [], np.zeros((0, 0), dtype=np.float32)
-        rows: list[tuple[str, ToolRecord, Any]] = []
-        for page in self._pages(collection, ["metadatas", "embeddings"]):
-            embeddings = page["embeddings"]
-            for tool_id, metadata, vector in zip(page["ids"], page["metadatas"] or [], embeddings, strict=True):
-                rows.append((tool_id, record_from_metadata(metadata), vector))
+        rows: list[tuple[str, ToolRecord, list[str], Any]] = []
+        if collection is not None:
+            for page in self._pages(collection, ["metadatas", "embeddings"]):
+                embeddings = page["embeddings"]
+                for tool_id, metadata, vector in zip(page["ids"], page["metadatas"] or [], embeddings, strict=True):
+                    record = record_from_metadata(metadata)
+                    lexical = metadata.get("lexical")
+                    tokens = str(lexical).split() if lexical is not None else tokenize(tool_lexical_text(record))
+                    rows.append((tool_id, record, tokens, vector))
         rows.sort(key=lambda row: row[0])
-        ids = [row[0] for row in rows]
-        records = [row[1] for row in rows]
-        matrix = np.asarray([row[2] for row in rows], dtype=np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
-        return ids, records, matrix
+        matrix = np.asarray([row[3] for row in rows], dtype=np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
+        return LoadedTools(
+            ids=[row[0] for row in rows], records=[row[1] for row in rows], tokens=[row[2] for row in rows], vectors=matrix
+        )
 
     def stored_servers(self) -> dict[str, str]:
         """server -> hash of its embedded document."""

@@ -29,7 +29,7 @@ from index.ranking import Method, SearchSpace, score_tools, top_indices
 from index.records import ToolRecord
 from index.settings import CopilotSettings
 from index.store import ChromaStore, IndexState, StoredTool
-from index.text import DOCUMENT_VERSION, server_document, tool_document, tool_lexical_text
+from index.text import DOCUMENT_VERSION, server_document, tool_document
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +134,10 @@ class ToolIndex:
     def built(self) -> bool:
         return self._current(required=False) is not None
 
+    def ensure_built(self) -> None:
+        """Raise :class:`IndexNotBuiltError` (saying how to build) when nothing is built."""
+        self._current(required=True)
+
     def state(self) -> IndexState | None:
         """Which model/catalog built the index, or None when nothing is built."""
         snapshot = self._current(required=False)
@@ -173,7 +177,8 @@ class ToolIndex:
 
     def _load(self, state: IndexState) -> _Snapshot:
         started = time.perf_counter()
-        ids, records, tool_vectors = self._store.load_tools()
+        loaded = self._store.load_tools()
+        ids, records, tool_vectors = loaded.ids, loaded.records, loaded.vectors
         server_names, server_vectors = self._store.load_servers()
         server_index = {name: i for i, name in enumerate(server_names)}
         missing = sorted({r.server for r in records} - server_index.keys())
@@ -190,9 +195,9 @@ class ToolIndex:
             tool_servers=np.asarray([server_index[r.server] for r in records], dtype=np.int32),
             server_names=server_names,
             server_vectors=server_vectors,
-            lexical=LexicalIndex([tool_lexical_text(r) for r in records]),
+            lexical=LexicalIndex(loaded.tokens),
         )
-        logger.info("loaded %d tools from %s in %.2f s", len(ids), self.location, time.perf_counter() - started)
+        logger.debug("loaded %d tools from %s in %.2f s", len(ids), self.location, time.perf_counter() - started)
         return _Snapshot(
             state=state,
             space=space,

@@ -33,12 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m server",
         description="MCP Copilot: one MCP server with 'route' (find tools) and 'execute' (call them) over many servers.",
     )
-    parser.add_argument("--servers", type=Path, help="servers.json or any Claude-Desktop-style config (COPILOT_SERVERS)")
+    parser.add_argument(
+        "--servers", type=Path, help="servers.json or any Claude-Desktop-style config (COPILOT_SERVERS)"
+    )
     transport = parser.add_argument_group("HTTP transport (default: stdio)")
     transport.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp")
     transport.add_argument("--host", help="interface to bind (COPILOT_HTTP_HOST, default 127.0.0.1)")
     transport.add_argument("--port", type=int, help="port (COPILOT_HTTP_PORT, default 8765)")
-    transport.add_argument("--token", help="bearer token clients must send (COPILOT_HTTP_TOKEN); required beyond loopback")
+    transport.add_argument(
+        "--token", help="bearer token clients must send (COPILOT_HTTP_TOKEN); required beyond loopback"
+    )
     logs = parser.add_argument_group("trajectory logs")
     logs.add_argument("--task-id", help="task id recorded in session_start (COPILOT_TASK_ID)")
     logs.add_argument("--question", help="task question recorded in session_start (COPILOT_QUESTION)")
@@ -46,11 +50,20 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--log-file", type=Path, help="write the trajectory to exactly this file (COPILOT_LOG_FILE)")
     logs.add_argument("--log-dir", type=Path, help="directory of per-session trajectories (COPILOT_LOG_DIR)")
     safety = parser.add_argument_group("safety")
-    safety.add_argument("--read-only", action="store_true", default=None, help="refuse destructive tools (COPILOT_READ_ONLY)")
-    safety.add_argument("--allow", nargs="+", metavar="PATTERN", help="only these 'server' or 'server/tool' globs (COPILOT_ALLOW)")
-    safety.add_argument("--deny", nargs="+", metavar="PATTERN", help="never these 'server' or 'server/tool' globs (COPILOT_DENY)")
+    safety.add_argument(
+        "--read-only", action="store_true", default=None, help="refuse destructive tools (COPILOT_READ_ONLY)"
+    )
+    safety.add_argument(
+        "--allow", nargs="+", metavar="PATTERN", help="only these 'server' or 'server/tool' globs (COPILOT_ALLOW)"
+    )
+    safety.add_argument(
+        "--deny", nargs="+", metavar="PATTERN", help="never these 'server' or 'server/tool' globs (COPILOT_DENY)"
+    )
     parser.add_argument(
-        "--no-auto-index", dest="auto_index", action="store_false", default=None,
+        "--no-auto-index",
+        dest="auto_index",
+        action="store_false",
+        default=None,
         help="do not crawl/index servers the index does not know at startup (COPILOT_AUTO_INDEX=false)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")

@@ -81,7 +81,12 @@ ROUTE_SCHEMA: dict[str, Any] = {
                 "The task in plain words, or '<tool_assistant>\\nserver: ...\\ntool: ...\\n</tool_assistant>'."
             ),
         },
-        "top_k": {"type": "integer", "minimum": 1, "default": 5, "description": "How many tools to return (default 5)."},
+        "top_k": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 5,
+            "description": "How many tools to return (default 5).",
+        },
         "server": {"type": "string", "description": "Only search the tools of this server (its exact name)."},
     },
     "required": ["query"],
@@ -183,7 +188,9 @@ async def session_middleware(ctx: ServerRequestContext[Any, Any], call_next: Cal
 
 
 # -- tools ----------------------------------------------------------------------------------------
-async def route(ctx: Context, query: Any = None, top_k: Any = 5, server: Any = None) -> Annotated[CallToolResult, RouteAnswer]:
+async def route(
+    ctx: Context, query: Any = None, top_k: Any = 5, server: Any = None
+) -> Annotated[CallToolResult, RouteAnswer]:
     copilot = _copilot(ctx)
     return await copilot.route(query, top_k, server, session_log(copilot, ctx.request_context))
 

@@ -249,9 +249,7 @@ class Copilot:
             self._task_group.start_soon(self.indexer.run, reloaded.servers)
 
     def routable_servers(self) -> list[str]:
-        return [
-            name for name, config in self.servers.items() if config.is_enabled and self.policy.server_visible(name)
-        ]
+        return [name for name, config in self.servers.items() if config.is_enabled and self.policy.server_visible(name)]
 
     def _resolve_server(self, name: str) -> ServerConfig:
         config = self.servers.get(name)

@@ -26,7 +26,9 @@ class RoutedTool(BaseModel):
 class IndexingStatus(BaseModel):
     in_progress: bool = False
     pending_servers: list[str] = Field(default_factory=list, description="Servers being crawled and indexed now.")
-    failed_servers: dict[str, str] = Field(default_factory=dict, description="Servers that could not be indexed, with why.")
+    failed_servers: dict[str, str] = Field(
+        default_factory=dict, description="Servers that could not be indexed, with why."
+    )
 
 
 class RouteAnswer(BaseModel):

@@ -40,7 +40,9 @@ def origin_allowed(origin: str, extra: list[str]) -> bool:
     except ValueError:
         return False
     host = (parts.hostname or "").lower()
-    return parts.scheme in ("http", "https") and (host in _LOOPBACK_ORIGIN_HOSTS or f"[{host}]" in _LOOPBACK_ORIGIN_HOSTS)
+    return parts.scheme in ("http", "https") and (
+        host in _LOOPBACK_ORIGIN_HOSTS or f"[{host}]" in _LOOPBACK_ORIGIN_HOSTS
+    )
 
 
 class GuardMiddleware:

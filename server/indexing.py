@@ -136,7 +136,9 @@ class BackgroundIndexer:
         self._pending = plan.servers
         logger.info(
             "background indexing: %d server(s) from the catalog snapshot, %d to crawl (%s)",
-            len(plan.from_catalog), len(plan.crawl), ", ".join(plan.servers),
+            len(plan.from_catalog),
+            len(plan.crawl),
+            ", ".join(plan.servers),
         )
         if plan.from_catalog:
             catalog = await anyio.to_thread.run_sync(self._load_catalog, abandon_on_cancel=True)

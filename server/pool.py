@@ -233,6 +233,11 @@ class ChildPool:
         child = self._children.get(server)
         return child is not None and child.running
 
+    def connection(self, server: str) -> ChildConnection | None:
+        """The live connection of ``server``'s child, if it is running (for diagnostics and benchmarks)."""
+        child = self._children.get(server)
+        return child.connection if child is not None and child.running else None
+
     def update_servers(self, servers: Mapping[str, ServerConfig]) -> None:
         """Adopt a new server list: children of removed or relaunched servers are stopped."""
         new = dict(servers)

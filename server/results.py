@@ -15,7 +15,9 @@ from server.trajectory import ExecuteResult
 
 
 def text_result(text: str, *, is_error: bool = False, structured: dict[str, Any] | None = None) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured, is_error=is_error)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured, is_error=is_error
+    )
 
 
 def _block_text(block: Any) -> str | None:
@@ -67,8 +69,7 @@ def cap_result(result: CallToolResult, max_chars: int) -> CallToolResult:
                 budget = 0
         cut = total - max_chars
         note = (
-            f"[copilot: result cut to the first {max_chars:,} of {total:,} characters of text "
-            f"({cut:,} characters cut"
+            f"[copilot: result cut to the first {max_chars:,} of {total:,} characters of text ({cut:,} characters cut"
         )
         if dropped_blocks:
             note += f", {dropped_blocks} later text block(s) dropped"

@@ -54,7 +54,9 @@ class ServerSettings(CopilotSettings):
     deny: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Servers/tools that are never routed to nor executed (wins over allow)."
     )
-    read_only: bool = Field(default=False, description="Refuse destructive / unconfirmed-risky tools instead of asking.")
+    read_only: bool = Field(
+        default=False, description="Refuse destructive / unconfirmed-risky tools instead of asking."
+    )
     untrusted: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Server names (globs) treated as 'trusted': false: their unannotated tools need confirmation.",
@@ -87,7 +89,8 @@ class ServerSettings(CopilotSettings):
     # Background indexing ------------------------------------------------------------------
     auto_index: bool = Field(default=True, description="Crawl and index servers the index does not know, at startup.")
     warm_index: bool = Field(
-        default=True, description="Load the search index (embedding model) in the background at startup, not at the first route."
+        default=True,
+        description="Load the search index (embedding model) in the background at startup, not at the first route.",
     )
     crawl_concurrency: int = Field(default=4, ge=1)
     crawl_timeout: float = Field(default=120.0, gt=0, description="Seconds per server while crawling.")

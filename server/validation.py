@@ -87,7 +87,7 @@ def coerce_params(params: Any) -> dict[str, Any]:
         except json.JSONDecodeError as error:
             raise InvalidParamsError(
                 f"'params' must be a JSON object of the tool's arguments; the string given is not valid JSON "
-                f"({error.msg} at character {error.pos}). Pass an object such as {{\"name\": \"value\"}}."
+                f'({error.msg} at character {error.pos}). Pass an object such as {{"name": "value"}}.'
             ) from None
         if isinstance(parsed, Mapping):
             return dict(parsed)
@@ -251,13 +251,17 @@ def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[
         for name in params:
             if name not in props:
                 hint = did_you_mean(suggest(name, props))
-                problems.append(ParamProblem("unknown", name, f"unknown parameter '{name}'{'.' + hint if hint else ''}"))
+                problems.append(
+                    ParamProblem("unknown", name, f"unknown parameter '{name}'{'.' + hint if hint else ''}")
+                )
 
     try:
         validator_class = validators.validator_for(schema, default=validators.Draft202012Validator)
         validator_class.check_schema(schema)
         validator = validator_class(schema)
-        errors = sorted(validator.iter_errors(dict(params)), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+        errors = sorted(
+            validator.iter_errors(dict(params)), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
+        )
     except schema_errors.SchemaError as error:
         logger.warning("tool input schema is invalid, params not checked: %s", error.message)
         return problems

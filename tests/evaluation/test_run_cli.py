@@ -4,10 +4,14 @@ resume, per-task failures, selection errors and ``--judge``."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from evaluation.run import main
@@ -235,3 +239,31 @@ def test_judge_option_judges_the_finished_run(bench, capsys) -> None:
     report = json.loads((bench["out"] / "judge" / "report.json").read_text())
     assert report["n_tasks"] == 2  # the denominator is what this run selected
     assert "judged: 2/2 succeeded" in capsys.readouterr().err
+
+
+def test_sigterm_stops_the_run_cleanly_and_loses_nothing(bench) -> None:
+    fifo = bench["tmp"] / "ready.fifo"
+    os.mkfifo(fifo)
+    pid_file = bench["tmp"] / "agent.pid"
+    agent = f"echo $$ > {shlex.quote(str(pid_file))}; echo ready > {shlex.quote(str(fifo))}; sleep 300"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evaluation.run", "--tasks", str(bench["tasks"]), "--out", str(bench["out"]),
+         "--servers", str(bench["servers"]), "--copilot-home", str(bench["tmp"] / "home"),
+         "--agent-cmd", agent, "--only", "task-answer-2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        with fifo.open() as ready:  # blocks until the agent is running
+            assert ready.read().strip() == "ready"
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert "rerun the same command to resume" in err and "Traceback" not in err
+    agent_pid = int(pid_file.read_text())
+    assert not psutil.pid_exists(agent_pid) or psutil.Process(agent_pid).status() == psutil.STATUS_ZOMBIE
+    # The interrupted task has no record, so the next run does it again.
+    assert "task-answer-2" not in summary(bench).tasks
+    assert read_events(bench["out"] / "task-answer-2.jsonl")[-1]["reason"] == "interrupted"

@@ -108,10 +108,15 @@ def test_builtin_agent_runs_tasks_through_the_real_copilot_and_is_judged(copilot
     with ScriptedOpenAI(handler=model) as llm:
         assert run(env, out, "--base-url", llm.base_url, "--api-key", "k", "--model", "scripted-m", "--concurrency", "2") == 0
         requests_after_first_run = len(llm.requests)
+        offered = {tool["function"]["name"]: tool["function"] for tool in llm.requests[0]["tools"]}
         # Resume: everything finished, so nothing runs and the model is not called again.
         assert run(env, out, "--base-url", llm.base_url, "--api-key", "k", "--model", "scripted-m") == 0
         assert len(llm.requests) == requests_after_first_run
 
+    # The model sees the copilot's route and execute exactly as the copilot publishes them.
+    assert set(offered) == {"route", "execute"}
+    assert "query" in offered["route"]["parameters"]["properties"] and offered["route"]["description"]
+    assert {"server_name", "tool_name"} <= set(offered["execute"]["parameters"]["required"])
     summary = RunSummary.model_validate_json((out / "summary.json").read_text())
     assert {k: (r.status, r.error) for k, r in summary.tasks.items()} == {
         "e2e-write": ("completed", None), "e2e-relative": ("completed", None),

@@ -238,3 +238,25 @@ def test_text_preview_is_bounded_and_utf8_aware(tmp_path: Path) -> None:
     binary = tmp_path / "blob"
     binary.write_bytes(bytes(range(256)))
     assert text_preview(binary) is None
+
+
+LIVEMCPBENCH = Path("/work/shared/livemcpbench/annotated_data")
+PROJECT_SERVERS = Path(__file__).resolve().parents[2] / "servers.json"
+
+
+@pytest.mark.skipif(not LIVEMCPBENCH.is_dir(), reason="LiveMCPBench data not present at /work/shared/livemcpbench")
+def test_livemcpbench_task_files_and_project_servers(tmp_path: Path) -> None:
+    from evaluation.run_tasks import load_tasks
+
+    workspace = tmp_path / "ws"
+    assert copy_task_files(LIVEMCPBENCH, workspace, skip={LIVEMCPBENCH / "all_annotations.json"}) == []
+    assert (workspace / "excel" / "goods.xlsx").is_file() and (workspace / "git" / ".git").is_dir()
+    tasks = load_tasks(LIVEMCPBENCH / "all_annotations.json")
+    assert len(tasks) == 95
+    missing = {t.task_id[:8]: missing_inputs(t.file_name, LIVEMCPBENCH) for t in tasks}
+    assert {k for k, v in missing.items() if v} == {"99d7541a", "fa451c3f", "31086c2d"}  # music and WebArena.pdf
+    if PROJECT_SERVERS.is_file():
+        rewrites = write_task_servers(PROJECT_SERVERS, tmp_path / "servers.json", workspace, LIVEMCPBENCH, tmp_path)
+        changed = {r.server: r.args for r in rewrites}
+        assert changed["filesystem"] == [("/", str(workspace))]
+        assert changed["arxiv-mcp-server"] == [("./annotated_data/files", str(workspace / "files"))]

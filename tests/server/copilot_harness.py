@@ -64,13 +64,20 @@ def build_test_index(home: Path) -> None:
     from index.crawl import crawl_servers
     from index.tool_index import ToolIndex
 
-    entries = {name: {"command": sys.executable, "args": [str(FIXTURE_SERVER), "--name", name, *args]}
-               for name, args in INDEXED_SERVERS.items()}
+    entries = {
+        name: {"command": sys.executable, "args": [str(FIXTURE_SERVER), "--name", name, *args]}
+        for name, args in INDEXED_SERVERS.items()
+    }
     servers = parse_servers(json.dumps({"mcpServers": entries})).servers
 
     async def crawl() -> Any:
         return await crawl_servers(
-            servers, concurrency=3, timeout=60, log_dir=home / "crawl-logs", workdir_root=home / "crawl-work", progress=False
+            servers,
+            concurrency=3,
+            timeout=60,
+            log_dir=home / "crawl-logs",
+            workdir_root=home / "crawl-work",
+            progress=False,
         )
 
     report = anyio.run(crawl)

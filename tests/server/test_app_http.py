@@ -98,7 +98,9 @@ async def test_route_then_execute_over_http(served: Served) -> None:
         routed = await client.call_tool("route", {"query": "add two integers", "server": "alpha"})
         best = routed.structured_content["tools"][0]
         assert (best["server"], best["tool"]) == ("alpha", "add")
-        result = await client.call_tool("execute", {"server_name": "alpha", "tool_name": "add", "params": {"a": 7, "b": 5}})
+        result = await client.call_tool(
+            "execute", {"server_name": "alpha", "tool_name": "add", "params": {"a": 7, "b": 5}}
+        )
         assert text_of(result) == "12"
     finally:
         await running.stop()
@@ -162,7 +164,9 @@ async def test_each_handshake_session_writes_its_own_trajectory(served: Served) 
     for name in ("legacy-one", "legacy-two"):
         running = await _connected(served, mode="legacy", client_name=name)
         try:
-            await running.client.call_tool("execute", {"server_name": "alpha", "tool_name": "echo", "params": {"text": name}})
+            await running.client.call_tool(
+                "execute", {"server_name": "alpha", "tool_name": "echo", "params": {"text": name}}
+            )
         finally:
             await running.stop()
     starts = {}

@@ -39,7 +39,11 @@ def _setup(root: Path, built: Path, **settings: str) -> tuple[Path, dict[str, st
     home = copy_home(built, root / "home")
     servers = write_servers(
         root / "servers.json",
-        {"alpha": fixture_entry("alpha"), "crashy": fixture_entry("crashy"), "noisy": fixture_entry("noisy", "junk-stdout")},
+        {
+            "alpha": fixture_entry("alpha"),
+            "crashy": fixture_entry("crashy"),
+            "noisy": fixture_entry("noisy", "junk-stdout"),
+        },
     )
     logs = root / "logs"
     return servers, copilot_env(home, COPILOT_LOG_DIR=str(logs), **QUIET, **settings), logs
@@ -52,7 +56,8 @@ def _session_file(logs: Path) -> Path:
 
 
 async def test_initialize_starts_no_child_and_closing_stdin_stops_every_child(
-    built_index: Path, tmp_path: Path  # noqa: F811
+    built_index: Path,
+    tmp_path: Path,  # noqa: F811
 ) -> None:
     servers, env, logs = _setup(tmp_path, built_index, COPILOT_READ_ONLY="true")
     running = RunningClient(stdio_client_for(servers, env, tmp_path / "stderr.log", client_name="lifecycle"))
@@ -61,9 +66,13 @@ async def test_initialize_starts_no_child_and_closing_stdin_stops_every_child(
         copilot = find_copilot(str(servers))
         assert descendants(copilot) == []  # initialize answered, nothing started
 
-        echo = await client.call_tool("execute", {"server_name": "alpha", "tool_name": "echo", "params": {"text": "hi"}})
+        echo = await client.call_tool(
+            "execute", {"server_name": "alpha", "tool_name": "echo", "params": {"text": "hi"}}
+        )
         assert text_of(echo) == "hi"
-        noisy = await client.call_tool("execute", {"server_name": "noisy", "tool_name": "echo", "params": {"text": "ok"}})
+        noisy = await client.call_tool(
+            "execute", {"server_name": "noisy", "tool_name": "echo", "params": {"text": "ok"}}
+        )
         assert text_of(noisy) == "ok"
 
         refused = await client.call_tool(
@@ -93,7 +102,9 @@ async def test_sigterm_stops_every_child(built_index: Path, tmp_path: Path) -> N
     try:
         copilot = find_copilot(str(servers))
         for server in ("alpha", "crashy"):
-            result = await client.call_tool("execute", {"server_name": server, "tool_name": "echo", "params": {"text": server}})
+            result = await client.call_tool(
+                "execute", {"server_name": server, "tool_name": "echo", "params": {"text": server}}
+            )
             assert text_of(result) == server
         children = descendants(copilot)
         assert len(children) >= 2
@@ -124,7 +135,10 @@ async def test_stdout_carries_only_protocol_messages(built_index: Path, tmp_path
         _message(
             id=3,
             method="tools/call",
-            params={"name": "execute", "arguments": {"server_name": "noisy", "tool_name": "echo", "params": {"text": "x"}}},
+            params={
+                "name": "execute",
+                "arguments": {"server_name": "noisy", "tool_name": "echo", "params": {"text": "x"}},
+            },
         ),
     ]
     with (tmp_path / "stderr.log").open("wb") as stderr:

@@ -1,0 +1,95 @@
+"""``Copilot`` in-process, with the real index and child pool: background indexing of servers the
+index does not know, and edits of the servers file while running (server.copilot).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import server.copilot as copilot_module
+from index.servers import load_servers
+from server.copilot import Copilot
+from server.indexing import STATE_FILE_NAME
+from server.settings import ServerSettings
+from tests.server.copilot_harness import (
+    built_index,  # noqa: F401 -- session fixture
+    copy_home,
+    fixture_entry,
+    write_servers,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _settings(home: Path, tmp_path: Path, **extra: Any) -> ServerSettings:
+    return ServerSettings(
+        home=home, catalog=tmp_path / "no-catalog.json", log_dir=tmp_path / "logs", crawl_timeout=60, **extra
+    )
+
+
+def _servers_of(result: Any) -> set[str]:
+    return {tool["server"] for tool in result.structured_content["tools"]}
+
+
+async def test_servers_unknown_to_the_index_are_crawled_and_indexed_in_the_background(
+    built_index: Path,
+    tmp_path: Path,  # noqa: F811
+) -> None:
+    home = copy_home(built_index, tmp_path / "home")
+    servers_path = write_servers(
+        tmp_path / "servers.json",
+        {
+            "alpha": fixture_entry("alpha"),
+            "delta": fixture_entry("delta", tools=["echo", "structured"]),
+            "broken": fixture_entry("broken", "crash-at-start"),
+        },
+    )
+    servers = load_servers(servers_path)
+    async with Copilot.running(_settings(home, tmp_path), servers, start_now=True) as copilot:
+        with anyio.fail_after(90):
+            await copilot.indexer.done.wait()
+        status = copilot.indexer.status()
+        assert not status.in_progress
+        assert "broken" in status.failed_servers and "delta" not in status.failed_servers
+
+        record = copilot.index.get("delta", "structured")
+        assert record is not None and record.input_schema["required"] == ["city"]
+        routed = await copilot.route("structured weather report for a city", 3, "delta", None)
+        assert not routed.is_error
+        assert _servers_of(routed) == {"delta"}
+
+    state = json.loads((home / STATE_FILE_NAME).read_text())
+    assert state["delta"] == servers.servers["delta"].launch_hash()
+    assert "broken" not in state
+
+
+async def test_servers_removed_from_the_file_disappear_from_route(
+    built_index: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+) -> None:
+    monkeypatch.setattr(copilot_module, "SERVERS_FILE_CHECK_INTERVAL", 0.0)
+    home = copy_home(built_index, tmp_path / "home")
+    servers_path = write_servers(
+        tmp_path / "servers.json", {"alpha": fixture_entry("alpha"), "beta": fixture_entry("beta")}
+    )
+    settings = _settings(home, tmp_path, auto_index=False)
+    async with Copilot.running(settings, load_servers(servers_path), start_now=True) as copilot:
+        before = await copilot.route("echo the given text back", 10, None, None)
+        assert _servers_of(before) == {"alpha", "beta"}
+
+        write_servers(servers_path, {"alpha": fixture_entry("alpha")})
+        stat = servers_path.stat()
+        os.utime(servers_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        after = await copilot.route("echo the given text back", 10, None, None)
+        assert _servers_of(after) == {"alpha"}
+
+        gone = await copilot.execute("beta", "echo", {"text": "x"}, None, None, None)
+        assert gone.is_error
+        assert "Unknown server 'beta'" in gone.content[0].text
