@@ -20,9 +20,11 @@ from pydantic import BaseModel
 from index.errors import QueryError
 from index.text import has_words
 
-#: Longer than any sensible tool request (the embedder reads ~256 tokens anyway); a query this
-#: long is almost certainly a pasted document, and BM25 over it would be slow and meaningless.
-MAX_QUERY_CHARS = 4000
+#: Longer than any sensible tool request: the rest is cut off (the embedder reads only the first
+#: ~128 tokens anyway, and BM25 over a pasted document is slow and mostly noise).
+MAX_QUERY_CHARS = 2000
+#: Beyond this the caller is clearly sending the wrong thing; say so instead of guessing.
+REFUSED_QUERY_CHARS = 100_000
 MAX_TOP_K = 100
 
 _BLOCK = re.compile(r"<tool_assistant>(.*?)(?:</tool_assistant>|\Z)", re.IGNORECASE | re.DOTALL)
@@ -38,6 +40,7 @@ class ParsedQuery(BaseModel):
     text: str
     tool: str
     server: str | None = None
+    truncated: bool = False
 
     @property
     def server_text(self) -> str:
@@ -64,11 +67,14 @@ def parse_query(query: object) -> ParsedQuery:
     text = _CONTROL.sub(" ", query).strip()
     if not text:
         raise QueryError(f"the query is empty; describe the tool you need ({_EXAMPLE}).")
-    if len(text) > MAX_QUERY_CHARS:
+    if len(text) > REFUSED_QUERY_CHARS:
         raise QueryError(
-            f"the query is {len(text)} characters long (limit {MAX_QUERY_CHARS}); send a short description "
-            f"of the one tool you need ({_EXAMPLE}), not the whole task or document."
+            f"the query is {len(text)} characters long (limit {REFUSED_QUERY_CHARS}); send a short description "
+            f"of the one tool you need ({_EXAMPLE}), not a whole document."
         )
+    truncated = len(text) > MAX_QUERY_CHARS
+    if truncated:
+        text = text[:MAX_QUERY_CHARS]
     server: str | None = None
     tool = text
     block = _BLOCK.search(text)
@@ -87,7 +93,7 @@ def parse_query(query: object) -> ParsedQuery:
         raise QueryError(
             f"the query {query.strip()[:80]!r} has no words to search for; describe the tool you need ({_EXAMPLE})."
         )
-    return ParsedQuery(text=text, tool=tool, server=server)
+    return ParsedQuery(text=text, tool=tool, server=server, truncated=truncated)
 
 
 def check_top_k(top_k: object) -> int:

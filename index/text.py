@@ -17,7 +17,7 @@ from typing import Any
 from index.records import ToolRecord
 
 #: Bump when the embedded text changes, so existing indexes are rebuilt rather than mixed.
-DOCUMENT_VERSION = 1
+DOCUMENT_VERSION = 2
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")

@@ -31,7 +31,8 @@ logger = logging.getLogger("server")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m server",
-        description="MCP Copilot: one MCP server with 'route' (find tools) and 'execute' (call them) over many servers.",
+        description="MCP Copilot: one MCP server with 'route' (find tools) and 'execute' (call them) over many "
+        "servers.",
     )
     parser.add_argument(
         "--servers", type=Path, help="servers.json or any Claude-Desktop-style config (COPILOT_SERVERS)"
@@ -102,6 +103,12 @@ def _configure_logging(level: str) -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
 def _exit_now() -> None:
     logging.shutdown()
     sys.stderr.flush()
@@ -169,11 +176,13 @@ def serve(argv: Sequence[str] | None = None) -> int:
             from server.http import check_exposure
 
             check_exposure(settings)
+        from index.tool_index import ToolIndex
         from server.app import build_app
         from server.copilot import Shutdown
 
+        index = ToolIndex.open(settings)  # cheap; an unusable model setting fails here, before serving
         shutdown = Shutdown(default="shutdown" if args.http else "client disconnected")
-        app = build_app(settings, servers_file, start_now=args.http, shutdown=shutdown)
+        app = build_app(settings, servers_file, start_now=args.http, shutdown=shutdown, index=index)
         logger.info(
             "copilot %s: %d server(s) from %s, logs in %s",
             "HTTP" if args.http else "stdio",
@@ -187,6 +196,13 @@ def serve(argv: Sequence[str] | None = None) -> int:
             anyio.run(_serve_stdio, app, shutdown)
     except CopilotError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except BaseExceptionGroup as group:
+        # Errors raised inside the transport's task groups arrive wrapped.
+        matched, rest = group.split(CopilotError)
+        if matched is None or rest is not None:
+            raise
+        print(f"error: {_first_leaf(matched)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -28,7 +28,6 @@ from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
-from index.errors import CopilotError
 from index.servers import ServersFile
 from server.copilot import Confirmation, Copilot, Shutdown, copilot_version
 from server.formatting import RouteAnswer
@@ -204,8 +203,8 @@ async def ask_confirmation(
     copilot = _copilot(ctx)
     try:
         call = await copilot.prepare(server_name, tool_name, params)
-    except CopilotError:
-        return NO_QUESTION  # the body reports the problem
+    except Exception:  # noqa: BLE001 -- the body runs the same checks and reports (and logs) the problem
+        return NO_QUESTION
     if not call.risk.needs_confirmation or call.risk.refused_read_only:
         return NO_QUESTION
     return Elicit(copilot.confirmation_question(call), ConfirmCall)
@@ -266,12 +265,15 @@ def build_app(
     *,
     start_now: bool = False,
     shutdown: Shutdown | None = None,
+    index: Any = None,
 ) -> MCPServer[Copilot]:
     """The MCP server; its lifespan runs the :class:`Copilot` (``start_now`` for HTTP, see ``mark_started``)."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
-        async with Copilot.running(settings, servers_file, start_now=start_now, shutdown=shutdown) as copilot:
+        async with Copilot.running(
+            settings, servers_file, start_now=start_now, shutdown=shutdown, index=index
+        ) as copilot:
             yield copilot
 
     app: MCPServer[Copilot] = MCPServer(

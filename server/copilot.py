@@ -150,6 +150,7 @@ class Copilot:
         *,
         start_now: bool = False,
         shutdown: Shutdown | None = None,
+        index: Any = None,
     ) -> AsyncIterator[Copilot]:
         """Start the copilot: nothing heavy happens until :meth:`mark_started` (or ``start_now``).
 
@@ -160,7 +161,7 @@ class Copilot:
         from server.pool import ChildPool
         from server.pool_settings import PoolSettings
 
-        index = ToolIndex.open(settings)
+        index = index if index is not None else ToolIndex.open(settings)
         pool = ChildPool(servers_file.enabled(), PoolSettings())
         copilot = cls(settings, servers_file, index, pool, shutdown)
         try:
@@ -205,14 +206,21 @@ class Copilot:
         if self.settings.auto_index:
             await self.indexer.run(self.servers)
 
-    def index_info(self) -> dict[str, Any] | None:
+    def index_info(self, *, load: bool = False) -> dict[str, Any] | None:
+        """Model and tool count of the index; without ``load`` the count only once it is loaded."""
         info: dict[str, Any] = {"model": getattr(self.index, "model_name", self.settings.embedding_model)}
-        if self.index_ready.is_set():
+        if load or self.index_ready.is_set():
             try:
                 info["tool_count"] = self.index.tool_count
             except Exception:  # noqa: BLE001 -- informational only
                 logger.debug("tool count unavailable", exc_info=True)
         return info
+
+    async def begin_session(self, log: SessionLog | None) -> None:
+        """Write the session's ``session_start`` before its first tool call is logged."""
+        if log is not None and not log.started:
+            info = await anyio.to_thread.run_sync(lambda: self.index_info(load=True), abandon_on_cancel=True)
+            log.begin(info)
 
     # -- servers ------------------------------------------------------------------------------
     @property
@@ -263,7 +271,7 @@ class Copilot:
             listed = ", ".join(sorted(known)[:_LISTED_NAMES]) + (" …" if len(known) > _LISTED_NAMES else "")
             raise UnknownServerError(
                 f"Unknown server '{name}'.{hint} Known servers: {listed or '(none)'}. "
-                "Use route to find a tool, then pass its server exactly as route returned it."
+                "Pass server names exactly as route returns them (search with route to find the right one)."
             )
         if not config.is_enabled:
             why = f" ({config.reason})" if config.reason else ""
@@ -279,6 +287,7 @@ class Copilot:
 
     # -- route --------------------------------------------------------------------------------
     async def route(self, query: Any, top_k: Any, server: Any, log: SessionLog | None) -> CallToolResult:
+        await self.begin_session(log)
         start = time.perf_counter()
         call_id = log.next_call_id() if log else ""
         text_query = query.strip() if isinstance(query, str) else ""
@@ -440,6 +449,7 @@ class Copilot:
         confirmation: Confirmation | None,
         log: SessionLog | None,
     ) -> CallToolResult:
+        await self.begin_session(log)
         start = time.perf_counter()
         call_id = log.next_call_id() if log else ""
         logged_params = params if isinstance(params, dict) else ({"_raw": params} if params is not None else None)

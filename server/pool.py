@@ -307,7 +307,9 @@ class ChildPool:
 
     def _start(self, server: str, config: ServerConfig) -> _Child:
         if self._task_group is None or self._closing:
-            raise ServerUnavailableError(f"server '{server}' cannot start: the copilot is shutting down.")
+            raise ServerUnavailableError(
+                f"server '{server}' cannot start: the child pool is not running (the copilot is shutting down)."
+            )
         state = self._state(server)
         if state.start_error is not None:
             since = time.monotonic() - state.failed_at

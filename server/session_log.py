@@ -7,9 +7,11 @@ writes to and when ``session_start`` / ``session_end`` happen:
   runs give each task's copilot ``<run>/<task_id>.jsonl``;
 - otherwise ``COPILOT_LOG_DIR/<UTC time>-<task id or "session">-<session id>.jsonl``.
 
-``session_start`` is written at the session's first request (so it carries the client's name
-and version from ``initialize``); ``session_end`` when the client disconnects or the copilot
-shuts down.
+A session's log is opened at its first request (so ``session_start`` carries the client's name
+and version from ``initialize`` and is stamped with that time); the line itself is written
+before the session's first tool call, when the index's tool count is known without delaying
+``initialize`` -- or at the end for sessions that never call a tool. ``session_end`` is written
+when the client disconnects or the copilot shuts down.
 """
 
 from __future__ import annotations
@@ -43,12 +45,23 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 class SessionLog:
     """The trajectory of one MCP session."""
 
-    def __init__(self, writer: TrajectoryWriter, session_id: str, *, owns_writer: bool) -> None:
+    def __init__(self, writer: TrajectoryWriter, start: SessionStart, *, owns_writer: bool) -> None:
         self.writer = writer
-        self.session_id = session_id
+        self.session_id = start.session_id
+        self._start = start
         self._owns_writer = owns_writer
         self._calls = itertools.count(1)
+        self._lock = threading.Lock()
+        self.started = False
         self.ended = False
+
+    def begin(self, index: dict[str, Any] | None) -> None:
+        """Write ``session_start`` (once), with the index's model and tool count."""
+        with self._lock:
+            if self.started:
+                return
+            self.started = True
+        self._write(self._start.model_copy(update={"index": index}))
 
     @property
     def path(self) -> Path:
@@ -86,10 +99,11 @@ class SessionLog:
             )
         )
 
-    def end(self, reason: str) -> None:
+    def end(self, reason: str, index: dict[str, Any] | None = None) -> None:
         if self.ended:
             return
         self.ended = True
+        self.begin(index)
         self._write(SessionEnd(reason=reason))
         if self._owns_writer:
             self.writer.close()
@@ -111,6 +125,7 @@ class SessionLogs:
         *,
         copilot_version: str,
         index_info: Callable[[], dict[str, Any] | None],
+        # ^ must not block: it is called from the event loop when sessions end
     ) -> None:
         self._settings = settings
         self._copilot_version = copilot_version
@@ -124,42 +139,37 @@ class SessionLogs:
             return self._sessions.get(key)
 
     def open(self, key: Hashable, client: dict[str, Any] | None) -> SessionLog:
-        """The session's log, writing ``session_start`` when the session is new."""
+        """The session's log; a new one is stamped now and written by :meth:`SessionLog.begin`."""
         with self._lock:
             existing = self._sessions.get(key)
             if existing is not None:
                 return existing
-            session_id = uuid.uuid4().hex
-            writer, owns = self._writer_for(session_id)
-            log = SessionLog(writer, session_id, owns_writer=owns)
-            self._sessions[key] = log
-        settings = self._settings
-        log._write(
-            SessionStart(
-                session_id=session_id,
+            settings = self._settings
+            start = SessionStart(
+                session_id=uuid.uuid4().hex,
                 task_id=settings.task_id,
                 question=settings.question,
                 category=settings.category,
                 client=client,
                 copilot_version=self._copilot_version,
-                index=self._index_info(),
             )
-        )
-        logger.info("session %s: trajectory in %s", session_id[:8], log.path)
+            writer, owns = self._writer_for(start.session_id)
+            log = self._sessions[key] = SessionLog(writer, start, owns_writer=owns)
+        logger.info("session %s: trajectory in %s", start.session_id[:8], log.path)
         return log
 
     def end(self, key: Hashable, reason: str) -> None:
         with self._lock:
             log = self._sessions.pop(key, None)
         if log is not None:
-            log.end(reason)
+            log.end(reason, self._index_info())
 
     def end_all(self, reason: str) -> None:
         with self._lock:
             logs = list(self._sessions.values())
             self._sessions.clear()
         for log in logs:
-            log.end(reason)
+            log.end(reason, self._index_info())
         if self._shared_writer is not None:
             self._shared_writer.close()
 

@@ -49,7 +49,7 @@ class ServerSettings(CopilotSettings):
     # Safety -----------------------------------------------------------------------------
     allow: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Only these servers/tools may be routed to and executed (glob patterns 'server' or 'server/tool'); empty = all.",
+        description="Only these servers/tools are routed to and run ('server' or 'server/tool' globs); empty = all.",
     )
     deny: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Servers/tools that are never routed to nor executed (wins over allow)."

@@ -215,9 +215,10 @@ def _describe_error(error: schema_errors.ValidationError) -> ParamProblem:
     path = _path_of(error)
     where = f"'{path}'" if path else "params"
     kind = "invalid"
-    if error.validator == "type":
+    got = f"got {_json_type(error.instance)} {_preview(error.instance)}"
+    if error.validator in ("type", "anyOf", "oneOf"):
         kind = "wrong_type"
-        message = f"{where} should be {describe_type(error.schema)}, got {_json_type(error.instance)} {_preview(error.instance)}"
+        message = f"{where} should be {describe_type(error.schema)}, {got}"
     elif error.validator == "enum":
         message = f"{where} must be {describe_type(error.schema)}; got {_preview(error.instance)}"
     elif error.validator == "required":
@@ -226,9 +227,6 @@ def _describe_error(error: schema_errors.ValidationError) -> ParamProblem:
     elif error.validator == "additionalProperties":
         kind = "unknown"
         message = f"{where}: {error.message}"
-    elif error.validator in ("anyOf", "oneOf"):
-        kind = "wrong_type"
-        message = f"{where} should be {describe_type(error.schema)}, got {_json_type(error.instance)} {_preview(error.instance)}"
     else:
         message = f"{where}: {error.message}"
     return ParamProblem(kind=kind, path=path, message=message)

@@ -243,7 +243,11 @@ async def test_remote_streamable_http_server(tmp_path: Path) -> None:
                     pytest.fail("unreachable")
     finally:
         server.terminate()
-        server.wait(10)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(10)
 
 
 async def test_unreachable_remote_server_is_a_clear_error() -> None:

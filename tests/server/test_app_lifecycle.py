@@ -56,8 +56,8 @@ def _session_file(logs: Path) -> Path:
 
 
 async def test_initialize_starts_no_child_and_closing_stdin_stops_every_child(
-    built_index: Path,
-    tmp_path: Path,  # noqa: F811
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
 ) -> None:
     servers, env, logs = _setup(tmp_path, built_index, COPILOT_READ_ONLY="true")
     running = RunningClient(stdio_client_for(servers, env, tmp_path / "stderr.log", client_name="lifecycle"))

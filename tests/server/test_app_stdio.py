@@ -39,6 +39,8 @@ class Copilot:
     process: psutil.Process
     log_file: Path
     home: Path
+    #: Anything on the copilot's stdout that is not a JSON-RPC message (the client reports it).
+    stdout_junk: list[Exception]
 
     async def route(self, query: str, **extra: Any) -> Any:
         return await self.client.call_tool("route", {"query": query, **extra})
@@ -76,10 +78,16 @@ async def copilot(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -
         COPILOT_TASK_ID=TASK_ID,
         COPILOT_QUESTION=QUESTION,
     )
-    running = RunningClient(stdio_client_for(servers, env, root / "copilot.stderr.log"))
+    junk: list[Exception] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, Exception):
+            junk.append(message)
+
+    running = RunningClient(stdio_client_for(servers, env, root / "copilot.stderr.log", message_handler=on_message))
     client = await running.start()
     try:
-        yield Copilot(client, find_copilot(str(servers)), log_file, home)
+        yield Copilot(client, find_copilot(str(servers)), log_file, home, junk)
     finally:
         await running.stop()
 
@@ -305,7 +313,7 @@ async def test_trajectory_records_the_session(copilot: Copilot) -> None:
     assert start.task_id == TASK_ID and start.question == QUESTION
     assert start.client == {"name": "copilot-tests", "version": "1.0"}
     assert start.copilot_version
-    assert start.index and start.index["model"]
+    assert start.index and start.index["model"] and start.index["tool_count"] > 0
 
     routes = [e for e in events if e.event == "route" and e.query == "trajectory marker: add numbers"]
     assert len(routes) == 1
@@ -326,3 +334,10 @@ async def test_trajectory_records_the_session(copilot: Copilot) -> None:
     unknown = [e for e in events if e.event == "execute" and e.server == "trajectory-marker-server"]
     assert unknown[0].error_kind == "unknown_server"
     assert "Unknown server" in unknown[0].error
+
+
+async def test_stdout_carries_only_protocol_while_the_index_loads_and_searches(copilot: Copilot) -> None:
+    # route loads the embedding model, Chroma and jieba in this process: none may print to stdout.
+    routed = await copilot.route("<tool_assistant>\nserver: 测试服务器\ntool: 把文字原样返回 echo\n</tool_assistant>")
+    assert not routed.is_error, text_of(routed)
+    assert copilot.stdout_junk == []

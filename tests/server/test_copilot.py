@@ -38,8 +38,8 @@ def _servers_of(result: Any) -> set[str]:
 
 
 async def test_servers_unknown_to_the_index_are_crawled_and_indexed_in_the_background(
-    built_index: Path,
-    tmp_path: Path,  # noqa: F811
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
 ) -> None:
     home = copy_home(built_index, tmp_path / "home")
     servers_path = write_servers(
@@ -70,9 +70,9 @@ async def test_servers_unknown_to_the_index_are_crawled_and_indexed_in_the_backg
 
 
 async def test_servers_removed_from_the_file_disappear_from_route(
-    built_index: Path,
+    built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(copilot_module, "SERVERS_FILE_CHECK_INTERVAL", 0.0)
     home = copy_home(built_index, tmp_path / "home")
