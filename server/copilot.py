@@ -135,10 +135,10 @@ class Copilot:
         )
         self.confirmations = ConfirmationStore(ttl=settings.confirm_ttl)
         self.indexer = BackgroundIndexer(settings, index)
-        self.index_ready = anyio.Event()
         self.started = anyio.Event()
         self.sessions = SessionLogs(settings, copilot_version=copilot_version(), index_info=self.index_info)
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._tool_count: int | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -191,29 +191,37 @@ class Copilot:
 
     async def _background(self) -> None:
         await self.started.wait()
-        if not (self.settings.warm_index or self.settings.auto_index):
-            return
-        try:
-            await anyio.to_thread.run_sync(self.index.warm, abandon_on_cancel=True)
-        except IndexNotBuiltError as error:
-            logger.info("%s", error)
-        except CopilotError as error:
-            logger.warning("search index not ready: %s", error)
-        except Exception:
-            logger.exception("loading the search index failed")
-        finally:
-            self.index_ready.set()
+        if self.settings.warm_index:
+            try:
+                await anyio.to_thread.run_sync(self._warm_index, abandon_on_cancel=True)
+            except IndexNotBuiltError as error:
+                logger.info("%s", error)
+            except CopilotError as error:
+                logger.warning("search index not ready: %s", error)
+            except Exception:
+                logger.exception("loading the search index failed")
         if self.settings.auto_index:
             await self.indexer.run(self.servers)
+            await anyio.to_thread.run_sync(lambda: self.index_info(load=True), abandon_on_cancel=True)
+
+    def _warm_index(self) -> None:
+        self.index.warm()
+        self.index_info(load=True)
 
     def index_info(self, *, load: bool = False) -> dict[str, Any] | None:
-        """Model and tool count of the index; without ``load`` the count only once it is loaded."""
+        """Model and tool count of the index.
+
+        ``load`` reads the count (which may load the index: call it from a worker thread);
+        otherwise the last count read is used, so this never blocks the event loop.
+        """
         info: dict[str, Any] = {"model": getattr(self.index, "model_name", self.settings.embedding_model)}
-        if load or self.index_ready.is_set():
+        if load:
             try:
-                info["tool_count"] = self.index.tool_count
+                self._tool_count = self.index.tool_count
             except Exception:  # noqa: BLE001 -- informational only
                 logger.debug("tool count unavailable", exc_info=True)
+        if self._tool_count is not None:
+            info["tool_count"] = self._tool_count
         return info
 
     async def begin_session(self, log: SessionLog | None) -> None:
@@ -253,7 +261,7 @@ class Copilot:
         self._servers_file = reloaded
         self.policy.update_servers(reloaded.servers)
         self.pool.update_servers(reloaded.enabled())
-        if self.settings.auto_index and self._task_group is not None and self.index_ready.is_set():
+        if self.settings.auto_index and self._task_group is not None:
             self._task_group.start_soon(self.indexer.run, reloaded.servers)
 
     def routable_servers(self) -> list[str]:

@@ -103,6 +103,7 @@ class BackgroundIndexer:
         self._pending: list[str] = []
         self._failed: dict[str, str] = {}
         self._running = False
+        self._one_at_a_time = anyio.Lock()
         self.done = anyio.Event()
 
     def status(self) -> IndexingStatus:
@@ -113,7 +114,15 @@ class BackgroundIndexer:
         )
 
     async def run(self, servers: Mapping[str, ServerConfig]) -> None:
-        """Index what is missing; never raises (failures are logged and shown in ``status``)."""
+        """Index what is missing; never raises (failures are logged and shown in ``status``).
+
+        Runs one at a time: a run asked for while another is in progress (the servers file
+        changed) waits for it and then plans against what that one indexed.
+        """
+        async with self._one_at_a_time:
+            await self._run_once(servers)
+
+    async def _run_once(self, servers: Mapping[str, ServerConfig]) -> None:
         self._running = True
         try:
             await self._run(servers)

@@ -102,6 +102,14 @@ class ServerSettings(CopilotSettings):
     def _comma_separated(cls, value: Any) -> Any:
         return _split_list(value)
 
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return level
+
     @property
     def binds_loopback(self) -> bool:
         return is_loopback_host(self.http_host)

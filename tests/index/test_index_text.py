@@ -1,0 +1,102 @@
+"""Tokenizer and query parsing: identifiers split, Chinese segmented, bad queries refused clearly."""
+
+from __future__ import annotations
+
+import pytest
+
+from index.errors import QueryError
+from index.query import MAX_QUERY_CHARS, REFUSED_QUERY_CHARS, check_top_k, parse_query
+from index.text import humanize, split_identifier, tokenize, tool_document
+
+from index_support import make_records
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("get_weather_forecast", ["get", "weather", "forecast"]),
+        ("getCurrentConditions", ["get", "Current", "Conditions"]),
+        ("get-weread-rank", ["get", "weread", "rank"]),
+        ("HTTPRequestTool", ["HTTP", "Request", "Tool"]),
+        ("read_file2", ["read", "file2"]),
+    ],
+)
+def test_split_identifier(name: str, words: list[str]) -> None:
+    assert split_identifier(name) == words
+
+
+def test_tokenize_lowercases_splits_identifiers_and_drops_stopwords() -> None:
+    assert tokenize("Use getCurrentConditions for the weather_forecast of Paris") == [
+        "use", "get", "current", "condition", "weather", "forecast", "paris",
+    ]
+
+
+def test_tokenize_segments_chinese_into_words() -> None:
+    tokens = tokenize("使用必应搜索指定的关键词")
+    assert "搜索" in tokens and "关键词" in tokens and "指定" in tokens
+    assert set(tokenize("必应搜索")) <= set(tokens)  # a query segments the same way as the description
+    assert "的" not in tokens  # a stopword
+    assert "使用必应搜索指定的关键词" not in tokens
+
+
+def test_tokenize_mixed_scripts_and_punctuation() -> None:
+    assert tokenize("PDF转换：convert_to_pdf!!") [:1] == ["pdf"]
+    assert "convert" in tokenize("PDF转换：convert_to_pdf!!")
+    assert tokenize("?!... ---") == []
+
+
+def test_tool_document_names_the_tool_in_words_and_its_parameters() -> None:
+    record = next(r for r in make_records() if r.name == "getCurrentConditions")
+    document = tool_document(record)
+    assert document.startswith("get current conditions (weather)")
+    assert "Current temperature" in document and "parameters: location" in document
+    assert humanize("search_nearby_places") == "search nearby places"
+
+
+def test_plain_query() -> None:
+    parsed = parse_query("  convert a Word document to PDF  ")
+    assert parsed.tool == "convert a Word document to PDF" and parsed.server is None
+    assert parsed.server_text == parsed.tool
+
+
+def test_tool_assistant_query() -> None:
+    parsed = parse_query(
+        "<tool_assistant>\nserver: office productivity platform\ntool: add a paragraph\n</tool_assistant>"
+    )
+    assert parsed.server == "office productivity platform"
+    assert parsed.tool == "add a paragraph"
+
+
+def test_tool_assistant_query_variants() -> None:
+    # Unclosed block, uppercase keys, multi-line values, full-width colon.
+    parsed = parse_query("<tool_assistant>\nServer： maps\nTOOL: find parking\nnear the museum")
+    assert parsed.server == "maps" and parsed.tool == "find parking near the museum"
+    only_server = parse_query("<tool_assistant>\nserver: weather service\n</tool_assistant>")
+    assert only_server.server == "weather service" and only_server.tool == "weather service"
+    free_text = parse_query("<tool_assistant>find a chart tool</tool_assistant>")
+    assert free_text.server is None and free_text.tool == "find a chart tool"
+
+
+@pytest.mark.parametrize("query", ["", "   \n\t ", "?!?", "<tool_assistant>\nserver:\ntool:\n</tool_assistant>", "\x00\x01"])
+def test_unusable_queries_are_refused_with_a_hint(query: str) -> None:
+    with pytest.raises(QueryError, match="describe the tool you need"):
+        parse_query(query)
+
+
+def test_non_text_query_is_refused() -> None:
+    with pytest.raises(QueryError, match="must be text"):
+        parse_query(42)
+
+
+def test_long_query_is_truncated_and_absurd_one_refused() -> None:
+    parsed = parse_query("weather " * 1000)
+    assert parsed.truncated and len(parsed.text) == MAX_QUERY_CHARS
+    with pytest.raises(QueryError, match="characters long"):
+        parse_query("x" * (REFUSED_QUERY_CHARS + 1))
+
+
+def test_check_top_k() -> None:
+    assert check_top_k(5) == 5
+    for bad in (0, -1, 1000, True, "5", 2.5):
+        with pytest.raises(QueryError, match="top_k"):
+            check_top_k(bad)
