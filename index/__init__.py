@@ -2,3 +2,21 @@
 
 Nothing heavy happens at import time; the embedding model and Chroma load on first use.
 """
+
+from typing import Any
+
+#: Exported lazily: importing ``index`` must stay cheap (no numpy, Chroma or torch).
+_LAZY_EXPORTS = {
+    "ToolIndex": "index.tool_index",
+    "SearchHit": "index.tool_index",
+    "BuildReport": "index.tool_index",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'index' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

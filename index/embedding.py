@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from index.errors import ConfigError
+from index.fast_query import QueryEncoder, traced_query_encoder
 from index.settings import DEFAULT_EMBEDDING_MODEL
 
 if TYPE_CHECKING:
@@ -45,17 +46,18 @@ class EmbeddingModelError(ConfigError):
     """The configured embedding model cannot be used (unknown name, missing directory, bad files)."""
 
 
-#: OpenMP threads that spin while waiting make torch 5-10x slower whenever another process wants
-#: the CPU (measured here: query p50 27 ms -> 139 ms with 2 threads on 2 busy cores). Only takes
-#: effect if torch is not imported yet; an explicit setting in the environment wins.
-_THREADING_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+#: libgomp's default spin-wait made torch 5-20x slower here whenever other processes wanted the
+#: two cores (query p50 13 ms idle -> 200-500 ms busy); a shorter spin keeps the idle latency and
+#: bounds the busy one (~35 ms). Only effective before torch is imported; the user's setting wins.
+_THREADING_DEFAULTS = {"GOMP_SPINCOUNT": "100000"}
 
 
 def force_offline() -> None:
     """Make every Hugging Face / ONNX / Chroma library in this process stay offline and quiet."""
     os.environ.update(_OFFLINE_ENVIRONMENT)
-    for key, value in _THREADING_DEFAULTS.items():
-        os.environ.setdefault(key, value)
+    if "OMP_WAIT_POLICY" not in os.environ:
+        for key, value in _THREADING_DEFAULTS.items():
+            os.environ.setdefault(key, value)
 
 
 def bundled_model_path() -> Path:
@@ -95,6 +97,7 @@ class Embedder:
     def __init__(self, name: str = DEFAULT_EMBEDDING_MODEL) -> None:
         self.label, self.path = resolve_model(name)
         self._model: SentenceTransformer | None = None
+        self._query_encoder: QueryEncoder | None = None
         self._load_lock = threading.Lock()
         # One forward pass at a time: torch already uses every core for one batch, and
         # concurrent calls into one module are not guaranteed safe.
@@ -104,13 +107,20 @@ class Embedder:
     def loaded(self) -> bool:
         return self._model is not None
 
+    @property
+    def traced_queries(self) -> bool:
+        """Whether queries go through the traced encoder (see :mod:`index.fast_query`)."""
+        return self._query_encoder is not None
+
     def load(self) -> SentenceTransformer:
         model = self._model
         if model is not None:
             return model
         with self._load_lock:
             if self._model is None:
-                self._model = self._load()
+                model = self._load()
+                self._query_encoder = traced_query_encoder(model)
+                self._model = model
             return self._model
 
     def _load(self) -> SentenceTransformer:
@@ -184,6 +194,8 @@ class Embedder:
         """Embed a few short texts with the least overhead (the route latency path)."""
         model = self.load()
         with self._call_lock:
+            if self._query_encoder is not None:
+                return np.asarray(self._query_encoder(list(texts)), dtype=np.float32)
             try:
                 import torch
 

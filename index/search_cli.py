@@ -24,10 +24,10 @@ def _print_table(query: str, hits: list[SearchHit], index: ToolIndex) -> None:
 
     table = Table(title=f"{len(hits)} of {index.tool_count} tools for {query!r}", title_justify="left")
     table.add_column("#", justify="right")
-    table.add_column("server")
-    table.add_column("tool")
+    table.add_column("server", overflow="fold")
+    table.add_column("tool", overflow="fold")
     table.add_column("score", justify="right")
-    table.add_column("required")
+    table.add_column("required", overflow="fold")
     table.add_column("description", overflow="fold")
     for rank, hit in enumerate(hits, 1):
         description = " ".join(hit.description.split())
@@ -50,6 +50,8 @@ def _batch_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _parse_batch_line(line: str) -> str:
+    if not line.strip():
+        raise QueryError('empty line; expected {"query": "..."}')
     try:
         item = json.loads(line)
     except json.JSONDecodeError as error:
@@ -62,11 +64,9 @@ def _parse_batch_line(line: str) -> str:
 
 
 def run_batch(index: ToolIndex, path: Path, top_k: int, server: str | None, out: TextIO, err: TextIO) -> int:
-    """Answer every line in order; a bad line gets an ``error`` entry (and a file:line on stderr)."""
+    """One answer line per input line, in order; a bad line gets an ``error`` entry (and file:line on stderr)."""
     failures = 0
     for number, line in _batch_lines(path):
-        if not line.strip():
-            continue
         query: Any = None
         answer: dict[str, Any]
         try:

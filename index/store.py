@@ -9,9 +9,10 @@ default embedding function downloads a model and is never used.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -93,6 +94,21 @@ def record_from_metadata(metadata: Mapping[str, Any]) -> ToolRecord:
     return ToolRecord.model_validate_json(str(metadata["record"]))
 
 
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Chroma's own exceptions (server gone, disk full, corrupt files) become an IndexStoreError."""
+
+    @functools.wraps(method)
+    def wrapper(self: ChromaStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except CopilotError:
+            raise
+        except Exception as error:  # noqa: BLE001 -- chromadb raises many unrelated types
+            raise IndexStoreError(f"index store {self.location}: {method.__name__} failed ({error}).") from error
+
+    return wrapper
+
+
 class ChromaStore:
     """Thin, typed access to the two collections; the client is created on first use."""
 
@@ -160,6 +176,7 @@ class ChromaStore:
     def servers(self, *, create: bool = False) -> Collection | None:
         return self._get_or_create(self.server_collection_name) if create else self._get(self.server_collection_name)
 
+    @_guarded
     def reset(self) -> None:
         """Drop both collections (the model or document format changed: nothing is reusable)."""
         client = self.client()
@@ -169,6 +186,7 @@ class ChromaStore:
 
     # -- state -------------------------------------------------------------------------------
 
+    @_guarded
     def read_state(self) -> IndexState | None:
         collection = self.tools()
         if collection is None:
@@ -182,6 +200,7 @@ class ChromaStore:
             logger.warning("index at %s has unreadable build metadata; treating it as unbuilt", self.location)
             return None
 
+    @_guarded
     def write_state(self, state: IndexState) -> None:
         collection = self.tools(create=True)
         assert collection is not None
@@ -194,6 +213,7 @@ class ChromaStore:
         for offset in range(0, total, _PAGE):
             yield dict(collection.get(include=include, limit=_PAGE, offset=offset))  # type: ignore[arg-type]
 
+    @_guarded
     def stored_tools(self) -> dict[str, StoredTool]:
         """id -> (server, content hash) of every stored tool, without embeddings."""
         collection = self.tools()
@@ -210,6 +230,7 @@ class ChromaStore:
                 )
         return stored
 
+    @_guarded
     def load_tools(self) -> LoadedTools:
         """Every tool with its record, BM25 tokens and embedding, in id order (stable across processes)."""
         collection = self.tools()
@@ -228,6 +249,7 @@ class ChromaStore:
             ids=[row[0] for row in rows], records=[row[1] for row in rows], tokens=[row[2] for row in rows], vectors=matrix
         )
 
+    @_guarded
     def stored_servers(self) -> dict[str, str]:
         """server -> hash of its embedded document."""
         collection = self.servers()
@@ -239,6 +261,7 @@ class ChromaStore:
                 hashes[name] = str(metadata.get("content_hash", ""))
         return hashes
 
+    @_guarded
     def load_servers(self) -> tuple[list[str], np.ndarray]:
         collection = self.servers()
         if collection is None:
@@ -258,6 +281,7 @@ class ChromaStore:
         except Exception:  # noqa: BLE001 -- older servers do not report it
             return 1000
 
+    @_guarded
     def upsert_tools(self, records: Sequence[ToolRecord], documents: Sequence[str], vectors: np.ndarray) -> None:
         collection = self.tools(create=True)
         assert collection is not None
@@ -271,6 +295,7 @@ class ChromaStore:
                 documents=list(documents[start : start + step]),
             )
 
+    @_guarded
     def delete_tools(self, ids: Sequence[str]) -> None:
         collection = self.tools()
         if collection is None or not ids:
@@ -279,6 +304,7 @@ class ChromaStore:
         for start in range(0, len(ids), step):
             collection.delete(ids=list(ids[start : start + step]))
 
+    @_guarded
     def upsert_servers(self, names: Sequence[str], documents: Sequence[str], hashes: Sequence[str], vectors: np.ndarray) -> None:
         collection = self.servers(create=True)
         assert collection is not None
@@ -292,6 +318,7 @@ class ChromaStore:
                 documents=list(documents[start:end]),
             )
 
+    @_guarded
     def delete_servers(self, names: Sequence[str]) -> None:
         collection = self.servers()
         if collection is not None and names:

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 #: How often a long-lived index looks for a rebuild made by another process.
 STALE_CHECK_SECONDS = 5.0
+
+#: Query embeddings remembered per index (384 floats each: ~1.5 MB at this size).
+QUERY_CACHE_SIZE = 1024
 
 #: ``progress(done, total)`` while embedding during a sync.
 Progress = Callable[[int, int], None]
@@ -100,6 +104,8 @@ class ToolIndex:
         self._lock = threading.RLock()
         self._snapshot: _Snapshot | None = None
         self._checked_at = 0.0
+        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     @classmethod
     def open(cls, settings: CopilotSettings | None = None, *, embedder: Embedder | None = None) -> ToolIndex:
@@ -257,7 +263,7 @@ class ToolIndex:
                 f"but COPILOT_EMBEDDING_MODEL is {self.model_name!r}; rebuild it with 'python -m index build'."
             )
         mask = self._mask(snapshot, server, servers)
-        if mask is not None and not mask.any():
+        if snapshot.space.size == 0 or (mask is not None and not mask.any()):
             return []
         scores = self._scores(snapshot, parsed, method, mask)
         hits = []
@@ -283,16 +289,36 @@ class ToolIndex:
             dimension = snapshot.space.tool_vectors.shape[1]
             empty = np.zeros(dimension, dtype=np.float32)
             return score_tools(snapshot.space, tool_vector=empty, server_vector=empty, lexical_text=lexical_text, method="bm25")
-        texts = [parsed.tool] if parsed.server is None else [parsed.tool, parsed.server]
-        vectors = self.embedder.embed_queries(texts)
+        if parsed.server:
+            tool_vector, server_vector = self._query_vectors([parsed.tool, parsed.server])
+        else:
+            tool_vector = server_vector = self._query_vectors([parsed.tool])[0]
         return score_tools(
             snapshot.space,
-            tool_vector=vectors[0],
-            server_vector=vectors[-1],
+            tool_vector=tool_vector,
+            server_vector=server_vector,
             lexical_text=lexical_text,
             method=method,
             mask=mask,
         )
+
+    def _query_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Embeddings of query texts; agents repeat queries, so recent ones are remembered."""
+        with self._cache_lock:
+            found = {text: self._query_cache.get(text) for text in texts}
+            for text, vector in found.items():
+                if vector is not None:
+                    self._query_cache.move_to_end(text)
+        missing = [text for text, vector in found.items() if vector is None]
+        if missing:
+            vectors = self.embedder.embed_queries(missing)
+            with self._cache_lock:
+                for text, vector in zip(missing, vectors, strict=True):
+                    vector.setflags(write=False)
+                    found[text] = self._query_cache[text] = vector
+                while len(self._query_cache) > QUERY_CACHE_SIZE:
+                    self._query_cache.popitem(last=False)
+        return [found[text] for text in texts]  # type: ignore[misc]
 
     def _mask(self, snapshot: _Snapshot, server: str | None, servers: Collection[str] | None) -> np.ndarray | None:
         allowed: set[int] | None = None
@@ -387,6 +413,9 @@ class ToolIndex:
             self._store.delete_servers(servers_to_delete)
 
             report.total = len(stored) + report.added - report.removed
+            if state is not None and not catalog:
+                # A partial sync (the copilot indexing new servers) keeps the last build's catalog.
+                catalog, catalog_digest = state.catalog, state.catalog_digest
             if report.changed or state is None or state.catalog != catalog or state.catalog_digest != catalog_digest:
                 self._invalidate()
                 self._store.write_state(

@@ -100,6 +100,7 @@ class CountingEmbedder:
         self.label = self.real.label
         self.path = self.real.path
         self.embedded: list[str] = []
+        self.queries: list[str] = []
 
     @property
     def loaded(self) -> bool:
@@ -113,6 +114,7 @@ class CountingEmbedder:
         return self.real.embed(texts, progress=progress, **options)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        self.queries.extend(texts)
         return self.real.embed_queries(texts)
 
 

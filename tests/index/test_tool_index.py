@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -224,6 +226,34 @@ def test_index_built_with_another_model_is_not_searched(built_home: Path) -> Non
     with pytest.raises(IndexNotBuiltError, match="built with the embedding model 'all-MiniLM-L6-v2'"):
         other.search("weather")
     assert not other.embedder.loaded
+
+
+def test_repeated_queries_reuse_their_embedding(built_home: Path) -> None:
+    counting = CountingEmbedder()
+    index = open_index(built_home, counting)
+    first = index.search("<tool_assistant>\nserver: maps\ntool: driving directions\n</tool_assistant>")
+    assert counting.queries == ["driving directions", "maps"]  # one batch for both parts
+    again = index.search("<tool_assistant>\nserver: maps\ntool: driving directions\n</tool_assistant>")
+    index.search("driving directions", server="maps")
+    assert counting.queries == ["driving directions", "maps"] and again == first
+
+
+def test_an_empty_catalog_builds_an_empty_index(tmp_path: Path) -> None:
+    index = open_index(tmp_path, Embedder())
+    report = index.sync([])
+    assert report.total == 0 and index.built and index.tool_count == 0
+    assert index.search("weather") == []
+
+
+def test_importing_the_api_loads_no_heavy_library() -> None:
+    code = (
+        "import sys, index.tool_index, index.build, index.search_cli, index.livemcpbench\n"
+        "from index import ToolIndex, SearchHit\n"
+        "heavy = [m for m in ('torch', 'chromadb', 'sentence_transformers', 'jieba', 'bm25s') if m in sys.modules]\n"
+        "print(heavy)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_duplicate_tools_are_rejected(tmp_path: Path) -> None:

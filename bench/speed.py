@@ -1,0 +1,287 @@
+"""Search-index speed: route latency, build times, and a synthetic 100,000-tool catalog.
+
+``python -m bench speed`` (or ``python -m bench.speed [--scale 100000] [--rounds 3]``)
+
+1. Route latency on the 527-tool LiveMCPBench index, warm, over the 95 task questions:
+   the hybrid ``ToolIndex.search`` against two baselines measured in the same run and
+   interleaved query by query -- plain dense brute force (embed + one matrix product) and
+   Chroma's own HNSW query.
+2. Build time of that index from the snapshot, as a user runs it (``python -m index build`` in a
+   fresh process): cold into an empty store, then again with nothing changed.
+3. With ``--scale N``: N synthetic tools (real tool texts with varied names and extra words,
+   vectors = the real tool's vector plus noise) written straight into a Chroma store, then
+   load time, memory (RSS) and route latency -- again against dense brute force and Chroma.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from index.errors import CopilotError
+from index.livemcpbench import load_livemcpbench
+from index.records import Catalog, ToolRecord, load_catalog
+from index.settings import DEFAULT_CATALOG, PROJECT_DIR, CopilotSettings
+from index.store import ChromaStore, IndexState
+from index.text import DOCUMENT_VERSION, server_document, tool_document
+import index.tool_index as tool_index_module
+from index.tool_index import ToolIndex
+
+SHARED = Path("/work/shared/livemcpbench")
+DEFAULT_TOOLS = SHARED / "tools" / "LiveMCPTool" / "tools.json"
+DEFAULT_ANNOTATIONS = SHARED / "annotated_data" / "all_annotations.json"
+DEFAULT_TRAJECTORIES = SHARED / "sample_trajectories.json"
+FALLBACK_QUERIES = [
+    "convert a word document to pdf", "weather forecast for tomorrow", "search the web", "read a file",
+    "generate a bar chart", "current time in Tokyo", "stock price history", "find papers on arXiv",
+    "<tool_assistant>\nserver: maps\ntool: driving directions\n</tool_assistant>", "必应搜索",
+]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) * 1000.0
+
+
+def row(label: str, value: str, baseline: str = "", ratio: str = "", target: str = "") -> str:
+    return f"{label:<44} {value:>12} {baseline:>22} {ratio:>9} {target:>12}"
+
+
+def header() -> str:
+    return row("measure", "value", "baseline", "ratio", "target") + "\n" + "-" * 103
+
+
+def load_queries(path: Path) -> list[str]:
+    if not path.exists():
+        return FALLBACK_QUERIES
+    return [str(task["Question"])[:2000] for task in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def load_agent_queries(path: Path) -> list[str]:
+    """The ``route`` queries the paper's agent wrote (short ``<tool_assistant>`` blocks)."""
+    if not path.exists():
+        return []
+    queries = []
+    for task in json.loads(path.read_text(encoding="utf-8")):
+        for message in task.get("messages") or []:
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                if function.get("name") == "route":
+                    query = json.loads(function.get("arguments") or "{}").get("query")
+                    if isinstance(query, str):
+                        queries.append(query)
+    return queries
+
+
+def snapshot_catalog(tools_json: Path, workdir: Path) -> Path:
+    """The 527-tool LiveMCPBench catalog (or the project's own catalog when the data is absent)."""
+    if tools_json.exists():
+        return load_livemcpbench(tools_json).save(workdir / "livemcpbench-catalog.json")
+    return DEFAULT_CATALOG
+
+
+def time_build(catalog: Path, home: Path) -> tuple[float, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPILOT_")}
+    env["COPILOT_HOME"] = str(home)
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "index", "build", "--catalog", str(catalog)],
+        cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=1800,
+    )
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise CopilotError(f"python -m index build failed: {result.stderr.strip()[-500:]}")
+    summary = next((line for line in result.stdout.splitlines() if line.startswith("tools:")), "")
+    return elapsed, summary
+
+
+def chroma_query(store: ChromaStore, index: ToolIndex, k: int) -> Callable[[str], object]:
+    collection = store.tools()
+    assert collection is not None
+
+    def run(query: str) -> object:
+        vector = index.embedder.embed_queries([query])
+        return collection.query(query_embeddings=vector, n_results=k, include=["metadatas"])
+
+    return run
+
+
+def measure_latency(
+    index: ToolIndex, store: ChromaStore, queries: Sequence[str], rounds: int, top_k: int = 5
+) -> dict[str, list[float]]:
+    """Interleaved per query, so machine noise hits every method alike."""
+    methods: dict[str, Callable[[str], object]] = {
+        "hybrid": lambda q: index.search(q, top_k=top_k),
+        "dense brute force": lambda q: index.search(q, top_k=top_k, method="dense"),
+        "chroma HNSW": chroma_query(store, index, top_k),
+    }
+    for query in queries[:5]:  # warm every path once
+        for run in methods.values():
+            run(query)
+    timings: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(rounds):
+        for query in queries:
+            for name, run in methods.items():
+                started = time.perf_counter()
+                run(query)
+                timings[name].append(time.perf_counter() - started)
+    return timings
+
+
+def report_latency(title: str, timings: dict[str, list[float]], target_ms: float) -> list[str]:
+    hybrid = timings["hybrid"]
+    lines = []
+    for stat, q in (("p50", 50), ("p95", 95)):
+        value = percentile(hybrid, q)
+        for baseline in ("dense brute force", "chroma HNSW"):
+            base = percentile(timings[baseline], q)
+            lines.append(
+                row(
+                    f"{title} hybrid {stat}",
+                    f"{value:.1f} ms",
+                    f"{baseline} {base:.1f} ms",
+                    f"{value / base:.2f}x",
+                    f"<= {target_ms:.0f} ms" if stat == "p50" else "",
+                )
+            )
+    return lines
+
+
+def synthetic_records(base: list[ToolRecord], count: int, seed: int = 7) -> list[ToolRecord]:
+    rng = random.Random(seed)
+    vocabulary = sorted({w for r in base for w in r.description.split() if w.isalpha() and len(w) > 3})
+    records = []
+    per_server = 20
+    for i in range(count):
+        source = base[i % len(base)]
+        server = f"synthetic-{i // per_server:05d}"
+        extra = " ".join(rng.choice(vocabulary) for _ in range(6))
+        records.append(
+            source.model_copy(
+                update={
+                    "server": server,
+                    "name": f"{source.name}_{i}",
+                    "description": f"{source.description} {extra}",
+                    "server_description": f"{source.server_description} (synthetic server {i // per_server})",
+                }
+            )
+        )
+    return records
+
+
+def write_synthetic_index(home: Path, base_index: ToolIndex, count: int) -> float:
+    """Write ``count`` synthetic tools straight into Chroma (embedding 100k texts would take an hour here)."""
+    base_records = list(base_index.records().values())
+    snapshot = base_index._current(required=True)  # noqa: SLF001 -- the bench reuses the base vectors
+    assert snapshot is not None
+    base_vectors = snapshot.space.tool_vectors
+    rng = np.random.default_rng(7)
+    records = synthetic_records(base_records, count)
+    store = ChromaStore(CopilotSettings(home=home))
+    started = time.perf_counter()
+    step = 5000
+    for start in range(0, count, step):
+        chunk = records[start : start + step]
+        vectors = base_vectors[np.arange(start, start + len(chunk)) % len(base_records)]
+        vectors = vectors + rng.normal(0, 0.03, vectors.shape).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        store.upsert_tools(chunk, [tool_document(r) for r in chunk], vectors.astype(np.float32))
+        print(f"  wrote {start + len(chunk)}/{count} synthetic tools", file=sys.stderr, flush=True)
+    servers: dict[str, ToolRecord] = {}
+    for record in records:
+        servers.setdefault(record.server, record)
+    names = sorted(servers)
+    server_vectors = rng.normal(0, 1, (len(names), base_vectors.shape[1])).astype(np.float32)
+    server_vectors /= np.linalg.norm(server_vectors, axis=1, keepdims=True)
+    documents = [server_document(n, servers[n].server_description, servers[n].category, []) for n in names]
+    store.upsert_servers(names, documents, ["synthetic"] * len(names), server_vectors)
+    store.write_state(
+        IndexState(model=base_index.model_name, document_version=DOCUMENT_VERSION, catalog="synthetic", build_id="synthetic", tool_count=count)
+    )
+    return time.perf_counter() - started
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tools-json", type=Path, default=DEFAULT_TOOLS)
+    parser.add_argument("--annotations", type=Path, default=DEFAULT_ANNOTATIONS)
+    parser.add_argument("--trajectories", type=Path, default=DEFAULT_TRAJECTORIES)
+    parser.add_argument("--rounds", type=int, default=3, help="passes over the queries (default 3)")
+    parser.add_argument("--scale", type=int, default=0, metavar="N", help="also measure N synthetic tools (e.g. 100000)")
+    parser.add_argument("--skip-build", action="store_true", help="skip the cold/no-change build timing")
+    args = parser.parse_args(argv)
+    # Every query is measured embedding included: the per-index query cache would hide it.
+    tool_index_module.QUERY_CACHE_SIZE = 0
+    try:
+        import psutil
+
+        process = psutil.Process()
+        queries = load_queries(args.annotations)
+        with tempfile.TemporaryDirectory(prefix="bench-speed-") as tmp:
+            workdir = Path(tmp)
+            catalog_path = snapshot_catalog(args.tools_json, workdir)
+            catalog: Catalog = load_catalog(catalog_path)
+            home = workdir / "home"
+            lines = [header()]
+            if not args.skip_build:
+                cold, cold_summary = time_build(catalog_path, home)
+                again, again_summary = time_build(catalog_path, home)
+                print(f"cold build: {cold_summary}\nno-change build: {again_summary}", file=sys.stderr)
+                lines.append(row(f"build {len(catalog.tools)} tools, cold (new process)", f"{cold:.1f} s", "", "", "<= 30 s"))
+                lines.append(row("build, nothing changed (new process)", f"{again:.2f} s", f"cold {cold:.1f} s", f"{again / cold:.3f}x", "<= 2 s"))
+            else:
+                ToolIndex.open(CopilotSettings(home=home)).sync(catalog.tools)
+            index = ToolIndex.open(CopilotSettings(home=home))
+            started = time.perf_counter()
+            index.warm()
+            lines.append(row(f"warm-up (model + {index.tool_count} tools into memory)", f"{time.perf_counter() - started:.1f} s"))
+            store = ChromaStore(CopilotSettings(home=home))
+            timings = measure_latency(index, store, queries, args.rounds)
+            lines += report_latency(f"route, {index.tool_count} tools, questions,", timings, 15)
+            agent_queries = load_agent_queries(args.trajectories)
+            if agent_queries:
+                agent_timings = measure_latency(index, store, agent_queries, max(args.rounds, 10))
+                lines += report_latency(f"route, {index.tool_count} tools, agent queries,", agent_timings, 15)
+            print("\n".join(lines), flush=True)
+
+            if args.scale:
+                big_home = workdir / "big"
+                print(f"\nwriting {args.scale} synthetic tools into Chroma ...", file=sys.stderr, flush=True)
+                write_seconds = write_synthetic_index(big_home, index, args.scale)
+                rss_before = process.memory_info().rss
+                big = ToolIndex.open(CopilotSettings(home=big_home))
+                started = time.perf_counter()
+                big.warm()
+                load_seconds = time.perf_counter() - started
+                rss_after = process.memory_info().rss
+                big_timings = measure_latency(big, ChromaStore(CopilotSettings(home=big_home)), queries, 1)
+                scale_lines = [header()]
+                scale_lines.append(row(f"write {args.scale} tools to Chroma (no embedding)", f"{write_seconds:.0f} s"))
+                scale_lines.append(row(f"load {big.tool_count} tools into memory", f"{load_seconds:.1f} s"))
+                scale_lines.append(row("memory added by the loaded index (RSS)", f"{(rss_after - rss_before) / 2**20:.0f} MiB"))
+                scale_lines.append(row("process memory (RSS) after loading", f"{rss_after / 2**20:.0f} MiB"))
+                scale_lines += report_latency(f"route, {big.tool_count} tools,", big_timings, 50)
+                print("\n" + "\n".join(scale_lines), flush=True)
+            print(
+                f"\nquestions: {len(queries)} task questions (median {statistics.median(len(q) for q in queries):.0f} characters) "
+                f"x {args.rounds} rounds; agent queries: the paper agent's route calls in sample_trajectories.json; "
+                "query-embedding cache off"
+            )
+    except CopilotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
