@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,12 +19,6 @@ from tests.evaluation.judge_helpers import (
 from tests.support.scripted_openai import Reply, ScriptedOpenAI
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as server:
-        yield server
 
 
 async def _judged_run(

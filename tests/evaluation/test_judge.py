@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -26,12 +25,6 @@ from tests.evaluation.judge_helpers import (
 from tests.support.scripted_openai import Reply, ScriptedOpenAI, last_user_text
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as server:
-        yield server
 
 
 def _logs(tmp_path: Path, *task_ids: str) -> Path:

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,6 @@ from tests.evaluation.judge_helpers import (
 from tests.support.scripted_openai import Reply, ScriptedOpenAI
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as server:
-        yield server
 
 
 PROJECT = Path(__file__).resolve().parents[2]

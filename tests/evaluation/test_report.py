@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,12 +19,6 @@ from tests.evaluation.judge_helpers import (
 from tests.support.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedOpenAI]:
-    with ScriptedOpenAI() as server:
-        yield server
 
 
 @pytest.fixture
