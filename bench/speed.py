@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
+import index.tool_index as tool_index_module
 from index.errors import CopilotError
 from index.livemcpbench import load_livemcpbench
 from index.records import Catalog, ToolRecord, load_catalog
 from index.settings import DEFAULT_CATALOG, PROJECT_DIR, CopilotSettings
 from index.store import ChromaStore, IndexState
 from index.text import DOCUMENT_VERSION, server_document, tool_document
-import index.tool_index as tool_index_module
 from index.tool_index import ToolIndex
 
 SHARED = Path("/work/shared/livemcpbench")

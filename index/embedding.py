@@ -139,6 +139,7 @@ class Embedder:
             from transformers.utils import logging as transformers_logging
 
             transformers_logging.disable_progress_bar()
+            transformers_logging.set_verbosity_error()
         except ImportError:  # pragma: no cover
             pass
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -54,7 +54,8 @@ class IndexState(BaseModel):
 @dataclass(frozen=True)
 class LoadedTools:
     ids: list[str]
-    records: list[ToolRecord]
+    servers: list[str]
+    records_json: list[str]  # parsed on demand: 100,000 parsed records would take ~1 GB
     tokens: list[list[str]]
     vectors: np.ndarray
 
@@ -88,10 +89,6 @@ def _record_metadata(record: ToolRecord) -> dict[str, Any]:
         # BM25 tokens, so loading the index needs neither re-tokenizing nor jieba's dictionary.
         "lexical": " ".join(tokenize(tool_lexical_text(record))),
     }
-
-
-def record_from_metadata(metadata: Mapping[str, Any]) -> ToolRecord:
-    return ToolRecord.model_validate_json(str(metadata["record"]))
 
 
 def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -232,21 +229,28 @@ class ChromaStore:
 
     @_guarded
     def load_tools(self) -> LoadedTools:
-        """Every tool with its record, BM25 tokens and embedding, in id order (stable across processes)."""
+        """Every tool's server, record JSON, BM25 tokens and embedding, in id order (stable across processes)."""
         collection = self.tools()
-        rows: list[tuple[str, ToolRecord, list[str], Any]] = []
+        rows: list[tuple[str, str, str, list[str], Any]] = []
         if collection is not None:
             for page in self._pages(collection, ["metadatas", "embeddings"]):
                 embeddings = page["embeddings"]
                 for tool_id, metadata, vector in zip(page["ids"], page["metadatas"] or [], embeddings, strict=True):
-                    record = record_from_metadata(metadata)
+                    raw = str(metadata["record"])
                     lexical = metadata.get("lexical")
-                    tokens = str(lexical).split() if lexical is not None else tokenize(tool_lexical_text(record))
-                    rows.append((tool_id, record, tokens, vector))
+                    if lexical is not None:
+                        tokens = str(lexical).split()
+                    else:  # written before tokens were stored
+                        tokens = tokenize(tool_lexical_text(ToolRecord.model_validate_json(raw)))
+                    rows.append((tool_id, str(metadata.get("server", "")), raw, tokens, vector))
         rows.sort(key=lambda row: row[0])
-        matrix = np.asarray([row[3] for row in rows], dtype=np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
+        matrix = np.asarray([row[4] for row in rows], dtype=np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
         return LoadedTools(
-            ids=[row[0] for row in rows], records=[row[1] for row in rows], tokens=[row[2] for row in rows], vectors=matrix
+            ids=[row[0] for row in rows],
+            servers=[row[1] for row in rows],
+            records_json=[row[2] for row in rows],
+            tokens=[row[3] for row in rows],
+            vectors=matrix,
         )
 
     @_guarded

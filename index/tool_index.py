@@ -15,7 +15,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -77,9 +77,18 @@ class BuildReport(BaseModel):
 class _Snapshot:
     state: IndexState
     space: SearchSpace
-    records: list[ToolRecord]
+    servers: list[str]  # server of each tool, aligned with space.ids
+    records_json: list[str]
     position: dict[str, int]
     server_index: dict[str, int]
+    parsed: dict[int, ToolRecord] = field(default_factory=dict)
+
+    def record(self, position: int) -> ToolRecord:
+        """The full record, parsed on first use (a dict write is atomic, so threads may race harmlessly)."""
+        record = self.parsed.get(position)
+        if record is None:
+            record = self.parsed[position] = ToolRecord.model_validate_json(self.records_json[position])
+        return record
 
 
 def _build_id() -> str:
@@ -184,10 +193,10 @@ class ToolIndex:
     def _load(self, state: IndexState) -> _Snapshot:
         started = time.perf_counter()
         loaded = self._store.load_tools()
-        ids, records, tool_vectors = loaded.ids, loaded.records, loaded.vectors
+        ids, tool_vectors = loaded.ids, loaded.vectors
         server_names, server_vectors = self._store.load_servers()
         server_index = {name: i for i, name in enumerate(server_names)}
-        missing = sorted({r.server for r in records} - server_index.keys())
+        missing = sorted(set(loaded.servers) - server_index.keys())
         if missing:
             # A server without an embedded description still ranks by its tools (zero server signal).
             logger.warning("index has no server entry for %s", ", ".join(missing[:5]))
@@ -198,7 +207,7 @@ class ToolIndex:
         space = SearchSpace(
             ids=ids,
             tool_vectors=tool_vectors,
-            tool_servers=np.asarray([server_index[r.server] for r in records], dtype=np.int32),
+            tool_servers=np.asarray([server_index[s] for s in loaded.servers], dtype=np.int32),
             server_names=server_names,
             server_vectors=server_vectors,
             lexical=LexicalIndex(loaded.tokens),
@@ -207,7 +216,8 @@ class ToolIndex:
         return _Snapshot(
             state=state,
             space=space,
-            records=records,
+            servers=loaded.servers,
+            records_json=loaded.records_json,
             position={tool_id: i for i, tool_id in enumerate(ids)},
             server_index=server_index,
         )
@@ -224,18 +234,18 @@ class ToolIndex:
         snapshot = self._current(required=False)
         if snapshot is None:
             return {}
-        return dict(zip(snapshot.space.ids, snapshot.records, strict=True))
+        return {tool_id: snapshot.record(i) for i, tool_id in enumerate(snapshot.space.ids)}
 
     def get(self, server: str, tool: str) -> ToolRecord | None:
         snapshot = self._current(required=False)
         if snapshot is None:
             return None
         position = snapshot.position.get(f"{server}/{tool}")
-        return snapshot.records[position] if position is not None else None
+        return snapshot.record(position) if position is not None else None
 
     def server_names(self) -> list[str]:
         snapshot = self._current(required=False)
-        return sorted({r.server for r in snapshot.records}) if snapshot else []
+        return sorted(set(snapshot.servers)) if snapshot else []
 
     # -- search ------------------------------------------------------------------------------
 
@@ -268,7 +278,7 @@ class ToolIndex:
         scores = self._scores(snapshot, parsed, method, mask)
         hits = []
         for position in top_indices(scores, top_k, mask):
-            record = snapshot.records[position]
+            record = snapshot.record(position)
             hits.append(
                 SearchHit(
                     server=record.server,
@@ -337,7 +347,7 @@ class ToolIndex:
     def _unknown_server_message(snapshot: _Snapshot, server: str) -> str:
         from rapidfuzz import process
 
-        names = sorted({r.server for r in snapshot.records})
+        names = sorted(set(snapshot.servers))
         close = [match for match, score, _ in process.extract(server, names, limit=3) if score >= 60]
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         return f"no server named {server!r} in the index.{hint} ({len(names)} servers are indexed.)"
