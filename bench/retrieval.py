@@ -28,10 +28,10 @@ from pathlib import Path
 from index.errors import CopilotError
 from index.livemcpbench import load_livemcpbench
 from index.ranking import METHODS, Method
-from index.settings import CopilotSettings
+from index.settings import CopilotSettings, livemcpbench_dir
 from index.tool_index import ToolIndex
 
-SHARED = Path("/work/shared/livemcpbench")
+SHARED = livemcpbench_dir()
 DEFAULT_TOOLS = SHARED / "tools" / "LiveMCPTool" / "tools.json"
 DEFAULT_ANNOTATIONS = SHARED / "annotated_data" / "all_annotations.json"
 DEFAULT_TRAJECTORIES = SHARED / "sample_trajectories.json"

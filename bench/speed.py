@@ -33,12 +33,12 @@ import index.tool_index as tool_index_module
 from index.errors import CopilotError
 from index.livemcpbench import load_livemcpbench
 from index.records import Catalog, ToolRecord, load_catalog
-from index.settings import DEFAULT_CATALOG, PROJECT_DIR, CopilotSettings
+from index.settings import DEFAULT_CATALOG, PROJECT_DIR, CopilotSettings, livemcpbench_dir
 from index.store import ChromaStore, IndexState
 from index.text import DOCUMENT_VERSION, server_document, tool_document
 from index.tool_index import ToolIndex
 
-SHARED = Path("/work/shared/livemcpbench")
+SHARED = livemcpbench_dir()
 DEFAULT_TOOLS = SHARED / "tools" / "LiveMCPTool" / "tools.json"
 DEFAULT_ANNOTATIONS = SHARED / "annotated_data" / "all_annotations.json"
 DEFAULT_TRAJECTORIES = SHARED / "sample_trajectories.json"

@@ -55,3 +55,16 @@ class CopilotSettings(BaseSettings):
 
     def catalog_file(self) -> Path:
         return self.catalog if self.catalog is not None else DEFAULT_CATALOG
+
+
+def livemcpbench_dir() -> Path:
+    """The public LiveMCPBench release, read in place (tests and benchmarks skip without it).
+
+    ``COPILOT_LIVEMCPBENCH_DIR`` wins; otherwise ``shared/livemcpbench`` beside the checkout.
+    """
+    import os
+
+    configured = os.environ.get("COPILOT_LIVEMCPBENCH_DIR")
+    if configured:
+        return Path(configured)
+    return PROJECT_DIR.parent / "shared" / "livemcpbench"

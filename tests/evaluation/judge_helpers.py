@@ -10,6 +10,7 @@ from typing import Any
 
 from evaluation.judge import JudgeOptions
 from evaluation.llm import LLMSettings
+from index.settings import livemcpbench_dir
 from server.trajectory import (
     ExecuteEvent,
     ExecuteResult,
@@ -25,8 +26,8 @@ from server.trajectory import (
 )
 from tests.support.scripted_openai import Reply, ScriptedOpenAI, last_user_text
 
-SAMPLE_TRAJECTORIES = Path("/work/shared/livemcpbench/sample_trajectories.json")
-ALL_ANNOTATIONS = Path("/work/shared/livemcpbench/annotated_data/all_annotations.json")
+SAMPLE_TRAJECTORIES = livemcpbench_dir() / "sample_trajectories.json"
+ALL_ANNOTATIONS = livemcpbench_dir() / "annotated_data/all_annotations.json"
 
 
 def options(llm: ScriptedOpenAI, tmp_path: Path, **overrides: Any) -> JudgeOptions:

@@ -23,6 +23,7 @@ from evaluation.workspace import (
     write_task_servers,
 )
 from index.errors import ConfigError
+from index.settings import livemcpbench_dir
 
 
 @pytest.fixture()
@@ -240,11 +241,11 @@ def test_text_preview_is_bounded_and_utf8_aware(tmp_path: Path) -> None:
     assert text_preview(binary) is None
 
 
-LIVEMCPBENCH = Path("/work/shared/livemcpbench/annotated_data")
+LIVEMCPBENCH = livemcpbench_dir() / "annotated_data"
 PROJECT_SERVERS = Path(__file__).resolve().parents[2] / "servers.json"
 
 
-@pytest.mark.skipif(not LIVEMCPBENCH.is_dir(), reason="LiveMCPBench data not present at /work/shared/livemcpbench")
+@pytest.mark.skipif(not LIVEMCPBENCH.is_dir(), reason="LiveMCPBench data not present (set COPILOT_LIVEMCPBENCH_DIR or put it at ../shared/livemcpbench)")
 def test_livemcpbench_task_files_and_project_servers(tmp_path: Path) -> None:
     from evaluation.run_tasks import load_tasks
 

@@ -14,10 +14,10 @@ import numpy as np
 
 from index.embedding import Embedder, get_embedder
 from index.records import Catalog, CatalogServer, ToolRecord
-from index.settings import CopilotSettings
+from index.settings import CopilotSettings, livemcpbench_dir
 from index.tool_index import ToolIndex
 
-LIVEMCPBENCH_TOOLS = Path("/work/shared/livemcpbench/tools/LiveMCPTool/tools.json")
+LIVEMCPBENCH_TOOLS = livemcpbench_dir() / "tools/LiveMCPTool/tools.json"
 
 
 def _schema(required: Sequence[str] = (), **properties: str) -> dict[str, Any]:

@@ -12,11 +12,10 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from index_support import make_records, open_index
 
 from index.errors import ConfigError, IndexNotBuiltError
 from index.store import IndexStoreError, parse_chroma_url
-
-from index_support import make_records, open_index
 
 pytestmark = pytest.mark.timeout(240)
 

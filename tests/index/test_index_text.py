@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from index_support import make_records
 
 from index.errors import QueryError
 from index.query import MAX_QUERY_CHARS, REFUSED_QUERY_CHARS, check_top_k, parse_query
 from index.text import humanize, split_identifier, tokenize, tool_document
-
-from index_support import make_records
 
 
 @pytest.mark.parametrize(

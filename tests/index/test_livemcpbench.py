@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from index_support import LIVEMCPBENCH_TOOLS, open_index
 
 from index.cli import main
 from index.errors import CatalogError
 from index.livemcpbench import load_livemcpbench
 from index.records import load_catalog
-
-from index_support import LIVEMCPBENCH_TOOLS, open_index
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from index_support import make_catalog, make_records
 
 import index.build
 import index.settings
 from index.cli import main
-
-from index_support import make_catalog, make_records
 
 pytestmark = pytest.mark.timeout(300)
 

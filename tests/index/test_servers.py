@@ -11,10 +11,10 @@ import pytest
 
 from index.errors import ConfigError
 from index.servers import ServerConfig, load_servers, parse_servers
-from index.settings import PROJECT_DIR
+from index.settings import PROJECT_DIR, livemcpbench_dir
 
 PROJECT_SERVERS = PROJECT_DIR / "servers.json"
-ALL_CONFIG = Path("/work/shared/livemcpbench/tools/LiveMCPTool/all_config.json")
+ALL_CONFIG = livemcpbench_dir() / "tools/LiveMCPTool/all_config.json"
 
 pytestmark = pytest.mark.timeout(30)
 

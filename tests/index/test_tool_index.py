@@ -8,14 +8,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from index_support import CountingEmbedder, make_records, open_index
 
 import index.tool_index as tool_index_module
 from index.embedding import Embedder, bundled_model_path
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.records import ToolRecord
 from index.tool_index import ToolIndex
-
-from index_support import CountingEmbedder, make_records, open_index
 
 pytestmark = pytest.mark.timeout(300)
 
