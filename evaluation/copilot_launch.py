@@ -23,7 +23,10 @@ _PASS_PREFIXES = ("COPILOT_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_")
 _PASS_NAMES = frozenset({"TMPDIR", "TOKENIZERS_PARALLELISM"})
 #: Set per task by the runner; never inherited from the runner's own environment.
 _PER_TASK = frozenset(
-    {"COPILOT_LOG_DIR", "COPILOT_TASK_ID", "COPILOT_QUESTION", "COPILOT_CATEGORY", "COPILOT_LOG_FILE", "COPILOT_SERVERS"}
+    {
+        "COPILOT_LOG_DIR", "COPILOT_TASK_ID", "COPILOT_QUESTION", "COPILOT_CATEGORY", "COPILOT_LOG_FILE",
+        "COPILOT_SERVERS", "COPILOT_WORKDIR", "COPILOT_CHILD_LOG_DIR",
+    }
 )
 
 
@@ -55,9 +58,17 @@ def copilot_launch(
     copilot_home: Path | None,
     cwd: Path,
     category: str | None = None,
+    workdir: Path | None = None,
+    child_log_dir: Path | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> CopilotLaunch:
-    """The copilot process for one task (``python -m server`` with this interpreter)."""
+    """The copilot process for one task (``python -m server`` with this interpreter).
+
+    ``workdir`` holds the children's temp directories (the pool sets ``TMPDIR``/``TEMP``/``TMP``
+    to ``<workdir>/<server>/tmp`` whatever the servers file says) and ``child_log_dir`` their
+    stderr logs; the runner puts both in the task's directory so no task writes to another's,
+    nor to the copilot home.
+    """
     source = os.environ if environ is None else environ
     env = {
         key: value
@@ -81,6 +92,10 @@ def copilot_launch(
         env["COPILOT_CATEGORY"] = category
     if copilot_home is not None:
         env["COPILOT_HOME"] = str(copilot_home)
+    if workdir is not None:
+        env["COPILOT_WORKDIR"] = str(workdir)
+    if child_log_dir is not None:
+        env["COPILOT_CHILD_LOG_DIR"] = str(child_log_dir)
     return CopilotLaunch(
         command=sys.executable,
         args=["-m", "server", "--servers", str(servers_file)],

@@ -7,9 +7,11 @@ Per task, in ``<out>``:
   copilot appends its own session with every ``route``/``execute``; the runner then adds
   ``usage`` (per model call), ``final_answer``, the ``workspace`` changes and ``session_end``
   (whose ``reason`` says how the task ended).
-- ``tasks/<task_id>/`` — the workspace (``workspace/``), the per-task ``servers.json`` and
-  ``mcp_config.json``, the question and answer files, the agent's stdout/stderr, the copilot's
-  stderr, and the built-in agent's conversation (``messages.json``).
+- ``tasks/<task_id>/`` — the workspace (``workspace/``), the child servers' home (``home/``, see
+  :mod:`evaluation.child_home`), their working and temp directories (``work/<server>/tmp``) and
+  stderr logs (``children/``), the per-task ``servers.json`` and ``mcp_config.json``, the
+  question and answer files, the agent's stdout/stderr, the copilot's stderr, and the built-in
+  agent's conversation (``messages.json``). Only ``workspace/`` is listed as the task's output.
 - ``summary.json`` — one record per finished task (see :mod:`evaluation.run_models`).
 
 Every failure of a task — missing inputs, a missing agent program, a model endpoint that refuses
@@ -39,6 +41,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from evaluation.agent import AgentConfig, AgentError, CopilotAgent, copilot_session, stderr_tail
+from evaluation.child_home import child_environment, shared_locations
 from evaluation.copilot_launch import CopilotLaunch, copilot_launch
 from evaluation.external_agent import missing_program, render_command, run_external_agent
 from evaluation.llm import EndpointError, probe_endpoint
@@ -100,6 +103,20 @@ class TaskPaths:
         return self.dir / "workspace"
 
     @property
+    def home(self) -> Path:
+        """The child servers' ``HOME``: beside the workspace, so it is not listed as output."""
+        return self.dir / "home"
+
+    @property
+    def work(self) -> Path:
+        """The pool's work directory: each child's temp directory is ``work/<server>/tmp``."""
+        return self.dir / "work"
+
+    @property
+    def child_logs(self) -> Path:
+        return self.dir / "children"
+
+    @property
     def trajectory(self) -> Path:
         return self.out / f"{self.task_id}.jsonl"
 
@@ -141,6 +158,8 @@ class BenchmarkRunner:
         self._program_error = missing_program(config.agent_cmd) if config.agent_cmd else None
         self._done = 0
         self._failed = 0
+        #: The real package caches every task's children share (resolved once, on first use).
+        self._shared_locations: dict[str, str] | None = None
 
     # ------------------------------------------------------------------------------ run
 
@@ -296,9 +315,14 @@ class BenchmarkRunner:
             warnings = await anyio.to_thread.run_sync(
                 lambda: copy_task_files(config.task_files, workspace, skip={config.tasks_file, config.out})
             )
+            if self._shared_locations is None:
+                self._shared_locations = await anyio.to_thread.run_sync(shared_locations)
+            home = paths.home.resolve()
+            home.mkdir(parents=True, exist_ok=True)
+            child_env = child_environment(home, self._shared_locations)
             rewrites = await anyio.to_thread.run_sync(
                 lambda: write_task_servers(
-                    config.servers_file, paths.file("servers.json"), workspace, config.task_files, config.cwd
+                    config.servers_file, paths.file("servers.json"), workspace, config.task_files, config.cwd, child_env
                 )
             )
         except (OSError, CopilotError) as error:
@@ -324,6 +348,8 @@ class BenchmarkRunner:
             copilot_home=config.copilot_home,
             cwd=config.cwd,
             category=task.category or None,
+            workdir=paths.work.resolve(),
+            child_log_dir=paths.child_logs.resolve(),
         )
         if config.agent_cmd is None:
             await self._run_builtin(question, launch, paths, writer, outcome)

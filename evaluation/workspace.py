@@ -8,9 +8,10 @@ so every task gets:
 - a workspace directory with a copy of the task files (directories copied, ``*.bundle`` git
   bundles cloned, the annotations file and other non-task files skipped);
 - its question rewritten so ``/root`` names the workspace;
-- a servers file in which every stdio child runs in the workspace and launch arguments that name
+- a servers file in which every stdio child runs in the workspace, launch arguments that name
   a root directory (the filesystem server's ``/``, arxiv's ``--storage-path``, an existing
-  directory, ``/root/…``) point into it;
+  directory, ``/root/…``) point into it, and each child's ``env`` gets the task's own ``HOME``
+  with the package caches kept shared (:mod:`evaluation.child_home`);
 - after the run, the list of files it created, changed or deleted (``WorkspaceChanges``).
 """
 
@@ -23,10 +24,12 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluation.child_home import merge_entry_env
 from index.errors import ConfigError
 from server.trajectory import WorkspaceChanges, WorkspaceFile
 
@@ -233,12 +236,19 @@ def rewrite_args(args: list[str], mapper: _PathMapper) -> tuple[list[str], list[
 
 
 def rewrite_servers(
-    servers: dict[str, Any], workspace: Path, task_files: Path | None, base_cwd: Path
+    servers: dict[str, Any],
+    workspace: Path,
+    task_files: Path | None,
+    base_cwd: Path,
+    child_env: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[ServerRewrite]]:
     """A copy of a parsed ``servers.json`` with every stdio child confined to ``workspace``.
 
-    Works on the raw JSON (not the validated models) so every key the copilot understands —
-    ``description``, ``enabled``, ``${VAR}`` placeholders, … — passes through untouched.
+    ``child_env`` (the task's ``HOME`` and the shared caches, from
+    :func:`evaluation.child_home.child_environment`) is added to every stdio entry's ``env``;
+    what an entry sets itself wins. Works on the raw JSON (not the validated models) so every key
+    the copilot understands — ``description``, ``enabled``, ``${VAR}`` placeholders, … — passes
+    through untouched.
     """
     entries_key = "mcpServers" if isinstance(servers.get("mcpServers"), dict) else "servers"
     entries = servers.get(entries_key)
@@ -265,6 +275,8 @@ def rewrite_servers(
                     env[key] = mapper.map(value, storage=True) or value
                     rewrite.env.append(key)
             entry["env"] = env
+        if child_env and isinstance(entry.get("env", {}), dict):  # a malformed env is the copilot's to report
+            entry["env"] = merge_entry_env(entry.get("env", {}), child_env)
         entry["cwd"] = str(workspace)
         out[name] = entry
         if rewrite.args or rewrite.env:
@@ -273,7 +285,12 @@ def rewrite_servers(
 
 
 def write_task_servers(
-    servers_file: Path, target: Path, workspace: Path, task_files: Path | None, base_cwd: Path
+    servers_file: Path,
+    target: Path,
+    workspace: Path,
+    task_files: Path | None,
+    base_cwd: Path,
+    child_env: Mapping[str, str] | None = None,
 ) -> list[ServerRewrite]:
     """Write the per-task servers file derived from ``servers_file``; returns what changed."""
     try:
@@ -287,7 +304,7 @@ def write_task_servers(
     if not isinstance(data, dict):
         raise ConfigError(f"{servers_file}:1: expected a JSON object with an 'mcpServers' mapping.")
     try:
-        rewritten, rewrites = rewrite_servers(data, workspace, task_files, base_cwd)
+        rewritten, rewrites = rewrite_servers(data, workspace, task_files, base_cwd, child_env)
     except ConfigError as error:
         raise ConfigError(f"{servers_file}: {error}") from None
     target.parent.mkdir(parents=True, exist_ok=True)

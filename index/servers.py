@@ -165,8 +165,9 @@ def _line_of(text: str, name: str) -> int:
 def _describe(error: ValidationError) -> str:
     parts = []
     for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "entry"
-        parts.append(f"{where}: {item['msg']}")
+        message = str(item["msg"]).removeprefix("Value error, ")
+        where = ".".join(str(p) for p in item["loc"])
+        parts.append(f"'{where}': {message}" if where else message)
     return "; ".join(parts)
 
 

@@ -192,6 +192,47 @@ def test_concurrent_tasks_each_get_their_own_workspace(bench) -> None:
     assert all(f"/tasks/{task}/workspace" in text or "/root" not in text for task, text in seen.items())
 
 
+def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, monkeypatch) -> None:
+    real_home = bench["tmp"] / "real-home"
+    (real_home / ".npmrc").parent.mkdir(parents=True)
+    (real_home / ".npmrc").write_text("registry=https://registry.example.test/\n")
+    monkeypatch.setenv("HOME", str(real_home))
+    for name in ("XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "npm_config_cache", "NPM_CONFIG_CACHE",
+                 "npm_config_userconfig", "NPM_CONFIG_USERCONFIG", "UV_CACHE_DIR", "UV_TOOL_DIR", "UV_PYTHON_INSTALL_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COPILOT_WORKDIR", str(bench["tmp"] / "shared-work"))  # a per-task value replaces it
+    servers = json.loads(bench["servers"].read_text())
+    servers["mcpServers"]["notes"] = {"command": "uvx", "args": ["notes-server"], "env": {"HOME": "/srv/notes"}}
+    bench["servers"].write_text(json.dumps(servers))
+
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-write-1", "task-answer-2") == 0
+    homes = set()
+    for task in ("task-write-1", "task-answer-2"):
+        task_dir = bench["out"] / "tasks" / task
+        copilot_env = json.loads((task_dir / "mcp_config.json").read_text())["mcpServers"]["copilot"]["env"]
+        # The pool puts each child's TMPDIR/TEMP/TMP in <COPILOT_WORKDIR>/<server>/tmp: the task's.
+        assert copilot_env["COPILOT_WORKDIR"] == str(task_dir / "work")
+        assert copilot_env["COPILOT_CHILD_LOG_DIR"] == str(task_dir / "children")
+        entries = json.loads(Path(copilot_env["COPILOT_SERVERS"]).read_text())["mcpServers"]
+        for name in ("fx", "filesystem"):
+            env = entries[name]["env"]
+            assert env["HOME"] == str(task_dir / "home"), name
+            assert env["XDG_DATA_HOME"] == str(task_dir / "home" / ".local" / "share")
+            assert env["npm_config_cache"] == str(real_home / ".npm")
+            assert env["npm_config_userconfig"] == str(real_home / ".npmrc")
+            assert env["UV_CACHE_DIR"] == str(real_home / ".cache" / "uv")
+            assert env["UV_PYTHON_INSTALL_DIR"] == str(real_home / ".local" / "share" / "uv" / "python")
+            assert env["XDG_CACHE_HOME"] == str(real_home / ".cache")
+        assert entries["notes"]["env"]["HOME"] == "/srv/notes"
+        assert entries["notes"]["env"]["npm_config_cache"] == str(real_home / ".npm")
+        assert (task_dir / "home").is_dir()
+        homes.add(entries["fx"]["env"]["HOME"])
+    assert len(homes) == 2
+    # The home is beside the workspace, so it is never listed as the task's output.
+    changes = next(e for e in read_events(bench["out"] / "task-answer-2.jsonl") if e["event"] == "workspace")
+    assert [f["path"] for f in changes["files"]] == ["/root/seen-question.txt"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -10,6 +10,8 @@ import os
 import shlex
 import subprocess
 import sys
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from evaluation.judge import main as judge_main
 from evaluation.run import main as run_main
 from evaluation.run_models import RunSummary
 from tests.evaluation.run_support import path_in, read_events, route_execute_answer, tool_results, write_tasks
-from tests.support.scripted_openai import Reply, ScriptedOpenAI
+from tests.support.scripted_openai import Reply, ScriptedOpenAI, ToolCall
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -78,9 +80,9 @@ def copilot_vars(copilot_env, monkeypatch) -> dict[str, Path]:
     return copilot_env
 
 
-def run(env: dict[str, Path], out: Path, *extra: str) -> int:
+def run(env: dict[str, Path], out: Path, *extra: str, tasks: Path | None = None) -> int:
     return run_main([
-        "--tasks", str(env["tasks"]), "--out", str(out), "--servers", str(env["servers"]),
+        "--tasks", str(tasks or env["tasks"]), "--out", str(out), "--servers", str(env["servers"]),
         "--copilot-home", str(env["home"]), "--task-timeout", "180", *extra,
     ])
 
@@ -192,6 +194,64 @@ def test_external_mcp_agent_through_agent_cmd(copilot_vars, tmp_path) -> None:
     changes = next(e for e in events if e["event"] == "workspace")
     assert [f["path"] for f in changes["files"]] == ["/root/markdown/hello.md"]
     assert record.tool_calls == 2
+
+
+HOME_PROBES = ("HOME", "TMPDIR", "npm_config_cache", "UV_CACHE_DIR")
+
+
+def home_writer(name: str) -> Callable[[dict], Reply]:
+    """A model that writes ``~/name`` through the fixture server, then asks the same child for its
+    environment, and answers with every result, one a line."""
+
+    def handler(request: dict) -> Reply:
+        done = len(tool_results(request))
+        if done == 0:
+            return Reply(tool_calls=[ToolCall("route", {"query": "write a file in the home directory"})])
+        if done == 1:
+            call = {"server_name": "fx", "tool_name": "write_home_file", "params": {"name": name, "text": "kept"}}
+            return Reply(tool_calls=[ToolCall("execute", call)])
+        if done < 2 + len(HOME_PROBES):
+            probe = {"server_name": "fx", "tool_name": "get_env", "params": {"name": HOME_PROBES[done - 2]}}
+            return Reply(tool_calls=[ToolCall("execute", probe)])
+        return Reply(content="\n".join(tool_results(request)[1:]))
+
+    return handler
+
+
+def test_a_child_writing_to_home_writes_into_the_task_not_the_real_home(copilot_vars, tmp_path) -> None:
+    env = copilot_vars
+    out = tmp_path / "run"
+    tasks = write_tasks(tmp_path / "home-task" / "all_annotations.json", [
+        {"task_id": "e2e-home", "question": "Keep a note in your home directory.", "category": "Lifestyle"},
+    ])
+    name = f"e2e-home-{uuid.uuid4().hex}.txt"
+    real_home = Path.home()
+    try:
+        with ScriptedOpenAI(handler=home_writer(name)) as llm:
+            assert run(env, out, "--base-url", llm.base_url, "--api-key", "k", "--model", "m", tasks=tasks) == 0
+        written_in_real_home = (real_home / name).exists()
+    finally:
+        (real_home / name).unlink(missing_ok=True)
+    record = RunSummary.model_validate_json((out / "summary.json").read_text()).tasks["e2e-home"]
+    assert (record.status, record.error) == ("completed", None)
+    task_dir = (out / "tasks" / "e2e-home").resolve()
+    answer = next(e for e in read_events(out / "e2e-home.jsonl") if e["event"] == "final_answer")["text"]
+    written, home, tmpdir, npm_cache, uv_cache = answer.splitlines()
+    assert written == str(task_dir / "home" / name)
+    assert (task_dir / "home" / name).read_text() == "kept"
+    assert not written_in_real_home
+    assert home == str(task_dir / "home")
+    assert tmpdir == str(task_dir / "work" / "fx" / "tmp")
+    # The package caches stay the real, shared ones: npx/uvx do not download again per task.
+    expected_npm = os.environ.get("npm_config_cache") or os.environ.get("NPM_CONFIG_CACHE") or str(real_home / ".npm")
+    assert npm_cache == expected_npm
+    uv = subprocess.run([Path(sys.executable).with_name("uv"), "cache", "dir"], capture_output=True, text=True,
+                        timeout=30, check=True)
+    assert uv_cache == uv.stdout.strip()
+    # The child's stderr log is the task's too; the home is not the task's listed output.
+    assert (task_dir / "children" / "fx.log").is_file()
+    changes = next(e for e in read_events(out / "e2e-home.jsonl") if e["event"] == "workspace")
+    assert changes["files"] == []
 
 
 def test_endpoint_refusing_tools_is_a_per_task_failure(copilot_vars, tmp_path, capsys) -> None:

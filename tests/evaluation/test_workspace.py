@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluation.child_home import child_environment
 from evaluation.workspace import (
     copy_task_files,
     diff,
@@ -173,6 +174,39 @@ def test_rewrite_never_escapes_the_workspace(tmp_path: Path) -> None:
         _servers(s={"command": "srv", "args": ["/root/../../etc"]}), workspace, None, base_cwd=tmp_path
     )
     assert rewritten["mcpServers"]["s"]["args"] == [str(workspace)]
+
+
+def test_rewrite_gives_every_stdio_child_the_task_home(tmp_path: Path) -> None:
+    workspace = tmp_path / "task" / "workspace"
+    home = tmp_path / "task" / "home"
+    task_env = child_environment(home, {"npm_config_cache": "/real/.npm", "UV_CACHE_DIR": "/real/.cache/uv"})
+    servers = _servers(
+        plain={"command": "npx", "args": ["-y", "some-server"]},
+        excel={"command": "npx", "args": ["excel"], "env": {"OUT": "/root/excel", "UV_CACHE_DIR": "/mine/uv"}},
+        notes={"command": "uvx", "args": ["notes"], "env": {"HOME": "/srv/notes"}},
+        remote={"url": "https://example.test/mcp"},
+    )
+    rewritten, rewrites = rewrite_servers(servers, workspace, None, base_cwd=tmp_path, child_env=task_env)
+    entries = rewritten["mcpServers"]
+    assert entries["plain"]["env"] == task_env
+    assert entries["excel"]["env"] == {**task_env, "OUT": str(workspace / "excel"), "UV_CACHE_DIR": "/mine/uv"}
+    assert entries["notes"]["env"]["HOME"] == "/srv/notes" and "XDG_DATA_HOME" not in entries["notes"]["env"]
+    assert entries["notes"]["env"]["npm_config_cache"] == "/real/.npm"
+    assert entries["remote"] == {"url": "https://example.test/mcp"}
+    # Only what was redirected into the workspace is reported as a rewrite, not the common env.
+    assert {(r.server, tuple(r.env)) for r in rewrites} == {("excel", ("OUT",))}
+
+
+def test_the_copilot_starts_children_with_the_task_home(tmp_path: Path) -> None:
+    from index.servers import load_servers
+
+    source = tmp_path / "servers.json"
+    source.write_text(json.dumps(_servers(fx={"command": sys.executable, "args": ["-c", "pass"]})))
+    target = tmp_path / "task" / "servers.json"
+    home = tmp_path / "task" / "home"
+    write_task_servers(source, target, tmp_path / "task" / "workspace", None, tmp_path, child_environment(home, {}))
+    child = load_servers(target).servers["fx"].child_environment({"HOME": "/real", "PATH": "/usr/bin"})
+    assert child["HOME"] == str(home) and child["XDG_CONFIG_HOME"] == str(home / ".config")
 
 
 def test_write_task_servers_reports_bad_files(tmp_path: Path) -> None:
