@@ -83,7 +83,6 @@ def copilot_launch(
             "COPILOT_SERVERS": str(servers_file),
             # The per-task servers file rewrites launch arguments, which changes each server's
             # launch hash; without this the copilot would re-crawl every server for every task.
-            "COPILOT_BACKGROUND_INDEX": "0",
             "COPILOT_AUTO_INDEX": "0",
             "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
         }

@@ -7,7 +7,7 @@ Per task, in ``<out>``:
   copilot appends its own session with every ``route``/``execute``; the runner then adds
   ``usage`` (per model call), ``final_answer``, the ``workspace`` changes and ``session_end``
   (whose ``reason`` says how the task ended).
-- ``tasks/<task_id>/`` — the workspace (``workspace/``), the child servers' home (``home/``, see
+- ``tasks/<task_id>/`` — the workspace (``workspace/``, also the child servers' ``HOME``, see
   :mod:`evaluation.child_home`), their working and temp directories (``work/<server>/tmp``) and
   stderr logs (``children/``), the per-task ``servers.json`` and ``mcp_config.json``, the
   question and answer files, the agent's stdout/stderr, the copilot's stderr, and the built-in
@@ -104,8 +104,13 @@ class TaskPaths:
 
     @property
     def home(self) -> Path:
-        """The child servers' ``HOME``: beside the workspace, so it is not listed as output."""
-        return self.dir / "home"
+        """The child servers' ``HOME``: the workspace itself.
+
+        LiveMCPBench ran its servers as root in a container, so ``~`` was ``/root`` -- which the
+        workspace stands for. A server that saves to ``~/Downloads`` thus leaves its output where
+        the task's file listing (and so the judge) sees it; tool state under ``~/.*`` is not listed.
+        """
+        return self.workspace
 
     @property
     def work(self) -> Path:

@@ -325,13 +325,20 @@ Snapshot = dict[str, _FileState]
 
 
 def snapshot(workspace: Path) -> Snapshot:
-    """Content fingerprints of every file under ``workspace`` (``.git`` internals excluded)."""
+    """Content fingerprints of every file under ``workspace``.
+
+    Excluded: ``.git`` internals, and hidden entries at the top level -- the workspace is also the
+    children's ``HOME``, where tools keep their state (``~/.config``, ``~/.local``), not outputs.
+    """
     state: Snapshot = {}
     if not workspace.is_dir():
         return state
     for root, dirs, files in os.walk(workspace):
-        dirs[:] = [d for d in dirs if d != ".git"]
+        top = Path(root) == workspace
+        dirs[:] = [d for d in dirs if d != ".git" and not (top and d.startswith("."))]
         for name in files:
+            if top and name.startswith("."):
+                continue
             path = Path(root) / name
             try:
                 if path.is_symlink():

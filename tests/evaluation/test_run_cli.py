@@ -121,7 +121,6 @@ def test_command_agent_run_writes_trajectories_workspaces_and_summary(bench, cap
     assert copilot["env"]["COPILOT_TASK_ID"] == "task-write-1"
     assert copilot["env"]["COPILOT_LOG_FILE"] == str(out / "task-write-1.jsonl")
     assert copilot["env"]["COPILOT_QUESTION"] == start["question"]
-    assert copilot["env"]["COPILOT_BACKGROUND_INDEX"] == "0"
     task_servers = json.loads(Path(copilot["env"]["COPILOT_SERVERS"]).read_text())["mcpServers"]
     assert task_servers["filesystem"]["args"][-1] == str(workspace)
     assert task_servers["fx"]["cwd"] == str(workspace)
@@ -216,8 +215,8 @@ def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, 
         entries = json.loads(Path(copilot_env["COPILOT_SERVERS"]).read_text())["mcpServers"]
         for name in ("fx", "filesystem"):
             env = entries[name]["env"]
-            assert env["HOME"] == str(task_dir / "home"), name
-            assert env["XDG_DATA_HOME"] == str(task_dir / "home" / ".local" / "share")
+            assert env["HOME"] == str(task_dir / "workspace"), name
+            assert env["XDG_DATA_HOME"] == str(task_dir / "workspace" / ".local" / "share")
             assert env["npm_config_cache"] == str(real_home / ".npm")
             assert env["npm_config_userconfig"] == str(real_home / ".npmrc")
             assert env["UV_CACHE_DIR"] == str(real_home / ".cache" / "uv")
@@ -225,10 +224,10 @@ def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, 
             assert env["XDG_CACHE_HOME"] == str(real_home / ".cache")
         assert entries["notes"]["env"]["HOME"] == "/srv/notes"
         assert entries["notes"]["env"]["npm_config_cache"] == str(real_home / ".npm")
-        assert (task_dir / "home").is_dir()
+        assert (task_dir / "workspace").is_dir()
         homes.add(entries["fx"]["env"]["HOME"])
     assert len(homes) == 2
-    # The home is beside the workspace, so it is never listed as the task's output.
+    # Tool state under the home's hidden directories is never listed as the task's output.
     changes = next(e for e in read_events(bench["out"] / "task-answer-2.jsonl") if e["event"] == "workspace")
     assert [f["path"] for f in changes["files"]] == ["/root/seen-question.txt"]
 
