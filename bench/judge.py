@@ -18,16 +18,7 @@ import anyio
 
 from evaluation.judge import JudgeOptions, judge_paths
 from evaluation.llm import LLMSettings
-from server.trajectory import (
-    ExecuteEvent,
-    ExecuteResult,
-    FinalAnswer,
-    RouteEvent,
-    RouteHit,
-    SessionEnd,
-    SessionStart,
-    TrajectoryWriter,
-)
+from tests.evaluation.judge_helpers import task_entry, write_copilot_log, write_tasks
 from tests.support.scripted_openai import Reply, ScriptedOpenAI
 
 CATEGORIES = ("work", "daily", "entertainment", "financing", "travel", "shopping")
@@ -35,8 +26,6 @@ CATEGORIES = ("work", "daily", "entertainment", "financing", "travel", "shopping
 
 def write_trajectories(directory: Path, count: int) -> Path:
     """``count`` copilot logs plus a task list with annotated steps (one judge call per task)."""
-    import json
-
     logs = directory / "logs"
     logs.mkdir(parents=True)
     tasks = []
@@ -44,31 +33,24 @@ def write_trajectories(directory: Path, count: int) -> Path:
         task_id = f"task-{number:03d}"
         question = f"Benchmark question {number}: look something up and write it to a file."
         tasks.append(
-            {
-                "task_id": task_id,
-                "Question": question,
-                "category": CATEGORIES[number % len(CATEGORIES)],
-                "Annotator Metadata": {
-                    "Steps": "1. look it up\n2. write the file",
-                    "Tools": "1. search\n2. write_file",
-                },
-            }
-        )
-        with TrajectoryWriter(logs / f"{task_id}.jsonl") as writer:
-            writer.write(SessionStart(session_id=task_id, task_id=task_id, question=question))
-            writer.write(RouteEvent(call_id="r1", query="search", results=[RouteHit(server="web", tool="search")]))
-            writer.write(
-                ExecuteEvent(
-                    call_id="e1",
-                    server="web",
-                    tool="search",
-                    params={"q": str(number)},
-                    result=ExecuteResult(content=[{"type": "text", "text": f"result {number}"}]),
-                )
+            task_entry(
+                task_id,
+                question,
+                CATEGORIES[number % len(CATEGORIES)],
+                steps="1. look it up\n2. write the file",
+                tools="1. search\n2. write_file",
             )
-            writer.write(FinalAnswer(text=f"Answer {number}"))
-            writer.write(SessionEnd())
-    (directory / "tasks.json").write_text(json.dumps(tasks), encoding="utf-8")
+        )
+        write_copilot_log(
+            logs / f"{task_id}.jsonl",
+            task_id,
+            question,
+            session_id=task_id,
+            answer=f"Answer {number}",
+            routes=[("search", [("web", "search")])],
+            executes=[{"server": "web", "tool": "search", "params": {"q": str(number)}, "text": f"result {number}"}],
+        )
+    write_tasks(directory / "tasks.json", tasks)
     return logs
 
 

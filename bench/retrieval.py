@@ -64,15 +64,12 @@ def load_tasks(path: Path, known_tools: set[str]) -> tuple[list[Task], int]:
     return tasks, skipped
 
 
-def load_agent_queries(path: Path, tasks: dict[str, Task]) -> list[Task]:
-    """The ``route`` queries in LiveMCPBench's sample trajectories, judged against their task."""
+def route_queries(path: Path) -> list[tuple[str, str]]:
+    """``(task_id, query)`` of every ``route`` call in LiveMCPBench's sample trajectories."""
     if not path.exists():
         return []
     queries = []
     for item in json.loads(path.read_text(encoding="utf-8")):
-        task = tasks.get(str(item.get("task_id")))
-        if task is None:
-            continue
         for message in item.get("messages") or []:
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
@@ -83,8 +80,15 @@ def load_agent_queries(path: Path, tasks: dict[str, Task]) -> list[Task]:
                 except json.JSONDecodeError:
                     continue
                 if isinstance(query, str) and query.strip():
-                    queries.append(Task(task.task_id, query, task.relevant))
+                    queries.append((str(item.get("task_id")), query))
     return queries
+
+
+def load_agent_queries(path: Path, tasks: dict[str, Task]) -> list[Task]:
+    """The ``route`` queries in LiveMCPBench's sample trajectories, judged against their task."""
+    return [
+        Task(task_id, query, tasks[task_id].relevant) for task_id, query in route_queries(path) if task_id in tasks
+    ]
 
 
 def metrics(ranked: Sequence[str], relevant: frozenset[str]) -> dict[str, float]:

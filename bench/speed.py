@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import index.tool_index as tool_index_module
+from bench.retrieval import route_queries
 from index.errors import CopilotError
 from index.livemcpbench import load_livemcpbench
 from index.records import Catalog, ToolRecord, load_catalog
@@ -69,18 +70,7 @@ def load_queries(path: Path) -> list[str]:
 
 def load_agent_queries(path: Path) -> list[str]:
     """The ``route`` queries the paper's agent wrote (short ``<tool_assistant>`` blocks)."""
-    if not path.exists():
-        return []
-    queries = []
-    for task in json.loads(path.read_text(encoding="utf-8")):
-        for message in task.get("messages") or []:
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") or {}
-                if function.get("name") == "route":
-                    query = json.loads(function.get("arguments") or "{}").get("query")
-                    if isinstance(query, str):
-                        queries.append(query)
-    return queries
+    return [query for _, query in route_queries(path)]
 
 
 def snapshot_catalog(tools_json: Path, workdir: Path) -> Path:

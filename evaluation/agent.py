@@ -270,11 +270,12 @@ async def copilot_session(launch: CopilotLaunch, stderr: TextIO, startup_timeout
         raise AgentError("copilot_failed", f"cannot start the copilot ({launch.command}): {error}") from None
 
 
-def stderr_tail(path: Path, lines: int = 5) -> str:
-    """The last lines of a stderr file, for error messages that point at the cause."""
+def stderr_tail(path: Path, lines: int = 5, chars: int | None = None) -> str:
+    """The last non-blank lines of a stderr file (at most ``chars`` characters), for error
+    messages that point at the cause."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-    tail = [line for line in text.strip().splitlines() if line.strip()][-lines:]
-    return " | ".join(tail)
+    tail = " | ".join([line.strip() for line in text.splitlines() if line.strip()][-lines:])
+    return tail if chars is None else tail[-chars:]

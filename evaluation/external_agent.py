@@ -24,6 +24,7 @@ import anyio
 import psutil
 from pydantic import BaseModel
 
+from evaluation.agent import stderr_tail
 from evaluation.run_models import ErrorKind
 from index.errors import ConfigError
 from server.trajectory import Usage
@@ -126,7 +127,7 @@ async def run_external_agent(
                 await _kill_tree(process.pid, process)
     result = ExternalResult(exit_code=process.returncode, timed_out=timed_out)
     _read_answer(result, answer_file, stdout_path)
-    tail = _tail(stderr_path)
+    tail = stderr_tail(stderr_path, lines=3, chars=400)
     if timed_out:
         result.error, result.error_kind = f"the agent did not finish within {timeout:g} s (--task-timeout)", "timeout"
     elif process.returncode == 127:
@@ -184,15 +185,6 @@ def _headless_json(stdout: str) -> tuple[str, Usage | None, bool] | None:
             cost=float(data["total_cost_usd"]) if isinstance(data.get("total_cost_usd"), (int, float)) else None,
         )
     return data["result"], usage, bool(data.get("is_error"))
-
-
-def _tail(path: Path, lines: int = 3, chars: int = 400) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    kept = [line.strip() for line in text.strip().splitlines() if line.strip()][-lines:]
-    return " | ".join(kept)[-chars:]
 
 
 async def _kill_tree(pid: int, process: Any) -> None:

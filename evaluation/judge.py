@@ -25,6 +25,7 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from evaluation import report as reporting
@@ -632,10 +633,11 @@ def _print_summary(summary: JudgeSummary, console: Console) -> None:
     if summary.unknown_task_ids:
         console.print(
             f"[yellow]{len(summary.unknown_task_ids)} task id(s) not in the task list[/]: "
-            + ", ".join(summary.unknown_task_ids[:5])
+            + escape(", ".join(summary.unknown_task_ids[:5]))
         )
     for failure in summary.errors[:5]:
-        console.print(f"[red]not judged[/] {failure.task_id}: {failure.error}", highlight=False)
+        # Error texts quote the endpoint's replies: "[...]" in them must print as text, not markup.
+        console.print(f"[red]not judged[/] {escape(failure.task_id)}: {escape(failure.error)}", highlight=False)
     if summary.errors:
         console.print(f"[red]{len(summary.errors)} task(s) not judged[/]; rerun the same command to retry only those.")
     for path in summary.report_files:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -30,7 +31,7 @@ from evaluation.agent import AgentConfig
 from evaluation.external_agent import check_template
 from evaluation.judge import JudgeOptions, add_judge_arguments, judge_paths
 from evaluation.llm import LLMError, client_for, resolve_llm_settings
-from evaluation.run_models import RunManifest, TaskRecord, load_price_table
+from evaluation.run_models import RunManifest, TaskRecord, load_price_table, price_for
 from evaluation.run_tasks import BenchmarkTask, load_tasks, select_tasks
 from evaluation.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig
 from index.errors import ConfigError, CopilotError
@@ -140,11 +141,10 @@ def write_run_tasks(tasks: list[BenchmarkTask], out: Path) -> Path:
 # ---------------------------------------------------------------------------------- main
 
 
-def _catalog_hash(home: Path | None) -> str | None:
+def _catalog_hash(settings: CopilotSettings) -> str | None:
     """The digest of the catalog the index is built from (logged with every task)."""
     from index.records import load_catalog  # noqa: PLC0415 -- only when running
 
-    settings = CopilotSettings() if home is None else CopilotSettings(home=home)
     try:
         return load_catalog(settings.catalog_file()).digest()
     except CopilotError as error:
@@ -182,6 +182,33 @@ def _task_files(args: argparse.Namespace, console: Console) -> Path | None:
         markup=False,
     )
     return None
+
+
+#: AgentConfig fields -> the flags they come from (for validation errors).
+_AGENT_FLAGS = {
+    "temperature": "--temperature",
+    "max_turns": "--max-turns",
+    "max_tool_result_chars": "--max-tool-chars",
+    "tool_timeout": "--tool-timeout",
+}
+
+
+def _agent_config(args: argparse.Namespace, model: str, base_url: str) -> AgentConfig:
+    """The built-in agent's settings; an out-of-range flag is a ConfigError naming it, not a traceback."""
+    try:
+        return AgentConfig(
+            model=model,
+            temperature=args.temperature,
+            max_turns=args.max_turns,
+            max_tool_result_chars=args.max_tool_chars,
+            tool_timeout=args.tool_timeout,
+            base_url=base_url,
+        )
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        flag = _AGENT_FLAGS.get(field, field)
+        raise ConfigError(f"{flag} {first.get('input')!r}: {first['msg']}.") from None
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -270,17 +297,10 @@ def _main(args: argparse.Namespace, console: Console) -> int:
         llm_settings = resolve_llm_settings(
             args.base_url, args.api_key, args.model, timeout=args.llm_timeout
         )
-        agent_config = AgentConfig(
-            model=llm_settings.model,
-            temperature=args.temperature,
-            max_turns=args.max_turns,
-            max_tool_result_chars=args.max_tool_chars,
-            tool_timeout=args.tool_timeout,
-            base_url=llm_settings.base_url,
-        )
+        agent_config = _agent_config(args, llm_settings.model, llm_settings.base_url)
         api_key = llm_settings.api_key
         llm = client_for(llm_settings)
-        if price_table is not None and agent_config.model not in price_table:
+        if price_table is not None and price_for(price_table, agent_config.model) is None:
             console.print(
                 f"warning: {args.price_table} has no price for {agent_config.model}; cost not logged", markup=False
             )
@@ -291,15 +311,16 @@ def _main(args: argparse.Namespace, console: Console) -> int:
 
     out = args.out.resolve()
     model = agent_config.model if agent_config else None
+    version = runner_version()
     manifest = RunManifest.open(
         out,
-        runner_version=runner_version(),
+        runner_version=version,
         tasks_file=str(args.tasks.resolve()),
         servers_file=str(servers_file),
     )
     _check_same_agent(manifest, agent_label, model, out)
     manifest.summary.agent, manifest.summary.model = agent_label, model
-    manifest.summary.catalog_hash = _catalog_hash(args.copilot_home)
+    manifest.summary.catalog_hash = _catalog_hash(settings)
     manifest.save()
 
     resumed = {t.task_id for t in selected if manifest.finished(t.task_id, retry_failed=args.retry_failed)}
@@ -325,7 +346,7 @@ def _main(args: argparse.Namespace, console: Console) -> int:
         api_key=api_key,
         price_table=price_table,
         catalog_hash=manifest.summary.catalog_hash,
-        runner_version=runner_version(),
+        runner_version=version,
         cwd=Path.cwd(),
     )
     runner = BenchmarkRunner(config, manifest, llm=llm, console=console)

@@ -8,7 +8,6 @@ Anything else (no record: the run was interrupted mid-task) is rerun from scratc
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from evaluation.tasks import read_json_file
 from index.errors import ConfigError
 from server.trajectory import utc_now
 
@@ -141,12 +141,7 @@ class ModelPrice(BaseModel):
 
 def load_price_table(path: Path) -> dict[str, ModelPrice]:
     """``{"model": {"input": $/1M, "output": $/1M}}`` (or ``[input, output]`` pairs)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: price table not found.") from None
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path}:{error.lineno}: price table is not valid JSON ({error.msg}).") from None
+    data = read_json_file(path, "price table", ConfigError)
     if not isinstance(data, dict):
         raise ConfigError(f'{path}: expected {{"model": {{"input": 2.5, "output": 10.0}}}} ($ per 1M tokens).')
     table: dict[str, ModelPrice] = {}

@@ -7,14 +7,13 @@ the same way (``work`` -> ``Office`` …).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rapidfuzz import process
 
-from evaluation.tasks import canonical_category
+from evaluation.tasks import canonical_category, read_json_file
 from index.errors import ConfigError
 
 class AnnotatorMetadata(BaseModel):
@@ -39,14 +38,9 @@ class BenchmarkTask(BaseModel):
 
 def load_tasks(path: Path) -> list[BenchmarkTask]:
     """Read and validate a task list; errors name the file and the entry."""
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: task list not found (expected LiveMCPBench's all_annotations.json).") from None
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read task list ({error.strerror}).") from None
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path}:{error.lineno}:{error.colno}: task list is not valid JSON ({error.msg}).") from None
+    data: Any = read_json_file(
+        path, "task list", ConfigError, not_found_hint=" (expected LiveMCPBench's all_annotations.json)"
+    )
     if isinstance(data, dict) and isinstance(data.get("tasks"), list):
         data = data["tasks"]
     if not isinstance(data, list):

@@ -78,23 +78,28 @@ class Task(BaseModel):
         )
 
 
-def _read_json(path: Path, what: str) -> Any:
+def read_json_file(
+    path: Path, what: str, error_class: type[CopilotError] = TaskError, not_found_hint: str = ""
+) -> Any:
+    """A JSON input file (task list, labels, price table); errors name the file and line.
+
+    ``not_found_hint`` (e.g. ``" (expected …)"``) is appended to the not-found message."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise TaskError(f"{path}: {what} not found.") from None
+        raise error_class(f"{path}: {what} not found{not_found_hint}.") from None
     except OSError as error:
-        raise TaskError(f"{path}: cannot read {what} ({error.strerror}).") from None
+        raise error_class(f"{path}: cannot read {what} ({error.strerror or error}).") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise TaskError(f"{path}:{error.lineno}: {what} is not valid JSON ({error.msg}).") from None
+        raise error_class(f"{path}:{error.lineno}: {what} is not valid JSON ({error.msg}).") from None
 
 
 def load_tasks(path: str | Path) -> dict[str, Task]:
     """Tasks by id, in file order, from a LiveMCPBench annotation list."""
     path = Path(path)
-    data = _read_json(path, "task list")
+    data = read_json_file(path, "task list")
     if not isinstance(data, list):
         raise TaskError(f"{path}: a task list must be a JSON list of tasks with task_id and Question.")
     tasks: dict[str, Task] = {}
@@ -109,7 +114,7 @@ def load_tasks(path: str | Path) -> dict[str, Task]:
 def load_human_labels(path: str | Path) -> dict[str, bool]:
     """``task_id -> success`` from LiveMCPBench's human annotation (``task_success`` field)."""
     path = Path(path)
-    data = _read_json(path, "human labels")
+    data = read_json_file(path, "human labels")
     if not isinstance(data, list):
         raise TaskError(f"{path}: human labels must be a JSON list of objects with task_id and task_success.")
     labels: dict[str, bool] = {}

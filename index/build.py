@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from index.errors import CatalogError
+from index.livemcpbench import default_output
 from index.records import load_catalog
 from index.settings import DEFAULT_CATALOG, CopilotSettings
 from index.tool_index import BuildReport, Progress, ToolIndex
@@ -22,7 +23,7 @@ def resolve_catalog(settings: CopilotSettings, catalog: Path | None) -> Path:
     if path.exists():
         return path
     if catalog is None and path == DEFAULT_CATALOG:
-        imported = settings.home / "livemcpbench-catalog.json"
+        imported = default_output(settings)
         hint = f" An imported catalog exists: python -m index build --catalog {imported}" if imported.exists() else ""
         raise CatalogError(
             f"the default catalog {path} does not exist yet. Create it with 'python -m index crawl', or import "

@@ -143,6 +143,8 @@ def read_log_tail(path: Path, offset: int = 0, *, max_lines: int = 15, max_chars
     try:
         with path.open("rb") as handle:
             size = handle.seek(0, os.SEEK_END)
+            if offset > size:  # the log was rotated or truncated since ``offset`` was taken
+                offset = 0
             start = max(offset, size - 64 * 1024)
             handle.seek(start)
             data = handle.read()

@@ -144,11 +144,12 @@ async def _initialize(
     command_line = " ".join([config.command or "", *config.args])
     if scope.cancelled_caught:
         where = command_line if config.command else config.url
+        lines = tail()
         raise InitializeTimeoutError(
             f"server '{name}' ({where}) did not answer initialize within {init_timeout:g}s; it may be "
-            f"waiting for input, downloading, or hung.{format_tail(tail())}",
+            f"waiting for input, downloading, or hung.{format_tail(lines)}",
             server=name,
-            stderr_tail=tail(),
+            stderr_tail=lines,
         )
     if streams.http_errors:
         raise RemoteConnectError(
@@ -157,19 +158,21 @@ async def _initialize(
             server=name,
         )
     if failure is not None:
-        raise InitializeFailedError(f"server '{name}' {failure}.{format_tail(tail())}", server=name, stderr_tail=tail())
+        lines = tail()
+        raise InitializeFailedError(f"server '{name}' {failure}.{format_tail(lines)}", server=name, stderr_tail=lines)
     if streams.process is None:
         raise RemoteConnectError(
             f"server '{name}' at {config.url} closed the connection during initialize.", server=name
         )
     returncode = await streams.process.wait_exit(2.0)
     what = f"exited with {describe_exit(returncode)}" if returncode is not None else "closed its stdout without exiting"
+    lines = tail()
     raise ChildExitedError(
         f"server '{name}' ({command_line}) {what} before answering "
-        f"initialize.{format_tail(tail())}\nFull log: {streams.process.log_path}",
+        f"initialize.{format_tail(lines)}\nFull log: {streams.process.log_path}",
         server=name,
         returncode=returncode,
-        stderr_tail=tail(),
+        stderr_tail=lines,
     )
 
 

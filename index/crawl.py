@@ -48,6 +48,7 @@ from index.errors import ConfigError, CopilotError
 from index.records import Catalog, CatalogServer, ToolRecord, load_catalog
 from index.servers import ServerConfig, load_servers
 from index.settings import CopilotSettings
+from index.suggest import nearest_names
 
 logger = logging.getLogger(__name__)
 
@@ -459,9 +460,7 @@ def print_summary(report: CrawlReport, console: Console) -> None:
 
 
 def _suggest(name: str, choices: Iterable[str]) -> str:
-    from rapidfuzz import process
-
-    matches = [match for match, score, _ in process.extract(name, list(choices), limit=3) if score >= 60]
+    matches = nearest_names(name, choices)
     return f" Did you mean: {', '.join(matches)}?" if matches else ""
 
 

@@ -15,10 +15,6 @@ logger = logging.getLogger(__name__)
 class LexicalIndex:
     """BM25 (Lucene variant, k1=1.5, b=0.75: the textbook defaults, not tuned)."""
 
-    @classmethod
-    def from_texts(cls, texts: Sequence[str]) -> LexicalIndex:
-        return cls([tokenize(text) for text in texts])
-
     def __init__(self, corpus: Sequence[list[str]]) -> None:
         """``corpus``: one token list per document, from :func:`index.text.tokenize`."""
         import bm25s

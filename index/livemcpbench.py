@@ -123,10 +123,7 @@ def default_output(settings: CopilotSettings | None = None) -> Path:
 def import_command(args: argparse.Namespace) -> int:
     catalog = load_livemcpbench(args.tools_json)
     out = Path(args.out) if getattr(args, "out", None) else default_output()
-    try:
-        catalog.save(out)
-    except OSError as error:
-        raise CatalogError(f"{out}: cannot write the catalog ({error}).") from None
+    catalog.save(out)
     print(
         f"imported {len(catalog.tools)} tools from {len(catalog.servers)} servers -> {out}\n"
         f"build the index with: python -m index build --catalog {out}"

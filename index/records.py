@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,15 +72,19 @@ class Catalog(BaseModel):
         return hashlib.sha256("\n".join(hashes).encode()).hexdigest()[:16]
 
     def save(self, path: str | Path) -> Path:
+        """Write atomically (a temp file, then rename); failures are a :class:`CatalogError`."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         text = self.model_dump_json(indent=1, exclude={"tools": {"__all__": {"content_hash"}}})
         tmp = path.with_suffix(path.suffix + ".tmp")
-        if path.suffix == ".gz":
-            tmp.write_bytes(gzip.compress(text.encode()))
-        else:
-            tmp.write_text(text + "\n", encoding="utf-8")
-        tmp.replace(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.suffix == ".gz":
+                tmp.write_bytes(gzip.compress(text.encode()))
+            else:
+                tmp.write_text(text + "\n", encoding="utf-8")
+            tmp.replace(path)
+        except OSError as error:
+            raise CatalogError(f"{path}: cannot write the catalog ({error}).") from None
         return path
 
 
@@ -87,17 +92,21 @@ def load_catalog(path: str | Path) -> Catalog:
     path = Path(path)
     try:
         raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
     except FileNotFoundError:
         raise CatalogError(
             f"{path}: catalog not found. Create one with 'python -m index crawl' or "
             "'python -m index import-livemcpbench PATH/tools.json'."
         ) from None
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as error:  # unreadable, a directory, or a corrupt/truncated .gz
+        raise CatalogError(f"{path}: cannot read the catalog ({error}).") from None
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as error:
         raise CatalogError(f"{path}:{error.lineno}: catalog is not valid JSON ({error.msg}).") from None
+    except UnicodeDecodeError as error:
+        raise CatalogError(f"{path}: catalog is not UTF-8 text ({error.reason} at byte {error.start}).") from None
     try:
         return Catalog.model_validate(data)
     except ValidationError as error:

@@ -8,7 +8,6 @@ LiveMCPBench tool descriptions are Chinese.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Iterable
@@ -138,7 +137,3 @@ def server_document(name: str, description: str, category: str, tool_names: Iter
     if tools:
         text += f". Tools: {tools}"
     return text
-
-
-def schema_json(schema: dict[str, Any] | None) -> str:
-    return json.dumps(schema, ensure_ascii=False, sort_keys=True) if schema is not None else ""

@@ -30,7 +30,8 @@ from index.ranking import Method, SearchSpace, score_tools, top_indices
 from index.records import ToolRecord
 from index.settings import CopilotSettings
 from index.store import ChromaStore, IndexState, StoredTool
-from index.text import DOCUMENT_VERSION, server_document, tool_document
+from index.suggest import nearest_names
+from index.text import DOCUMENT_VERSION, server_document, tokenize, tool_document
 
 logger = logging.getLogger(__name__)
 
@@ -164,8 +165,6 @@ class ToolIndex:
         """Load the model and the in-memory search structures, so the first query is fast."""
         self._current(required=False)
         self.embedder.embed_queries(["warm up"])
-        from index.text import tokenize
-
         tokenize("预热")  # loads jieba's dictionary now rather than during a query
 
     def _current(self, *, required: bool) -> _Snapshot | None:
@@ -345,10 +344,8 @@ class ToolIndex:
 
     @staticmethod
     def _unknown_server_message(snapshot: _Snapshot, server: str) -> str:
-        from rapidfuzz import process
-
         names = sorted(set(snapshot.servers))
-        close = [match for match, score, _ in process.extract(server, names, limit=3) if score >= 60]
+        close = nearest_names(server, names)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         return f"no server named {server!r} in the index.{hint} ({len(names)} servers are indexed.)"
 

@@ -109,10 +109,10 @@ def _first_leaf(error: BaseException) -> BaseException:
     return error
 
 
-def _exit_now() -> None:
+def _exit_now(code: int = 0) -> None:
     logging.shutdown()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 async def _serve_stdio(app: Any, shutdown: Any) -> None:
@@ -211,11 +211,9 @@ def serve(argv: Sequence[str] | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     code = serve(argv)
-    logging.shutdown()
-    sys.stderr.flush()
     # Worker threads can still be blocked on stdin or in a model load; everything of ours is
     # closed and every child stopped by now, so do not wait for them.
-    os._exit(code)
+    _exit_now(code)
 
 
 if __name__ == "__main__":

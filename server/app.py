@@ -174,6 +174,15 @@ def session_log(copilot: Copilot, ctx: ServerRequestContext[Any, Any]) -> Sessio
     return log
 
 
+def _session_log_or_none(copilot: Copilot, ctx: ServerRequestContext[Any, Any]) -> SessionLog | None:
+    """The session's log, or ``None`` when it cannot be opened: an unwritable log dir must not fail calls."""
+    try:
+        return session_log(copilot, ctx)
+    except OSError:
+        logger.exception("could not open the session's trajectory log; this call is not logged")
+        return None
+
+
 async def session_middleware(ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Any]) -> Any:
     result = await call_next(ctx)
     copilot = ctx.lifespan_context
@@ -191,7 +200,7 @@ async def route(
     ctx: Context, query: Any = None, top_k: Any = 5, server: Any = None
 ) -> Annotated[CallToolResult, RouteAnswer]:
     copilot = _copilot(ctx)
-    return await copilot.route(query, top_k, server, session_log(copilot, ctx.request_context))
+    return await copilot.route(query, top_k, server, _session_log_or_none(copilot, ctx.request_context))
 
 
 async def ask_confirmation(
@@ -226,7 +235,7 @@ async def execute(
     else:  # declined or cancelled
         confirmation = Confirmation(approved=False)
     return await copilot.execute(
-        server_name, tool_name, params, confirm, confirmation, session_log(copilot, ctx.request_context)
+        server_name, tool_name, params, confirm, confirmation, _session_log_or_none(copilot, ctx.request_context)
     )
 
 

@@ -134,7 +134,7 @@ class Copilot:
             servers=servers_file.servers,
         )
         self.confirmations = ConfirmationStore(ttl=settings.confirm_ttl)
-        self.indexer = BackgroundIndexer(settings, index)
+        self.indexer = BackgroundIndexer(settings, index, getattr(pool, "settings", None))
         self.started = anyio.Event()
         self.sessions = SessionLogs(settings, copilot_version=copilot_version(), index_info=self.index_info)
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -162,7 +162,8 @@ class Copilot:
         from server.pool_settings import PoolSettings
 
         index = index if index is not None else ToolIndex.open(settings)
-        pool = ChildPool(servers_file.enabled(), PoolSettings())
+        # The pool's own settings come from the environment, but its home follows the copilot's.
+        pool = ChildPool(servers_file.enabled(), PoolSettings(home=settings.home))
         copilot = cls(settings, servers_file, index, pool, shutdown)
         try:
             async with pool, anyio.create_task_group() as task_group:
@@ -474,7 +475,7 @@ class Copilot:
         except ExecuteError as exc:
             error, kind = str(exc), exc.kind
             result = _error_result(exc)
-            if isinstance(exc, ConfirmationRequiredError) and getattr(exc, "token", None):
+            if isinstance(exc, ConfirmationRequiredError) and exc.token:
                 result.structured_content = {"confirmation_required": True, "confirm": exc.token}  # type: ignore[attr-defined]
         except CopilotError as exc:
             error, kind = str(exc), "execute_error"
@@ -518,7 +519,7 @@ class Copilot:
             f"these params. Only if they agree, call execute again with the same server_name, tool_name and "
             f'params plus confirm="{token}" (valid once, for {minutes} min).'
         )
-        error.token = token  # type: ignore[attr-defined]
+        error.token = token
         raise error
 
     def confirmation_question(self, call: PreparedCall) -> str:

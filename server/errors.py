@@ -56,3 +56,5 @@ class ConfirmationRequiredError(ExecuteError):
     """A destructive tool needs confirmation; the message carries the confirm token."""
 
     kind = "confirmation_required"
+    #: The token just issued for this call (``None`` when a given token was refused).
+    token: str | None = None

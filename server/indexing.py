@@ -23,6 +23,7 @@ from index.errors import CopilotError, IndexNotBuiltError
 from index.records import Catalog, ToolRecord, load_catalog
 from index.servers import ServerConfig
 from server.formatting import IndexingStatus
+from server.pool_settings import PoolSettings
 from server.settings import ServerSettings
 
 logger = logging.getLogger(__name__)
@@ -96,9 +97,12 @@ def plan_indexing(
 class BackgroundIndexer:
     """Brings the index up to date with the servers file, without blocking the copilot."""
 
-    def __init__(self, settings: ServerSettings, index: Any) -> None:
+    def __init__(self, settings: ServerSettings, index: Any, pool_settings: PoolSettings | None = None) -> None:
         self._settings = settings
         self._index = index
+        # Crawled children get the same work dirs and stderr logs as the pool's (COPILOT_WORKDIR,
+        # COPILOT_CHILD_LOG_DIR), so a benchmark task finds them in its own directory.
+        self._pool_settings = pool_settings
         self._state_path = settings.home / STATE_FILE_NAME
         self._pending: list[str] = []
         self._failed: dict[str, str] = {}
@@ -138,7 +142,7 @@ class BackgroundIndexer:
             self.done.set()
 
     async def _run(self, servers: Mapping[str, ServerConfig]) -> None:
-        plan = await anyio.to_thread.run_sync(self._plan, servers, abandon_on_cancel=True)
+        plan, catalog = await anyio.to_thread.run_sync(self._plan, servers, abandon_on_cancel=True)
         if not plan.servers:
             logger.info("index is up to date with the servers file")
             return
@@ -150,7 +154,6 @@ class BackgroundIndexer:
             ", ".join(plan.servers),
         )
         if plan.from_catalog:
-            catalog = await anyio.to_thread.run_sync(self._load_catalog, abandon_on_cancel=True)
             wanted = set(plan.from_catalog)
             records = [t for t in catalog.tools if t.server in wanted] if catalog is not None else []
             # Catalog servers become searchable before the (slower) crawl of the others.
@@ -178,12 +181,14 @@ class BackgroundIndexer:
             logger.warning("%s", error)
             return None
 
-    def _plan(self, servers: Mapping[str, ServerConfig]) -> IndexPlan:
+    def _plan(self, servers: Mapping[str, ServerConfig]) -> tuple[IndexPlan, Catalog | None]:
+        """The plan, and the catalog it was made from (read once: the catalog servers load from it)."""
         try:
             indexed = {record.server for record in self._index.records().values()}
         except IndexNotBuiltError:
             indexed = set()
-        return plan_indexing(servers, indexed, self._load_catalog(), _load_state(self._state_path))
+        catalog = self._load_catalog()
+        return plan_indexing(servers, indexed, catalog, _load_state(self._state_path)), catalog
 
     def _sync(self, records: list[ToolRecord], servers: list[str]) -> None:
         self._index.sync(records, servers=servers)
@@ -192,6 +197,7 @@ class BackgroundIndexer:
         from index.crawl import crawl_servers  # the crawler pulls in the MCP client stack; only load it when needed
 
         settings = self._settings
+        child_paths = self._pool_settings or PoolSettings(home=settings.home)
 
         def crawled(outcome: Any) -> None:
             if outcome.ok:
@@ -206,8 +212,8 @@ class BackgroundIndexer:
             servers,
             concurrency=settings.crawl_concurrency,
             timeout=settings.crawl_timeout,
-            log_dir=settings.logs_dir / "children",
-            workdir_root=settings.home / "work",
+            log_dir=child_paths.log_root(),
+            workdir_root=child_paths.work_root(),
             progress=False,
             on_result=crawled,
         )

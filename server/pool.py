@@ -24,7 +24,8 @@ from __future__ import annotations
 import atexit
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -34,7 +35,6 @@ import anyio.abc
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
-from rapidfuzz import process as fuzzy
 
 from index.connect import ChildConnection, ChildProcess, ChildStartError, describe_exit, open_session
 from index.servers import ServerConfig
@@ -45,6 +45,7 @@ from server.errors import (
     UnknownServerError,
 )
 from server.pool_settings import PoolSettings
+from server.validation import did_you_mean, suggest
 
 __all__ = ["ChildPool", "PoolSettings"]
 
@@ -117,6 +118,17 @@ def _tail_text(lines: list[str]) -> str:
     return (" Last stderr lines:\n  " + "\n  ".join(lines)) if lines else ""
 
 
+@contextmanager
+def _counting_errors(state: _ServerState) -> Iterator[None]:
+    """Count a child's failures (not the caller's mistakes) in ``status()``."""
+    try:
+        yield
+    except (ChildCrashedError, ChildTimeoutError, ServerUnavailableError) as error:
+        state.errors += 1
+        state.last_error = str(error)
+        raise
+
+
 def _error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
@@ -178,7 +190,7 @@ class ChildPool:
         state = self._state(server)
         state.calls += 1
         limit = timeout if timeout is not None else (config.timeout or self.settings.call_timeout)
-        try:
+        with _counting_errors(state):
             if state.slots is None:
                 state.slots = anyio.Semaphore(self.settings.per_server_concurrency)
             with anyio.move_on_after(limit) as queue_scope:
@@ -196,17 +208,13 @@ class ChildPool:
                     self._release(child)
             finally:
                 state.slots.release()
-        except (ChildCrashedError, ChildTimeoutError, ServerUnavailableError) as error:
-            state.errors += 1
-            state.last_error = str(error)
-            raise
 
     async def list_tools(self, server: str) -> list[types.Tool]:
         """The tools of ``server``'s live session (listed once per child process)."""
         config = self._config(server)
         state = self._state(server)
         limit = config.timeout or self.settings.call_timeout
-        try:
+        with _counting_errors(state):
             child = await self._acquire(server, config)
             try:
                 if child.tools is None:
@@ -214,10 +222,6 @@ class ChildPool:
                 return list(child.tools)
             finally:
                 self._release(child)
-        except (ChildCrashedError, ChildTimeoutError, ServerUnavailableError) as error:
-            state.errors += 1
-            state.last_error = str(error)
-            raise
 
     def warm(self, server: str) -> None:
         """Start ``server``'s child in the background if it is not running; never raises."""
@@ -290,9 +294,7 @@ class ChildPool:
     def _config(self, server: str) -> ServerConfig:
         config = self._servers.get(server)
         if config is None:
-            known = list(self._servers)
-            close = [match for match, _, _ in fuzzy.extract(server, known, limit=3, score_cutoff=60)]
-            hint = f" Did you mean {', '.join(repr(name) for name in close)}?" if close else ""
+            hint = did_you_mean(suggest(server, self._servers))
             raise UnknownServerError(f"unknown server '{server}'.{hint} Use route to find servers and tools.")
         if not config.is_enabled:
             reason = f": {config.reason}" if config.reason else ""

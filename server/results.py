@@ -93,8 +93,3 @@ def to_log_result(result: CallToolResult) -> ExecuteResult:
         structured_content=result.structured_content,
         is_error=bool(result.is_error),
     )
-
-
-def result_text(result: CallToolResult) -> str:
-    """All text of a result, joined (for error messages and logs)."""
-    return "\n".join(t for t in (_block_text(b) for b in result.content) if t)

@@ -140,3 +140,21 @@ def test_module_entry_point_runs(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0 and "--auto-key-points" in done.stdout and "--human-labels" in done.stdout
+
+
+def test_summary_prints_error_texts_with_brackets_verbatim(tmp_path: Path) -> None:
+    # Endpoint replies quoted in errors may contain "[/x]"; they must print as text, not fail as markup.
+    from rich.console import Console
+
+    from evaluation.judge import JudgeSummary, TaskFailure, _print_summary
+
+    summary = JudgeSummary(
+        out_dir=tmp_path,
+        errors=[TaskFailure(task_id="t[1]", error="HTTP 400: [/bad] tag in reply")],
+        unknown_task_ids=["[/odd]"],
+    )
+    console = Console(record=True, width=200)
+    _print_summary(summary, console)
+    text = console.export_text()
+    assert "not judged t[1]: HTTP 400: [/bad] tag in reply" in text
+    assert "[/odd]" in text

@@ -249,6 +249,12 @@ def test_bad_arguments_give_one_clear_error(bench, capsys, args, message) -> Non
     assert message in " ".join(err.split()) and "Traceback" not in err
 
 
+def test_out_of_range_agent_option_names_the_flag(bench, capsys) -> None:
+    assert run_cli(bench, "--model", "m", "--base-url", "http://127.0.0.1:9", "--max-tool-chars", "5") == 2
+    err = capsys.readouterr().err
+    assert "--max-tool-chars 5: Input should be greater than or equal to 100" in err and "Traceback" not in err
+
+
 def test_missing_task_list_and_no_model(bench, capsys, monkeypatch) -> None:
     monkeypatch.delenv("MODEL", raising=False)
     bench["tasks"] = bench["tmp"] / "nope.json"

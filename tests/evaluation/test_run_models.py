@@ -83,3 +83,9 @@ def test_task_list_validation_and_selection(tmp_path: Path) -> None:
     path.write_text('{"a": 1}')
     with pytest.raises(ConfigError, match="expected a JSON list of tasks"):
         load_tasks(path)
+
+
+def test_unreadable_price_table_is_a_config_error(tmp_path: Path) -> None:
+    # A directory given as the price table: a clear error, not an IsADirectoryError traceback.
+    with pytest.raises(ConfigError, match="cannot read price table"):
+        load_price_table(tmp_path)
