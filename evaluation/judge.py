@@ -558,7 +558,14 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
                     summary.errors.append(TaskFailure(task_id=job.task_id, error=str(error)))
                     tally["error"] += 1
                 else:
-                    log.append(record)
+                    try:
+                        log.append(record)
+                    except OSError as error:
+                        # Disk full or the file removed: stop like a dead endpoint (the reply cache
+                        # keeps this verdict cheap), not as an exception group out of the task group.
+                        summary.fatal = summary.fatal or f"cannot write {log.path} ({error.strerror or error})"
+                        group.cancel_scope.cancel()
+                        return
                     summary.judged_now += 1
                     tally[record.verdict] += 1
                 text = " ".join(f"{name} {count}" for name, count in tally.items() if count)
