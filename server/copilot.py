@@ -410,37 +410,37 @@ class Copilot:
         servers still being indexed -- or never indexed -- can be called at once.
         """
         if self.pool.is_running(server):
-            return self._pick_live(server, tool, await self.pool.list_tools(server))
-        try:
-            record = await anyio.to_thread.run_sync(self.index.get, server, tool, abandon_on_cancel=True)
-            records = None if record is not None else await anyio.to_thread.run_sync(self.index.records)
-        except IndexNotBuiltError:
-            record, records = None, {}
+            return await self._pick_live(server, tool)
+        record = await self._in_thread(self.index.get, server, tool)
         if record is not None:
             return ToolInfo(record.name, record.description, dict(record.input_schema), record.annotations)
+        records = await self._indexed_records()
         names = [r.name for r in records.values() if r.server == server]
         if not names:
-            return self._pick_live(server, tool, await self.pool.list_tools(server))
+            return await self._pick_live(server, tool)
         raise self._unknown_tool(server, tool, names, records)
 
-    def _pick_live(self, server: str, tool: str, tools: list[Any]) -> ToolInfo:
-        by_name = {t.name: t for t in tools}
+    async def _pick_live(self, server: str, tool: str) -> ToolInfo:
+        by_name = {t.name: t for t in await self.pool.list_tools(server)}
         found = by_name.get(tool)
         if found is None:
-            raise self._unknown_tool(server, tool, list(by_name), None)
+            raise self._unknown_tool(server, tool, list(by_name), await self._indexed_records())
         annotations = found.annotations.model_dump(by_alias=True, exclude_none=True) if found.annotations else None
         return ToolInfo(found.name, found.description or "", dict(found.input_schema or {}), annotations)
 
-    def _unknown_tool(
-        self, server: str, tool: str, names: list[str], records: Mapping[str, Any] | None
-    ) -> UnknownToolError:
+    async def _in_thread(self, function: Any, *args: Any) -> Any:
+        """Index reads off the event loop (they may load the index from disk); unbuilt reads as empty."""
+        try:
+            return await anyio.to_thread.run_sync(function, *args, abandon_on_cancel=True)
+        except IndexNotBuiltError:
+            return None
+
+    async def _indexed_records(self) -> Mapping[str, Any]:
+        return await self._in_thread(self.index.records) or {}
+
+    def _unknown_tool(self, server: str, tool: str, names: list[str], records: Mapping[str, Any]) -> UnknownToolError:
         hint = did_you_mean(suggest(tool, names))
         message = f"Unknown tool '{tool}' on server '{server}'.{hint}"
-        if records is None:
-            try:
-                records = self.index.records()
-            except CopilotError:
-                records = {}
         visible = set(self.routable_servers())
         elsewhere = sorted({r.server for r in records.values() if r.name == tool and r.server in visible} - {server})
         if elsewhere:

@@ -145,12 +145,7 @@ def livemcpbench_entry(
         + "', annotations=None)] isError=False"
     )
     return {
-        "task_id": task_id,
-        "Question": question,
-        "answers": "",
-        "category": category,
-        "file_name": "",
-        "Annotator Metadata": {"Steps": steps, "Number of steps": "1", "Tools": tools, "Number of tools": "1"},
+        **task_entry(task_id, question, category, steps, tools),
         "response": answer,
         "messages": [
             {"role": "system", "content": "You are an agent."},
