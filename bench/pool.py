@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from index.connect import open_session
+from index.children.connect import open_session
 from index.errors import CopilotError
 from index.servers import ServerConfig
 from server.pool import ChildPool, PoolSettings

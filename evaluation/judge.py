@@ -56,6 +56,7 @@ from evaluation.verdict_log import JudgeVote, Verdict, VerdictLog, VerdictRecord
 from evaluation.verdicts import parse_key_points, parse_verdict
 from index.errors import CopilotError
 from index.settings import CopilotSettings
+from index.console import make_console
 
 logger = logging.getLogger(__name__)
 
@@ -489,7 +490,7 @@ def _progress(options: JudgeOptions) -> Progress:
         TextColumn("{task.fields[tally]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=make_console(stderr=True),
         disable=not options.show_progress,
     )
 
@@ -656,7 +657,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     try:
         options = JudgeOptions.from_args(args)
         summary = anyio.run(judge_paths, args.paths, options)

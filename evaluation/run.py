@@ -36,6 +36,7 @@ from evaluation.run_tasks import BenchmarkTask, load_tasks, select_tasks
 from evaluation.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig
 from index.errors import ConfigError, CopilotError
 from index.settings import CopilotSettings
+from index.console import make_console
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     try:
         return _main(args, console)
     except (CopilotError, LLMError) as error:
@@ -369,7 +370,7 @@ def _main(args: argparse.Namespace, console: Console) -> int:
     if stopped_by:
         # Running tasks were stopped (their process trees too) and are not recorded: they rerun.
         raise KeyboardInterrupt(stopped_by[0])
-    Console().print(_summary_table(selected, manifest, resumed))
+    make_console().print(_summary_table(selected, manifest, resumed))
     finished = [manifest.summary.tasks[t.task_id] for t in selected if t.task_id in manifest.summary.tasks]
     completed = sum(1 for r in finished if r.status == "completed")
     console.print(

@@ -58,6 +58,7 @@ from evaluation.workspace import (
 )
 from index.errors import CopilotError
 from server.trajectory import FinalAnswer, SessionEnd, SessionStart, TrajectoryWriter, parse_event
+from index.console import make_console
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +159,7 @@ class BenchmarkRunner:
         self.config = config
         self.manifest = manifest
         self.llm = llm
-        self.console = console or Console(stderr=True)
+        self.console = console or make_console(stderr=True)
         self._endpoint_error: str | None = None
         self._program_error = missing_program(config.agent_cmd) if config.agent_cmd else None
         self._done = 0

@@ -39,11 +39,11 @@ def resolve_catalog(settings: CopilotSettings, catalog: Path | None) -> Path:
 @contextmanager
 def progress_bar(description: str, enabled: bool = True) -> Iterator[Progress]:
     """A rich progress bar on stderr, shown only once there is something to do."""
-    from rich.console import Console
+    from index.console import make_console
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
     from rich.progress import Progress as RichProgress
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     bar = RichProgress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False, disable=not enabled,

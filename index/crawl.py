@@ -4,7 +4,7 @@
 writes a :class:`~index.records.Catalog`. The copilot server calls :func:`crawl_servers` too, in the
 background, for servers its catalog does not know yet.
 
-Every server is crawled in its own short session (``index.connect.open_session``): a clean
+Every server is crawled in its own short session (``index.children.connect.open_session``): a clean
 environment, its own work and temp dir, stderr appended to ``<log-dir>/<server>.log``. At most
 ``concurrency`` children are alive at once, each under a hard deadline; a server that fails is
 reported (what happened, the last lines of its stderr) and never stops the others.
@@ -32,7 +32,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from index.connect import (
+from index.children.connect import (
     ChildConnection,
     ChildExitedError,
     ChildStartError,
@@ -49,6 +49,7 @@ from index.records import Catalog, CatalogServer, ToolRecord, load_catalog
 from index.servers import ServerConfig, load_servers
 from index.settings import CopilotSettings
 from index.suggest import nearest_names
+from index.console import make_console
 
 logger = logging.getLogger(__name__)
 
@@ -399,7 +400,7 @@ async def crawl_servers(
         else:
             report.skipped[name] = config.reason or "disabled in the server list"
     log_dir.mkdir(parents=True, exist_ok=True)
-    console = progress if isinstance(progress, Console) else (Console(stderr=True) if progress else None)
+    console = progress if isinstance(progress, Console) else (make_console(stderr=True) if progress else None)
     results: dict[str, tuple[ServerOutcome, list[ToolRecord], CatalogServer | None]] = {}
     limiter = anyio.CapacityLimiter(concurrency)
 
@@ -485,7 +486,7 @@ def crawl_command(args: argparse.Namespace) -> int:
     log_dir = Path(args.log_dir) if args.log_dir else settings.home / "crawl-logs"
     # Read the catalog to merge into before starting anything: a broken one must not be overwritten.
     base = load_catalog(out) if args.only and out.exists() else None
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     if not any(config.is_enabled for config in selected.values()):
         reasons = "; ".join(f"{name}: {config.reason or 'disabled'}" for name, config in selected.items())
         console.print(f"error: no enabled server to crawl ({escape(reasons) or 'the server list is empty'}).")

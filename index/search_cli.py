@@ -19,7 +19,7 @@ def _hit_summary(hit: SearchHit) -> dict[str, Any]:
 
 
 def _print_table(query: str, hits: list[SearchHit], index: ToolIndex) -> None:
-    from rich.console import Console
+    from index.console import make_console
     from rich.table import Table
 
     table = Table(title=f"{len(hits)} of {index.tool_count} tools for {query!r}", title_justify="left")
@@ -34,7 +34,7 @@ def _print_table(query: str, hits: list[SearchHit], index: ToolIndex) -> None:
         if len(description) > 160:
             description = description[:157] + "..."
         table.add_row(str(rank), hit.server, hit.tool, f"{hit.score:.3f}", ", ".join(hit.required), description)
-    Console(soft_wrap=False).print(table)
+    make_console().print(table)
 
 
 def _batch_lines(path: Path) -> Iterator[tuple[int, str]]:

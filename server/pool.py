@@ -7,7 +7,7 @@ servers run concurrently; each server has a concurrency limit; every call has a 
 
 MCP client sessions are context managers bound to the task that entered them, so each child
 lives in its own *runner* task in the pool's task group: the runner opens
-:func:`index.connect.open_session`, signals ``ready``, and waits until it is asked to stop or the
+:func:`index.children.connect.open_session`, signals ``ready``, and waits until it is asked to stop or the
 child's transport ends; leaving ``open_session`` kills the child's whole process group. Callers
 only borrow the session. A child that crashes or times out is marked broken; the next call starts
 a fresh one. Nothing a child does can raise out of the pool except the ``server.errors`` below.
@@ -36,7 +36,7 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from index.connect import ChildConnection, ChildProcess, ChildStartError, describe_exit, open_session
+from index.children.connect import ChildConnection, ChildProcess, ChildStartError, describe_exit, open_session
 from index.servers import ServerConfig
 from server.errors import (
     ChildCrashedError,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from index.connect import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE
+from index.children.connect import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE
 from index.settings import CopilotSettings
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from index.child_process import read_log_tail
+from index.children.process import read_log_tail
 from index.errors import CatalogError
 from index.records import Catalog, ToolRecord, load_catalog
 from index.suggest import nearest_names

@@ -18,8 +18,8 @@ Failures are :class:`ChildStartError` subclasses (all :class:`~index.errors.Craw
 messages say what to do: a missing command names the command and how to install it; a child that
 exits before ``initialize`` gives its exit code and the last lines of its stderr log.
 
-The pieces live in ``index.stdio_transport`` (spawning, the stdout reader), ``index.remote_transport``,
-``index.child_process`` (process groups, stderr logs) and ``index.connect_errors``; everything
+The pieces live in ``index.children.stdio`` (spawning, the stdout reader), ``index.children.remote``,
+``index.children.process`` (process groups, stderr logs) and ``index.children.errors``; everything
 callers need is importable from here.
 """
 
@@ -41,8 +41,8 @@ import mcp.types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from index.child_process import KILL_GRACE, ChildProcess, describe_exit, read_log_tail
-from index.connect_errors import (
+from index.children.process import KILL_GRACE, ChildProcess, describe_exit, read_log_tail
+from index.children.errors import (
     ChildExitedError,
     ChildStartError,
     CommandNotFoundError,
@@ -51,9 +51,9 @@ from index.connect_errors import (
     RemoteConnectError,
     format_tail,
 )
-from index.remote_transport import remote_streams
+from index.children.remote import remote_streams
 from index.servers import ServerConfig
-from index.stdio_transport import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE, Streams, stdio_streams
+from index.children.stdio import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE, Streams, stdio_streams
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",

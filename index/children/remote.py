@@ -10,7 +10,7 @@ import httpx2
 from mcp.shared.message import SessionMessage
 
 from index.servers import ServerConfig
-from index.stdio_transport import Streams
+from index.children.stdio import Streams
 
 
 @asynccontextmanager

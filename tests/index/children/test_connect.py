@@ -1,4 +1,4 @@
-"""``index.connect.open_session`` against real fixture MCP servers in subprocesses."""
+"""``index.children.connect.open_session`` against real fixture MCP servers in subprocesses."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import psutil
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from index.connect import (
+from index.children.connect import (
     ChildExitedError,
     ChildStartError,
     CommandNotFoundError,
@@ -23,7 +23,7 @@ from index.connect import (
 from index.errors import CrawlError
 from index.servers import ServerConfig
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fixture_server.py"
+FIXTURE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "fixture_server.py"
 
 pytestmark = pytest.mark.timeout(60)
 

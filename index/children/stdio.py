@@ -26,8 +26,8 @@ import mcp.types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from index.child_process import KILL_GRACE, ChildProcess, describe_exit
-from index.connect_errors import ChildStartError, CommandNotFoundError
+from index.children.process import KILL_GRACE, ChildProcess, describe_exit
+from index.children.errors import ChildStartError, CommandNotFoundError
 from index.servers import ServerConfig
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,7 @@
+"""Talking to child MCP servers: starting or reaching them, their processes, transports and errors.
+
+Shared by the crawler (one short session per server) and the copilot's child pool (one long-lived
+session per server). ``connect.open_session`` is the entry point; ``stdio`` and ``remote`` are the
+transports, ``process`` owns a stdio child's process group and stderr log, ``errors`` the failures.
+Nothing is imported here, so importing the package stays cheap.
+"""
