@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
     try:
         catalog = load_livemcpbench(args.tools_json)
-        home = args.home or CopilotSettings().home / "bench" / "livemcpbench"
+        home = args.home or CopilotSettings.load().home / "bench" / "livemcpbench"
         index = ToolIndex.open(CopilotSettings(home=home))
         started = time.perf_counter()
         from index.build import progress_bar

@@ -84,6 +84,8 @@ def copilot_launch(
             # The per-task servers file rewrites launch arguments, which changes each server's
             # launch hash; without this the copilot would re-crawl every server for every task.
             "COPILOT_AUTO_INDEX": "0",
+            # LiveMCPBench's prompts call execute by its old name, 'execute-tool'.
+            "COPILOT_LIVEMCPBENCH_ALIAS": "1",
             "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
         }
     )

@@ -441,7 +441,7 @@ def _prepare_out_dir(path: Path) -> Path:
 def _default_descriptions(options: JudgeOptions) -> ToolDescriptions:
     if options.tools_file is not None:
         return load_tool_descriptions(options.tools_file)
-    catalog = CopilotSettings().catalog_file()
+    catalog = CopilotSettings.load().catalog_file()
     if catalog.is_file():
         try:
             return load_tool_descriptions(catalog)
@@ -508,7 +508,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
     summary = JudgeSummary(out_dir=out_dir)
     tasks = load_tasks(options.tasks_file) if options.tasks_file else {}
     human = load_human_labels(options.human_labels) if options.human_labels else None
-    cache_dir = options.cache_dir or CopilotSettings().home / "judge-cache"
+    cache_dir = options.cache_dir or CopilotSettings.load().home / "judge-cache"
     loaded = load_trajectories(paths, known_tasks=tasks, exclude=[out_dir, cache_dir])
     summary.problems.extend(str(problem) for problem in loaded.problems)
     if not loaded.trajectories:

@@ -284,7 +284,7 @@ def _main(args: argparse.Namespace, console: Console) -> int:
     selected = select_tasks(all_tasks, only=args.only, category=args.category, limit=args.limit)
     if not selected:
         raise ConfigError("no task selected (check --only / --category / --limit).")
-    settings = CopilotSettings() if args.copilot_home is None else CopilotSettings(home=args.copilot_home)
+    settings = CopilotSettings.load() if args.copilot_home is None else CopilotSettings.load(home=args.copilot_home)
     servers_file = (args.servers or settings.servers_file()).resolve()
     from index.servers import load_servers  # noqa: PLC0415
 

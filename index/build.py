@@ -11,6 +11,8 @@ from pathlib import Path
 from index.errors import CatalogError
 from index.livemcpbench import default_output
 from index.records import load_catalog
+from index.hints import index_command
+from index.servers import ServersFile, load_servers
 from index.settings import DEFAULT_CATALOG, CopilotSettings
 from index.tool_index import BuildReport, Progress, ToolIndex
 
@@ -22,18 +24,28 @@ def resolve_catalog(settings: CopilotSettings, catalog: Path | None) -> Path:
     path = catalog or settings.catalog_file()
     if path.exists():
         return path
+    crawl = index_command(settings, "crawl")
     if catalog is None and path == DEFAULT_CATALOG:
         imported = default_output(settings)
-        hint = f" An imported catalog exists: python -m index build --catalog {imported}" if imported.exists() else ""
+        hint = (
+            f" An imported catalog exists: {index_command(settings, 'build', '--catalog', str(imported))}"
+            if imported.exists()
+            else ""
+        )
         raise CatalogError(
-            f"the default catalog {path} does not exist yet. Create it with 'python -m index crawl', or import "
-            "LiveMCPBench's snapshot with 'python -m index import-livemcpbench PATH/tools.json' and build from it "
-            f"with 'python -m index build --catalog FILE'.{hint}"
+            f"the default catalog {path} does not exist yet. Create it with: {crawl} -- or import LiveMCPBench's "
+            f"snapshot with: {index_command(settings, 'import-livemcpbench', 'PATH/tools.json')} and build from it "
+            f"with: {index_command(settings, 'build', '--catalog', 'FILE')}.{hint}"
         )
     raise CatalogError(
-        f"{path}: catalog not found. Create one with 'python -m index crawl' or "
-        "'python -m index import-livemcpbench PATH/tools.json'."
+        f"{path}: catalog not found. Create one with: {crawl} -- or: "
+        f"{index_command(settings, 'import-livemcpbench', 'PATH/tools.json')}"
     )
+
+
+def check_servers_file(settings: CopilotSettings) -> ServersFile:
+    """Load the servers file the copilot will serve: a broken one fails the build, not the later start."""
+    return load_servers(settings.servers_file())
 
 
 @contextmanager
@@ -73,7 +85,7 @@ def build_index(
     index: ToolIndex | None = None,
     show_progress: bool = True,
 ) -> BuildReport:
-    settings = settings or CopilotSettings()
+    settings = settings or CopilotSettings.load()
     path = resolve_catalog(settings, catalog_path)
     catalog = load_catalog(path)
     index = index or ToolIndex.open(settings)
@@ -95,6 +107,9 @@ def format_report(report: BuildReport) -> str:
 
 
 def build_command(args: argparse.Namespace) -> int:
-    report = build_index(getattr(args, "catalog", None), show_progress=True)
+    settings = CopilotSettings.load()
+    servers = check_servers_file(settings)
+    report = build_index(getattr(args, "catalog", None), settings, show_progress=True)
     print(format_report(report))
+    print(f"servers: {len(servers.enabled())} enabled in {servers.path}")
     return 0

@@ -40,6 +40,7 @@ from index.children.connect import (
     InitializeFailedError,
     InitializeTimeoutError,
     RemoteConnectError,
+    SelfEntryError,
     describe_exit,
     open_session,
     read_log_tail,
@@ -72,6 +73,9 @@ START_FAILED = "could not start"
 LIST_FAILED = "tools/list failed"
 BAD_RESPONSE = "bad tools/list reply"
 ERROR = "error"
+#: Not a failure: the entry is the copilot itself, skipped (listed with the disabled servers).
+SELF_ENTRY = "the copilot itself"
+SELF_ENTRY_REASON = "this is the copilot itself"
 
 
 class ServerOutcome(BaseModel):
@@ -236,6 +240,7 @@ def _failure(
             InitializeTimeoutError: TIMED_OUT,
             InitializeFailedError: INITIALIZE_FAILED,
             RemoteConnectError: HTTP_ERROR,
+            SelfEntryError: SELF_ENTRY,
         }.get(type(error), START_FAILED)
         if isinstance(error, ChildExitedError):
             reason = f"exited with {describe_exit(error.returncode)} before answering initialize"
@@ -364,7 +369,9 @@ class _Display:
         self.running.remove(outcome.server)
         if self.progress is None:
             return
-        if outcome.ok:
+        if outcome.kind == SELF_ENTRY:
+            line = f"[yellow]skipped[/] {escape(outcome.server)}: {escape(outcome.reason)}"
+        elif outcome.ok:
             line = f"[green]ok[/]     {escape(outcome.server)}: {outcome.tool_count} tools ({outcome.seconds:.1f} s)"
         else:
             line = f"[red]failed[/] {escape(outcome.server)}: {escape(outcome.kind or '')} - {escape(outcome.reason)}"
@@ -425,6 +432,9 @@ async def crawl_servers(
 
     for name in enabled:  # the server list's order, not completion order
         outcome, records, info = results[name]
+        if outcome.kind == SELF_ENTRY:
+            report.skipped[name] = f"{SELF_ENTRY_REASON}: {outcome.reason}"
+            continue
         report.outcomes[name] = outcome
         report.records.extend(records)
         if info is not None:
@@ -451,8 +461,12 @@ def print_summary(report: CrawlReport, console: Console) -> None:
     warned = [outcome for outcome in report.outcomes.values() if outcome.ok and outcome.warnings]
     for outcome in warned:
         console.print(f"[yellow]note[/] {escape(outcome.server)}: {escape('; '.join(outcome.warnings))}", highlight=False)
-    if report.skipped:
-        console.print(f"skipped {len(report.skipped)} disabled server(s): {escape(', '.join(report.skipped))}", highlight=False)
+    itself = [name for name, reason in report.skipped.items() if reason.startswith(SELF_ENTRY_REASON)]
+    disabled = [name for name in report.skipped if name not in itself]
+    if disabled:
+        console.print(f"skipped {len(disabled)} disabled server(s): {escape(', '.join(disabled))}", highlight=False)
+    if itself:
+        console.print(f"skipped {len(itself)} entry(ies) that are the copilot itself: {escape(', '.join(itself))}", highlight=False)
     console.print(
         f"crawled {len(report.succeeded)} of {len(report.outcomes)} server(s), {len(report.records)} tools; "
         f"{len(report.failed)} failed",
@@ -478,7 +492,7 @@ def select_servers(servers: Mapping[str, ServerConfig], only: list[str] | None, 
 
 def crawl_command(args: argparse.Namespace) -> int:
     """``python -m index crawl``: returns 0 when at least one server was crawled."""
-    settings = CopilotSettings()
+    settings = CopilotSettings.load()
     servers_path = Path(args.servers) if args.servers else settings.servers_file()
     loaded = load_servers(servers_path)
     selected = select_servers(loaded.servers, args.only, str(servers_path))

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from index.errors import CatalogError
 from index.records import Catalog, CatalogServer, ToolRecord
+from index.hints import index_command
 from index.settings import CopilotSettings
 
 logger = logging.getLogger(__name__)
@@ -116,16 +117,17 @@ def load_livemcpbench(path: str | Path) -> Catalog:
 
 
 def default_output(settings: CopilotSettings | None = None) -> Path:
-    settings = settings or CopilotSettings()
+    settings = settings or CopilotSettings.load()
     return settings.home / DEFAULT_CATALOG_NAME
 
 
 def import_command(args: argparse.Namespace) -> int:
     catalog = load_livemcpbench(args.tools_json)
-    out = Path(args.out) if getattr(args, "out", None) else default_output()
+    settings = CopilotSettings.load()
+    out = Path(args.out) if getattr(args, "out", None) else default_output(settings)
     catalog.save(out)
     print(
         f"imported {len(catalog.tools)} tools from {len(catalog.servers)} servers -> {out}\n"
-        f"build the index with: python -m index build --catalog {out}"
+        f"build the index with: {index_command(settings, 'build', '--catalog', str(out))}"
     )
     return 0

@@ -95,9 +95,10 @@ def load_catalog(path: str | Path) -> Catalog:
         if path.suffix == ".gz":
             raw = gzip.decompress(raw)
     except FileNotFoundError:
+        from index.hints import index_command
+
         raise CatalogError(
-            f"{path}: catalog not found. Create one with 'python -m index crawl' or "
-            "'python -m index import-livemcpbench PATH/tools.json'."
+            f"{path}: catalog not found. Create one with: {index_command(None, 'crawl', '--out', str(path))}"
         ) from None
     except (OSError, EOFError, zlib.error) as error:  # unreadable, a directory, or a corrupt/truncated .gz
         raise CatalogError(f"{path}: cannot read the catalog ({error}).") from None

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from index.errors import ConfigError
+from index.self_entry import SELF_ENTRY_ADVICE, launches_copilot
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +203,10 @@ def parse_servers(
             config = ServerConfig.model_validate({**expanded, "name": name})
         except ValidationError as error:
             raise ConfigError(f"{source}:{line}: server '{name}': {_describe(error)}.") from None
+        launch = launches_copilot(config)
+        if launch:
+            logger.warning("%s:%d: skipping server '%s': it is this copilot (%s); %s.", source, line, name, launch, SELF_ENTRY_ADVICE)
+            continue
         if missing and config.is_enabled:
             names = ", ".join(sorted(missing))
             logger.warning("%s:%d: server '%s' disabled: environment variable(s) %s not set", source, line, name, names)

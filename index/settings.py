@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Self
 
 import platformdirs
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+
+from index.errors import ConfigError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: The repository checkout (editable installs) -- where the project's ``servers.json`` lives.
@@ -35,6 +40,23 @@ class CopilotSettings(BaseSettings):
     chroma_url: str | None = Field(default=None, description="Use a Chroma server instead of the embedded store.")
     collection: str = Field(default="tools", description="Chroma collection name.")
     log_dir: Path | None = Field(default=None, description="Trajectory logs (default: HOME/logs).")
+
+    @classmethod
+    def load(cls, flags: Mapping[str, str] | None = None, **values: Any) -> Self:
+        """The settings from the environment (and ``.env``), with ``values`` on top.
+
+        The one way every entry point reads settings: a bad value is a :class:`ConfigError` that
+        names what the user typed -- the flag (``flags`` maps field -> flag) when the value came
+        from one, else the ``COPILOT_*`` variable -- never a pydantic traceback or a field name.
+        """
+        try:
+            return cls(**values)
+        except ValidationError as error:
+            raise ConfigError(describe_settings_error(cls, error, values, flags or {})) from None
+        except SettingsError as error:  # a complex value whose JSON does not parse
+            match = re.search(r'field "([^"]+)"', str(error))
+            name = setting_name(cls, match.group(1)) if match else "settings"
+            raise ConfigError(f"{name}: not valid JSON ({error.__cause__ or error}).") from None
 
     @property
     def index_dir(self) -> Path:
@@ -68,3 +90,31 @@ def livemcpbench_dir() -> Path:
     if configured:
         return Path(configured)
     return PROJECT_DIR.parent / "shared" / "livemcpbench"
+
+
+def setting_name(cls: type[BaseSettings], field: str) -> str:
+    """The environment variable a settings field is read from (``http_port`` -> ``COPILOT_HTTP_PORT``)."""
+    info = cls.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    if isinstance(alias, str):
+        return alias.upper()
+    return f"{cls.model_config.get('env_prefix', '')}{field}".upper()
+
+
+def describe_settings_error(
+    cls: type[BaseSettings], error: ValidationError, values: Mapping[str, Any], flags: Mapping[str, str]
+) -> str:
+    """One line per problem, joined: ``COPILOT_CALL_TIMEOUT: must be greater than 0 (got '-5')``."""
+    problems = []
+    for item in error.errors():
+        field = str(item["loc"][0]) if item["loc"] else ""
+        name = flags[field] if field in values and field in flags else setting_name(cls, field)
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if message.startswith("Input should"):
+            message = message.replace("Input should", "should", 1)
+        shown = item.get("input")
+        secret = any(word in field for word in ("token", "secret", "password", "key"))
+        if isinstance(shown, str | int | float) and not secret and len(str(shown)) <= 200:
+            message += f" (got {shown!r})"
+        problems.append(f"{name}: {message}")
+    return "; ".join(problems)

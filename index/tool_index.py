@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from index.embedding import Embedder, get_embedder
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
+from index.hints import index_command
 from index.lexical import LexicalIndex
 from index.query import ParsedQuery, check_top_k, parse_query
 from index.ranking import Method, SearchSpace, score_tools, top_indices
@@ -104,6 +105,17 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def build_advice(settings: CopilotSettings) -> str:
+    """The exact command that builds the index ``settings`` describe (crawling first without a catalog)."""
+    build = index_command(settings, "build")
+    if settings.catalog_file().exists():
+        return f"build it with: {build}"
+    return (
+        f"there is no catalog at {settings.catalog_file()} to build it from; crawl the servers, then build: "
+        f"{index_command(settings, 'crawl')} && {build}"
+    )
+
+
 class ToolIndex:
     """Thread-safe search over the built index; see the module docstring for the life cycle."""
 
@@ -120,7 +132,7 @@ class ToolIndex:
     @classmethod
     def open(cls, settings: CopilotSettings | None = None, *, embedder: Embedder | None = None) -> ToolIndex:
         """Cheap: validates the model setting, loads neither the model nor Chroma."""
-        index = cls(settings or CopilotSettings(), embedder=embedder)
+        index = cls(settings or CopilotSettings.load(), embedder=embedder)
         _ = index.embedder  # an unusable COPILOT_EMBEDDING_MODEL fails here, not on the first query
         return index
 
@@ -183,10 +195,7 @@ class ToolIndex:
                 self._snapshot = snapshot
                 self._checked_at = time.monotonic()
         if snapshot is None and required:
-            raise IndexNotBuiltError(
-                f"no tool index at {self.location}: build it with 'python -m index build' "
-                "(after 'python -m index crawl' or 'python -m index import-livemcpbench PATH/tools.json')."
-            )
+            raise IndexNotBuiltError(f"no tool index at {self.location}: {build_advice(self.settings)}")
         return snapshot
 
     def _load(self, state: IndexState) -> _Snapshot:
@@ -269,7 +278,7 @@ class ToolIndex:
         if snapshot.state.model != self.model_name:
             raise IndexNotBuiltError(
                 f"the index at {self.location} was built with the embedding model {snapshot.state.model!r}, "
-                f"but COPILOT_EMBEDDING_MODEL is {self.model_name!r}; rebuild it with 'python -m index build'."
+                f"but COPILOT_EMBEDDING_MODEL is {self.model_name!r}; rebuild it with: {index_command(self.settings, 'build')}"
             )
         mask = self._mask(snapshot, server, servers)
         if snapshot.space.size == 0 or (mask is not None and not mask.any()):

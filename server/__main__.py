@@ -71,6 +71,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Settings field -> the flag that sets it (errors name the flag when the value came from one).
+_FLAGS = {
+    "servers": "--servers",
+    "http_host": "--host",
+    "http_port": "--port",
+    "http_token": "--token",
+    "task_id": "--task-id",
+    "question": "--question",
+    "category": "--category",
+    "log_file": "--log-file",
+    "log_dir": "--log-dir",
+    "read_only": "--read-only",
+    "allow": "--allow",
+    "deny": "--deny",
+    "auto_index": "--no-auto-index",
+    "log_level": "--verbose",
+}
+
+
+#: Settings field -> the flag that sets it: an error names the flag when the value came from one.
+_FLAGS = {
+    "servers": "--servers",
+    "http_host": "--host",
+    "http_port": "--port",
+    "http_token": "--token",
+    "task_id": "--task-id",
+    "question": "--question",
+    "category": "--category",
+    "log_file": "--log-file",
+    "log_dir": "--log-dir",
+    "allow": "--allow",
+    "deny": "--deny",
+}
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     mapping = {
         "servers": args.servers,
@@ -140,13 +175,13 @@ async def _serve_stdio(app: Any, shutdown: Any) -> None:
         task_group.cancel_scope.cancel()
 
 
-async def _serve_http(app: Any, settings: Any, shutdown: Any) -> None:
+async def _serve_http(app: Any, settings: Any, shutdown: Any, listener: Any) -> None:
     from server.http import serve_http
 
     def on_signal(name: str) -> None:
         shutdown.reason = name
 
-    await serve_http(app, settings, on_signal)
+    await serve_http(app, settings, on_signal, listener)
 
 
 def serve(argv: Sequence[str] | None = None) -> int:
@@ -156,33 +191,39 @@ def serve(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     import anyio
-    from pydantic import ValidationError
 
     from index.errors import CopilotError
     from index.servers import load_servers
+    from server.pool_settings import PoolSettings
     from server.settings import ServerSettings
 
     try:
-        settings = ServerSettings(**_overrides(args))
-    except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        print(f"error: invalid setting: {problems}", file=sys.stderr)
+        # Every setting is checked before anything starts: a bad value is one line naming its
+        # variable or flag, not a traceback from inside the running server.
+        settings = ServerSettings.load(_FLAGS, **_overrides(args))
+        pool_settings = PoolSettings.load(home=settings.home)
+    except CopilotError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     _configure_logging(settings.log_level)
 
+    listener = None
     try:
         servers_file = load_servers(settings.servers_file())
         if args.http:
-            from server.http import check_exposure
+            from server.http import bind_listener, check_exposure
 
             check_exposure(settings)
+            listener = bind_listener(settings)  # a port in use fails here, before anything starts
         from index.tool_index import ToolIndex
         from server.app import build_app
         from server.copilot import Shutdown
 
         index = ToolIndex.open(settings)  # cheap; an unusable model setting fails here, before serving
         shutdown = Shutdown(default="shutdown" if args.http else "client disconnected")
-        app = build_app(settings, servers_file, start_now=args.http, shutdown=shutdown, index=index)
+        app = build_app(
+            settings, servers_file, start_now=args.http, shutdown=shutdown, index=index, pool_settings=pool_settings
+        )
         logger.info(
             "copilot %s: %d server(s) from %s, logs in %s",
             "HTTP" if args.http else "stdio",
@@ -191,7 +232,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
             settings.log_file or settings.logs_dir,
         )
         if args.http:
-            anyio.run(_serve_http, app, settings, shutdown)
+            anyio.run(_serve_http, app, settings, shutdown, listener)
         else:
             anyio.run(_serve_stdio, app, shutdown)
     except CopilotError as error:

@@ -1,4 +1,4 @@
-"""The copilot as an MCP server: tools ``route``, ``execute`` (and its alias ``execute-tool``).
+"""The copilot as an MCP server: tools ``route``, ``execute`` (and, when asked, its alias ``execute-tool``).
 
 Built on mcp 2.x ``MCPServer``: it serves both protocol eras (the ``initialize`` handshake and
 2026-07-28 per-request envelopes), stdio and streamable HTTP, and its ``Resolve``/``Elicit``
@@ -28,9 +28,11 @@ from mcp_types import CallToolResult, ToolAnnotations
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
+from index.self_entry import COPILOT_SERVER_NAME
 from index.servers import ServersFile
 from server.copilot import Confirmation, Copilot, Shutdown, copilot_version
 from server.formatting import RouteAnswer
+from server.pool_settings import PoolSettings
 from server.session_log import SessionLog
 from server.settings import ServerSettings
 
@@ -245,9 +247,10 @@ def _tool(fn: Callable[..., Any], name: str, description: str, schema: dict[str,
     return tool
 
 
-def build_tools() -> list[Tool]:
+def build_tools(*, livemcpbench_alias: bool = False) -> list[Tool]:
+    """``route`` and ``execute``; with ``livemcpbench_alias`` also ``execute-tool``, the name LiveMCPBench's prompts use."""
     open_world = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
-    return [
+    tools = [
         _tool(
             route,
             "route",
@@ -257,15 +260,19 @@ def build_tools() -> list[Tool]:
             annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
         ),
         _tool(execute, "execute", EXECUTE_DESCRIPTION, EXECUTE_SCHEMA, title="Run a tool", annotations=open_world),
-        _tool(
-            execute,
-            "execute-tool",
-            EXECUTE_DESCRIPTION + "\n(Alias of execute, kept for LiveMCPBench prompts.)",
-            EXECUTE_SCHEMA,
-            title="Run a tool",
-            annotations=open_world,
-        ),
     ]
+    if livemcpbench_alias:
+        tools.append(
+            _tool(
+                execute,
+                "execute-tool",
+                EXECUTE_DESCRIPTION + "\n(Alias of execute, kept for LiveMCPBench prompts.)",
+                EXECUTE_SCHEMA,
+                title="Run a tool",
+                annotations=open_world,
+            )
+        )
+    return tools
 
 
 def build_app(
@@ -275,23 +282,24 @@ def build_app(
     start_now: bool = False,
     shutdown: Shutdown | None = None,
     index: Any = None,
+    pool_settings: PoolSettings | None = None,
 ) -> MCPServer[Copilot]:
     """The MCP server; its lifespan runs the :class:`Copilot` (``start_now`` for HTTP, see ``mark_started``)."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
         async with Copilot.running(
-            settings, servers_file, start_now=start_now, shutdown=shutdown, index=index
+            settings, servers_file, start_now=start_now, shutdown=shutdown, index=index, pool_settings=pool_settings
         ) as copilot:
             yield copilot
 
     app: MCPServer[Copilot] = MCPServer(
-        "mcp-copilot",
+        COPILOT_SERVER_NAME,
         title="MCP Copilot",
         version=copilot_version(),
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
-        tools=build_tools(),
+        tools=build_tools(livemcpbench_alias=settings.livemcpbench_alias),
         log_level=settings.log_level.upper(),  # type: ignore[arg-type]
         middleware=[session_middleware],
     )

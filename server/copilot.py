@@ -151,6 +151,7 @@ class Copilot:
         start_now: bool = False,
         shutdown: Shutdown | None = None,
         index: Any = None,
+        pool_settings: Any = None,
     ) -> AsyncIterator[Copilot]:
         """Start the copilot: nothing heavy happens until :meth:`mark_started` (or ``start_now``).
 
@@ -163,7 +164,7 @@ class Copilot:
 
         index = index if index is not None else ToolIndex.open(settings)
         # The pool's own settings come from the environment, but its home follows the copilot's.
-        pool = ChildPool(servers_file.enabled(), PoolSettings(home=settings.home))
+        pool = ChildPool(servers_file.enabled(), pool_settings or PoolSettings.load(home=settings.home))
         copilot = cls(settings, servers_file, index, pool, shutdown)
         try:
             async with pool, anyio.create_task_group() as task_group:

@@ -9,10 +9,12 @@ protection (Host header check) stays on as well.
 
 from __future__ import annotations
 
+import errno
 import hmac
 import json
 import logging
 import signal
+import socket
 from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
@@ -117,7 +119,37 @@ def build_asgi(app: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
     return GuardMiddleware(starlette_app, token=settings.token, allowed_origins=settings.allowed_origins)
 
 
-async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: Any) -> None:
+def bind_listener(settings: ServerSettings) -> socket.socket:
+    """The listening socket, bound before anything is started or announced.
+
+    A port in use is one line saying so and how to pick another, rather than uvicorn's
+    ``[Errno 98]`` after a "serving on" line. Port 0 picks a free port (the log names it).
+    """
+    host, port = settings.http_host, settings.http_port
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn itself would bind
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host.strip("[]"), port))
+        listener.listen(2048)
+    except OSError as error:
+        listener.close()
+        if error.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is already in use (another copilot still running?); serve on another "
+                "port with --port N or COPILOT_HTTP_PORT=N (make run PORT=N)."
+            ) from None
+        if error.errno == errno.EACCES:
+            raise ConfigError(f"not allowed to listen on {host}:{port}; use a port above 1023 (--port N).") from None
+        reason = error.strerror or str(error)
+        raise ConfigError(f"cannot listen on {host}:{port} ({reason}); check --host / COPILOT_HTTP_HOST.") from None
+    listener.setblocking(False)
+    return listener
+
+
+async def serve_http(
+    app: MCPServer[Any], settings: ServerSettings, on_signal: Any, listener: socket.socket | None = None
+) -> None:
     """Serve until SIGTERM/SIGINT; ``on_signal(name)`` records why we stopped."""
     import uvicorn
 
@@ -127,6 +159,8 @@ async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: A
             super().handle_exit(sig, frame)
 
     check_exposure(settings)
+    if listener is None:
+        listener = bind_listener(settings)
     config = uvicorn.Config(
         build_asgi(app, settings),
         host=settings.http_host,
@@ -136,5 +170,6 @@ async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: A
         timeout_graceful_shutdown=5,
         access_log=False,
     )
-    logger.info("serving MCP over streamable HTTP on http://%s:%d%s", settings.http_host, settings.http_port, MCP_PATH)
-    await Server(config).serve()
+    port = listener.getsockname()[1]
+    logger.info("serving MCP over streamable HTTP on http://%s:%d%s", settings.http_host, port, MCP_PATH)
+    await Server(config).serve(sockets=[listener])

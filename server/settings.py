@@ -95,6 +95,11 @@ class ServerSettings(CopilotSettings):
     crawl_concurrency: int = Field(default=4, ge=1)
     crawl_timeout: float = Field(default=120.0, gt=0, description="Seconds per server while crawling.")
 
+    livemcpbench_alias: bool = Field(
+        default=False,
+        description="Also publish 'execute-tool', the name LiveMCPBench's prompts use for execute (benchmark runs).",
+    )
+
     log_level: str = Field(default="INFO", description="Level of the copilot's own log (stderr / log file).")
 
     @field_validator("allow", "deny", "untrusted", "allowed_origins", mode="before")

@@ -49,9 +49,11 @@ from index.children.errors import (
     InitializeFailedError,
     InitializeTimeoutError,
     RemoteConnectError,
+    SelfEntryError,
     format_tail,
 )
 from index.children.remote import remote_streams
+from index.self_entry import COPILOT_SERVER_NAME, SELF_ENTRY_ADVICE, is_copilot_answer
 from index.servers import ServerConfig
 from index.children.stdio import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE, Streams, stdio_streams
 
@@ -67,6 +69,7 @@ __all__ = [
     "InitializeFailedError",
     "InitializeTimeoutError",
     "RemoteConnectError",
+    "SelfEntryError",
     "describe_exit",
     "open_session",
     "read_log_tail",
@@ -121,7 +124,7 @@ def _client_info() -> types.Implementation:
         copilot_version = version("mcp-copilot")
     except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         copilot_version = "0"
-    return types.Implementation(name="mcp-copilot", version=copilot_version)
+    return types.Implementation(name=COPILOT_SERVER_NAME, version=copilot_version)
 
 
 async def _initialize(
@@ -249,6 +252,13 @@ async def open_session(
                 ClientSession(streams.read, streams.write, client_info=_client_info())
             )
             result = await _initialize(config, session, streams, init_timeout)
+            if is_copilot_answer(result):
+                where = config.url or " ".join([config.command or "", *config.args])
+                raise SelfEntryError(
+                    f"server '{config.name}' ({where}) is this copilot (it answered initialize as "
+                    f"'{COPILOT_SERVER_NAME}'); {SELF_ENTRY_ADVICE}.",
+                    server=config.name,
+                )
             yield ChildConnection(
                 server=config.name,
                 session=session,

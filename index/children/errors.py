@@ -40,6 +40,10 @@ class InitializeFailedError(ChildStartError):
     """The child answered ``initialize`` with an error or an unsupported protocol version."""
 
 
+class SelfEntryError(ChildStartError):
+    """The child answered ``initialize`` as the copilot itself: a server list holds the copilot's own entry."""
+
+
 class RemoteConnectError(ChildStartError):
     """A remote (``url``) server could not be reached or answered with an HTTP error."""
 

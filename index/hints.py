@@ -1,0 +1,54 @@
+"""Commands quoted in error messages, written so the user can paste them where they are.
+
+A bare ``python`` may be another interpreter without the project installed, so messages name this
+interpreter: relative to the current directory when it lies inside it (``.venv/bin/python`` from
+the checkout), else its absolute path. Settings that came from the environment and change what the
+command does (``COPILOT_HOME``, the catalog, the model, the Chroma server) are put in front of it,
+because the shell the user types into may not have them (a host's ``env`` block set them).
+Settings left at their defaults are not repeated.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from index.settings import CopilotSettings
+
+#: Settings an ``index`` command depends on, as the variables that set them.
+_INDEX_VARIABLES = {
+    "home": "COPILOT_HOME",
+    "catalog": "COPILOT_CATALOG",
+    "embedding_model": "COPILOT_EMBEDDING_MODEL",
+    "chroma_url": "COPILOT_CHROMA_URL",
+    "collection": "COPILOT_COLLECTION",
+}
+
+
+def interpreter() -> str:
+    """This Python, as the user should type it from the current directory."""
+    executable = Path(sys.executable)
+    try:
+        relative = executable.relative_to(Path.cwd())
+    except ValueError:
+        return str(executable)
+    return str(relative) if relative.parts and relative.parts[0] != ".." else str(executable)
+
+
+def python_command(*args: str) -> str:
+    """``.venv/bin/python ARGS...``, shell-quoted."""
+    return shlex.join([interpreter(), *args])
+
+
+def index_command(settings: CopilotSettings | None, *args: str) -> str:
+    """``[COPILOT_HOME=...] .venv/bin/python -m index ARGS...`` for the index ``settings`` describe."""
+    prefix = []
+    if settings is not None:
+        for field, variable in _INDEX_VARIABLES.items():
+            value = getattr(settings, field, None)
+            if field in settings.model_fields_set and value is not None:
+                prefix.append(f"{variable}={shlex.quote(str(value))}")
+    return " ".join([*prefix, python_command("-m", "index", *args)])
