@@ -18,6 +18,7 @@ import anyio
 
 from evaluation.judge import JudgeOptions, judge_paths
 from evaluation.llm import LLMSettings
+from index.console import HelpFormatter
 from tests.evaluation.judge_helpers import task_entry, write_copilot_log, write_tasks
 from tests.support.scripted_openai import Reply, ScriptedOpenAI
 
@@ -74,7 +75,7 @@ async def timed_run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.judge", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.judge", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--tasks", type=int, default=95)
     parser.add_argument("--delay", type=float, default=0.2, help="seconds the endpoint takes per reply")
     parser.add_argument("--concurrency", type=int, default=16)

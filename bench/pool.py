@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 
 from index.children.connect import open_session
+from index.console import HelpFormatter
 from index.errors import CopilotError
 from index.servers import ServerConfig
 from server.pool import ChildPool, PoolSettings
@@ -202,7 +203,7 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.pool", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.pool", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--iterations", type=int, default=300, help="warm calls per mode and server")
     parser.add_argument("--spawn-iterations", type=int, default=5, help="spawn-per-call calls per server")
     parser.add_argument("--servers", type=int, default=8, help="servers in the concurrency test")

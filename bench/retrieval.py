@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from index.console import HelpFormatter
 from index.errors import CopilotError
 from index.livemcpbench import load_livemcpbench
 from index.ranking import METHODS, Method
@@ -126,7 +127,7 @@ def _table(title: str, rows: dict[str, dict[str, float]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     parser.add_argument("--tools-json", type=Path, default=DEFAULT_TOOLS)
     parser.add_argument("--annotations", type=Path, default=DEFAULT_ANNOTATIONS)
     parser.add_argument("--trajectories", type=Path, default=DEFAULT_TRAJECTORIES)

@@ -31,6 +31,7 @@ import numpy as np
 
 import index.tool_index as tool_index_module
 from bench.retrieval import route_queries
+from index.console import HelpFormatter
 from index.errors import CopilotError
 from index.livemcpbench import load_livemcpbench
 from index.records import Catalog, ToolRecord, load_catalog
@@ -202,7 +203,7 @@ def write_synthetic_index(home: Path, base_index: ToolIndex, count: int) -> floa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     parser.add_argument("--tools-json", type=Path, default=DEFAULT_TOOLS)
     parser.add_argument("--annotations", type=Path, default=DEFAULT_ANNOTATIONS)
     parser.add_argument("--trajectories", type=Path, default=DEFAULT_TRAJECTORIES)

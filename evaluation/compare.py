@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from evaluation.report import Report, load_report
 from evaluation.stats import McNemar, mcnemar_exact, wilson_interval
 from evaluation.tasks import CATEGORIES
+from index.console import HelpFormatter
 from index.errors import CopilotError
 
 DEFAULT_ALPHA = 0.05
@@ -197,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.compare",
         description="Compare two judged runs per task and category, with an exact McNemar test.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("run_a", type=Path, help="judge output directory of run A (or the run's log directory)")
     parser.add_argument("run_b", type=Path, help="judge output directory of run B")

@@ -56,7 +56,7 @@ from evaluation.verdict_log import JudgeVote, Verdict, VerdictLog, VerdictRecord
 from evaluation.verdicts import parse_key_points, parse_verdict
 from index.errors import CopilotError
 from index.settings import CopilotSettings
-from index.console import make_console
+from index.console import HelpFormatter, make_console
 
 logger = logging.getLogger(__name__)
 
@@ -296,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.judge",
         description="Judge agent trajectories with LiveMCPEval and write verdicts.jsonl, report.json/.md/.html.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "paths", nargs="+", type=Path, help="trajectory directories or files (copilot JSONL, LiveMCPBench JSON)"

@@ -36,7 +36,7 @@ from evaluation.run_tasks import BenchmarkTask, load_tasks, select_tasks
 from evaluation.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig
 from index.errors import ConfigError, CopilotError
 from index.settings import CopilotSettings
-from index.console import make_console
+from index.console import HelpFormatter, make_console
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.run",
         description="Run an agent on LiveMCPBench tasks through the copilot; one trajectory per task in --out.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     tasks = parser.add_argument_group("tasks")
     tasks.add_argument("--tasks", type=Path, required=True, help="task list (LiveMCPBench all_annotations.json form)")

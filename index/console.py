@@ -1,5 +1,7 @@
 """The one place command-line output for people is configured (used by every CLI of the project).
 
+``make_console()`` for rich output, ``HelpFormatter`` for every argparse parser.
+
 On a terminal rich lays text out to the terminal's width. Anywhere else -- CI logs, files,
 pipes -- lines are never hard-wrapped: a wrapped phrase cannot be grepped, and the width of a
 terminal that is not there (``COLUMNS``, rich's 80-column default) must not change what a log says.
@@ -7,6 +9,7 @@ terminal that is not there (``COLUMNS``, rich's 80-column default) must not chan
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import IO, Any
 
@@ -31,3 +34,16 @@ def make_console(*, stderr: bool = False, file: IO[str] | None = None, **kwargs:
     kwargs.setdefault("width", UNWRAPPED_WIDTH)
     kwargs.setdefault("soft_wrap", True)
     return Console(file=file, stderr=stderr, **kwargs)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's help laid out to the terminal's width on a terminal, never wrapped anywhere else.
+
+    argparse itself wraps at ``COLUMNS`` (or 80) even when ``--help`` goes to a pipe or a file.
+    Descriptions and epilogs keep the line breaks they were written with.
+    """
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        if not _is_terminal(sys.stdout):
+            kwargs["width"] = UNWRAPPED_WIDTH
+        super().__init__(prog, **kwargs)

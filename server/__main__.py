@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from index.console import HelpFormatter
+
 #: Nothing may reach the network or print banners at run time (set before any import of them).
 _QUIET_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
@@ -33,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m server",
         description="MCP Copilot: one MCP server with 'route' (find tools) and 'execute' (call them) over many "
         "servers.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "--servers", type=Path, help="servers.json or any Claude-Desktop-style config (COPILOT_SERVERS)"
