@@ -158,6 +158,11 @@ async def serve_http(
             on_signal(signal.Signals(sig).name)
             super().handle_exit(sig, frame)
 
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if not self.should_exit:  # accepting requests now (uvicorn is silent about given sockets)
+                logger.info("serving MCP over streamable HTTP on http://%s:%d%s", settings.http_host, port, MCP_PATH)
+
     check_exposure(settings)
     if listener is None:
         listener = bind_listener(settings)
@@ -171,5 +176,4 @@ async def serve_http(
         access_log=False,
     )
     port = listener.getsockname()[1]
-    logger.info("serving MCP over streamable HTTP on http://%s:%d%s", settings.http_host, port, MCP_PATH)
     await Server(config).serve(sockets=[listener])

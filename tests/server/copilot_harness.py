@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -220,9 +221,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_SERVING = re.compile(rb"serving MCP over streamable HTTP on (http://\S+)\r?\n")
+
+
 @dataclass
 class HttpCopilot:
-    """A copilot serving HTTP in a subprocess; ``started`` fires when uvicorn reports it listens."""
+    """A copilot serving HTTP in a subprocess; ``started`` fires when it reports that it serves.
+
+    Pass ``--port 0``: the copilot binds a free port itself and ``url`` is read from its log, so no
+    other process can take the port between choosing and binding it.
+    """
 
     args: list[str]
     env: dict[str, str]
@@ -230,6 +238,7 @@ class HttpCopilot:
     stderr_path: Path
     process: anyio.abc.Process | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
+    url: str | None = None
     _drain: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -239,8 +248,8 @@ class HttpCopilot:
         self._drain = asyncio.create_task(self._drain_stderr())
         with anyio.fail_after(START_TIMEOUT):
             await self.started.wait()
-        if self.process.returncode is not None:
-            raise AssertionError(f"copilot exited early; see {self.stderr_path}")
+        if self.process.returncode is not None or self.url is None:
+            raise AssertionError(f"copilot exited early or never said where it serves; see {self.stderr_path}")
 
     async def _drain_stderr(self) -> None:
         # Keep reading so the copilot never blocks on a full pipe; the readiness line sets `started`.
@@ -251,7 +260,9 @@ class HttpCopilot:
                 log.write(chunk)
                 log.flush()
                 buffer = (buffer + chunk)[-4096:]
-                if b"Uvicorn running on" in buffer:
+                serving = _SERVING.search(buffer)
+                if serving and self.url is None:
+                    self.url = serving.group(1).decode()
                     self.started.set()
         self.started.set()
 

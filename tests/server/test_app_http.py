@@ -23,7 +23,6 @@ from tests.server.copilot_harness import (
     copilot_env,
     copy_home,
     fixture_entry,
-    free_port,
     http_client_for,
     read_events,
     text_of,
@@ -56,13 +55,13 @@ async def served(built_index: Path, tmp_path_factory: pytest.TempPathFactory) ->
     servers = write_servers(
         root / "servers.json", {"alpha": fixture_entry("alpha"), "beta": fixture_entry("beta", trusted=False)}
     )
-    port = free_port()
     logs = root / "logs"
     env = copilot_env(home, COPILOT_LOG_DIR=str(logs), COPILOT_HTTP_TOKEN=TOKEN, COPILOT_AUTO_INDEX="false")
-    process = HttpCopilot(["--servers", str(servers), "--http", "--port", str(port)], env, root, root / "stderr.log")
+    process = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], env, root, root / "stderr.log")
     await process.start()
     try:
-        yield Served(f"http://127.0.0.1:{port}/mcp", logs, process)
+        assert process.url is not None and process.url.startswith("http://127.0.0.1:")
+        yield Served(process.url, logs, process)
     finally:
         await process.stop()
 

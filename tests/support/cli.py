@@ -1,0 +1,59 @@
+"""Running the project's real command-line programs the way CI and a user's pipe do.
+
+No terminal: stdin is closed, stdout and stderr are pipes, and ``COLUMNS=40`` -- output meant for
+people must still come out one unwrapped line per message. The caller's ``COPILOT_*`` variables are
+dropped, so a test states every setting it depends on (and never touches the real data dir).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[2]
+NARROW_COLUMNS = "40"
+
+
+def cli_env(**settings: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("COPILOT_")}
+    env.update({"COLUMNS": NARROW_COLUMNS, "PYTHONUNBUFFERED": "1"})
+    env.update(settings)
+    return env
+
+
+def run_cli(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path = PROJECT,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m ARGS...`` with stdin closed, output captured, ``COLUMNS=40``."""
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(env) if env is not None else cli_env(),
+        timeout=timeout,
+        check=False,
+    )
+
+
+def line_with(text: str, phrase: str) -> str:
+    """The one line of ``text`` that holds all of ``phrase`` (which is longer than 40 columns)."""
+    assert len(phrase) > int(NARROW_COLUMNS), "a phrase this short proves nothing about wrapping"
+    lines = [line for line in text.splitlines() if phrase in line]
+    assert lines, f"{phrase!r} is not on one line of:\n{text}"
+    return lines[0]
+
+
+def single_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The program failed with exactly one line on stderr, ``error: ...``, and nothing else."""
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0, f"exit 0; stderr:\n{result.stderr}"
+    assert len(lines) == 1 and lines[0].startswith("error: "), f"not one error line:\n{result.stderr}"
+    return lines[0]
