@@ -54,11 +54,20 @@ class MixedCrawl:
                 "noisy": fixture_entry("noisy", "junk-stdout"),
                 "paged": fixture_entry("paged", "paginated"),
                 "off": fixture_entry("off", enabled=False, reason="switched off for the test"),
+                # A Claude Desktop config also holds the copilot's own entry: seen in the file...
+                "copilot": {"command": sys.executable, "args": ["-m", "server"]},
+                # ...or, behind a wrapper, only at the handshake (it answers as 'mcp-copilot').
+                "wrapped-copilot": {
+                    "command": "/bin/sh",
+                    "args": ["-c", 'exec "$0" -m server', sys.executable],
+                    "env": {"COPILOT_HOME": str(root / "nested-home"), "COPILOT_AUTO_INDEX": "false",
+                            "COPILOT_WARM_INDEX": "false"},
+                },
             },
         )
         self.out = root / "catalog.json"
         self.logs = root / "logs"
-        env = {**os.environ, "OPENAI_API_KEY": SECRET, "COPILOT_HOME": str(root / "home"), "COLUMNS": "240"}
+        env = {**os.environ, "OPENAI_API_KEY": SECRET, "COPILOT_HOME": str(root / "home"), "COLUMNS": "40"}
         self.result = subprocess.run(
             [sys.executable, "-m", "index", "crawl", "--servers", str(self.servers), "--out", str(self.out),
              "--log-dir", str(self.logs), "--concurrency", "2", "--timeout", "60"],
@@ -126,6 +135,18 @@ def test_paginated_tools_list_is_followed_to_the_end(mixed: MixedCrawl) -> None:
 def test_disabled_servers_are_skipped_and_named(mixed: MixedCrawl) -> None:
     assert "skipped 1 disabled server(s): off" in mixed.stderr
     assert not (mixed.logs / "off.log").exists()
+
+
+def test_entries_that_are_the_copilot_itself_are_skipped_with_one_line_each(mixed: MixedCrawl) -> None:
+    lines = mixed.stderr.splitlines()
+    [static] = [line for line in lines if "copilot'" in line and "skipping" in line]
+    assert static.startswith(f"WARNING index.servers: {mixed.servers}:")
+    assert f"skipping server 'copilot': it is this copilot ({sys.executable} -m server)" in static
+    [handshake] = [line for line in lines if line.startswith("skipped wrapped-copilot:")]
+    assert "is this copilot (it answered initialize as 'mcp-copilot')" in handshake
+    assert "skipped 1 entry(ies) that are the copilot itself: wrapped-copilot" in mixed.stderr
+    assert not {"copilot", "wrapped-copilot"} & set(mixed.catalog().servers)
+    assert not any(line.startswith("│ wrapped-copilot ") for line in lines)  # not in the failures table
 
 
 def test_child_stderr_lands_in_its_log_file(mixed: MixedCrawl) -> None:
