@@ -18,6 +18,8 @@ from evaluation.run import main
 from evaluation.run_models import RunSummary
 from server.trajectory import parse_event
 from tests.evaluation.run_support import read_events, write_tasks
+from tests.support.cli import cli_env, line_with
+from tests.support.cli import run_cli as run_real_cli
 from tests.support.scripted_openai import Reply, ScriptedOpenAI
 
 pytestmark = pytest.mark.timeout(120)
@@ -118,6 +120,7 @@ def test_command_agent_run_writes_trajectories_workspaces_and_summary(bench, cap
     config = json.loads((out / "tasks" / "task-write-1" / "mcp_config.json").read_text())
     copilot = config["mcpServers"]["copilot"]
     assert copilot["args"][:2] == ["-m", "server"]
+    assert copilot["env"]["COPILOT_LIVEMCPBENCH_ALIAS"] == "1"  # the paper's prompts call 'execute-tool'
     assert copilot["env"]["COPILOT_TASK_ID"] == "task-write-1"
     assert copilot["env"]["COPILOT_LOG_FILE"] == str(out / "task-write-1.jsonl")
     assert copilot["env"]["COPILOT_QUESTION"] == start["question"]
@@ -149,6 +152,26 @@ def test_resume_skips_finished_tasks_and_retry_failed_reruns_failures(bench, cap
     assert len(list((bench["out"] / "tasks").glob("task-missing-3.attempt-1.jsonl.old"))) == 1
     starts = [e for e in read_events(bench["out"] / "task-missing-3.jsonl") if e["event"] == "session_start"]
     assert len(starts) == 1
+
+
+def test_real_cli_skips_the_copilots_own_entry_and_prints_unwrapped_lines(bench) -> None:
+    # The user's Claude Desktop config as the servers file: it holds the copilot's own entry too.
+    config = json.loads(bench["servers"].read_text())
+    config["mcpServers"]["copilot"] = {"command": sys.executable, "args": ["-m", "server"]}
+    bench["servers"].write_text(json.dumps(config))
+    command = [
+        "evaluation.run", "--tasks", str(bench["tasks"]), "--out", str(bench["out"]), "--servers", str(bench["servers"]),
+        "--copilot-home", str(bench["tmp"] / "home"), "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2",
+    ]
+    first = run_real_cli(*command, env=cli_env())  # no terminal, COLUMNS=40
+    assert first.returncode == 0, first.stderr
+    [warning] = [line for line in first.stderr.splitlines() if "skipping server 'copilot'" in line]
+    assert f"skipping server 'copilot': it is this copilot ({sys.executable} -m server)" in warning
+    assert summary(bench).tasks["task-answer-2"].status == "completed"
+
+    again = run_real_cli(*command, env=cli_env())
+    assert again.returncode == 0, again.stderr
+    line_with(again.stderr, f"resuming {bench['out'].resolve()}: 1 task(s) finished earlier are skipped, 0 to run")
 
 
 def test_missing_agent_program_fails_each_task_without_crashing(bench, capsys) -> None:
