@@ -1,4 +1,4 @@
-"""Tool records and catalog snapshots (DESIGN.md "Tool records").
+"""Tool records and catalog snapshots (the README's "Tool index and search").
 
 A catalog is a JSON file: ``{"version": 1, "created": ..., "source": ..., "servers": {name:
 {description, category, launch_hash}}, "tools": [ToolRecord, ...]}``. The crawler writes it,

@@ -1,4 +1,4 @@
-"""One JSONL trajectory per MCP session (DESIGN.md "Trajectory log"), flushed per event.
+"""One JSONL trajectory per MCP session (the README's "Trajectory log format"), flushed per event.
 
 The format is :mod:`server.trajectory`'s; this module only decides which file each session
 writes to and when ``session_start`` / ``session_end`` happen:

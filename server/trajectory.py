@@ -1,4 +1,4 @@
-"""Trajectory log records (DESIGN.md "Trajectory log") and the writer.
+"""Trajectory log records (the README's "Trajectory log format") and the writer.
 
 One JSON object per line, appended and flushed per event. The copilot writes ``session_start``,
 ``route``, ``execute`` and ``session_end``; agents and the benchmark runner add
