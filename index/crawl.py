@@ -290,6 +290,7 @@ async def crawl_server(
         kind, reason, message, tail = _failure(config, error, phase=phase, limit=limit)
         if not tail and log_path is not None:
             tail = read_log_tail(log_path, log_offset, max_lines=STDERR_TAIL_LINES)
+        reason, message, tail = config.redact(reason), config.redact(message), [config.redact(x) for x in tail]
         logger.debug("%s: %s (%s)", config.name, kind, message, exc_info=kind == ERROR)
         outcome = ServerOutcome(
             server=config.name, ok=False, seconds=round(anyio.current_time() - started, 2), kind=kind,

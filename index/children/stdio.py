@@ -241,7 +241,7 @@ async def stdio_streams(
     log, log_offset = _open_log(stderr_path)
     try:
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        log.write(f"\n[copilot {stamp}] starting {config.command} {' '.join(config.args)}\n".encode())
+        log.write(f"\n[copilot {stamp}] starting {config.display_command}\n".encode())
         log.flush()
         log_offset = log.tell()
         try:
