@@ -28,6 +28,12 @@ Transport = Literal["stdio", "streamable-http", "sse"]
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
+#: Filled in when a child starts, not from the environment: the child's own data directory
+#: (``$COPILOT_WORKDIR/<server>``: per copilot, per task in benchmark runs), for servers that would
+#: otherwise keep their data inside a shared package cache (the memory server) or the user's home.
+SERVER_DIR_VARIABLE = "COPILOT_SERVER_DIR"
+_LATE_PLACEHOLDER = "${" + SERVER_DIR_VARIABLE + "}"
+
 #: What a child may inherit from the copilot's environment: enough to run ``npx``/``uvx``
 #: (paths, locale, TLS roots, package-registry settings), never the copilot's own secrets.
 _INHERITED_NAMES = frozenset(
@@ -113,6 +119,25 @@ class ServerConfig(BaseModel):
         """The launch line of a stdio server, the URL of a remote one; safe to show."""
         return self.display_command if self.command else self.display_url
 
+    def for_workdir(self, workdir: Path) -> ServerConfig:
+        """This entry with ``${COPILOT_SERVER_DIR}`` filled in as ``workdir`` (the child's own directory)."""
+        text = json.dumps([self.command, self.args, self.env, self.cwd])
+        if _LATE_PLACEHOLDER not in text:
+            return self
+        directory = str(workdir)
+
+        def fill(value: str) -> str:
+            return value.replace(_LATE_PLACEHOLDER, directory)
+
+        return self.model_copy(
+            update={
+                "command": fill(self.command) if self.command else self.command,
+                "args": [fill(arg) for arg in self.args],
+                "env": {key: fill(value) for key, value in self.env.items()},
+                "cwd": fill(self.cwd) if self.cwd else self.cwd,
+            }
+        )
+
     def launch_hash(self) -> str:
         """Changes exactly when the way to start or reach the server changes."""
         launch = {
@@ -158,6 +183,8 @@ def expand_variables(
 
     def substitute(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
+        if name == SERVER_DIR_VARIABLE:
+            return match.group(0)  # filled in when the child starts (ServerConfig.for_workdir)
         if name in environ:
             if used is not None and environ[name]:
                 used[environ[name]] = f"${{{name}}}"

@@ -227,6 +227,7 @@ async def stdio_streams(
 ) -> AsyncIterator[Streams]:
     tmpdir = workdir / "tmp"
     tmpdir.mkdir(parents=True, exist_ok=True)
+    config = config.for_workdir(workdir)
     cwd = Path(config.cwd).expanduser() if config.cwd else workdir
     if not cwd.is_dir():
         raise ChildStartError(
