@@ -197,7 +197,7 @@ class BackgroundIndexer:
         from index.crawl import crawl_servers  # the crawler pulls in the MCP client stack; only load it when needed
 
         settings = self._settings
-        child_paths = self._pool_settings or PoolSettings(home=settings.home)
+        child_paths = self._pool_settings or PoolSettings.load(home=settings.home)
 
         def crawled(outcome: Any) -> None:
             if outcome.ok:
