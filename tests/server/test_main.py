@@ -32,7 +32,8 @@ from tests.support.cli import cli_env, line_with, run_cli, single_error
 
 pytestmark = pytest.mark.timeout(120)
 
-#: A bad value for every pool setting (server/pool_settings.py), as a user would type them.
+#: A bad value for every constrained pool setting (server/pool_settings.py), as a user would type them;
+#: the test fails when a new setting is added without one.
 BAD_POOL_SETTINGS = {
     "COPILOT_CALL_TIMEOUT": "-5",
     "COPILOT_INIT_TIMEOUT": "0",
@@ -42,6 +43,7 @@ BAD_POOL_SETTINGS = {
     "COPILOT_RESTART_BACKOFF": "-1",
     "COPILOT_SHUTDOWN_GRACE": "forever",
     "COPILOT_MAX_MESSAGE_BYTES": "10",
+    "COPILOT_CHILD_LOG_MAX_BYTES": "1kb",
 }
 
 
