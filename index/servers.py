@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from index.errors import ConfigError
+from index.trust.overrides import AnnotationOverride
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,10 @@ class ServerConfig(BaseModel):
     cwd: str | None = None
     stateful: bool = True
     trusted: bool = True
+    annotations: dict[str, AnnotationOverride] = Field(
+        default_factory=dict, description="Annotation overrides per tool name or glob (index.trust.overrides)."
+    )
+    confirm: list[str] = Field(default_factory=list, description="Tools (names or globs) that always need confirmation.")
 
     @model_validator(mode="after")
     def _one_launch_method(self) -> ServerConfig:
@@ -156,10 +161,22 @@ def _expand_entry(raw: dict[str, Any], environ: Mapping[str, str], missing: set[
     return out
 
 
-def _line_of(text: str, name: str) -> int:
-    """Line of the ``"name":`` key in the file (1 when it cannot be found)."""
-    match = re.search(r'"' + re.escape(name) + r'"\s*:', text)
-    return text.count("\n", 0, match.start()) + 1 if match else 1
+def _line_of(text: str, name: str, after: int = 0) -> int:
+    """Line of the first ``"name":`` key in the file at or after line ``after`` (1 when not found)."""
+    start = 0
+    for _ in range(max(after - 1, 0)):
+        start = text.find("\n", start) + 1 or len(text)
+    match = re.search(r'"' + re.escape(name) + r'"\s*:', text[start:])
+    return text.count("\n", 0, start + match.start()) + 1 if match else (after or 1)
+
+
+def _error_line(text: str, server_line: int, error: ValidationError) -> int:
+    """The line of the innermost key an error points at, searched from the server's own line."""
+    line = server_line
+    for part in error.errors()[0]["loc"]:
+        if isinstance(part, str):
+            line = _line_of(text, part, line)
+    return line
 
 
 def _describe(error: ValidationError) -> str:
@@ -201,6 +218,7 @@ def parse_servers(
         try:
             config = ServerConfig.model_validate({**expanded, "name": name})
         except ValidationError as error:
+            line = _error_line(text, line, error)
             raise ConfigError(f"{source}:{line}: server '{name}': {_describe(error)}.") from None
         if missing and config.is_enabled:
             names = ", ".join(sorted(missing))

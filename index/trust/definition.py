@@ -1,8 +1,10 @@
 """A tool's definition as pinned: what is hashed, approved, and compared when a child lists tools.
 
-The definition is everything a model reads or a policy acts on -- name, title, description,
-input and output schema, the child's own annotations -- plus the annotation overrides the
-servers file applies to that tool. Its SHA-256 over canonical JSON is the pin. Two renderings
+The definition is everything a model reads or a policy acts on, as the *child* states it:
+name, title, description, input and output schema, annotations. Its SHA-256 over canonical
+JSON is the pin. Annotation overrides from the servers file are not part of it: they are the
+user's own statement, applied on top when a policy decides (``index.trust.overrides``), while a
+child that changes its own annotations -- even ones an override masks -- changes its pin. Two renderings
 of a change exist: :func:`change_summary` names *what* changed without repeating the new
 text (it goes to the model, and the new text may be the attack), :func:`change_diff` shows the
 full difference to a person reviewing it (``python -m index trust``).
@@ -20,13 +22,13 @@ from typing import Any
 from index.records import ToolRecord
 
 #: The keys of a definition, in the order changes are reported.
-FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "annotationOverrides")
+FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.:/ -]")
 
 
-def tool_definition(record: ToolRecord, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The pinned form of ``record`` (with the servers file's annotation overrides for it)."""
+def tool_definition(record: ToolRecord) -> dict[str, Any]:
+    """The pinned form of ``record``."""
     return {
         "name": record.name,
         "title": record.title,
@@ -34,7 +36,6 @@ def tool_definition(record: ToolRecord, overrides: Mapping[str, Any] | None = No
         "inputSchema": record.input_schema,
         "outputSchema": record.output_schema,
         "annotations": record.annotations or {},
-        "annotationOverrides": dict(overrides) if overrides else {},
     }
 
 
@@ -117,9 +118,6 @@ def change_summary(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     summary += _schema_summary("input schema", old.get("inputSchema"), new.get("inputSchema"))
     summary += _schema_summary("output schema", old.get("outputSchema"), new.get("outputSchema"))
     summary += _annotation_summary("annotations", old.get("annotations"), new.get("annotations"))
-    summary += _annotation_summary(
-        "annotation overrides in the servers file", old.get("annotationOverrides"), new.get("annotationOverrides")
-    )
     return summary
 
 
