@@ -305,3 +305,11 @@ class TrustReviewer:
         if problem:
             raise ApprovalError(problem[0])
         return approved
+
+
+def review_by_server(reviewer: TrustReviewer, records: Sequence[ToolRecord], *, pin: bool) -> dict[str, ReviewResult]:
+    """Review records of several servers (a crawl or a catalog), one server at a time."""
+    by_server: dict[str, list[ToolRecord]] = {}
+    for record in records:
+        by_server.setdefault(record.server, []).append(record)
+    return {server: reviewer.review(server, listed, pin=pin) for server, listed in by_server.items()}
