@@ -85,6 +85,7 @@ class SessionLog:
         latency_ms: float,
         error: str | None = None,
         error_kind: str | None = None,
+        flags: list[dict[str, Any]] | None = None,
     ) -> None:
         self._write(
             ExecuteEvent(
@@ -96,6 +97,7 @@ class SessionLog:
                 latency_ms=latency_ms,
                 error=error,
                 error_kind=error_kind,
+                flags=flags,
             )
         )
 
