@@ -144,7 +144,8 @@ class Copilot:
         self.pool = pool
         #: Pins and quarantine (``server.guard``); ``None`` only in tests that build a bare Copilot.
         self.guard = guard
-        self.telemetry = telemetry or Telemetry(known_servers=lambda: self.servers)
+        self.telemetry = telemetry or Telemetry()
+        self.telemetry.bind_servers(lambda: self.servers)
         self.transport = "stdio"
         self.http_url: str | None = None
         self.version = copilot_version()
@@ -198,11 +199,9 @@ class Copilot:
         pool_settings = PoolSettings(home=settings.home)
         guard = DefinitionGuard(TrustSettings(home=settings.home).reviewer(), pool_settings)
         await anyio.to_thread.run_sync(guard.note_servers, list(servers_file.servers))
-        holder: list[Copilot] = []
-        telemetry = telemetry or Telemetry(known_servers=lambda: holder[0].servers if holder else servers_file.servers)
+        telemetry = telemetry or Telemetry()
         pool = ChildPool(servers_file.enabled(), pool_settings, guard=guard, observer=telemetry)
         copilot = cls(settings, servers_file, index, pool, shutdown, guard=guard, telemetry=telemetry)
-        holder.append(copilot)
         copilot.telemetry.metrics.gauge(
             "copilot_live_children", "child servers running now", lambda: sum(pool.is_running(n) for n in copilot.servers)
         )

@@ -70,6 +70,7 @@ class Telemetry:
 
     def __init__(self, *, known_servers: Callable[[], Any] | None = None) -> None:
         self.metrics = CopilotMetrics(known_servers)
+        self.bind_servers = self.metrics.bind_servers
         self.recent_errors: deque[RecentError] = deque(maxlen=RECENT_ERRORS)
         self.counts = {"route": 0, "execute": 0, "execute_errors": 0}
         self._changed = True

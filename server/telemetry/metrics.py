@@ -83,6 +83,10 @@ class CopilotMetrics:
         self.registry.register(_Gauges(self._readers))
         self._started: set[str] = set()
 
+    def bind_servers(self, known_servers: Callable[[], Iterable[str]]) -> None:
+        """Where the configured server names come from (label values are limited to them)."""
+        self._known_servers = known_servers
+
     def gauge(self, name: str, documentation: str, read: Callable[[], float | None]) -> None:
         self._readers[name] = (documentation, read)
 
