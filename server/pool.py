@@ -63,6 +63,10 @@ class ListingGuard(Protocol):
         """Held-back tools of this listing: tool name -> verdict (with a ``message()``)."""
         ...
 
+    def blocked(self, server: str, tool: str) -> Any:
+        """The current verdict for a tool (``None`` once it is approved)."""
+        ...
+
 
 class PoolObserver(Protocol):
     """Told when children start (or fail to) and stop, with why (``server.telemetry``)."""
@@ -578,6 +582,9 @@ class ChildPool:
         if child.tools is None:
             child.tools = await self._list(child, limit)
         verdict = child.blocked.get(tool)
+        if verdict is not None and self.guard is not None and self.guard.blocked(child.name, tool) is None:
+            del child.blocked[tool]  # approved since this child listed it
+            verdict = None
         if verdict is not None:
             raise ToolBlockedError(verdict.message())
 
