@@ -66,7 +66,7 @@ def _print(status: CopilotStatus) -> None:
         console.print("  recent errors:", highlight=False)
         for error in status.recent_errors[-10:]:
             console.print(
-                f"    {escape(error.at)} {escape(error.server)}/{escape(error.tool)} [{escape(error.kind)}]: "
+                f"    {escape(error.at)} {escape(error.server)}/{escape(error.tool)} {escape(f'[{error.kind}]')}: "
                 f"{escape(error.message)}",
                 highlight=False,
             )
