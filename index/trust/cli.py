@@ -102,7 +102,10 @@ def print_review_summary(console: Console, results: dict[str, ReviewResult]) -> 
         for line in verdict.summary:
             console.print(f"    {escape(line)}", highlight=False)
         _print_findings(console, [f for f in verdict.findings if f.severity == "high"])
-    console.print("review them with 'python -m index trust' and approve with 'python -m index approve SERVER[/TOOL]'.")
+    console.print(
+        escape("review them with 'python -m index trust' and approve with 'python -m index approve SERVER[/TOOL]'."),
+        highlight=False,
+    )
 
 
 def print_scan_notes(console: Console, records: Sequence[ToolRecord]) -> None:
