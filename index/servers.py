@@ -230,9 +230,13 @@ def _line_of(text: str, name: str, after: int = 0) -> int:
 
 
 def _error_line(text: str, server_line: int, error: ValidationError) -> int:
-    """The line of the innermost key an error points at, searched from the server's own line."""
+    """For the nested ``annotations``/``confirm`` keys, the line of the innermost key the error points
+    at (searched from the server's own line); the server's line for every other key."""
+    location = error.errors()[0]["loc"]
+    if not location or location[0] not in ("annotations", "confirm"):
+        return server_line
     line = server_line
-    for part in error.errors()[0]["loc"]:
+    for part in location:
         if isinstance(part, str):
             line = _line_of(text, part, line)
     return line
