@@ -106,10 +106,26 @@ def format_report(report: BuildReport) -> str:
     return "\n".join(lines)
 
 
+def screen_catalog(catalog_path: Path | None, settings: CopilotSettings | None = None) -> dict:
+    """Scan a catalog's tools for poisoning; tools with high findings are held back (nothing is pinned)."""
+    from index.trust.review import review_by_server
+    from index.trust.settings import TrustSettings
+
+    settings = settings or CopilotSettings.load()
+    catalog = load_catalog(resolve_catalog(settings, catalog_path))
+    return review_by_server(TrustSettings.load(home=settings.home).reviewer(), catalog.tools, pin=False)
+
+
 def build_command(args: argparse.Namespace) -> int:
+    from index.console import make_console
+    from index.trust.cli import print_review_summary
+    from index.trust.settings import TrustSettings
+
     settings = CopilotSettings.load()
+    TrustSettings.load(home=settings.home)  # a bad trust setting fails now, not after embedding
     servers = check_servers_file(settings)
     report = build_index(getattr(args, "catalog", None), settings, show_progress=True)
     print(format_report(report))
     print(f"servers: {len(servers.enabled())} enabled in {servers.path}")
+    print_review_summary(make_console(), screen_catalog(getattr(args, "catalog", None), settings))
     return 0

@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="MCP Copilot: one MCP server with 'route' (find tools) and 'execute' (call them) over many "
         "servers.",
         formatter_class=HelpFormatter,
+        epilog="'python -m server status' shows the copilots running with this COPILOT_HOME.",
     )
     parser.add_argument(
         "--servers", type=Path, help="servers.json or any Claude-Desktop-style config (COPILOT_SERVERS)"
@@ -79,31 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: Settings field -> the flag that sets it (errors name the flag when the value came from one).
-_FLAGS = {
-    "servers": "--servers",
-    "http_host": "--host",
-    "http_port": "--port",
-    "http_token": "--token",
-    "task_id": "--task-id",
-    "question": "--question",
-    "category": "--category",
-    "log_file": "--log-file",
-    "log_dir": "--log-dir",
-    "read_only": "--read-only",
-    "allow": "--allow",
-    "deny": "--deny",
-    "auto_index": "--no-auto-index",
-    "log_level": "--verbose",
-}
-
-
 #: Settings field -> the flag that sets it: an error names the flag when the value came from one.
 _FLAGS = {
     "servers": "--servers",
     "http_host": "--host",
     "http_port": "--port",
     "http_token": "--token",
+    "http_token_file": "--token-file",
     "task_id": "--task-id",
     "question": "--question",
     "category": "--category",
@@ -153,7 +136,16 @@ def _first_leaf(error: BaseException) -> BaseException:
     return error
 
 
+#: Run before the process leaves (flushing traces); ``_exit_now`` skips Python's own exit handlers.
+_BEFORE_EXIT: list[Any] = []
+
+
 def _exit_now(code: int = 0) -> None:
+    while _BEFORE_EXIT:
+        try:
+            _BEFORE_EXIT.pop()()
+        except Exception:  # noqa: BLE001 -- leaving must not fail
+            logger.debug("exit hook failed", exc_info=True)
     logging.shutdown()
     sys.stderr.flush()
     os._exit(code)
@@ -184,13 +176,13 @@ async def _serve_stdio(app: Any, shutdown: Any) -> None:
         task_group.cancel_scope.cancel()
 
 
-async def _serve_http(app: Any, settings: Any, shutdown: Any, listener: Any) -> None:
+async def _serve_http(app: Any, settings: Any, shutdown: Any, listener: Any, telemetry: Any) -> None:
     from server.http import serve_http
 
     def on_signal(name: str) -> None:
         shutdown.reason = name
 
-    await serve_http(app, settings, on_signal, listener)
+    await serve_http(app, settings, on_signal, telemetry, listener)
 
 
 def serve(argv: Sequence[str] | None = None) -> int:
@@ -203,6 +195,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
 
     from index.errors import CopilotError
     from index.servers import load_servers
+    from index.trust.settings import TrustSettings
     from server.pool_settings import PoolSettings
     from server.settings import ServerSettings
 
@@ -211,6 +204,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
         # variable or flag, not a traceback from inside the running server.
         settings = ServerSettings.load(_FLAGS, **_overrides(args))
         pool_settings = PoolSettings.load(home=settings.home)
+        TrustSettings.load(home=settings.home)
     except CopilotError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -233,10 +227,18 @@ def serve(argv: Sequence[str] | None = None) -> int:
         from server.app import build_app
         from server.copilot import Shutdown
 
+        from server.telemetry import Telemetry
+        from server.telemetry.tracing import configure_from_environment
+
         index = ToolIndex.open(settings)  # cheap; an unusable model setting fails here, before serving
         shutdown = Shutdown(default="shutdown" if args.http else "client disconnected")
+        flush_traces = configure_from_environment()
+        if flush_traces is not None:
+            _BEFORE_EXIT.append(flush_traces)
+        telemetry = Telemetry()
         app = build_app(
-            settings, servers_file, start_now=args.http, shutdown=shutdown, index=index, pool_settings=pool_settings
+            settings, servers_file, start_now=args.http, shutdown=shutdown, index=index, telemetry=telemetry,
+            transport="http" if args.http else "stdio", pool_settings=pool_settings,
         )
         logger.info(
             "copilot %s: %d server(s) from %s, logs in %s",
@@ -246,7 +248,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
             settings.log_file or settings.logs_dir,
         )
         if args.http:
-            anyio.run(_serve_http, app, settings, shutdown, listener)
+            anyio.run(_serve_http, app, settings, shutdown, listener, telemetry)
         else:
             anyio.run(_serve_stdio, app, shutdown)
     except CopilotError as error:
@@ -265,6 +267,11 @@ def serve(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["status"]:
+        from server.telemetry.status_cli import main as status_main
+
+        _exit_now(status_main(arguments[1:]))
     code = serve(argv)
     # Worker threads can still be blocked on stdin or in a model load; everything of ours is
     # closed and every child stopped by now, so do not wait for them.

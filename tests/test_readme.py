@@ -21,6 +21,8 @@ from typing import Any
 import anyio
 import pytest
 
+from index.trust.scan import Finding
+import server.copilot  # noqa: F401 -- defines or imports every ExecuteError subclass
 from server.errors import ExecuteError
 from server.trajectory import ExecuteResult, RouteHit, TrajectoryEvent, WorkspaceFile, parse_event
 from tests.support.cli import PROJECT, cli_env
@@ -147,7 +149,7 @@ def test_trajectory_section_documents_every_event_field_and_error_kind() -> None
     for tag, model in models.items():
         missing = {name for name in _field_names(model) if f"`{name}`" not in rows[tag]}
         assert not missing, f"{tag}: fields not documented: {sorted(missing)}"
-    for part in (RouteHit, ExecuteResult, WorkspaceFile):
+    for part in (RouteHit, ExecuteResult, WorkspaceFile, Finding):
         assert all(f"`{name}`" in text for name in part.model_fields), part.__name__
     kinds = {cls.kind for cls in _subclasses(ExecuteError)}
     assert all(f"`{kind}`" in text for kind in kinds), sorted(kinds)
