@@ -157,6 +157,7 @@ class Copilot:
         On exit every child is stopped (the pool's own shutdown, then ``kill_all`` as the last
         resort) and every open session log gets its ``session_end``.
         """
+        from index.children.guard import child_guard
         from index.tool_index import ToolIndex  # heavy dependencies load lazily, not at import
         from server.pool import ChildPool
         from server.pool_settings import PoolSettings
@@ -178,6 +179,7 @@ class Copilot:
                     task_group.cancel_scope.cancel()
         finally:
             pool.kill_all()
+            child_guard().close()  # the watchdog sweeps (nothing left by now) and exits with us
             if copilot.shutdown.on_stopped is not None:
                 copilot.shutdown.on_stopped()
 
@@ -383,6 +385,7 @@ class Copilot:
         return RouteAnswer(query=query, tools=tools, indexing=self.indexer.status(), note=note)
 
     def _warm(self, servers: list[str]) -> None:
+        """Start the best hits' servers in the background; the pool only uses free slots for that."""
         for name in list(dict.fromkeys(servers))[:WARM_TOP_SERVERS]:
             try:
                 self.pool.warm(name)

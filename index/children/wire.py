@@ -101,12 +101,21 @@ def _raw_id(raw: bytes) -> RequestId:
     return int(raw) if not raw.startswith(b'"') else raw[1:-1].decode("utf-8", "replace")
 
 
-def _loose_parse(line: bytes) -> Any:
+def loose_parse(line: bytes) -> Any:
     """The line as Python's own JSON reader sees it (it accepts lone surrogates), or ``None``."""
     try:
         return json.loads(line)
     except (ValueError, RecursionError):
         return None
+
+
+def request_id_of(line: bytes, parsed: Any = None) -> RequestId | None:
+    """The id of a JSON-RPC message the SDK could not read, from ``parsed`` (:func:`loose_parse`) or the text."""
+    if isinstance(parsed, dict):
+        found = parsed.get("id")
+        return found if isinstance(found, int | str) and not isinstance(found, bool) else None
+    match = _ID_AT_HEAD.match(line[:_SNIPPET]) or _ID_AT_TAIL.search(line[-_SNIPPET:])
+    return _raw_id(match.group(1)) if match else None
 
 
 def describe_unreadable(line: bytes, error: ValidationError) -> str:
@@ -119,7 +128,7 @@ def describe_unreadable(line: bytes, error: ValidationError) -> str:
         if _LONE_SURROGATE.search(line):
             return "it contains a lone UTF-16 surrogate escape (such as \\ud800), which is not valid Unicode"
         return f"it is not valid JSON ({message.removeprefix('Invalid JSON: ')})"
-    parsed = _loose_parse(line)
+    parsed = loose_parse(line)
     if isinstance(parsed, dict) and parsed.get("jsonrpc") != "2.0":
         return 'it is not a JSON-RPC 2.0 message ("jsonrpc": "2.0" is missing)'
     where = ".".join(str(part) for part in detail.get("loc", ()))
@@ -254,23 +263,15 @@ class StdoutReader:
         await self._deliver(message)
 
     async def _unreadable(self, whole: bytes, line: bytes, error: ValidationError) -> None:
-        parsed = _loose_parse(line)
-        request_id: RequestId | None = None
+        parsed = loose_parse(line)
         if isinstance(parsed, dict):
             if "method" in parsed or not ({"result", "error"} & parsed.keys() or "jsonrpc" in parsed):
                 self._junk(whole)  # a request or notification of the child's, or a JSON log line
                 return
-            if isinstance(parsed.get("id"), int | str):
-                request_id = parsed["id"]
-        elif parsed is None:
-            if b'"jsonrpc"' not in line[:_SNIPPET] or b'"method"' in line[:200]:
-                self._junk(whole)
-                return
-            match = _ID_AT_HEAD.match(line[:_SNIPPET]) or _ID_AT_TAIL.search(line[-_SNIPPET:])
-            request_id = _raw_id(match.group(1)) if match else None
-        else:
+        elif parsed is not None or b'"jsonrpc"' not in line[:_SNIPPET] or b'"method"' in line[:200]:
             self._junk(whole)
             return
+        request_id = request_id_of(line, parsed)
         what = describe_unreadable(line, error)
         self.child.note(f"sent a reply the copilot cannot read ({len(line)} bytes): {what}: {_shown(line)}")
         logger.warning("%s: unreadable reply: %s", self.server, what)
