@@ -580,7 +580,7 @@ class ChildPool:
                 "It will be reconnected on the next call."
             )
         code = await connection.wait_exit(_EXIT_CODE_WAIT)
-        self._break(child, f"it {describe_exit(code)} during {doing}")
+        self._break(child, f"it crashed ({describe_exit(code)}) during {doing}")
         what = describe_exit(code) if code is not None else "closed its output"
         return ChildCrashedError(
             f"server '{child.name}' crashed during {doing} ({what}). It will be restarted on the next call; "
