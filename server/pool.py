@@ -61,7 +61,7 @@ _EXIT_CODE_WAIT = 2.0
 #: When the copilot exits, children get this long to exit after their stdin closes (at most
 #: ``shutdown_grace``), then this long after SIGTERM before SIGKILL, all in parallel: the whole
 #: stop fits in the 2 s a host waits after closing the copilot's stdin before it sends SIGTERM.
-EXIT_GRACE = 1.0
+EXIT_GRACE = 0.5
 EXIT_KILL_GRACE = 0.5
 #: Most children started by warm() and not called yet at once.
 MAX_WARM_UNUSED = 2
@@ -589,7 +589,8 @@ class ChildPool:
 
     def _timed_out(self, child: _Child, doing: str, limit: float) -> ChildTimeoutError:
         reason = f"{doing} did not finish within {limit:g}s, so it was killed"
-        child.cut_off_because = child.cut_off_because or f"another call to it ({doing}) did not finish within {limit:g}s"
+        cut_off = f"another call to it ({doing}) did not finish within {limit:g}s"
+        child.cut_off_because = child.cut_off_because or cut_off
         self._break(child, reason)
         return ChildTimeoutError(
             f"server '{child.name}' did not finish {doing} within {limit:g}s. The server was stopped (it may "

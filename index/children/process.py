@@ -143,7 +143,7 @@ class ChildProcess:
             members = kill_tree(self.pid, self.tag, members)
             await self._wait_tree_gone(members, KILL_GRACE)
         if await self.wait_exit(KILL_GRACE) is None or self.group_alive() or _alive(members):
-            logger.warning("child pid %d: processes of its tree are still alive after SIGKILL; abandoning them", self.pid)
+            logger.warning("child pid %d: processes of its tree survived SIGKILL; abandoning them", self.pid)
 
     async def _wait_tree_gone(self, members: list[psutil.Process], timeout: float) -> bool:
         with anyio.move_on_after(timeout):

@@ -56,7 +56,10 @@ _FINISHED_REMEMBERED = 1024
 _ID_AT_HEAD = re.compile(rb'^\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 _ID_AT_TAIL = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$')
 _MESSAGE_START = re.compile(rb'\{\s*"jsonrpc"\s*:')
-_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<![89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]")
+#: A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<![89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]"
+)
 
 RequestId = int | str
 

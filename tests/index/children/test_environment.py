@@ -45,7 +45,9 @@ def _dumping(name: str, tmp_path: Path, **extra: object) -> ServerConfig:
     return ServerConfig(name=name, command=sys.executable, args=args, **extra)
 
 
-async def test_child_gets_registry_settings_without_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_child_gets_registry_settings_without_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name, value in {**CREDENTIALS, **READ_SETTINGS}.items():
         monkeypatch.setenv(name, value)
     env = await _child_environment(_dumping("plain", tmp_path), tmp_path)
@@ -98,5 +100,6 @@ def test_secret_names_are_recognized_by_their_words(name: str, secret: bool) -> 
 
 def test_url_credentials_are_removed_from_every_url_in_a_value() -> None:
     value = "a=https://u:p@one.example/simple b=https://token@two.example/x c=https://three.example/"
-    assert strip_url_credentials(value) == "a=https://one.example/simple b=https://two.example/x c=https://three.example/"
+    stripped = "a=https://one.example/simple b=https://two.example/x c=https://three.example/"
+    assert strip_url_credentials(value) == stripped
     assert strip_url_credentials("me@example.com") == "me@example.com"

@@ -28,7 +28,8 @@ def _hostile(*flags: str) -> ServerConfig:
 
 
 async def _detach(session: object, how: str, ignore_sigterm: bool = True) -> int:
-    result = await session.call_tool("detach", {"how": how, "ignore_sigterm": ignore_sigterm})  # type: ignore[attr-defined]
+    arguments = {"how": how, "ignore_sigterm": ignore_sigterm}
+    result = await session.call_tool("detach", arguments)  # type: ignore[attr-defined]
     return int(result.content[0].text)
 
 
