@@ -22,6 +22,7 @@ from mcp_types import CallToolResult
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
 from index.servers import ServerConfig, ServersFile, load_servers
+from server.bounded import shown_name
 from server.errors import (
     ConfirmationRequiredError,
     ExecuteError,
@@ -194,6 +195,7 @@ class Copilot:
 
     async def _background(self) -> None:
         await self.started.wait()
+        await anyio.to_thread.run_sync(self._learn_start_times, abandon_on_cancel=True)
         if self.settings.warm_index:
             try:
                 await anyio.to_thread.run_sync(self._warm_index, abandon_on_cancel=True)
@@ -206,6 +208,25 @@ class Copilot:
         if self.settings.auto_index:
             await self.indexer.run(self.servers)
             await anyio.to_thread.run_sync(lambda: self.index_info(load=True), abandon_on_cancel=True)
+
+    def _learn_start_times(self) -> None:
+        """Tell the pool how long each server took to start in the catalog's crawl (same launch only),
+        so ``route`` does not warm slow starters before the pool has timed a start of its own."""
+        from index.records import load_catalog
+
+        try:
+            catalog = load_catalog(self.settings.catalog_file())
+        except CopilotError as error:
+            logger.debug("no start times from the catalog: %s", error)
+            return
+        times = {
+            name: entry.start_seconds
+            for name, entry in catalog.servers.items()
+            if entry.start_seconds is not None
+            and name in self.servers
+            and entry.launch_hash in (None, self.servers[name].launch_hash())
+        }
+        self.pool.expect_start_times(times)
 
     def _warm_index(self) -> None:
         self.index.warm()
@@ -281,7 +302,7 @@ class Copilot:
             hint = did_you_mean(suggest(name, known))
             listed = ", ".join(sorted(known)[:_LISTED_NAMES]) + (" …" if len(known) > _LISTED_NAMES else "")
             raise UnknownServerError(
-                f"Unknown server '{name}'.{hint} Known servers: {listed or '(none)'}. "
+                f"Unknown server '{shown_name(name)}'.{hint} Known servers: {listed or '(none)'}. "
                 "Pass server names exactly as route returns them (search with route to find the right one)."
             )
         if not config.is_enabled:
@@ -443,11 +464,11 @@ class Copilot:
 
     def _unknown_tool(self, server: str, tool: str, names: list[str], records: Mapping[str, Any]) -> UnknownToolError:
         hint = did_you_mean(suggest(tool, names))
-        message = f"Unknown tool '{tool}' on server '{server}'.{hint}"
+        message = f"Unknown tool '{shown_name(tool)}' on server '{server}'.{hint}"
         visible = set(self.routable_servers())
         elsewhere = sorted({r.server for r in records.values() if r.name == tool and r.server in visible} - {server})
         if elsewhere:
-            message += f" A tool named '{tool}' exists on: {', '.join(elsewhere[:10])}."
+            message += f" A tool named '{shown_name(tool)}' exists on: {', '.join(elsewhere[:10])}."
         listed = ", ".join(sorted(names)[:_LISTED_NAMES]) + (" …" if len(names) > _LISTED_NAMES else "")
         message += f" Tools on {server}: {listed or '(none)'}. Use route to search for the right tool."
         return UnknownToolError(message)

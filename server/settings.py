@@ -99,6 +99,12 @@ class ServerSettings(CopilotSettings):
     log_file: Path | None = Field(
         default=None, description="Write every session's trajectory to this exact file (benchmark runs)."
     )
+    log_max_field_chars: int = Field(
+        default=100_000, ge=100, description="Longest string (query, param, result text) written to a trajectory."
+    )
+    log_max_event_chars: int = Field(
+        default=1_000_000, ge=1000, description="Most characters of one trajectory event (what is beyond is cut)."
+    )
 
     # Background indexing ------------------------------------------------------------------
     auto_index: bool = Field(default=True, description="Crawl and index servers the index does not know, at startup.")

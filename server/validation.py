@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 
 #: rapidfuzz WRatio score (0-100) below which a name is not worth suggesting.
 SUGGESTION_CUTOFF = 60.0
+#: Names longer than this are not compared (fuzzy matching is quadratic in the name's length).
+MAX_SUGGESTED_NAME = 256
 _VALUE_PREVIEW = 60
 
 
@@ -50,7 +52,7 @@ def _similarity(a: str, b: str, **_: Any) -> float:
 def suggest(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
     """The candidates closest to ``name`` (case-insensitive, identifier-aware), best first."""
     unique = list(dict.fromkeys(c for c in candidates if c))
-    if not name or not unique:
+    if not name or not unique or len(name) > MAX_SUGGESTED_NAME:
         return []
     folded = name.casefold()
     exact = [c for c in unique if c.casefold() == folded]
