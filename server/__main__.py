@@ -194,7 +194,8 @@ def serve(argv: Sequence[str] | None = None) -> int:
     _configure_logging(settings.log_level)
     from server.secrecy import protect_secrets
 
-    protect_secrets(non_dumpable=settings.protect_process)  # before any child could look
+    protection = protect_secrets(non_dumpable=settings.protect_process)  # before any child could look
+    logger.debug("non-dumpable: %s; blanked in /proc/self/environ: %s", protection.non_dumpable, protection.blanked)
     if args.token:
         logger.warning(
             "the token given with --token is visible to other users of this machine in the process list; "

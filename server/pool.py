@@ -479,7 +479,8 @@ class ChildPool:
         note, child.restart_note = child.restart_note, None
         if note is None:
             return result
-        return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
+        # First, so the model reads it before the result, and a size cap that cuts the end keeps it.
+        return result.model_copy(update={"content": [types.TextContent(type="text", text=note), *result.content]})
 
     async def _acquire(self, server: str, config: ServerConfig) -> _Child:
         """The server's running child, started if needed, with this call counted as in flight."""

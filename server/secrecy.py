@@ -37,7 +37,6 @@ from index.children.environment import has_url_credentials, looks_secret_name
 logger = logging.getLogger(__name__)
 
 PR_SET_DUMPABLE = 4
-PR_GET_DUMPABLE = 3
 
 
 @dataclass
@@ -51,13 +50,6 @@ class Protection:
 
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
-
-
-def is_dumpable() -> bool:
-    """Whether other processes of this user may read this process's ``/proc`` files (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return True
-    return bool(_libc().prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
 
 
 def _environment_block() -> tuple[int, int]:

@@ -89,7 +89,6 @@ class ChildGuard:
         self._children: dict[int, str] = {}  # leader pid -> its tag
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
-        self._closed = False
 
     # -- starting a child -----------------------------------------------------------------------
     def new_tag(self) -> str:
@@ -116,13 +115,18 @@ class ChildGuard:
     # -- ending -----------------------------------------------------------------------------------
     def kill_all(self) -> None:
         """SIGKILL every registered child's group, tree and tagged processes now. Synchronous."""
-        for pid, tag in list(self._children.items()):
-            kill_tree(pid, tag)
+        for pid in list(self._children):
+            kill_tree(pid, None)
+        for process in tagged(self.tag + ":", exact=False):  # one scan for every child's tag
+            with suppress(psutil.Error):
+                process.kill()
 
     def close(self) -> None:
-        """Clean shutdown: the watchdog sweeps (children should be gone already) and exits; bounded."""
+        """Clean shutdown: the watchdog sweeps (children should be gone already) and exits; bounded.
+
+        A child started later (another copilot in the same process) starts a new watchdog.
+        """
         with self._lock:
-            self._closed = True
             watchdog, self._watchdog = self._watchdog, None
         if watchdog is None:
             return
@@ -140,7 +144,7 @@ class ChildGuard:
     # -- the watchdog -----------------------------------------------------------------------------
     def _send(self, line: str) -> None:
         """Write to the watchdog (started on first use; restarted if it died). Caller holds the lock."""
-        if self._closed or os.getpid() != self.owner:
+        if os.getpid() != self.owner:
             return
         for _attempt in range(2):
             if self._watchdog is None or self._watchdog.poll() is not None:

@@ -89,18 +89,23 @@ class Watchdog:
         return True
 
     def record(self) -> None:
+        """Remember every live descendant of the registered children (one scan of the process table)."""
+        children: dict[int, list[psutil.Process]] = {}
+        for process in psutil.process_iter(["ppid"]):
+            children.setdefault(process.info["ppid"], []).append(process)
         for pid, started in list(self.leaders.items()):
             try:
-                leader = psutil.Process(pid)
-                if leader.create_time() != started:
-                    raise psutil.NoSuchProcess(pid)
-                descendants = leader.children(recursive=True)
+                if psutil.Process(pid).create_time() != started:
+                    continue
             except psutil.Error:
                 continue
-            for process in descendants:
-                identity = _identity(process)
-                if identity is not None:
-                    self.seen[identity[0]] = identity[1]
+            stack = [pid]
+            while stack:
+                for process in children.get(stack.pop(), []):
+                    identity = _identity(process)
+                    if identity is not None and identity[0] not in self.leaders:
+                        self.seen[identity[0]] = identity[1]
+                        stack.append(identity[0])
 
     def sweep(self) -> int:
         """SIGKILL everything this copilot started; the number of processes signalled."""
