@@ -120,13 +120,17 @@ def transport_security(settings: ServerSettings) -> TransportSecuritySettings:
     )
 
 
-def build_asgi(app: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
-    starlette_app = app.streamable_http_app(
+def build_asgi(app: MCPServer[Any], settings: ServerSettings, telemetry: Any = None) -> ASGIApp:
+    starlette_app: ASGIApp = app.streamable_http_app(
         streamable_http_path=MCP_PATH,
         transport_security=transport_security(settings),
         host=settings.http_host,
         session_idle_timeout=settings.http_session_idle_timeout,
     )
+    if telemetry is not None:
+        from server.telemetry.endpoints import ObservabilityRoutes
+
+        starlette_app = ObservabilityRoutes(starlette_app, telemetry)  # /metrics, behind the same guard
     return GuardMiddleware(starlette_app, token=settings.token, allowed_origins=settings.allowed_origins)
 
 
@@ -135,7 +139,7 @@ def build_asgi(app: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: Any) -> None:
+async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: Any, telemetry: Any = None) -> None:
     """Serve until SIGTERM, SIGINT or SIGHUP; ``on_signal(name)`` records why we stopped.
 
     A second signal during the shutdown SIGKILLs every child's tree at once and lets the shutdown
@@ -171,7 +175,7 @@ async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: A
 
     check_exposure(settings)
     config = uvicorn.Config(
-        build_asgi(app, settings),
+        build_asgi(app, settings, telemetry),
         host=settings.http_host,
         port=settings.http_port,
         log_level=settings.log_level.lower(),

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -48,12 +48,13 @@ from server.errors import (
     ChildCrashedError,
     ChildTimeoutError,
     ServerUnavailableError,
+    ToolBlockedError,
     UnknownServerError,
 )
 from server.pool_settings import PoolSettings
 from server.validation import did_you_mean, suggest
 
-__all__ = ["ChildPool", "PoolSettings"]
+__all__ = ["ChildPool", "ListingGuard", "PoolObserver", "PoolSettings"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,28 @@ EXIT_KILL_GRACE = 0.5
 MAX_WARM_UNUSED = 2
 #: Seconds between checks of the running children's stderr log sizes.
 _LOG_CHECK_INTERVAL = 5.0
+
+
+class ListingGuard(Protocol):
+    """Checks a child's tool listing against pinned definitions (``server.guard.DefinitionGuard``)."""
+
+    async def review_listing(self, server: str, config: ServerConfig, tools: list[types.Tool]) -> Mapping[str, Any]:
+        """Held-back tools of this listing: tool name -> verdict (with a ``message()``)."""
+        ...
+
+    def blocked(self, server: str, tool: str) -> Any:
+        """The current verdict for a tool (``None`` once it is approved)."""
+        ...
+
+
+class PoolObserver(Protocol):
+    """Told when children start (or fail to) and stop, with why (``server.telemetry``)."""
+
+    def child_started(
+        self, server: str, config: ServerConfig, pid: int | None, seconds: float, error: BaseException | None
+    ) -> None: ...
+
+    def child_stopped(self, server: str, reason: str, uptime: float) -> None: ...
 
 
 @dataclass
@@ -107,12 +130,16 @@ class _Child:
     tools: list[types.Tool] | None = None
     served: int = 0  # calls this process answered
     warmed: bool = False  # started by warm() and not used since
-    #: Why the copilot stopped it (in-flight calls cut off with it say so; the next child's first result too).
+    #: Why the copilot stopped it, in words (in-flight calls cut off with it say so; the next child's first result too).
     stopped_because: str | None = None
     #: The note for this child's first result: its server was restarted and lost its state.
     restart_note: str | None = None
     #: Set when the copilot kills it on purpose while calls may be in flight (they say why).
     cut_off_because: str | None = None
+    blocked: dict[str, Any] = field(default_factory=dict)  # tool -> the guard's verdict (held back)
+    stop_reason: str | None = None  # why the pool stopped it, as a kind (idle, evicted, replaced, crashed, ...)
+    started_at: float | None = None  # monotonic, when it became ready
+    created_at: float = field(default_factory=time.monotonic)
 
     @property
     def usable(self) -> bool:
@@ -163,8 +190,19 @@ def _error_result(text: str) -> types.CallToolResult:
 class ChildPool:
     """Persistent MCP client sessions to the configured child servers; see the module docstring."""
 
-    def __init__(self, servers: Mapping[str, ServerConfig], settings: PoolSettings | None = None) -> None:
+    def __init__(
+        self,
+        servers: Mapping[str, ServerConfig],
+        settings: PoolSettings | None = None,
+        *,
+        guard: ListingGuard | None = None,
+        observer: PoolObserver | None = None,
+    ) -> None:
         self.settings = settings if settings is not None else PoolSettings()
+        #: Checks every tool listing against the pinned definitions (``server.guard``).
+        self.guard = guard
+        #: Told when children start and stop (metrics, traces).
+        self.observer = observer
         self._servers: dict[str, ServerConfig] = dict(servers)
         self._children: dict[str, _Child] = {}  # the current child of each server
         self._alive: set[_Child] = set()  # every child whose runner has not finished
@@ -192,6 +230,7 @@ class ChildPool:
                 for child in list(self._alive):
                     # In parallel, within a host's budget: hosts SIGTERM the copilot 2 s after closing
                     # its stdin and SIGKILL it 2 s later (the parent-death guard covers the rest).
+                    child.stop_reason = child.stop_reason or "shutdown"
                     child.cut_off_because = child.cut_off_because or "the copilot is shutting down"
                     if child.process is not None:
                         child.process.hurry(min(self.settings.shutdown_grace, EXIT_GRACE), EXIT_KILL_GRACE)
@@ -236,6 +275,8 @@ class ChildPool:
             try:
                 child = await self._acquire(server, config)
                 try:
+                    if self.guard is not None:
+                        await self._check_definition(child, tool, limit)
                     result = await self._call(child, tool, arguments, limit)
                 finally:
                     self._release(child)
@@ -283,7 +324,8 @@ class ChildPool:
         if needs_room or len(unused) >= MAX_WARM_UNUSED:
             if not unused:
                 return False  # every slot holds a child that is or was in use
-            self._retire(unused[0], "it was started speculatively for a search result and never called")
+            never_called = "it was started speculatively for a search result and never called"
+            self._retire(unused[0], "unused", never_called)
         try:
             self._start(server, config, evict=False).warmed = True
         except Exception as error:  # noqa: BLE001
@@ -315,7 +357,8 @@ class ChildPool:
             if config is None or not config.is_enabled or config.launch_hash() != child.config.launch_hash():
                 what = "removed from" if config is None else "changed in"
                 logger.info("server '%s' was %s the servers file; stopping its child", name, what)
-                self._retire(child, f"its entry was {what} the servers file")
+                kind = "removed" if config is None else "reconfigured"
+                self._retire(child, kind, f"its entry was {what} the servers file")
         for name, state in self._states.items():
             old, config = self._servers.get(name), new.get(name)
             if old is not None and config is not None and old.launch_hash() != config.launch_hash():
@@ -390,7 +433,7 @@ class ChildPool:
                 )
         previous = self._children.get(server)
         if previous is not None:
-            self._retire(previous, "it was replaced by a new process")
+            self._retire(previous, "replaced", "it was replaced by a new process")
         child = _Child(server, config)
         child.restart_note, state.lost_state = state.lost_state, None
         self._children[server] = child
@@ -405,7 +448,6 @@ class ChildPool:
         """Own one child's session for its whole life; never raises (the pool outlives children)."""
         state = self._state(child.name)
         settings = self.settings
-        started = time.monotonic()
 
         def spawned(process: ChildProcess) -> None:
             child.process = process
@@ -421,10 +463,11 @@ class ChildPool:
                 on_spawn=spawned,
             ) as connection:
                 child.connection = connection
-                child.last_used = time.monotonic()
+                child.last_used = child.started_at = time.monotonic()
                 state.start_error = None
-                state.start_seconds = child.last_used - started
+                state.start_seconds = child.started_at - child.created_at
                 child.ready.set()
+                self._notify("child_started", child, None)
                 logger.info("server '%s' started (pid %s) in %.1fs", child.name, connection.pid, state.start_seconds)
                 await _wait_either(child.stop, connection.closed)
                 if not child.stop.is_set():
@@ -437,6 +480,7 @@ class ChildPool:
                     )
         except ChildStartError as error:
             child.start_error = error
+            self._notify("child_started", child, error)
             state.start_error, state.failed_at = error, time.monotonic()
             state.last_error = str(error)
             logger.warning("server '%s' failed to start: %s", child.name, error)
@@ -444,6 +488,8 @@ class ChildPool:
             child.start_error = error
             logger.exception("server '%s': unexpected error in its session", child.name)
         finally:
+            if child.started_at is not None:
+                self._notify("child_stopped", child, None)
             child.broken = True
             child.ready.set()
             child.done.set()
@@ -521,17 +567,37 @@ class ChildPool:
             child.process.rotate_log_if_over(self.settings.child_log_max_bytes)
         self._evict_over_cap()
 
-    def _retire(self, child: _Child, reason: str) -> None:
-        """Take ``child`` out of service; it stops now, or after its last in-flight call."""
+    def _notify(self, event: str, child: _Child, error: BaseException | None) -> None:
+        if self.observer is None:
+            return
+        try:
+            if event == "child_started":
+                seconds = (child.started_at or time.monotonic()) - child.created_at
+                self.observer.child_started(child.name, child.config, child.pid, seconds, error)
+            else:
+                uptime = time.monotonic() - child.started_at if child.started_at is not None else 0.0
+                reason = child.stop_reason or ("crashed" if child.broken and not child.stop.is_set() else "exited")
+                self.observer.child_stopped(child.name, reason, uptime)
+        except Exception:  # noqa: BLE001 -- telemetry must never break the pool
+            logger.exception("pool observer failed on %s", event)
+
+    def _retire(self, child: _Child, reason: str = "retired", because: str | None = None) -> None:
+        """Take ``child`` out of service; it stops now, or after its last in-flight call.
+
+        ``reason`` is the kind the observer counts; ``because`` says it in words, for the note on
+        the next child's first result.
+        """
+        child.stop_reason = child.stop_reason or reason
         child.retired = True
-        child.stopped_because = child.stopped_because or reason
+        child.stopped_because = child.stopped_because or because
         if self._children.get(child.name) is child:
             del self._children[child.name]
         if child.in_flight == 0:
             child.stop.set()
 
-    def _break(self, child: _Child, reason: str, *, kill: bool = True) -> None:
+    def _break(self, child: _Child, reason: str, *, kill: bool = True, kind: str = "crashed") -> None:
         """Take a misbehaving child out of service right away (its in-flight calls fail, saying ``reason``)."""
+        child.stop_reason = child.stop_reason or kind
         if not child.broken:
             logger.warning("stopping server '%s': %s", child.name, reason)
         child.broken = True
@@ -559,7 +625,8 @@ class ChildPool:
         cap = self.settings.max_live_children
         for child in idle[:excess]:
             logger.info("stopping server '%s' to make room (COPILOT_MAX_LIVE_CHILDREN=%d reached)", child.name, cap)
-            self._retire(child, f"it was stopped to make room for another server (COPILOT_MAX_LIVE_CHILDREN={cap})")
+            because = f"it was stopped to make room for another server (COPILOT_MAX_LIVE_CHILDREN={cap})"
+            self._retire(child, "evicted", because)
         if len(idle) < excess:
             logger.info("%d children running, over max_live_children: the busy ones stop when idle", len(live))
 
@@ -572,7 +639,7 @@ class ChildPool:
             for child in list(self._children.values()):
                 if child.in_flight == 0 and child.running and now - child.last_used >= idle_timeout:
                     logger.info("stopping server '%s': idle for %.0fs", child.name, now - child.last_used)
-                    self._retire(child, f"it was idle for {idle_timeout:g}s (COPILOT_IDLE_TIMEOUT)")
+                    self._retire(child, "idle", f"it was idle for {idle_timeout:g}s (COPILOT_IDLE_TIMEOUT)")
 
     async def _rotate_child_logs(self) -> None:
         """Keep every running child's stderr log bounded, also for children that flood it between calls."""
@@ -615,7 +682,7 @@ class ChildPool:
         reason = f"{doing} did not finish within {limit:g}s, so it was killed"
         cut_off = f"another call to it ({doing}) did not finish within {limit:g}s"
         child.cut_off_because = child.cut_off_because or cut_off
-        self._break(child, reason)
+        self._break(child, reason, kind="timeout")
         return ChildTimeoutError(
             f"server '{child.name}' did not finish {doing} within {limit:g}s. The server was stopped (it may "
             "be stuck) and will be restarted on the next call; any state it kept is lost. Retry with "
@@ -650,6 +717,23 @@ class ChildPool:
         assert scope.cancelled_caught
         raise self._timed_out(child, doing, limit)
 
+    async def _check_definition(self, child: _Child, tool: str, limit: float) -> None:
+        """Refuse a call to a tool whose live definition is held back (listing the child first if needed)."""
+        if child.tools is None:
+            child.tools = await self._list(child, limit)
+        verdict = child.blocked.get(tool)
+        if verdict is not None and self.guard is not None and self.guard.blocked(child.name, tool) is None:
+            del child.blocked[tool]  # approved since this child listed it
+            verdict = None
+        if verdict is not None:
+            raise ToolBlockedError(verdict.message())
+
+    async def _reviewed(self, child: _Child, tools: list[types.Tool]) -> list[types.Tool]:
+        """Every listing passes the guard: held-back tools are remembered and refused by ``call_tool``."""
+        if self.guard is not None:
+            child.blocked = dict(await self.guard.review_listing(child.name, child.config, tools))
+        return tools
+
     async def _list(self, child: _Child, limit: float) -> list[types.Tool]:
         assert child.connection is not None
         session = child.connection.session
@@ -663,7 +747,7 @@ class ChildPool:
                     tools.extend(page.tools)
                     cursor = page.next_cursor
                     if not cursor:
-                        return tools
+                        return await self._reviewed(child, tools)
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, "tools/list") from None
