@@ -22,7 +22,7 @@ agent packs several operations into one query; relevant = both steps' tools) and
 (three or four keywords). ``assistant``, ``plain`` and ``synonym`` follow the route description's
 guidance (one operation per query); ``multi`` does not.
 
-``python -m bench.agent_queries`` regenerates the file (and ``--review N`` prints N random steps
+``python -m bench.retrieval.agent_queries`` regenerates the file (and ``--review N`` prints N random steps
 next to their queries for checking by hand). Only the generated queries and the tool names are
 committed, never the annotation text.
 """
@@ -41,7 +41,7 @@ from pathlib import Path
 
 from index.text import tokenize
 
-DATA_FILE = Path(__file__).resolve().parent / "data" / "agent_queries.jsonl"
+DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "agent_queries.jsonl"
 FORMS = ("assistant", "plain", "synonym", "multi", "terse")
 #: Forms that follow route's guidance (one operation per query).
 GUIDED_FORMS = ("assistant", "plain", "synonym", "terse")
@@ -528,7 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from index.settings import livemcpbench_dir
 
     shared = livemcpbench_dir()
-    parser = argparse.ArgumentParser(prog="python -m bench.agent_queries", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.retrieval.agent_queries", description=__doc__.split("\n\n")[0])
     parser.add_argument("--annotations", type=Path, default=shared / "annotated_data" / "all_annotations.json")
     parser.add_argument("--tools-json", type=Path, default=shared / "tools" / "LiveMCPTool" / "tools.json")
     parser.add_argument("--out", type=Path, default=DATA_FILE)
