@@ -53,6 +53,7 @@ from bench.retrieval.sets import (
     route_queries,
 )
 from index.errors import CopilotError
+from index.ranking import HYBRID
 from index.livemcpbench import load_livemcpbench
 from index.settings import PROJECT_DIR, CopilotSettings, livemcpbench_dir
 
@@ -237,7 +238,7 @@ def _run(args: argparse.Namespace) -> int:
 
     # -- 4. candidates ------------------------------------------------------------------------------
     candidates = [c for c in study_candidates(encoders) if c.space_key in spaces]
-    print("\n== candidates tried (hit@3 / prec@3 / nDCG@10 / MRR per set; agent-steps hit@3 with 95% CI)")
+    print("\n== candidates tried (hit@3 / prec@3 / nDCG@10 / MRR per set, means)")
     print(f"{'candidate':<34}" + "".join(f"{name:>30}" for name in sets))
     report["candidates"] = {}
     for candidate in [*baselines, *candidates]:
@@ -278,6 +279,11 @@ def _run(args: argparse.Namespace) -> int:
     for set_name, key in (("agent-steps", "hit@3"), ("agent-steps", "prec@3"), ("questions", "nDCG@10")):
         values = [f.test_metrics[set_name][key] for f in folds]
         print(f"  held-out {set_name} {key}: mean {np.mean(values):.3f}, fold-to-fold sd {np.std(values, ddof=1):.3f}, range {min(values):.3f}-{max(values):.3f}")
+    fitted = folds[-1].fitted_on_all
+    print(
+        f"  fitted on all tasks: {fitted.fusion} lexical {fitted.lexical:g} server {fitted.server:g} bottom-up {fitted.bottom_up:g}"
+        f"  (shipped: {HYBRID.fusion} lexical {HYBRID.lexical:g} server {HYBRID.server:g} bottom-up {HYBRID.bottom_up:g})"
+    )
     report["cross_validation"] = [
         {"fold": f.fold, "weights": f.weights.__dict__, "held_out": f.test_metrics} for f in folds
     ]
@@ -376,6 +382,7 @@ def _real_index(
         print(f"  {name:<12} identical top-10 rankings: {same}/{len(query_set)}")
     # Latency: every query embedded (no cache), shipped route() and plain dense interleaved per query.
     tool_index_module.QUERY_CACHE_SIZE = 0
+    index._query_cache.clear()  # noqa: SLF001 -- the comparison above filled it
     texts = [q.text for q in sets["agent-steps"].queries[::3]] + [q.text for q in sets["real-agent"].queries]
     timings: dict[str, list[float]] = {"shipped route": [], "plain dense": []}
     for text in texts[:5]:

@@ -361,7 +361,7 @@ def prepare(space: Space, queries: Iterable[Query]) -> None:
 
 GRID_LEXICAL = (0.0, 0.25, 0.5, 0.75, 1.0)
 GRID_SERVER = (0.0, 0.15, 0.3, 0.5, 1.0)
-GRID_BOTTOM_UP = (0.0, 0.3)
+GRID_BOTTOM_UP = (0.0, 0.3, 0.5)
 GRID_FUSION = ("zsum", "rrf")
 
 
@@ -378,6 +378,7 @@ class FoldResult:
     weights: Weights
     test_objective: float
     test_metrics: dict[str, dict[str, float]]  # set -> metric -> mean on the fold's held-out tasks
+    fitted_on_all: Weights | None = None  # the choice on every task (what ships)
 
 
 def folds_by_task(task_ids: Iterable[str], k: int = 5, seed: int = 0) -> list[set[str]]:
@@ -429,4 +430,13 @@ def cross_validate(
             chosen_rows = [row for row, q in zip(table[name][best], sets[name], strict=True) if q.task_id in held_out]
             test[name] = {key: sum(r[key] for r in chosen_rows) / max(len(chosen_rows), 1) for key in ("hit@3", "prec@3", "nDCG@10", "MRR")}
         results.append(FoldResult(number, grid[best], score_on(best, False), test))
+    overall = []
+    for point in range(len(grid)):
+        values = []
+        for name, metric in objective.items():
+            rows = table[name][point]
+            values.append(sum(r[metric] for r in rows) / max(len(rows), 1))
+        overall.append(sum(values) / len(values))
+    best_all = max(range(len(grid)), key=lambda p: (round(overall[p], 6), -p))
+    results[-1].fitted_on_all = grid[best_all]
     return results
