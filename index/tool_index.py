@@ -29,7 +29,7 @@ from index.lexical import LexicalIndex
 from index.query import ParsedQuery, check_top_k, parse_query
 from index.ranking import HYBRID, Method, SearchSpace, Weights, compute_signals, fuse, similarities, top_indices
 from index.records import ToolRecord
-from index.settings import CopilotSettings
+from index.settings import DEFAULT_EMBEDDING_MODEL, CopilotSettings
 from index.store import ChromaStore, IndexState, StoredTool
 from index.suggest import nearest_names
 from index.text import DOCUMENT_VERSION, server_document, tokenize, tool_document
@@ -337,7 +337,8 @@ class ToolIndex:
             if trim:
                 result.trimmed = len(positions) - verdict.keep
                 positions = positions[: verdict.keep]
-            if verdict.weak:
+            # The weak threshold is calibrated for the bundled model's similarities only.
+            if verdict.weak and self.model_name == DEFAULT_EMBEDDING_MODEL:
                 result.weak = True
                 result.related_servers = self._related_servers(snapshot, scored.server_scores)
                 result.related_categories = list(
