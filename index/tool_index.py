@@ -340,7 +340,8 @@ class ToolIndex:
             # The weak threshold is calibrated for the bundled model's similarities only.
             if verdict.weak and self.model_name == DEFAULT_EMBEDDING_MODEL:
                 result.weak = True
-                result.related_servers = self._related_servers(snapshot, scored.server_scores)
+                allowed = None if mask is None else {snapshot.servers[i] for i in np.flatnonzero(mask)}
+                result.related_servers = self._related_servers(snapshot, scored.server_scores, allowed)
                 result.related_categories = list(
                     dict.fromkeys(c for c in (self._category(snapshot, s) for s in result.related_servers) if c)
                 )
@@ -402,10 +403,12 @@ class ToolIndex:
         )
 
     @staticmethod
-    def _related_servers(snapshot: _Snapshot, server_scores: np.ndarray | None, count: int = 3) -> list[str]:
+    def _related_servers(
+        snapshot: _Snapshot, server_scores: np.ndarray | None, allowed: set[str] | None, count: int = 3
+    ) -> list[str]:
         if server_scores is None or not len(server_scores):
             return []
-        present = set(snapshot.servers)
+        present = set(snapshot.servers) if allowed is None else allowed
         order = np.argsort(-server_scores, kind="stable")
         return [snapshot.space.server_names[i] for i in order if snapshot.space.server_names[i] in present][:count]
 

@@ -311,10 +311,10 @@ class Copilot:
         self.policy.update_servers(reloaded.servers)
         self.pool.update_servers(reloaded.enabled())
         if self._task_group is not None:
+            # route's description follows the file at once; new servers' tools join it once indexed.
+            self._task_group.start_soon(self.refresh_route_description)
             if self.settings.auto_index:
                 self._task_group.start_soon(self._index_servers, reloaded.servers)
-            else:
-                self._task_group.start_soon(self.refresh_route_description)
 
     def routable_servers(self) -> list[str]:
         return [name for name, config in self.servers.items() if config.is_enabled and self.policy.server_visible(name)]
