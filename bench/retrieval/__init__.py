@@ -171,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
         encoders[model] = encoder
         for version in (("v2", "v3") if model == "minilm" else ("v3",)):
             space = build_space(catalog, encoder, version, cache)
-            prepare(space, all_queries)
+            prepare(space, all_queries, cache)
             spaces[(model, version)] = space
         print(f"model {model}: ready in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 

@@ -171,12 +171,14 @@ class EmbeddingCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def get(self, encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
-        digest = hashlib.sha256("\n\x00".join([encoder.name, *texts]).encode()).hexdigest()[:20]
-        path = self.directory / f"{encoder.name}-{digest}.npy"
+    def get(self, encoder: Encoder, texts: Sequence[str], *, queries: bool = False) -> np.ndarray:
+        kind = "queries" if queries else "documents"
+        digest = hashlib.sha256("\n\x00".join([encoder.name, kind, *texts]).encode()).hexdigest()[:20]
+        path = self.directory / f"{encoder.name}-{kind}-{digest}.npy"
         if path.exists():
             return np.load(path)
-        vectors = _normalized(encoder.documents(list(texts)))
+        embed = encoder.queries if queries else encoder.documents
+        vectors = np.vstack([_normalized(embed(list(texts[i : i + 64]))) for i in range(0, len(texts), 64)]) if texts else np.zeros((0, 1), np.float32)
         self.directory.mkdir(parents=True, exist_ok=True)
         np.save(path, vectors)
         return vectors
@@ -348,12 +350,15 @@ def rank(space: Space, score: Callable[[Space, QueryParts], np.ndarray], queries
     return Ranked(names, rows)
 
 
-def prepare(space: Space, queries: Iterable[Query]) -> None:
+def prepare(space: Space, queries: Iterable[Query], cache: EmbeddingCache | None = None) -> None:
     """Embed every query text a candidate may need (tool part, server part, whole query)."""
     texts: set[str] = set()
     for query in queries:
         q = parts(query.text)
         texts.update([q.tool, q.server_text, q.whole])
+    ordered = sorted(texts)
+    if cache is not None and ordered:
+        space.query_vectors.update(zip(ordered, cache.get(space.encoder, ordered, queries=True), strict=True))
     space.vectors(texts)
 
 
