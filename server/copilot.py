@@ -209,7 +209,8 @@ class Copilot:
                 logger.warning("search index not ready: %s", error)
             except Exception:
                 logger.exception("loading the search index failed")
-        await self.refresh_route_description(reload_index=True)
+        if self._task_group is not None:  # alongside indexing, which must not wait for it
+            self._task_group.start_soon(lambda: self.refresh_route_description(reload_index=True))
         if self.settings.auto_index:
             await self._index_servers(self.servers)
 
