@@ -200,19 +200,24 @@ class Copilot:
 
     async def _background(self) -> None:
         await self.started.wait()
-        if self.settings.warm_index:
-            try:
-                await anyio.to_thread.run_sync(self._warm_index, abandon_on_cancel=True)
-            except IndexNotBuiltError as error:
-                logger.info("%s", error)
-            except CopilotError as error:
-                logger.warning("search index not ready: %s", error)
-            except Exception:
-                logger.exception("loading the search index failed")
-        if self._task_group is not None:  # alongside indexing, which must not wait for it
+        # Three independent jobs: warming the index (routes answer lexically meanwhile, so nothing
+        # waits for the model), refreshing route's description, indexing new or changed servers.
+        if self._task_group is not None:
+            if self.settings.warm_index:
+                self._task_group.start_soon(self._warm_in_background)
             self._task_group.start_soon(lambda: self.refresh_route_description(reload_index=True))
         if self.settings.auto_index:
             await self._index_servers(self.servers)
+
+    async def _warm_in_background(self) -> None:
+        try:
+            await anyio.to_thread.run_sync(self._warm_index, abandon_on_cancel=True)
+        except IndexNotBuiltError as error:
+            logger.info("%s", error)
+        except CopilotError as error:
+            logger.warning("search index not ready: %s", error)
+        except Exception:
+            logger.exception("loading the search index failed")
 
     async def _index_servers(self, servers: Mapping[str, ServerConfig]) -> None:
         await self.indexer.run(servers)
