@@ -84,7 +84,8 @@ async def test_copilot_regenerates_the_description_when_servers_change(
             changes.append(text)
             changed.set()
 
-        await copilot.refresh_route_description()
+        # The copilot's own start-up refresh adds the index's tool names; settle it before listening.
+        await copilot.refresh_route_description(reload_index=True)
         before = copilot.route_description()
         assert "- Math" in before and "- Counting" in before and "alpha" in before
         copilot.route_description_listeners.append(listener)
