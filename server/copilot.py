@@ -250,14 +250,15 @@ class Copilot:
     async def _background(self) -> None:
         await self.started.wait()
         await anyio.to_thread.run_sync(self._learn_start_times, abandon_on_cancel=True)
-        # Three independent jobs: warming the index (routes answer lexically meanwhile, so nothing
-        # waits for the model), refreshing route's description, indexing new or changed servers.
-        if self._task_group is not None:
-            if self.settings.warm_index:
-                self._task_group.start_soon(self._warm_in_background)
-            self._task_group.start_soon(lambda: self.refresh_route_description(reload_index=True))
+        # Warming the index runs on its own (routes answer lexically meanwhile, so nothing waits for
+        # the model); refreshing route's description and indexing new or changed servers follow.
+        if self._task_group is not None and self.settings.warm_index:
+            self._task_group.start_soon(self._warm_in_background)
+        await self.refresh_route_description(reload_index=True)
         if self.settings.auto_index:
             await self._index_servers(self.servers)
+        # Operators (and tests) read this line as "start-up work is over; what is open now stays open".
+        logger.info("start-up work done%s", "" if self.settings.warm_index else " (index warming is off)")
 
     async def _warm_in_background(self) -> None:
         try:

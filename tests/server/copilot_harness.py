@@ -238,6 +238,7 @@ class HttpCopilot:
     stderr_path: Path
     process: anyio.abc.Process | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
+    start_up_done: asyncio.Event = field(default_factory=asyncio.Event)
     url: str | None = None
     _drain: asyncio.Task[None] | None = None
 
@@ -264,6 +265,8 @@ class HttpCopilot:
                 if serving and self.url is None:
                     self.url = serving.group(1).decode()
                     self.started.set()
+                if b"start-up work done" in buffer:
+                    self.start_up_done.set()
         self.started.set()
 
     async def stop(self) -> int | None:
