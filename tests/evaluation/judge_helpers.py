@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evaluation.judge import JudgeOptions
+from evaluation.judge.options import JudgeOptions
 from evaluation.llm import LLMSettings
 from index.settings import livemcpbench_dir
 from server.trajectory import (

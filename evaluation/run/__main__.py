@@ -1,0 +1,7 @@
+"""``python -m evaluation.run``."""
+
+import sys
+
+from evaluation.run.cli import main
+
+sys.exit(main())
