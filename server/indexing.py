@@ -97,9 +97,14 @@ def plan_indexing(
 class BackgroundIndexer:
     """Brings the index up to date with the servers file, without blocking the copilot."""
 
-    def __init__(self, settings: ServerSettings, index: Any, pool_settings: PoolSettings | None = None) -> None:
+    def __init__(
+        self, settings: ServerSettings, index: Any, pool_settings: PoolSettings | None = None, *, progress: bool = False
+    ) -> None:
         self._settings = settings
         self._index = index
+        #: Progress bars on stderr for the crawl and the embedding (the benchmark runner's
+        #: up-front indexing); the copilot itself indexes quietly in the background.
+        self._progress = progress
         # Crawled children get the same work dirs and stderr logs as the pool's (COPILOT_WORKDIR,
         # COPILOT_CHILD_LOG_DIR), so a benchmark task finds them in its own directory.
         self._pool_settings = pool_settings
@@ -191,7 +196,18 @@ class BackgroundIndexer:
         return plan_indexing(servers, indexed, catalog, _load_state(self._state_path)), catalog
 
     def _sync(self, records: list[ToolRecord], servers: list[str]) -> None:
-        self._index.sync(records, servers=servers)
+        if not self._progress:
+            self._index.sync(records, servers=servers)
+            return
+        from index.build import progress_bar  # noqa: PLC0415 -- rich is only needed with progress
+
+        with progress_bar(f"embedding {len(servers)} server(s)") as progress:
+            self._index.sync(records, servers=servers, progress=progress)
+
+    def gaps(self, servers: Mapping[str, ServerConfig]) -> dict[str, str]:
+        """Enabled servers the index does not cover yet, with why (a failed crawl's reason)."""
+        plan, _catalog = self._plan(servers)
+        return {name: self._failed.get(name, "not indexed yet") for name in plan.servers}
 
     async def _crawl(self, servers: dict[str, ServerConfig]) -> tuple[list[ToolRecord], dict[str, str]]:
         from index.crawl import crawl_servers  # the crawler pulls in the MCP client stack; only load it when needed
@@ -214,7 +230,7 @@ class BackgroundIndexer:
             timeout=settings.crawl_timeout,
             log_dir=child_paths.log_root(),
             workdir_root=child_paths.work_root(),
-            progress=False,
+            progress=self._progress,
             on_result=crawled,
         )
         failures = {

@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 class Job(BaseModel):
     task_id: str
     question: str
+    #: The trajectory's own question when it differs from ``question`` (recorded with the verdict).
+    trajectory_question: str | None = None
     category: str
     steps: list[str]
     trajectory: Trajectory
@@ -123,6 +125,8 @@ class Judge:
         return VerdictRecord(
             task_id=job.task_id,
             category=job.category,
+            question=job.question,
+            trajectory_question=job.trajectory_question,
             verdict=verdict,
             key_points=key_points,
             key_points_source=source,  # type: ignore[arg-type]

@@ -17,14 +17,16 @@ from pydantic import BaseModel, Field
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from evaluation.report.build import build_report
-from evaluation.report.files import write_reports
-from evaluation.report.models import InputInfo, JudgeInfo, TaskInfo
+from evaluation.report.files import FORMATS, write_reports
+from evaluation.report.models import InputInfo, JudgeInfo, QuestionMismatch, Report, TaskInfo
 from evaluation.judge.cache import CompletionCache
 from evaluation.judge.completions import CompletionService
 from evaluation.judge.judging import Job, Judge
 from evaluation.judge.options import VERDICTS_FILE, JudgeError, JudgeOptions
 from evaluation.judge.tool_descriptions import ToolDescriptions, load_tool_descriptions
-from evaluation.judge.verdict_log import VerdictLog, latest_by_task
+from evaluation.judge.lock import output_lock
+from evaluation.judge.prompts import PROMPT_VERSION
+from evaluation.judge.verdict_log import VerdictLog, VerdictRecord, latest_by_task
 from evaluation.llm import EndpointError, LLMError
 from evaluation.tasks import UNCATEGORISED, Task, load_human_labels, load_tasks
 from evaluation.trajectories import LoadResult, load_trajectories
@@ -38,6 +40,10 @@ logger = logging.getLogger(__name__)
 class TaskFailure(BaseModel):
     task_id: str
     error: str
+
+
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
 
 
 class JudgeSummary(BaseModel):
@@ -54,6 +60,7 @@ class JudgeSummary(BaseModel):
     unknown_task_ids: list[str] = Field(default_factory=list)
     missing_trajectories: list[str] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
+    question_mismatches: list[QuestionMismatch] = Field(default_factory=list)
     llm_requests: int = 0
     cache_hits: int = 0
     judging_seconds: float = 0.0
@@ -111,6 +118,12 @@ def _plan(
         if tasks and task is None:
             summary.unknown_task_ids.append(task_id)
         question = (task.question if task else None) or trajectory.question
+        logged = trajectory.task_question
+        if task is not None and logged and not _same_text(task.question, logged):
+            # The task list is the reference; the difference is shown, never silently resolved.
+            summary.question_mismatches.append(
+                QuestionMismatch(task_id=task_id, task_list=task.question, trajectory=logged)
+            )
         if not question:
             summary.problems.append(
                 f"{', '.join(trajectory.sources)}: task {task_id} has no question (pass --tasks FILE with this task); not judged"
@@ -118,7 +131,16 @@ def _plan(
             continue
         category = task.category if task else (trajectory.category or UNCATEGORISED)
         steps = (task.steps if task else []) or trajectory.steps
-        jobs.append(Job(task_id=task_id, question=question, category=category, steps=steps, trajectory=trajectory))
+        jobs.append(
+            Job(
+                task_id=task_id,
+                question=question,
+                trajectory_question=logged if logged and not _same_text(question, logged) else None,
+                category=category,
+                steps=steps,
+                trajectory=trajectory,
+            )
+        )
         if not tasks:
             universe[task_id] = TaskInfo(
                 task_id=task_id, question=question, category=category, gold_tools=trajectory.gold_tools
@@ -140,21 +162,25 @@ def _progress(options: JudgeOptions) -> Progress:
     )
 
 
-async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> JudgeSummary:
-    """Judge every trajectory under ``paths``, append to ``verdicts.jsonl`` and write the reports.
+class _Inputs(BaseModel):
+    """What a judge run reads before judging anything."""
 
-    Raises :class:`CopilotError` subclasses for bad input (nothing judged); per-task LLM failures
-    are collected in ``summary.errors`` and the endpoint becoming unusable in ``summary.fatal``.
-    """
-    paths = [Path(path) for path in paths]
-    if not paths:
-        raise JudgeError("no trajectory paths given.")
-    out_dir = options.out_dir or default_out_dir(paths)
-    summary = JudgeSummary(out_dir=out_dir)
+    model_config = {"arbitrary_types_allowed": True}
+
+    paths: list[Path]
+    out_dir: Path
+    cache_dir: Path
+    loaded: LoadResult
+    jobs: list[Job]
+    universe: list[TaskInfo]
+    human: dict[str, bool] | None
+
+
+def _read_inputs(paths: list[Path], options: JudgeOptions, summary: JudgeSummary) -> _Inputs:
     tasks = load_tasks(options.tasks_file) if options.tasks_file else {}
     human = load_human_labels(options.human_labels) if options.human_labels else None
     cache_dir = options.cache_dir or CopilotSettings().home / "judge-cache"
-    loaded = load_trajectories(paths, known_tasks=tasks, exclude=[out_dir, cache_dir])
+    loaded = load_trajectories(paths, known_tasks=tasks, exclude=[summary.out_dir, cache_dir])
     summary.problems.extend(str(problem) for problem in loaded.problems)
     if not loaded.trajectories:
         where = ", ".join(str(path) for path in paths)
@@ -166,23 +192,58 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
     jobs, universe = _plan(tasks, loaded, summary)
     if not jobs:
         raise JudgeError(f"none of the {len(loaded.trajectories)} trajectories can be judged: {summary.problems[-1]}")
-    _prepare_out_dir(out_dir)  # only now: bad input must not leave an empty output directory behind
     if human is None:
         inline = {t.task_id: t.human_success for t in loaded.trajectories.values() if t.human_success is not None}
         human = inline or None
+    return _Inputs(
+        paths=paths, out_dir=summary.out_dir, cache_dir=cache_dir, loaded=loaded, jobs=jobs, universe=universe, human=human
+    )
 
-    log = VerdictLog(out_dir / VERDICTS_FILE)
-    config = options.config_hash()
-    done = {
-        record.task_id
-        for record in latest_by_task(log.read()).values()
-        if record.config_hash == config
-        and record.task_id in loaded.trajectories
-        and record.trajectory_hash == loaded.trajectories[record.task_id].content_hash()
-    }
-    todo = [job for job in jobs if job.task_id not in done]
-    summary.resumed = len(jobs) - len(todo)
 
+async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> JudgeSummary:
+    """Judge every trajectory under ``paths``, append to ``verdicts.jsonl`` and write the reports.
+
+    Raises :class:`CopilotError` subclasses for bad input (nothing judged) and when another judge
+    is writing to the same output directory; per-task LLM failures are collected in
+    ``summary.errors`` and the endpoint becoming unusable in ``summary.fatal``.
+    """
+    paths = [Path(path) for path in paths]
+    if not paths:
+        raise JudgeError("no trajectory paths given.")
+    summary = JudgeSummary(out_dir=options.out_dir or default_out_dir(paths))
+    inputs = _read_inputs(paths, options, summary)
+    _prepare_out_dir(summary.out_dir)  # only now: bad input must not leave an empty output directory behind
+    with output_lock(summary.out_dir):
+        log = VerdictLog(summary.out_dir / VERDICTS_FILE)
+        config = options.config_hash()
+        done = {
+            record.task_id
+            for record in latest_by_task(log.read()).values()
+            if record.config_hash == config
+            and record.task_id in inputs.loaded.trajectories
+            and record.trajectory_hash == inputs.loaded.trajectories[record.task_id].content_hash()
+        }
+        todo = [job for job in inputs.jobs if job.task_id not in done]
+        summary.resumed = len(inputs.jobs) - len(todo)
+        await _judge_jobs(todo, options, inputs.cache_dir, log, summary)
+        verdicts = {
+            record.task_id: record
+            for record in latest_by_task(log.read()).values()
+            if record.config_hash == config and record.task_id in inputs.loaded.trajectories
+        }
+        built = _build(inputs, verdicts, options, summary)
+        summary.n_tasks = built.n_tasks
+        summary.success, summary.failure, summary.abstain = built.success, built.failure, len(built.abstains)
+        summary.success_rate, summary.ci95 = built.success_rate, built.ci95
+        formats = FORMATS if options.write_reports else ("json",)
+        summary.report_files = write_reports(built, summary.out_dir, formats=formats, trajectories=inputs.loaded.trajectories)
+    return summary
+
+
+async def _judge_jobs(
+    todo: list[Job], options: JudgeOptions, cache_dir: Path, log: VerdictLog, summary: JudgeSummary
+) -> None:
+    """Judge ``todo`` with bounded concurrency, appending each verdict as it arrives."""
     cache = CompletionCache(cache_dir) if options.use_cache else None
     service = CompletionService(options.llm, cache, options.concurrency)
     judge = Judge(options, service, _default_descriptions(options) if todo else {})
@@ -227,40 +288,30 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         summary.llm_requests = service.requests
         summary.cache_hits = cache.hits if cache else 0
 
-    verdicts = {
-        record.task_id: record
-        for record in latest_by_task(log.read()).values()
-        if record.config_hash == config and record.task_id in loaded.trajectories
-    }
-    built = build_report(
-        universe=universe,
-        trajectories=loaded.trajectories,
+
+def _build(inputs: _Inputs, verdicts: dict[str, VerdictRecord], options: JudgeOptions, summary: JudgeSummary) -> Report:
+    return build_report(
+        universe=inputs.universe,
+        trajectories=inputs.loaded.trajectories,
         verdicts=verdicts,
-        human=human,
+        human=inputs.human,
         judge=JudgeInfo(
             models=options.llm.models,
             prompt=options.prompt,
+            prompt_version=PROMPT_VERSION,
             key_points="extracted" if options.auto_key_points else "annotated (extracted when missing)",
             base_url=options.llm.base_url,
+            config_hash=options.config_hash(),
         ),
         inputs=InputInfo(
-            paths=[str(path) for path in paths],
+            paths=[str(path) for path in inputs.paths],
             tasks_file=str(options.tasks_file) if options.tasks_file else None,
             human_labels=str(options.human_labels) if options.human_labels else None,
-            files_read=loaded.files_read,
-            malformed_lines=loaded.malformed_lines,
+            files_read=inputs.loaded.files_read,
+            malformed_lines=inputs.loaded.malformed_lines,
             problems=summary.problems,
             unknown_task_ids=summary.unknown_task_ids,
             errors={failure.task_id: failure.error for failure in summary.errors},
+            question_mismatches=summary.question_mismatches,
         ),
     )
-    summary.n_tasks = built.n_tasks
-    summary.success, summary.failure, summary.abstain = built.success, built.failure, len(built.abstains)
-    summary.success_rate, summary.ci95 = built.success_rate, built.ci95
-    if options.write_reports:
-        summary.report_files = write_reports(built, out_dir)
-    else:
-        summary.report_files = write_reports(built, out_dir, formats=("json",))
-    return summary
-
-

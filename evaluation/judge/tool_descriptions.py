@@ -25,6 +25,8 @@ def load_tool_descriptions(path: str | Path) -> ToolDescriptions:
         ) from None
     except OSError as error:
         raise CatalogError(f"{path}: cannot read tool list ({error.strerror}).") from None
+    except UnicodeDecodeError as error:
+        raise CatalogError(f"{path}: tool list is not UTF-8 text ({error.reason} at byte {error.start}).") from None
     if text is not None:
         try:
             data = json.loads(text)

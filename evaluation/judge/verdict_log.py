@@ -39,6 +39,9 @@ class JudgeVote(BaseModel):
 class VerdictRecord(BaseModel):
     task_id: str
     category: str
+    #: The question the judge was given, and the trajectory's own when it differed.
+    question: str = ""
+    trajectory_question: str | None = None
     verdict: Verdict
     key_points: list[str] = Field(default_factory=list)
     key_points_source: Literal["annotated", "extracted", "fallback"] = "annotated"

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from evaluation.judge.verdict_log import VerdictRecord
 from evaluation.report.models import (
+    Confirmations,
+    ErrorTaxonomy,
+    RetrievalSplit,
     EfficiencyGroup,
     Health,
     HumanAgreement,
@@ -29,27 +32,24 @@ from evaluation.report.models import (
     Usage,
 )
 from evaluation.report.stats import cohen_kappa, confusion, wilson_interval
-from evaluation.tasks import CATEGORIES
+from evaluation.taxonomy.model import Diagnosis
+from evaluation.tasks import CATEGORIES, normalise_server_name, normalise_tool_name
 from evaluation.trajectories import UNAVAILABLE_KINDS, Trajectory
 
 
-def _normalise(name: str) -> str:
-    return name.strip().lower().replace("-", "_")
-
-
 def _gold_diagnostics(row: TaskRow, trajectory: Trajectory) -> None:
-    gold = {_normalise(name) for name in row.gold_tools if name.strip()}
+    gold = {normalise_tool_name(name) for name in row.gold_tools if name.strip()}
     if not gold:
         return
     ranks = [
         rank
         for call in trajectory.route_calls
         for rank, (_server, tool) in enumerate(call.hits, 1)
-        if _normalise(tool) in gold
+        if normalise_tool_name(tool) in gold
     ]
     row.gold_retrieved = bool(ranks) if trajectory.route_calls else None
     row.gold_rank = min(ranks) if ranks else None
-    row.gold_executed = any(_normalise(call.tool or "") in gold for call in trajectory.execute_calls)
+    row.gold_executed = any(normalise_tool_name(call.tool or "") in gold for call in trajectory.execute_calls)
 
 
 def _unavailable_servers(trajectory: Trajectory) -> list[str]:
@@ -65,7 +65,13 @@ def _unavailable_servers(trajectory: Trajectory) -> list[str]:
     return sorted(server for server, down in state.items() if down)
 
 
-def _row(info: TaskInfo, trajectory: Trajectory | None, record: VerdictRecord | None, human: bool | None) -> TaskRow:
+def _row(
+    info: TaskInfo,
+    trajectory: Trajectory | None,
+    record: VerdictRecord | None,
+    human: bool | None,
+    diagnosis: Diagnosis | None = None,
+) -> TaskRow:
     if trajectory is None:
         verdict: Outcome = "no_trajectory"
     elif record is None:
@@ -98,6 +104,10 @@ def _row(info: TaskInfo, trajectory: Trajectory | None, record: VerdictRecord | 
             row.cost = trajectory.usage.cost
         _gold_diagnostics(row, trajectory)
         row.unavailable_servers = _unavailable_servers(trajectory)
+        row.confirmations = dict(Counter(confirmation.answer for confirmation in trajectory.confirmations))
+        row.started = trajectory.started
+        if row.verdict != "success":
+            row.diagnosis = diagnosis
     return row
 
 
@@ -148,9 +158,12 @@ def _health(rows: Sequence[TaskRow], trajectories: dict[str, Trajectory]) -> Hea
     timeouts: Counter[str] = Counter()
     kinds: dict[str, Counter[str]] = {}
     tasks: dict[str, set[str]] = {}
+    spellings: dict[str, Counter[str]] = {}
     for trajectory in trajectories.values():
         for call in trajectory.execute_calls:
-            server = call.server or "(none)"
+            spelled = call.server or "(none)"
+            server = normalise_server_name(spelled)
+            spellings.setdefault(server, Counter())[spelled] += 1
             calls[server] += 1
             tasks.setdefault(server, set()).add(trajectory.task_id)
             if call.is_error:
@@ -160,7 +173,8 @@ def _health(rows: Sequence[TaskRow], trajectories: dict[str, Trajectory]) -> Hea
                     timeouts[server] += 1
     servers = [
         ServerHealth(
-            server=server,
+            server=spellings[server].most_common(1)[0][0],
+            aliases=sorted(set(spellings[server]) - {spellings[server].most_common(1)[0][0]}),
             calls=count,
             errors=errors[server],
             timeouts=timeouts[server],
@@ -223,6 +237,52 @@ def _judge_stats(models: Sequence[str], rows: Sequence[TaskRow]) -> list[JudgeSt
     return stats
 
 
+def _most_common(values: Sequence[str | None]) -> str | None:
+    present = Counter(value for value in values if value)
+    return present.most_common(1)[0][0] if present else None
+
+
+def _retrieval_split(rows: Sequence[TaskRow]) -> RetrievalSplit | None:
+    with_gold = [row for row in rows if row.gold_tools and row.has_trajectory]
+    if not with_gold:
+        return None
+
+    def rate(selected: list[TaskRow]) -> Rate:
+        return Rate.of(sum(1 for row in selected if row.verdict == "success"), len(selected))
+
+    return RetrievalSplit(
+        returned=rate([row for row in with_gold if row.gold_retrieved is True]),
+        not_returned=rate([row for row in with_gold if row.gold_retrieved is False]),
+        no_route=rate([row for row in with_gold if row.gold_retrieved is None]),
+    )
+
+
+def _confirmations(rows: Sequence[TaskRow], trajectories: dict[str, Trajectory]) -> Confirmations:
+    answers: Counter[str] = Counter()
+    for row in rows:
+        answers.update(row.confirmations)
+    return Confirmations(
+        policy=sorted({t.confirm_policy for t in trajectories.values() if t.confirm_policy}),
+        requested=sum(answers.values()),
+        tasks_with_confirmations=sum(1 for row in rows if row.confirmations),
+        by_answer=dict(answers),
+    )
+
+
+def _taxonomy(rows: Sequence[TaskRow]) -> ErrorTaxonomy:
+    taxonomy = ErrorTaxonomy()
+    for row in rows:
+        if row.diagnosis is None:
+            continue
+        label = row.diagnosis.label
+        taxonomy.unsuccessful += 1
+        taxonomy.counts[label] = taxonomy.counts.get(label, 0) + 1
+        per_category = taxonomy.by_category.setdefault(row.category, {})
+        per_category[label] = per_category.get(label, 0) + 1
+        taxonomy.llm_second_opinions += row.diagnosis.source == "llm"
+    return taxonomy
+
+
 def build_report(
     *,
     universe: Sequence[TaskInfo],
@@ -231,12 +291,21 @@ def build_report(
     human: dict[str, bool] | None,
     judge: JudgeInfo,
     inputs: InputInfo,
+    diagnoses: Mapping[str, Diagnosis] | None = None,
 ) -> Report:
     human = human or {}
+    diagnoses = diagnoses or {}
     rows = [
-        _row(info, trajectories.get(info.task_id), verdicts.get(info.task_id), human.get(info.task_id))
+        _row(
+            info,
+            trajectories.get(info.task_id),
+            verdicts.get(info.task_id),
+            human.get(info.task_id),
+            diagnoses.get(info.task_id),
+        )
         for info in universe
     ]
+    started = sorted(row.started for row in rows if row.started)
     n = len(rows)
     success = sum(1 for row in rows if row.verdict == "success")
     categories = [c for c in CATEGORIES if any(row.category == c for row in rows)]
@@ -255,6 +324,10 @@ def build_report(
     return Report(
         judge=judge,
         inputs=inputs,
+        agent=_most_common([t.agent for t in trajectories.values()]),
+        model=_most_common([t.model or (t.usage.model if t.usage else None) for t in trajectories.values()]),
+        first_task=started[0] if started else None,
+        last_task=started[-1] if started else None,
         n_tasks=n,
         n_with_trajectory=sum(1 for row in rows if row.has_trajectory),
         n_judged=len(judged),
@@ -285,7 +358,10 @@ def build_report(
             judge_output_tokens=sum(record.output_tokens for record in verdicts.values()),
         ),
         retrieval=_retrieval(rows),
+        retrieval_split=_retrieval_split(rows),
         health=_health(rows, trajectories),
+        confirmations=_confirmations(rows, trajectories),
+        taxonomy=_taxonomy(rows),
         tasks=rows,
     )
 

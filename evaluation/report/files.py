@@ -4,12 +4,13 @@ reading ``report.json`` back (``compare``, ``leaderboard``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from evaluation.report.models import Report
 from evaluation.report.plots import render_plots
 from evaluation.report.render import report_html, report_markdown
+from evaluation.trajectories import Trajectory
 
 FORMATS = ("json", "md", "html")
 
@@ -23,7 +24,14 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     tmp.replace(path)
 
 
-def write_reports(report: Report, out_dir: str | Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+def write_reports(
+    report: Report,
+    out_dir: str | Path,
+    formats: Sequence[str] = FORMATS,
+    trajectories: Mapping[str, Trajectory] | None = None,
+) -> list[Path]:
+    """``report.json``, ``report.md`` (+ ``plots/``) and ``report.html``; with ``trajectories``
+    the HTML page also holds every task's trajectory (the viewer), linked from the task table."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -45,7 +53,7 @@ def write_reports(report: Report, out_dir: str | Path, formats: Sequence[str] = 
             written.append(path)
         if "html" in formats:
             path = out_dir / "report.html"
-            atomic_write(path, report_html(report, plots))
+            atomic_write(path, report_html(report, plots, trajectories or {}))
             written.append(path)
     return written
 

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from evaluation.report.stats import Confusion, wilson_interval
+from evaluation.taxonomy.model import CLASSES, Diagnosis, ErrorClass
 from server.trajectory import utc_now
 
 Outcome = Literal["success", "failure", "abstain", "not_judged", "no_trajectory"]
@@ -23,8 +24,20 @@ class TaskInfo(BaseModel):
 class JudgeInfo(BaseModel):
     models: list[str]
     prompt: str
+    #: Version of the prompt texts (bumped when a prompt changes; verdicts of two versions differ).
+    prompt_version: int | None = None
     key_points: str
     base_url: str | None = None
+    #: Judges + prompt + key-point mode, hashed: two reports compare like with like only when equal.
+    config_hash: str | None = None
+
+
+class QuestionMismatch(BaseModel):
+    """A trajectory whose question differs from the task list's (the task list's is judged)."""
+
+    task_id: str
+    task_list: str
+    trajectory: str
 
 
 class InputInfo(BaseModel):
@@ -37,6 +50,7 @@ class InputInfo(BaseModel):
     unknown_task_ids: list[str] = Field(default_factory=list)
     #: task id -> why it could not be judged in the last run.
     errors: dict[str, str] = Field(default_factory=dict)
+    question_mismatches: list[QuestionMismatch] = Field(default_factory=list)
 
 
 class Rate(BaseModel):
@@ -74,6 +88,15 @@ class TaskRow(BaseModel):
     gold_executed: bool | None = None
     unavailable_servers: list[str] = Field(default_factory=list)
     thoughts: str = ""
+    #: Confirmations the copilot asked for, by answer (approved/declined/cancelled/token).
+    confirmations: dict[str, int] = Field(default_factory=dict)
+    #: Why the task did not succeed (unsuccessful tasks with a trajectory).
+    diagnosis: Diagnosis | None = None
+    started: str | None = None
+
+    @property
+    def confirmations_requested(self) -> int:
+        return sum(self.confirmations.values())
 
 
 class HumanAgreement(BaseModel):
@@ -127,6 +150,8 @@ class Retrieval(BaseModel):
 
 class ServerHealth(BaseModel):
     server: str
+    #: Other spellings of the same server in the logs (differing in case, spaces, ``_`` or ``-``).
+    aliases: list[str] = Field(default_factory=list)
     calls: int
     errors: int
     timeouts: int
@@ -138,6 +163,33 @@ class ServerHealth(BaseModel):
 class Health(BaseModel):
     servers: list[ServerHealth] = Field(default_factory=list)
     failures_from_unavailable_servers: list[dict[str, object]] = Field(default_factory=list)
+
+
+class RetrievalSplit(BaseModel):
+    """Success split by whether any ``route`` returned an annotated tool -- the paper's main
+    diagnosis: agents that were shown the right tool succeed far more often."""
+
+    returned: Rate
+    not_returned: Rate
+    #: Tasks with annotated tools whose agent never called ``route``.
+    no_route: Rate
+
+
+class Confirmations(BaseModel):
+    policy: list[str] = Field(default_factory=list)
+    requested: int = 0
+    tasks_with_confirmations: int = 0
+    by_answer: dict[str, int] = Field(default_factory=dict)
+
+
+class ErrorTaxonomy(BaseModel):
+    """Counts of the error classes of unsuccessful tasks, overall and per category."""
+
+    counts: dict[ErrorClass, int] = Field(default_factory=dict)
+    by_category: dict[str, dict[ErrorClass, int]] = Field(default_factory=dict)
+    unsuccessful: int = 0
+    llm_second_opinions: int = 0
+    classes: tuple[ErrorClass, ...] = CLASSES
 
 
 class Usage(BaseModel):
@@ -153,6 +205,12 @@ class Report(BaseModel):
     generated: str = Field(default_factory=utc_now)
     judge: JudgeInfo
     inputs: InputInfo
+    #: The agent and model the logs name (the most frequent, when they differ).
+    agent: str | None = None
+    model: str | None = None
+    #: Dates (ISO) of the first and last task in the logs; tasks are time-varying.
+    first_task: str | None = None
+    last_task: str | None = None
     n_tasks: int
     n_with_trajectory: int
     n_judged: int
@@ -172,7 +230,10 @@ class Report(BaseModel):
     efficiency: dict[str, EfficiencyGroup]
     usage: Usage
     retrieval: Retrieval
+    retrieval_split: RetrievalSplit | None = None
     health: Health
+    confirmations: Confirmations = Field(default_factory=Confirmations)
+    taxonomy: ErrorTaxonomy = Field(default_factory=ErrorTaxonomy)
     tasks: list[TaskRow]
 
 

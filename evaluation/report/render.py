@@ -8,6 +8,7 @@ import html
 from collections.abc import Mapping
 
 from evaluation.report.models import Report
+from evaluation.trajectories import Trajectory
 from evaluation.report.tables import Table, headline, interval, lists, num, pct, tables
 
 esc = html.escape
@@ -121,7 +122,7 @@ def _cards(report: Report) -> str:
     )
 
 
-def report_html(report: Report, plots: Mapping[str, bytes]) -> str:
+def report_html(report: Report, plots: Mapping[str, bytes], trajectories: Mapping[str, Trajectory] | None = None) -> str:
     body = [
         "<h1>LiveMCPEval report</h1>",
         f"<p class='note'>generated {esc(report.generated)} &middot; judge {esc(', '.join(report.judge.models))} "

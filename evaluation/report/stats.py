@@ -81,3 +81,43 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> McNemar:
 
     p_value = 1.0 if discordant == 0 else float(binomtest(min(only_a, only_b), discordant, 0.5).pvalue)
     return McNemar(only_a=only_a, only_b=only_b, p_value=min(1.0, p_value))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of P(at least one of k attempts succeeds) from c successes in n
+    attempts (Chen et al. 2021): 1 - C(n-c, k) / C(n, k)."""
+    if not 0 < k <= n:
+        raise ValueError(f"k must be between 1 and n={n} (got {k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of P(all of k attempts succeed) -- pass^k (Yao et al. 2024, tau-bench):
+    C(c, k) / C(n, k)."""
+    if not 0 < k <= n:
+        raise ValueError(f"k must be between 1 and n={n} (got {k})")
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def mean_interval(values: Sequence[float], z: float = Z_95) -> tuple[float, float]:
+    """Normal-approximation 95% interval of a mean (clipped to [0, 1]); per-task rates averaged
+    over repeats are the units, so repeats of one task are not counted as independent."""
+    n = len(values)
+    if n == 0:
+        return (0.0, 0.0)
+    mean = sum(values) / n
+    if n == 1:
+        return (mean, mean)
+    variance = sum((value - mean) ** 2 for value in values) / (n - 1)
+    half = z * math.sqrt(variance / n)
+    return (max(0.0, mean - half), min(1.0, mean + half))
+
+
+def sample_sd(values: Sequence[float]) -> float | None:
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    return math.sqrt(sum((value - mean) ** 2 for value in values) / (n - 1))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from evaluation.report.models import Report
+from evaluation.report.models import Rate, Report
+from evaluation.taxonomy.model import CLASS_NAMES, CLASSES
 
 
 @dataclass
@@ -129,11 +130,32 @@ def retrieval_table(report: Report) -> Table:
     return Table("Retrieval of annotated tools", header, [row], r.note)
 
 
+def retrieval_split_table(report: Report) -> Table | None:
+    split = report.retrieval_split
+    if split is None:
+        return None
+
+    def row(name: str, rate: Rate) -> list[str]:
+        return [name, str(rate.n), str(rate.success), pct(rate.rate) if rate.n else "n/a", interval(*rate.ci95) if rate.n else ""]
+
+    return Table(
+        "Success by whether route returned an annotated tool",
+        ["route results", "tasks", "success", "rate", "95% CI"],
+        [
+            row("an annotated tool was returned", split.returned),
+            row("no annotated tool was returned", split.not_returned),
+            row("route was never called", split.no_route),
+        ],
+        "Tasks with annotated tools and a trajectory. The paper's main diagnosis: agents shown the right tool "
+        "succeed far more often; the gap is what better retrieval could win.",
+    )
+
+
 def health_table(report: Report) -> Table:
     servers = report.health.servers
     rows = [
         [
-            s.server,
+            s.server + (f" (also: {', '.join(s.aliases)})" if s.aliases else ""),
             str(s.calls),
             str(s.errors),
             str(s.timeouts),
@@ -141,11 +163,12 @@ def health_table(report: Report) -> Table:
             str(s.tasks),
             ", ".join(f"{k} {v}" for k, v in s.error_kinds.items()),
         ]
-        for s in servers[:30]
+        for s in servers
     ]
     note = (
-        f"{len(report.health.failures_from_unavailable_servers)} unsuccessful task(s) trace back to a server that "
-        "was unavailable (crashed, unreachable or timing out, and never answered afterwards)."
+        f"All {len(servers)} server(s) called, most errors first; spellings that differ only in case, spaces, "
+        f"'_' or '-' are one server. {len(report.health.failures_from_unavailable_servers)} unsuccessful task(s) "
+        "trace back to a server that was unavailable (crashed, unreachable or timing out, and never answered afterwards)."
     )
     return Table("Tool/server health", ["server", "calls", "errors", "timeouts", "error rate", "tasks", "error kinds"], rows, note)
 
@@ -161,8 +184,65 @@ def unavailable_table(report: Report) -> Table | None:
     )
 
 
+def taxonomy_table(report: Report) -> Table | None:
+    taxonomy = report.taxonomy
+    if not taxonomy.unsuccessful:
+        return None
+    present = [label for label in (*CLASSES, "undecided") if taxonomy.counts.get(label)]  # type: ignore[call-overload]
+    header = ["category", "unsuccessful", *[CLASS_NAMES[label] for label in present]]
+    rows = []
+    for category, counts in taxonomy.by_category.items():
+        rows.append([category, str(sum(counts.values())), *[str(counts.get(label, 0)) for label in present]])
+    rows.append(["**all**", str(taxonomy.unsuccessful), *[str(taxonomy.counts.get(label, 0)) for label in present]])
+    note = (
+        "Unsuccessful tasks with a trajectory, classified from the log: Query (no route query asked for an annotated "
+        "tool's capability), Retrieve (a query asked for it but no annotated tool came back), Tool (an annotated tool "
+        "was returned but not called, or called with wrong parameters or names), Other (server unavailable, timeouts, "
+        "model or endpoint errors, max turns, or the tools worked and the answer still fell short)."
+    )
+    if taxonomy.llm_second_opinions:
+        note += f" {taxonomy.llm_second_opinions} label(s) are an LLM's second opinion on cases the log could not decide."
+    return Table("Why tasks failed", header, rows, note)
+
+
+def diagnosis_table(report: Report) -> Table | None:
+    rows = [
+        [
+            row.task_id,
+            row.category,
+            CLASS_NAMES[row.diagnosis.label] + (" (LLM)" if row.diagnosis.source == "llm" else ""),
+            row.diagnosis.cause or "",
+            row.diagnosis.reason,
+            "; ".join(f"{e.call}: {e.note}" if e.call else e.note for e in row.diagnosis.evidence[:4]),
+        ]
+        for row in report.tasks
+        if row.diagnosis is not None
+    ]
+    if not rows:
+        return None
+    return Table("Unsuccessful tasks and their error class", ["task", "category", "class", "cause", "reason", "evidence"], rows)
+
+
+def confirmations_table(report: Report) -> Table | None:
+    c = report.confirmations
+    if not c.requested and not c.policy:
+        return None
+    answers = ", ".join(f"{name} {count}" for name, count in sorted(c.by_answer.items())) or "none"
+    return Table(
+        "Confirmations",
+        ["policy", "requested", "tasks with confirmations", "answers"],
+        [[", ".join(c.policy) or "unknown", str(c.requested), str(c.tasks_with_confirmations), answers]],
+        "Calls the copilot gated behind the user's OK (destructive or untrusted tools). approve/deny: answered by "
+        "the runner's MCP client through elicitation; ask: no elicitation, the agent got a confirm token (answer "
+        "'token'); host: an external agent's host answered.",
+    )
+
+
 def tasks_table(report: Report) -> Table:
-    header = ["task", "category", "verdict", "human", "turns", "route", "execute", "errors", "gold rank", "question"]
+    header = [
+        "task", "category", "verdict", "human", "turns", "route", "execute", "errors", "confirmations", "gold rank",
+        "error class", "question",
+    ]
     rows = [
         [
             row.task_id,
@@ -173,7 +253,9 @@ def tasks_table(report: Report) -> Table:
             str(row.route_calls),
             str(row.execute_calls),
             str(row.tool_errors),
+            str(row.confirmations_requested) if row.confirmations_requested else "",
             "" if row.gold_rank is None else str(row.gold_rank),
+            CLASS_NAMES[row.diagnosis.label] if row.diagnosis else "",
             row.question[:90] + ("..." if len(row.question) > 90 else ""),
         ]
         for row in report.tasks
@@ -187,6 +269,10 @@ TABLES: tuple[Callable[[Report], Table | None], ...] = (
     agreement_table,
     efficiency_table,
     retrieval_table,
+    retrieval_split_table,
+    taxonomy_table,
+    diagnosis_table,
+    confirmations_table,
     health_table,
     unavailable_table,
     tasks_table,
@@ -213,6 +299,15 @@ def headline(report: Report) -> list[str]:
     ]
     if report.human is not None:
         lines.append(f"Agreement with people: {pct(report.human_agreement)}, Cohen's kappa {num(report.cohen_kappa)}.")
+    split = report.retrieval_split
+    if split is not None and (split.returned.n or split.not_returned.n):
+        lines.append(
+            f"When route returned an annotated tool: {split.returned.success}/{split.returned.n} succeeded; "
+            f"when it did not: {split.not_returned.success}/{split.not_returned.n}."
+        )
+    if report.first_task:
+        span = report.first_task[:10] + ("" if (report.last_task or "")[:10] == report.first_task[:10] else f" to {(report.last_task or '')[:10]}")
+        lines.append(f"Tasks run on {span} (tasks are time-varying)." + (f" Agent {report.agent}" + (f", model {report.model}." if report.model else ".") if report.agent else ""))
     if report.inputs.malformed_lines or report.inputs.problems:
         lines.append(
             f"Input problems: {len(report.inputs.problems)} (malformed lines skipped: {report.inputs.malformed_lines})."
@@ -230,5 +325,9 @@ def lists(report: Report) -> list[tuple[str, list[str]]]:
         ("Abstains (no parseable verdict)", report.abstains),
         ("Task ids not in the task list", report.inputs.unknown_task_ids),
         ("Input problems (skipped)", report.inputs.problems),
+        (
+            "Questions that differ from the task list (judged with the task list's)",
+            [f"{m.task_id}: task list: {m.task_list!r}; trajectory: {m.trajectory!r}" for m in report.inputs.question_mismatches],
+        ),
     ]
     return [(title, items) for title, items in found if items]

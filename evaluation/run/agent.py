@@ -20,6 +20,7 @@ from typing import Any, Protocol, TextIO
 import anyio
 import openai
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.session import ElicitationFnT
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, Implementation, ListToolsResult
 from mcp_types import CONNECTION_CLOSED
@@ -250,12 +251,23 @@ class CopilotAgent:
 
 
 @asynccontextmanager
-async def copilot_session(launch: CopilotLaunch, stderr: TextIO, startup_timeout: float) -> AsyncIterator[ClientSession]:
-    """Start the copilot over stdio and yield an initialized session; stops it on exit."""
+async def copilot_session(
+    launch: CopilotLaunch,
+    stderr: TextIO,
+    startup_timeout: float,
+    elicitation_callback: ElicitationFnT | None = None,
+) -> AsyncIterator[ClientSession]:
+    """Start the copilot over stdio and yield an initialized session; stops it on exit.
+
+    With ``elicitation_callback`` the session declares elicitation support and the callback
+    answers the copilot's confirmation questions (see :mod:`evaluation.run.confirm`).
+    """
     params = StdioServerParameters(command=launch.command, args=launch.args, env=launch.env, cwd=launch.cwd)
     try:
         async with stdio_client(params, errlog=stderr) as (read, write):
-            async with ClientSession(read, write, client_info=CLIENT_INFO) as session:
+            async with ClientSession(
+                read, write, client_info=CLIENT_INFO, elicitation_callback=elicitation_callback
+            ) as session:
                 try:
                     with anyio.fail_after(startup_timeout):
                         await session.initialize()

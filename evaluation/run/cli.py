@@ -24,17 +24,19 @@ from pathlib import Path
 import anyio
 from pydantic import ValidationError
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from evaluation.run.agent import AgentConfig
+from evaluation.run.confirm import CLIENT_POLICIES, DEFAULT_POLICY, ConfirmPolicy
 from evaluation.run.external_agent import check_template
 from evaluation.judge.options import JudgeOptions, add_judge_arguments
-from evaluation.judge.pipeline import judge_paths
+from evaluation.judge.cli import judge_any
 from evaluation.llm import LLMError, client_for, resolve_llm_settings
 from evaluation.run.models import RunManifest, TaskRecord, load_price_table, price_for
 from evaluation.run.tasks import BenchmarkTask, load_tasks, select_tasks
+from evaluation.run.index_ready import ensure_index, refuse_partial
+from evaluation.run.layout import run_directories
 from evaluation.run.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig
+from evaluation.run.summary_view import summary_table
 from index.errors import ConfigError, CopilotError
 from index.settings import CopilotSettings
 from index.console import make_console
@@ -68,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("--limit", type=int, help="at most N tasks (after --only/--category)")
     tasks.add_argument("--concurrency", type=int, default=1, help="tasks at a time (default 1)")
     tasks.add_argument("--task-timeout", type=float, default=1200.0, help="seconds per task (default 1200)")
+    tasks.add_argument(
+        "--repeats",
+        type=int,
+        metavar="N",
+        help="run every task N times, in --out/repeat-1 … repeat-N (the judge reports pass@k); default: what --out holds, else 1",
+    )
     tasks.add_argument("--retry-failed", action="store_true", help="rerun tasks that failed or timed out in --out")
     tasks.add_argument(
         "--allow-missing-files", action="store_true", help="run tasks even when an input file they name is missing"
@@ -75,7 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     copilot = parser.add_argument_group("copilot")
     copilot.add_argument("--servers", type=Path, help="servers file (default: COPILOT_SERVERS, ./servers.json, the project's)")
-    copilot.add_argument("--copilot-home", type=Path, help="copilot home with the built index (default: COPILOT_HOME)")
+    copilot.add_argument(
+        "--copilot-home", type=Path, help="copilot home holding the index, built there if needed (default: COPILOT_HOME)"
+    )
+    copilot.add_argument(
+        "--allow-partial-index",
+        action="store_true",
+        help="run the tasks even when some servers could not be indexed (they are listed in each task's log)",
+    )
+    copilot.add_argument(
+        "--confirm",
+        choices=CLIENT_POLICIES,
+        help="how the built-in agent's client answers the copilot's confirmation questions: approve (default, "
+        "like a user who approves everything), deny, or ask (no elicitation: the agent gets the confirm-token message)",
+    )
 
     agent = parser.add_argument_group("agent")
     agent.add_argument(
@@ -113,22 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------- judge
 
 
-async def run_judge(args: argparse.Namespace, trajectories: list[Path], tasks_file: Path, console: Console) -> int:
-    """``--judge``: the judge's own library entry with the ``--judge-*`` options."""
-    options = JudgeOptions.from_args(args, prefix=JUDGE_PREFIX, tasks_file=tasks_file)
-    summary = await judge_paths(trajectories, options)
-    lo, hi = summary.ci95
-    console.print(
-        f"judged: {summary.success}/{summary.n_tasks} succeeded ({summary.success_rate:.1%}, 95% CI {lo:.1%}-{hi:.1%}), "
-        f"{summary.abstain} abstain; verdicts and reports in {summary.out_dir}",
-        highlight=False,
-        markup=False,
-    )
-    for failure in summary.errors[:5]:
-        console.print(f"[red]not judged[/red] {escape(failure.task_id)}: {escape(failure.error)}", highlight=False)
-    if summary.fatal:
-        console.print(f"[red]error:[/red] {escape(summary.fatal)}", highlight=False)
-    return summary.exit_code
+async def run_judge(args: argparse.Namespace, run_dirs: list[Path], out: Path, console: Console) -> int:
+    """``--judge``: the judge's own entry with the ``--judge-*`` options, on what this run holds."""
+    options = JudgeOptions.from_args(args, prefix=JUDGE_PREFIX)
+    if len(run_dirs) == 1 and run_dirs[0] == out:
+        options = options.model_copy(update={"tasks_file": out / "tasks.json"})
+    return await judge_any([out], options, False, console)
 
 
 def write_run_tasks(tasks: list[BenchmarkTask], out: Path) -> Path:
@@ -220,41 +231,12 @@ def _validate(args: argparse.Namespace) -> None:
         raise ConfigError(f"--task-timeout {args.task_timeout:g}: must be positive.")
     if args.max_turns < 1:
         raise ConfigError(f"--max-turns {args.max_turns}: must be at least 1.")
+    if args.repeats is not None and args.repeats < 1:
+        raise ConfigError(f"--repeats {args.repeats}: must be at least 1.")
     if args.task_files is not None and not args.task_files.is_dir():
         raise ConfigError(f"--task-files {args.task_files}: no such directory.")
     if args.agent_cmd is not None:
         check_template(args.agent_cmd)
-
-
-def _summary_table(tasks: list[BenchmarkTask], manifest: RunManifest, resumed: set[str]) -> Table:
-    table = Table(title="run summary", show_lines=False)
-    for column in ("task", "category", "status", "turns", "calls", "time", "error"):
-        table.add_column(column, overflow="fold" if column == "error" else "ellipsis")
-    for task in tasks:
-        record = manifest.summary.tasks.get(task.task_id)
-        if record is None:
-            table.add_row(escape(task.task_id[:8]), escape(task.category), "not run", "", "", "", "")
-            continue
-        colour = "green" if record.status == "completed" else "red"
-        status = f"[{colour}]{record.status}[/{colour}]" + (" (earlier)" if task.task_id in resumed else "")
-        table.add_row(
-            escape(task.task_id[:8]),
-            escape(record.category),
-            status,
-            "" if record.turns is None else str(record.turns),
-            str(record.tool_calls),
-            f"{record.duration_s:.1f}s",
-            escape(_short_error(record)),
-        )
-    return table
-
-
-def _short_error(record: TaskRecord, limit: int = 90) -> str:
-    """The table's error cell: the kind and the start of the message (all of it is in summary.json)."""
-    if not record.error:
-        return ""
-    text = f"{record.error_kind}: {record.error}" if record.error_kind else record.error
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -269,9 +251,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CopilotError, LLMError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        by = stop.args[0] if stop.args and isinstance(stop.args[0], str) else "SIGINT"
         print(
-            f"interrupted: finished tasks are saved in {args.out / 'summary.json'}; rerun the same command to resume.",
+            f"interrupted ({by}): finished tasks are saved in {args.out / 'summary.json'}; "
+            "rerun the same command to resume.",
             file=sys.stderr,
         )
         return 130
@@ -280,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: argparse.Namespace, console: Console) -> int:
     _validate(args)
     agent_label = _agent_label(args)
+    confirm = _confirm_policy(args)
     task_files = _task_files(args, console)
     all_tasks = load_tasks(args.tasks)
     selected = select_tasks(all_tasks, only=args.only, category=args.category, limit=args.limit)
@@ -289,16 +274,14 @@ def _main(args: argparse.Namespace, console: Console) -> int:
     servers_file = (args.servers or settings.servers_file()).resolve()
     from index.servers import load_servers  # noqa: PLC0415
 
-    load_servers(servers_file)  # a broken servers file fails here, not in every task
+    servers = load_servers(servers_file)  # a broken servers file fails here, not in every task
     price_table = load_price_table(args.price_table) if args.price_table else None
 
     agent_config: AgentConfig | None = None
     llm = None
     api_key = None
     if args.agent_cmd is None:
-        llm_settings = resolve_llm_settings(
-            args.base_url, args.api_key, args.model, timeout=args.llm_timeout
-        )
+        llm_settings = resolve_llm_settings(args.base_url, args.api_key, args.model, timeout=args.llm_timeout)
         agent_config = _agent_config(args, llm_settings.model, llm_settings.base_url)
         api_key = llm_settings.api_key
         llm = client_for(llm_settings)
@@ -314,23 +297,19 @@ def _main(args: argparse.Namespace, console: Console) -> int:
     out = args.out.resolve()
     model = agent_config.model if agent_config else None
     version = runner_version()
-    manifest = RunManifest.open(
-        out,
-        runner_version=version,
-        tasks_file=str(args.tasks.resolve()),
-        servers_file=str(servers_file),
-    )
-    _check_same_agent(manifest, agent_label, model, out)
-    manifest.summary.agent, manifest.summary.model = agent_label, model
-    manifest.summary.catalog_hash = _catalog_hash(settings)
-    manifest.save()
-
-    resumed = {t.task_id for t in selected if manifest.finished(t.task_id, retry_failed=args.retry_failed)}
-    pending = [t for t in selected if t.task_id not in resumed]
-    if resumed:
-        console.print(
-            f"resuming {out}: {len(resumed)} task(s) finished earlier are skipped, {len(pending)} to run", markup=False
-        )
+    catalog_hash = _catalog_hash(settings)
+    repeats = [
+        _open_repeat(directory, args, all_tasks, selected, agent_label, model, version, servers_file, catalog_hash, confirm)
+        for directory in run_directories(out, args.repeats)
+    ]
+    for repeat in repeats:
+        if repeat.resumed:
+            console.print(
+                f"resuming {repeat.out}: {len(repeat.resumed)} task(s) finished earlier are skipped, "
+                f"{len(repeat.pending)} to run",
+                markup=False,
+                highlight=False,
+            )
 
     config = RunnerConfig(
         out=out,
@@ -347,20 +326,38 @@ def _main(args: argparse.Namespace, console: Console) -> int:
         agent_config=agent_config,
         api_key=api_key,
         price_table=price_table,
-        catalog_hash=manifest.summary.catalog_hash,
+        catalog_hash=catalog_hash,
         runner_version=version,
         cwd=Path.cwd(),
+        confirm=confirm,
     )
-    runner = BenchmarkRunner(config, manifest, llm=llm, console=console)
-
     stopped_by: list[str] = []
+    refused: list[CopilotError] = []
+
+    async def work() -> list[TaskRecord]:
+        records: list[TaskRecord] = []
+        if any(repeat.pending for repeat in repeats):
+            coverage = await ensure_index(servers, config.copilot_home or settings.home, console)
+            if not args.allow_partial_index:
+                refuse_partial(coverage, servers_file)
+            config.unindexed_servers = sorted(coverage.missing)
+            for repeat in repeats:
+                repeat.manifest.summary.index = coverage
+                repeat.manifest.save()
+        for repeat in repeats:
+            runner = BenchmarkRunner(config.model_copy(update={"out": repeat.out}), repeat.manifest, llm=llm, console=console)
+            records += await runner.run(repeat.pending)
+        return records
 
     async def go() -> list[TaskRecord]:
         records: list[TaskRecord] = []
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(_stop_on_signal, group.cancel_scope, stopped_by)
-                records = await runner.run(pending)
+                try:
+                    records = await work()
+                except CopilotError as error:  # raised after the group, not as an exception group
+                    refused.append(error)
                 group.cancel_scope.cancel()
         finally:
             if llm is not None:
@@ -368,32 +365,91 @@ def _main(args: argparse.Namespace, console: Console) -> int:
         return records
 
     records = anyio.run(go)
+    if refused:
+        raise refused[0]
     if stopped_by:
         # Running tasks were stopped (their process trees too) and are not recorded: they rerun.
         raise KeyboardInterrupt(stopped_by[0])
-    make_console().print(_summary_table(selected, manifest, resumed))
-    finished = [manifest.summary.tasks[t.task_id] for t in selected if t.task_id in manifest.summary.tasks]
+    for repeat in repeats:
+        title = "run summary" if len(repeats) == 1 else f"run summary: {repeat.out.name}"
+        make_console().print(summary_table(selected, repeat.manifest, repeat.resumed, title))
+    finished = [r.manifest.summary.tasks[t.task_id] for r in repeats for t in selected if t.task_id in r.manifest.summary.tasks]
     completed = sum(1 for r in finished if r.status == "completed")
+    planned = len(selected) * len(repeats)
     console.print(
-        f"{len(records)} task(s) run now, {len(resumed)} earlier; {completed}/{len(selected)} completed, "
+        f"{len(records)} task run(s) now, {sum(len(r.resumed) for r in repeats)} earlier; {completed}/{planned} completed, "
         f"{len(finished) - completed} failed. Trajectories and summary.json in {out}",
         markup=False,
         highlight=False,
     )
-    # The run's task list: everything this directory holds results for, in task-list order.
-    run_tasks = [t for t in all_tasks if t.task_id in manifest.summary.tasks or t in selected]
-    tasks_file = write_run_tasks(run_tasks, out)
+    for repeat in repeats:
+        repeat.write_tasks(all_tasks, selected)
     if args.judge:
-        trajectories = [out / f"{t.task_id}.jsonl" for t in run_tasks if (out / f"{t.task_id}.jsonl").is_file()]
-        if not trajectories:
-            raise ConfigError("--judge: no trajectory to judge in this run.")
-        return anyio.run(run_judge, args, trajectories, tasks_file, console)
+        return anyio.run(run_judge, args, [r.out for r in repeats], out, console)
     return 0
 
 
+class _Repeat:
+    """One run directory of this command: its manifest and what it still has to run."""
+
+    def __init__(self, out: Path, manifest: RunManifest, resumed: set[str], pending: list[BenchmarkTask]) -> None:
+        self.out, self.manifest, self.resumed, self.pending = out, manifest, resumed, pending
+
+    def write_tasks(self, all_tasks: list[BenchmarkTask], selected: list[BenchmarkTask]) -> Path:
+        """``tasks.json``: everything this directory holds or is about to run, in task-list order."""
+        chosen = {task.task_id for task in selected} | set(self.manifest.summary.tasks)
+        return write_run_tasks([task for task in all_tasks if task.task_id in chosen], self.out)
+
+
+def _open_repeat(
+    out: Path,
+    args: argparse.Namespace,
+    all_tasks: list[BenchmarkTask],
+    selected: list[BenchmarkTask],
+    agent: str,
+    model: str | None,
+    version: str,
+    servers_file: Path,
+    catalog_hash: str | None,
+    confirm: ConfirmPolicy,
+) -> _Repeat:
+    manifest = RunManifest.open(
+        out, runner_version=version, tasks_file=str(args.tasks.resolve()), servers_file=str(servers_file)
+    )
+    _check_same_agent(manifest, agent, model, out)
+    summary = manifest.summary
+    summary.agent, summary.model, summary.catalog_hash, summary.confirm = agent, model, catalog_hash, confirm
+    manifest.save()
+    resumed = {t.task_id for t in selected if manifest.finished(t.task_id, retry_failed=args.retry_failed)}
+    repeat = _Repeat(out, manifest, resumed, [t for t in selected if t.task_id not in resumed])
+    # Written now, not at the end: an interrupted run is judged against what it set out to do.
+    repeat.write_tasks(all_tasks, selected)
+    return repeat
+
+
+def _confirm_policy(args: argparse.Namespace) -> ConfirmPolicy:
+    if args.agent_cmd is None:
+        return args.confirm or DEFAULT_POLICY
+    if args.confirm is not None:
+        raise ConfigError(
+            f"--confirm {args.confirm}: applies to the built-in agent. With --agent-cmd the agent's own MCP host "
+            "answers the copilot's confirmations (elicitation if it supports it, else the confirm-token round trip)."
+        )
+    return "host"
+
+
+def _handled_signals() -> list[signal.Signals]:
+    """SIGTERM, and SIGHUP unless it was ignored when we started (``nohup``: keep running)."""
+    handled = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        handled.append(signal.SIGHUP)
+    return handled
+
+
 async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[str]) -> None:
-    """SIGTERM/SIGHUP (a CI timeout, a closed terminal) stop the run as cleanly as Ctrl-C."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+    """SIGTERM/SIGHUP (a CI timeout, a closed terminal) stop the run as cleanly as Ctrl-C, also
+    where Ctrl-C cannot reach it (a background job ignores SIGINT)."""
+    with anyio.open_signal_receiver(*_handled_signals()) as signals:
         async for received in signals:
             stopped_by.append(signal.Signals(received).name)
             scope.cancel()

@@ -16,9 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from index.servers import ServerConfig
+
 #: The name the copilot gets in generated configs (Claude Code calls its tools mcp__copilot__…).
 COPILOT_SERVER_NAME = "copilot"
-#: Environment passed through to the copilot: its own settings and the offline model switches.
+#: Environment passed through to the copilot besides what every child inherits (see
+#: :func:`inherited_environment`): its own settings and the offline model switches.
 _PASS_PREFIXES = ("COPILOT_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_")
 _PASS_NAMES = frozenset({"TMPDIR", "TOKENIZERS_PARALLELISM"})
 #: Set per task by the runner; never inherited from the runner's own environment.
@@ -49,6 +52,17 @@ class CopilotLaunch(BaseModel):
         return path
 
 
+def inherited_environment(source: Mapping[str, str]) -> dict[str, str]:
+    """What the copilot's own children would inherit from ``source`` (TLS roots, proxies, locale,
+    package-registry settings …), by the pool's own rule (``ServerConfig.child_environment``).
+
+    The copilot passes exactly this allowlist on to its children, so it must receive it: an MCP
+    host (the SDK's stdio client included) starts a server with a bare environment otherwise,
+    and every ``npx``/``uvx`` child behind a TLS-intercepting proxy fails its downloads.
+    """
+    return ServerConfig(name=COPILOT_SERVER_NAME, command=sys.executable).child_environment(source)
+
+
 def copilot_launch(
     *,
     servers_file: Path,
@@ -70,11 +84,14 @@ def copilot_launch(
     nor to the copilot home.
     """
     source = os.environ if environ is None else environ
-    env = {
-        key: value
-        for key, value in source.items()
-        if (key.startswith(_PASS_PREFIXES) or key in _PASS_NAMES) and key not in _PER_TASK
-    }
+    env = inherited_environment(source)
+    env.update(
+        {
+            key: value
+            for key, value in source.items()
+            if (key.startswith(_PASS_PREFIXES) or key in _PASS_NAMES) and key not in _PER_TASK
+        }
+    )
     env.update(
         {
             "COPILOT_TASK_ID": task_id,
@@ -84,6 +101,8 @@ def copilot_launch(
             # The per-task servers file rewrites launch arguments, which changes each server's
             # launch hash; without this the copilot would re-crawl every server for every task.
             "COPILOT_AUTO_INDEX": "0",
+            # The paper's agents call ``execute-tool``; the copilot offers that alias on request.
+            "COPILOT_LIVEMCPBENCH_ALIAS": "1",
             "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
         }
     )

@@ -58,6 +58,18 @@ class TaskRecord(BaseModel):
     finished_at: str = Field(default_factory=utc_now)
 
 
+class IndexCoverage(BaseModel):
+    """What the up-front indexing found and did (logged in ``summary.json``)."""
+
+    location: str = ""
+    servers: int = 0
+    tools: int = 0
+    #: Servers indexed now (from the catalog snapshot or crawled).
+    indexed_now: list[str] = Field(default_factory=list)
+    #: server -> why it is not in the index (a failed crawl's reason).
+    missing: dict[str, str] = Field(default_factory=dict)
+
+
 class RunSummary(BaseModel):
     version: int = SUMMARY_VERSION
     runner_version: str = ""
@@ -66,6 +78,10 @@ class RunSummary(BaseModel):
     tasks_file: str = ""
     servers_file: str = ""
     catalog_hash: str | None = None
+    #: Who answered the copilot's confirmations (``--confirm``; ``host`` for ``--agent-cmd``).
+    confirm: str | None = None
+    #: The index the run routed against, as checked before the first task.
+    index: IndexCoverage | None = None
     created: str = Field(default_factory=utc_now)
     updated: str = Field(default_factory=utc_now)
     tasks: dict[str, TaskRecord] = Field(default_factory=dict)

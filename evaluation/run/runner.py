@@ -42,6 +42,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from evaluation.run.agent import AgentConfig, AgentError, CopilotAgent, copilot_session, stderr_tail
 from evaluation.run.child_home import child_environment, shared_locations
+from evaluation.run.confirm import DEFAULT_POLICY, ConfirmPolicy, elicitation_answerer
 from evaluation.run.copilot_launch import CopilotLaunch, copilot_launch
 from evaluation.run.external_agent import missing_program, render_command, run_external_agent
 from evaluation.llm import EndpointError, probe_endpoint
@@ -88,6 +89,10 @@ class RunnerConfig(BaseModel):
     #: Working directory of the copilot process (where its ``.env`` is read); children run in
     #: the workspace regardless.
     cwd: Path = Field(default_factory=Path.cwd)
+    #: Who answers the copilot's confirmation questions (see :mod:`evaluation.run.confirm`).
+    confirm: ConfirmPolicy = DEFAULT_POLICY
+    #: Servers the index does not cover (``--allow-partial-index``), noted in every task's log.
+    unindexed_servers: list[str] = Field(default_factory=list)
 
 
 @dataclass
@@ -241,7 +246,7 @@ class BenchmarkRunner:
         except Exception as error:  # a runner bug must cost one task, not the run
             outcome.fail("internal", f"{type(error).__name__}: {error} ({self._save_traceback(paths)})")
         if writer is not None:
-            writer.write(SessionEnd(reason=_end_reason(outcome)))
+            writer.write(SessionEnd(reason=_end_reason(outcome), status=outcome.status, error_kind=outcome.error_kind))
             writer.close()
         record = TaskRecord(
             task_id=task.task_id,
@@ -301,6 +306,7 @@ class BenchmarkRunner:
             original_question=task.question,
             workspace=str(workspace),
             path_map={TASK_ROOT: str(workspace)},
+            confirm=config.confirm,
         )
         missing = missing_inputs(task.file_name, config.task_files)
         if missing and not config.allow_missing_files:
@@ -337,6 +343,8 @@ class BenchmarkRunner:
             return
         if missing:
             warnings.append(f"input file(s) missing: {', '.join(missing)}")
+        if config.unindexed_servers:
+            warnings.append(f"not in the index (--allow-partial-index): {', '.join(config.unindexed_servers)}")
         before = await anyio.to_thread.run_sync(snapshot, workspace)
         start.servers_file = str(paths.file("servers.json"))  # type: ignore[attr-defined]
         if warnings:
@@ -384,7 +392,8 @@ class BenchmarkRunner:
         with stderr_path.open("w", encoding="utf-8") as stderr:
             with anyio.move_on_after(self.config.task_timeout) as scope:
                 try:
-                    async with copilot_session(launch, stderr, agent_config.startup_timeout) as session:
+                    answerer = elicitation_answerer(self.config.confirm, writer.write)
+                    async with copilot_session(launch, stderr, agent_config.startup_timeout, answerer) as session:
                         outcome.answer = await agent.run(session, question)
                         # Logged at once, before the copilot's session ends: the log stays in time order.
                         writer.write(FinalAnswer(text=outcome.answer))
