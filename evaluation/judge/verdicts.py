@@ -25,6 +25,8 @@ _THOUGHTS = re.compile(
     rf"{_DECOR}thoughts{_DECOR}\s*[:：]\s*(?P<body>.*?)(?=^[\s>#\-*+]*{_DECOR}status{_DECOR}\s*[:：]|\Z)",
     re.IGNORECASE | re.DOTALL | re.MULTILINE,
 )
+#: What follows a verdict word when the line offers a choice: "or failure", "/ failure", "| success".
+_ALTERNATIVE = re.compile(rf"^\s*(?:or|/|\||,)\s*{_DECOR}(?:success|failure)\b", re.IGNORECASE)
 _FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL | re.IGNORECASE)
 _KEY_POINT_LINE = re.compile(
     rf"^[\s>#\-*+]*{_DECOR}key\s*point\s*(?P<n>\d+){_DECOR}\s*[:：.\-]\s*{_DECOR}(?P<met>not\s+met|unmet|met){_DECOR}(?P<rest>.*)$",
@@ -51,12 +53,11 @@ def _status_from_line(rest: str) -> Status | None:
     match = _STATUS_VALUE.match(rest.strip())
     if not match:
         return None
-    word = match.group("word").lower()
-    other = "fail" if word == "success" else "success"
-    # "Status: success or failure" (an echoed template) names both: not a verdict.
-    if other in match.group("tail").lower():
+    # "Status: success or failure" (an echoed template) offers both: not a verdict. Anything else
+    # after the verdict word is commentary ("success (the agent did not fail)") and is ignored.
+    if _ALTERNATIVE.match(match.group("tail")):
         return None
-    return word  # type: ignore[return-value]
+    return match.group("word").lower()  # type: ignore[return-value]
 
 
 def _status_from_json(text: str) -> tuple[Status, str] | None:

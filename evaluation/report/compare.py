@@ -17,11 +17,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from evaluation.report.files import load_report
 from evaluation.report.models import Report
-from evaluation.report.stats import McNemar, mcnemar_exact, wilson_interval
+from evaluation.report.stats import McNemar, holm, mcnemar_exact, paired_difference_interval, wilson_interval
 from evaluation.tasks import CATEGORIES
 from index.errors import CopilotError
 
 DEFAULT_ALPHA = 0.05
+#: Below this share of common tasks the comparison is flagged loudly.
+LOW_OVERLAP = 0.5
 
 
 class CompareError(CopilotError):
@@ -38,11 +40,14 @@ class CategoryComparison(BaseModel):
     only_a: int
     only_b: int
     p_value: float
+    #: Holm-adjusted for the number of categories compared (per-category tests are many tests).
+    p_holm: float
 
 
 class Comparison(BaseModel):
     run_a: str
     run_b: str
+    #: Tasks both runs hold: the paired test and the difference are computed on these only.
     n_tasks: int
     success_a: int
     success_b: int
@@ -50,6 +55,9 @@ class Comparison(BaseModel):
     rate_b: float
     ci95_a: tuple[float, float]
     ci95_b: tuple[float, float]
+    #: B - A on the common tasks, with a 95% interval for paired proportions.
+    difference: float
+    difference_ci95: tuple[float, float]
     mcnemar: McNemar
     alpha: float
     significant: bool
@@ -57,8 +65,14 @@ class Comparison(BaseModel):
     by_category: list[CategoryComparison]
     only_a: list[str] = Field(default_factory=list)
     only_b: list[str] = Field(default_factory=list)
+    #: Tasks only one run holds (left out of the paired comparison).
     missing_in_a: list[str] = Field(default_factory=list)
     missing_in_b: list[str] = Field(default_factory=list)
+    #: Common tasks over all tasks of either run.
+    overlap: float = 1.0
+    #: Each run over its own full task list, for reference.
+    full_a: str = ""
+    full_b: str = ""
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -74,62 +88,83 @@ def _load(directory: Path) -> Report:
         raise CompareError(f"{directory}: report.json is unreadable ({str(error).splitlines()[0]}).") from None
 
 
-def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
-    rows_a = {row.task_id: row for row in a.tasks}
-    rows_b = {row.task_id: row for row in b.tasks}
-    task_ids = list(rows_a) + [task_id for task_id in rows_b if task_id not in rows_a]
-    category = {task_id: (rows_a.get(task_id) or rows_b[task_id]).category for task_id in task_ids}
-    won_a = [task_id in rows_a and rows_a[task_id].verdict == "success" for task_id in task_ids]
-    won_b = [task_id in rows_b and rows_b[task_id].verdict == "success" for task_id in task_ids]
-    test = mcnemar_exact(won_a, won_b)
-    significant = test.p_value < alpha
-    n = len(task_ids)
-    success_a, success_b = sum(won_a), sum(won_b)
+def _conclusion(test: McNemar, name_a: str, name_b: str, alpha: float) -> str:
     if test.only_a + test.only_b == 0:
-        conclusion = "The runs succeed on exactly the same tasks: no difference."
-    elif significant:
+        return "The runs succeed on exactly the same tasks: no difference."
+    if test.p_value < alpha:
         better = name_a if test.only_a > test.only_b else name_b
-        conclusion = (
-            f"{better} is better: {max(test.only_a, test.only_b)} vs {min(test.only_a, test.only_b)} tasks solved by only "
-            f"one run; exact McNemar p = {test.p_value:.3g} < {alpha:g}."
+        return (
+            f"{better} is better: {max(test.only_a, test.only_b)} vs {min(test.only_a, test.only_b)} tasks solved by "
+            f"only one run; exact McNemar p = {test.p_value:.3g} < {alpha:g}."
         )
-    else:
-        conclusion = (
-            f"The difference is within noise: {test.only_a} tasks solved only by {name_a}, {test.only_b} only by "
-            f"{name_b}; exact McNemar p = {test.p_value:.3g} >= {alpha:g}."
-        )
+    return (
+        f"The difference is within noise: {test.only_a} tasks solved only by {name_a}, {test.only_b} only by "
+        f"{name_b}; exact McNemar p = {test.p_value:.3g} >= {alpha:g}."
+    )
+
+
+def _by_category(task_ids: list[str], category: dict[str, str], won_a: list[bool], won_b: list[bool]) -> list[CategoryComparison]:
     categories = [c for c in CATEGORIES if c in category.values()]
     categories += sorted(set(category.values()) - set(categories))
-    by_category = []
+    tests = []
     for name in categories:
         index = [i for i, task_id in enumerate(task_ids) if category[task_id] == name]
-        sub = mcnemar_exact([won_a[i] for i in index], [won_b[i] for i in index])
-        count = len(index)
-        by_category.append(
-            CategoryComparison(
-                category=name,
-                n=count,
-                success_a=sum(won_a[i] for i in index),
-                success_b=sum(won_b[i] for i in index),
-                rate_a=sum(won_a[i] for i in index) / count,
-                rate_b=sum(won_b[i] for i in index) / count,
-                only_a=sub.only_a,
-                only_b=sub.only_b,
-                p_value=sub.p_value,
-            )
+        tests.append((name, index, mcnemar_exact([won_a[i] for i in index], [won_b[i] for i in index])))
+    adjusted = holm([test.p_value for _, _, test in tests])
+    return [
+        CategoryComparison(
+            category=name,
+            n=len(index),
+            success_a=sum(won_a[i] for i in index),
+            success_b=sum(won_b[i] for i in index),
+            rate_a=sum(won_a[i] for i in index) / len(index),
+            rate_b=sum(won_b[i] for i in index) / len(index),
+            only_a=test.only_a,
+            only_b=test.only_b,
+            p_value=test.p_value,
+            p_holm=p_holm,
         )
+        for (name, index, test), p_holm in zip(tests, adjusted, strict=True)
+    ]
+
+
+def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
+    """Paired comparison on the tasks both runs hold; raises :class:`CompareError` when there are none."""
+    rows_a = {row.task_id: row for row in a.tasks}
+    rows_b = {row.task_id: row for row in b.tasks}
+    task_ids = [task_id for task_id in rows_a if task_id in rows_b]
+    missing_in_a = [task_id for task_id in rows_b if task_id not in rows_a]
+    missing_in_b = [task_id for task_id in rows_a if task_id not in rows_b]
+    union = len(task_ids) + len(missing_in_a) + len(missing_in_b)
+    if not task_ids:
+        raise CompareError(
+            f"{name_a} and {name_b} have no task in common ({len(rows_a)} and {len(rows_b)} tasks): "
+            "a paired comparison needs the same tasks; judge both runs against the same --tasks list."
+        )
+    category = {task_id: rows_a[task_id].category for task_id in task_ids}
+    won_a = [rows_a[task_id].verdict == "success" for task_id in task_ids]
+    won_b = [rows_b[task_id].verdict == "success" for task_id in task_ids]
+    test = mcnemar_exact(won_a, won_b)
+    n = len(task_ids)
+    success_a, success_b = sum(won_a), sum(won_b)
     warnings = []
-    if (a.judge.models, a.judge.prompt) != (b.judge.models, b.judge.prompt):
+    overlap = n / union
+    if missing_in_a or missing_in_b:
+        warnings.append(
+            f"{'ONLY ' if overlap < LOW_OVERLAP else ''}{n} of {union} tasks ({overlap:.0%}) are in both runs; the "
+            f"comparison uses those only ({len(missing_in_b)} only in {name_a}, {len(missing_in_a)} only in {name_b})."
+            + (" With so little overlap the comparison says little about the runs as a whole." if overlap < LOW_OVERLAP else "")
+        )
+    if (a.judge.models, a.judge.prompt, a.judge.prompt_version) != (b.judge.models, b.judge.prompt, b.judge.prompt_version):
         warnings.append(
             f"the runs were judged differently ({', '.join(a.judge.models)}/{a.judge.prompt} vs "
             f"{', '.join(b.judge.models)}/{b.judge.prompt}): part of any difference may be the judge's."
         )
-    missing_in_a = [task_id for task_id in task_ids if task_id not in rows_a]
-    missing_in_b = [task_id for task_id in task_ids if task_id not in rows_b]
-    if missing_in_a or missing_in_b:
+    by_category = _by_category(task_ids, category, won_a, won_b)
+    if len(by_category) > 1:
         warnings.append(
-            f"the task lists differ ({len(missing_in_a)} tasks only in {name_b}, {len(missing_in_b)} only in {name_a}); "
-            "a missing task counts as a failure."
+            f"per-category p-values are {len(by_category)} tests: read the Holm-adjusted column, or expect about "
+            f"{alpha:g} x {len(by_category)} false alarms among the raw ones."
         )
     return Comparison(
         run_a=name_a,
@@ -137,40 +172,52 @@ def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float
         n_tasks=n,
         success_a=success_a,
         success_b=success_b,
-        rate_a=success_a / n if n else 0.0,
-        rate_b=success_b / n if n else 0.0,
+        rate_a=success_a / n,
+        rate_b=success_b / n,
         ci95_a=wilson_interval(success_a, n),
         ci95_b=wilson_interval(success_b, n),
+        difference=(success_b - success_a) / n,
+        difference_ci95=paired_difference_interval(test.only_a, test.only_b, n),
         mcnemar=test,
         alpha=alpha,
-        significant=significant,
-        conclusion=conclusion,
+        significant=test.p_value < alpha,
+        conclusion=_conclusion(test, name_a, name_b, alpha),
         by_category=by_category,
         only_a=[task_id for task_id, x, y in zip(task_ids, won_a, won_b, strict=True) if x and not y],
         only_b=[task_id for task_id, x, y in zip(task_ids, won_a, won_b, strict=True) if y and not x],
         missing_in_a=missing_in_a,
         missing_in_b=missing_in_b,
+        overlap=overlap,
+        full_a=f"{a.success}/{a.n_tasks} = {a.success_rate:.1%}",
+        full_b=f"{b.success}/{b.n_tasks} = {b.success_rate:.1%}",
         warnings=warnings,
     )
 
 
 def render(comparison: Comparison, a: Report, b: Report) -> str:
     c = comparison
-    out = [
+    out = [f"WARNING: {warning}" for warning in c.warnings if warning.startswith("ONLY")]
+    out += [
         f"A = {c.run_a}: {c.success_a}/{c.n_tasks} = {c.rate_a:.1%} (95% CI {c.ci95_a[0]:.1%}-{c.ci95_a[1]:.1%})",
         f"B = {c.run_b}: {c.success_b}/{c.n_tasks} = {c.rate_b:.1%} (95% CI {c.ci95_b[0]:.1%}-{c.ci95_b[1]:.1%})",
+        f"B - A = {c.difference * 100:+.1f} pt (95% CI {c.difference_ci95[0] * 100:+.1f} to {c.difference_ci95[1] * 100:+.1f} pt, "
+        f"paired, on the {c.n_tasks} common tasks)",
+    ]
+    if c.missing_in_a or c.missing_in_b:
+        out.append(f"(over each run's own task list: A {c.full_a}, B {c.full_b})")
+    out += [
         "",
-        "| category | tasks | A | B | B - A | only A | only B | McNemar p |",
-        "|---|---|---|---|---|---|---|---|",
+        "| category | tasks | A | B | B - A | only A | only B | McNemar p | Holm p |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in c.by_category:
         out.append(
             f"| {row.category} | {row.n} | {row.success_a} ({row.rate_a:.0%}) | {row.success_b} ({row.rate_b:.0%}) | "
-            f"{(row.rate_b - row.rate_a) * 100:+.1f} pt | {row.only_a} | {row.only_b} | {row.p_value:.3g} |"
+            f"{(row.rate_b - row.rate_a) * 100:+.1f} pt | {row.only_a} | {row.only_b} | {row.p_value:.3g} | {row.p_holm:.3g} |"
         )
     out.append(
         f"| **all** | {c.n_tasks} | {c.success_a} ({c.rate_a:.0%}) | {c.success_b} ({c.rate_b:.0%}) | "
-        f"{(c.rate_b - c.rate_a) * 100:+.1f} pt | {c.mcnemar.only_a} | {c.mcnemar.only_b} | {c.mcnemar.p_value:.3g} |"
+        f"{(c.rate_b - c.rate_a) * 100:+.1f} pt | {c.mcnemar.only_a} | {c.mcnemar.only_b} | {c.mcnemar.p_value:.3g} | |"
     )
     out += ["", c.conclusion]
     rows_a = {row.task_id: row for row in a.tasks}
@@ -184,11 +231,9 @@ def render(comparison: Comparison, a: Report, b: Report) -> str:
             "|---|---|---|---|---|",
         ]
         for task_id in [*c.only_a, *c.only_b]:
-            row = rows_a.get(task_id) or rows_b[task_id]
-            verdict_a = rows_a[task_id].verdict if task_id in rows_a else "missing"
-            verdict_b = rows_b[task_id].verdict if task_id in rows_b else "missing"
+            row = rows_a[task_id]
             question = row.question[:70] + ("..." if len(row.question) > 70 else "")
-            out.append(f"| {task_id} | {row.category} | {verdict_a} | {verdict_b} | {question} |")
+            out.append(f"| {task_id} | {row.category} | {row.verdict} | {rows_b[task_id].verdict} | {question} |")
     for warning in c.warnings:
         out.append(f"\nwarning: {warning}")
     return "\n".join(out) + "\n"

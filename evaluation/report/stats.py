@@ -121,3 +121,26 @@ def sample_sd(values: Sequence[float]) -> float | None:
         return None
     mean = sum(values) / n
     return math.sqrt(sum((value - mean) ** 2 for value in values) / (n - 1))
+
+
+def paired_difference_interval(only_a: int, only_b: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """95% interval of p_B - p_A for paired outcomes (Wald, from the discordant counts), clipped
+    to [-1, 1]: d = (b - a) / n, se = sqrt(a + b - (b - a)^2 / n) / n."""
+    if n <= 0:
+        return (0.0, 0.0)
+    difference = (only_b - only_a) / n
+    variance = max(0.0, only_a + only_b - (only_b - only_a) ** 2 / n)
+    half = z * math.sqrt(variance) / n
+    return (max(-1.0, difference - half), min(1.0, difference + half))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (same order as given)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted

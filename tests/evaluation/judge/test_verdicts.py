@@ -22,6 +22,10 @@ from evaluation.judge.verdicts import parse_key_points, parse_verdict
         # The word "success" elsewhere does not matter: the last Status line decides.
         ("The agent reported success and was successful at step 1.\nStatus: failure", "failure"),
         ("Status: success\nOn reflection the file was never written.\nStatus: failure", "failure"),
+        # Commentary after the verdict word is not a second verdict, whatever words it uses.
+        ("Thoughts: ok\nStatus: success (the agent did not fail)", "success"),
+        ("Status: **failure** - nothing succeeded", "failure"),
+        ("Status: success, not failure", "success"),
     ],
 )
 def test_verdicts_that_parse(reply: str, status: str) -> None:
@@ -35,6 +39,8 @@ def test_verdicts_that_parse(reply: str, status: str) -> None:
         "",
         "The task was a success.",  # the paper's parser would have called this a success
         'Status: "success" or "failure"',  # an echoed template
+        "Status: success/failure",
+        "Status: failure | success",
         "Status: successful",
         "Status: partially",
         "Status: success\nStatus: unclear",  # the last Status line is unreadable: do not look earlier
