@@ -36,6 +36,8 @@ class JudgeOptions(BaseModel):
     tools_file: Path | None = None
     prompt: PromptKind = "livemcpeval"
     auto_key_points: bool = False
+    #: Ask the first judge model about the unsuccessful tasks the log cannot classify.
+    taxonomy_llm: bool = False
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
     parse_retries: int = Field(default=DEFAULT_PARSE_RETRIES, ge=0)
     #: Default: ``<first path>/judge`` (beside the logs).
@@ -70,6 +72,7 @@ class JudgeOptions(BaseModel):
             "tools_file": get("tools"),
             "prompt": get("prompt", "livemcpeval"),
             "auto_key_points": bool(get("auto_key_points", False)),
+            "taxonomy_llm": bool(get("taxonomy_llm", False)),
             "concurrency": get("concurrency", DEFAULT_CONCURRENCY),
             "parse_retries": get("parse_retries", DEFAULT_PARSE_RETRIES),
             "out_dir": get("out"),
@@ -206,6 +209,13 @@ def add_judge_arguments(
         ("out", {"type": Path, "metavar": "DIR", "help": "output directory (default: <first path>/judge)"}),
         ("cache-dir", {"type": Path, "metavar": "DIR", "help": "LLM reply cache (default: $COPILOT_HOME/judge-cache)"}),
         ("no-cache", {"action": "store_true", "help": "neither read nor write the reply cache"}),
+        (
+            "taxonomy-llm",
+            {
+                "action": "store_true",
+                "help": "ask the (first) judge model for the error class of unsuccessful tasks the log cannot decide (cached)",
+            },
+        ),
         ("no-progress", {"action": "store_true", "help": "no progress bar"}),
     ]
     for name, kwargs in options:

@@ -28,6 +28,8 @@ from evaluation.judge.lock import output_lock
 from evaluation.judge.prompts import PROMPT_VERSION
 from evaluation.judge.verdict_log import VerdictLog, VerdictRecord, latest_by_task
 from evaluation.llm import EndpointError, LLMError
+from evaluation.taxonomy.diagnose import Case, diagnose
+from evaluation.taxonomy.model import Diagnosis
 from evaluation.tasks import UNCATEGORISED, Task, load_human_labels, load_tasks
 from evaluation.trajectories import LoadResult, load_trajectories
 from index.console import make_console
@@ -231,7 +233,8 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
             for record in latest_by_task(log.read()).values()
             if record.config_hash == config and record.task_id in inputs.loaded.trajectories
         }
-        built = _build(inputs, verdicts, options, summary)
+        diagnoses = await _diagnoses(inputs, verdicts, options)
+        built = _build(inputs, verdicts, options, summary, diagnoses)
         summary.n_tasks = built.n_tasks
         summary.success, summary.failure, summary.abstain = built.success, built.failure, len(built.abstains)
         summary.success_rate, summary.ci95 = built.success_rate, built.ci95
@@ -289,8 +292,41 @@ async def _judge_jobs(
         summary.cache_hits = cache.hits if cache else 0
 
 
-def _build(inputs: _Inputs, verdicts: dict[str, VerdictRecord], options: JudgeOptions, summary: JudgeSummary) -> Report:
+async def _diagnoses(inputs: _Inputs, verdicts: dict[str, VerdictRecord], options: JudgeOptions) -> dict[str, Diagnosis]:
+    """The error class of every judged task that did not succeed (see :mod:`evaluation.taxonomy`)."""
+    jobs = {job.task_id: job for job in inputs.jobs}
+    gold = {info.task_id: info.gold_tools for info in inputs.universe}
+    cases = [
+        Case(
+            trajectory=jobs[task_id].trajectory,
+            question=jobs[task_id].question,
+            gold_tools=gold.get(task_id) or jobs[task_id].trajectory.gold_tools,
+        )
+        for task_id, record in verdicts.items()
+        if record.verdict != "success" and task_id in jobs
+    ]
+    if not cases:
+        return {}
+    service = None
+    if options.taxonomy_llm:
+        cache = CompletionCache(inputs.cache_dir) if options.use_cache else None
+        service = CompletionService(options.llm, cache, options.concurrency)
+    try:
+        return await diagnose(cases, _default_descriptions(options), service=service, model=options.llm.model)
+    finally:
+        if service is not None:
+            await service.aclose()
+
+
+def _build(
+    inputs: _Inputs,
+    verdicts: dict[str, VerdictRecord],
+    options: JudgeOptions,
+    summary: JudgeSummary,
+    diagnoses: dict[str, Diagnosis],
+) -> Report:
     return build_report(
+        diagnoses=diagnoses,
         universe=inputs.universe,
         trajectories=inputs.loaded.trajectories,
         verdicts=verdicts,
