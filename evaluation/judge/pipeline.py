@@ -239,7 +239,9 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         summary.success, summary.failure, summary.abstain = built.success, built.failure, len(built.abstains)
         summary.success_rate, summary.ci95 = built.success_rate, built.ci95
         formats = FORMATS if options.write_reports else ("json",)
-        summary.report_files = write_reports(built, summary.out_dir, formats=formats, trajectories=inputs.loaded.trajectories)
+        summary.report_files = write_reports(
+            built, summary.out_dir, formats=formats, trajectories=inputs.loaded.trajectories, verdicts=verdicts
+        )
     return summary
 
 

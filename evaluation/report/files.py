@@ -10,6 +10,7 @@ from pathlib import Path
 from evaluation.report.models import Report
 from evaluation.report.plots import render_plots
 from evaluation.report.render import report_html, report_markdown
+from evaluation.judge.verdict_log import VerdictRecord
 from evaluation.trajectories import Trajectory
 
 FORMATS = ("json", "md", "html")
@@ -29,6 +30,7 @@ def write_reports(
     out_dir: str | Path,
     formats: Sequence[str] = FORMATS,
     trajectories: Mapping[str, Trajectory] | None = None,
+    verdicts: Mapping[str, VerdictRecord] | None = None,
 ) -> list[Path]:
     """``report.json``, ``report.md`` (+ ``plots/``) and ``report.html``; with ``trajectories``
     the HTML page also holds every task's trajectory (the viewer), linked from the task table."""
@@ -53,7 +55,7 @@ def write_reports(
             written.append(path)
         if "html" in formats:
             path = out_dir / "report.html"
-            atomic_write(path, report_html(report, plots, trajectories or {}))
+            atomic_write(path, report_html(report, plots, trajectories, verdicts))
             written.append(path)
     return written
 

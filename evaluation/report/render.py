@@ -8,6 +8,7 @@ import html
 from collections.abc import Mapping
 
 from evaluation.report.models import Report
+from evaluation.judge.verdict_log import VerdictRecord
 from evaluation.trajectories import Trajectory
 from evaluation.report.tables import Table, headline, interval, lists, num, pct, tables
 
@@ -122,7 +123,15 @@ def _cards(report: Report) -> str:
     )
 
 
-def report_html(report: Report, plots: Mapping[str, bytes], trajectories: Mapping[str, Trajectory] | None = None) -> str:
+def report_html(
+    report: Report,
+    plots: Mapping[str, bytes],
+    trajectories: Mapping[str, Trajectory] | None = None,
+    verdicts: Mapping[str, VerdictRecord] | None = None,
+) -> str:
+    """The page; with ``trajectories`` each task of the task table links to its trajectory section."""
+    from evaluation.report.viewer import VIEWER_CSS, VIEWER_SCRIPT, anchor, viewer_sections  # noqa: PLC0415
+
     body = [
         "<h1>LiveMCPEval report</h1>",
         f"<p class='note'>generated {esc(report.generated)} &middot; judge {esc(', '.join(report.judge.models))} "
@@ -132,7 +141,11 @@ def report_html(report: Report, plots: Mapping[str, bytes], trajectories: Mappin
     ]
     if plots:
         body.append("<div class='plots'>" + "".join(png_img(name, png) for name, png in plots.items()) + "</div>")
-    body += [html_table(table) for table in tables(report)]
+    links = {row.task_id: anchor(row.task_id) for row in report.tasks} if trajectories is not None else None
+    body += [html_table(table, links) for table in tables(report)]
     for title, items in lists(report):
         body.append(f"<h2>{esc(title)}</h2><ul>" + "".join(f"<li>{esc(item)}</li>" for item in items[:MAX_LISTED]) + "</ul>")
-    return html_page("LiveMCPEval report", body)
+    if trajectories is None:
+        return html_page("LiveMCPEval report", body)
+    body += viewer_sections(report, trajectories, verdicts or {})
+    return html_page("LiveMCPEval report", body, extra_css=VIEWER_CSS, script=VIEWER_SCRIPT)
