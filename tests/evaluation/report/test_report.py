@@ -16,7 +16,7 @@ from tests.evaluation.judge_helpers import (
     write_copilot_log,
     write_tasks,
 )
-from tests.support.scripted_openai import ScriptedOpenAI
+from tests.support.scripted_openai import Reply, ScriptedOpenAI
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -135,3 +135,53 @@ async def test_markdown_and_html_reports(judged: dict) -> None:
     assert not re.search(r"(src|href)=['\"]https?:", page)  # self-contained
     assert "<style>" in page and "Cohen&#x27;s kappa" in page
     assert "<td class='success'>success</td>" in page
+
+
+async def test_page_fixes_counts_legend_all_servers_spellings_and_the_retrieval_split(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
+    from evaluation.report.files import load_report  # noqa: PLC0415
+    from evaluation.report.plots import category_figure, usage_figure  # noqa: PLC0415
+    from evaluation.report.tables import health_table, retrieval_split_table  # noqa: PLC0415
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # 35 servers, two of them spelled three ways; tasks that did and did not see an annotated tool.
+    for number in range(35):
+        write_copilot_log(
+            logs / f"s{number}.jsonl", f"s{number}", f"question s{number}",
+            routes=[("find", [("srv", "gold") if number % 2 else ("srv", "other")])],
+            executes=[{"server": f"server-{number}", "tool": "t"}], usage=[(100 * (number + 1), 10, None)],
+        )
+    write_copilot_log(logs / "y1.jsonl", "y1", "question y1", executes=[{"server": "Yahoo Finance", "tool": "t"}])
+    write_copilot_log(logs / "y2.jsonl", "y2", "question y2", executes=[{"server": "yahoo_finance", "tool": "t"}])
+    write_copilot_log(logs / "y3.jsonl", "y3", "question y3", executes=[{"server": "yahoo-finance", "tool": "t"},
+                                                                        {"server": "yahoo-finance", "tool": "t"}])
+    ids = [f"s{n}" for n in range(35)] + ["y1", "y2", "y3"]
+    tasks = write_tasks(tmp_path / "tasks.json", [task_entry(t, f"question {t}", "work", tools="1. gold") for t in ids])
+    # Every task with an annotated tool in its route results succeeds; the others fail.
+    llm.handler = lambda request: Reply(content="Status: success" if "srv/gold" in json.dumps(request) else "Status: failure")
+    await judge_paths([logs], options(llm, tmp_path, tasks_file=tasks, prompt="evidence"))
+    report = load_report(tmp_path / "out")
+
+    health = health_table(report)
+    assert len(health.rows) == 36 and "All 36 server(s) called" in health.note  # no silent cut at 30
+    yahoo = next(row for row in health.rows if row[0].startswith("yahoo-finance"))
+    assert yahoo[0] == "yahoo-finance (also: Yahoo Finance, yahoo_finance)" and yahoo[1] == "4"
+
+    split = report.retrieval_split
+    assert (split.returned.success, split.returned.n) == (17, 17)
+    assert (split.not_returned.success, split.not_returned.n) == (0, 18)
+    assert (split.no_route.n) == 3
+    assert retrieval_split_table(report).rows[0][:3] == ["an annotated tool was returned", "17", "17"]
+
+    # 100% success in a category: the count is in the label, never drawn over the error bar.
+    figure = category_figure(report.model_copy(update={"by_category": {"Office": type(report.by_category["Office"]).of(17, 17)}}))
+    axes = figure.axes[0]
+    assert len(axes.texts) == 0
+    assert [label.get_text() for label in axes.get_yticklabels()] == ["Office  17/17", "All  17/38"]
+    figure = usage_figure(report)
+    axes = figure.axes[0]
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == ["success (n=17)", "not success (n=18)"]
+    highest = max(row.input_tokens + row.output_tokens for row in report.tasks if row.input_tokens)
+    assert axes.get_ylim()[1] > highest and axes.get_xlim() == (-0.6, 1.6)
