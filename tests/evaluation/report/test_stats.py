@@ -39,3 +39,30 @@ def test_mcnemar_exact() -> None:
     close = mcnemar_exact([True, True, False, True], [False, False, True, True])
     assert (close.only_a, close.only_b) == (2, 1) and close.p_value == pytest.approx(1.0)
     assert mcnemar_exact([True], [True]).p_value == 1.0
+
+
+def test_pass_at_k_and_pass_hat_k_match_their_definitions() -> None:
+    import itertools  # noqa: PLC0415
+
+    from evaluation.report.stats import pass_at_k, pass_hat_k  # noqa: PLC0415
+
+    # Brute force over every k-subset of n attempts with c successes: the estimators are exact means.
+    for n in range(1, 7):
+        for c in range(n + 1):
+            attempts = [True] * c + [False] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(attempts, k))
+                assert pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets))
+                assert pass_hat_k(n, c, k) == pytest.approx(sum(all(s) for s in subsets) / len(subsets))
+    with pytest.raises(ValueError):
+        pass_at_k(3, 1, 4)
+
+
+def test_paired_difference_interval_and_holm() -> None:
+    from evaluation.report.stats import holm, paired_difference_interval  # noqa: PLC0415
+
+    low, high = paired_difference_interval(only_a=2, only_b=8, n=40)
+    assert (low + high) / 2 == pytest.approx(6 / 40)
+    assert high - low == pytest.approx(2 * 1.959963984540054 * (10 - 36 / 40) ** 0.5 / 40)
+    assert paired_difference_interval(0, 0, 10) == (0.0, 0.0)
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])

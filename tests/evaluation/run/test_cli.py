@@ -378,3 +378,57 @@ def test_a_nohup_run_survives_sighup_and_stops_on_sigterm(bench) -> None:
             process.kill()
     _assert_stopped_cleanly(bench, process, pid_file, err)
     assert "interrupted (SIGTERM)" in err
+
+
+#: Which (task, repeat) the scripted judge calls a success: task-write-1 always (c=3),
+#: task-answer-2 in the first repeat only (c=1), task-missing-3 never (c=0).
+REPEAT_SUCCESSES = {("task-write-1", 1), ("task-write-1", 2), ("task-write-1", 3), ("task-answer-2", 1)}
+
+
+def repeat_judge(request: dict) -> Reply:
+    import re  # noqa: PLC0415
+
+    text = json.dumps(request["messages"])
+    found = re.search(r"answer for (task-[a-z0-9-]+) in \S*repeat-(\d)", text)
+    verdict = found is not None and (found.group(1), int(found.group(2))) in REPEAT_SUCCESSES
+    return Reply(content="Thoughts: checked.\nStatus: " + ("success" if verdict else "failure"))
+
+
+def test_repeats_are_judged_each_and_reported_as_pass_at_k(bench, capsys) -> None:
+    agent = "printf 'answer for %s in %s' {task_id} {workspace} > {answer_file}"
+    with ScriptedOpenAI(handler=repeat_judge) as judge_llm:
+        judge = ["--judge", "--judge-base-url", judge_llm.base_url, "--judge-model", "judge-m", "--judge-api-key", "k",
+                 "--judge-no-progress", "--judge-cache-dir", str(bench["tmp"] / "judge-cache")]
+        assert run_cli(bench, "--agent-cmd", agent, "--repeats", "3", "--allow-missing-files", *judge) == 0
+        requests = len(judge_llm.requests)
+        # A rerun resumes every repeat: no task runs again, no verdict is asked for again.
+        assert run_cli(bench, "--agent-cmd", agent, "--allow-missing-files", *judge) == 0
+        assert len(judge_llm.requests) == requests
+    out = bench["out"]
+    assert json.loads((out / "repeats.json").read_text())["repeats"] == ["repeat-1", "repeat-2", "repeat-3"]
+    for number in (1, 2, 3):
+        repeat = out / f"repeat-{number}"
+        assert len(RunSummary.model_validate_json((repeat / "summary.json").read_text()).tasks) == 3
+        assert (repeat / "judge" / "report.json").is_file()
+    report = json.loads((out / "judge" / "repeats.json").read_text())
+    assert report["n_repeats"] == 3 and report["n_tasks"] == 3
+    by_task = {t["task_id"]: t for t in report["tasks"]}
+    assert [by_task[t]["successes"] for t in ("task-write-1", "task-answer-2", "task-missing-3")] == [3, 1, 0]
+    assert by_task["task-answer-2"]["outcomes"] == ["success", "failure", "failure"]
+    # Known answers: pass@1 = (1 + 1/3 + 0) / 3; pass@2 = (1 + 2/3 + 0) / 3; pass@3 = 2/3; pass^2 = pass^3 = 1/3.
+    assert report["pass_at_1"] == pytest.approx(4 / 9)
+    assert report["pass_at_k"] == pytest.approx({"1": 4 / 9, "2": 5 / 9, "3": 2 / 3})
+    assert report["pass_hat_k"] == pytest.approx({"1": 4 / 9, "2": 1 / 3, "3": 1 / 3})
+    assert report["flaky_tasks"] == 1
+    # Success rates per repeat 2/3, 1/3, 1/3: their sample standard deviation.
+    assert report["between_repeats_sd"] == pytest.approx((1 / 3) / 3**0.5)
+    assert all(r["first_task"] and r["last_task"] for r in report["repeats"])  # the date of each repeat
+    assert (out / "judge" / "repeats.html").is_file() and (out / "judge" / "plots" / "pass_k.png").is_file()
+    err = capsys.readouterr().err
+    assert "3 repeats of 3 tasks: pass@1 44.4%" in err and "pass@3 66.7%, pass^3 33.3%" in err
+
+
+def test_a_single_run_directory_cannot_take_repeats(bench, capsys) -> None:
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2") == 0
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2", "--repeats", "2") == 2
+    assert "holds a single run (summary.json); repeats go into their own directories" in capsys.readouterr().err
