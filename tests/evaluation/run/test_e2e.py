@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import certifi
 import pytest
 
 from evaluation.judge.cli import main as judge_main
@@ -269,3 +270,137 @@ def test_endpoint_refusing_tools_is_a_per_task_failure(copilot_vars, tmp_path, c
     assert events[-1]["event"] == "session_end" and "tools_refused" in events[-1]["reason"]
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err + captured.out
+
+
+# A real CA file: the runner's own HTTPS clients load SSL_CERT_FILE too.
+MACHINE_SETTINGS = {
+    "SSL_CERT_FILE": certifi.where(),
+    "NODE_EXTRA_CA_CERTS": certifi.where(),
+    "HTTPS_PROXY": "http://proxy.corp.test:3128",
+}
+ENV_PROBES = (*MACHINE_SETTINGS, "OPENAI_API_KEY")
+
+
+def env_prober(request: dict) -> Reply:
+    """A model that asks the fixture child for each probed variable, then answers with them."""
+    done = len(tool_results(request))
+    if done == 0:
+        return Reply(tool_calls=[ToolCall("route", {"query": "environment variable"})])
+    if done <= len(ENV_PROBES):
+        probe = {"server_name": "fx", "tool_name": "get_env", "params": {"name": ENV_PROBES[done - 1]}}
+        return Reply(tool_calls=[ToolCall("execute", probe)])
+    return Reply(content="\n".join(tool_results(request)[1:]))
+
+
+def test_children_get_the_machine_s_tls_and_proxy_settings_but_no_secrets(copilot_vars, tmp_path, monkeypatch) -> None:
+    """Before: the copilot got only COPILOT_*/HF_*, the SDK's client then kept HOME/PATH/…, and
+    every npx/uvx child behind a TLS-intercepting proxy failed (server_unavailable)."""
+    env = copilot_vars
+    for name, value in MACHINE_SETTINGS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-runner-secret")
+    out = tmp_path / "run"
+    with ScriptedOpenAI(handler=env_prober) as llm:
+        assert run(env, out, "--base-url", llm.base_url, "--model", "m", "--only", "e2e-relative") == 0
+    answer = next(e for e in read_events(out / "e2e-relative.jsonl") if e["event"] == "final_answer")["text"]
+    assert answer.splitlines() == [*MACHINE_SETTINGS.values(), "<unset>"]
+
+    # The same through {mcp_config}, for a host that passes nothing but the config's env.
+    agent = (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'mcp_agent.py'))} --config {{mcp_config}} "
+        "--question-file {question_file} --answer-file {answer_file} --strict-env "
+        "--execute fx/get_env --param name=NODE_EXTRA_CA_CERTS"
+    )
+    external = tmp_path / "external"
+    assert run(env, external, "--agent-cmd", agent, "--only", "e2e-relative") == 0
+    answer = next(e for e in read_events(external / "e2e-relative.jsonl") if e["event"] == "final_answer")["text"]
+    assert answer.endswith(f"execute fx/get_env: {certifi.where()}")
+
+
+def deleter(request: dict) -> Reply:
+    """A model that deletes an item (a destructive tool) and reports what execute said."""
+    done = len(tool_results(request))
+    if done == 0:
+        return Reply(tool_calls=[ToolCall("route", {"query": "delete an item"})])
+    if done == 1:
+        call = {"server_name": "fx", "tool_name": "delete_item", "params": {"item_id": "old-report"}}
+        return Reply(tool_calls=[ToolCall("execute", call)])
+    return Reply(content=tool_results(request)[-1])
+
+
+@pytest.mark.parametrize(
+    ("policy", "answered", "result"),
+    [
+        (None, "approved", "deleted old-report"),
+        ("deny", "declined", "The user declined to run fx/delete_item"),
+        ("ask", None, "Confirmation required"),
+    ],
+)
+def test_confirmations_follow_the_runner_s_policy_and_are_counted(copilot_vars, tmp_path, policy, answered, result) -> None:
+    env = copilot_vars
+    out = tmp_path / "run"
+    extra = ["--confirm", policy] if policy else []
+    with ScriptedOpenAI(handler=deleter) as llm:
+        assert run(env, out, "--base-url", llm.base_url, "--model", "m", "--only", "e2e-relative", *extra) == 0
+    events = read_events(out / "e2e-relative.jsonl")
+    assert events[0]["confirm"] == (policy or "approve")  # the policy is part of the record
+    answer = next(e for e in events if e["event"] == "final_answer")["text"]
+    assert result in answer
+    confirmations = [e for e in events if e["event"] == "confirmation"]
+    execute = next(e for e in events if e["event"] == "execute")
+    if answered is None:  # no elicitation: the agent got the confirm-token message
+        assert confirmations == [] and execute["error_kind"] == "confirmation_required"
+    else:
+        assert [(c["answer"], c["server"], c["tool"]) for c in confirmations] == [(answered, "fx", "delete_item")]
+    with ScriptedOpenAI(handler=lambda request: Reply(content="Status: success")) as judge_llm:
+        assert judge_main([
+            str(out), "--tasks", str(out / "tasks.json"), "--base-url", judge_llm.base_url, "--model", "j",
+            "--no-progress", "--cache-dir", str(tmp_path / "cache"),
+        ]) == 0
+    report = json.loads((out / "judge" / "report.json").read_text())
+    row = next(r for r in report["tasks"] if r["task_id"] == "e2e-relative")
+    assert row["confirmations"] == {answered or "token": 1}
+    assert report["confirmations"]["requested"] == 1 and report["confirmations"]["policy"] == [policy or "approve"]
+
+
+def test_a_fresh_home_is_indexed_before_the_first_task(copilot_vars, tmp_path, monkeypatch) -> None:
+    """Before: a fresh COPILOT_HOME answered every route with 'no tool index'."""
+    env = copilot_vars
+    fresh = tmp_path / "fresh-home"
+    monkeypatch.setenv("COPILOT_HOME", str(fresh))
+    servers = json.loads(env["servers"].read_text())
+    # 'fy' is not in the catalog: the runner crawls it; 'fx' comes from the catalog snapshot.
+    servers["mcpServers"]["fy"] = {**servers["mcpServers"]["fx"], "args": [str(FIXTURES / "fixture_server.py"), "--name", "fy"]}
+    both = tmp_path / "servers.json"
+    both.write_text(json.dumps(servers))
+    out = tmp_path / "run"
+    with ScriptedOpenAI(handler=model) as llm:
+        code = run_main([
+            "--tasks", str(env["tasks"]), "--out", str(out), "--servers", str(both), "--copilot-home", str(fresh),
+            "--task-timeout", "180", "--base-url", llm.base_url, "--model", "m", "--only", "e2e-relative",
+        ])
+    assert code == 0
+    summary = RunSummary.model_validate_json((out / "summary.json").read_text())
+    assert summary.index is not None and summary.index.indexed_now == ["fx", "fy"] and summary.index.missing == {}
+    route = next(e for e in read_events(out / "e2e-relative.jsonl") if e["event"] == "route")
+    assert route.get("error") is None and {hit["server"] for hit in route["results"]} <= {"fx", "fy"}
+    assert route["results"]
+
+
+def test_tasks_do_not_start_on_an_index_that_misses_a_server(copilot_vars, tmp_path, capsys) -> None:
+    env = copilot_vars
+    servers = json.loads(env["servers"].read_text())
+    servers["mcpServers"]["broken"] = {"command": str(tmp_path / "no-such-program")}
+    broken = tmp_path / "servers.json"
+    broken.write_text(json.dumps(servers))
+    out = tmp_path / "run"
+    with ScriptedOpenAI(handler=model) as llm:
+        code = run_main([
+            "--tasks", str(env["tasks"]), "--out", str(out), "--servers", str(broken), "--copilot-home", str(env["home"]),
+            "--base-url", llm.base_url, "--model", "m", "--only", "e2e-relative",
+        ])
+        assert not llm.requests  # no task started
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "does not cover 1 of the 2 server(s)" in err and "broken:" in err and "--allow-partial-index" in err
+    assert "Traceback" not in err
