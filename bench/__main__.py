@@ -14,6 +14,7 @@ BENCHMARKS = {
     "speed": "bench.speed",  # route latency, build time, 100k-tool scale
     "pool": "bench.pool",  # warm pool vs direct call vs spawn-per-call
     "judge": "bench.judge",  # judge concurrency speed-up and cache
+    "taxonomy": "bench.taxonomy",  # error classes against the hand-labelled trajectories
 }
 
 

@@ -7,7 +7,8 @@ The paper's classes, decided per annotated ("gold") tool and then for the task:
   unavailable, crashed or timed out;
 - **Tool** -- a gold tool was called and its calls failed on the agent's side: the copilot's own
   validation (``invalid_params``, ``unknown_tool``, ``unknown_server``), a tool error, or a result
-  that reports an error; or the agent was shown the gold tool and never called it;
+  that reports an error; or the agent asked for the gold tool, was shown it and never called it
+  (shown only in answer to queries about something else, it is a Query error);
 - **Retrieve** -- a route query asked for a gold tool's capability (the query's tool part, searched
   again against the index, ranks the gold tool among the first ``top_n``, or is close to the gold
   tool's own description) but no route call returned it;
@@ -177,6 +178,16 @@ def _queries(trajectory: Trajectory, gold: str, check: CapabilityCheck | None) -
     )
 
 
+def _asked_for(call: ToolCall, gold: str, check: CapabilityCheck | None) -> bool | None:
+    verdict = check.about(call.query or "", gold) if check is not None else None
+    return None if verdict is None else verdict.right
+
+
+def _asked_how(call: ToolCall, gold: str, check: CapabilityCheck | None) -> str:
+    verdict = check.about(call.query or "", gold) if check is not None else None
+    return verdict.how if verdict is not None else "not checked"
+
+
 def _gold_finding(trajectory: Trajectory, gold: str, check: CapabilityCheck | None) -> _GoldFinding:
     calls = _executed(trajectory, gold)
     if calls:
@@ -191,15 +202,26 @@ def _gold_finding(trajectory: Trajectory, gold: str, check: CapabilityCheck | No
             evidence=[Evidence(call=call.label, note=excerpt(call.error or call.output)) for call in misnamed[:3]],
         )
     returned = _returned(trajectory, gold)
-    if returned:
+    asked = [(c, r) for c, r in returned if _asked_for(c, gold, check) is not False]
+    if returned and not asked:
+        # Returned only to queries about something else (a small catalogue returns everything).
         call, rank = returned[0]
+        return _GoldFinding(
+            gold,
+            "query",
+            cause="off_target",
+            reason=f"route returned {gold} only to queries about something else, and the agent never asked for it",
+            evidence=[Evidence(call=c.label, note=f"query {excerpt(c.query or '', 100)!r}: {_asked_how(c, gold, check)}") for c, _ in returned[:3]],
+        )
+    if asked:
+        call, rank = asked[0]
         return _GoldFinding(
             gold,
             "tool",
             strong=False,
             cause="not_called",
             reason=f"route returned {gold} (rank {rank}) but the agent never called it",
-            evidence=[Evidence(call=c.label, note=f"returned {gold} at rank {r}") for c, r in returned[:3]],
+            evidence=[Evidence(call=c.label, note=f"returned {gold} at rank {r}") for c, r in asked[:3]],
         )
     return _queries(trajectory, gold, check)
 
