@@ -160,3 +160,26 @@ def test_summary_prints_error_texts_with_brackets_verbatim(tmp_path: Path) -> No
     text = console.export_text()
     assert "not judged t[1]: HTTP 400: [/bad] tag in reply" in text
     assert "[/odd]" in text
+
+
+def test_several_run_directories_are_judged_as_repeats(tmp_path: Path, capsys) -> None:
+    from tests.evaluation.judge_helpers import write_copilot_log  # noqa: PLC0415
+    from tests.support.scripted_openai import Reply, ScriptedOpenAI  # noqa: PLC0415
+
+    runs = []
+    for day in ("monday", "tuesday"):
+        run = tmp_path / day
+        run.mkdir()
+        write_copilot_log(run / "t.jsonl", "t", "question t", answer=f"answer on {day}")
+        runs.append(run)
+    verdict = lambda request: Reply(content="Status: success" if "monday" in str(request) else "Status: failure")  # noqa: E731
+    with ScriptedOpenAI(handler=verdict) as llm:
+        args = [*map(str, runs), "--repeats", "--base-url", llm.base_url, "--model", "j", "--no-progress",
+                "--cache-dir", str(tmp_path / "cache")]
+        assert main(args) == 2
+        assert "--repeats: pass --out DIR" in capsys.readouterr().err
+        assert main([*args, "--out", str(tmp_path / "both")]) == 0
+    report = json.loads((tmp_path / "both" / "repeats.json").read_text())
+    assert [r["name"] for r in report["repeats"]] == ["monday", "tuesday"]
+    assert report["tasks"][0]["outcomes"] == ["success", "failure"] and report["pass_at_k"]["2"] == 1.0
+    assert (runs[0] / "judge" / "report.json").is_file()
