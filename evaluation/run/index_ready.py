@@ -30,10 +30,14 @@ async def ensure_index(servers: ServersFile, copilot_home: Path, console: Consol
     from server.indexing import BackgroundIndexer  # noqa: PLC0415
     from server.settings import ServerSettings  # noqa: PLC0415
 
+    from index.trust.settings import TrustSettings  # noqa: PLC0415
+
     settings = ServerSettings(home=copilot_home)
     index = ToolIndex.open(settings)
     enabled = servers.enabled()
-    indexer = BackgroundIndexer(settings, index, progress=True)
+    # The copilot's own reviewer: crawled definitions are pinned and screened as the copilot would.
+    reviewer = TrustSettings(home=copilot_home).reviewer()
+    indexer = BackgroundIndexer(settings, index, reviewer=reviewer, progress=True)
     todo = await anyio.to_thread.run_sync(indexer.gaps, enabled)
     coverage = IndexCoverage(location=index.location, servers=len(enabled))
     if todo:
