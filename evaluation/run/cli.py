@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
+import openai
 from pydantic import ValidationError
 from rich.console import Console
 
@@ -31,13 +32,14 @@ from evaluation.run.external_agent import check_template
 from evaluation.judge.options import JudgeOptions, add_judge_arguments
 from evaluation.judge.cli import judge_any
 from evaluation.llm import LLMError, client_for, resolve_llm_settings
-from evaluation.run.models import RunManifest, TaskRecord, load_price_table, price_for
+from evaluation.run.models import ModelPrice, RunManifest, TaskRecord, load_price_table, price_for
 from evaluation.run.tasks import BenchmarkTask, load_tasks, select_tasks
 from evaluation.run.index_ready import ensure_index, refuse_partial
 from evaluation.run.layout import run_directories
 from evaluation.run.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig
 from evaluation.run.summary_view import summary_table
 from index.errors import ConfigError, CopilotError
+from index.servers import ServersFile, load_servers
 from index.settings import CopilotSettings
 from index.console import make_console
 
@@ -272,45 +274,14 @@ def _main(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("no task selected (check --only / --category / --limit).")
     settings = CopilotSettings() if args.copilot_home is None else CopilotSettings(home=args.copilot_home)
     servers_file = (args.servers or settings.servers_file()).resolve()
-    from index.servers import load_servers  # noqa: PLC0415
-
     servers = load_servers(servers_file)  # a broken servers file fails here, not in every task
     price_table = load_price_table(args.price_table) if args.price_table else None
-
-    agent_config: AgentConfig | None = None
-    llm = None
-    api_key = None
-    if args.agent_cmd is None:
-        llm_settings = resolve_llm_settings(args.base_url, args.api_key, args.model, timeout=args.llm_timeout)
-        agent_config = _agent_config(args, llm_settings.model, llm_settings.base_url)
-        api_key = llm_settings.api_key
-        llm = client_for(llm_settings)
-        if price_table is not None and price_for(price_table, agent_config.model) is None:
-            console.print(
-                f"warning: {args.price_table} has no price for {agent_config.model}; cost not logged", markup=False
-            )
-
+    agent_config, llm, api_key = _builtin_agent(args, price_table, console)
     if args.judge:
         # A judge without a model should fail now, not after the whole run.
         JudgeOptions.from_args(args, prefix=JUDGE_PREFIX, tasks_file=args.tasks)
 
     out = args.out.resolve()
-    model = agent_config.model if agent_config else None
-    version = runner_version()
-    catalog_hash = _catalog_hash(settings)
-    repeats = [
-        _open_repeat(directory, args, all_tasks, selected, agent_label, model, version, servers_file, catalog_hash, confirm)
-        for directory in run_directories(out, args.repeats)
-    ]
-    for repeat in repeats:
-        if repeat.resumed:
-            console.print(
-                f"resuming {repeat.out}: {len(repeat.resumed)} task(s) finished earlier are skipped, "
-                f"{len(repeat.pending)} to run",
-                markup=False,
-                highlight=False,
-            )
-
     config = RunnerConfig(
         out=out,
         tasks_file=args.tasks.resolve(),
@@ -326,67 +297,116 @@ def _main(args: argparse.Namespace, console: Console) -> int:
         agent_config=agent_config,
         api_key=api_key,
         price_table=price_table,
-        catalog_hash=catalog_hash,
-        runner_version=version,
+        catalog_hash=_catalog_hash(settings),
+        runner_version=runner_version(),
         cwd=Path.cwd(),
         confirm=confirm,
     )
-    stopped_by: list[str] = []
-    refused: list[CopilotError] = []
-
-    async def work() -> list[TaskRecord]:
-        records: list[TaskRecord] = []
-        if any(repeat.pending for repeat in repeats):
-            coverage = await ensure_index(servers, config.copilot_home or settings.home, console)
-            if not args.allow_partial_index:
-                refuse_partial(coverage, servers_file)
-            config.unindexed_servers = sorted(coverage.missing)
-            for repeat in repeats:
-                repeat.manifest.summary.index = coverage
-                repeat.manifest.save()
-        for repeat in repeats:
-            runner = BenchmarkRunner(config.model_copy(update={"out": repeat.out}), repeat.manifest, llm=llm, console=console)
-            records += await runner.run(repeat.pending)
-        return records
-
-    async def go() -> list[TaskRecord]:
-        records: list[TaskRecord] = []
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(_stop_on_signal, group.cancel_scope, stopped_by)
-                try:
-                    records = await work()
-                except CopilotError as error:  # raised after the group, not as an exception group
-                    refused.append(error)
-                group.cancel_scope.cancel()
-        finally:
-            if llm is not None:
-                await llm.close()
-        return records
-
-    records = anyio.run(go)
-    if refused:
-        raise refused[0]
-    if stopped_by:
-        # Running tasks were stopped (their process trees too) and are not recorded: they rerun.
-        raise KeyboardInterrupt(stopped_by[0])
+    repeats = [_open_repeat(directory, args, all_tasks, selected, config) for directory in run_directories(out, args.repeats)]
     for repeat in repeats:
-        title = "run summary" if len(repeats) == 1 else f"run summary: {repeat.out.name}"
-        make_console().print(summary_table(selected, repeat.manifest, repeat.resumed, title))
-    finished = [r.manifest.summary.tasks[t.task_id] for r in repeats for t in selected if t.task_id in r.manifest.summary.tasks]
-    completed = sum(1 for r in finished if r.status == "completed")
-    planned = len(selected) * len(repeats)
-    console.print(
-        f"{len(records)} task run(s) now, {sum(len(r.resumed) for r in repeats)} earlier; {completed}/{planned} completed, "
-        f"{len(finished) - completed} failed. Trajectories and summary.json in {out}",
-        markup=False,
-        highlight=False,
-    )
+        if repeat.resumed:
+            console.print(
+                f"resuming {repeat.out}: {len(repeat.resumed)} task(s) finished earlier are skipped, "
+                f"{len(repeat.pending)} to run",
+                markup=False,
+                highlight=False,
+            )
+    work = _Work(config, repeats, servers, args.allow_partial_index, llm, console)
+    records = work.run()
+    _print_end(selected, repeats, records, out, console)
     for repeat in repeats:
         repeat.write_tasks(all_tasks, selected)
     if args.judge:
         return anyio.run(run_judge, args, [r.out for r in repeats], out, console)
     return 0
+
+
+def _builtin_agent(
+    args: argparse.Namespace, price_table: dict[str, ModelPrice] | None, console: Console
+) -> tuple[AgentConfig | None, openai.AsyncOpenAI | None, str | None]:
+    """The built-in agent's settings, model client and key (all ``None`` with ``--agent-cmd``)."""
+    if args.agent_cmd is not None:
+        return None, None, None
+    llm_settings = resolve_llm_settings(args.base_url, args.api_key, args.model, timeout=args.llm_timeout)
+    agent_config = _agent_config(args, llm_settings.model, llm_settings.base_url)
+    if price_table is not None and price_for(price_table, agent_config.model) is None:
+        console.print(f"warning: {args.price_table} has no price for {agent_config.model}; cost not logged", markup=False)
+    return agent_config, client_for(llm_settings), llm_settings.api_key
+
+
+class _Work:
+    """The run's async part: index readiness, then every repeat's pending tasks, stopped cleanly
+    by SIGTERM/SIGHUP; a refusal (partial index) surfaces as its own error, not a task group's."""
+
+    def __init__(
+        self,
+        config: RunnerConfig,
+        repeats: list[_Repeat],
+        servers: ServersFile,
+        allow_partial_index: bool,
+        llm: openai.AsyncOpenAI | None,
+        console: Console,
+    ) -> None:
+        self.config, self.repeats, self.servers = config, repeats, servers
+        self.allow_partial_index, self.llm, self.console = allow_partial_index, llm, console
+        self.stopped_by: list[str] = []
+        self.refused: list[CopilotError] = []
+
+    def run(self) -> list[TaskRecord]:
+        records = anyio.run(self._go)
+        if self.refused:
+            raise self.refused[0]
+        if self.stopped_by:
+            # Running tasks were stopped (their process trees too) and are not recorded: they rerun.
+            raise KeyboardInterrupt(self.stopped_by[0])
+        return records
+
+    async def _go(self) -> list[TaskRecord]:
+        records: list[TaskRecord] = []
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_stop_on_signal, group.cancel_scope, self.stopped_by)
+                try:
+                    records = await self._tasks()
+                except CopilotError as error:
+                    self.refused.append(error)
+                group.cancel_scope.cancel()
+        finally:
+            if self.llm is not None:
+                await self.llm.close()
+        return records
+
+    async def _tasks(self) -> list[TaskRecord]:
+        config = self.config
+        if any(repeat.pending for repeat in self.repeats):
+            assert config.copilot_home is not None
+            coverage = await ensure_index(self.servers, config.copilot_home, self.console)
+            if not self.allow_partial_index:
+                refuse_partial(coverage, config.servers_file)
+            config.unindexed_servers = sorted(coverage.missing)
+            for repeat in self.repeats:
+                repeat.manifest.summary.index = coverage
+                repeat.manifest.save()
+        records: list[TaskRecord] = []
+        for repeat in self.repeats:
+            runner = BenchmarkRunner(config.model_copy(update={"out": repeat.out}), repeat.manifest, llm=self.llm, console=self.console)
+            records += await runner.run(repeat.pending)
+        return records
+
+
+def _print_end(selected: list[BenchmarkTask], repeats: list[_Repeat], records: list[TaskRecord], out: Path, console: Console) -> None:
+    for repeat in repeats:
+        title = "run summary" if len(repeats) == 1 else f"run summary: {repeat.out.name}"
+        make_console().print(summary_table(selected, repeat.manifest, repeat.resumed, title))
+    finished = [r.manifest.summary.tasks[t.task_id] for r in repeats for t in selected if t.task_id in r.manifest.summary.tasks]
+    completed = sum(1 for r in finished if r.status == "completed")
+    console.print(
+        f"{len(records)} task run(s) now, {sum(len(r.resumed) for r in repeats)} earlier; "
+        f"{completed}/{len(selected) * len(repeats)} completed, {len(finished) - completed} failed. "
+        f"Trajectories and summary.json in {out}",
+        markup=False,
+        highlight=False,
+    )
 
 
 class _Repeat:
@@ -402,23 +422,15 @@ class _Repeat:
 
 
 def _open_repeat(
-    out: Path,
-    args: argparse.Namespace,
-    all_tasks: list[BenchmarkTask],
-    selected: list[BenchmarkTask],
-    agent: str,
-    model: str | None,
-    version: str,
-    servers_file: Path,
-    catalog_hash: str | None,
-    confirm: ConfirmPolicy,
+    out: Path, args: argparse.Namespace, all_tasks: list[BenchmarkTask], selected: list[BenchmarkTask], config: RunnerConfig
 ) -> _Repeat:
     manifest = RunManifest.open(
-        out, runner_version=version, tasks_file=str(args.tasks.resolve()), servers_file=str(servers_file)
+        out, runner_version=config.runner_version, tasks_file=str(args.tasks.resolve()), servers_file=str(config.servers_file)
     )
-    _check_same_agent(manifest, agent, model, out)
+    model = config.agent_config.model if config.agent_config else None
+    _check_same_agent(manifest, config.agent, model, out)
     summary = manifest.summary
-    summary.agent, summary.model, summary.catalog_hash, summary.confirm = agent, model, catalog_hash, confirm
+    summary.agent, summary.model, summary.catalog_hash, summary.confirm = config.agent, model, config.catalog_hash, config.confirm
     manifest.save()
     resumed = {t.task_id for t in selected if manifest.finished(t.task_id, retry_failed=args.retry_failed)}
     repeat = _Repeat(out, manifest, resumed, [t for t in selected if t.task_id not in resumed])

@@ -277,6 +277,16 @@ def test_bad_arguments_give_one_clear_error(bench, capsys, args, message) -> Non
     assert message in " ".join(err.split()) and "Traceback" not in err
 
 
+@pytest.mark.parametrize("which", ["tasks", "servers"])
+def test_non_utf8_input_files_are_a_clear_error(bench, capsys, which) -> None:
+    bench[which].write_bytes(bench[which].read_bytes().replace(b"Summarise", b"R\xe9sum\xe9"))
+    if which == "servers":
+        bench[which].write_bytes(b'{"mcpServers": {"caf\xe9": {"command": "x"}}}')
+    assert run_cli(bench, "--agent-cmd", "true") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {bench[which]}: ") and "is not UTF-8 text" in err and "Traceback" not in err
+
+
 def test_out_of_range_agent_option_names_the_flag(bench, capsys) -> None:
     assert run_cli(bench, "--model", "m", "--base-url", "http://127.0.0.1:9", "--max-tool-chars", "5") == 2
     err = capsys.readouterr().err
