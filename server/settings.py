@@ -77,6 +77,11 @@ class ServerSettings(CopilotSettings):
         default=100_000, ge=1000, description="Text of a tool result beyond this many characters is cut."
     )
     max_top_k: int = Field(default=20, ge=1, description="Upper bound of route's top_k.")
+    protect_process: bool = Field(
+        default=True,
+        description="On Linux, mark the copilot non-dumpable so its children cannot read its environment or memory "
+        "through /proc; false only to attach a debugger or profiler.",
+    )
 
     # HTTP transport ---------------------------------------------------------------------
     http_host: str = Field(default="127.0.0.1", description="Interface the HTTP transport binds to.")
@@ -91,6 +96,11 @@ class ServerSettings(CopilotSettings):
     allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Browser Origins accepted besides loopback ones (exact, or ending in ':*' for any port).",
+    )
+    http_session_idle_timeout: float = Field(
+        default=1800.0,
+        gt=0,
+        description="Seconds an HTTP session may stay idle before it is closed (its trajectory gets session_end).",
     )
 
     # Trajectory logging -------------------------------------------------------------------

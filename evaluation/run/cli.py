@@ -301,6 +301,7 @@ def _main(args: argparse.Namespace, console: Console) -> int:
         runner_version=runner_version(),
         cwd=Path.cwd(),
         confirm=confirm,
+        inherit_env=sorted({name for cfg in servers.enabled().values() for name in cfg.inherit_env}),
     )
     repeats = [_open_repeat(directory, args, all_tasks, selected, config) for directory in run_directories(out, args.repeats)]
     for repeat in repeats:
@@ -479,5 +480,3 @@ def _check_same_agent(manifest: RunManifest, agent: str, model: str | None, out:
         raise ConfigError(
             f"{out} holds a run of {earlier}; this command runs {now}. Use another --out (or the same agent and model)."
         )
-
-

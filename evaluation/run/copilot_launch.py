@@ -10,18 +10,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from index.servers import ServerConfig
+from index.children.environment import inherited_environment
 
 #: The name the copilot gets in generated configs (Claude Code calls its tools mcp__copilot__…).
 COPILOT_SERVER_NAME = "copilot"
-#: Environment passed through to the copilot besides what every child inherits (see
-#: :func:`inherited_environment`): its own settings and the offline model switches.
+#: Environment passed through to the copilot besides what every child inherits
+#: (``index.children.environment.inherited_environment``): its settings and offline switches.
 _PASS_PREFIXES = ("COPILOT_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_")
 _PASS_NAMES = frozenset({"TMPDIR", "TOKENIZERS_PARALLELISM"})
 #: Set per task by the runner; never inherited from the runner's own environment.
@@ -52,17 +52,6 @@ class CopilotLaunch(BaseModel):
         return path
 
 
-def inherited_environment(source: Mapping[str, str]) -> dict[str, str]:
-    """What the copilot's own children would inherit from ``source`` (TLS roots, proxies, locale,
-    package-registry settings …), by the pool's own rule (``ServerConfig.child_environment``).
-
-    The copilot passes exactly this allowlist on to its children, so it must receive it: an MCP
-    host (the SDK's stdio client included) starts a server with a bare environment otherwise,
-    and every ``npx``/``uvx`` child behind a TLS-intercepting proxy fails its downloads.
-    """
-    return ServerConfig(name=COPILOT_SERVER_NAME, command=sys.executable).child_environment(source)
-
-
 def copilot_launch(
     *,
     servers_file: Path,
@@ -75,6 +64,7 @@ def copilot_launch(
     workdir: Path | None = None,
     child_log_dir: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    inherit: Iterable[str] = (),
 ) -> CopilotLaunch:
     """The copilot process for one task (``python -m server`` with this interpreter).
 
@@ -82,9 +72,17 @@ def copilot_launch(
     to ``<workdir>/<server>/tmp`` whatever the servers file says) and ``child_log_dir`` their
     stderr logs; the runner puts both in the task's directory so no task writes to another's,
     nor to the copilot home.
+
+    The environment is the children's allowlist (TLS roots, proxies, locale, package-registry
+    settings; no credentials unless a server opts in through ``inherit``), the copilot's own
+    ``COPILOT_*``/``HF_*`` settings, and the per-task values.
     """
     source = os.environ if environ is None else environ
-    env = inherited_environment(source)
+    # Exactly what the copilot's children may inherit (its pool applies the same rule per child):
+    # an MCP host -- the SDK's stdio client too -- otherwise starts the copilot with a bare
+    # environment, and every npx/uvx child behind a TLS-intercepting proxy fails its downloads.
+    # ``inherit`` adds what servers opt into with ``inherit_env`` (e.g. a proxy with credentials).
+    env = inherited_environment(source, inherit)
     env.update(
         {
             key: value

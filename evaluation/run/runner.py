@@ -91,6 +91,8 @@ class RunnerConfig(BaseModel):
     cwd: Path = Field(default_factory=Path.cwd)
     #: Who answers the copilot's confirmation questions (see :mod:`evaluation.run.confirm`).
     confirm: ConfirmPolicy = DEFAULT_POLICY
+    #: Variables the servers opt into with ``inherit_env``: the copilot must receive them to pass them on.
+    inherit_env: list[str] = Field(default_factory=list)
     #: Servers the index does not cover (``--allow-partial-index``), noted in every task's log.
     unindexed_servers: list[str] = Field(default_factory=list)
 
@@ -364,6 +366,7 @@ class BenchmarkRunner:
             category=task.category or None,
             workdir=paths.work.resolve(),
             child_log_dir=paths.child_logs.resolve(),
+            inherit=config.inherit_env,
         )
         if config.agent_cmd is None:
             await self._run_builtin(question, launch, paths, writer, outcome)

@@ -56,3 +56,13 @@ def test_the_mcp_config_of_external_agents_carries_the_same_environment(tmp_path
     written = json.loads(spec.write_mcp_config(tmp_path / "mcp.json").read_text())
     assert written["mcpServers"]["copilot"]["env"] == spec.env
     assert written["mcpServers"]["copilot"]["env"]["SSL_CERT_FILE"] == "/etc/corp/ca.pem"
+
+
+def test_credentials_reach_the_copilot_only_when_a_server_opts_in(tmp_path: Path) -> None:
+    machine = {**MACHINE, "HTTPS_PROXY": "http://alice:s3cret@proxy.corp:3128", "NPM_TOKEN": "npm-secret"}
+    common = dict(servers_file=tmp_path / "s.json", task_id="t", question="q", log_file=tmp_path / "t.jsonl",
+                  copilot_home=None, cwd=tmp_path, environ=machine)
+    plain = copilot_launch(**common).env
+    assert plain["HTTPS_PROXY"] == "http://proxy.corp:3128" and "NPM_TOKEN" not in plain
+    opted = copilot_launch(**common, inherit=["HTTPS_PROXY", "NPM_TOKEN"]).env
+    assert opted["HTTPS_PROXY"] == machine["HTTPS_PROXY"] and opted["NPM_TOKEN"] == "npm-secret"
