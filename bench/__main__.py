@@ -15,6 +15,7 @@ BENCHMARKS = {
     "speed": "bench.speed",  # route latency, build time, 100k-tool scale
     "pool": "bench.pool",  # warm pool vs direct call vs spawn-per-call
     "judge": "bench.judge",  # judge concurrency speed-up and cache
+    "taxonomy": "bench.taxonomy",  # error classes against the hand-labelled trajectories
     "faults": "bench.faults",  # orphans after SIGKILL/SIGHUP/double signal, fds per session, leaked secrets
     "trust": "bench.trust",  # poisoning scan: corpus detection, false positives on the real catalogs
 }

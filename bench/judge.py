@@ -16,7 +16,8 @@ from pathlib import Path
 
 import anyio
 
-from evaluation.judge import JudgeOptions, judge_paths
+from evaluation.judge.options import JudgeOptions
+from evaluation.judge.pipeline import judge_paths
 from evaluation.llm import LLMSettings
 from index.console import HelpFormatter
 from tests.evaluation.judge_helpers import task_entry, write_copilot_log, write_tasks

@@ -42,6 +42,16 @@ def canonical_category(name: str | None) -> str:
     return CATEGORY_ALIASES.get(name.strip().lower(), name.strip())
 
 
+def normalise_tool_name(name: str) -> str:
+    """Annotated tool names and logged ones compare case-, ``-``/``_``- and space-insensitively."""
+    return re.sub(r"[\s_\-]+", "_", name.strip().lower())
+
+
+def normalise_server_name(name: str) -> str:
+    """``Yahoo Finance``, ``yahoo_finance`` and ``yahoo-finance`` are one server in reports."""
+    return re.sub(r"[\s_\-]+", "-", name.strip().lower())
+
+
 def split_numbered(text: str | None) -> list[str]:
     """``"1. a\\n2. b"`` -> ``["a", "b"]``; un-numbered lines continue the previous item."""
     items: list[str] = []
@@ -90,6 +100,8 @@ def read_json_file(
         raise error_class(f"{path}: {what} not found{not_found_hint}.") from None
     except OSError as error:
         raise error_class(f"{path}: cannot read {what} ({error.strerror or error}).") from None
+    except UnicodeDecodeError as error:
+        raise error_class(f"{path}: {what} is not UTF-8 text ({error.reason} at byte {error.start}).") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:

@@ -291,6 +291,8 @@ def load_servers(path: str | Path, environ: Mapping[str, str] | None = None) -> 
         raise ConfigError(f"{path}: server list not found. Pass --servers FILE or set COPILOT_SERVERS.") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot read server list ({error.strerror}).") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: server list is not UTF-8 text ({error.reason} at byte {error.start}).") from None
     loaded = parse_servers(text, source=str(path), environ=environ)
     loaded.path = path
     return loaded

@@ -98,12 +98,21 @@ class BackgroundIndexer:
     """Brings the index up to date with the servers file, without blocking the copilot."""
 
     def __init__(
-        self, settings: ServerSettings, index: Any, pool_settings: PoolSettings | None = None, *, reviewer: Any = None
+        self,
+        settings: ServerSettings,
+        index: Any,
+        pool_settings: PoolSettings | None = None,
+        *,
+        reviewer: Any = None,
+        progress: bool = False,
     ) -> None:
         self._settings = settings
         self._index = index
         #: ``index.trust.review.TrustReviewer``: crawled tools are pinned, catalog tools screened.
         self._reviewer = reviewer
+        #: Progress bars on stderr for the crawl and the embedding (the benchmark runner's
+        #: up-front indexing); the copilot itself indexes quietly in the background.
+        self._progress = progress
         # Crawled children get the same work dirs and stderr logs as the pool's (COPILOT_WORKDIR,
         # COPILOT_CHILD_LOG_DIR), so a benchmark task finds them in its own directory.
         self._pool_settings = pool_settings
@@ -202,7 +211,18 @@ class BackgroundIndexer:
 
             # Crawled definitions come from the live servers (pinned); catalog ones are only screened.
             review_by_server(self._reviewer, records, pin=live)
-        self._index.sync(records, servers=servers)
+        if not self._progress:
+            self._index.sync(records, servers=servers)
+            return
+        from index.build import progress_bar  # noqa: PLC0415 -- rich is only needed with progress
+
+        with progress_bar(f"embedding {len(servers)} server(s)") as progress:
+            self._index.sync(records, servers=servers, progress=progress)
+
+    def gaps(self, servers: Mapping[str, ServerConfig]) -> dict[str, str]:
+        """Enabled servers the index does not cover yet, with why (a failed crawl's reason)."""
+        plan, _catalog = self._plan(servers)
+        return {name: self._failed.get(name, "not indexed yet") for name in plan.servers}
 
     async def _crawl(self, servers: dict[str, ServerConfig]) -> tuple[list[ToolRecord], dict[str, str]]:
         from index.crawl import crawl_servers  # the crawler pulls in the MCP client stack; only load it when needed
@@ -225,7 +245,7 @@ class BackgroundIndexer:
             timeout=settings.crawl_timeout,
             log_dir=child_paths.log_root(),
             workdir_root=child_paths.work_root(),
-            progress=False,
+            progress=self._progress,
             on_result=crawled,
         )
         failures = {

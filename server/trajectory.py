@@ -109,13 +109,28 @@ class WorkspaceChanges(_Event):
     files: list[WorkspaceFile] = Field(default_factory=list)
 
 
+class ConfirmationEvent(_Event):
+    """A confirmation the copilot asked the user for through elicitation, and the answer.
+
+    Written by the benchmark runner, whose MCP client answers for the user by its ``--confirm``
+    policy (the copilot's own ``execute`` event follows with the call's outcome).
+    """
+
+    event: Literal["confirmation"] = "confirmation"
+    message: str
+    answer: Literal["approved", "declined", "cancelled"]
+    policy: str | None = None
+    server: str | None = None
+    tool: str | None = None
+
+
 class SessionEnd(_Event):
     event: Literal["session_end"] = "session_end"
     reason: str = "closed"
 
 
 TrajectoryEvent = Annotated[
-    SessionStart | RouteEvent | ExecuteEvent | FinalAnswer | Usage | WorkspaceChanges | SessionEnd,
+    SessionStart | RouteEvent | ExecuteEvent | FinalAnswer | Usage | WorkspaceChanges | ConfirmationEvent | SessionEnd,
     Field(discriminator="event"),
 ]
 EVENT_ADAPTER: TypeAdapter[TrajectoryEvent] = TypeAdapter(TrajectoryEvent)

@@ -8,10 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evaluation.judge import JudgeOptions
+from evaluation.judge.options import JudgeOptions
 from evaluation.llm import LLMSettings
 from index.settings import livemcpbench_dir
 from server.trajectory import (
+    ConfirmationEvent,
     ExecuteEvent,
     ExecuteResult,
     FinalAnswer,
@@ -84,12 +85,32 @@ def write_copilot_log(
     end: bool = True,
     session_id: str = "s1",
     start_ts: str = "2025-01-01T00:00:00.000Z",
+    run_end: tuple[str, str | None] | None = None,
+    confirmations: list[ConfirmationEvent] = (),  # type: ignore[assignment]
+    agent: str | None = None,
+    model: str | None = None,
+    original_question: str | None = None,
+    confirm: str | None = None,
 ) -> Path:
-    """One session of copilot events, the way the server and the runner write them."""
+    """One session of copilot events, the way the server and the runner write them.
+
+    ``run_end`` (status, error kind) ends it as the runner does; ``confirmations`` are logged
+    before the calls, as the runner's client answers them.
+    """
+    extra: dict[str, Any] = {}
+    if original_question is not None:
+        extra["original_question"] = original_question
+    if confirm is not None:
+        extra["confirm"] = confirm
     with TrajectoryWriter(path) as writer:
         writer.write(
-            SessionStart(ts=start_ts, session_id=session_id, task_id=task_id, question=question, category=category)
+            SessionStart(
+                ts=start_ts, session_id=session_id, task_id=task_id, question=question, category=category,
+                agent=agent, model=model, **extra,
+            )
         )
+        for confirmation in confirmations:
+            writer.write(confirmation)
         number = 0
         for query, hits in routes:
             number += 1
@@ -111,7 +132,7 @@ def write_copilot_log(
                     ),
                     error=spec.get("error"),
                     error_kind=spec.get("error_kind"),
-                    latency_ms=5.0,
+                    latency_ms=spec.get("latency_ms", 5.0),
                 )
             )
         for turn, (tokens_in, tokens_out, cost) in enumerate(usage, 1):
@@ -120,7 +141,10 @@ def write_copilot_log(
             writer.write(WorkspaceChanges(root="/w", files=list(workspace)))
         if answer is not None:
             writer.write(FinalAnswer(text=answer))
-        if end:
+        if run_end is not None:
+            status, kind = run_end
+            writer.write(SessionEnd(reason=f"task {status} ({kind}): scripted", status=status, error_kind=kind))
+        elif end:
             writer.write(SessionEnd(reason="done"))
     return path
 

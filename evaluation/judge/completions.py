@@ -1,0 +1,117 @@
+"""Chat completions for the judge: cache first, one endpoint probe, bounded concurrency.
+
+Retries with backoff on 429/5xx/timeouts happen inside the ``openai`` client
+(``max_retries``); what reaches us afterwards is either a per-request failure (:class:`LLMError`,
+the task stays unjudged and a rerun retries it) or an endpoint that cannot serve anything
+(:class:`EndpointError`, the whole run stops at once with the URL).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import anyio
+import openai
+from pydantic import BaseModel
+
+from evaluation.judge.cache import CachedCompletion, CompletionCache, request_key
+from evaluation.llm import EndpointError, LLMError, LLMSettings, client_for, describe_api_error, probe_endpoint
+
+logger = logging.getLogger(__name__)
+
+TEMPERATURE = 0.0
+
+
+class Completion(BaseModel):
+    text: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    cached: bool = False
+
+
+class CompletionService:
+    def __init__(self, settings: LLMSettings, cache: CompletionCache | None, concurrency: int) -> None:
+        self.settings = settings
+        self.cache = cache
+        self.limiter = anyio.CapacityLimiter(max(1, concurrency))
+        self.requests = 0
+        self._client: openai.AsyncOpenAI | None = None
+        self._probe_lock = anyio.Lock()
+        self._probed = False
+        self._fatal: EndpointError | None = None
+
+    async def _ensure_reachable(self) -> None:
+        """Probe the endpoint before the first network request (never when all is cached)."""
+        async with self._probe_lock:
+            if self._fatal is not None:
+                raise self._fatal
+            if not self._probed:
+                try:
+                    await probe_endpoint(self.settings.base_url, self.settings.api_key, self.settings.timeout)
+                except EndpointError as error:
+                    self._fatal = error
+                    raise
+                self._probed = True
+                self._client = client_for(self.settings)
+
+    async def complete(self, model: str, messages: list[dict[str, Any]]) -> Completion:
+        key = request_key(model, messages, temperature=TEMPERATURE)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return Completion(
+                text=hit.text,
+                input_tokens=hit.input_tokens,
+                output_tokens=hit.output_tokens,
+                latency_ms=hit.latency_ms,
+                cached=True,
+            )
+        await self._ensure_reachable()
+        assert self._client is not None
+        async with self.limiter:
+            if self._fatal is not None:
+                raise self._fatal
+            started = time.perf_counter()
+            self.requests += 1
+            try:
+                response = await self._client.chat.completions.create(
+                    model=model,
+                    messages=messages,
+                    temperature=TEMPERATURE,  # type: ignore[arg-type]
+                )
+            except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as error:
+                # Every further request would fail the same way: stop the run, keep what is done.
+                self._fatal = EndpointError(
+                    f"{describe_api_error(error, self.settings.base_url)} (model {model!r}); "
+                    "check --base-url, --api-key and --model."
+                )
+                raise self._fatal from None
+            except openai.OpenAIError as error:
+                raise LLMError(describe_api_error(error, self.settings.base_url)) from None
+            latency_ms = (time.perf_counter() - started) * 1000
+        choice = response.choices[0] if response.choices else None
+        text = choice.message.content if choice is not None else None
+        usage = response.usage
+        completion = Completion(
+            text=text,
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+            latency_ms=latency_ms,
+        )
+        if self.cache is not None:
+            self.cache.put(
+                key,
+                CachedCompletion(
+                    model=model,
+                    text=text,
+                    input_tokens=completion.input_tokens,
+                    output_tokens=completion.output_tokens,
+                    latency_ms=latency_ms,
+                ),
+            )
+        return completion
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()

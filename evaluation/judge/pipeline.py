@@ -1,0 +1,355 @@
+"""Judging a set of trajectories: read them, plan the jobs against the task list, judge what has
+no verdict yet (appending to ``verdicts.jsonl`` as each arrives), then write the reports.
+
+Library use (the benchmark runner): ``await judge_paths(paths, options)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import anyio.abc
+from pydantic import BaseModel, Field
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from evaluation.report.build import build_report
+from evaluation.report.files import FORMATS, write_reports
+from evaluation.report.models import InputInfo, JudgeInfo, QuestionMismatch, Report, TaskInfo
+from evaluation.judge.cache import CompletionCache
+from evaluation.judge.completions import CompletionService
+from evaluation.judge.judging import Job, Judge
+from evaluation.judge.options import VERDICTS_FILE, JudgeError, JudgeOptions
+from evaluation.judge.tool_descriptions import ToolDescriptions, load_tool_descriptions
+from evaluation.judge.lock import output_lock
+from evaluation.judge.prompts import PROMPT_VERSION
+from evaluation.judge.verdict_log import VerdictLog, VerdictRecord, latest_by_task
+from evaluation.llm import EndpointError, LLMError
+from evaluation.taxonomy.diagnose import Case, diagnose
+from evaluation.taxonomy.model import Diagnosis
+from evaluation.tasks import UNCATEGORISED, Task, load_human_labels, load_tasks
+from evaluation.trajectories import LoadResult, load_trajectories
+from index.console import make_console
+from index.errors import CopilotError
+from index.settings import CopilotSettings
+
+logger = logging.getLogger(__name__)
+
+
+class TaskFailure(BaseModel):
+    task_id: str
+    error: str
+
+
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+class JudgeSummary(BaseModel):
+    out_dir: Path
+    n_tasks: int = 0
+    judged_now: int = 0
+    resumed: int = 0
+    success: int = 0
+    failure: int = 0
+    abstain: int = 0
+    success_rate: float = 0.0
+    ci95: tuple[float, float] = (0.0, 0.0)
+    errors: list[TaskFailure] = Field(default_factory=list)
+    unknown_task_ids: list[str] = Field(default_factory=list)
+    missing_trajectories: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+    question_mismatches: list[QuestionMismatch] = Field(default_factory=list)
+    llm_requests: int = 0
+    cache_hits: int = 0
+    judging_seconds: float = 0.0
+    report_files: list[Path] = Field(default_factory=list)
+    fatal: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.fatal:
+            return 2
+        return 1 if self.errors else 0
+
+
+def default_out_dir(paths: Sequence[Path]) -> Path:
+    first = Path(paths[0])
+    return (first if first.is_dir() else first.parent) / "judge"
+
+
+def _prepare_out_dir(path: Path) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise JudgeError(f"cannot write to output directory {path} ({error.strerror}); pass --out DIR.") from None
+    return path
+
+
+def _default_descriptions(options: JudgeOptions) -> ToolDescriptions:
+    if options.tools_file is not None:
+        return load_tool_descriptions(options.tools_file)
+    catalog = CopilotSettings.load().catalog_file()
+    if catalog.is_file():
+        try:
+            return load_tool_descriptions(catalog)
+        except CopilotError as error:
+            logger.warning("tool descriptions unavailable (%s)", error)
+    return {}
+
+
+def _plan(
+    tasks: dict[str, Task], loaded: LoadResult, summary: JudgeSummary
+) -> tuple[list[Job], list[TaskInfo]]:
+    """Jobs to judge and the task universe (the report's denominator)."""
+    jobs: list[Job] = []
+    universe: dict[str, TaskInfo] = {
+        task.task_id: TaskInfo(
+            task_id=task.task_id, question=task.question, category=task.category, gold_tools=task.gold_tools
+        )
+        for task in tasks.values()
+    }
+    for task_id, trajectory in loaded.trajectories.items():
+        task = tasks.get(task_id)
+        if tasks and task is None:
+            summary.unknown_task_ids.append(task_id)
+        question = (task.question if task else None) or trajectory.question
+        logged = trajectory.task_question
+        if task is not None and logged and not _same_text(task.question, logged):
+            # The task list is the reference; the difference is shown, never silently resolved.
+            summary.question_mismatches.append(
+                QuestionMismatch(task_id=task_id, task_list=task.question, trajectory=logged)
+            )
+        if not question:
+            summary.problems.append(
+                f"{', '.join(trajectory.sources)}: task {task_id} has no question (pass --tasks FILE with this task); not judged"
+            )
+            continue
+        category = task.category if task else (trajectory.category or UNCATEGORISED)
+        steps = (task.steps if task else []) or trajectory.steps
+        jobs.append(
+            Job(
+                task_id=task_id,
+                question=question,
+                trajectory_question=logged if logged and not _same_text(question, logged) else None,
+                category=category,
+                steps=steps,
+                trajectory=trajectory,
+            )
+        )
+        if not tasks:
+            universe[task_id] = TaskInfo(
+                task_id=task_id, question=question, category=category, gold_tools=trajectory.gold_tools
+            )
+    summary.missing_trajectories = [task_id for task_id in universe if task_id not in loaded.trajectories]
+    return jobs, list(universe.values())
+
+
+def _progress(options: JudgeOptions) -> Progress:
+    return Progress(
+        TextColumn("[bold]judging[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[tally]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=make_console(stderr=True),
+        disable=not options.show_progress,
+    )
+
+
+class _Inputs(BaseModel):
+    """What a judge run reads before judging anything."""
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    paths: list[Path]
+    out_dir: Path
+    cache_dir: Path
+    loaded: LoadResult
+    jobs: list[Job]
+    universe: list[TaskInfo]
+    human: dict[str, bool] | None
+
+
+def _read_inputs(paths: list[Path], options: JudgeOptions, summary: JudgeSummary) -> _Inputs:
+    tasks = load_tasks(options.tasks_file) if options.tasks_file else {}
+    human = load_human_labels(options.human_labels) if options.human_labels else None
+    cache_dir = options.cache_dir or CopilotSettings.load().home / "judge-cache"
+    loaded = load_trajectories(paths, known_tasks=tasks, exclude=[summary.out_dir, cache_dir])
+    summary.problems.extend(str(problem) for problem in loaded.problems)
+    if not loaded.trajectories:
+        where = ", ".join(str(path) for path in paths)
+        detail = "" if not loaded.problems else f" ({len(loaded.problems)} problem(s), first: {loaded.problems[0]})"
+        raise JudgeError(
+            f"no trajectories found in {where}{detail}. Expected copilot logs (*.jsonl) or a LiveMCPBench "
+            "trajectory file (JSON list of tasks with messages)."
+        )
+    jobs, universe = _plan(tasks, loaded, summary)
+    if not jobs:
+        raise JudgeError(f"none of the {len(loaded.trajectories)} trajectories can be judged: {summary.problems[-1]}")
+    if human is None:
+        inline = {t.task_id: t.human_success for t in loaded.trajectories.values() if t.human_success is not None}
+        human = inline or None
+    return _Inputs(
+        paths=paths, out_dir=summary.out_dir, cache_dir=cache_dir, loaded=loaded, jobs=jobs, universe=universe, human=human
+    )
+
+
+async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> JudgeSummary:
+    """Judge every trajectory under ``paths``, append to ``verdicts.jsonl`` and write the reports.
+
+    Raises :class:`CopilotError` subclasses for bad input (nothing judged) and when another judge
+    is writing to the same output directory; per-task LLM failures are collected in
+    ``summary.errors`` and the endpoint becoming unusable in ``summary.fatal``.
+    """
+    paths = [Path(path) for path in paths]
+    if not paths:
+        raise JudgeError("no trajectory paths given.")
+    summary = JudgeSummary(out_dir=options.out_dir or default_out_dir(paths))
+    inputs = _read_inputs(paths, options, summary)
+    _prepare_out_dir(summary.out_dir)  # only now: bad input must not leave an empty output directory behind
+    with output_lock(summary.out_dir):
+        log = VerdictLog(summary.out_dir / VERDICTS_FILE)
+        config = options.config_hash()
+        done = {
+            record.task_id
+            for record in latest_by_task(log.read()).values()
+            if record.config_hash == config
+            and record.task_id in inputs.loaded.trajectories
+            and record.trajectory_hash == inputs.loaded.trajectories[record.task_id].content_hash()
+        }
+        todo = [job for job in inputs.jobs if job.task_id not in done]
+        summary.resumed = len(inputs.jobs) - len(todo)
+        await _judge_jobs(todo, options, inputs.cache_dir, log, summary)
+        verdicts = {
+            record.task_id: record
+            for record in latest_by_task(log.read()).values()
+            if record.config_hash == config and record.task_id in inputs.loaded.trajectories
+        }
+        diagnoses = await _diagnoses(inputs, verdicts, options)
+        built = _build(inputs, verdicts, options, summary, diagnoses)
+        summary.n_tasks = built.n_tasks
+        summary.success, summary.failure, summary.abstain = built.success, built.failure, len(built.abstains)
+        summary.success_rate, summary.ci95 = built.success_rate, built.ci95
+        formats = FORMATS if options.write_reports else ("json",)
+        summary.report_files = write_reports(
+            built, summary.out_dir, formats=formats, trajectories=inputs.loaded.trajectories, verdicts=verdicts
+        )
+    return summary
+
+
+async def _judge_jobs(
+    todo: list[Job], options: JudgeOptions, cache_dir: Path, log: VerdictLog, summary: JudgeSummary
+) -> None:
+    """Judge ``todo`` with bounded concurrency, appending each verdict as it arrives."""
+    cache = CompletionCache(cache_dir) if options.use_cache else None
+    service = CompletionService(options.llm, cache, options.concurrency)
+    judge = Judge(options, service, _default_descriptions(options) if todo else {})
+    tally = {"success": 0, "failure": 0, "abstain": 0, "error": 0}
+    started = time.perf_counter()
+    try:
+        with _progress(options) as progress:
+            bar = progress.add_task("judging", total=len(todo), tally="")
+
+            async def run(job: Job, group: anyio.abc.TaskGroup) -> None:
+                try:
+                    record = await judge.judge(job)
+                except EndpointError as error:
+                    # The endpoint cannot serve anything: stop now, keep every verdict so far.
+                    summary.fatal = summary.fatal or str(error)
+                    group.cancel_scope.cancel()
+                    return
+                except LLMError as error:
+                    summary.errors.append(TaskFailure(task_id=job.task_id, error=str(error)))
+                    tally["error"] += 1
+                else:
+                    try:
+                        log.append(record)
+                    except OSError as error:
+                        # Disk full or the file removed: stop like a dead endpoint (the reply cache
+                        # keeps this verdict cheap), not as an exception group out of the task group.
+                        summary.fatal = summary.fatal or f"cannot write {log.path} ({error.strerror or error})"
+                        group.cancel_scope.cancel()
+                        return
+                    summary.judged_now += 1
+                    tally[record.verdict] += 1
+                text = " ".join(f"{name} {count}" for name, count in tally.items() if count)
+                progress.update(bar, advance=1, tally=text)
+
+            async with anyio.create_task_group() as group:
+                for job in todo:
+                    group.start_soon(run, job, group)
+    finally:
+        summary.judging_seconds = time.perf_counter() - started
+        log.close()
+        await service.aclose()
+        summary.llm_requests = service.requests
+        summary.cache_hits = cache.hits if cache else 0
+
+
+async def _diagnoses(inputs: _Inputs, verdicts: dict[str, VerdictRecord], options: JudgeOptions) -> dict[str, Diagnosis]:
+    """The error class of every judged task that did not succeed (see :mod:`evaluation.taxonomy`)."""
+    jobs = {job.task_id: job for job in inputs.jobs}
+    gold = {info.task_id: info.gold_tools for info in inputs.universe}
+    cases = [
+        Case(
+            trajectory=jobs[task_id].trajectory,
+            question=jobs[task_id].question,
+            gold_tools=gold.get(task_id) or jobs[task_id].trajectory.gold_tools,
+        )
+        for task_id, record in verdicts.items()
+        if record.verdict != "success" and task_id in jobs
+    ]
+    if not cases:
+        return {}
+    service = None
+    if options.taxonomy_llm:
+        cache = CompletionCache(inputs.cache_dir) if options.use_cache else None
+        service = CompletionService(options.llm, cache, options.concurrency)
+    try:
+        return await diagnose(cases, _default_descriptions(options), service=service, model=options.llm.model)
+    finally:
+        if service is not None:
+            await service.aclose()
+
+
+def _build(
+    inputs: _Inputs,
+    verdicts: dict[str, VerdictRecord],
+    options: JudgeOptions,
+    summary: JudgeSummary,
+    diagnoses: dict[str, Diagnosis],
+) -> Report:
+    return build_report(
+        diagnoses=diagnoses,
+        universe=inputs.universe,
+        trajectories=inputs.loaded.trajectories,
+        verdicts=verdicts,
+        human=inputs.human,
+        judge=JudgeInfo(
+            models=options.llm.models,
+            prompt=options.prompt,
+            prompt_version=PROMPT_VERSION,
+            key_points="extracted" if options.auto_key_points else "annotated (extracted when missing)",
+            base_url=options.llm.base_url,
+            config_hash=options.config_hash(),
+        ),
+        inputs=InputInfo(
+            paths=[str(path) for path in inputs.paths],
+            tasks_file=str(options.tasks_file) if options.tasks_file else None,
+            human_labels=str(options.human_labels) if options.human_labels else None,
+            files_read=inputs.loaded.files_read,
+            malformed_lines=inputs.loaded.malformed_lines,
+            problems=summary.problems,
+            unknown_task_ids=summary.unknown_task_ids,
+            errors={failure.task_id: failure.error for failure in summary.errors},
+            question_mismatches=summary.question_mismatches,
+        ),
+    )

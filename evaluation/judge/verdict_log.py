@@ -1,0 +1,104 @@
+"""``verdicts.jsonl``: one line per judged task, appended and flushed as each verdict arrives,
+so an interrupted run loses nothing and a rerun judges only what is missing."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from evaluation.judge.verdicts import KeyPointVerdict
+from server.trajectory import utc_now
+
+logger = logging.getLogger(__name__)
+
+Verdict = Literal["success", "failure", "abstain"]
+
+
+class JudgeVote(BaseModel):
+    """One judge model's verdict on one task."""
+
+    model: str
+    verdict: Verdict
+    thoughts: str = ""
+    key_point_verdicts: list[KeyPointVerdict] = Field(default_factory=list)
+    #: Replies needed to get a parseable verdict (1 = first reply parsed).
+    attempts: int = 1
+    prompt_hash: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    cached: bool = False
+    #: The last reply, kept when it could not be parsed (why the vote is an abstain).
+    unparsed_reply: str | None = None
+
+
+class VerdictRecord(BaseModel):
+    task_id: str
+    category: str
+    #: The question the judge was given, and the trajectory's own when it differed.
+    question: str = ""
+    trajectory_question: str | None = None
+    verdict: Verdict
+    key_points: list[str] = Field(default_factory=list)
+    key_points_source: Literal["annotated", "extracted", "fallback"] = "annotated"
+    thoughts: str = ""
+    #: The model, or ``jury(a,b,c)``.
+    judge_model: str
+    prompt: str
+    prompt_hash: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    judges: list[JudgeVote] = Field(default_factory=list)
+    #: What the verdict depends on; a rerun re-judges a task only when one of these changed.
+    config_hash: str
+    trajectory_hash: str
+    sources: list[str] = Field(default_factory=list)
+    ts: str = Field(default_factory=utc_now)
+
+
+class VerdictLog:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file = None
+
+    def read(self) -> list[VerdictRecord]:
+        """Existing records; damaged lines (an interrupted write) are skipped with a warning."""
+        records: list[VerdictRecord] = []
+        if not self.path.is_file():
+            return records
+        with self.path.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(VerdictRecord.model_validate_json(line))
+                except (ValidationError, ValueError):
+                    logger.warning(
+                        "%s:%d: unreadable verdict line skipped (it will be judged again)", self.path, number
+                    )
+        return records
+
+    def append(self, record: VerdictRecord) -> None:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8")
+        self._file.write(record.model_dump_json() + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def latest_by_task(records: list[VerdictRecord]) -> dict[str, VerdictRecord]:
+    latest: dict[str, VerdictRecord] = {}
+    for record in records:
+        latest[record.task_id] = record
+    return latest

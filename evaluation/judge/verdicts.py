@@ -1,0 +1,145 @@
+"""Strict parsing of judge replies.
+
+A verdict is read from the *last* ``Status:`` line (quotes, markdown emphasis, backticks and
+case are tolerated) or, failing that, from a JSON ``status``/``verdict`` field. Nothing else:
+LiveMCPBench's evaluator fell back to "does the reply contain the word success anywhere", which
+turned 8 of DeepSeek-V3's 95 failures into successes. A reply we cannot parse is ``None`` here;
+the judge asks again and finally records ``abstain``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Status = Literal["success", "failure"]
+
+# Markdown and quoting characters that may surround the label or the value.
+_DECOR = r"[\s*_`~\"'“”‘’\[\]]*"
+_STATUS_LINE = re.compile(rf"^[\s>#\-*+]*{_DECOR}status{_DECOR}\s*[:：]\s*(?P<rest>.*)$", re.IGNORECASE)
+_STATUS_VALUE = re.compile(rf"^{_DECOR}(?P<word>success|failure)\b{_DECOR}[\s.!]*(?P<tail>.*)$", re.IGNORECASE)
+_THOUGHTS = re.compile(
+    rf"{_DECOR}thoughts{_DECOR}\s*[:：]\s*(?P<body>.*?)(?=^[\s>#\-*+]*{_DECOR}status{_DECOR}\s*[:：]|\Z)",
+    re.IGNORECASE | re.DOTALL | re.MULTILINE,
+)
+#: What follows a verdict word when the line offers a choice: "or failure", "/ failure", "| success".
+_ALTERNATIVE = re.compile(rf"^\s*(?:or|/|\||,)\s*{_DECOR}(?:success|failure)\b", re.IGNORECASE)
+_FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL | re.IGNORECASE)
+_KEY_POINT_LINE = re.compile(
+    rf"^[\s>#\-*+]*{_DECOR}key\s*point\s*(?P<n>\d+){_DECOR}\s*[:：.\-]\s*{_DECOR}(?P<met>not\s+met|unmet|met){_DECOR}(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+_CALL_REF = re.compile(r"#(\d+)")
+
+
+class KeyPointVerdict(BaseModel):
+    number: int
+    met: bool
+    #: Call numbers (``#n`` in the evidence prompt) the judge cited for this key point.
+    calls: list[int] = Field(default_factory=list)
+    note: str = ""
+
+
+class ParsedVerdict(BaseModel):
+    status: Status
+    thoughts: str = ""
+    key_points: list[KeyPointVerdict] = Field(default_factory=list)
+
+
+def _status_from_line(rest: str) -> Status | None:
+    match = _STATUS_VALUE.match(rest.strip())
+    if not match:
+        return None
+    # "Status: success or failure" (an echoed template) offers both: not a verdict. Anything else
+    # after the verdict word is commentary ("success (the agent did not fail)") and is ignored.
+    if _ALTERNATIVE.match(match.group("tail")):
+        return None
+    return match.group("word").lower()  # type: ignore[return-value]
+
+
+def _status_from_json(text: str) -> tuple[Status, str] | None:
+    candidates = [match.group(1) for match in _FENCED_JSON.finditer(text)]
+    stripped = text.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        candidates.append(stripped)
+    last_open = stripped.rfind("{")
+    if last_open > 0 and stripped.endswith("}"):
+        candidates.append(stripped[last_open:])
+    for candidate in reversed(candidates):
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        fields = {str(key).lower(): value for key, value in data.items()}
+        for key in ("status", "verdict"):
+            value = fields.get(key)
+            if isinstance(value, str) and value.strip().strip("\"'").lower() in ("success", "failure"):
+                thoughts = fields.get("thoughts") or fields.get("reasoning") or fields.get("reason") or ""
+                return value.strip().strip("\"'").lower(), str(thoughts)  # type: ignore[return-value]
+    return None
+
+
+def parse_verdict(text: str | None) -> ParsedVerdict | None:
+    """The verdict in a judge reply, or ``None`` when it states none unambiguously."""
+    if not text or not text.strip():
+        return None
+    status: Status | None = None
+    thoughts = ""
+    status_lines = [match for line in text.splitlines() if (match := _STATUS_LINE.match(line))]
+    if status_lines:
+        # The last Status line decides; an ambiguous last line is unparseable, not "look earlier".
+        status = _status_from_line(status_lines[-1].group("rest"))
+    if status is None and not status_lines:
+        from_json = _status_from_json(text)
+        if from_json:
+            status, thoughts = from_json
+    if status is None:
+        return None
+    if not thoughts:
+        match = _THOUGHTS.search(text)
+        if match:
+            thoughts = match.group("body").strip().lstrip("*_`~ ").strip()
+        else:
+            thoughts = "\n".join(line for line in text.splitlines() if not _STATUS_LINE.match(line)).strip()
+    return ParsedVerdict(status=status, thoughts=thoughts, key_points=parse_key_point_verdicts(text))
+
+
+def parse_key_point_verdicts(text: str) -> list[KeyPointVerdict]:
+    """``Key point 2: not met -- evidence: #3, #5`` lines of the evidence prompt's reply."""
+    verdicts: dict[int, KeyPointVerdict] = {}
+    for line in text.splitlines():
+        match = _KEY_POINT_LINE.match(line)
+        if not match:
+            continue
+        number = int(match.group("n"))
+        met = match.group("met").lower() == "met"
+        rest = match.group("rest").strip(" -—–:;,.")
+        verdicts[number] = KeyPointVerdict(
+            number=number, met=met, calls=[int(n) for n in _CALL_REF.findall(rest)], note=rest[:500]
+        )
+    return [verdicts[number] for number in sorted(verdicts)]
+
+
+_KEY_POINTS_HEADER = re.compile(rf"{_DECOR}key\s*points{_DECOR}\s*[:：]?{_DECOR}", re.IGNORECASE)
+_LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(?P<item>.+)$")
+
+
+def parse_key_points(text: str | None) -> list[str]:
+    """Numbered or bulleted items after the last "Key Points" header of an extraction reply."""
+    if not text:
+        return []
+    headers = list(_KEY_POINTS_HEADER.finditer(text))
+    body = text[headers[-1].end() :] if headers else text
+    items = []
+    for line in body.splitlines():
+        match = _LIST_ITEM.match(line)
+        if match:
+            item = match.group("item").strip().strip("*_` ").strip()
+            if item:
+                items.append(item)
+    return items

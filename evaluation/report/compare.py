@@ -1,0 +1,276 @@
+"""``python -m evaluation.report.compare DIR_A DIR_B``: two judged runs side by side.
+
+Per task and per category, with an exact McNemar test on the paired outcomes (the tasks only
+one run solved), so a difference within noise is called that. A task missing from one run
+counts as a failure there, as in the reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from evaluation.report.files import load_report
+from evaluation.report.models import Report
+from evaluation.report.stats import McNemar, holm, mcnemar_exact, paired_difference_interval, wilson_interval
+from evaluation.tasks import CATEGORIES
+from index.console import HelpFormatter
+from index.errors import CopilotError
+
+DEFAULT_ALPHA = 0.05
+#: Below this share of common tasks the comparison is flagged loudly.
+LOW_OVERLAP = 0.5
+
+
+class CompareError(CopilotError):
+    """A judged run cannot be read."""
+
+
+class CategoryComparison(BaseModel):
+    category: str
+    n: int
+    success_a: int
+    success_b: int
+    rate_a: float
+    rate_b: float
+    only_a: int
+    only_b: int
+    p_value: float
+    #: Holm-adjusted for the number of categories compared (per-category tests are many tests).
+    p_holm: float
+
+
+class Comparison(BaseModel):
+    run_a: str
+    run_b: str
+    #: Tasks both runs hold: the paired test and the difference are computed on these only.
+    n_tasks: int
+    success_a: int
+    success_b: int
+    rate_a: float
+    rate_b: float
+    ci95_a: tuple[float, float]
+    ci95_b: tuple[float, float]
+    #: B - A on the common tasks, with a 95% interval for paired proportions.
+    difference: float
+    difference_ci95: tuple[float, float]
+    mcnemar: McNemar
+    alpha: float
+    significant: bool
+    conclusion: str
+    by_category: list[CategoryComparison]
+    only_a: list[str] = Field(default_factory=list)
+    only_b: list[str] = Field(default_factory=list)
+    #: Tasks only one run holds (left out of the paired comparison).
+    missing_in_a: list[str] = Field(default_factory=list)
+    missing_in_b: list[str] = Field(default_factory=list)
+    #: Common tasks over all tasks of either run.
+    overlap: float = 1.0
+    #: Each run over its own full task list, for reference.
+    full_a: str = ""
+    full_b: str = ""
+    warnings: list[str] = Field(default_factory=list)
+
+
+def _load(directory: Path) -> Report:
+    try:
+        return load_report(directory)
+    except FileNotFoundError:
+        raise CompareError(
+            f"{directory}: no report.json (looked in {directory} and {directory / 'judge'}); "
+            "judge the run first with 'python -m evaluation.judge'."
+        ) from None
+    except (ValidationError, ValueError) as error:
+        raise CompareError(f"{directory}: report.json is unreadable ({str(error).splitlines()[0]}).") from None
+
+
+def _conclusion(test: McNemar, name_a: str, name_b: str, alpha: float) -> str:
+    if test.only_a + test.only_b == 0:
+        return "The runs succeed on exactly the same tasks: no difference."
+    if test.p_value < alpha:
+        better = name_a if test.only_a > test.only_b else name_b
+        return (
+            f"{better} is better: {max(test.only_a, test.only_b)} vs {min(test.only_a, test.only_b)} tasks solved by "
+            f"only one run; exact McNemar p = {test.p_value:.3g} < {alpha:g}."
+        )
+    return (
+        f"The difference is within noise: {test.only_a} tasks solved only by {name_a}, {test.only_b} only by "
+        f"{name_b}; exact McNemar p = {test.p_value:.3g} >= {alpha:g}."
+    )
+
+
+def _by_category(task_ids: list[str], category: dict[str, str], won_a: list[bool], won_b: list[bool]) -> list[CategoryComparison]:
+    categories = [c for c in CATEGORIES if c in category.values()]
+    categories += sorted(set(category.values()) - set(categories))
+    tests = []
+    for name in categories:
+        index = [i for i, task_id in enumerate(task_ids) if category[task_id] == name]
+        tests.append((name, index, mcnemar_exact([won_a[i] for i in index], [won_b[i] for i in index])))
+    adjusted = holm([test.p_value for _, _, test in tests])
+    return [
+        CategoryComparison(
+            category=name,
+            n=len(index),
+            success_a=sum(won_a[i] for i in index),
+            success_b=sum(won_b[i] for i in index),
+            rate_a=sum(won_a[i] for i in index) / len(index),
+            rate_b=sum(won_b[i] for i in index) / len(index),
+            only_a=test.only_a,
+            only_b=test.only_b,
+            p_value=test.p_value,
+            p_holm=p_holm,
+        )
+        for (name, index, test), p_holm in zip(tests, adjusted, strict=True)
+    ]
+
+
+def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
+    """Paired comparison on the tasks both runs hold; raises :class:`CompareError` when there are none."""
+    rows_a = {row.task_id: row for row in a.tasks}
+    rows_b = {row.task_id: row for row in b.tasks}
+    task_ids = [task_id for task_id in rows_a if task_id in rows_b]
+    missing_in_a = [task_id for task_id in rows_b if task_id not in rows_a]
+    missing_in_b = [task_id for task_id in rows_a if task_id not in rows_b]
+    union = len(task_ids) + len(missing_in_a) + len(missing_in_b)
+    if not task_ids:
+        raise CompareError(
+            f"{name_a} and {name_b} have no task in common ({len(rows_a)} and {len(rows_b)} tasks): "
+            "a paired comparison needs the same tasks; judge both runs against the same --tasks list."
+        )
+    category = {task_id: rows_a[task_id].category for task_id in task_ids}
+    won_a = [rows_a[task_id].verdict == "success" for task_id in task_ids]
+    won_b = [rows_b[task_id].verdict == "success" for task_id in task_ids]
+    test = mcnemar_exact(won_a, won_b)
+    n = len(task_ids)
+    success_a, success_b = sum(won_a), sum(won_b)
+    warnings = []
+    overlap = n / union
+    if missing_in_a or missing_in_b:
+        warnings.append(
+            f"{'ONLY ' if overlap < LOW_OVERLAP else ''}{n} of {union} tasks ({overlap:.0%}) are in both runs; the "
+            f"comparison uses those only ({len(missing_in_b)} only in {name_a}, {len(missing_in_a)} only in {name_b})."
+            + (" With so little overlap the comparison says little about the runs as a whole." if overlap < LOW_OVERLAP else "")
+        )
+    if (a.judge.models, a.judge.prompt, a.judge.prompt_version) != (b.judge.models, b.judge.prompt, b.judge.prompt_version):
+        warnings.append(
+            f"the runs were judged differently ({', '.join(a.judge.models)}/{a.judge.prompt} vs "
+            f"{', '.join(b.judge.models)}/{b.judge.prompt}): part of any difference may be the judge's."
+        )
+    by_category = _by_category(task_ids, category, won_a, won_b)
+    if len(by_category) > 1:
+        warnings.append(
+            f"per-category p-values are {len(by_category)} tests: read the Holm-adjusted column, or expect about "
+            f"{alpha:g} x {len(by_category)} false alarms among the raw ones."
+        )
+    return Comparison(
+        run_a=name_a,
+        run_b=name_b,
+        n_tasks=n,
+        success_a=success_a,
+        success_b=success_b,
+        rate_a=success_a / n,
+        rate_b=success_b / n,
+        ci95_a=wilson_interval(success_a, n),
+        ci95_b=wilson_interval(success_b, n),
+        difference=(success_b - success_a) / n,
+        difference_ci95=paired_difference_interval(test.only_a, test.only_b, n),
+        mcnemar=test,
+        alpha=alpha,
+        significant=test.p_value < alpha,
+        conclusion=_conclusion(test, name_a, name_b, alpha),
+        by_category=by_category,
+        only_a=[task_id for task_id, x, y in zip(task_ids, won_a, won_b, strict=True) if x and not y],
+        only_b=[task_id for task_id, x, y in zip(task_ids, won_a, won_b, strict=True) if y and not x],
+        missing_in_a=missing_in_a,
+        missing_in_b=missing_in_b,
+        overlap=overlap,
+        full_a=f"{a.success}/{a.n_tasks} = {a.success_rate:.1%}",
+        full_b=f"{b.success}/{b.n_tasks} = {b.success_rate:.1%}",
+        warnings=warnings,
+    )
+
+
+def render(comparison: Comparison, a: Report, b: Report) -> str:
+    c = comparison
+    out = [f"WARNING: {warning}" for warning in c.warnings if warning.startswith("ONLY")]
+    out += [
+        f"A = {c.run_a}: {c.success_a}/{c.n_tasks} = {c.rate_a:.1%} (95% CI {c.ci95_a[0]:.1%}-{c.ci95_a[1]:.1%})",
+        f"B = {c.run_b}: {c.success_b}/{c.n_tasks} = {c.rate_b:.1%} (95% CI {c.ci95_b[0]:.1%}-{c.ci95_b[1]:.1%})",
+        f"B - A = {c.difference * 100:+.1f} pt (95% CI {c.difference_ci95[0] * 100:+.1f} to {c.difference_ci95[1] * 100:+.1f} pt, "
+        f"paired, on the {c.n_tasks} common tasks)",
+    ]
+    if c.missing_in_a or c.missing_in_b:
+        out.append(f"(over each run's own task list: A {c.full_a}, B {c.full_b})")
+    out += [
+        "",
+        "| category | tasks | A | B | B - A | only A | only B | McNemar p | Holm p |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in c.by_category:
+        out.append(
+            f"| {row.category} | {row.n} | {row.success_a} ({row.rate_a:.0%}) | {row.success_b} ({row.rate_b:.0%}) | "
+            f"{(row.rate_b - row.rate_a) * 100:+.1f} pt | {row.only_a} | {row.only_b} | {row.p_value:.3g} | {row.p_holm:.3g} |"
+        )
+    out.append(
+        f"| **all** | {c.n_tasks} | {c.success_a} ({c.rate_a:.0%}) | {c.success_b} ({c.rate_b:.0%}) | "
+        f"{(c.rate_b - c.rate_a) * 100:+.1f} pt | {c.mcnemar.only_a} | {c.mcnemar.only_b} | {c.mcnemar.p_value:.3g} | |"
+    )
+    out += ["", c.conclusion]
+    rows_a = {row.task_id: row for row in a.tasks}
+    rows_b = {row.task_id: row for row in b.tasks}
+    if c.only_a or c.only_b:
+        out += [
+            "",
+            "Tasks with different outcomes:",
+            "",
+            "| task | category | A | B | question |",
+            "|---|---|---|---|---|",
+        ]
+        for task_id in [*c.only_a, *c.only_b]:
+            row = rows_a[task_id]
+            question = row.question[:70] + ("..." if len(row.question) > 70 else "")
+            out.append(f"| {task_id} | {row.category} | {row.verdict} | {rows_b[task_id].verdict} | {question} |")
+    for warning in c.warnings:
+        out.append(f"\nwarning: {warning}")
+    return "\n".join(out) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluation.report.compare",
+        description="Compare two judged runs per task and category, with an exact McNemar test.",
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("run_a", type=Path, help="judge output directory of run A (or the run's log directory)")
+    parser.add_argument("run_b", type=Path, help="judge output directory of run B")
+    parser.add_argument(
+        "--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})"
+    )
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if not 0 < args.alpha < 1:
+            raise CompareError(f"--alpha must be between 0 and 1 (got {args.alpha}).")
+        a, b = _load(args.run_a), _load(args.run_b)
+        comparison = compare_reports(a, b, str(args.run_a), str(args.run_b), args.alpha)
+        if args.json:
+            try:
+                args.json.write_text(json.dumps(comparison.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8")
+            except OSError as error:
+                raise CompareError(f"cannot write {args.json} ({error.strerror}).") from None
+    except CopilotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(comparison, a, b))
+    return 0
+
+

@@ -1,0 +1,69 @@
+"""Writing a report's files (``report.json``, ``report.md`` + ``plots/``, ``report.html``) and
+reading ``report.json`` back (``compare``, ``leaderboard``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from evaluation.report.models import Report
+from evaluation.report.plots import render_plots
+from evaluation.report.render import report_html, report_markdown
+from evaluation.judge.verdict_log import VerdictRecord
+from evaluation.trajectories import Trajectory
+
+FORMATS = ("json", "md", "html")
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data, encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_reports(
+    report: Report,
+    out_dir: str | Path,
+    formats: Sequence[str] = FORMATS,
+    trajectories: Mapping[str, Trajectory] | None = None,
+    verdicts: Mapping[str, VerdictRecord] | None = None,
+) -> list[Path]:
+    """``report.json``, ``report.md`` (+ ``plots/``) and ``report.html``; with ``trajectories``
+    the HTML page also holds every task's trajectory (the viewer), linked from the task table."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if "json" in formats:
+        path = out_dir / "report.json"
+        atomic_write(path, json.dumps(report.model_dump(mode="json"), indent=1, ensure_ascii=False) + "\n")
+        written.append(path)
+    if "md" in formats or "html" in formats:
+        plots = render_plots(report)
+        plot_files: dict[str, str] = {}
+        if plots and "md" in formats:
+            (out_dir / "plots").mkdir(exist_ok=True)
+            for name, png in plots.items():
+                atomic_write(out_dir / "plots" / f"{name}.png", png)
+                plot_files[name] = f"plots/{name}.png"
+        if "md" in formats:
+            path = out_dir / "report.md"
+            atomic_write(path, report_markdown(report, plot_files))
+            written.append(path)
+        if "html" in formats:
+            path = out_dir / "report.html"
+            atomic_write(path, report_html(report, plots, trajectories, verdicts))
+            written.append(path)
+    return written
+
+
+def load_report(directory: str | Path) -> Report:
+    """``report.json`` of a judged run (``DIR/report.json`` or ``DIR/judge/report.json``)."""
+    directory = Path(directory)
+    for candidate in (directory / "report.json", directory / "judge" / "report.json", directory):
+        if candidate.is_file():
+            return Report.model_validate_json(candidate.read_bytes())
+    raise FileNotFoundError(directory)

@@ -1,0 +1,381 @@
+"""``python -m evaluation.leaderboard DIR...``: judged runs side by side, with the cost-success
+frontier.
+
+One row per run (a judged run directory, or a repeated run whose ``repeats.json`` gives pass@k):
+success with its 95% interval, pass@k, mean tokens and cost per task, total cost, turns,
+route/execute calls and tool errors. The paper's plot -- success against (log) cost per task --
+marks the Pareto frontier: the runs no other run beats on both cost and success. Neighbours on
+the frontier are compared with the exact McNemar test on their common tasks, so a step up the
+frontier is called noise when it is. Runs judged by different judges or prompts are flagged: their
+numbers are not comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from evaluation.report.files import atomic_write, load_report
+from evaluation.report.models import Report
+from evaluation.report.plots import figure_png, pyplot
+from evaluation.report.render import esc, html_page, html_table, markdown_table, png_img
+from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
+from evaluation.report.stats import mcnemar_exact, paired_difference_interval
+from evaluation.report.tables import Table, interval, num, pct
+from index.console import HelpFormatter
+from index.errors import CopilotError
+
+DEFAULT_ALPHA = 0.05
+
+
+class LeaderboardError(CopilotError):
+    """A run directory cannot be read as a judged run."""
+
+
+class Entry(BaseModel):
+    name: str
+    path: str
+    agent: str | None = None
+    model: str | None = None
+    n_tasks: int
+    repeats: int = 1
+    success_rate: float
+    ci95: tuple[float, float]
+    #: pass@n over the repeats (``None`` for a single run).
+    pass_at_n: float | None = None
+    pass_hat_n: float | None = None
+    tokens: float | None = None
+    cost: float | None = None
+    total_cost: float | None = None
+    turns: float | None = None
+    route_calls: float | None = None
+    execute_calls: float | None = None
+    tool_errors: float | None = None
+    judge: str
+    prompt: str
+    judge_key: str
+    on_frontier: bool = False
+    #: task id -> solved (a repeated run: solved in most repeats).
+    outcomes: dict[str, bool] = Field(default_factory=dict)
+
+
+class FrontierStep(BaseModel):
+    cheaper: str
+    dearer: str
+    common_tasks: int
+    only_cheaper: int
+    only_dearer: int
+    difference: float
+    difference_ci95: tuple[float, float]
+    p_value: float
+    significant: bool
+
+
+class Leaderboard(BaseModel):
+    entries: list[Entry]
+    #: ``cost`` when every run logged cost, else ``tokens``.
+    axis: str
+    frontier: list[str]
+    steps: list[FrontierStep]
+    alpha: float
+    warnings: list[str] = Field(default_factory=list)
+
+
+def _judge_key(report: Report) -> str:
+    judge = report.judge
+    return judge.config_hash or f"{','.join(judge.models)}/{judge.prompt}/v{judge.prompt_version}/{judge.key_points}"
+
+
+def _name(agent: str | None, model: str | None, directory: Path, taken: set[str]) -> str:
+    label = " ".join(part for part in (agent, model) if part)
+    name = label or directory.name or str(directory)
+    if name in taken:
+        name = f"{name} ({directory.name or directory})"
+    taken.add(name)
+    return name
+
+
+def _repeats(directory: Path) -> RepeatsReport | None:
+    for candidate in (directory / REPEATS_REPORT, directory / "judge" / REPEATS_REPORT):
+        if candidate.is_file():
+            try:
+                return RepeatsReport.model_validate_json(candidate.read_bytes())
+            except (ValidationError, ValueError) as error:
+                raise LeaderboardError(f"{candidate}: unreadable ({str(error).splitlines()[0]}).") from None
+    return None
+
+
+def load_entry(directory: Path, taken: set[str]) -> Entry:
+    repeats = _repeats(directory)
+    if repeats is not None:
+        n = repeats.n_repeats
+        efficiency = repeats.efficiency
+        first = repeats.repeats[0] if repeats.repeats else None
+        return Entry(
+            name=_name(repeats.agent, repeats.model, directory, taken),
+            path=str(directory),
+            agent=repeats.agent,
+            model=repeats.model,
+            n_tasks=repeats.n_tasks,
+            repeats=n,
+            success_rate=repeats.pass_at_1,
+            ci95=repeats.pass_at_1_ci95,
+            pass_at_n=repeats.pass_at_k[n],
+            pass_hat_n=repeats.pass_hat_k[n],
+            tokens=efficiency.tokens,
+            cost=efficiency.cost,
+            total_cost=efficiency.cost * repeats.n_tasks * n if efficiency.cost is not None else None,
+            turns=efficiency.turns,
+            route_calls=efficiency.route_calls,
+            execute_calls=efficiency.execute_calls,
+            tool_errors=efficiency.tool_errors,
+            judge=first.judge if first else "",
+            prompt=first.prompt if first else "",
+            judge_key=(first.judge_config or f"{first.judge}/{first.prompt}") if first else "",
+            outcomes={t.task_id: t.successes * 2 > t.n for t in repeats.tasks},
+        )
+    try:
+        report = load_report(directory)
+    except FileNotFoundError:
+        raise LeaderboardError(
+            f"{directory}: no report.json or repeats.json (looked in {directory} and {directory / 'judge'}); "
+            "judge the run first with 'python -m evaluation.judge'."
+        ) from None
+    except (ValidationError, ValueError) as error:
+        raise LeaderboardError(f"{directory}: report.json is unreadable ({str(error).splitlines()[0]}).") from None
+    efficiency = report.efficiency.get("all")
+    return Entry(
+        name=_name(report.agent, report.model, directory, taken),
+        path=str(directory),
+        agent=report.agent,
+        model=report.model,
+        n_tasks=report.n_tasks,
+        success_rate=report.success_rate,
+        ci95=report.ci95,
+        tokens=efficiency.tokens if efficiency else None,
+        cost=efficiency.cost if efficiency else None,
+        total_cost=report.usage.cost,
+        turns=efficiency.turns if efficiency else None,
+        route_calls=efficiency.route_calls if efficiency else None,
+        execute_calls=efficiency.execute_calls if efficiency else None,
+        tool_errors=efficiency.tool_errors if efficiency else None,
+        judge=", ".join(report.judge.models),
+        prompt=report.judge.prompt,
+        judge_key=_judge_key(report),
+        outcomes={row.task_id: row.verdict == "success" for row in report.tasks},
+    )
+
+
+def pareto_frontier(points: Sequence[tuple[str, float, float]]) -> list[str]:
+    """Names of the ``(name, cost, success)`` points no other point dominates (cost <= and
+    success >=, one of them strictly), cheapest first."""
+    frontier = []
+    for name, cost, success in points:
+        dominated = any(
+            other_cost <= cost and other_success >= success and (other_cost < cost or other_success > success)
+            for other, other_cost, other_success in points
+            if other != name
+        )
+        if not dominated:
+            frontier.append((cost, -success, name))
+    return [name for _, _, name in sorted(frontier)]
+
+
+def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
+    common = [task for task in a.outcomes if task in b.outcomes]
+    won_a = [a.outcomes[task] for task in common]
+    won_b = [b.outcomes[task] for task in common]
+    test = mcnemar_exact(won_a, won_b)
+    n = len(common)
+    return FrontierStep(
+        cheaper=a.name,
+        dearer=b.name,
+        common_tasks=n,
+        only_cheaper=test.only_a,
+        only_dearer=test.only_b,
+        difference=(sum(won_b) - sum(won_a)) / n if n else 0.0,
+        difference_ci95=paired_difference_interval(test.only_a, test.only_b, n),
+        p_value=test.p_value,
+        significant=test.p_value < alpha,
+    )
+
+
+def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Leaderboard:
+    axis = "cost" if entries and all(e.cost is not None and e.cost > 0 for e in entries) else "tokens"
+    points = [(e.name, getattr(e, axis), e.success_rate) for e in entries if getattr(e, axis) is not None]
+    frontier = pareto_frontier(points)  # type: ignore[arg-type]
+    by_name = {e.name: e for e in entries}
+    for name in frontier:
+        by_name[name].on_frontier = True
+    steps = [_step(by_name[a], by_name[b], alpha) for a, b in zip(frontier, frontier[1:], strict=False)]
+    warnings = []
+    keys = {e.judge_key for e in entries}
+    if len(keys) > 1:
+        listed = "; ".join(f"{e.name}: {e.judge}/{e.prompt}" for e in entries)
+        warnings.append(
+            f"the runs were judged by different judges or prompts ({listed}): their success rates are not comparable; "
+            "judge them again with the same --model and --prompt."
+        )
+    missing = [e.name for e in entries if getattr(e, axis) is None]
+    if missing:
+        warnings.append(f"no {axis} logged for {', '.join(missing)}: left out of the frontier.")
+    if axis == "tokens" and entries:
+        warnings.append("not every run logged cost (pass --price-table to the runner): the frontier uses tokens per task.")
+    for step in steps:
+        if step.common_tasks == 0:
+            warnings.append(f"{step.cheaper} and {step.dearer} share no task: their step is not tested.")
+    return Leaderboard(entries=entries, axis=axis, frontier=frontier, steps=steps, alpha=alpha, warnings=warnings)
+
+
+# ---------------------------------------------------------------------------------- rendering
+
+
+def tables(board: Leaderboard) -> list[Table]:
+    differs = len({e.judge_key for e in board.entries}) > 1
+    ranked = sorted(board.entries, key=lambda e: -e.success_rate)
+    runs = Table(
+        "Runs",
+        [
+            "run", "tasks", "repeats", "success", "95% CI", "pass@n", "pass^n", "tokens/task", "cost/task", "total cost",
+            "turns", "route", "execute", "tool errors", "judge", "frontier",
+        ],
+        [
+            [
+                e.name,
+                str(e.n_tasks),
+                str(e.repeats),
+                pct(e.success_rate),
+                interval(*e.ci95),
+                pct(e.pass_at_n) if e.pass_at_n is not None else "",
+                pct(e.pass_hat_n) if e.pass_hat_n is not None else "",
+                num(e.tokens, 0),
+                num(e.cost, 4),
+                num(e.total_cost, 2),
+                num(e.turns, 1),
+                num(e.route_calls, 1),
+                num(e.execute_calls, 1),
+                num(e.tool_errors, 1),
+                f"{e.judge}/{e.prompt}" + (" (differs!)" if differs else ""),
+                "yes" if e.on_frontier else "",
+            ]
+            for e in ranked
+        ],
+        "Success over each run's task list (a missing or unjudged task is a failure); for repeated runs, pass@1 "
+        "with its interval over tasks, and pass@n / pass^n over all n repeats. Means are per task.",
+    )
+    steps = Table(
+        "Steps along the cost-success frontier",
+        ["cheaper", "dearer", "common tasks", "only cheaper", "only dearer", "difference", "95% CI", "McNemar p", "verdict"],
+        [
+            [
+                s.cheaper,
+                s.dearer,
+                str(s.common_tasks),
+                str(s.only_cheaper),
+                str(s.only_dearer),
+                f"{s.difference * 100:+.1f} pt",
+                f"{s.difference_ci95[0] * 100:+.1f} to {s.difference_ci95[1] * 100:+.1f} pt",
+                f"{s.p_value:.3g}",
+                "significant" if s.significant else "within noise",
+            ]
+            for s in board.steps
+        ],
+        f"Exact McNemar test on the tasks both runs hold (alpha {board.alpha:g}); repeated runs enter with each task's "
+        "majority outcome.",
+    )
+    return [runs, steps] if board.steps else [runs]
+
+
+def frontier_figure(board: Leaderboard) -> object:
+    plt = pyplot()
+    figure, axes = plt.subplots(figsize=(7, 4.2))
+    axis = board.axis
+    shown = [e for e in board.entries if getattr(e, axis) is not None]
+    for entry in shown:
+        x, y = getattr(entry, axis), entry.success_rate * 100
+        axes.scatter([x], [y], s=60, color="#F58518" if entry.on_frontier else "#4C78A8", zorder=3)
+        axes.errorbar([x], [y], yerr=[[y - entry.ci95[0] * 100], [entry.ci95[1] * 100 - y]], color="#999", capsize=3, zorder=2)
+        axes.annotate(entry.name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    on = sorted((getattr(e, axis), e.success_rate * 100) for e in shown if e.on_frontier)
+    if on:
+        axes.step([p[0] for p in on], [p[1] for p in on], where="post", color="#F58518", label="Pareto frontier")
+        axes.legend(loc="lower right")
+    axes.set_xscale("log")
+    axes.set_ylim(0, 100)
+    axes.set_xlabel("cost per task, $ (log)" if axis == "cost" else "tokens per task (log)")
+    axes.set_ylabel("success rate, % (95% CI)")
+    axes.set_title("Cost vs success")
+    return figure
+
+
+def render_markdown(board: Leaderboard, plot_file: str | None) -> str:
+    out = ["# Leaderboard", ""]
+    out += [f"- warning: {warning}" for warning in board.warnings]
+    out += [f"- Pareto frontier ({board.axis} vs success): {' -> '.join(board.frontier) or 'none'}", ""]
+    if plot_file:
+        out += [f"![cost vs success]({plot_file})", ""]
+    for table in tables(board):
+        out += markdown_table(table)
+    return "\n".join(out)
+
+
+def render_html(board: Leaderboard, plot: bytes | None) -> str:
+    body = ["<h1>Leaderboard</h1>"]
+    body += [f"<p class='failure'>warning: {esc(warning)}</p>" for warning in board.warnings]
+    body.append(f"<p class='note'>Pareto frontier ({esc(board.axis)} vs success): {esc(' -> '.join(board.frontier) or 'none')}</p>")
+    if plot:
+        body.append("<div class='plots'>" + png_img("cost vs success", plot) + "</div>")
+    body += [html_table(table) for table in tables(board)]
+    return html_page("Leaderboard", body)
+
+
+def write_leaderboard(board: Leaderboard, out: Path) -> list[Path]:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        plot = figure_png(frontier_figure(board)) if any(getattr(e, board.axis) for e in board.entries) else None
+        files = [out / "leaderboard.json", out / "leaderboard.md", out / "leaderboard.html"]
+        atomic_write(files[0], json.dumps(board.model_dump(mode="json", exclude={"entries": {"__all__": {"outcomes"}}}), indent=1) + "\n")
+        plot_file = None
+        if plot:
+            atomic_write(out / "leaderboard.png", plot)
+            plot_file = "leaderboard.png"
+        atomic_write(files[1], render_markdown(board, plot_file))
+        atomic_write(files[2], render_html(board, plot))
+    except OSError as error:
+        raise LeaderboardError(f"cannot write the leaderboard to {out} ({error.strerror or error}); pass --out DIR.") from None
+    return files
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluation.leaderboard",
+        description="Judged runs side by side: success, pass@k, tokens, cost, calls, and the cost-success frontier.",
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="judged run directories (or their judge/ directories)")
+    parser.add_argument("--out", type=Path, default=Path("leaderboard"), help="where leaderboard.md/.html/.json go (default ./leaderboard)")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if not 0 < args.alpha < 1:
+            raise LeaderboardError(f"--alpha must be between 0 and 1 (got {args.alpha}).")
+        taken: set[str] = set()
+        board = build_leaderboard([load_entry(path, taken) for path in args.runs], args.alpha)
+        files = write_leaderboard(board, args.out)
+    except CopilotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render_markdown(board, None) + "\n")
+    for path in files:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+

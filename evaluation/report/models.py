@@ -1,0 +1,239 @@
+"""What a judged run's report holds (``report.json``): typed records, one definition shared by
+the builder, the renderings, ``compare`` and ``leaderboard``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from evaluation.report.stats import Confusion, wilson_interval
+from evaluation.taxonomy.model import CLASSES, Diagnosis, ErrorClass
+from server.trajectory import utc_now
+
+Outcome = Literal["success", "failure", "abstain", "not_judged", "no_trajectory"]
+
+
+class TaskInfo(BaseModel):
+    task_id: str
+    question: str
+    category: str
+    gold_tools: list[str] = Field(default_factory=list)
+
+
+class JudgeInfo(BaseModel):
+    models: list[str]
+    prompt: str
+    #: Version of the prompt texts (bumped when a prompt changes; verdicts of two versions differ).
+    prompt_version: int | None = None
+    key_points: str
+    base_url: str | None = None
+    #: Judges + prompt + key-point mode, hashed: two reports compare like with like only when equal.
+    config_hash: str | None = None
+
+
+class QuestionMismatch(BaseModel):
+    """A trajectory whose question differs from the task list's (the task list's is judged)."""
+
+    task_id: str
+    task_list: str
+    trajectory: str
+
+
+class InputInfo(BaseModel):
+    paths: list[str] = Field(default_factory=list)
+    tasks_file: str | None = None
+    human_labels: str | None = None
+    files_read: int = 0
+    malformed_lines: int = 0
+    problems: list[str] = Field(default_factory=list)
+    unknown_task_ids: list[str] = Field(default_factory=list)
+    #: task id -> why it could not be judged in the last run.
+    errors: dict[str, str] = Field(default_factory=dict)
+    question_mismatches: list[QuestionMismatch] = Field(default_factory=list)
+
+
+class Rate(BaseModel):
+    n: int
+    success: int
+    rate: float
+    ci95: tuple[float, float]
+
+    @classmethod
+    def of(cls, success: int, n: int) -> Rate:
+        return cls(n=n, success=success, rate=success / n if n else 0.0, ci95=wilson_interval(success, n))
+
+
+class TaskRow(BaseModel):
+    task_id: str
+    category: str
+    question: str
+    verdict: Outcome
+    judges: dict[str, str] = Field(default_factory=dict)
+    human: bool | None = None
+    has_trajectory: bool = False
+    complete: bool | None = None
+    turns: int | None = None
+    turns_estimated: bool = False
+    route_calls: int = 0
+    execute_calls: int = 0
+    distinct_tools: int = 0
+    tool_errors: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    gold_tools: list[str] = Field(default_factory=list)
+    gold_retrieved: bool | None = None
+    gold_rank: int | None = None
+    gold_executed: bool | None = None
+    unavailable_servers: list[str] = Field(default_factory=list)
+    thoughts: str = ""
+    #: Confirmations the copilot asked for, by answer (approved/declined/cancelled/token).
+    confirmations: dict[str, int] = Field(default_factory=dict)
+    #: Why the task did not succeed (unsuccessful tasks with a trajectory).
+    diagnosis: Diagnosis | None = None
+    started: str | None = None
+
+    @property
+    def confirmations_requested(self) -> int:
+        return sum(self.confirmations.values())
+
+
+class HumanAgreement(BaseModel):
+    n_labelled: int
+    human_success_rate: float
+    judge_success_rate: float
+    agreement: float | None
+    cohen_kappa: float | None
+    confusion: Confusion
+    judge_abstains: int
+    false_successes: list[str]
+    false_failures: list[str]
+    labels_outside_tasks: int = 0
+
+
+class JudgeStats(BaseModel):
+    model: str
+    success: int
+    failure: int
+    abstain: int
+    success_rate: float
+    human_agreement: float | None = None
+    cohen_kappa: float | None = None
+
+
+class EfficiencyGroup(BaseModel):
+    n: int
+    turns: float | None
+    route_calls: float | None
+    execute_calls: float | None
+    distinct_tools: float | None
+    tool_errors: float | None
+    tokens: float | None = None
+    cost: float | None = None
+
+
+class Retrieval(BaseModel):
+    tasks_with_gold: int
+    tasks_routed: int
+    gold_retrieved: int
+    gold_retrieved_rate: float | None
+    recall_at_1: float | None
+    recall_at_5: float | None
+    mean_best_rank: float | None
+    median_best_rank: float | None
+    gold_executed: int
+    note: str = (
+        "gold = tool names in the task's Annotator Metadata.Tools; rank = best 1-based position in any route result"
+    )
+
+
+class ServerHealth(BaseModel):
+    server: str
+    #: Other spellings of the same server in the logs (differing in case, spaces, ``_`` or ``-``).
+    aliases: list[str] = Field(default_factory=list)
+    calls: int
+    errors: int
+    timeouts: int
+    error_rate: float
+    error_kinds: dict[str, int] = Field(default_factory=dict)
+    tasks: int = 0
+
+
+class Health(BaseModel):
+    servers: list[ServerHealth] = Field(default_factory=list)
+    failures_from_unavailable_servers: list[dict[str, object]] = Field(default_factory=list)
+
+
+class RetrievalSplit(BaseModel):
+    """Success split by whether any ``route`` returned an annotated tool -- the paper's main
+    diagnosis: agents that were shown the right tool succeed far more often."""
+
+    returned: Rate
+    not_returned: Rate
+    #: Tasks with annotated tools whose agent never called ``route``.
+    no_route: Rate
+
+
+class Confirmations(BaseModel):
+    policy: list[str] = Field(default_factory=list)
+    requested: int = 0
+    tasks_with_confirmations: int = 0
+    by_answer: dict[str, int] = Field(default_factory=dict)
+
+
+class ErrorTaxonomy(BaseModel):
+    """Counts of the error classes of unsuccessful tasks, overall and per category."""
+
+    counts: dict[ErrorClass, int] = Field(default_factory=dict)
+    by_category: dict[str, dict[ErrorClass, int]] = Field(default_factory=dict)
+    unsuccessful: int = 0
+    llm_second_opinions: int = 0
+    classes: tuple[ErrorClass, ...] = CLASSES
+
+
+class Usage(BaseModel):
+    tasks_with_usage: int
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+    judge_input_tokens: int
+    judge_output_tokens: int
+
+
+class Report(BaseModel):
+    generated: str = Field(default_factory=utc_now)
+    judge: JudgeInfo
+    inputs: InputInfo
+    #: The agent and model the logs name (the most frequent, when they differ).
+    agent: str | None = None
+    model: str | None = None
+    #: Dates (ISO) of the first and last task in the logs; tasks are time-varying.
+    first_task: str | None = None
+    last_task: str | None = None
+    n_tasks: int
+    n_with_trajectory: int
+    n_judged: int
+    success: int
+    failure: int
+    success_rate: float
+    ci95: tuple[float, float]
+    by_category: dict[str, Rate]
+    abstains: list[str]
+    not_judged: list[str]
+    missing_trajectories: list[str]
+    judges: list[JudgeStats]
+    human_agreement: float | None = None
+    cohen_kappa: float | None = None
+    confusion: Confusion | None = None
+    human: HumanAgreement | None = None
+    efficiency: dict[str, EfficiencyGroup]
+    usage: Usage
+    retrieval: Retrieval
+    retrieval_split: RetrievalSplit | None = None
+    health: Health
+    confirmations: Confirmations = Field(default_factory=Confirmations)
+    taxonomy: ErrorTaxonomy = Field(default_factory=ErrorTaxonomy)
+    tasks: list[TaskRow]
+
+

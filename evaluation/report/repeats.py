@@ -1,0 +1,209 @@
+"""Repeated runs of one agent: per task and overall pass@1, pass@k and pass^k.
+
+Each repeat is judged on its own (its ``report.json``); this module pairs their verdicts by task.
+For a task run ``n`` times with ``c`` successes:
+
+- pass@1 = c / n (the mean over repeats; overall, its mean over tasks with a 95% interval that
+  treats tasks, not attempts, as the independent units);
+- pass@k = 1 - C(n-c, k) / C(n, k): the chance that at least one of k attempts succeeds;
+- pass^k = C(c, k) / C(n, k): the chance that all k attempts succeed (consistency);
+
+both unbiased for every k <= n. The spread between repeats is reported as the standard deviation
+of the repeats' success rates and the mean within-task variance p(1-p). Tasks are time-varying
+(news, prices, weather), so each repeat's dates are kept.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from evaluation.report.models import EfficiencyGroup, Outcome, Report
+from evaluation.report.stats import mean_interval, pass_at_k, pass_hat_k, sample_sd
+from evaluation.tasks import CATEGORIES
+from server.trajectory import utc_now
+
+REPEATS_REPORT = "repeats.json"
+
+
+class RepeatInfo(BaseModel):
+    name: str
+    path: str
+    n_tasks: int
+    success: int
+    success_rate: float
+    #: Dates of the repeat's first and last task (from the logs).
+    first_task: str | None = None
+    last_task: str | None = None
+    judge: str
+    prompt: str
+    judge_config: str | None = None
+
+
+class TaskRepeats(BaseModel):
+    task_id: str
+    category: str
+    question: str
+    #: The verdict of each repeat, in repeat order (``missing`` when the repeat lacks the task).
+    outcomes: list[Outcome | str]
+    n: int
+    successes: int
+    pass_at_1: float
+    pass_at_k: dict[int, float]
+    pass_hat_k: dict[int, float]
+
+
+class CategoryRepeats(BaseModel):
+    tasks: int
+    pass_at_1: float
+    pass_at_n: float
+    pass_hat_n: float
+
+
+class RepeatsReport(BaseModel):
+    generated: str = Field(default_factory=utc_now)
+    agent: str | None = None
+    model: str | None = None
+    n_repeats: int
+    ks: list[int]
+    repeats: list[RepeatInfo]
+    n_tasks: int
+    pass_at_1: float
+    pass_at_1_ci95: tuple[float, float]
+    pass_at_k: dict[int, float]
+    pass_hat_k: dict[int, float]
+    #: Standard deviation of the repeats' success rates.
+    between_repeats_sd: float | None
+    #: Mean over tasks of p(1-p) with p = c/n: 0 when every task always or never succeeds.
+    within_task_variance: float
+    #: Tasks whose outcome differed between repeats.
+    flaky_tasks: int
+    by_category: dict[str, CategoryRepeats]
+    #: Mean per task over all repeats (tokens, cost, turns, calls, tool errors).
+    efficiency: EfficiencyGroup
+    tasks: list[TaskRepeats]
+    warnings: list[str] = Field(default_factory=list)
+
+
+def _task_rows(reports: Sequence[Report]) -> list[TaskRepeats]:
+    order: list[str] = []
+    info: dict[str, tuple[str, str]] = {}
+    for report in reports:
+        for row in report.tasks:
+            if row.task_id not in info:
+                order.append(row.task_id)
+                info[row.task_id] = (row.category, row.question)
+    rows = []
+    n_repeats = len(reports)
+    for task_id in order:
+        outcomes: list[Outcome | str] = []
+        for report in reports:
+            row = next((r for r in report.tasks if r.task_id == task_id), None)
+            outcomes.append(row.verdict if row is not None else "missing")
+        # A repeat that lacks the task counts as a failed attempt, as a missing trajectory does.
+        n, c = n_repeats, outcomes.count("success")
+        rows.append(
+            TaskRepeats(
+                task_id=task_id,
+                category=info[task_id][0],
+                question=info[task_id][1],
+                outcomes=outcomes,
+                n=n,
+                successes=c,
+                pass_at_1=c / n,
+                pass_at_k={k: pass_at_k(n, c, k) for k in range(1, n + 1)},
+                pass_hat_k={k: pass_hat_k(n, c, k) for k in range(1, n + 1)},
+            )
+        )
+    return rows
+
+
+def _mean_of(values: Sequence[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return round(statistics.fmean(present), 4) if present else None
+
+
+def _efficiency(reports: Sequence[Report]) -> EfficiencyGroup:
+    groups = [report.efficiency["all"] for report in reports if "all" in report.efficiency]
+    return EfficiencyGroup(
+        n=sum(group.n for group in groups),
+        turns=_mean_of([g.turns for g in groups]),
+        route_calls=_mean_of([g.route_calls for g in groups]),
+        execute_calls=_mean_of([g.execute_calls for g in groups]),
+        distinct_tools=_mean_of([g.distinct_tools for g in groups]),
+        tool_errors=_mean_of([g.tool_errors for g in groups]),
+        tokens=_mean_of([g.tokens for g in groups]),
+        cost=_mean_of([g.cost for g in groups]),
+    )
+
+
+def _warnings(reports: Sequence[Report], names: Sequence[str]) -> list[str]:
+    warnings = []
+    judges = {(tuple(r.judge.models), r.judge.prompt, r.judge.prompt_version) for r in reports}
+    if len(judges) > 1:
+        listed = "; ".join(f"{name}: {', '.join(r.judge.models)}/{r.judge.prompt}" for name, r in zip(names, reports, strict=True))
+        warnings.append(f"the repeats were judged by different judges or prompts ({listed}): differences may be the judge's.")
+    universes = {frozenset(row.task_id for row in r.tasks) for r in reports}
+    if len(universes) > 1:
+        warnings.append("the repeats hold different task sets; a task missing from a repeat counts as a failed attempt.")
+    agents = {(r.agent, r.model) for r in reports if r.agent}
+    if len(agents) > 1:
+        warnings.append(f"the repeats were run by different agents or models ({sorted(map(str, agents))}).")
+    return warnings
+
+
+def build_repeats_report(reports: Sequence[Report], names: Sequence[str], paths: Sequence[Path]) -> RepeatsReport:
+    if not reports:
+        raise ValueError("no repeats")
+    rows = _task_rows(reports)
+    n = len(reports)
+    ks = list(range(1, n + 1))
+    rates = [row.pass_at_1 for row in rows]
+    categories = [c for c in CATEGORIES if any(row.category == c for row in rows)]
+    categories += sorted({row.category for row in rows} - set(categories))
+    by_category = {}
+    for name in categories:
+        members = [row for row in rows if row.category == name]
+        by_category[name] = CategoryRepeats(
+            tasks=len(members),
+            pass_at_1=statistics.fmean(row.pass_at_1 for row in members),
+            pass_at_n=statistics.fmean(row.pass_at_k[n] for row in members),
+            pass_hat_n=statistics.fmean(row.pass_hat_k[n] for row in members),
+        )
+    first = reports[0]
+    return RepeatsReport(
+        agent=first.agent,
+        model=first.model,
+        n_repeats=n,
+        ks=ks,
+        repeats=[
+            RepeatInfo(
+                name=name,
+                path=str(path),
+                n_tasks=report.n_tasks,
+                success=report.success,
+                success_rate=report.success_rate,
+                first_task=report.first_task,
+                last_task=report.last_task,
+                judge=", ".join(report.judge.models),
+                prompt=report.judge.prompt,
+                judge_config=report.judge.config_hash,
+            )
+            for name, path, report in zip(names, paths, reports, strict=True)
+        ],
+        n_tasks=len(rows),
+        pass_at_1=statistics.fmean(rates) if rates else 0.0,
+        pass_at_1_ci95=mean_interval(rates),
+        pass_at_k={k: statistics.fmean(row.pass_at_k[k] for row in rows) if rows else 0.0 for k in ks},
+        pass_hat_k={k: statistics.fmean(row.pass_hat_k[k] for row in rows) if rows else 0.0 for k in ks},
+        between_repeats_sd=sample_sd([report.success_rate for report in reports]),
+        within_task_variance=statistics.fmean(p * (1 - p) for p in rates) if rates else 0.0,
+        flaky_tasks=sum(1 for row in rows if 0 < row.successes < row.n),
+        by_category=by_category,
+        efficiency=_efficiency(reports),
+        tasks=rows,
+        warnings=_warnings(reports, names),
+    )

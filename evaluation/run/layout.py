@@ -1,0 +1,72 @@
+"""Where a run's results go: one run directory, or one per repeat (``--repeats N``).
+
+A single run writes into ``--out`` itself. With repeats, ``--out`` holds ``repeat-1/`` …
+``repeat-N/`` -- each a complete run directory (``summary.json``, ``tasks.json``, one trajectory
+per task) -- and ``repeats.json`` naming them, so the judge judges each repeat on its own and
+reports pass@k across them. Rerunning the same command resumes every repeat.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from evaluation.run.models import SUMMARY_FILE
+from index.errors import ConfigError
+from server.trajectory import utc_now
+
+REPEATS_FILE = "repeats.json"
+
+
+class RepeatsManifest(BaseModel):
+    version: int = 1
+    created: str = Field(default_factory=utc_now)
+    #: Directory names of the repeats, relative to the run directory, in order.
+    repeats: list[str] = Field(default_factory=list)
+
+
+def repeat_name(number: int) -> str:
+    return f"repeat-{number}"
+
+
+def read_repeats(directory: Path) -> list[Path] | None:
+    """The repeat directories of ``directory`` when it holds a repeated run, else ``None``."""
+    path = directory / REPEATS_FILE
+    if not path.is_file():
+        return None
+    try:
+        manifest = RepeatsManifest.model_validate_json(path.read_bytes())
+    except (ValidationError, ValueError, OSError) as error:
+        raise ConfigError(f"{path}: not a repeats manifest ({str(error).splitlines()[0]}).") from None
+    return [directory / name for name in manifest.repeats]
+
+
+def run_directories(out: Path, repeats: int | None) -> list[Path]:
+    """The run directories this command fills: ``out``, or its ``repeat-k`` directories.
+
+    ``repeats`` ``None`` keeps what ``out`` already holds (a single run, or its repeats);
+    a larger number than before adds repeats, a smaller one runs only the first ``repeats``.
+    """
+    existing = read_repeats(out)
+    if existing is None:
+        if repeats is None or repeats == 1:
+            return [out]
+        if (out / SUMMARY_FILE).is_file():
+            raise ConfigError(
+                f"{out} holds a single run (summary.json); repeats go into their own directories. "
+                "Use another --out for --repeats."
+            )
+        count = repeats
+    else:
+        count = repeats if repeats is not None else len(existing)
+    names = [repeat_name(number) for number in range(1, max(count, len(existing or [])) + 1)]
+    manifest = RepeatsManifest(repeats=names)
+    if existing is not None:
+        manifest.created = json.loads((out / REPEATS_FILE).read_text(encoding="utf-8")).get("created", manifest.created)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (REPEATS_FILE + ".tmp")
+    tmp.write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    tmp.replace(out / REPEATS_FILE)
+    return [out / name for name in names[:count]]

@@ -1,0 +1,512 @@
+"""Runs benchmark tasks through the copilot: workspace, agent, trajectory, manifest, progress.
+
+Per task, in ``<out>``:
+
+- ``<task_id>.jsonl`` — the trajectory. The runner writes ``session_start`` (task, category,
+  agent, model, catalog hash, date, runner version, workspace) *before* the copilot starts; the
+  copilot appends its own session with every ``route``/``execute``; the runner then adds
+  ``usage`` (per model call), ``final_answer``, the ``workspace`` changes and ``session_end``
+  (whose ``reason`` says how the task ended).
+- ``tasks/<task_id>/`` — the workspace (``workspace/``, also the child servers' ``HOME``, see
+  :mod:`evaluation.run.child_home`), their working and temp directories (``work/<server>/tmp``) and
+  stderr logs (``children/``), the per-task ``servers.json`` and ``mcp_config.json``, the
+  question and answer files, the agent's stdout/stderr, the copilot's stderr, and the built-in
+  agent's conversation (``messages.json``). Only ``workspace/`` is listed as the task's output.
+- ``summary.json`` — one record per finished task (see :mod:`evaluation.run.models`).
+
+Every failure of a task — missing inputs, a missing agent program, a model endpoint that refuses
+tools, a copilot that does not start, a timeout, even a runner bug — is recorded for that task;
+the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import openai
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from evaluation.run.agent import AgentConfig, AgentError, CopilotAgent, copilot_session, stderr_tail
+from evaluation.run.child_home import child_environment, shared_locations
+from evaluation.run.confirm import DEFAULT_POLICY, ConfirmPolicy, elicitation_answerer
+from evaluation.run.copilot_launch import CopilotLaunch, copilot_launch
+from evaluation.run.external_agent import missing_program, render_command, run_external_agent
+from evaluation.llm import EndpointError, probe_endpoint
+from evaluation.run.models import ErrorKind, ModelPrice, RunManifest, TaskRecord, TaskStatus, price_for
+from evaluation.run.tasks import BenchmarkTask
+from evaluation.run.workspace import (
+    TASK_ROOT,
+    copy_task_files,
+    diff,
+    map_question,
+    missing_inputs,
+    snapshot,
+    write_task_servers,
+)
+from index.errors import CopilotError
+from server.trajectory import FinalAnswer, SessionEnd, SessionStart, TrajectoryWriter, parse_event
+from index.console import make_console
+
+logger = logging.getLogger(__name__)
+
+BUILTIN_AGENT = "copilot"
+
+
+class RunnerConfig(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    out: Path
+    tasks_file: Path
+    task_files: Path | None
+    servers_file: Path
+    copilot_home: Path | None = None
+    concurrency: int = 1
+    task_timeout: float = 1200.0
+    retry_failed: bool = False
+    allow_missing_files: bool = False
+    #: ``copilot`` (built-in agent) or the label of the ``--agent-cmd`` agent.
+    agent: str = BUILTIN_AGENT
+    agent_cmd: str | None = None
+    agent_config: AgentConfig | None = None
+    api_key: str | None = None
+    price_table: dict[str, ModelPrice] | None = None
+    catalog_hash: str | None = None
+    runner_version: str = ""
+    #: Working directory of the copilot process (where its ``.env`` is read); children run in
+    #: the workspace regardless.
+    cwd: Path = Field(default_factory=Path.cwd)
+    #: Who answers the copilot's confirmation questions (see :mod:`evaluation.run.confirm`).
+    confirm: ConfirmPolicy = DEFAULT_POLICY
+    #: Variables the servers opt into with ``inherit_env``: the copilot must receive them to pass them on.
+    inherit_env: list[str] = Field(default_factory=list)
+    #: Servers the index does not cover (``--allow-partial-index``), noted in every task's log.
+    unindexed_servers: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class TaskPaths:
+    out: Path
+    task_id: str
+
+    @property
+    def dir(self) -> Path:
+        return self.out / "tasks" / self.task_id
+
+    @property
+    def workspace(self) -> Path:
+        return self.dir / "workspace"
+
+    @property
+    def home(self) -> Path:
+        """The child servers' ``HOME``: the workspace itself.
+
+        LiveMCPBench ran its servers as root in a container, so ``~`` was ``/root`` -- which the
+        workspace stands for. A server that saves to ``~/Downloads`` thus leaves its output where
+        the task's file listing (and so the judge) sees it; tool state under ``~/.*`` is not listed.
+        """
+        return self.workspace
+
+    @property
+    def work(self) -> Path:
+        """The pool's work directory: each child's temp directory is ``work/<server>/tmp``."""
+        return self.dir / "work"
+
+    @property
+    def child_logs(self) -> Path:
+        return self.dir / "children"
+
+    @property
+    def trajectory(self) -> Path:
+        return self.out / f"{self.task_id}.jsonl"
+
+    def file(self, name: str) -> Path:
+        return self.dir / name
+
+
+@dataclass
+class _Outcome:
+    status: TaskStatus = "completed"
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    answer: str | None = None
+    turns: int | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+    answer_logged: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def fail(self, kind: ErrorKind, message: str) -> None:
+        self.status = "timeout" if kind == "timeout" else "failed"
+        self.error_kind, self.error = kind, message
+
+
+class BenchmarkRunner:
+    def __init__(
+        self,
+        config: RunnerConfig,
+        manifest: RunManifest,
+        llm: openai.AsyncOpenAI | None = None,
+        console: Console | None = None,
+    ) -> None:
+        self.config = config
+        self.manifest = manifest
+        self.llm = llm
+        self.console = console or make_console(stderr=True)
+        self._endpoint_error: str | None = None
+        self._program_error = missing_program(config.agent_cmd) if config.agent_cmd else None
+        self._done = 0
+        self._failed = 0
+        #: The real package caches every task's children share (resolved once, on first use).
+        self._shared_locations: dict[str, str] | None = None
+
+    # ------------------------------------------------------------------------------ run
+
+    async def run(self, tasks: list[BenchmarkTask]) -> list[TaskRecord]:
+        """Run ``tasks`` (already filtered for resume) ``concurrency`` at a time."""
+        if not tasks:
+            return []
+        if self.config.agent_cmd is None and self.config.agent_config is not None:
+            try:
+                await probe_endpoint(self.config.agent_config.base_url, self.config.api_key)
+            except EndpointError as error:
+                # Every task would fail the same way after its retries; say so at once, per task.
+                self._endpoint_error = str(error)
+                self.console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False)
+        if self._program_error:
+            self.console.print(f"[red]error:[/red] --agent-cmd: {escape(self._program_error)}", highlight=False)
+        limiter = anyio.CapacityLimiter(max(1, self.config.concurrency))
+        records: list[TaskRecord] = []
+        progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=False,
+        )
+        with progress:
+            bar = progress.add_task(self._describe(0), total=len(tasks))
+
+            async def one(task: BenchmarkTask) -> None:
+                async with limiter:
+                    progress.update(bar, description=self._describe(limiter.borrowed_tokens))
+                    record = await self.run_task(task)
+                records.append(record)
+                self._done += 1
+                if record.status != "completed":
+                    self._failed += 1
+                    progress.console.print(
+                        f"[red]✗[/red] {escape(record.task_id[:8])} {record.status}"
+                        f" ({record.error_kind}): {escape((record.error or '')[:200])}",
+                        highlight=False,
+                    )
+                progress.update(bar, advance=1, description=self._describe(limiter.borrowed_tokens))
+
+            async with anyio.create_task_group() as group:
+                for task in tasks:
+                    group.start_soon(one, task)
+        return records
+
+    def _describe(self, running: int) -> str:
+        return f"{self._done - self._failed} done · [red]{self._failed} failed[/red] · {running} running"
+
+    # ------------------------------------------------------------------------------ one task
+
+    async def run_task(self, task: BenchmarkTask) -> TaskRecord:
+        """Run one task to a :class:`TaskRecord` (also saved in ``summary.json``)."""
+        paths = TaskPaths(self.config.out, task.task_id)
+        started = time.monotonic()
+        outcome = _Outcome()
+        writer: TrajectoryWriter | None = None
+        try:
+            await anyio.to_thread.run_sync(self._reset, paths)
+            writer = TrajectoryWriter(paths.trajectory)
+            await self._attempt(task, paths, writer, outcome)
+        except anyio.get_cancelled_exc_class():
+            if writer is not None:
+                writer.write(SessionEnd(reason="interrupted"))
+                writer.close()
+            raise
+        except OSError as error:  # the run directory itself is unusable (disk full, permissions)
+            outcome.fail("workspace", f"cannot write the task's files in {paths.dir}: {error}")
+        except Exception as error:  # a runner bug must cost one task, not the run
+            outcome.fail("internal", f"{type(error).__name__}: {error} ({self._save_traceback(paths)})")
+        if writer is not None:
+            writer.write(SessionEnd(reason=_end_reason(outcome), status=outcome.status, error_kind=outcome.error_kind))
+            writer.close()
+        record = TaskRecord(
+            task_id=task.task_id,
+            category=task.category,
+            status=outcome.status,
+            error=outcome.error,
+            error_kind=outcome.error_kind,
+            turns=outcome.turns,
+            tool_calls=_count_tool_calls(paths.trajectory),
+            duration_s=round(time.monotonic() - started, 3),
+            input_tokens=outcome.input_tokens,
+            output_tokens=outcome.output_tokens,
+            cost=outcome.cost,
+            trajectory=paths.trajectory.name,
+        )
+        self.manifest.record(record)
+        return record
+
+    @staticmethod
+    def _save_traceback(paths: TaskPaths) -> str:
+        logger.debug("task %s: internal error", paths.task_id, exc_info=True)
+        detail = paths.file("runner-error.log")
+        try:
+            detail.parent.mkdir(parents=True, exist_ok=True)
+            detail.write_text(traceback.format_exc(), encoding="utf-8")
+        except OSError:
+            return "run with -v for the traceback"
+        return f"traceback in {detail}"
+
+    def _reset(self, paths: TaskPaths) -> None:
+        """A rerun starts clean; an earlier attempt's trajectory is kept aside, not merged."""
+        if paths.trajectory.exists():
+            attempt = 1
+            while (old := paths.out / "tasks" / f"{paths.task_id}.attempt-{attempt}.jsonl.old").exists():
+                attempt += 1
+            old.parent.mkdir(parents=True, exist_ok=True)
+            paths.trajectory.replace(old)
+        if paths.dir.exists():
+            shutil.rmtree(paths.dir)
+        paths.dir.mkdir(parents=True)
+
+    async def _attempt(self, task: BenchmarkTask, paths: TaskPaths, writer: TrajectoryWriter, outcome: _Outcome) -> None:
+        config = self.config
+        workspace = paths.workspace.resolve()
+        question = map_question(task.question, workspace)
+        start = SessionStart(
+            session_id=f"run-{uuid.uuid4().hex[:12]}",
+            task_id=task.task_id,
+            question=question,
+            category=task.category or None,
+            client={"name": "evaluation.run", "version": config.runner_version},
+            agent=config.agent,
+            model=config.agent_config.model if config.agent_cmd is None and config.agent_config else None,
+            catalog_hash=config.catalog_hash,
+            date=datetime.now(UTC).date().isoformat(),
+            runner_version=config.runner_version,
+            original_question=task.question,
+            workspace=str(workspace),
+            path_map={TASK_ROOT: str(workspace)},
+            confirm=config.confirm,
+        )
+        missing = missing_inputs(task.file_name, config.task_files)
+        if missing and not config.allow_missing_files:
+            writer.write(start)
+            where = config.task_files or "(no --task-files)"
+            outcome.fail(
+                "missing_files",
+                f"input file(s) {', '.join(missing)} not found in {where}; "
+                "add them there or pass --allow-missing-files to run the task anyway",
+            )
+            return
+        blocked = self._blocked()
+        if blocked is not None:  # the same reason for every task: no workspace, no copilot
+            writer.write(start)
+            outcome.fail(*blocked)
+            return
+        try:
+            warnings = await anyio.to_thread.run_sync(
+                lambda: copy_task_files(config.task_files, workspace, skip={config.tasks_file, config.out})
+            )
+            if self._shared_locations is None:
+                self._shared_locations = await anyio.to_thread.run_sync(shared_locations)
+            home = paths.home.resolve()
+            home.mkdir(parents=True, exist_ok=True)
+            child_env = child_environment(home, self._shared_locations)
+            rewrites = await anyio.to_thread.run_sync(
+                lambda: write_task_servers(
+                    config.servers_file, paths.file("servers.json"), workspace, config.task_files, config.cwd, child_env
+                )
+            )
+        except (OSError, CopilotError) as error:
+            writer.write(start)
+            outcome.fail("workspace", f"cannot prepare the workspace: {error}")
+            return
+        if missing:
+            warnings.append(f"input file(s) missing: {', '.join(missing)}")
+        if config.unindexed_servers:
+            warnings.append(f"not in the index (--allow-partial-index): {', '.join(config.unindexed_servers)}")
+        before = await anyio.to_thread.run_sync(snapshot, workspace)
+        start.servers_file = str(paths.file("servers.json"))  # type: ignore[attr-defined]
+        if warnings:
+            start.warnings = warnings  # type: ignore[attr-defined]
+        if rewrites:
+            start.server_rewrites = {  # type: ignore[attr-defined]
+                r.server: [f"{old} -> {new}" for old, new in r.args] + [f"env {k}" for k in r.env] for r in rewrites
+            }
+        writer.write(start)
+        launch = copilot_launch(
+            servers_file=paths.file("servers.json"),
+            task_id=task.task_id,
+            question=question,
+            log_file=paths.trajectory.resolve(),
+            copilot_home=config.copilot_home,
+            cwd=config.cwd,
+            category=task.category or None,
+            workdir=paths.work.resolve(),
+            child_log_dir=paths.child_logs.resolve(),
+            inherit=config.inherit_env,
+        )
+        if config.agent_cmd is None:
+            await self._run_builtin(question, launch, paths, writer, outcome)
+        else:
+            await self._run_command(task, question, launch, paths, writer, outcome)
+        if outcome.answer and not outcome.answer_logged:
+            writer.write(FinalAnswer(text=outcome.answer, **outcome.extra))
+        changes = await anyio.to_thread.run_sync(lambda: diff(workspace, before))
+        writer.write(changes)
+
+    def _blocked(self) -> tuple[ErrorKind, str] | None:
+        if self.config.agent_cmd is None and self._endpoint_error:
+            return "llm_error", self._endpoint_error
+        if self.config.agent_cmd is not None and self._program_error:
+            return "agent_not_found", self._program_error
+        return None
+
+    async def _run_builtin(
+        self, question: str, launch: CopilotLaunch, paths: TaskPaths, writer: TrajectoryWriter, outcome: _Outcome
+    ) -> None:
+        agent_config = self.config.agent_config
+        assert agent_config is not None and self.llm is not None
+        price = price_for(self.config.price_table, agent_config.model)
+        agent = CopilotAgent(self.llm, agent_config, on_usage=writer.write, price=price)
+        stderr_path = paths.file("copilot.stderr.log")
+        with stderr_path.open("w", encoding="utf-8") as stderr:
+            with anyio.move_on_after(self.config.task_timeout) as scope:
+                try:
+                    answerer = elicitation_answerer(self.config.confirm, writer.write)
+                    async with copilot_session(launch, stderr, agent_config.startup_timeout, answerer) as session:
+                        outcome.answer = await agent.run(session, question)
+                        # Logged at once, before the copilot's session ends: the log stays in time order.
+                        writer.write(FinalAnswer(text=outcome.answer))
+                        outcome.answer_logged = True
+                except Exception as error:  # noqa: BLE001 -- classified below, never re-raised
+                    kind, message = _classify(error)
+                    if kind == "copilot_failed":
+                        stderr.flush()
+                        tail = stderr_tail(stderr_path)
+                        message += f" (copilot stderr: {tail})" if tail else f" (see {stderr_path})"
+                    outcome.fail(kind, message)
+        if scope.cancelled_caught:
+            outcome.fail("timeout", f"the task did not finish within {self.config.task_timeout:g} s (--task-timeout)")
+        outcome.turns = agent.turns
+        outcome.input_tokens, outcome.output_tokens, outcome.cost = agent.input_tokens, agent.output_tokens, agent.cost
+        paths.file("messages.json").write_text(
+            json.dumps(agent.messages, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
+        )
+
+    async def _run_command(
+        self,
+        task: BenchmarkTask,
+        question: str,
+        launch: CopilotLaunch,
+        paths: TaskPaths,
+        writer: TrajectoryWriter,
+        outcome: _Outcome,
+    ) -> None:
+        assert self.config.agent_cmd is not None
+        question_file = paths.file("question.txt")
+        question_file.write_text(question, encoding="utf-8")
+        mcp_config = launch.write_mcp_config(paths.file("mcp_config.json"))
+        answer_file = paths.file("answer.txt").resolve()
+        values = {
+            "question": question,
+            "question_file": str(question_file.resolve()),
+            "mcp_config": str(mcp_config.resolve()),
+            "workspace": str(paths.workspace.resolve()),
+            "task_id": task.task_id,
+            "answer_file": str(answer_file),
+        }
+        command = render_command(self.config.agent_cmd, values)
+        paths.file("command.txt").write_text(command + "\n", encoding="utf-8")
+        result = await run_external_agent(
+            command,
+            cwd=paths.workspace.resolve(),
+            env=dict(os.environ),
+            stdout_path=paths.file("agent.stdout.log"),
+            stderr_path=paths.file("agent.stderr.log"),
+            answer_file=answer_file,
+            timeout=self.config.task_timeout,
+        )
+        if result.usage is not None:
+            writer.write(result.usage)
+            outcome.input_tokens, outcome.output_tokens = result.usage.input_tokens, result.usage.output_tokens
+            outcome.cost = result.usage.cost
+        outcome.answer = result.answer
+        if result.answer_source:
+            outcome.extra["source"] = result.answer_source
+        if result.error_kind is not None:
+            outcome.fail(result.error_kind, result.error or result.error_kind)
+
+
+def _classify(error: BaseException) -> tuple[ErrorKind, str]:
+    """An agent failure (possibly inside an exception group from the MCP transport) as kind + text."""
+    found = _find(error, AgentError)
+    if isinstance(found, AgentError):
+        return found.kind, str(found)
+    leaf = _first_leaf(error)
+    if isinstance(leaf, OSError):
+        return "copilot_failed", f"cannot run the copilot: {leaf}"
+    return "copilot_failed", f"the copilot connection failed ({type(leaf).__name__}: {leaf})"
+
+
+def _find(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    if isinstance(error, kind):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _find(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+def _end_reason(outcome: _Outcome) -> str:
+    if outcome.status == "completed":
+        return "task completed"
+    return f"task {outcome.status} ({outcome.error_kind}): {outcome.error}"
+
+
+def _count_tool_calls(trajectory: Path) -> int:
+    count = 0
+    try:
+        with trajectory.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if '"event"' not in line:
+                    continue
+                try:
+                    event = parse_event(line)
+                except ValueError:
+                    continue
+                if event.event in ("route", "execute"):
+                    count += 1
+    except OSError:
+        return 0
+    return count

@@ -1,0 +1,94 @@
+"""Finding and reading every trajectory under the paths given to the judge."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from evaluation.run.layout import REPEATS_FILE
+from evaluation.run.models import SUMMARY_FILE
+from evaluation.trajectories.copilot import Session, merge_sessions, read_jsonl, session_task_id
+from evaluation.trajectories.livemcpbench import read_livemcpbench
+from evaluation.trajectories.model import LoadResult, Problem, Trajectory
+
+logger = logging.getLogger(__name__)
+
+
+def _files_of_directory(directory: Path) -> list[Path]:
+    """A benchmark run directory (``summary.json``) logs each task as ``<task_id>.jsonl`` at its
+    top level; below it are the tasks' workspaces, whose files are outputs, not logs."""
+    if (directory / SUMMARY_FILE).is_file():
+        return sorted(path for path in directory.glob("*.jsonl") if path.is_file())
+    return sorted(path for path in directory.rglob("*") if path.suffix in (".jsonl", ".json") and path.is_file())
+
+
+def _candidate_files(paths: Sequence[Path], exclude: Sequence[Path], result: LoadResult) -> list[tuple[Path, bool]]:
+    excluded = [path.resolve() for path in exclude]
+
+    def is_excluded(path: Path) -> bool:
+        resolved = path.resolve()
+        return any(resolved == ex or ex in resolved.parents for ex in excluded)
+
+    files: list[tuple[Path, bool]] = []
+    for path in paths:
+        if path.is_dir() and (path / REPEATS_FILE).is_file():
+            result.problems.append(
+                Problem(
+                    kind="skipped_file",
+                    file=str(path),
+                    message="holds repeated runs; judge it on its own (python -m evaluation.judge DIR) so each repeat "
+                    "is judged separately",
+                )
+            )
+        elif path.is_dir():
+            files += [(found, False) for found in _files_of_directory(path) if not is_excluded(found)]
+        elif path.is_file():
+            files.append((path, True))
+        else:
+            result.problems.append(Problem(kind="unreadable_file", file=str(path), message="no such file or directory"))
+    return files
+
+
+def load_trajectories(
+    paths: Iterable[str | Path], *, known_tasks: Iterable[str] = (), exclude: Sequence[Path] = ()
+) -> LoadResult:
+    """Read every trajectory under ``paths`` (files or directories, recursively).
+
+    ``known_tasks`` lets a session without ``task_id`` be matched by its file name
+    (``<run>/<task_id>.jsonl``); ``exclude`` skips the judge's own output directory.
+    """
+    result = LoadResult()
+    known = set(known_tasks)
+    sessions_by_task: dict[str, list[Session]] = {}
+    livemcpbench: list[Trajectory] = []
+    for path, explicit in _candidate_files([Path(p) for p in paths], exclude, result):
+        if path.suffix == ".jsonl" or (explicit and path.suffix != ".json"):
+            sessions = read_jsonl(path, result)
+            if sessions:
+                result.files_read += 1
+            for session in sessions:
+                task_id = session_task_id(session, known)
+                if task_id is None:
+                    result.problems.append(
+                        Problem(kind="no_task", file=session.file, message="events without session_start or task id; skipped")
+                    )
+                    continue
+                sessions_by_task.setdefault(task_id, []).append(session)
+        else:
+            found = read_livemcpbench(path, result, explicit)
+            if found:
+                result.files_read += 1
+            livemcpbench.extend(found)
+    for task_id, sessions in sessions_by_task.items():
+        result.trajectories[task_id] = merge_sessions(task_id, sessions)
+    for trajectory in livemcpbench:
+        if trajectory.task_id in result.trajectories:
+            logger.warning(
+                "task %s appears in %s and %s; keeping the later one",
+                trajectory.task_id,
+                result.trajectories[trajectory.task_id].sources[0],
+                trajectory.sources[0],
+            )
+        result.trajectories[trajectory.task_id] = trajectory
+    return result

@@ -1,0 +1,214 @@
+"""``python -m evaluation.judge``: exit codes and messages for good and bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from evaluation.judge.cli import main
+from evaluation.judge.options import JudgeOptions, add_judge_arguments
+from tests.evaluation.judge_helpers import (
+    livemcpbench_entry,
+    task_entry,
+    write_copilot_log,
+    write_tasks,
+)
+from tests.support.scripted_openai import Reply, ScriptedOpenAI
+
+pytestmark = pytest.mark.timeout(60)
+
+
+PROJECT = Path(__file__).resolve().parents[3]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _common(tmp_path: Path, base_url: str) -> list[str]:
+    return ["--base-url", base_url, "--model", "judge-a", "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
+
+
+def test_cli_judges_and_reports_problems(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    write_copilot_log(logs / "stray.jsonl", "zz-unknown", "stray question")
+    with (logs / "t1.jsonl").open("a") as handle:
+        handle.write("{broken\n")
+    tasks = write_tasks(tmp_path / "tasks.json", [task_entry("t1", "question t1"), task_entry("t2", "question t2")])
+    llm.handler = lambda request: Reply(content="Status: success")
+    code = main([str(logs), "--tasks", str(tasks), *_common(tmp_path, llm.base_url)])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "1/2 tasks succeeded: 50.0%" in err
+    assert "t1.jsonl:4" in err and "1 input problem" in err
+    assert "not in the task list" in err and "zz-unknown" in err
+    out = logs / "judge"  # default: beside the logs
+    assert {p.name for p in out.iterdir()} >= {"verdicts.jsonl", "report.json", "report.md", "report.html"}
+    report = json.loads((out / "report.json").read_text())
+    assert report["inputs"]["malformed_lines"] == 1 and report["inputs"]["unknown_task_ids"] == ["zz-unknown"]
+    assert report["missing_trajectories"] == ["t2"]
+
+
+def test_empty_directory_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "logs").mkdir()
+    code = main([str(tmp_path / "logs"), *_common(tmp_path, "http://127.0.0.1:9/v1")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: no trajectories found in") and "Traceback" not in err
+    assert list((tmp_path / "logs").iterdir()) == []  # no empty judge/ directory left behind
+
+
+def test_missing_path_and_missing_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = main([str(tmp_path / "nope"), *_common(tmp_path, "http://127.0.0.1:9/v1")])
+    assert code == 2 and "no such file or directory" in capsys.readouterr().err
+    monkeypatch.delenv("MODEL", raising=False)
+    code = main([str(tmp_path), "--base-url", "http://127.0.0.1:9/v1"])
+    assert code == 2 and "no model given: pass --model" in capsys.readouterr().err
+
+
+class _HangUpServer:
+    """A TCP endpoint that accepts each connection and closes it at once, counting them."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.connections = 0
+        self.port = self.sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.sock.accept()
+            except OSError:  # closed: the test is over
+                return
+            self.connections += 1
+            connection.close()
+
+    def __enter__(self) -> _HangUpServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+        self._thread.join(timeout=10)
+
+
+def test_unreachable_endpoint_fails_fast_with_the_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(20):
+        write_copilot_log(logs / f"t{i}.jsonl", f"t{i}", f"question {i}")
+    write_tasks(tmp_path / "tasks.json", [task_entry(f"t{i}", f"question {i}") for i in range(20)])
+    with _HangUpServer() as endpoint:
+        url = f"http://127.0.0.1:{endpoint.port}/v1"
+        code = main([str(logs), "--tasks", str(tmp_path / "tasks.json"), *_common(tmp_path, url)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"cannot reach {url}" in err and "Traceback" not in err
+    # One probe, not 20 tasks x retries: counted, not timed (a loaded machine is slow, not wrong).
+    assert endpoint.connections == 1
+
+
+def test_bad_task_file_and_bad_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "q")
+    bad = tmp_path / "tasks.json"
+    bad.write_text('[\n  {"task_id": "t1",,}\n]')
+    code = main([str(logs), "--tasks", str(bad), *_common(tmp_path, "http://127.0.0.1:9/v1")])
+    assert code == 2 and f"{bad}:2: task list is not valid JSON" in capsys.readouterr().err
+    code = main([str(logs), "--concurrency", "0", *_common(tmp_path, "http://127.0.0.1:9/v1")])
+    assert code == 2 and "--concurrency" in capsys.readouterr().err
+
+
+def test_unwritable_output_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps([livemcpbench_entry("L1", "q")]))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code = main([str(bench), "--out", str(blocker / "out"), *_common(tmp_path, "http://127.0.0.1:9/v1")])
+    assert code == 2 and "cannot write to output directory" in capsys.readouterr().err
+
+
+def test_prefixed_options_for_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model")  # the runner's own agent model
+    add_judge_arguments(parser, prefix="judge-", exclude={"tasks"})
+    monkeypatch.setenv("MODEL", "agent-model")
+    monkeypatch.setenv("JUDGE_MODEL", "judge-env")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://example.test/v1")
+    args = parser.parse_args(["--model", "agent", "--judge-prompt", "evidence", "--judge-concurrency", "3"])
+    judge = JudgeOptions.from_args(args, prefix="judge-", tasks_file=Path("t.json"))
+    assert judge.llm.models == ["judge-env"] and judge.llm.base_url == "http://example.test/v1"
+    assert (judge.prompt, judge.concurrency, judge.tasks_file) == ("evidence", 3, Path("t.json"))
+    args = parser.parse_args(["--judge-model", "a, b ,c"])
+    assert JudgeOptions.from_args(args, prefix="judge-").llm.models == ["a", "b", "c"]
+
+
+def test_module_entry_point_runs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "evaluation.judge", "--help"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and "--auto-key-points" in done.stdout and "--human-labels" in done.stdout
+
+
+def test_summary_prints_error_texts_with_brackets_verbatim(tmp_path: Path) -> None:
+    # Endpoint replies quoted in errors may contain "[/x]"; they must print as text, not fail as markup.
+    from rich.console import Console
+
+    from evaluation.judge.cli import _print_summary
+    from evaluation.judge.pipeline import JudgeSummary, TaskFailure
+
+    summary = JudgeSummary(
+        out_dir=tmp_path,
+        errors=[TaskFailure(task_id="t[1]", error="HTTP 400: [/bad] tag in reply")],
+        unknown_task_ids=["[/odd]"],
+    )
+    console = Console(record=True, width=200)
+    _print_summary(summary, console)
+    text = console.export_text()
+    assert "not judged t[1]: HTTP 400: [/bad] tag in reply" in text
+    assert "[/odd]" in text
+
+
+def test_several_run_directories_are_judged_as_repeats(tmp_path: Path, capsys) -> None:
+    from tests.evaluation.judge_helpers import write_copilot_log  # noqa: PLC0415
+    from tests.support.scripted_openai import Reply, ScriptedOpenAI  # noqa: PLC0415
+
+    runs = []
+    for day in ("monday", "tuesday"):
+        run = tmp_path / day
+        run.mkdir()
+        write_copilot_log(run / "t.jsonl", "t", "question t", answer=f"answer on {day}")
+        runs.append(run)
+    verdict = lambda request: Reply(content="Status: success" if "monday" in str(request) else "Status: failure")  # noqa: E731
+    with ScriptedOpenAI(handler=verdict) as llm:
+        args = [*map(str, runs), "--repeats", "--base-url", llm.base_url, "--model", "j", "--no-progress",
+                "--cache-dir", str(tmp_path / "cache")]
+        assert main(args) == 2
+        assert "--repeats: pass --out DIR" in capsys.readouterr().err
+        assert main([*args, "--out", str(tmp_path / "both")]) == 0
+    report = json.loads((tmp_path / "both" / "repeats.json").read_text())
+    assert [r["name"] for r in report["repeats"]] == ["monday", "tuesday"]
+    assert report["tasks"][0]["outcomes"] == ["success", "failure"] and report["pass_at_k"]["2"] == 1.0
+    assert (runs[0] / "judge" / "report.json").is_file()

@@ -1,0 +1,107 @@
+"""``python -m evaluation.report.compare``: paired comparison of two judged runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluation.report.compare import main
+from evaluation.judge.pipeline import judge_paths
+from tests.evaluation.judge_helpers import (
+    options,
+    question_of,
+    task_entry,
+    write_copilot_log,
+    write_tasks,
+)
+from tests.support.scripted_openai import Reply, ScriptedOpenAI
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def _judged_run(
+    llm: ScriptedOpenAI, tmp_path: Path, name: str, successes: set[str], categories: dict[str, str]
+) -> Path:
+    logs = tmp_path / name
+    logs.mkdir()
+    for task_id in categories:
+        write_copilot_log(logs / f"{task_id}.jsonl", task_id, f"question {task_id}")
+    tasks = write_tasks(tmp_path / f"tasks-{name}.json", [task_entry(t, f"question {t}", c) for t, c in categories.items()])
+    llm.handler = lambda request: Reply(
+        content="Status: success" if question_of(request).split()[-1] in successes else "Status: failure"
+    )
+    summary = await judge_paths(
+        [logs], options(llm, tmp_path, tasks_file=tasks, out_dir=logs / "judge", cache_dir=tmp_path / f"cache-{name}")
+    )
+    return summary.out_dir
+
+
+async def test_a_clear_difference_is_significant(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    categories = {f"t{i:02d}": ("work" if i < 6 else "travel") for i in range(12)}
+    a = await _judged_run(llm, tmp_path, "a", {f"t{i:02d}" for i in range(11)}, categories)
+    b = await _judged_run(llm, tmp_path, "b", {"t10"}, categories)
+    assert main([str(a), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
+    out = capsys.readouterr().out
+    assert f"A = {a}: 11/12 = 91.7%" in out and f"B = {b}: 1/12 = 8.3%" in out
+    assert f"{a} is better: 10 vs 0 tasks solved by only one run; exact McNemar p = 0.00195 < 0.05." in out
+    assert "| Office | 6 | 6 (100%) | 0 (0%) | -100.0 pt | 6 | 0 | 0.0312 | 0.0625 |" in out
+    assert "| Travel | 6 | 5 (83%) | 1 (17%) | -66.7 pt | 4 | 0 | 0.125 | 0.125 |" in out
+    # The paired difference: (0 - 10) / 12 = -83.3 pt +- 1.96 * sqrt(10 - 100/12) / 12, the low end clipped.
+    assert "B - A = -83.3 pt (95% CI -100.0 to -62.2 pt, paired, on the 12 common tasks)" in out
+    assert "per-category p-values are 2 tests: read the Holm-adjusted column" in out
+    assert "| t00 | Office | success | failure | question t00 |" in out
+    data = json.loads((tmp_path / "cmp.json").read_text())
+    assert data["significant"] is True and data["mcnemar"] == {
+        "only_a": 10,
+        "only_b": 0,
+        "p_value": pytest.approx(2 * 0.5**10),
+    }
+
+
+async def test_a_small_difference_is_called_noise(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    categories = {f"t{i}": "work" for i in range(6)}
+    a = await _judged_run(llm, tmp_path, "a", {"t0", "t1", "t5"}, categories)
+    b = await _judged_run(llm, tmp_path, "b", {"t2", "t5"}, categories)
+    # The log directory works too: its judge/ subdirectory is found.
+    assert main([str(a.parent), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "The difference is within noise: 2 tasks solved only by" in out and "p = 1 >= 0.05" in out
+
+
+def test_missing_report_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path), str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "no report.json" in err and "python -m evaluation.judge" in err
+
+
+async def test_only_common_tasks_are_paired_and_low_overlap_is_flagged(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A holds t0..t5, B holds t4..t9: only t4 and t5 are in both runs.
+    a = await _judged_run(llm, tmp_path, "a", {f"t{i}" for i in range(6)}, {f"t{i}": "work" for i in range(6)})
+    b = await _judged_run(llm, tmp_path, "b", set(), {f"t{i}": "work" for i in range(4, 10)})
+    assert main([str(a), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("WARNING: ONLY 2 of 10 tasks (20%) are in both runs")
+    assert f"A = {a}: 2/2 = 100.0%" in out and f"B = {b}: 0/2 = 0.0%" in out
+    assert "(over each run's own task list: A 6/6 = 100.0%, B 0/6 = 0.0%)" in out
+    data = json.loads((tmp_path / "cmp.json").read_text())
+    assert data["n_tasks"] == 2 and data["mcnemar"]["only_a"] == 2 and data["overlap"] == pytest.approx(0.2)
+    assert data["missing_in_b"] == ["t0", "t1", "t2", "t3"] and data["missing_in_a"] == ["t6", "t7", "t8", "t9"]
+
+
+async def test_runs_without_common_tasks_are_refused(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: missing tasks counted as failures made these "significant, p = 0.0312".
+    a = await _judged_run(llm, tmp_path, "a", {f"a{i}" for i in range(5)}, {f"a{i}": "work" for i in range(5)})
+    b = await _judged_run(llm, tmp_path, "b", set(), {f"b{i}": "work" for i in range(5)})
+    assert main([str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "have no task in common (5 and 5 tasks)" in err

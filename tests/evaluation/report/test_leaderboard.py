@@ -1,0 +1,81 @@
+"""``python -m evaluation.leaderboard``: three judged runs with known costs, the Pareto frontier,
+McNemar between frontier neighbours, Markdown + self-contained HTML, and mixed judges flagged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluation.judge.pipeline import judge_paths
+from evaluation.report.leaderboard import main, pareto_frontier
+from tests.evaluation.judge_helpers import options, question_of, task_entry, write_copilot_log, write_tasks
+from tests.support.scripted_openai import Reply, ScriptedOpenAI
+
+pytestmark = pytest.mark.timeout(120)
+
+TASKS = [f"t{i:02d}" for i in range(20)]
+
+
+async def judged_run(
+    llm: ScriptedOpenAI, root: Path, model: str, cost: float, solved: int, prompt: str = "livemcpeval"
+) -> Path:
+    run = root / model
+    run.mkdir()
+    for task in TASKS:
+        write_copilot_log(run / f"{task}.jsonl", task, f"question {task} by {model}", agent="copilot", model=model,
+                          usage=[(1000, 100, cost)])
+    tasks = write_tasks(root / f"tasks-{model}.json", [task_entry(t, f"question {t} by {model}") for t in TASKS])
+    wins = {f"{t} by {model}" for t in TASKS[:solved]}
+    llm.handler = lambda request: Reply(content="Status: success" if question_of(request).removeprefix("question ") in wins else "Status: failure")
+    await judge_paths([run], options(llm, root, tasks_file=tasks, out_dir=run / "judge", cache_dir=root / "cache", prompt=prompt))
+    return run
+
+
+def test_pareto_frontier_keeps_the_runs_nothing_beats() -> None:
+    points = [("a", 0.01, 0.25), ("b", 0.05, 0.75), ("c", 0.2, 0.5), ("d", 0.05, 0.75), ("e", 0.01, 0.2)]
+    assert pareto_frontier(points) == ["a", "b", "d"]  # c is dearer and worse than b; e worse than a at a's cost
+
+
+async def test_three_runs_frontier_steps_and_files(llm: ScriptedOpenAI, tmp_path: Path, capsys) -> None:
+    cheap = await judged_run(llm, tmp_path, "cheap-m", 0.01, 5)
+    good = await judged_run(llm, tmp_path, "good-m", 0.05, 15)
+    dear = await judged_run(llm, tmp_path, "dear-m", 0.20, 10)
+    out = tmp_path / "board"
+    assert main([str(cheap), str(good), str(dear / "judge"), "--out", str(out)]) == 0
+    board = json.loads((out / "leaderboard.json").read_text())
+    entries = {e["name"]: e for e in board["entries"]}
+    assert board["axis"] == "cost" and board["frontier"] == ["copilot cheap-m", "copilot good-m"]
+    assert entries["copilot dear-m"]["on_frontier"] is False
+    assert (entries["copilot cheap-m"]["cost"], entries["copilot good-m"]["success_rate"]) == (0.01, 0.75)
+    assert entries["copilot good-m"]["total_cost"] == pytest.approx(1.0)
+    [step] = board["steps"]
+    assert (step["cheaper"], step["dearer"], step["common_tasks"]) == ("copilot cheap-m", "copilot good-m", 20)
+    assert (step["only_cheaper"], step["only_dearer"]) == (0, 10)
+    assert step["p_value"] == pytest.approx(2 * 0.5**10) and step["significant"] is True
+    assert step["difference"] == pytest.approx(0.5)
+    assert board["warnings"] == []
+
+    markdown = (out / "leaderboard.md").read_text()
+    assert "Pareto frontier (cost vs success): copilot cheap-m -> copilot good-m" in markdown
+    assert "| copilot good-m | 20 | 1 | 75.0% |" in markdown and "![cost vs success](leaderboard.png)" in markdown
+    page = (out / "leaderboard.html").read_text()
+    assert "data:image/png;base64," in page and "src='http" not in page and "href='http" not in page
+    assert capsys.readouterr().out.startswith("# Leaderboard")
+
+
+async def test_runs_judged_differently_are_flagged(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    a = await judged_run(llm, tmp_path, "a-m", 0.01, 5)
+    b = await judged_run(llm, tmp_path, "b-m", 0.02, 6, prompt="evidence")
+    assert main([str(a), str(b), "--out", str(tmp_path / "board")]) == 0
+    board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
+    assert board["warnings"][0].startswith("the runs were judged by different judges or prompts")
+    assert "judge-a/evidence" in board["warnings"][0]
+    assert "(differs!)" in (tmp_path / "board" / "leaderboard.md").read_text()
+
+
+def test_a_directory_that_was_not_judged_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    assert main([str(tmp_path), "--out", str(tmp_path / "board")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "python -m evaluation.judge" in err

@@ -1,0 +1,187 @@
+"""report.json / report.md / report.html from a judged run, with the expected numbers."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from evaluation.judge.pipeline import judge_paths
+from tests.evaluation.judge_helpers import (
+    options,
+    status_by_question,
+    task_entry,
+    write_copilot_log,
+    write_tasks,
+)
+from tests.support.scripted_openai import Reply, ScriptedOpenAI
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def judged(llm: ScriptedOpenAI, tmp_path: Path) -> dict:
+    """Four tasks in two categories, one without trajectory, with usage, routes and a dead server."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(
+        logs / "a.jsonl",
+        "a",
+        "question a",
+        routes=[("find", [("fs", "list"), ("fs", "write_file")]), ("again", [("fs", "write_file")])],
+        executes=[{"server": "fs", "tool": "write_file"}, {"server": "fs", "tool": "list"}],
+        usage=[(1000, 100, 0.01), (500, 50, 0.005)],
+    )
+    write_copilot_log(
+        logs / "b.jsonl",
+        "b",
+        "question b",
+        routes=[("find", [("web", "search"), ("db", "query")])],
+        executes=[
+            {"server": "db", "tool": "query", "is_error": True, "error": "timed out", "error_kind": "timeout"},
+            {
+                "server": "db",
+                "tool": "query",
+                "is_error": True,
+                "error": "server db is unavailable",
+                "error_kind": "server_unavailable",
+            },
+        ],
+        usage=[(3000, 300, 0.03)],
+        answer="I could not reach the database",
+    )
+    write_copilot_log(logs / "c.jsonl", "c", "question c", routes=[("x", [("web", "search")])], end=False)
+    tasks = write_tasks(
+        tmp_path / "tasks.json",
+        [
+            task_entry("a", "question a", "work", tools="1. write_file"),
+            task_entry("b", "question b", "work", tools="1. query"),
+            task_entry("c", "question c", "shopping", tools="1. buy"),
+            task_entry("d", "question d", "shopping"),
+        ],
+    )
+    labels = tmp_path / "labels.json"
+    labels.write_text(
+        json.dumps(
+            [
+                {"task_id": t, "task_success": s}
+                for t, s in [("a", "success"), ("b", "success"), ("c", "failure"), ("d", "failure")]
+            ]
+        )
+    )
+    llm.handler = status_by_question(
+        {"question a": "Status: success", "question b": "Status: failure", "question c": "Status: failure"}
+    )
+    summary = await judge_paths(
+        [logs], options(llm, tmp_path, tasks_file=tasks, human_labels=labels, write_reports=True)
+    )
+    return {"summary": summary, "out": summary.out_dir}
+
+
+async def test_report_json_numbers(judged: dict) -> None:
+    report = json.loads((judged["out"] / "report.json").read_text())
+    assert (report["n_tasks"], report["n_with_trajectory"], report["n_judged"], report["success"]) == (4, 3, 3, 1)
+    assert report["success_rate"] == pytest.approx(0.25)
+    assert report["ci95"] == pytest.approx([0.0456, 0.6994], abs=1e-3)
+    assert report["by_category"]["Office"]["success"] == 1 and report["by_category"]["Office"]["n"] == 2
+    assert report["by_category"]["Shopping"] == {
+        "n": 2,
+        "success": 0,
+        "rate": 0.0,
+        "ci95": [0.0, pytest.approx(0.6576, abs=1e-3)],
+    }
+    assert report["missing_trajectories"] == ["d"]
+
+    # People say a and b succeeded; the judge says only a: one false failure, kappa by hand = 0.5.
+    assert report["human_agreement"] == pytest.approx(0.75) and report["cohen_kappa"] == pytest.approx(0.5)
+    assert report["human"]["false_failures"] == ["b"] and report["human"]["false_successes"] == []
+
+    efficiency = report["efficiency"]
+    assert efficiency["all"]["n"] == 3
+    assert efficiency["success"]["execute_calls"] == 2 and efficiency["success"]["turns"] == 2
+    assert efficiency["failure"]["tool_errors"] == 1  # b: 2 errors, c: 0
+    assert report["usage"]["input_tokens"] == 4500 and report["usage"]["cost"] == pytest.approx(0.045)
+
+    retrieval = report["retrieval"]
+    rows = {row["task_id"]: row for row in report["tasks"]}
+    assert (rows["a"]["gold_rank"], rows["b"]["gold_rank"], rows["c"]["gold_rank"]) == (1, 2, None)
+    assert rows["c"]["gold_retrieved"] is False and rows["c"]["complete"] is False
+    assert (retrieval["tasks_routed"], retrieval["gold_retrieved"]) == (3, 2)
+    assert retrieval["recall_at_1"] == pytest.approx(1 / 3) and retrieval["recall_at_5"] == pytest.approx(2 / 3)
+
+    servers = {entry["server"]: entry for entry in report["health"]["servers"]}
+    assert (servers["db"]["calls"], servers["db"]["errors"], servers["db"]["timeouts"]) == (2, 2, 1)
+    assert servers["db"]["error_kinds"] == {"timeout": 1, "server_unavailable": 1}
+    assert servers["fs"]["errors"] == 0
+    assert report["health"]["failures_from_unavailable_servers"] == [
+        {"task_id": "b", "category": "Office", "servers": ["db"]}
+    ]
+
+
+async def test_markdown_and_html_reports(judged: dict) -> None:
+    out: Path = judged["out"]
+    markdown = (out / "report.md").read_text()
+    assert "1/4 tasks succeeded: 25.0%" in markdown
+    assert "| Office | 2 | 1 | 50.0% |" in markdown
+    assert "## Tasks without a trajectory (counted as failures)" in markdown and "- d" in markdown
+    assert "![by_category](plots/by_category.png)" in markdown
+    assert {p.name for p in (out / "plots").iterdir()} == {"by_category.png", "agreement.png", "usage.png"}
+
+    page = (out / "report.html").read_text()
+    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    assert len(images) == 3 and all(len(image) > 1000 for image in images)
+    assert not re.search(r"(src|href)=['\"]https?:", page)  # self-contained
+    assert "<style>" in page and "Cohen&#x27;s kappa" in page
+    assert "<td class='success'>success</td>" in page
+
+
+async def test_page_fixes_counts_legend_all_servers_spellings_and_the_retrieval_split(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
+    from evaluation.report.files import load_report  # noqa: PLC0415
+    from evaluation.report.plots import category_figure, usage_figure  # noqa: PLC0415
+    from evaluation.report.tables import health_table, retrieval_split_table  # noqa: PLC0415
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # 35 servers, two of them spelled three ways; tasks that did and did not see an annotated tool.
+    for number in range(35):
+        write_copilot_log(
+            logs / f"s{number}.jsonl", f"s{number}", f"question s{number}",
+            routes=[("find", [("srv", "gold") if number % 2 else ("srv", "other")])],
+            executes=[{"server": f"server-{number}", "tool": "t"}], usage=[(100 * (number + 1), 10, None)],
+        )
+    write_copilot_log(logs / "y1.jsonl", "y1", "question y1", executes=[{"server": "Yahoo Finance", "tool": "t"}])
+    write_copilot_log(logs / "y2.jsonl", "y2", "question y2", executes=[{"server": "yahoo_finance", "tool": "t"}])
+    write_copilot_log(logs / "y3.jsonl", "y3", "question y3", executes=[{"server": "yahoo-finance", "tool": "t"},
+                                                                        {"server": "yahoo-finance", "tool": "t"}])
+    ids = [f"s{n}" for n in range(35)] + ["y1", "y2", "y3"]
+    tasks = write_tasks(tmp_path / "tasks.json", [task_entry(t, f"question {t}", "work", tools="1. gold") for t in ids])
+    # Every task with an annotated tool in its route results succeeds; the others fail.
+    llm.handler = lambda request: Reply(content="Status: success" if "srv/gold" in json.dumps(request) else "Status: failure")
+    await judge_paths([logs], options(llm, tmp_path, tasks_file=tasks, prompt="evidence"))
+    report = load_report(tmp_path / "out")
+
+    health = health_table(report)
+    assert len(health.rows) == 36 and "All 36 server(s) called" in health.note  # no silent cut at 30
+    yahoo = next(row for row in health.rows if row[0].startswith("yahoo-finance"))
+    assert yahoo[0] == "yahoo-finance (also: Yahoo Finance, yahoo_finance)" and yahoo[1] == "4"
+
+    split = report.retrieval_split
+    assert (split.returned.success, split.returned.n) == (17, 17)
+    assert (split.not_returned.success, split.not_returned.n) == (0, 18)
+    assert (split.no_route.n) == 3
+    assert retrieval_split_table(report).rows[0][:3] == ["an annotated tool was returned", "17", "17"]
+
+    # 100% success in a category: the count is in the label, never drawn over the error bar.
+    figure = category_figure(report.model_copy(update={"by_category": {"Office": type(report.by_category["Office"]).of(17, 17)}}))
+    axes = figure.axes[0]
+    assert len(axes.texts) == 0
+    assert [label.get_text() for label in axes.get_yticklabels()] == ["Office  17/17", "All  17/38"]
+    figure = usage_figure(report)
+    axes = figure.axes[0]
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == ["success (n=17)", "not success (n=18)"]
+    highest = max(row.input_tokens + row.output_tokens for row in report.tasks if row.input_tokens)
+    assert axes.get_ylim()[1] > highest and axes.get_xlim() == (-0.6, 1.6)

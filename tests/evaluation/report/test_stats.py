@@ -1,0 +1,68 @@
+"""Wilson intervals, Cohen's kappa and the exact McNemar test on hand-computed examples."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluation.report.stats import Confusion, cohen_kappa, confusion, mcnemar_exact, wilson_interval
+
+
+def test_wilson_interval_known_values() -> None:
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson_interval(0, 0) == (0.0, 0.0)
+
+
+def test_confusion_and_kappa_by_hand() -> None:
+    #   judge: S S S S F F F F F F
+    #   human: S S S F S F F F F F
+    judge = [True] * 4 + [False] * 6
+    human = [True, True, True, False, True, False, False, False, False, False]
+    table = confusion(judge, human)
+    assert table == Confusion(true_success=3, false_success=1, false_failure=1, true_failure=5)
+    assert table.agreement == pytest.approx(0.8)
+    # p_o = 0.8; p_e = 0.4*0.4 + 0.6*0.6 = 0.52; kappa = 0.28/0.48
+    assert cohen_kappa(table) == pytest.approx(0.28 / 0.48)
+
+
+def test_kappa_is_undefined_when_everyone_always_agrees_on_one_class() -> None:
+    assert cohen_kappa(confusion([True, True], [True, True])) is None
+    assert cohen_kappa(Confusion()) is None
+
+
+def test_mcnemar_exact() -> None:
+    # 10 discordant pairs all favouring A: p = 2 * 0.5**10
+    result = mcnemar_exact([True] * 10 + [True, False], [False] * 10 + [True, False])
+    assert (result.only_a, result.only_b) == (10, 0)
+    assert result.p_value == pytest.approx(2 * 0.5**10)
+    # 2 vs 1 discordant: p = 1 (no evidence)
+    close = mcnemar_exact([True, True, False, True], [False, False, True, True])
+    assert (close.only_a, close.only_b) == (2, 1) and close.p_value == pytest.approx(1.0)
+    assert mcnemar_exact([True], [True]).p_value == 1.0
+
+
+def test_pass_at_k_and_pass_hat_k_match_their_definitions() -> None:
+    import itertools  # noqa: PLC0415
+
+    from evaluation.report.stats import pass_at_k, pass_hat_k  # noqa: PLC0415
+
+    # Brute force over every k-subset of n attempts with c successes: the estimators are exact means.
+    for n in range(1, 7):
+        for c in range(n + 1):
+            attempts = [True] * c + [False] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(attempts, k))
+                assert pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets))
+                assert pass_hat_k(n, c, k) == pytest.approx(sum(all(s) for s in subsets) / len(subsets))
+    with pytest.raises(ValueError):
+        pass_at_k(3, 1, 4)
+
+
+def test_paired_difference_interval_and_holm() -> None:
+    from evaluation.report.stats import holm, paired_difference_interval  # noqa: PLC0415
+
+    low, high = paired_difference_interval(only_a=2, only_b=8, n=40)
+    assert (low + high) / 2 == pytest.approx(6 / 40)
+    assert high - low == pytest.approx(2 * 1.959963984540054 * (10 - 36 / 40) ** 0.5 / 40)
+    assert paired_difference_interval(0, 0, 10) == (0.0, 0.0)
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])

@@ -1,0 +1,469 @@
+"""``python -m evaluation.run`` with shell agents (no copilot needed): workspaces, trajectories,
+resume, per-task failures, selection errors and ``--judge``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from evaluation.run.cli import main
+from evaluation.run.models import RunSummary
+from server.trajectory import parse_event
+from tests.evaluation.run.support import read_events, write_tasks
+from tests.support.cli import cli_env, line_with
+from tests.support.cli import run_cli as run_real_cli
+from tests.support.scripted_openai import Reply, ScriptedOpenAI
+
+pytestmark = pytest.mark.timeout(120)
+
+FIXTURE_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
+
+
+@pytest.fixture(scope="module")
+def built_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copilot home whose index covers the bench's two servers (built once from a small catalog)."""
+    from index.build import build_index  # noqa: PLC0415
+    from index.records import Catalog, CatalogServer, ToolRecord  # noqa: PLC0415
+    from index.settings import CopilotSettings  # noqa: PLC0415
+
+    root = tmp_path_factory.mktemp("built-home")
+    catalog = Catalog(
+        servers={"fx": CatalogServer(tool_count=1), "filesystem": CatalogServer(tool_count=1)},
+        tools=[
+            ToolRecord(server="fx", name="echo", description="Echo the given text back unchanged."),
+            ToolRecord(server="filesystem", name="read_file", description="Read a file from disk."),
+        ],
+    ).save(root / "catalog.json")
+    build_index(catalog, CopilotSettings(home=root / "home"), show_progress=False)
+    return root / "home"
+
+
+@pytest.fixture()
+def bench(tmp_path: Path, built_home: Path) -> dict[str, Path]:
+    """Task files, a task list of three tasks (one with a missing input) and a servers file."""
+    files = tmp_path / "annotated_data"
+    (files / "txt").mkdir(parents=True)
+    (files / "txt" / "notes.txt").write_text("alpha\nbeta\n", encoding="utf-8")
+    (files / "markdown").mkdir()
+    tasks = write_tasks(
+        files / "all_annotations.json",
+        [
+            {"task_id": "task-write-1", "question": "Summarise /root/txt/notes.txt into /root/markdown/summary.md.",
+             "file_name": "/root/txt/notes.txt", "category": "work"},
+            {"task_id": "task-answer-2", "question": "What is 2+2?", "category": "Lifestyle"},
+            {"task_id": "task-missing-3", "question": "Analyse /root/music/song.wav.", "file_name": "/root/music/song.wav",
+             "category": "Leisure"},
+        ],
+    )
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {
+        "fx": {"command": sys.executable, "args": [str(FIXTURE_SERVER), "--name", "fx"]},
+        "filesystem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/"]},
+    }}))
+    return {
+        "files": files, "tasks": tasks, "servers": servers, "out": tmp_path / "runs" / "r1", "tmp": tmp_path,
+        "home": built_home,
+    }
+
+
+def run_cli(bench: dict[str, Path], *extra: str) -> int:
+    return main([
+        "--tasks", str(bench["tasks"]), "--out", str(bench["out"]), "--servers", str(bench["servers"]),
+        "--copilot-home", str(bench["home"]), *extra,
+    ])
+
+
+# A shell "agent": records that it ran, writes into the workspace (a relative path, i.e. its cwd,
+# and the absolute path the mapped question names), and answers through the answer file.
+AGENT = (
+    "echo {task_id} >> {log}; "
+    "cat {question_file} > seen-question.txt; "
+    "q=$(cat {question_file}); target=$(printf '%s' \"$q\" | grep -o '/[^ ]*summary.md' || true); "
+    "if [ -n \"$target\" ]; then printf 'alpha and beta' > \"$target\"; fi; "
+    "printf 'answer for %s' {task_id} > {answer_file}"
+)
+
+
+def agent_cmd(bench: dict[str, Path]) -> str:
+    log = shlex.quote(str(bench["tmp"] / "agent-runs.log"))
+    return AGENT.replace("{log}", log)
+
+
+def summary(bench: dict[str, Path]) -> RunSummary:
+    return RunSummary.model_validate_json((bench["out"] / "summary.json").read_text())
+
+
+def test_command_agent_run_writes_trajectories_workspaces_and_summary(bench, capsys) -> None:
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--agent", "shell-agent") == 0
+    out = bench["out"]
+    records = summary(bench).tasks
+    assert {k: r.status for k, r in records.items()} == {
+        "task-write-1": "completed", "task-answer-2": "completed", "task-missing-3": "failed",
+    }
+    assert records["task-missing-3"].error_kind == "missing_files"
+    assert "/root/music/song.wav" in (records["task-missing-3"].error or "")
+    assert records["task-write-1"].category == "Office"  # 'work' is the paper's Office
+
+    events = read_events(out / "task-write-1.jsonl")
+    for line in (out / "task-write-1.jsonl").read_text().splitlines():
+        parse_event(line)  # every line is a valid trajectory event
+    start, *_, end = events
+    workspace = out / "tasks" / "task-write-1" / "workspace"
+    assert start["event"] == "session_start" and start["task_id"] == "task-write-1"
+    assert start["agent"] == "shell-agent" and start["category"] == "Office"
+    assert start["original_question"].startswith("Summarise /root/txt/notes.txt")
+    assert start["question"] == f"Summarise {workspace}/txt/notes.txt into {workspace}/markdown/summary.md."
+    assert start["path_map"] == {"/root": str(workspace)}
+    assert start["date"] and start["runner_version"]
+    final = [e for e in events if e["event"] == "final_answer"]
+    assert [e["text"] for e in final] == ["answer for task-write-1"]
+    changes = [e for e in events if e["event"] == "workspace"]
+    assert len(changes) == 1
+    files = {f["path"]: f for f in changes[0]["files"]}
+    assert files["/root/markdown/summary.md"]["change"] == "created"
+    assert files["/root/markdown/summary.md"]["preview"] == "alpha and beta"
+    assert "/root/seen-question.txt" in files  # written relative to the agent's cwd: the workspace
+    assert end["event"] == "session_end" and end["reason"] == "task completed"
+
+    # Isolation: outputs exist in this task's workspace only; the shared files are untouched.
+    assert (workspace / "markdown" / "summary.md").read_text() == "alpha and beta"
+    assert not (out / "tasks" / "task-answer-2" / "workspace" / "markdown" / "summary.md").exists()
+    assert sorted(p.name for p in bench["files"].rglob("*") if p.is_file()) == ["all_annotations.json", "notes.txt"]
+
+    # The generated MCP config launches the copilot for this task.
+    config = json.loads((out / "tasks" / "task-write-1" / "mcp_config.json").read_text())
+    copilot = config["mcpServers"]["copilot"]
+    assert copilot["args"][:2] == ["-m", "server"]
+    assert copilot["env"]["COPILOT_LIVEMCPBENCH_ALIAS"] == "1"  # the paper's prompts call 'execute-tool'
+    assert copilot["env"]["COPILOT_TASK_ID"] == "task-write-1"
+    assert copilot["env"]["COPILOT_LOG_FILE"] == str(out / "task-write-1.jsonl")
+    assert copilot["env"]["COPILOT_QUESTION"] == start["question"]
+    task_servers = json.loads(Path(copilot["env"]["COPILOT_SERVERS"]).read_text())["mcpServers"]
+    assert task_servers["filesystem"]["args"][-1] == str(workspace)
+    assert task_servers["fx"]["cwd"] == str(workspace)
+
+    printed = capsys.readouterr()
+    assert "run summary" in printed.out and "missing_files" in printed.err
+
+
+def test_resume_skips_finished_tasks_and_retry_failed_reruns_failures(bench, capsys) -> None:
+    log = bench["tmp"] / "agent-runs.log"
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench)) == 0
+    assert log.read_text().split() == ["task-write-1", "task-answer-2"]
+    first = summary(bench).tasks
+
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench)) == 0
+    assert log.read_text().split() == ["task-write-1", "task-answer-2"]  # nothing ran again
+    assert summary(bench).tasks == first
+    assert "3 task(s) finished earlier are skipped, 0 to run" in capsys.readouterr().err
+
+    (bench["files"] / "music").mkdir()
+    (bench["files"] / "music" / "song.wav").write_bytes(b"RIFF")
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--retry-failed") == 0
+    assert log.read_text().split() == ["task-write-1", "task-answer-2", "task-missing-3"]
+    assert summary(bench).tasks["task-missing-3"].status == "completed"
+    # The failed attempt's trajectory is kept aside, not merged into the new one.
+    assert len(list((bench["out"] / "tasks").glob("task-missing-3.attempt-1.jsonl.old"))) == 1
+    starts = [e for e in read_events(bench["out"] / "task-missing-3.jsonl") if e["event"] == "session_start"]
+    assert len(starts) == 1
+
+
+def test_real_cli_skips_the_copilots_own_entry_and_prints_unwrapped_lines(bench) -> None:
+    # The user's Claude Desktop config as the servers file: it holds the copilot's own entry too.
+    config = json.loads(bench["servers"].read_text())
+    config["mcpServers"]["copilot"] = {"command": sys.executable, "args": ["-m", "server"]}
+    bench["servers"].write_text(json.dumps(config))
+    command = [
+        "evaluation.run", "--tasks", str(bench["tasks"]), "--out", str(bench["out"]), "--servers", str(bench["servers"]),
+        "--copilot-home", str(bench["tmp"] / "home"), "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2",
+    ]
+    first = run_real_cli(*command, env=cli_env())  # no terminal, COLUMNS=40
+    assert first.returncode == 0, first.stderr
+    [warning] = [line for line in first.stderr.splitlines() if "skipping server 'copilot'" in line]
+    assert f"skipping server 'copilot': it is this copilot ({sys.executable} -m server)" in warning
+    assert summary(bench).tasks["task-answer-2"].status == "completed"
+
+    again = run_real_cli(*command, env=cli_env())
+    assert again.returncode == 0, again.stderr
+    line_with(again.stderr, f"resuming {bench['out'].resolve()}: 1 task(s) finished earlier are skipped, 0 to run")
+
+
+def test_missing_agent_program_fails_each_task_without_crashing(bench, capsys) -> None:
+    assert run_cli(bench, "--agent-cmd", "no-such-agent-xyz -p {question}", "--only", "task-answer-2", "task-write") == 0
+    records = summary(bench).tasks
+    assert set(records) == {"task-answer-2", "task-write-1"}
+    assert all(r.status == "failed" and r.error_kind == "agent_not_found" for r in records.values())
+    assert "'no-such-agent-xyz' is not on PATH" in (records["task-answer-2"].error or "")
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    assert "agent_not_found" in captured.err
+
+
+def test_task_timeout_is_reported_per_task(bench) -> None:
+    assert run_cli(bench, "--agent-cmd", "sleep 60", "--only", "task-answer-2", "--task-timeout", "1") == 0
+    record = summary(bench).tasks["task-answer-2"]
+    assert (record.status, record.error_kind) == ("timeout", "timeout")
+    end = read_events(bench["out"] / "task-answer-2.jsonl")[-1]
+    assert end["event"] == "session_end" and "timeout" in end["reason"]
+
+
+def test_unreachable_model_endpoint_fails_each_task_fast(bench, capsys) -> None:
+    code = run_cli(bench, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--only", "task-answer-2", "task-write-1")
+    assert code == 0
+    records = summary(bench).tasks
+    assert all(r.error_kind == "llm_error" and "cannot reach http://127.0.0.1:9/v1" in (r.error or "") for r in records.values())
+    assert summary(bench).model == "m" and summary(bench).agent == "copilot"
+
+
+def test_concurrent_tasks_each_get_their_own_workspace(bench) -> None:
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--concurrency", "2", "--allow-missing-files") == 0
+    records = summary(bench).tasks
+    assert all(r.status == "completed" for r in records.values())
+    start = read_events(bench["out"] / "task-missing-3.jsonl")[0]
+    assert "input file(s) missing: /root/music/song.wav" in start["warnings"]
+    seen = {
+        task: (bench["out"] / "tasks" / task / "workspace" / "seen-question.txt").read_text()
+        for task in records
+    }
+    assert all(f"/tasks/{task}/workspace" in text or "/root" not in text for task, text in seen.items())
+
+
+def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, monkeypatch) -> None:
+    real_home = bench["tmp"] / "real-home"
+    (real_home / ".npmrc").parent.mkdir(parents=True)
+    (real_home / ".npmrc").write_text("registry=https://registry.example.test/\n")
+    monkeypatch.setenv("HOME", str(real_home))
+    for name in ("XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "npm_config_cache", "NPM_CONFIG_CACHE",
+                 "npm_config_userconfig", "NPM_CONFIG_USERCONFIG", "UV_CACHE_DIR", "UV_TOOL_DIR", "UV_PYTHON_INSTALL_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COPILOT_WORKDIR", str(bench["tmp"] / "shared-work"))  # a per-task value replaces it
+    servers = json.loads(bench["servers"].read_text())
+    servers["mcpServers"]["notes"] = {"command": "uvx", "args": ["notes-server"], "env": {"HOME": "/srv/notes"}}
+    bench["servers"].write_text(json.dumps(servers))
+
+    # 'notes' cannot start here, so the index cannot cover it: the run goes on only when allowed to.
+    args = ("--agent-cmd", agent_cmd(bench), "--only", "task-write-1", "task-answer-2", "--allow-partial-index")
+    assert run_cli(bench, *args) == 0
+    start = read_events(bench["out"] / "task-write-1.jsonl")[0]
+    assert any("notes" in warning and "--allow-partial-index" in warning for warning in start["warnings"])
+    homes = set()
+    for task in ("task-write-1", "task-answer-2"):
+        task_dir = bench["out"] / "tasks" / task
+        copilot_env = json.loads((task_dir / "mcp_config.json").read_text())["mcpServers"]["copilot"]["env"]
+        # The pool puts each child's TMPDIR/TEMP/TMP in <COPILOT_WORKDIR>/<server>/tmp: the task's.
+        assert copilot_env["COPILOT_WORKDIR"] == str(task_dir / "work")
+        assert copilot_env["COPILOT_CHILD_LOG_DIR"] == str(task_dir / "children")
+        entries = json.loads(Path(copilot_env["COPILOT_SERVERS"]).read_text())["mcpServers"]
+        for name in ("fx", "filesystem"):
+            env = entries[name]["env"]
+            assert env["HOME"] == str(task_dir / "workspace"), name
+            assert env["XDG_DATA_HOME"] == str(task_dir / "workspace" / ".local" / "share")
+            assert env["npm_config_cache"] == str(real_home / ".npm")
+            assert env["npm_config_userconfig"] == str(real_home / ".npmrc")
+            assert env["UV_CACHE_DIR"] == str(real_home / ".cache" / "uv")
+            assert env["UV_PYTHON_INSTALL_DIR"] == str(real_home / ".local" / "share" / "uv" / "python")
+            assert env["XDG_CACHE_HOME"] == str(real_home / ".cache")
+        assert entries["notes"]["env"]["HOME"] == "/srv/notes"
+        assert entries["notes"]["env"]["npm_config_cache"] == str(real_home / ".npm")
+        assert (task_dir / "workspace").is_dir()
+        homes.add(entries["fx"]["env"]["HOME"])
+    assert len(homes) == 2
+    # Tool state under the home's hidden directories is never listed as the task's output.
+    changes = next(e for e in read_events(bench["out"] / "task-answer-2.jsonl") if e["event"] == "workspace")
+    assert [f["path"] for f in changes["files"]] == ["/root/seen-question.txt"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--only", "task-nope"], "--only task-nope: no such task id. Did you mean"),
+        (["--only", "task-"], "prefix matches 3 tasks"),
+        (["--category", "Gardening"], "unknown category. Known: Leisure, Lifestyle, Office"),
+        (["--agent-cmd", "agent {prompt}"], "unknown placeholder"),
+        (["--agent", "my-agent"], "run other agents with --agent-cmd"),
+        (["--concurrency", "0", "--agent-cmd", "true"], "--concurrency 0"),
+        (["--repeats", "0", "--agent-cmd", "true"], "--repeats 0: must be at least 1"),
+        (["--confirm", "deny", "--agent-cmd", "true"], "--confirm deny: applies to the built-in agent"),
+    ],
+)
+def test_bad_arguments_give_one_clear_error(bench, capsys, args, message) -> None:
+    assert run_cli(bench, *args) == 2
+    err = capsys.readouterr().err
+    assert message in " ".join(err.split()) and "Traceback" not in err
+
+
+@pytest.mark.parametrize("which", ["tasks", "servers"])
+def test_non_utf8_input_files_are_a_clear_error(bench, capsys, which) -> None:
+    bench[which].write_bytes(bench[which].read_bytes().replace(b"Summarise", b"R\xe9sum\xe9"))
+    if which == "servers":
+        bench[which].write_bytes(b'{"mcpServers": {"caf\xe9": {"command": "x"}}}')
+    assert run_cli(bench, "--agent-cmd", "true") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {bench[which]}: ") and "is not UTF-8 text" in err and "Traceback" not in err
+
+
+def test_out_of_range_agent_option_names_the_flag(bench, capsys) -> None:
+    assert run_cli(bench, "--model", "m", "--base-url", "http://127.0.0.1:9", "--max-tool-chars", "5") == 2
+    err = capsys.readouterr().err
+    assert "--max-tool-chars 5: Input should be greater than or equal to 100" in err and "Traceback" not in err
+
+
+def test_missing_task_list_and_no_model(bench, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("MODEL", raising=False)
+    bench["tasks"] = bench["tmp"] / "nope.json"
+    assert run_cli(bench, "--agent-cmd", "true") == 2
+    assert "nope.json: task list not found" in capsys.readouterr().err
+    bench["tasks"] = bench["files"] / "all_annotations.json"
+    assert run_cli(bench) == 2
+    assert "no model given" in capsys.readouterr().err
+
+
+def test_one_run_directory_holds_one_agent(bench, capsys) -> None:
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2") == 0
+    assert run_cli(bench, "--base-url", "http://127.0.0.1:9/v1", "--model", "m") == 2
+    assert "holds a run of echo; this command runs copilot with model m" in capsys.readouterr().err
+
+
+def test_judge_option_judges_the_finished_run(bench, capsys) -> None:
+    with ScriptedOpenAI(handler=lambda request: Reply(content="Thoughts: fine.\nStatus: success")) as judge_llm:
+        code = run_cli(
+            bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2", "task-write-1",
+            "--judge", "--judge-base-url", judge_llm.base_url, "--judge-model", "judge-m", "--judge-api-key", "k",
+            "--judge-no-progress", "--judge-cache-dir", str(bench["tmp"] / "judge-cache"),
+        )
+        assert judge_llm.requests, "the judge was never called"
+    assert code == 0
+    verdicts = [json.loads(line) for line in (bench["out"] / "judge" / "verdicts.jsonl").read_text().splitlines()]
+    assert {v["task_id"]: v["verdict"] for v in verdicts} == {"task-answer-2": "success", "task-write-1": "success"}
+    report = json.loads((bench["out"] / "judge" / "report.json").read_text())
+    assert report["n_tasks"] == 2  # the denominator is what this run selected
+    assert "2/2 tasks succeeded" in capsys.readouterr().err
+
+
+def _start_run(bench: dict[str, Path], ignore: tuple[signal.Signals, ...]) -> tuple[subprocess.Popen, Path]:
+    """A run whose one task's agent waits forever, started as a background job or under nohup
+    would be (``ignore``: signals ignored from the start); returns once the agent is running."""
+    fifo = bench["tmp"] / "ready.fifo"
+    os.mkfifo(fifo)
+    pid_file = bench["tmp"] / "agent.pid"
+    agent = f"echo $$ > {shlex.quote(str(pid_file))}; echo ready > {shlex.quote(str(fifo))}; sleep 300"
+
+    def ignore_signals() -> None:
+        for signum in ignore:
+            signal.signal(signum, signal.SIG_IGN)
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evaluation.run", "--tasks", str(bench["tasks"]), "--out", str(bench["out"]),
+         "--servers", str(bench["servers"]), "--copilot-home", str(bench["home"]),
+         "--agent-cmd", agent, "--only", "task-answer-2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore_signals,
+    )
+    try:
+        with fifo.open() as ready:  # blocks until the agent is running
+            assert ready.read().strip() == "ready"
+    except BaseException:
+        process.kill()
+        raise
+    return process, pid_file
+
+
+def _assert_stopped_cleanly(bench: dict[str, Path], process: subprocess.Popen, pid_file: Path, err: str) -> None:
+    assert process.returncode == 130, err
+    assert "rerun the same command to resume" in err and "Traceback" not in err
+    agent_pid = int(pid_file.read_text())
+    assert not psutil.pid_exists(agent_pid) or psutil.Process(agent_pid).status() == psutil.STATUS_ZOMBIE
+    # The interrupted task has no record, so the next run does it again ...
+    assert "task-answer-2" not in summary(bench).tasks
+    assert read_events(bench["out"] / "task-answer-2.jsonl")[-1]["reason"] == "interrupted"
+    # ... and the run's task list exists already, so the README's judge command works on it.
+    listed = json.loads((bench["out"] / "tasks.json").read_text())
+    assert [entry["task_id"] for entry in listed] == ["task-answer-2"]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_stop_a_background_run_cleanly(bench, stop) -> None:
+    # A job started with '&' ignores SIGINT: SIGTERM (CI timeouts, kill) and SIGHUP must do its job.
+    process, pid_file = _start_run(bench, ignore=(signal.SIGINT,))
+    try:
+        process.send_signal(stop)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    _assert_stopped_cleanly(bench, process, pid_file, err)
+    assert f"interrupted ({stop.name})" in err
+
+
+def test_a_nohup_run_survives_sighup_and_stops_on_sigterm(bench) -> None:
+    process, pid_file = _start_run(bench, ignore=(signal.SIGINT, signal.SIGHUP))
+    try:
+        process.send_signal(signal.SIGHUP)  # ignored, as nohup asked
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    _assert_stopped_cleanly(bench, process, pid_file, err)
+    assert "interrupted (SIGTERM)" in err
+
+
+#: Which (task, repeat) the scripted judge calls a success: task-write-1 always (c=3),
+#: task-answer-2 in the first repeat only (c=1), task-missing-3 never (c=0).
+REPEAT_SUCCESSES = {("task-write-1", 1), ("task-write-1", 2), ("task-write-1", 3), ("task-answer-2", 1)}
+
+
+def repeat_judge(request: dict) -> Reply:
+    import re  # noqa: PLC0415
+
+    text = json.dumps(request["messages"])
+    found = re.search(r"answer for (task-[a-z0-9-]+) in \S*repeat-(\d)", text)
+    verdict = found is not None and (found.group(1), int(found.group(2))) in REPEAT_SUCCESSES
+    return Reply(content="Thoughts: checked.\nStatus: " + ("success" if verdict else "failure"))
+
+
+def test_repeats_are_judged_each_and_reported_as_pass_at_k(bench, capsys) -> None:
+    agent = "printf 'answer for %s in %s' {task_id} {workspace} > {answer_file}"
+    with ScriptedOpenAI(handler=repeat_judge) as judge_llm:
+        judge = ["--judge", "--judge-base-url", judge_llm.base_url, "--judge-model", "judge-m", "--judge-api-key", "k",
+                 "--judge-no-progress", "--judge-cache-dir", str(bench["tmp"] / "judge-cache")]
+        assert run_cli(bench, "--agent-cmd", agent, "--repeats", "3", "--allow-missing-files", *judge) == 0
+        requests = len(judge_llm.requests)
+        # A rerun resumes every repeat: no task runs again, no verdict is asked for again.
+        assert run_cli(bench, "--agent-cmd", agent, "--allow-missing-files", *judge) == 0
+        assert len(judge_llm.requests) == requests
+    out = bench["out"]
+    assert json.loads((out / "repeats.json").read_text())["repeats"] == ["repeat-1", "repeat-2", "repeat-3"]
+    for number in (1, 2, 3):
+        repeat = out / f"repeat-{number}"
+        assert len(RunSummary.model_validate_json((repeat / "summary.json").read_text()).tasks) == 3
+        assert (repeat / "judge" / "report.json").is_file()
+    report = json.loads((out / "judge" / "repeats.json").read_text())
+    assert report["n_repeats"] == 3 and report["n_tasks"] == 3
+    by_task = {t["task_id"]: t for t in report["tasks"]}
+    assert [by_task[t]["successes"] for t in ("task-write-1", "task-answer-2", "task-missing-3")] == [3, 1, 0]
+    assert by_task["task-answer-2"]["outcomes"] == ["success", "failure", "failure"]
+    # Known answers: pass@1 = (1 + 1/3 + 0) / 3; pass@2 = (1 + 2/3 + 0) / 3; pass@3 = 2/3; pass^2 = pass^3 = 1/3.
+    assert report["pass_at_1"] == pytest.approx(4 / 9)
+    assert report["pass_at_k"] == pytest.approx({"1": 4 / 9, "2": 5 / 9, "3": 2 / 3})
+    assert report["pass_hat_k"] == pytest.approx({"1": 4 / 9, "2": 1 / 3, "3": 1 / 3})
+    assert report["flaky_tasks"] == 1
+    # Success rates per repeat 2/3, 1/3, 1/3: their sample standard deviation.
+    assert report["between_repeats_sd"] == pytest.approx((1 / 3) / 3**0.5)
+    assert all(r["first_task"] and r["last_task"] for r in report["repeats"])  # the date of each repeat
+    assert (out / "judge" / "repeats.html").is_file() and (out / "judge" / "plots" / "pass_k.png").is_file()
+    err = capsys.readouterr().err
+    assert "3 repeats of 3 tasks: pass@1 44.4%" in err and "pass@3 66.7%, pass^3 33.3%" in err
+
+
+def test_a_single_run_directory_cannot_take_repeats(bench, capsys) -> None:
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2") == 0
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2", "--repeats", "2") == 2
+    assert "holds a single run (summary.json); repeats go into their own directories" in capsys.readouterr().err
