@@ -27,7 +27,7 @@ from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.lexical import LexicalIndex
 from index.query import ParsedQuery, check_top_k, parse_query
 from index.ranking import Method, SearchSpace, score_tools, top_indices
-from index.records import ToolRecord
+from index.records import RecordKind, ToolRecord
 from index.settings import CopilotSettings
 from index.store import ChromaStore, IndexState, StoredTool
 from index.suggest import nearest_names
@@ -48,6 +48,9 @@ Progress = Callable[[int, int], None]
 class SearchHit(BaseModel):
     server: str
     tool: str
+    kind: RecordKind = "tool"
+    uri: str | None = None
+    mime_type: str | None = None
     title: str | None = None
     description: str
     input_schema: dict[str, Any]
@@ -82,6 +85,8 @@ class _Snapshot:
     records_json: list[str]
     position: dict[str, int]
     server_index: dict[str, int]
+    kinds: np.ndarray  # kind of each record ("tool", "prompt", ...), aligned with space.ids
+    kind_set: frozenset[str]
     parsed: dict[int, ToolRecord] = field(default_factory=dict)
 
     def record(self, position: int) -> ToolRecord:
@@ -172,7 +177,11 @@ class ToolIndex:
         now = time.monotonic()
         if snapshot is not None and now - self._checked_at < STALE_CHECK_SECONDS:
             return snapshot
-        with self._lock:
+        # A sync (the copilot re-indexing a changed server) holds the lock while it embeds and
+        # reloads: searches keep answering from the current snapshot instead of waiting for it.
+        if not self._lock.acquire(blocking=snapshot is None):
+            return snapshot
+        try:
             snapshot = self._snapshot
             if snapshot is None or time.monotonic() - self._checked_at >= STALE_CHECK_SECONDS:
                 state = self._store.read_state()
@@ -182,6 +191,8 @@ class ToolIndex:
                     snapshot = self._load(state)
                 self._snapshot = snapshot
                 self._checked_at = time.monotonic()
+        finally:
+            self._lock.release()
         if snapshot is None and required:
             raise IndexNotBuiltError(
                 f"no tool index at {self.location}: build it with 'python -m index build' "
@@ -219,12 +230,16 @@ class ToolIndex:
             records_json=loaded.records_json,
             position={tool_id: i for i, tool_id in enumerate(ids)},
             server_index=server_index,
+            kinds=np.asarray(loaded.kinds, dtype=object),
+            kind_set=frozenset(loaded.kinds),
         )
 
-    def _invalidate(self) -> None:
+    def _replace_snapshot(self, state: IndexState) -> None:
+        """After a sync: an index in use is reloaded right away (searches meanwhile use the old
+        snapshot, see ``_current``); an unused one is loaded by its first search."""
         with self._lock:
-            self._snapshot = None
-            self._checked_at = 0.0
+            self._snapshot = self._load(state) if self._snapshot is not None else None
+            self._checked_at = time.monotonic() if self._snapshot is not None else 0.0
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -234,6 +249,14 @@ class ToolIndex:
         if snapshot is None:
             return {}
         return {tool_id: snapshot.record(i) for i, tool_id in enumerate(snapshot.space.ids)}
+
+    def records_of(self, kinds: Collection[str]) -> list[ToolRecord]:
+        """Records of these kinds (e.g. ``{"prompt"}``), in id order; only those are parsed."""
+        snapshot = self._current(required=False)
+        if snapshot is None:
+            return []
+        wanted = set(kinds)
+        return [snapshot.record(i) for i, kind in enumerate(snapshot.kinds) if kind in wanted]
 
     def get(self, server: str, tool: str) -> ToolRecord | None:
         snapshot = self._current(required=False)
@@ -256,11 +279,13 @@ class ToolIndex:
         servers: Collection[str] | None = None,
         *,
         method: Method = "hybrid",
+        kinds: Collection[str] = ("tool",),
     ) -> list[SearchHit]:
         """Best tools for ``query`` (plain text or a ``<tool_assistant>`` block).
 
         ``server`` restricts to one server (an unknown name is a :class:`QueryError` with
-        suggestions); ``servers`` restricts to a set (names not in the index are ignored).
+        suggestions); ``servers`` restricts to a set (names not in the index are ignored);
+        ``kinds`` to tools (the default), prompts, resources and/or resource templates.
         """
         parsed = parse_query(query)
         top_k = check_top_k(top_k)
@@ -272,6 +297,9 @@ class ToolIndex:
                 f"but COPILOT_EMBEDDING_MODEL is {self.model_name!r}; rebuild it with 'python -m index build'."
             )
         mask = self._mask(snapshot, server, servers)
+        if not snapshot.kind_set <= set(kinds):  # an index of tools only needs no mask for tools
+            by_kind = np.isin(snapshot.kinds, list(kinds))
+            mask = by_kind if mask is None else mask & by_kind
         if snapshot.space.size == 0 or (mask is not None and not mask.any()):
             return []
         scores = self._scores(snapshot, parsed, method, mask)
@@ -282,6 +310,9 @@ class ToolIndex:
                 SearchHit(
                     server=record.server,
                     tool=record.name,
+                    kind=record.kind,
+                    uri=record.uri,
+                    mime_type=record.mime_type,
                     title=record.title,
                     description=record.description,
                     input_schema=record.input_schema,
@@ -424,18 +455,17 @@ class ToolIndex:
                 # A partial sync (the copilot indexing new servers) keeps the last build's catalog.
                 catalog, catalog_digest = state.catalog, state.catalog_digest
             if report.changed or state is None or state.catalog != catalog or state.catalog_digest != catalog_digest:
-                self._invalidate()
-                self._store.write_state(
-                    IndexState(
-                        model=self.model_name,
-                        document_version=DOCUMENT_VERSION,
-                        catalog=catalog,
-                        catalog_digest=catalog_digest,
-                        built_at=_now(),
-                        build_id=_build_id() if report.changed or state is None else state.build_id,
-                        tool_count=report.total,
-                    )
+                new_state = IndexState(
+                    model=self.model_name,
+                    document_version=DOCUMENT_VERSION,
+                    catalog=catalog,
+                    catalog_digest=catalog_digest,
+                    built_at=_now(),
+                    build_id=_build_id() if report.changed or state is None else state.build_id,
+                    tool_count=report.total,
                 )
+                self._store.write_state(new_state)
+                self._replace_snapshot(new_state)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
