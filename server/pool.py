@@ -12,6 +12,14 @@ child's transport ends; leaving ``open_session`` kills the child's whole process
 only borrow the session. A child that crashes or times out is marked broken; the next call starts
 a fresh one. Nothing a child does can raise out of the pool except the ``server.errors`` below.
 
+Changes in a child: ``notifications/tools/list_changed`` drops the child's cached tool list and
+re-lists it in the background through :meth:`ChildPool.list_tools`, the one path every tool
+listing takes. Each listing passes the pool's ``tools_gate`` (the seam where approved definitions
+are enforced: it returns the tools that may be served) and, when it differs from the server's
+previous listing -- also one made by an earlier process of the same server, so a restart that
+lists different tools counts -- goes to every :class:`PoolListener`. Prompts and resources
+list_changed notifications go to the listeners as they are.
+
 Errors: :class:`UnknownServerError` (not configured), :class:`ServerUnavailableError` (disabled,
 missing command, failed start -- with the reason and the last stderr lines),
 :class:`ChildCrashedError` (exited during the call), :class:`ChildTimeoutError` (the call took too
@@ -22,17 +30,20 @@ returned as a ``CallToolResult`` with ``is_error`` set, so the model sees the ch
 from __future__ import annotations
 
 import atexit
+import hashlib
+import json
 import logging
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 import anyio.abc
 import mcp.types as types
+from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
@@ -47,12 +58,34 @@ from server.errors import (
 from server.pool_settings import PoolSettings
 from server.validation import did_you_mean, suggest
 
-__all__ = ["ChildPool", "PoolSettings"]
+__all__ = ["ChildPool", "PoolListener", "PoolSettings", "ToolsGate"]
 
 logger = logging.getLogger(__name__)
 
 #: Seconds to wait for a crashed child's exit code before reporting without it.
 _EXIT_CODE_WAIT = 2.0
+
+_T = TypeVar("_T")
+
+#: Decides which of a server's freshly listed tools may be served (``(server, tools) -> tools``);
+#: the place to refuse a definition that changed since it was approved. May raise
+#: :class:`ServerUnavailableError` to refuse the whole listing.
+ToolsGate = Callable[[str, list[types.Tool]], list[types.Tool]]
+
+
+class PoolListener(Protocol):
+    """Told about changes in children. Called on the event loop; must not block or raise."""
+
+    def tools_listed(self, server: str, tools: list[types.Tool]) -> None:
+        """``server`` listed tools that differ from its previous listing (or its first one)."""
+
+    def list_changed(self, server: str, kind: Literal["prompts", "resources"]) -> None:
+        """``server``'s child said its prompts or resources changed."""
+
+
+def _tools_digest(tools: list[types.Tool]) -> str:
+    payload = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass
@@ -67,6 +100,7 @@ class _ServerState:
     start_error: ChildStartError | None = None
     failed_at: float = 0.0  # monotonic
     slots: anyio.Semaphore | None = None
+    listed_digest: str | None = None  # of the last tool listing passed to listeners
 
 
 @dataclass(eq=False)
@@ -86,6 +120,7 @@ class _Child:
     in_flight: int = 0
     last_used: float = field(default_factory=time.monotonic)
     tools: list[types.Tool] | None = None
+    relist_pending: bool = False  # a tools/list_changed re-list is scheduled
 
     @property
     def usable(self) -> bool:
@@ -144,6 +179,9 @@ class ChildPool:
         self._states: dict[str, _ServerState] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closing = False
+        #: See :data:`ToolsGate`; ``None`` serves every listed tool.
+        self.tools_gate: ToolsGate | None = None
+        self._listeners: list[PoolListener] = []
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -186,9 +224,115 @@ class ChildPool:
         self, server: str, tool: str, arguments: dict[str, Any] | None, *, timeout: float | None = None
     ) -> types.CallToolResult:
         """Call ``tool`` on ``server``'s child (starting it if needed) and return its result unchanged."""
+        self._state(server).calls += 1
+        async with self._borrow(server, timeout) as (child, limit):
+            return await self._call(child, tool, arguments, limit)
+
+    async def request(
+        self,
+        server: str,
+        doing: str,
+        operation: Callable[[ClientSession], Awaitable[_T]],
+        *,
+        timeout: float | None = None,
+    ) -> _T:
+        """Run ``operation`` on ``server``'s session (starting it if needed), like a tool call.
+
+        For the other MCP requests a proxy forwards (prompts, resources, completion): the same
+        slots, timeout and crash handling as :meth:`call_tool`. ``doing`` names the request in
+        errors ("resources/read"). A JSON-RPC error the child answers is raised unchanged
+        (:class:`MCPError`), so its code can be passed on.
+        """
+        async with self._borrow(server, timeout) as (child, limit):
+            assert child.connection is not None
+            session = child.connection.session
+            with anyio.move_on_after(limit) as scope:
+                try:
+                    return await operation(session)
+                except MCPError as error:
+                    if error.code == types.CONNECTION_CLOSED:
+                        raise await self._crashed(child, doing) from None
+                    raise
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    raise await self._crashed(child, doing) from None
+            assert scope.cancelled_caught
+            raise self._timed_out(child, doing, limit)
+
+    def capabilities(self, server: str) -> types.ServerCapabilities | None:
+        """What ``server``'s running child declared at ``initialize`` (``None`` when not running)."""
+        connection = self.connection(server)
+        return connection.initialize_result.capabilities if connection is not None else None
+
+    async def list_tools(self, server: str) -> list[types.Tool]:
+        """The tools of ``server``'s live session (listed once per child process, and again after
+        the child says they changed), as the tools gate lets them through."""
         config = self._config(server)
         state = self._state(server)
-        state.calls += 1
+        limit = config.timeout or self.settings.call_timeout
+        with _counting_errors(state):
+            child = await self._acquire(server, config)
+            try:
+                if child.tools is None:
+                    child.tools = self._accept_listing(server, await self._list(child, limit))
+                return list(child.tools)
+            finally:
+                self._release(child)
+
+    def subscribe(self, listener: PoolListener) -> None:
+        """Tell ``listener`` about changed tool listings and prompts/resources changes."""
+        self._listeners.append(listener)
+
+    def _accept_listing(self, server: str, tools: list[types.Tool]) -> list[types.Tool]:
+        if self.tools_gate is not None:
+            tools = self.tools_gate(server, tools)
+        state = self._state(server)
+        digest = _tools_digest(tools)
+        if digest != state.listed_digest:
+            state.listed_digest = digest
+            for listener in list(self._listeners):
+                try:
+                    listener.tools_listed(server, list(tools))
+                except Exception:  # noqa: BLE001 -- a listener's bug must not fail the listing
+                    logger.exception("pool listener failed on the tools of '%s'", server)
+        return tools
+
+    async def _on_child_message(self, child: _Child, message: Any) -> None:
+        """A child's notification (on its session's reader: hand work off, never await the session)."""
+        if isinstance(message, types.ToolListChangedNotification):
+            logger.info("server '%s' says its tools changed; listing them again", child.name)
+            child.tools = None
+            if not child.relist_pending and self._task_group is not None and not self._closing:
+                child.relist_pending = True
+                self._task_group.start_soon(self._relist, child, name=f"re-list tools of {child.name}")
+            return
+        kind: Literal["prompts", "resources"] | None = None
+        if isinstance(message, types.PromptListChangedNotification):
+            kind = "prompts"
+        elif isinstance(message, types.ResourceListChangedNotification):
+            kind = "resources"
+        if kind is None:
+            return
+        logger.info("server '%s' says its %s changed", child.name, kind)
+        for listener in list(self._listeners):
+            try:
+                listener.list_changed(child.name, kind)
+            except Exception:  # noqa: BLE001
+                logger.exception("pool listener failed on the %s of '%s'", kind, child.name)
+
+    async def _relist(self, child: _Child) -> None:
+        child.relist_pending = False
+        if self._children.get(child.name) is not child or not child.running:
+            return  # stopped meanwhile: its next process is listed when it is used
+        try:
+            await self.list_tools(child.name)
+        except Exception as error:  # noqa: BLE001 -- reported in status(); the next call lists again
+            logger.warning("could not list the changed tools of '%s': %s", child.name, error)
+
+    @asynccontextmanager
+    async def _borrow(self, server: str, timeout: float | None) -> AsyncIterator[tuple[_Child, float]]:
+        """A slot and the running child of ``server`` for one request, and the request's time limit."""
+        config = self._config(server)
+        state = self._state(server)
         limit = timeout if timeout is not None else (config.timeout or self.settings.call_timeout)
         with _counting_errors(state):
             if state.slots is None:
@@ -203,25 +347,11 @@ class ChildPool:
             try:
                 child = await self._acquire(server, config)
                 try:
-                    return await self._call(child, tool, arguments, limit)
+                    yield child, limit
                 finally:
                     self._release(child)
             finally:
                 state.slots.release()
-
-    async def list_tools(self, server: str) -> list[types.Tool]:
-        """The tools of ``server``'s live session (listed once per child process)."""
-        config = self._config(server)
-        state = self._state(server)
-        limit = config.timeout or self.settings.call_timeout
-        with _counting_errors(state):
-            child = await self._acquire(server, config)
-            try:
-                if child.tools is None:
-                    child.tools = await self._list(child, limit)
-                return list(child.tools)
-            finally:
-                self._release(child)
 
     def warm(self, server: str) -> None:
         """Start ``server``'s child in the background if it is not running; never raises."""
@@ -339,6 +469,9 @@ class ChildPool:
         def spawned(process: ChildProcess) -> None:
             child.process = process
 
+        async def on_message(message: Any) -> None:
+            await self._on_child_message(child, message)
+
         try:
             async with open_session(
                 child.config,
@@ -348,6 +481,7 @@ class ChildPool:
                 max_message_bytes=settings.max_message_bytes,
                 shutdown_grace=settings.shutdown_grace,
                 on_spawn=spawned,
+                message_handler=on_message,
             ) as connection:
                 child.connection = connection
                 child.last_used = time.monotonic()

@@ -38,7 +38,7 @@ from typing import Any
 import anyio
 import httpx2
 import mcp.types as types
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, MessageHandlerFnT
 from mcp.shared.exceptions import MCPError
 
 from index.children.process import KILL_GRACE, ChildProcess, describe_exit, read_log_tail
@@ -211,6 +211,7 @@ async def open_session(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
     on_spawn: Callable[[ChildProcess], None] | None = None,
+    message_handler: MessageHandlerFnT | None = None,
 ) -> AsyncIterator[ChildConnection]:
     """Start or reach ``config``'s server, initialize, yield the connection; close it on exit.
 
@@ -219,6 +220,8 @@ async def open_session(
     ``stderr_path`` receives the child's stderr (appended); without one a temporary file is used.
     ``on_spawn`` is called with the :class:`ChildProcess` right after a stdio child is spawned, before
     ``initialize`` (so an owner can kill it from a signal handler even while it starts).
+    ``message_handler`` receives the child's notifications (e.g. ``notifications/tools/list_changed``);
+    it runs on the session's reader, so it must hand work off rather than await the session.
     Raises :class:`ChildStartError` subclasses; exceptions from the body propagate unchanged.
     """
     if not config.is_enabled:
@@ -246,7 +249,7 @@ async def open_session(
             else:
                 streams = await stack.enter_async_context(remote_streams(config))
             session = await stack.enter_async_context(
-                ClientSession(streams.read, streams.write, client_info=_client_info())
+                ClientSession(streams.read, streams.write, client_info=_client_info(), message_handler=message_handler)
             )
             result = await _initialize(config, session, streams, init_timeout)
             yield ChildConnection(
