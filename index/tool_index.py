@@ -27,7 +27,7 @@ from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.lexical import LexicalIndex
 from index.query import ParsedQuery, check_top_k, parse_query
 from index.ranking import Method, SearchSpace, score_tools, top_indices
-from index.records import RecordKind, ToolRecord
+from index.records import RECORD_KINDS, RecordKind, ToolRecord
 from index.settings import CopilotSettings
 from index.store import ChromaStore, IndexState, StoredTool
 from index.suggest import nearest_names
@@ -250,13 +250,18 @@ class ToolIndex:
             return {}
         return {tool_id: snapshot.record(i) for i, tool_id in enumerate(snapshot.space.ids)}
 
-    def records_of(self, kinds: Collection[str]) -> list[ToolRecord]:
-        """Records of these kinds (e.g. ``{"prompt"}``), in id order; only those are parsed."""
+    def records_of(self, kinds: Collection[str] = RECORD_KINDS, *, server: str | None = None) -> list[ToolRecord]:
+        """Records of these kinds (e.g. ``{"prompt"}``), of one ``server`` if given, in id order;
+        only those are parsed."""
         snapshot = self._current(required=False)
         if snapshot is None:
             return []
         wanted = set(kinds)
-        return [snapshot.record(i) for i, kind in enumerate(snapshot.kinds) if kind in wanted]
+        return [
+            snapshot.record(i)
+            for i, kind in enumerate(snapshot.kinds)
+            if kind in wanted and (server is None or snapshot.servers[i] == server)
+        ]
 
     def get(self, server: str, tool: str) -> ToolRecord | None:
         snapshot = self._current(required=False)

@@ -29,6 +29,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 from index.servers import ServersFile
+from server.aggregate.notify import SHARED_SESSION
+from server.aggregate.service import Aggregation
 from server.copilot import Confirmation, Copilot, Shutdown, copilot_version
 from server.formatting import RouteAnswer
 from server.session_log import SessionLog
@@ -87,6 +89,12 @@ ROUTE_SCHEMA: dict[str, Any] = {
             "description": "How many tools to return (default 5).",
         },
         "server": {"type": "string", "description": "Only search the tools of this server (its exact name)."},
+        "kind": {
+            "type": "string",
+            "enum": ["tool", "prompt", "resource", "any"],
+            "default": "tool",
+            "description": "What to search: tools (default), prompts, resources (and resource templates), or any.",
+        },
     },
     "required": ["query"],
 }
@@ -146,7 +154,7 @@ def _session_key(ctx: ServerRequestContext[Any, Any]) -> tuple[Hashable, Any]:
     """
     connection = getattr(ctx.session, "_connection", None)
     if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        return "shared", None
+        return SHARED_SESSION, None
     return id(connection), connection
 
 
@@ -197,10 +205,21 @@ async def session_middleware(ctx: ServerRequestContext[Any, Any], call_next: Cal
 
 # -- tools ----------------------------------------------------------------------------------------
 async def route(
-    ctx: Context, query: Any = None, top_k: Any = 5, server: Any = None
+    ctx: Context, query: Any = None, top_k: Any = 5, server: Any = None, kind: Any = None
 ) -> Annotated[CallToolResult, RouteAnswer]:
     copilot = _copilot(ctx)
-    return await copilot.route(query, top_k, server, _session_log_or_none(copilot, ctx.request_context))
+    annotator = copilot.aggregation.annotate_route(ctx.request_context) if copilot.aggregation else None
+    result = await copilot.route(
+        query,
+        top_k,
+        server,
+        _session_log_or_none(copilot, ctx.request_context),
+        kind=kind,
+        annotate=annotator.annotate if annotator else None,
+    )
+    if annotator is not None:
+        await annotator.finish()
+    return result
 
 
 async def ask_confirmation(
@@ -276,14 +295,18 @@ def build_app(
     shutdown: Shutdown | None = None,
     index: Any = None,
 ) -> MCPServer[Copilot]:
-    """The MCP server; its lifespan runs the :class:`Copilot` (``start_now`` for HTTP, see ``mark_started``)."""
+    """The MCP server; its lifespan runs the :class:`Copilot` (``start_now`` for HTTP, see ``mark_started``)
+    and the :class:`Aggregation` of the children's prompts, resources and exposed tools."""
+    aggregation = Aggregation(settings, _session_key)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
         async with Copilot.running(
             settings, servers_file, start_now=start_now, shutdown=shutdown, index=index
         ) as copilot:
-            yield copilot
+            async with aggregation.running(copilot):
+                copilot.aggregation = aggregation
+                yield copilot
 
     app: MCPServer[Copilot] = MCPServer(
         "mcp-copilot",
@@ -294,5 +317,7 @@ def build_app(
         tools=build_tools(),
         log_level=settings.log_level.upper(),  # type: ignore[arg-type]
         middleware=[session_middleware],
+        subscriptions=aggregation.bus,
     )
+    aggregation.install(app)
     return app

@@ -46,6 +46,13 @@ WARM_TOP_SERVERS = 2
 #: Seconds between checks of the servers file for changes.
 SERVERS_FILE_CHECK_INTERVAL = 1.0
 _LISTED_NAMES = 25
+#: route's ``kind`` filter: what each value searches.
+ROUTE_KINDS: dict[str, tuple[str, ...]] = {
+    "tool": ("tool",),
+    "prompt": ("prompt",),
+    "resource": ("resource", "resource_template"),
+    "any": ("tool", "prompt", "resource", "resource_template"),
+}
 
 
 def copilot_version() -> str:
@@ -139,6 +146,8 @@ class Copilot:
         self.sessions = SessionLogs(settings, copilot_version=copilot_version(), index_info=self.index_info)
         self._task_group: anyio.abc.TaskGroup | None = None
         self._tool_count: int | None = None
+        #: The children's prompts, resources and exposed tools (``server.aggregate``), set by ``server.app``.
+        self.aggregation: Any = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -295,7 +304,18 @@ class Copilot:
         return config
 
     # -- route --------------------------------------------------------------------------------
-    async def route(self, query: Any, top_k: Any, server: Any, log: SessionLog | None) -> CallToolResult:
+    async def route(
+        self,
+        query: Any,
+        top_k: Any,
+        server: Any,
+        log: SessionLog | None,
+        *,
+        kind: Any = None,
+        annotate: Callable[[RouteAnswer], None] | None = None,
+    ) -> CallToolResult:
+        """Search; ``kind`` picks tools (default), prompts, resources or any; ``annotate`` may add
+        to the answer before it is rendered (how to use each hit directly, see ``server.aggregate``)."""
         await self.begin_session(log)
         start = time.perf_counter()
         call_id = log.next_call_id() if log else ""
@@ -303,7 +323,9 @@ class Copilot:
         answer: RouteAnswer | None = None
         try:
             self.refresh_servers()
-            answer = await self._route(text_query, top_k, server)
+            answer = await self._route(text_query, top_k, server, kind)
+            if annotate is not None:
+                annotate(answer)
             result = CallToolResult(
                 content=[text_result(render_route(answer)).content[0]],
                 structured_content=answer.model_dump(mode="json"),
@@ -321,7 +343,7 @@ class Copilot:
             log.route(call_id, text_query or str(query), hits, _ms(start), error=error)
         return result
 
-    async def _route(self, query: str, top_k: Any, server: Any) -> RouteAnswer:
+    async def _route(self, query: str, top_k: Any, server: Any, kind: Any = None) -> RouteAnswer:
         if not query:
             raise QueryError(
                 "The query is empty. Describe the task in a few words (e.g. 'current time in Tokyo'), or use "
@@ -336,6 +358,9 @@ class Copilot:
         if not 1 <= k <= limit:
             note = f"top_k={k} is outside 1..{limit}; using {min(max(k, 1), limit)}."
             k = min(max(k, 1), limit)
+        kinds = ROUTE_KINDS.get(kind if isinstance(kind, str) and kind.strip() else "tool")
+        if kinds is None:
+            raise QueryError(f"kind must be one of {', '.join(ROUTE_KINDS)}, got {kind!r}.")
         servers = self.routable_servers()
         only: str | None = None
         if isinstance(server, str) and server.strip():
@@ -345,7 +370,8 @@ class Copilot:
         fetch = k * 3 if filtered else k
         try:
             hits = await anyio.to_thread.run_sync(
-                lambda: self.index.search(query, top_k=fetch, server=only, servers=servers), abandon_on_cancel=True
+                lambda: self.index.search(query, top_k=fetch, server=only, servers=servers, kinds=kinds),
+                abandon_on_cancel=True,
             )
         except IndexNotBuiltError as error:
             status = self.indexer.status()
@@ -363,6 +389,8 @@ class Copilot:
                 RoutedTool(
                     server=hit.server,
                     tool=hit.tool,
+                    kind=getattr(hit, "kind", "tool"),
+                    uri=getattr(hit, "uri", None),
                     title=hit.title,
                     description=hit.description or "",
                     input_schema=dict(hit.input_schema or {}),
@@ -379,7 +407,7 @@ class Copilot:
                 "Nothing matched. Rephrase the query as the task you want done (what, on which kind of "
                 "data or service), or drop the server filter."
             )
-        self._warm([t.server for t in tools])
+        self._warm([t.server for t in tools if t.kind == "tool"])
         return RouteAnswer(query=query, tools=tools, indexing=self.indexer.status(), note=note)
 
     def _warm(self, servers: list[str]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
@@ -95,9 +95,26 @@ class ServerSettings(CopilotSettings):
     crawl_concurrency: int = Field(default=4, ge=1)
     crawl_timeout: float = Field(default=120.0, gt=0, description="Seconds per server while crawling.")
 
+    # What hosts see of the children (server.aggregate) ----------------------------------------
+    expose: Literal["meta", "routed", "all"] = Field(
+        default="meta",
+        description="Tools in the copilot's own tools/list: 'meta' (route, execute), 'routed' (plus every tool "
+        "route returned in this session, under a namespaced name), 'all' (plus every tool; for small pools).",
+    )
+    expose_max_tools: int = Field(
+        default=50, ge=1, description="'routed' mode: most child tools listed per session (the oldest make room)."
+    )
+    expose_unprefixed: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Servers (globs) whose tools and prompts keep their own names when no other name is taken.",
+    )
+    list_page_size: int = Field(
+        default=100, ge=1, description="Items per page of tools/list, prompts/list, resources/list (nextCursor)."
+    )
+
     log_level: str = Field(default="INFO", description="Level of the copilot's own log (stderr / log file).")
 
-    @field_validator("allow", "deny", "untrusted", "allowed_origins", mode="before")
+    @field_validator("allow", "deny", "untrusted", "allowed_origins", "expose_unprefixed", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return _split_list(value)
