@@ -455,6 +455,14 @@ async def crawl_servers(
 # CLI
 
 
+def count_kinds(records: Iterable[ToolRecord]) -> str:
+    """``"20 tools"``, or ``"20 tools, 2 prompts, 3 resources"`` when there are others."""
+    counts = {"tools": 0, "prompts": 0, "resources": 0}
+    for record in records:
+        counts["tools" if record.kind == "tool" else "prompts" if record.kind == "prompt" else "resources"] += 1
+    return ", ".join(f"{n} {what}" for what, n in counts.items() if n or what == "tools")
+
+
 def print_summary(report: CrawlReport, console: Console) -> None:
     """A table of the servers that failed and why, then one line of totals."""
     if report.failed:
@@ -473,7 +481,7 @@ def print_summary(report: CrawlReport, console: Console) -> None:
     if report.skipped:
         console.print(f"skipped {len(report.skipped)} disabled server(s): {escape(', '.join(report.skipped))}", highlight=False)
     console.print(
-        f"crawled {len(report.succeeded)} of {len(report.outcomes)} server(s), {len(report.records)} tools; "
+        f"crawled {len(report.succeeded)} of {len(report.outcomes)} server(s), {count_kinds(report.records)}; "
         f"{len(report.failed)} failed",
         highlight=False,
     )
@@ -522,7 +530,7 @@ def crawl_command(args: argparse.Namespace) -> int:
     catalog = report.to_catalog(base, source=f"crawl of {servers_path.name}")
     catalog.save(out)
     console.print(
-        f"wrote {escape(str(out))}: {len(catalog.tools)} tools from {len(catalog.servers)} servers; "
+        f"wrote {escape(str(out))}: {count_kinds(catalog.tools)} from {len(catalog.servers)} servers; "
         f"each child's stderr is in {escape(str(log_dir))}/<server>.log",
         highlight=False,
     )

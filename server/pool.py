@@ -488,6 +488,10 @@ class ChildPool:
                 state.start_error = None
                 child.ready.set()
                 logger.info("server '%s' started (pid %s)", child.name, connection.pid)
+                if state.listed_digest is not None and self._task_group is not None:
+                    # A restart: the new process may list other tools than the last one did.
+                    child.relist_pending = True
+                    self._task_group.start_soon(self._relist, child, name=f"list tools of restarted {child.name}")
                 await _wait_either(child.stop, connection.closed)
                 if not child.stop.is_set():
                     child.broken = True

@@ -55,9 +55,8 @@ class LiveUpdater:
         self._tools: dict[str, list[types.Tool]] = {}  # newest listing not yet indexed, per server
         self._others: set[str] = set()  # servers whose prompts/resources need listing
         self._wake = anyio.Event()
-        self.idle = anyio.Event()  # set whenever nothing is pending (tests wait on it)
-        self.idle.set()
-        self.updates = 0  # servers whose records changed in the index
+        self._updated = anyio.Event()
+        self.updates = 0  # how many times a server's records changed in the index
 
     # -- PoolListener ---------------------------------------------------------------------------
     def tools_listed(self, server: str, tools: list[types.Tool]) -> None:
@@ -69,8 +68,12 @@ class LiveUpdater:
         self._kick()
 
     def _kick(self) -> None:
-        self.idle = anyio.Event() if self.idle.is_set() else self.idle
         self._wake.set()
+
+    async def wait_for_updates(self, count: int) -> None:
+        """Until ``count`` updates reached the index in total (callers bound the wait)."""
+        while self.updates < count:
+            await self._updated.wait()
 
     # -- worker ---------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -89,7 +92,6 @@ class LiveUpdater:
                     raise
                 except Exception:  # noqa: BLE001 -- one server's failure must not stop the others
                     logger.exception("could not update the index for server '%s'", server)
-            self.idle.set()
 
     async def _update(self, server: str, tools: list[types.Tool] | None, others: bool) -> None:
         config = self._servers().get(server)
@@ -116,6 +118,8 @@ class LiveUpdater:
             lambda: self._index.sync(wanted, servers=[server]), abandon_on_cancel=True
         )
         self.updates += 1
+        self._updated.set()
+        self._updated = anyio.Event()
         logger.info(
             "re-indexed server '%s' after it changed: %d added, %d updated, %d removed",
             server,
