@@ -38,8 +38,8 @@ class ChildCatalog:
         self._allowed = allowed
         self._unprefixed = list(unprefixed)
 
-    async def records(self, kinds: Collection[str]) -> list[ToolRecord]:
-        """Visible records of these kinds, sorted by server then name (stable pages)."""
+    async def records(self, kinds: Collection[str], *, visible_only: bool = True) -> list[ToolRecord]:
+        """Visible records of these kinds (or every one), sorted by server then name (stable pages)."""
 
         def read() -> list[ToolRecord]:
             try:
@@ -49,7 +49,7 @@ class ChildCatalog:
 
         records = await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
         visible = set(self._routable())
-        kept = [r for r in records if r.server in visible and self._allowed(r.server, r.name)]
+        kept = [r for r in records if not visible_only or (r.server in visible and self._allowed(r.server, r.name))]
         return sorted(kept, key=lambda r: (r.server, r.kind, r.name, r.uri or ""))
 
     async def tools_named(self, pairs: Collection[tuple[str, str]]) -> list[ToolRecord]:

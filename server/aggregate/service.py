@@ -274,7 +274,8 @@ class Aggregation:
         """(server, the child's URI, its record if indexed) of a URI the copilot listed."""
         catalog, _ = self._ready()
         parsed = parse_resource_uri(uri)
-        records = await catalog.records({"resource", "resource_template"})
+        # Every record, not only visible ones: a denied resource must be found to be refused.
+        records = await catalog.records({"resource", "resource_template"}, visible_only=False)
         if parsed is None:  # a bare URI of a server exposed without prefixes
             candidates = [r for r in records if catalog.bare(r.server)]
         else:
