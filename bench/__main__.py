@@ -15,6 +15,7 @@ BENCHMARKS = {
     "pool": "bench.pool",  # warm pool vs direct call vs spawn-per-call
     "judge": "bench.judge",  # judge concurrency speed-up and cache
     "exposure": "bench.exposure",  # context a host pays per COPILOT_EXPOSE mode (tools/list, route answers)
+    "conformance": "bench.conformance",  # the official MCP conformance suite against the copilot as a proxy
 }
 
 
