@@ -55,8 +55,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "tools-call-elicitation": "a child's elicitation/create is not relayed to the host yet",
     "elicitation-sep1034-defaults": "a child's elicitation/create is not relayed to the host yet",
     "elicitation-sep1330-enums": "a child's elicitation/create is not relayed to the host yet",
-    "resources-subscribe": "resource subscriptions are not relayed (the copilot declares subscribe: false)",
-    "resources-unsubscribe": "resource subscriptions are not relayed (the copilot declares subscribe: false)",
 }
 
 

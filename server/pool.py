@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
@@ -76,14 +76,21 @@ _T = TypeVar("_T")
 ToolsGate = Callable[[str, list[types.Tool]], list[types.Tool]]
 
 
-class PoolListener(Protocol):
-    """Told about changes in children. Called on the event loop; must not block or raise."""
+class PoolListener:
+    """Told about changes in children (override what you need). Called on the event loop; must
+    not block or raise."""
 
     def tools_listed(self, server: str, tools: list[types.Tool]) -> None:
         """``server`` listed tools that differ from its previous listing (or its first one)."""
 
     def list_changed(self, server: str, kind: Literal["prompts", "resources"]) -> None:
         """``server``'s child said its prompts or resources changed."""
+
+    def resource_updated(self, server: str, uri: str) -> None:
+        """``server``'s child said the resource ``uri`` (its own URI) changed."""
+
+    def child_started(self, server: str, restart: bool) -> None:
+        """A process of ``server`` is ready (``restart``: not the first one in this pool)."""
 
 
 def _tools_digest(tools: list[types.Tool]) -> str:
@@ -293,11 +300,7 @@ class ChildPool:
         digest = _tools_digest(tools)
         if digest != state.listed_digest:
             state.listed_digest = digest
-            for listener in list(self._listeners):
-                try:
-                    listener.tools_listed(server, list(tools))
-                except Exception:  # noqa: BLE001 -- a listener's bug must not fail the listing
-                    logger.exception("pool listener failed on the tools of '%s'", server)
+            self._tell("tools_listed", server, list(tools))
         return tools
 
     async def _on_child_message(self, child: _Child, message: Any) -> None:
@@ -309,6 +312,9 @@ class ChildPool:
                 child.relist_pending = True
                 self._task_group.start_soon(self._relist, child, name=f"re-list tools of {child.name}")
             return
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self._tell("resource_updated", child.name, str(message.params.uri))
+            return
         kind: Literal["prompts", "resources"] | None = None
         if isinstance(message, types.PromptListChangedNotification):
             kind = "prompts"
@@ -317,11 +323,14 @@ class ChildPool:
         if kind is None:
             return
         logger.info("server '%s' says its %s changed", child.name, kind)
+        self._tell("list_changed", child.name, kind)
+
+    def _tell(self, method: str, *args: Any) -> None:
         for listener in list(self._listeners):
             try:
-                listener.list_changed(child.name, kind)
-            except Exception:  # noqa: BLE001
-                logger.exception("pool listener failed on the %s of '%s'", kind, child.name)
+                getattr(listener, method)(*args)
+            except Exception:  # noqa: BLE001 -- a listener's bug must not break the pool
+                logger.exception("pool listener failed in %s%r", method, args)
 
     async def _relist(self, child: _Child) -> None:
         child.relist_pending = False
@@ -494,6 +503,7 @@ class ChildPool:
                 state.start_error = None
                 child.ready.set()
                 logger.info("server '%s' started (pid %s)", child.name, connection.pid)
+                self._tell("child_started", child.name, state.starts > 1)
                 if state.listed_digest is not None and self._task_group is not None:
                     # A restart: the new process may list other tools than the last one did.
                     child.relist_pending = True

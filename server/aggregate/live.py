@@ -25,6 +25,7 @@ from index.errors import IndexNotBuiltError
 from index.kinds import list_other_kinds
 from index.records import ToolRecord
 from index.servers import ServerConfig
+from server.pool import PoolListener
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def _kind_change(kind: str) -> Change:
     return "tools" if kind == "tool" else "prompts" if kind == "prompt" else "resources"
 
 
-class LiveUpdater:
+class LiveUpdater(PoolListener):
     """A :class:`~server.pool.PoolListener` that re-indexes changed servers; see the module docstring."""
 
     def __init__(

@@ -18,6 +18,7 @@ from mcp.server.connection import Connection
 from mcp.server.subscriptions import (
     PromptsListChanged,
     ResourcesListChanged,
+    ResourceUpdated,
     SubscriptionBus,
     ToolsListChanged,
 )
@@ -50,6 +51,9 @@ class Broadcaster:
         self._connections[key] = connection
         connection.exit_stack.callback(self._connections.pop, key, None)
 
+    def knows(self, key: Hashable) -> bool:
+        return key in self._connections
+
     @property
     def connection_count(self) -> int:
         return len(self._connections)
@@ -73,9 +77,27 @@ class Broadcaster:
         if wanted is None or SHARED_SESSION in wanted:
             await self._publish(kind)
 
+    async def resource_updated(self, uri: str, keys: Iterable[Hashable]) -> None:
+        """Tell the subscribers ``keys`` that ``uri`` changed: handshake sessions by notification,
+        2026-era listen streams (any other key) through the bus, which filters by URI itself."""
+        streams = False
+        for key in keys:
+            connection = self._connections.get(key)
+            if connection is None:
+                streams = True
+                continue
+            try:
+                await connection.outbound.notify("notifications/resources/updated", {"uri": uri})
+            except Exception:  # noqa: BLE001 -- best effort
+                logger.debug("could not send resources/updated to a session", exc_info=True)
+        if streams:
+            await self._publish_event(ResourceUpdated(uri=uri))
+
     async def _publish(self, kind: ListKind) -> None:
-        event: Any = _EVENTS[kind]()
+        await self._publish_event(_EVENTS[kind]())
+
+    async def _publish_event(self, event: Any) -> None:
         try:
             await self.bus.publish(event)
         except Exception:  # noqa: BLE001
-            logger.debug("could not publish %s", kind, exc_info=True)
+            logger.debug("could not publish %r", event, exc_info=True)

@@ -39,6 +39,7 @@ from server.aggregate.live import Change, LiveUpdater
 from server.aggregate.names import NameTable, parse_resource_uri, resource_uri
 from server.aggregate.notify import Broadcaster
 from server.aggregate.pages import page
+from server.aggregate.subscriptions import ResourceSubscriptions
 from server.settings import ServerSettings
 from server.validation import did_you_mean, suggest
 
@@ -80,6 +81,7 @@ class Aggregation:
         self.catalog: ChildCatalog | None = None
         self.exposure: Exposure | None = None
         self.live: LiveUpdater | None = None
+        self.subscriptions: ResourceSubscriptions | None = None
         self._app: MCPServer[Any] | None = None
 
     # -- life cycle -----------------------------------------------------------------------------
@@ -98,6 +100,8 @@ class Aggregation:
         self.live = LiveUpdater(copilot.index, copilot.pool, lambda: copilot.servers, self._index_changed)
         copilot.pool.subscribe(self.live)
         async with anyio.create_task_group() as group:
+            self.subscriptions = ResourceSubscriptions(copilot.pool.request, self.broadcaster, group)
+            copilot.pool.subscribe(self.subscriptions)
             group.start_soon(self.live.run, name="live index updates")
             try:
                 yield self
@@ -130,6 +134,13 @@ class Aggregation:
         )
         lowlevel.add_request_handler("resources/read", types.ReadResourceRequestParams, self._read_resource)
         lowlevel.add_request_handler("completion/complete", types.CompleteRequestParams, self._complete)
+        lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, self._subscribe)
+        lowlevel.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe)
+        listen = lowlevel.get_request_handler("subscriptions/listen")
+        if listen is not None:
+            lowlevel.add_request_handler(
+                "subscriptions/listen", types.SubscriptionsListenRequestParams, self._listening(listen.handler)
+            )
         app.middleware.append(self._track_sessions)
         original = lowlevel.get_capabilities
         expose = self.settings.expose
@@ -141,13 +152,11 @@ class Aggregation:
             *,
             protocol_version: str | None = None,
         ) -> types.ServerCapabilities:
-            # listChanged only where the copilot really sends it; no resource subscriptions.
+            # tools.listChanged only where the copilot's tool list can change at all.
             options = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=expose != "meta")
             result = original(options, experimental_capabilities, extensions, protocol_version=protocol_version)
             if result.tools is not None:
                 result.tools.list_changed = expose != "meta"
-            if result.resources is not None:
-                result.resources.subscribe = False
             return result
 
         lowlevel.get_capabilities = capabilities  # type: ignore[method-assign]
@@ -157,12 +166,18 @@ class Aggregation:
         key, connection = self._session_key(ctx)
         if connection is not None:
             try:
-                self.broadcaster.register(key, connection)
-                if self.exposure is not None:
-                    connection.exit_stack.callback(self.exposure.forget, key)
+                if not self.broadcaster.knows(key):
+                    self.broadcaster.register(key, connection)
+                    connection.exit_stack.callback(self._forget_session, key)
             except Exception:  # noqa: BLE001 -- bookkeeping must never fail a request
                 logger.debug("could not track a session", exc_info=True)
         return result
+
+    def _forget_session(self, key: Hashable) -> None:
+        if self.exposure is not None:
+            self.exposure.forget(key)
+        if self.subscriptions is not None:
+            self.subscriptions.forget(key)
 
     def _key(self, ctx: ServerRequestContext[Any, Any]) -> Hashable:
         return self._session_key(ctx)[0]
@@ -296,19 +311,25 @@ class Aggregation:
             {"uri": uri},
         )
 
+    async def _resource_target(self, uri: str) -> tuple[str, str]:
+        """(server, the child's URI) of a resource the host may use, else ``-32002``."""
+        catalog, _ = self._ready()
+        server, original, record = await self._resolve_resource(uri)
+        if not catalog.visible(server, record.name if record is not None else original):
+            raise MCPError(
+                RESOURCE_NOT_FOUND,
+                f"Resource {uri} may not be used: its server is disabled or excluded by the copilot's allow/deny "
+                "settings.",
+                {"uri": uri},
+            )
+        return server, original
+
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         catalog, _ = self._ready()
         uri = str(params.uri)
-        server, original, record = await self._resolve_resource(uri)
-        if not catalog.visible(server, record.name if record is not None else original):
-            raise MCPError(
-                RESOURCE_NOT_FOUND,
-                f"Resource {uri} may not be read: its server is disabled or excluded by the copilot's allow/deny "
-                "settings.",
-                {"uri": uri},
-            )
+        server, original = await self._resource_target(uri)
         result: types.ReadResourceResult = await self._forward(
             server, "resources/read", lambda session: session.read_resource(original)
         )
@@ -319,6 +340,47 @@ class Aggregation:
         ]
         return types.ReadResourceResult(contents=contents, meta=result.meta, ttl_ms=0)
 
+    # -- subscriptions --------------------------------------------------------------------------
+    async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        uri = str(params.uri)
+        server, original = await self._resource_target(uri)
+        assert self.subscriptions is not None
+        try:
+            await self.subscriptions.subscribe(self._key(ctx), uri, server, original)
+        except MCPError as error:
+            raise _child_error(error, "resources/subscribe", server) from None
+        except CopilotError as error:
+            raise _copilot_error(error, f"resources/subscribe on server '{server}'") from None
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        assert self.subscriptions is not None
+        await self.subscriptions.unsubscribe(self._key(ctx), str(params.uri))
+        return types.EmptyResult()
+
+    def _listening(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        """Wrap the SDK's ``subscriptions/listen``: subscribe at the children for the URIs asked."""
+
+        async def listen(ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams) -> Any:
+            key = ("listen", object())
+            subscriptions = self.subscriptions
+            for uri in params.notifications.resource_subscriptions or []:
+                try:
+                    server, original = await self._resource_target(uri)
+                    if subscriptions is not None:
+                        await subscriptions.subscribe(key, uri, server, original)
+                except Exception as error:  # noqa: BLE001 -- such a URI simply never fires
+                    logger.info("listen stream: cannot subscribe to %s: %s", uri, error)
+            try:
+                return await inner(ctx, params)
+            finally:
+                if subscriptions is not None:
+                    subscriptions.forget(key)
+
+        return listen
+
     # -- completion -----------------------------------------------------------------------------
     async def _complete(
         self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
@@ -328,7 +390,7 @@ class Aggregation:
             server, prompt = await self._resolve_prompt(ref.name)
             child_ref: types.PromptReference | types.ResourceTemplateReference = ref.model_copy(update={"name": prompt})
         else:
-            server, original, _ = await self._resolve_resource(str(ref.uri))
+            server, original = await self._resource_target(str(ref.uri))
             child_ref = ref.model_copy(update={"uri": original})
         capabilities = self.copilot.pool.capabilities(server)
         if capabilities is not None and capabilities.completions is None:

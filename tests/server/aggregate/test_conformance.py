@@ -38,6 +38,7 @@ def test_the_copilot_passes_the_conformance_scenarios_that_apply(tmp_path: Path)
         "json-schema-2020-12",
         "resources-read-binary",
         "resources-templates-read",
+        "resources-subscribe",
         "prompts-get-with-args",
         "completion-complete",
     } <= passed

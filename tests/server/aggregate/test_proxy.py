@@ -75,6 +75,8 @@ class Changes:
         for cls, kind in kinds.items():
             if isinstance(message, cls):
                 self.add(kind)
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.add(f"updated {message.params.uri}")
 
     async def wait_for(self, kind: str, count: int = 1) -> None:
         with anyio.fail_after(WAIT):
@@ -120,17 +122,26 @@ class Host:
 
 
 @contextlib.asynccontextmanager
-async def _listening(client: Client, changes: Changes) -> AsyncIterator[None]:
-    """2026-07-28: open a subscriptions/listen stream for the three list kinds in a task."""
+async def _listening(client: Client, changes: Changes, resources: list[str] | None = None) -> AsyncIterator[None]:
+    """2026-07-28: open a subscriptions/listen stream in a task: for the three list kinds, or for
+    updates of ``resources``."""
     ready = asyncio.Event()
     failure: list[BaseException] = []
+    wanted: dict[str, Any] = (
+        {"resource_subscriptions": resources}
+        if resources
+        else {"tools_list_changed": True, "prompts_list_changed": True, "resources_list_changed": True}
+    )
 
     async def listen() -> None:
         try:
-            async with client.listen(tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True) as sub:
+            async with client.listen(**wanted) as sub:
                 ready.set()
                 async for event in sub:
                     name = type(event).__name__
+                    if name == "ResourceUpdated":
+                        changes.add(f"updated {event.uri}")
+                        continue
                     changes.add("tools" if "Tools" in name else "prompts" if "Prompts" in name else "resources")
         except BaseException as error:  # noqa: BLE001 -- reported by the fixture
             failure.append(error)
@@ -206,7 +217,7 @@ async def test_capabilities_are_what_the_copilot_really_does(host: Host) -> None
     assert capabilities.tools is not None and capabilities.tools.list_changed  # routed mode
     assert capabilities.prompts is not None and capabilities.prompts.list_changed
     assert capabilities.resources is not None and capabilities.resources.list_changed
-    assert not capabilities.resources.subscribe  # resource subscriptions are not relayed
+    assert capabilities.resources.subscribe
     assert capabilities.completions is not None
 
 
@@ -268,6 +279,29 @@ async def test_resources_are_listed_under_copilot_uris_with_the_deny_list_in_for
     assert caught.value.code == -32002
     with pytest.raises(MCPError) as caught:
         await host.client.read_resource("copilot://nowhere/x://y", cache_mode="bypass")
+    assert caught.value.code == -32002
+
+
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_resource_subscriptions_reach_the_child_and_its_updates_the_host(host: Host) -> None:
+    uri = "copilot://notes/notes://logo"
+    touch = {"server_name": "notes", "tool_name": "touch_resource", "params": {"uri": "notes://logo"}}
+    updated = f"updated {uri}"
+    if host.era == MODERN:
+        async with _listening(host.client, host.changes, resources=[uri]):
+            result = await host.client.call_tool("execute", touch)
+            assert text_of(result) == "announced notes://logo"  # the copilot subscribed at the child
+            await host.changes.wait_for(updated)
+        return
+    await host.client.subscribe_resource(uri)
+    before = host.changes.seen.count(updated)
+    assert text_of(await host.client.call_tool("execute", touch)) == "announced notes://logo"
+    await host.changes.wait_for(updated, before + 1)
+    await host.client.unsubscribe_resource(uri)
+    if host.transport == "stdio":  # on HTTP another host may still hold a subscription to it
+        assert text_of(await host.client.call_tool("execute", touch)) == "nobody subscribed to notes://logo"
+    with pytest.raises(MCPError) as caught:
+        await host.client.subscribe_resource("copilot://notes/notes://readme")  # denied
     assert caught.value.code == -32002
 
 
