@@ -68,6 +68,9 @@ _EXIT_CODE_WAIT = 2.0
 #: Seconds between checks of the running children's stderr log sizes.
 _LOG_CHECK_INTERVAL = 5.0
 
+#: Seconds between two re-listings of one server's changed tools (a flood of list_changed costs one per interval).
+RELIST_INTERVAL = 1.0
+
 _T = TypeVar("_T")
 
 #: Decides which of a server's freshly listed tools may be served (``(server, tools) -> tools``);
@@ -111,6 +114,7 @@ class _ServerState:
     failed_at: float = 0.0  # monotonic
     slots: anyio.Semaphore | None = None
     listed_digest: str | None = None  # of the last tool listing passed to listeners
+    relisted_at: float = float("-inf")  # monotonic: the last re-list after a change
 
 
 @dataclass(eq=False)
@@ -333,7 +337,13 @@ class ChildPool:
                 logger.exception("pool listener failed in %s%r", method, args)
 
     async def _relist(self, child: _Child) -> None:
+        # A child announcing changes nonstop gets listed at most once per interval.
+        state = self._state(child.name)
+        wait = state.relisted_at + RELIST_INTERVAL - time.monotonic()
+        if wait > 0:
+            await anyio.sleep(wait)
         child.relist_pending = False
+        state.relisted_at = time.monotonic()
         if self._children.get(child.name) is not child or not child.running:
             return  # stopped meanwhile: its next process is listed when it is used
         try:

@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 import mcp.types as types
 
-from index.crawl import tool_record
+from index.crawl import scrub_machine_paths, tool_record
 from index.errors import IndexNotBuiltError
 from index.kinds import list_other_kinds
 from index.records import ToolRecord
@@ -99,15 +99,24 @@ class LiveUpdater(PoolListener):
         if config is None or not config.is_enabled:
             return
         current = await anyio.to_thread.run_sync(self._records_of, server, abandon_on_cancel=True)
+        if current is None:
+            logger.info("not indexing the changes of '%s': there is no index yet (python -m index build)", server)
+            return
         description = next((r.server_description for r in current), "") or config.description
         tool_records = [r for r in current if r.kind == "tool"]
         other_records = [r for r in current if r.kind != "tool"]
         if tools is not None:
-            tool_records = [tool_record(tool, config, description) for tool in tools]
+            # Scrubbed like the crawler's records, so an unchanged tool keeps its content hash.
+            workdir = self._pool.settings.server_workdir(server)
+            tool_records = [
+                ToolRecord.model_validate(scrub_machine_paths(tool_record(tool, config, description).model_dump(), workdir))
+                for tool in tools
+            ]
         if others:
             listed = await self._list_others(server, config, description)
             if listed is not None:
-                other_records = listed
+                workdir = self._pool.settings.server_workdir(server)
+                other_records = [ToolRecord.model_validate(scrub_machine_paths(r.model_dump(), workdir)) for r in listed]
         wanted = tool_records + other_records
         before = {r.id: r.content_hash for r in current}
         after = {r.id: r.content_hash for r in wanted}
@@ -130,11 +139,15 @@ class LiveUpdater(PoolListener):
         )
         await self._on_changed(server, changed)
 
-    def _records_of(self, server: str) -> list[ToolRecord]:
+    def _records_of(self, server: str) -> list[ToolRecord] | None:
+        """The server's indexed records (``None`` when no index is built: one server's changes do
+        not make an index; ``python -m index build`` does)."""
         try:
+            if not self._index.built:
+                return None
             return list(self._index.records_of(server=server))
         except IndexNotBuiltError:
-            return []
+            return None
 
     async def _list_others(self, server: str, config: ServerConfig, description: str) -> list[ToolRecord] | None:
         """The server's prompts and resources now, or ``None`` when it cannot say (not running, failed)."""

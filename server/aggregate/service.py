@@ -296,6 +296,7 @@ class Aggregation:
         else:
             candidates = [r for r in records if r.server == parsed[0]]
         original = parsed[1] if parsed is not None else uri
+        candidates.sort(key=lambda r: not catalog.visible(r.server, r.name))  # a usable match first
         for record in candidates:
             if record.kind == "resource" and record.uri == original:
                 return record.server, original, record

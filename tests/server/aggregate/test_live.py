@@ -182,3 +182,21 @@ async def test_route_answers_while_a_sync_holds_the_index(
         finally:
             release.set()
             thread.join(30)
+
+
+async def test_a_flood_of_list_changed_costs_a_few_listings(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    home = copy_home(built_index, tmp_path / "home")
+    async with running(home, tmp_path, {"notes": changing_entry("notes")}) as (copilot, aggregation):
+        await copilot.pool.list_tools("notes")
+        listed = int((await _execute(copilot, "notes", "list_count", {})).content[0].text)
+        await _execute(copilot, "notes", "flood_list_changed", {"count": 500})
+        with anyio.fail_after(WAIT):
+            while int((await _execute(copilot, "notes", "list_count", {})).content[0].text) == listed:
+                await anyio.sleep(0.05)
+        # One re-list (maybe two, if the flood straddled the first); the tools did not change,
+        # so nothing was re-indexed.
+        assert int((await _execute(copilot, "notes", "list_count", {})).content[0].text) - listed <= 2
+        assert aggregation.live.updates == 0
