@@ -14,6 +14,7 @@ BENCHMARKS = {
     "speed": "bench.speed",  # route latency, build time, 100k-tool scale
     "pool": "bench.pool",  # warm pool vs direct call vs spawn-per-call
     "judge": "bench.judge",  # judge concurrency speed-up and cache
+    "trust": "bench.trust",  # poisoning scan: corpus detection, false positives on the real catalogs
     "exposure": "bench.exposure",  # context a host pays per COPILOT_EXPOSE mode (tools/list, route answers)
     "conformance": "bench.conformance",  # the official MCP conformance suite against the copilot as a proxy
 }

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,13 @@ from server.errors import (
     UnknownToolError,
 )
 from server.formatting import RouteAnswer, RoutedTool, render_route
+from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block
 from server.indexing import BackgroundIndexer
 from server.policy import ConfirmationStore, Policy, Risk
 from server.results import cap_result, text_result, to_log_result
 from server.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
+from server.telemetry import Telemetry, instrumented
 from server.trajectory import RouteHit
 from server.validation import check_params, coerce_params, did_you_mean, suggest
 
@@ -100,6 +103,19 @@ class Confirmation:
     approved: bool
 
 
+def _hidden_note(note: str | None, held: list[str], refused_read_only: int) -> str | None:
+    """Say why matching tools are missing: held back by trust checks, or not read-only."""
+    parts = [note] if note else []
+    if held:
+        parts.append(f"{len(held)} matching tool(s) are hidden: " + " ".join(held[:3]))
+    if refused_read_only:
+        parts.append(
+            f"{refused_read_only} matching tool(s) are hidden because the copilot runs in read-only mode and they do "
+            "not declare readOnlyHint: true."
+        )
+    return " ".join(parts) or None
+
+
 def _error_result(error: Exception) -> CallToolResult:
     return text_result(str(error), is_error=True)
 
@@ -126,11 +142,22 @@ class Copilot:
         index: Any,
         pool: Any,
         shutdown: Shutdown | None = None,
+        *,
+        guard: DefinitionGuard | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.settings = settings
         self.shutdown = shutdown or Shutdown()
         self.index = index
         self.pool = pool
+        #: Pins and quarantine (``server.guard``); ``None`` only in tests that build a bare Copilot.
+        self.guard = guard
+        self.telemetry = telemetry or Telemetry()
+        self.telemetry.bind_servers(lambda: self.servers)
+        self.transport = "stdio"
+        self.http_url: str | None = None
+        self.version = copilot_version()
+        self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self._servers_file = servers_file
         self._servers_mtime = self._mtime(servers_file.path)
         self._servers_checked = time.monotonic()
@@ -140,9 +167,13 @@ class Copilot:
             read_only=settings.read_only,
             untrusted=settings.untrusted,
             servers=servers_file.servers,
+            confirm=settings.confirm,
+            read_only_allow=settings.read_only_allow,
         )
         self.confirmations = ConfirmationStore(ttl=settings.confirm_ttl)
-        self.indexer = BackgroundIndexer(settings, index, getattr(pool, "settings", None))
+        self.indexer = BackgroundIndexer(
+            settings, index, getattr(pool, "settings", None), reviewer=guard.reviewer if guard is not None else None
+        )
         self.started = anyio.Event()
         self.sessions = SessionLogs(settings, copilot_version=copilot_version(), index_info=self.index_info)
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -161,6 +192,7 @@ class Copilot:
         start_now: bool = False,
         shutdown: Shutdown | None = None,
         index: Any = None,
+        telemetry: Telemetry | None = None,
     ) -> AsyncIterator[Copilot]:
         """Start the copilot: nothing heavy happens until :meth:`mark_started` (or ``start_now``).
 
@@ -168,17 +200,30 @@ class Copilot:
         resort) and every open session log gets its ``session_end``.
         """
         from index.tool_index import ToolIndex  # heavy dependencies load lazily, not at import
+        from index.trust.settings import TrustSettings
         from server.pool import ChildPool
         from server.pool_settings import PoolSettings
 
         index = index if index is not None else ToolIndex.open(settings)
-        # The pool's own settings come from the environment, but its home follows the copilot's.
-        pool = ChildPool(servers_file.enabled(), PoolSettings(home=settings.home))
-        copilot = cls(settings, servers_file, index, pool, shutdown)
+        # The pool's and trust settings come from the environment, but their home follows the copilot's.
+        pool_settings = PoolSettings(home=settings.home)
+        guard = DefinitionGuard(TrustSettings(home=settings.home).reviewer(), pool_settings)
+        await anyio.to_thread.run_sync(guard.note_servers, list(servers_file.servers))
+        telemetry = telemetry or Telemetry()
+        pool = ChildPool(servers_file.enabled(), pool_settings, guard=guard, observer=telemetry)
+        copilot = cls(settings, servers_file, index, pool, shutdown, guard=guard, telemetry=telemetry)
+        copilot.telemetry.metrics.gauge(
+            "copilot_live_children", "child servers running now", lambda: sum(pool.is_running(n) for n in copilot.servers)
+        )
+        copilot.telemetry.metrics.gauge("copilot_index_tools", "tools in the search index", lambda: copilot._tool_count)
+        copilot.telemetry.metrics.gauge(
+            "copilot_tools_held_back", "tools held back by pins, quarantine or the scan", lambda: len(guard.reviewer.held())
+        )
         try:
             async with pool, anyio.create_task_group() as task_group:
                 copilot._task_group = task_group
                 task_group.start_soon(copilot._background)
+                task_group.start_soon(copilot.telemetry.keep_status, copilot, settings.home)
                 if start_now:
                     copilot.mark_started()
                 try:
@@ -246,6 +291,10 @@ class Copilot:
     def servers(self) -> dict[str, ServerConfig]:
         return self._servers_file.servers
 
+    @property
+    def servers_path(self) -> Path | None:
+        return self._servers_file.path
+
     @staticmethod
     def _mtime(path: Path | None) -> float | None:
         try:
@@ -270,6 +319,8 @@ class Copilot:
             return
         logger.info("servers file changed: %d server(s)", len(reloaded.servers))
         self._servers_file = reloaded
+        if self.guard is not None:
+            self.guard.note_servers(list(reloaded.servers))
         self.policy.update_servers(reloaded.servers)
         self.pool.update_servers(reloaded.enabled())
         if self.settings.auto_index and self._task_group is not None:
@@ -305,6 +356,7 @@ class Copilot:
         return config
 
     # -- route --------------------------------------------------------------------------------
+    @instrumented("route")
     async def route(
         self,
         query: Any,
@@ -339,6 +391,7 @@ class Copilot:
             logger.exception("route failed")
             error = f"internal error while searching: {exc}"
             result = text_result(error + " (see the copilot's log)", is_error=True)
+        self.telemetry.outcome(error=error, results=len(answer.tools) if answer else 0)
         if log is not None:
             hits = [RouteHit(server=t.server, tool=t.tool, score=t.score) for t in (answer.tools if answer else [])]
             log.route(call_id, text_query or str(query), hits, _ms(start), error=error)
@@ -366,7 +419,7 @@ class Copilot:
         only: str | None = None
         if isinstance(server, str) and server.strip():
             only = self._resolve_server(server.strip()).name
-        filtered = bool(self.settings.allow or self.settings.deny)
+        filtered = bool(self.settings.allow or self.settings.deny or self.settings.read_only or self.guard is not None)
         # Over-fetch when allow/deny lists may remove hits, so k allowed tools remain.
         fetch = k * 3 if filtered else k
         try:
@@ -383,9 +436,19 @@ class Copilot:
                 ) from None
             raise error
         tools: list[RoutedTool] = []
+        held: list[str] = []
+        refused_read_only = 0
         for hit in hits:
             if not self.policy.tool_allowed(hit.server, hit.tool):
                 continue
+            is_tool = getattr(hit, "kind", "tool") == "tool"  # prompts and resources run nothing
+            if is_tool and self.guard is not None and (verdict := self.guard.blocked(hit.server, hit.tool)) is not None:
+                held.append(verdict.message())
+                continue
+            if is_tool and self.policy.read_only and not self.policy.read_only_permits(hit.server, hit.tool, hit.annotations):
+                refused_read_only += 1
+                continue
+            annotations = self.policy.annotations(hit.server, hit.tool, hit.annotations)
             tools.append(
                 RoutedTool(
                     server=hit.server,
@@ -398,11 +461,12 @@ class Copilot:
                     required=list(hit.required or []),
                     score=float(hit.score),
                     server_running=bool(self.pool.is_running(hit.server)),
-                    annotations=dict(hit.annotations) if hit.annotations else None,
+                    annotations=annotations,
                 )
             )
             if len(tools) >= k:
                 break
+        note = _hidden_note(note, held, refused_read_only)
         if not tools and note is None:
             note = (
                 "Nothing matched. Rephrase the query as the task you want done (what, on which kind of "
@@ -428,6 +492,8 @@ class Copilot:
         self.policy.check_allowed(server, tool_requested)
         info = await self._lookup_tool(server, tool_requested)
         self.policy.check_allowed(server, info.name)
+        if self.guard is not None:
+            self.guard.check(server, info.name)
         check_params(server, info.name, info.input_schema, arguments)
         risk = self.policy.assess(server, info.name, info.annotations)
         return PreparedCall(server=server, tool=info.name, params=arguments, info=info, risk=risk)
@@ -478,6 +544,7 @@ class Copilot:
         message += f" Tools on {server}: {listed or '(none)'}. Use route to search for the right tool."
         return UnknownToolError(message)
 
+    @instrumented("execute")
     async def execute(
         self,
         server_name: Any,
@@ -493,6 +560,7 @@ class Copilot:
         logged_params = params if isinstance(params, dict) else ({"_raw": params} if params is not None else None)
         error: str | None = None
         kind: str | None = None
+        flags: list[Any] = []
         server = str(server_name)
         tool = str(tool_name)
         try:
@@ -501,6 +569,9 @@ class Copilot:
             self._check_confirmation(prepared, confirm, confirmation)
             result = await self.pool.call_tool(server, tool, prepared.params)
             result = cap_result(result, self.settings.max_result_chars)
+            flags = result_findings(result)
+            if flags and self.settings.result_warning:
+                result = result.model_copy(update={"content": [warning_block(flags), *result.content]})
         except ExecuteError as exc:
             error, kind = str(exc), exc.kind
             result = _error_result(exc)
@@ -513,6 +584,9 @@ class Copilot:
             logger.exception("execute %s/%s failed", server, tool)
             error, kind = f"internal error while calling {server}/{tool}: {exc}", "internal_error"
             result = text_result(error + " (see the copilot's log)", is_error=True)
+        self.telemetry.outcome(
+            server=server, tool=tool, kind=kind, error=error, tool_error=bool(result.is_error), flagged=len(flags)
+        )
         if log is not None:
             log.execute(
                 call_id,
@@ -523,6 +597,7 @@ class Copilot:
                 _ms(start),
                 error=error,
                 error_kind=kind,
+                flags=flags_for_log(flags) or None,
             )
         return result
 

@@ -58,3 +58,9 @@ class ConfirmationRequiredError(ExecuteError):
     kind = "confirmation_required"
     #: The token just issued for this call (``None`` when a given token was refused).
     token: str | None = None
+
+
+class ToolBlockedError(ExecuteError):
+    """The tool's definition is held back (changed since approved, new, quarantined or poisoned)."""
+
+    kind = "tool_blocked"

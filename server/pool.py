@@ -13,12 +13,13 @@ only borrow the session. A child that crashes or times out is marked broken; the
 a fresh one. Nothing a child does can raise out of the pool except the ``server.errors`` below.
 
 Changes in a child: ``notifications/tools/list_changed`` drops the child's cached tool list and
-re-lists it in the background through :meth:`ChildPool.list_tools`, the one path every tool
-listing takes. Each listing passes the pool's ``tools_gate`` (the seam where approved definitions
-are enforced: it returns the tools that may be served) and, when it differs from the server's
-previous listing -- also one made by an earlier process of the same server, so a restart that
-lists different tools counts -- goes to every :class:`PoolListener`. Prompts and resources
-list_changed notifications go to the listeners as they are.
+re-lists it in the background through :meth:`ChildPool.list_tools` (at most once a second), and a
+restarted child is listed again at once; every listing takes the one path ``_list``, where the
+``guard`` reviews it against the pinned definitions (held-back tools are refused by
+:meth:`ChildPool.call_tool`). A listing that differs from the server's previous one -- also one
+made by an earlier process, so a restart that lists other tools counts -- then goes to every
+:class:`PoolListener` with the held-back names, whose definitions must not be used. Prompts and
+resources ``list_changed`` and ``resources/updated`` notifications go to the listeners as they are.
 
 Errors: :class:`UnknownServerError` (not configured), :class:`ServerUnavailableError` (disabled,
 missing command, failed start -- with the reason and the last stderr lines),
@@ -38,7 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 import anyio.abc
@@ -54,12 +55,13 @@ from server.errors import (
     ChildCrashedError,
     ChildTimeoutError,
     ServerUnavailableError,
+    ToolBlockedError,
     UnknownServerError,
 )
 from server.pool_settings import PoolSettings
 from server.validation import did_you_mean, suggest
 
-__all__ = ["ChildPool", "PoolListener", "PoolSettings", "ToolsGate"]
+__all__ = ["ChildPool", "ListingGuard", "PoolListener", "PoolObserver", "PoolSettings"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,18 +75,15 @@ RELIST_INTERVAL = 1.0
 
 _T = TypeVar("_T")
 
-#: Decides which of a server's freshly listed tools may be served (``(server, tools) -> tools``);
-#: the place to refuse a definition that changed since it was approved. May raise
-#: :class:`ServerUnavailableError` to refuse the whole listing.
-ToolsGate = Callable[[str, list[types.Tool]], list[types.Tool]]
-
-
 class PoolListener:
     """Told about changes in children (override what you need). Called on the event loop; must
     not block or raise."""
 
-    def tools_listed(self, server: str, tools: list[types.Tool]) -> None:
-        """``server`` listed tools that differ from its previous listing (or its first one)."""
+    def tools_listed(self, server: str, tools: list[types.Tool], held_back: frozenset[str]) -> None:
+        """``server`` listed tools that differ from its previous listing (or its first one).
+
+        ``held_back``: names whose listed definition the guard did not approve (changed since it
+        was pinned, or new and not yet reviewed); their listed definition must not be used."""
 
     def list_changed(self, server: str, kind: Literal["prompts", "resources"]) -> None:
         """``server``'s child said its prompts or resources changed."""
@@ -96,9 +95,31 @@ class PoolListener:
         """A process of ``server`` is ready (``restart``: not the first one in this pool)."""
 
 
-def _tools_digest(tools: list[types.Tool]) -> str:
+def _tools_digest(tools: list[types.Tool], held_back: frozenset[str]) -> str:
     payload = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([payload, sorted(held_back)], sort_keys=True).encode()).hexdigest()
+
+
+class ListingGuard(Protocol):
+    """Checks a child's tool listing against pinned definitions (``server.guard.DefinitionGuard``)."""
+
+    async def review_listing(self, server: str, config: ServerConfig, tools: list[types.Tool]) -> Mapping[str, Any]:
+        """Held-back tools of this listing: tool name -> verdict (with a ``message()``)."""
+        ...
+
+    def blocked(self, server: str, tool: str) -> Any:
+        """The current verdict for a tool (``None`` once it is approved)."""
+        ...
+
+
+class PoolObserver(Protocol):
+    """Told when children start (or fail to) and stop, with why (``server.telemetry``)."""
+
+    def child_started(
+        self, server: str, config: ServerConfig, pid: int | None, seconds: float, error: BaseException | None
+    ) -> None: ...
+
+    def child_stopped(self, server: str, reason: str, uptime: float) -> None: ...
 
 
 @dataclass
@@ -135,6 +156,10 @@ class _Child:
     last_used: float = field(default_factory=time.monotonic)
     tools: list[types.Tool] | None = None
     relist_pending: bool = False  # a tools/list_changed re-list is scheduled
+    blocked: dict[str, Any] = field(default_factory=dict)  # tool -> the guard's verdict (held back)
+    stop_reason: str | None = None  # why the pool stopped it (idle, evicted, replaced, crashed, ...)
+    started_at: float | None = None  # monotonic, when it became ready
+    created_at: float = field(default_factory=time.monotonic)
 
     @property
     def usable(self) -> bool:
@@ -185,16 +210,25 @@ def _error_result(text: str) -> types.CallToolResult:
 class ChildPool:
     """Persistent MCP client sessions to the configured child servers; see the module docstring."""
 
-    def __init__(self, servers: Mapping[str, ServerConfig], settings: PoolSettings | None = None) -> None:
+    def __init__(
+        self,
+        servers: Mapping[str, ServerConfig],
+        settings: PoolSettings | None = None,
+        *,
+        guard: ListingGuard | None = None,
+        observer: PoolObserver | None = None,
+    ) -> None:
         self.settings = settings if settings is not None else PoolSettings()
+        #: Checks every tool listing against the pinned definitions (``server.guard``).
+        self.guard = guard
+        #: Told when children start and stop (metrics, traces).
+        self.observer = observer
         self._servers: dict[str, ServerConfig] = dict(servers)
         self._children: dict[str, _Child] = {}  # the current child of each server
         self._alive: set[_Child] = set()  # every child whose runner has not finished
         self._states: dict[str, _ServerState] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closing = False
-        #: See :data:`ToolsGate`; ``None`` serves every listed tool.
-        self.tools_gate: ToolsGate | None = None
         self._listeners: list[PoolListener] = []
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -215,6 +249,7 @@ class ChildPool:
         try:
             if group is not None:
                 for child in list(self._alive):
+                    child.stop_reason = child.stop_reason or "shutdown"
                     child.stop.set()
                 # Each runner's open_session shuts its child down shielded and bounded; cancelling
                 # the group only hurries runners still starting. The group's own scope is shielded
@@ -241,6 +276,8 @@ class ChildPool:
         """Call ``tool`` on ``server``'s child (starting it if needed) and return its result unchanged."""
         self._state(server).calls += 1
         async with self._borrow(server, timeout) as (child, limit):
+            if self.guard is not None:
+                await self._check_definition(child, tool, limit)
             return await self._call(child, tool, arguments, limit)
 
     async def request(
@@ -280,7 +317,7 @@ class ChildPool:
 
     async def list_tools(self, server: str) -> list[types.Tool]:
         """The tools of ``server``'s live session (listed once per child process, and again after
-        the child says they changed), as the tools gate lets them through."""
+        the child says they changed); held-back definitions are listed but refused by ``call_tool``."""
         config = self._config(server)
         state = self._state(server)
         limit = config.timeout or self.settings.call_timeout
@@ -288,7 +325,7 @@ class ChildPool:
             child = await self._acquire(server, config)
             try:
                 if child.tools is None:
-                    child.tools = self._accept_listing(server, await self._list(child, limit))
+                    child.tools = await self._list(child, limit)
                 return list(child.tools)
             finally:
                 self._release(child)
@@ -297,15 +334,14 @@ class ChildPool:
         """Tell ``listener`` about changed tool listings and prompts/resources changes."""
         self._listeners.append(listener)
 
-    def _accept_listing(self, server: str, tools: list[types.Tool]) -> list[types.Tool]:
-        if self.tools_gate is not None:
-            tools = self.tools_gate(server, tools)
-        state = self._state(server)
-        digest = _tools_digest(tools)
+    def _announce_listing(self, child: _Child, tools: list[types.Tool]) -> None:
+        """Tell the listeners when ``child``'s server lists other tools (or held back others) than before."""
+        state = self._state(child.name)
+        held_back = frozenset(child.blocked)
+        digest = _tools_digest(tools, held_back)
         if digest != state.listed_digest:
             state.listed_digest = digest
-            self._tell("tools_listed", server, list(tools))
-        return tools
+            self._tell("tools_listed", child.name, list(tools), held_back)
 
     async def _on_child_message(self, child: _Child, message: Any) -> None:
         """A child's notification (on its session's reader: hand work off, never await the session)."""
@@ -402,7 +438,7 @@ class ChildPool:
             config = new.get(name)
             if config is None or not config.is_enabled or config.launch_hash() != child.config.launch_hash():
                 logger.info("server '%s' was %s; stopping its child", name, "removed" if config is None else "changed")
-                self._retire(child)
+                self._retire(child, "removed" if config is None else "reconfigured")
         for name, state in self._states.items():
             old, config = self._servers.get(name), new.get(name)
             if old is not None and config is not None and old.launch_hash() != config.launch_hash():
@@ -477,7 +513,7 @@ class ChildPool:
                 )
         previous = self._children.get(server)
         if previous is not None:
-            self._retire(previous)
+            self._retire(previous, "replaced")
         child = _Child(server, config)
         self._children[server] = child
         self._alive.add(child)
@@ -509,9 +545,10 @@ class ChildPool:
                 message_handler=on_message,
             ) as connection:
                 child.connection = connection
-                child.last_used = time.monotonic()
+                child.last_used = child.started_at = time.monotonic()
                 state.start_error = None
                 child.ready.set()
+                self._notify("child_started", child, None)
                 logger.info("server '%s' started (pid %s)", child.name, connection.pid)
                 self._tell("child_started", child.name, state.starts > 1)
                 if state.listed_digest is not None and self._task_group is not None:
@@ -529,6 +566,7 @@ class ChildPool:
                     )
         except ChildStartError as error:
             child.start_error = error
+            self._notify("child_started", child, error)
             state.start_error, state.failed_at = error, time.monotonic()
             state.last_error = str(error)
             logger.warning("server '%s' failed to start: %s", child.name, error)
@@ -536,6 +574,8 @@ class ChildPool:
             child.start_error = error
             logger.exception("server '%s': unexpected error in its session", child.name)
         finally:
+            if child.started_at is not None:
+                self._notify("child_stopped", child, None)
             child.broken = True
             child.ready.set()
             child.done.set()
@@ -581,16 +621,32 @@ class ChildPool:
             child.process.rotate_log_if_over(self.settings.child_log_max_bytes)
         self._evict_over_cap()
 
-    def _retire(self, child: _Child) -> None:
+    def _notify(self, event: str, child: _Child, error: BaseException | None) -> None:
+        if self.observer is None:
+            return
+        try:
+            if event == "child_started":
+                seconds = (child.started_at or time.monotonic()) - child.created_at
+                self.observer.child_started(child.name, child.config, child.pid, seconds, error)
+            else:
+                uptime = time.monotonic() - child.started_at if child.started_at is not None else 0.0
+                reason = child.stop_reason or ("crashed" if child.broken and not child.stop.is_set() else "exited")
+                self.observer.child_stopped(child.name, reason, uptime)
+        except Exception:  # noqa: BLE001 -- telemetry must never break the pool
+            logger.exception("pool observer failed on %s", event)
+
+    def _retire(self, child: _Child, reason: str = "retired") -> None:
         """Take ``child`` out of service; it stops now, or after its last in-flight call."""
+        child.stop_reason = child.stop_reason or reason
         child.retired = True
         if self._children.get(child.name) is child:
             del self._children[child.name]
         if child.in_flight == 0:
             child.stop.set()
 
-    def _break(self, child: _Child, reason: str, *, kill: bool = True) -> None:
+    def _break(self, child: _Child, reason: str, *, kill: bool = True, kind: str = "crashed") -> None:
         """Take a misbehaving child out of service right away (its in-flight calls fail)."""
+        child.stop_reason = child.stop_reason or kind
         if not child.broken:
             logger.warning("stopping server '%s': %s", child.name, reason)
         child.broken = True
@@ -611,7 +667,7 @@ class ChildPool:
         )
         for child in idle[:excess]:
             logger.info("stopping least recently used server '%s' (max_live_children reached)", child.name)
-            self._retire(child)
+            self._retire(child, "evicted")
         if len(idle) < excess:
             logger.info("%d children running, over max_live_children: the busy ones stop when idle", len(live))
 
@@ -624,7 +680,7 @@ class ChildPool:
             for child in list(self._children.values()):
                 if child.in_flight == 0 and child.running and now - child.last_used >= idle_timeout:
                     logger.info("stopping server '%s': idle for %.0fs", child.name, now - child.last_used)
-                    self._retire(child)
+                    self._retire(child, "idle")
 
     async def _rotate_child_logs(self) -> None:
         """Keep every running child's stderr log bounded, also for children that flood it between calls."""
@@ -657,7 +713,7 @@ class ChildPool:
         )
 
     def _timed_out(self, child: _Child, doing: str, limit: float) -> ChildTimeoutError:
-        self._break(child, f"{doing} exceeded {limit:g}s")
+        self._break(child, f"{doing} exceeded {limit:g}s", kind="timeout")
         return ChildTimeoutError(
             f"server '{child.name}' did not finish {doing} within {limit:g}s. The server was stopped (it may "
             "be stuck) and will be restarted on the next call; any state it kept is lost. Retry with "
@@ -690,6 +746,25 @@ class ChildPool:
         assert scope.cancelled_caught
         raise self._timed_out(child, doing, limit)
 
+    async def _check_definition(self, child: _Child, tool: str, limit: float) -> None:
+        """Refuse a call to a tool whose live definition is held back (listing the child first if needed)."""
+        if child.tools is None:
+            child.tools = await self._list(child, limit)
+        verdict = child.blocked.get(tool)
+        if verdict is not None and self.guard is not None and self.guard.blocked(child.name, tool) is None:
+            del child.blocked[tool]  # approved since this child listed it
+            verdict = None
+        if verdict is not None:
+            raise ToolBlockedError(verdict.message())
+
+    async def _reviewed(self, child: _Child, tools: list[types.Tool]) -> list[types.Tool]:
+        """Every listing passes the guard: held-back tools are remembered and refused by ``call_tool``;
+        then the listeners hear of it (with the held-back names, whose definitions they must not use)."""
+        if self.guard is not None:
+            child.blocked = dict(await self.guard.review_listing(child.name, child.config, tools))
+        self._announce_listing(child, tools)
+        return tools
+
     async def _list(self, child: _Child, limit: float) -> list[types.Tool]:
         assert child.connection is not None
         session = child.connection.session
@@ -703,7 +778,7 @@ class ChildPool:
                     tools.extend(page.tools)
                     cursor = page.next_cursor
                     if not cursor:
-                        return tools
+                        return await self._reviewed(child, tools)
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, "tools/list") from None

@@ -30,12 +30,14 @@ class ChildCatalog:
         *,
         routable_servers: Callable[[], list[str]],
         allowed: Callable[[str, str], bool],
+        tool_usable: Callable[[str, str], bool] = lambda server, tool: True,
         unprefixed: Collection[str] = (),
     ) -> None:
         self._index = index
         self.names = names
         self._routable = routable_servers
         self._allowed = allowed
+        self._tool_usable = tool_usable
         self._unprefixed = list(unprefixed)
 
     async def records(self, kinds: Collection[str], *, visible_only: bool = True) -> list[ToolRecord]:
@@ -49,7 +51,16 @@ class ChildCatalog:
 
         records = await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
         visible = set(self._routable())
-        kept = [r for r in records if not visible_only or (r.server in visible and self._allowed(r.server, r.name))]
+        kept = [
+            r
+            for r in records
+            if not visible_only
+            or (
+                r.server in visible
+                and self._allowed(r.server, r.name)
+                and (r.kind != "tool" or self._tool_usable(r.server, r.name))
+            )
+        ]
         return sorted(kept, key=lambda r: (r.server, r.kind, r.name, r.uri or ""))
 
     async def tools_named(self, pairs: Collection[tuple[str, str]]) -> list[ToolRecord]:
@@ -62,7 +73,9 @@ class ChildCatalog:
                 return []
 
         records = await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
-        return [r for r in records if r is not None and self.visible(r.server, r.name)]
+        return [
+            r for r in records if r is not None and self.visible(r.server, r.name) and self._tool_usable(r.server, r.name)
+        ]
 
     def visible(self, server: str, name: str) -> bool:
         """Whether ``server``'s item ``name`` may be listed and used now."""

@@ -53,15 +53,18 @@ class LiveUpdater(PoolListener):
         self._pool = pool
         self._servers = servers
         self._on_changed = on_changed
-        self._tools: dict[str, list[types.Tool]] = {}  # newest listing not yet indexed, per server
+        # Newest listing not yet indexed, per server, with the names the guard held back.
+        self._tools: dict[str, tuple[list[types.Tool], frozenset[str]]] = {}
         self._others: set[str] = set()  # servers whose prompts/resources need listing
         self._wake = anyio.Event()
         self._updated = anyio.Event()
+        self._progress = anyio.Event()
+        self._working = False
         self.updates = 0  # how many times a server's records changed in the index
 
     # -- PoolListener ---------------------------------------------------------------------------
-    def tools_listed(self, server: str, tools: list[types.Tool]) -> None:
-        self._tools[server] = tools
+    def tools_listed(self, server: str, tools: list[types.Tool], held_back: frozenset[str]) -> None:
+        self._tools[server] = (tools, held_back)
         self._kick()
 
     def list_changed(self, server: str, kind: Literal["prompts", "resources"]) -> None:
@@ -76,6 +79,11 @@ class LiveUpdater(PoolListener):
         while self.updates < count:
             await self._updated.wait()
 
+    async def settled(self) -> None:
+        """Until every change reported so far is processed, whether or not it changed the index."""
+        while self._tools or self._others or self._working:
+            await self._progress.wait()
+
     # -- worker ---------------------------------------------------------------------------------
     async def run(self) -> None:
         """Process changes until cancelled (run in the copilot's task group)."""
@@ -84,17 +92,24 @@ class LiveUpdater(PoolListener):
             self._wake = anyio.Event()
             while self._tools or self._others:
                 server = next(iter(self._tools), None) or next(iter(self._others))
-                tools = self._tools.pop(server, None)
+                listing = self._tools.pop(server, None)
                 others = server in self._others
                 self._others.discard(server)
+                self._working = True
                 try:
-                    await self._update(server, tools, others)
+                    await self._update(server, listing, others)
                 except anyio.get_cancelled_exc_class():
                     raise
                 except Exception:  # noqa: BLE001 -- one server's failure must not stop the others
                     logger.exception("could not update the index for server '%s'", server)
+                finally:
+                    self._working = False
+                    self._progress.set()
+                    self._progress = anyio.Event()
 
-    async def _update(self, server: str, tools: list[types.Tool] | None, others: bool) -> None:
+    async def _update(
+        self, server: str, listing: tuple[list[types.Tool], frozenset[str]] | None, others: bool
+    ) -> None:
         config = self._servers().get(server)
         if config is None or not config.is_enabled:
             return
@@ -105,12 +120,17 @@ class LiveUpdater(PoolListener):
         description = next((r.server_description for r in current), "") or config.description
         tool_records = [r for r in current if r.kind == "tool"]
         other_records = [r for r in current if r.kind != "tool"]
-        if tools is not None:
+        if listing is not None:
+            tools, held_back = listing
             # Scrubbed like the crawler's records, so an unchanged tool keeps its content hash.
             workdir = self._pool.settings.server_workdir(server)
+            indexed = {r.name: r for r in tool_records}
             tool_records = [
                 ToolRecord.model_validate(scrub_machine_paths(tool_record(tool, config, description).model_dump(), workdir))
+                if tool.name not in held_back
+                else indexed[tool.name]  # a changed definition the guard holds back: keep the approved one
                 for tool in tools
+                if tool.name not in held_back or tool.name in indexed  # a held-back new tool is not indexed
             ]
         if others:
             listed = await self._list_others(server, config, description)

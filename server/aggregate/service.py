@@ -94,6 +94,9 @@ class Aggregation:
             self.names,
             routable_servers=copilot.routable_servers,
             allowed=copilot.policy.tool_allowed,
+            # Tools the trust guard holds back (changed since approved, quarantined) are not exposed.
+            tool_usable=lambda server, tool: getattr(copilot, "guard", None) is None
+            or copilot.guard.blocked(server, tool) is None,
             unprefixed=self.settings.expose_unprefixed,
         )
         self.exposure = Exposure(self.settings.expose, self.catalog, max_tools=self.settings.expose_max_tools)

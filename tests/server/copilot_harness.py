@@ -46,7 +46,7 @@ INDEXED_SERVERS: dict[str, list[str]] = {
     "gamma": [],
 }
 #: Servers of ``changing_server.py`` (prompts, resources, tools that change) crawled into the test index.
-INDEXED_CHANGING_SERVERS = ["notes"]
+INDEXED_CHANGING_SERVERS = ["jotter"]
 SECRET_NAME = "COPILOT_TEST_SECRET_TOKEN"
 SECRET_VALUE = "s3cr3t-do-not-leak"
 START_TIMEOUT = 60.0

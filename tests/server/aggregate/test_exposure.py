@@ -45,7 +45,7 @@ async def _all_tools(client: Client) -> list[types.Tool]:
 async def _start(root: Path, home: Path, expose: str, *, warm: bool = True, **handlers: Any) -> RunningClient:
     servers = write_servers(
         root / "servers.json",
-        {"alpha": fixture_entry("alpha"), "notes": changing_entry("notes"), "beta": fixture_entry("beta")},
+        {"alpha": fixture_entry("alpha"), "jotter": changing_entry("jotter"), "beta": fixture_entry("beta")},
     )
     env = copilot_env(
         home,
@@ -53,6 +53,7 @@ async def _start(root: Path, home: Path, expose: str, *, warm: bool = True, **ha
         COPILOT_DENY="beta,alpha/crash",
         COPILOT_AUTO_INDEX="false",
         COPILOT_WARM_INDEX=str(warm).lower(),
+        COPILOT_TRUST_AUTO_APPROVE="jotter",  # its tools change on purpose here
     )
     running = RunningClient(stdio_client_for(servers, env, root / f"{expose}.log", mode="legacy", **handlers))
     await running.start()
@@ -79,14 +80,14 @@ async def test_all_lists_every_allowed_child_tool(everything: Any) -> None:
     client, _ = everything
     assert client.server_capabilities.tools.list_changed
     names = {tool.name for tool in await _all_tools(client)}
-    assert {"route", "execute", "execute-tool", "alpha__add", "alpha__delete_item", "notes__echo"} <= names
+    assert {"route", "execute", "execute-tool", "alpha__add", "alpha__delete_item", "jotter__echo"} <= names
     assert "alpha__crash" not in names  # COPILOT_DENY=alpha/crash
     assert not any(name.startswith("beta__") for name in names)  # the whole server is denied
 
 
 async def test_calls_of_exposed_tools_pass_executes_checks(everything: Any) -> None:
     client, _ = everything
-    assert text_of(await client.call_tool("notes__echo", {"text": "direct"})) == "direct"
+    assert text_of(await client.call_tool("jotter__echo", {"text": "direct"})) == "direct"
     invalid = await client.call_tool("alpha__add", {"a": "two", "b": 3})
     assert invalid.is_error and "'a'" in text_of(invalid)
     risky = await client.call_tool("alpha__delete_item", {"item_id": "x"})  # destructive: no elicitation here
@@ -100,13 +101,13 @@ async def test_a_child_adding_a_tool_reaches_tools_list(everything: Any) -> None
     client, changed = everything
     added = await client.call_tool(
         "execute",
-        {"server_name": "notes", "tool_name": "add_tool", "params": {"name": "orbit", "description": "Plan an orbit."}},
+        {"server_name": "jotter", "tool_name": "add_tool", "params": {"name": "orbit", "description": "Plan an orbit."}},
     )
     assert not added.is_error, text_of(added)
     with anyio.fail_after(120):
         await changed.wait()
-    assert "notes__orbit" in {tool.name for tool in await _all_tools(client)}
-    assert text_of(await client.call_tool("notes__orbit", {"value": "LEO"})) == "orbit: LEO"
+    assert "jotter__orbit" in {tool.name for tool in await _all_tools(client)}
+    assert text_of(await client.call_tool("jotter__orbit", {"value": "LEO"})) == "orbit: LEO"
 
 
 async def test_meta_lists_only_the_copilots_tools(built_index: Path, tmp_path: Path) -> None:  # noqa: F811

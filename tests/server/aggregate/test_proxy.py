@@ -3,7 +3,7 @@
 streamable HTTP, each with a 2025-11-25 session client and a 2026-07-28 session-less client.
 
 Settings of the copilots here: ``COPILOT_EXPOSE=routed``, two items per list page (so every list
-is paginated), and ``notes/readme`` denied.
+is paginated), and ``jotter/readme`` denied.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ TOKEN = "aggregate-token-0123456789"
 SETTINGS = {
     "COPILOT_EXPOSE": "routed",
     "COPILOT_LIST_PAGE_SIZE": "2",
-    "COPILOT_DENY": "notes/readme",
+    "COPILOT_DENY": "jotter/readme",
     "COPILOT_AUTO_INDEX": "false",
+    "COPILOT_TRUST_AUTO_APPROVE": "jotter",  # its tools change on purpose here
 }
 #: (transport, era) of each host this module runs every test with.
 HOSTS = [("stdio", "legacy"), ("stdio", MODERN), ("http", "legacy"), ("http", MODERN)]
@@ -174,7 +175,7 @@ class Served:
 async def served(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Served]:  # noqa: F811
     root = tmp_path_factory.mktemp("proxy")
     home = copy_home(built_index, root / "home")
-    servers = write_servers(root / "servers.json", {"alpha": fixture_entry("alpha"), "notes": changing_entry("notes")})
+    servers = write_servers(root / "servers.json", {"alpha": fixture_entry("alpha"), "jotter": changing_entry("jotter")})
     port = free_port()
     env = copilot_env(home, COPILOT_LOG_DIR=str(root / "http-logs"), COPILOT_HTTP_TOKEN=TOKEN, **SETTINGS)
     http = HttpCopilot(["--servers", str(servers), "--http", "--port", str(port)], env, root, root / "http-stderr.log")
@@ -230,9 +231,9 @@ async def test_an_unknown_tool_is_a_protocol_error_with_suggestions(host: Host) 
 
 async def test_an_unknown_prompt_is_invalid_params(host: Host) -> None:
     with pytest.raises(MCPError) as caught:
-        await host.client.get_prompt("notes__greting", {"name": "x"})
+        await host.client.get_prompt("jotter__greting", {"name": "x"})
     assert caught.value.code == -32602
-    assert "Unknown prompt: notes__greting" in caught.value.message and "notes__greeting" in caught.value.message
+    assert "Unknown prompt: jotter__greting" in caught.value.message and "jotter__greeting" in caught.value.message
 
 
 async def test_a_bad_cursor_is_invalid_params(host: Host) -> None:
@@ -244,17 +245,17 @@ async def test_a_bad_cursor_is_invalid_params(host: Host) -> None:
 # -- prompts --------------------------------------------------------------------------------------
 async def test_prompts_are_listed_under_namespaced_names_and_rendered_by_their_child(host: Host) -> None:
     prompts = {p.name: p for p in await host.pages(host.client.list_prompts, "prompts")}
-    assert {"notes__greeting", "notes__review_code"} <= set(prompts)
-    assert [(a.name, a.required) for a in prompts["notes__review_code"].arguments or []] == [
+    assert {"jotter__greeting", "jotter__review_code"} <= set(prompts)
+    assert [(a.name, a.required) for a in prompts["jotter__review_code"].arguments or []] == [
         ("code", True),
         ("language", False),
     ]
-    result = await host.client.get_prompt("notes__greeting", {"name": "Ada"})
+    result = await host.client.get_prompt("jotter__greeting", {"name": "Ada"})
     assert result.messages[0].content.text == "Hello Ada! How can I help you today?"
 
 
 async def test_prompt_arguments_complete_through_the_child(host: Host) -> None:
-    ref = types.PromptReference(type="ref/prompt", name="notes__review_code")
+    ref = types.PromptReference(type="ref/prompt", name="jotter__review_code")
     result = await host.client.complete(ref, {"name": "language", "value": "ty"})
     assert result.completion.values == ["typescript"]
 
@@ -262,20 +263,20 @@ async def test_prompt_arguments_complete_through_the_child(host: Host) -> None:
 # -- resources --------------------------------------------------------------------------------------
 async def test_resources_are_listed_under_copilot_uris_with_the_deny_list_in_force(host: Host) -> None:
     resources = {str(r.uri): r for r in await host.pages(host.client.list_resources, "resources")}
-    assert "copilot://notes/notes://logo" in resources
-    assert resources["copilot://notes/notes://logo"].mime_type == "image/png"
-    assert "copilot://notes/notes://readme" not in resources  # COPILOT_DENY=notes/readme
+    assert "copilot://jotter/notes://logo" in resources
+    assert resources["copilot://jotter/notes://logo"].mime_type == "image/png"
+    assert "copilot://jotter/notes://readme" not in resources  # COPILOT_DENY=jotter/readme
     templates = await host.pages(host.client.list_resource_templates, "resource_templates")
-    assert "copilot://notes/notes://items/{item_id}" in [t.uri_template for t in templates]
+    assert "copilot://jotter/notes://items/{item_id}" in [t.uri_template for t in templates]
 
-    logo = await host.client.read_resource("copilot://notes/notes://logo", cache_mode="bypass")
+    logo = await host.client.read_resource("copilot://jotter/notes://logo", cache_mode="bypass")
     assert base64.b64decode(logo.contents[0].blob) == LOGO
-    assert str(logo.contents[0].uri) == "copilot://notes/notes://logo"
-    item = await host.client.read_resource("copilot://notes/notes://items/42", cache_mode="bypass")
-    assert item.contents[0].text == "item 42 of notes"
+    assert str(logo.contents[0].uri) == "copilot://jotter/notes://logo"
+    item = await host.client.read_resource("copilot://jotter/notes://items/42", cache_mode="bypass")
+    assert item.contents[0].text == "item 42 of jotter"
 
     with pytest.raises(MCPError) as caught:
-        await host.client.read_resource("copilot://notes/notes://readme", cache_mode="bypass")
+        await host.client.read_resource("copilot://jotter/notes://readme", cache_mode="bypass")
     assert caught.value.code == -32002
     with pytest.raises(MCPError) as caught:
         await host.client.read_resource("copilot://nowhere/x://y", cache_mode="bypass")
@@ -284,8 +285,8 @@ async def test_resources_are_listed_under_copilot_uris_with_the_deny_list_in_for
 
 @pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 async def test_resource_subscriptions_reach_the_child_and_its_updates_the_host(host: Host) -> None:
-    uri = "copilot://notes/notes://logo"
-    touch = {"server_name": "notes", "tool_name": "touch_resource", "params": {"uri": "notes://logo"}}
+    uri = "copilot://jotter/notes://logo"
+    touch = {"server_name": "jotter", "tool_name": "touch_resource", "params": {"uri": "notes://logo"}}
     updated = f"updated {uri}"
     if host.era == MODERN:
         async with _listening(host.client, host.changes, resources=[uri]):
@@ -301,7 +302,7 @@ async def test_resource_subscriptions_reach_the_child_and_its_updates_the_host(h
     if host.transport == "stdio":  # on HTTP another host may still hold a subscription to it
         assert text_of(await host.client.call_tool("execute", touch)) == "nobody subscribed to notes://logo"
     with pytest.raises(MCPError) as caught:
-        await host.client.subscribe_resource("copilot://notes/notes://readme")  # denied
+        await host.client.subscribe_resource("copilot://jotter/notes://readme")  # denied
     assert caught.value.code == -32002
 
 
@@ -350,38 +351,38 @@ async def test_a_session_sees_only_the_tools_it_routed(host: Host, served: Serve
 async def test_a_child_changing_its_lists_reaches_the_host(host: Host) -> None:
     """The child announces new prompts and tools; the copilot re-lists, re-indexes, tells the host."""
     suffix = f"{host.transport}_{host.era.replace('-', '')}"
-    await host.route_settled({"query": "echo text", "server": "notes"})  # the session uses notes' tools now
+    await host.route_settled({"query": "echo text", "server": "jotter"})  # the session uses jotter's tools now
     prompts_before = host.changes.seen.count("prompts")
     tools_before = host.changes.seen.count("tools")
 
     added = await host.client.call_tool(
         "execute",
-        {"server_name": "notes", "tool_name": "add_prompt", "params": {"name": f"limerick_{suffix}", "text": "A limerick."}},
+        {"server_name": "jotter", "tool_name": "add_prompt", "params": {"name": f"limerick_{suffix}", "text": "A limerick."}},
     )
     assert not added.is_error, text_of(added)
     await host.changes.wait_for("prompts", prompts_before + 1)
     names = [p.name for p in await host.pages(host.client.list_prompts, "prompts")]
-    assert f"notes__limerick_{suffix}" in names
+    assert f"jotter__limerick_{suffix}" in names
 
     tool = f"comet_{suffix}"
     added = await host.client.call_tool(
         "execute",
-        {"server_name": "notes", "tool_name": "add_tool", "params": {"name": tool, "description": "Track comets."}},
+        {"server_name": "jotter", "tool_name": "add_tool", "params": {"name": tool, "description": "Track comets."}},
     )
     assert not added.is_error, text_of(added)
     await host.changes.wait_for("tools", tools_before + 1)
-    routed = await host.client.call_tool("route", {"query": "track comets", "server": "notes"})
+    routed = await host.client.call_tool("route", {"query": "track comets", "server": "jotter"})
     assert tool in [t["tool"] for t in routed.structured_content["tools"]]
 
 
 async def test_route_finds_prompts_and_resources_when_asked(host: Host) -> None:
     prompts = await host.client.call_tool("route", {"query": "greet someone by name", "kind": "prompt"})
     hit = prompts.structured_content["tools"][0]
-    assert (hit["kind"], hit["direct_name"]) == ("prompt", "notes__greeting")
+    assert (hit["kind"], hit["direct_name"]) == ("prompt", "jotter__greeting")
     resources = await host.client.call_tool("route", {"query": "one note item by id", "kind": "resource"})
     uris = [t["uri"] for t in resources.structured_content["tools"]]
-    assert "copilot://notes/notes://items/{item_id}" in uris
-    assert "copilot://notes/notes://readme" not in uris
+    assert "copilot://jotter/notes://items/{item_id}" in uris
+    assert "copilot://jotter/notes://readme" not in uris
     tools = await host.client.call_tool("route", {"query": "greet someone by name"})
     assert all(t["kind"] == "tool" for t in tools.structured_content["tools"])
     bad = await host.client.call_tool("route", {"query": "x", "kind": "widgets"})
