@@ -4,7 +4,7 @@ The pool tells :class:`LiveUpdater` when a server listed tools that differ from 
 ``notifications/tools/list_changed``, or a restart that lists different tools) and when a child
 says its prompts or resources changed. The updater re-lists what is needed (prompts/resources
 through :meth:`ChildPool.request`; tools arrive already listed, through the pool's one listing
-path and its tools gate), writes the server's records to the index in a worker thread -- one
+path and its trust guard), writes the server's records to the index in a worker thread -- one
 server at a time, repeated changes of a server coalesced -- and then calls ``on_changed`` so
 hosts hear the copilot's own ``list_changed``. ``route`` keeps answering from the previous
 snapshot meanwhile (``ToolIndex`` never makes a search wait for a sync).
