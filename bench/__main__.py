@@ -13,6 +13,7 @@ BENCHMARKS = {
     "retrieval": "bench.retrieval",  # route quality on the 95 tasks: BM25 / dense / two-level / hybrid
     "speed": "bench.speed",  # route latency, build time, 100k-tool scale
     "pool": "bench.pool",  # warm pool vs direct call vs spawn-per-call
+    "relay": "bench.relay",  # execute through the stdio copilot vs the host calling the child directly
     "judge": "bench.judge",  # judge concurrency speed-up and cache
 }
 

@@ -69,6 +69,13 @@ class ServerConfig(BaseModel):
     reason: str | None = Field(default=None, description="Why the server is disabled.")
     timeout: float | None = Field(default=None, gt=0, description="Seconds per call (and per crawl).")
     cwd: str | None = None
+    works_in: Literal["own", "roots"] = Field(
+        default="own",
+        description=(
+            "Where the server reads and writes the user's files: 'roots' runs it in the first of the host's roots "
+            "(or COPILOT_ROOTS); 'own' in its own work dir. An explicit 'cwd' wins over both."
+        ),
+    )
     stateful: bool = True
     trusted: bool = True
 

@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, InputRequiredResult, InputResponses
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
 from index.servers import ServerConfig, ServersFile, load_servers
 from server.errors import (
+    CallCancelledError,
     ConfirmationRequiredError,
     ExecuteError,
+    InputExpiredError,
     PolicyDeniedError,
     ServerUnavailableError,
     UnknownServerError,
@@ -33,7 +35,12 @@ from server.errors import (
 from server.formatting import RouteAnswer, RoutedTool, render_route
 from server.indexing import BackgroundIndexer
 from server.policy import ConfirmationStore, Policy, Risk
-from server.results import cap_result, text_result, to_log_result
+from server.relay.confirm import approved, confirmation_request, confirmation_round
+from server.relay.disconnect import unless_client_gone
+from server.relay.host import HostLink
+from server.relay.hub import Relay
+from server.relay.suspended import Finished, SuspendedCall, decode_state
+from server.results import ResultLimits, cap_result, text_result, to_log_result
 from server.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
 from server.trajectory import RouteHit
@@ -92,8 +99,37 @@ class Confirmation:
     approved: bool
 
 
+def relay_for(settings: ServerSettings) -> Relay:
+    return Relay(roots=settings.roots, input_timeout=settings.input_timeout, log_level=settings.child_log_level)
+
+
 def _error_result(error: Exception) -> CallToolResult:
     return text_result(str(error), is_error=True)
+
+
+class _ExecuteRecord:
+    """The trajectory entry of one ``execute`` call: written once, when the call ends (in any round)."""
+
+    def __init__(self, log: SessionLog | None, server: Any, tool: Any, params: Any) -> None:
+        self.log = log
+        self.start = time.perf_counter()
+        self.call_id = log.next_call_id() if log else ""
+        self.server = str(server)
+        self.tool = str(tool)
+        self.params = params if isinstance(params, dict) else ({"_raw": params} if params is not None else None)
+        self.written = False
+
+    def resolved(self, call: PreparedCall) -> None:
+        self.server, self.tool, self.params = call.server, call.tool, call.params
+
+    def write(self, result: CallToolResult, error: str | None = None, kind: str | None = None) -> None:
+        if self.written or self.log is None:
+            return
+        self.written = True
+        self.log.execute(
+            self.call_id, self.server, self.tool, self.params, to_log_result(result), _ms(self.start),
+            error=error, error_kind=kind,
+        )
 
 
 def _ms(start: float) -> float:
@@ -118,11 +154,16 @@ class Copilot:
         index: Any,
         pool: Any,
         shutdown: Shutdown | None = None,
+        relay: Relay | None = None,
     ) -> None:
         self.settings = settings
         self.shutdown = shutdown or Shutdown()
         self.index = index
         self.pool = pool
+        self.relay = relay if relay is not None else relay_for(settings)
+        self.limits = ResultLimits(
+            chars=settings.max_result_chars, blocks=settings.max_result_blocks, binary_bytes=settings.max_result_bytes
+        )
         self._servers_file = servers_file
         self._servers_mtime = self._mtime(servers_file.path)
         self._servers_checked = time.monotonic()
@@ -162,9 +203,11 @@ class Copilot:
         from server.pool_settings import PoolSettings
 
         index = index if index is not None else ToolIndex.open(settings)
+        relay = relay_for(settings)
         # The pool's own settings come from the environment, but its home follows the copilot's.
-        pool = ChildPool(servers_file.enabled(), PoolSettings(home=settings.home))
-        copilot = cls(settings, servers_file, index, pool, shutdown)
+        pool = ChildPool(servers_file.enabled(), PoolSettings(home=settings.home), link=relay)
+        relay.on_roots_changed = pool.notify_roots_changed
+        copilot = cls(settings, servers_file, index, pool, shutdown, relay)
         try:
             async with pool, anyio.create_task_group() as task_group:
                 copilot._task_group = task_group
@@ -455,23 +498,34 @@ class Copilot:
         tool_name: Any,
         params: Any,
         confirm: Any,
-        confirmation: Confirmation | None,
         log: SessionLog | None,
-    ) -> CallToolResult:
+        *,
+        host: HostLink | None = None,
+        state: str | None = None,
+        responses: InputResponses | None = None,
+    ) -> CallToolResult | InputRequiredResult:
+        """Check, confirm and run one call; ``host`` relays progress, logs and the child's questions.
+
+        ``state``/``responses`` are a 2026-07-28 host's ``requestState``/``inputResponses`` when it
+        retries after an ``input_required`` answer (a confirmation, or a child's question).
+        """
         await self.begin_session(log)
-        start = time.perf_counter()
-        call_id = log.next_call_id() if log else ""
-        logged_params = params if isinstance(params, dict) else ({"_raw": params} if params is not None else None)
+        round_state = decode_state(state)
+        if "call" in round_state:
+            return await self._resume(round_state["call"], host, responses, log, server_name, tool_name, params)
+        record = _ExecuteRecord(log, server_name, tool_name, params)
         error: str | None = None
         kind: str | None = None
-        server = str(server_name)
-        tool = str(tool_name)
         try:
             prepared = await self.prepare(server_name, tool_name, params)
-            server, tool, logged_params = prepared.server, prepared.tool, prepared.params
+            record.resolved(prepared)
+            confirmation = await self._ask_confirmation(prepared, confirm, host, round_state, responses)
+            if isinstance(confirmation, InputRequiredResult):
+                return confirmation  # logged once the user answered and the call ran
             self._check_confirmation(prepared, confirm, confirmation)
-            result = await self.pool.call_tool(server, tool, prepared.params)
-            result = cap_result(result, self.settings.max_result_chars)
+            if host is not None and host.era == "modern" and host.answers_anything and self._task_group is not None:
+                return await self._start_suspended(prepared, host, record)
+            result = await self._run(prepared, self.relay.call(prepared.server, host) if host is not None else None)
         except ExecuteError as exc:
             error, kind = str(exc), exc.kind
             result = _error_result(exc)
@@ -480,22 +534,132 @@ class Copilot:
         except CopilotError as exc:
             error, kind = str(exc), "execute_error"
             result = _error_result(exc)
+        except anyio.get_cancelled_exc_class():
+            error = self._cancelled_error()
+            record.write(_error_result(error), str(error), error.kind)
+            raise
         except Exception as exc:
-            logger.exception("execute %s/%s failed", server, tool)
-            error, kind = f"internal error while calling {server}/{tool}: {exc}", "internal_error"
+            logger.exception("execute %s/%s failed", record.server, record.tool)
+            error, kind = f"internal error while calling {record.server}/{record.tool}: {exc}", "internal_error"
             result = text_result(error + " (see the copilot's log)", is_error=True)
-        if log is not None:
-            log.execute(
-                call_id,
-                server,
-                tool,
-                logged_params,
-                to_log_result(result),
-                _ms(start),
-                error=error,
-                error_kind=kind,
-            )
+        record.write(result, error, kind)
         return result
+
+    async def _run(self, call: PreparedCall, relay: Any) -> CallToolResult:
+        """The child call itself, cut to the result limits; a closed HTTP request cancels it."""
+        host: HostLink | None = relay.host if relay is not None else None
+        if host is not None and not self.pool.is_running(call.server):
+            await self.relay.before_start(self.servers[call.server], host)
+
+        def child_call() -> Any:
+            return self.pool.call_tool(call.server, call.tool, call.params, relay=relay)
+
+        if host is None or host.client_gone is None:
+            result = await child_call()
+        else:
+            result = await unless_client_gone(host.client_gone, child_call)
+            if result is None:
+                raise CallCancelledError(
+                    f"Call to {call.server}/{call.tool} cancelled: the HTTP client closed the request. The server's "
+                    "request was cancelled too."
+                )
+        return cap_result(result, self.limits)
+
+    def _cancelled_error(self, call: SuspendedCall | None = None) -> CallCancelledError:
+        if call is not None and call.expired:
+            why = (
+                f"the host did not answer the server's question within {self.settings.input_timeout:g}s "
+                "(COPILOT_INPUT_TIMEOUT)"
+            )
+        elif self.shutdown_reason is not None:
+            why = f"the copilot is shutting down ({self.shutdown_reason})"
+        else:
+            why = "the host cancelled it"
+        return CallCancelledError(f"Call cancelled: {why}. The server's request was cancelled too.")
+
+    async def _start_suspended(
+        self, call: PreparedCall, host: HostLink, record: _ExecuteRecord
+    ) -> CallToolResult | InputRequiredResult:
+        """Run the call in the background so the child's questions can go back as ``input_required``."""
+
+        async def run(suspended: SuspendedCall) -> Finished:
+            relay = suspended.relay = self.relay.call(call.server, host, suspended)
+            try:
+                return Finished(await self._run(call, relay))
+            except ExecuteError as exc:
+                return Finished(_error_result(exc), str(exc), exc.kind)
+            except CopilotError as exc:
+                return Finished(_error_result(exc), str(exc), "execute_error")
+            except Exception as exc:
+                logger.exception("execute %s/%s failed", call.server, call.tool)
+                text = f"internal error while calling {call.server}/{call.tool}: {exc}"
+                return Finished(text_result(text + " (see the copilot's log)", is_error=True), text, "internal_error")
+
+        def cancelled(suspended: SuspendedCall) -> Finished:
+            error = self._cancelled_error(suspended)
+            return Finished(_error_result(error), str(error), error.kind)
+
+        def ended(finished: Finished) -> None:
+            record.write(finished.result, finished.error, finished.kind)
+
+        assert self._task_group is not None
+        suspended = self.relay.suspended.start(self._task_group, run, cancelled, ended)
+        return await suspended.next_round()
+
+    async def _resume(
+        self,
+        call_id: Any,
+        host: HostLink | None,
+        responses: InputResponses | None,
+        log: SessionLog | None,
+        server_name: Any,
+        tool_name: Any,
+        params: Any,
+    ) -> CallToolResult | InputRequiredResult:
+        """A 2026-07-28 host's answers to a suspended call's questions: deliver them, wait for what is next."""
+        suspended = self.relay.suspended.get(call_id)
+        if suspended is None:
+            error = InputExpiredError(
+                f"This call of {server_name}/{tool_name} no longer waits for an answer: it ended, or the host took "
+                f"longer than {self.settings.input_timeout:g}s to answer (COPILOT_INPUT_TIMEOUT). Call execute again "
+                "without the earlier answers."
+            )
+            result = _error_result(error)
+            _ExecuteRecord(log, server_name, tool_name, params).write(result, str(error), error.kind)
+            return result
+        if host is not None and suspended.relay is not None:
+            suspended.relay.host = host  # progress and logs go to the request that waits now
+        suspended.deliver(responses)
+        return await suspended.next_round()
+
+    async def _ask_confirmation(
+        self,
+        call: PreparedCall,
+        confirm: Any,
+        host: HostLink | None,
+        round_state: Mapping[str, Any],
+        responses: InputResponses | None,
+    ) -> Confirmation | InputRequiredResult | None:
+        """Ask the user through the host's elicitation when the call needs confirmation and the host can."""
+        risk = call.risk
+        if host is None or not risk.needs_confirmation or risk.refused_read_only:
+            return None
+        if isinstance(confirm, str) and confirm.strip():
+            return None
+        question = self.confirmation_question(call)
+        request = confirmation_request(question)
+        if not host.can_answer(request):
+            return None
+        if host.era == "legacy":
+            with anyio.move_on_after(self.settings.input_timeout):
+                decision = approved(await host.ask(request))
+                return Confirmation(approved=decision) if decision is not None else None
+            return None
+        answer = (responses or {}).get("confirm") if round_state.get("confirm") else None
+        if answer is None:
+            return confirmation_round(question)
+        decision = approved(answer)
+        return Confirmation(approved=decision) if decision is not None else None
 
     def _check_confirmation(self, call: PreparedCall, confirm: Any, confirmation: Confirmation | None) -> None:
         risk = call.risk

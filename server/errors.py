@@ -58,3 +58,15 @@ class ConfirmationRequiredError(ExecuteError):
     kind = "confirmation_required"
     #: The token just issued for this call (``None`` when a given token was refused).
     token: str | None = None
+
+
+class CallCancelledError(ExecuteError):
+    """The host cancelled the call, or its client went away; the child's request was cancelled too."""
+
+    kind = "cancelled"
+
+
+class InputExpiredError(ExecuteError):
+    """A 2026-07-28 host retried ``execute`` for a call that no longer waits for its answers."""
+
+    kind = "input_expired"

@@ -22,6 +22,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from index.errors import ConfigError
+from server.relay.disconnect import ClientGoneMiddleware
 from server.settings import LOOPBACK_NAMES, ServerSettings
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,9 @@ def build_asgi(app: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
         transport_security=transport_security(settings),
         host=settings.http_host,
     )
-    return GuardMiddleware(starlette_app, token=settings.token, allowed_origins=settings.allowed_origins)
+    return GuardMiddleware(
+        ClientGoneMiddleware(starlette_app), token=settings.token, allowed_origins=settings.allowed_origins
+    )
 
 
 async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: Any) -> None:

@@ -28,7 +28,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -36,7 +37,14 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from index.children.connect import ChildConnection, ChildProcess, ChildStartError, describe_exit, open_session
+from index.children.connect import (
+    ChildConnection,
+    ChildProcess,
+    ChildStartError,
+    ClientCallbacks,
+    describe_exit,
+    open_session,
+)
 from index.servers import ServerConfig
 from server.errors import (
     ChildCrashedError,
@@ -47,12 +55,29 @@ from server.errors import (
 from server.pool_settings import PoolSettings
 from server.validation import did_you_mean, suggest
 
-__all__ = ["ChildPool", "PoolSettings"]
+__all__ = ["ChildLink", "ChildPool", "PoolSettings"]
 
 logger = logging.getLogger(__name__)
 
 #: Seconds to wait for a crashed child's exit code before reporting without it.
 _EXIT_CODE_WAIT = 2.0
+#: Characters of one child log message written to its log file.
+_LOG_LINE_CHARS = 2000
+
+
+class ChildLink(Protocol):
+    """Answers what children send the copilot on their own (``server.relay.hub.Relay`` implements it).
+
+    ``calls`` are the relays of the child's calls in flight (what ``call_tool`` was given), oldest first.
+    """
+
+    def working_directory(self, config: ServerConfig) -> Path | None: ...
+
+    async def answer(
+        self, server: str, calls: list[Any], request: types.InputRequest
+    ) -> types.InputResponse | types.ErrorData: ...
+
+    async def log(self, server: str, calls: list[Any], params: types.LoggingMessageNotificationParams) -> None: ...
 
 
 @dataclass
@@ -86,6 +111,8 @@ class _Child:
     in_flight: int = 0
     last_used: float = field(default_factory=time.monotonic)
     tools: list[types.Tool] | None = None
+    #: Relays of the calls in flight (see ``ChildPool.call_tool``), oldest first.
+    calls: list[Any] = field(default_factory=list)
 
     @property
     def usable(self) -> bool:
@@ -136,8 +163,14 @@ def _error_result(text: str) -> types.CallToolResult:
 class ChildPool:
     """Persistent MCP client sessions to the configured child servers; see the module docstring."""
 
-    def __init__(self, servers: Mapping[str, ServerConfig], settings: PoolSettings | None = None) -> None:
+    def __init__(
+        self,
+        servers: Mapping[str, ServerConfig],
+        settings: PoolSettings | None = None,
+        link: ChildLink | None = None,
+    ) -> None:
         self.settings = settings if settings is not None else PoolSettings()
+        self.link = link
         self._servers: dict[str, ServerConfig] = dict(servers)
         self._children: dict[str, _Child] = {}  # the current child of each server
         self._alive: set[_Child] = set()  # every child whose runner has not finished
@@ -183,9 +216,20 @@ class ChildPool:
     # -- public API -------------------------------------------------------------------------
 
     async def call_tool(
-        self, server: str, tool: str, arguments: dict[str, Any] | None, *, timeout: float | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        timeout: float | None = None,
+        relay: Any = None,
     ) -> types.CallToolResult:
-        """Call ``tool`` on ``server``'s child (starting it if needed) and return its result unchanged."""
+        """Call ``tool`` on ``server``'s child (starting it if needed) and return its result unchanged.
+
+        ``relay`` (a ``server.relay.call.CallRelay``) receives what the child sends during the call:
+        its ``progress`` callback goes on the request, its ``timeout_scope`` is set to the call's
+        timeout, and the pool's ``link`` gets it among the child's calls in flight.
+        """
         config = self._config(server)
         state = self._state(server)
         state.calls += 1
@@ -203,7 +247,7 @@ class ChildPool:
             try:
                 child = await self._acquire(server, config)
                 try:
-                    return await self._call(child, tool, arguments, limit)
+                    return await self._call(child, tool, arguments, limit, relay)
                 finally:
                     self._release(child)
             finally:
@@ -232,6 +276,16 @@ class ChildPool:
             self._start(server, self._config(server))
         except Exception as error:  # warming is a hint; the next call reports the problem
             logger.info("not warming server '%s': %s", server, error)
+
+    async def notify_roots_changed(self) -> None:
+        """Tell every running child that the roots changed (it may ask ``roots/list`` again)."""
+        for child in list(self._children.values()):
+            if child.running and child.connection is not None:
+                with anyio.move_on_after(5):
+                    try:
+                        await child.connection.session.send_roots_list_changed()  # pyright: ignore[reportDeprecated]
+                    except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        pass
 
     def is_running(self, server: str) -> bool:
         child = self._children.get(server)
@@ -348,6 +402,8 @@ class ChildPool:
                 max_message_bytes=settings.max_message_bytes,
                 shutdown_grace=settings.shutdown_grace,
                 on_spawn=spawned,
+                callbacks=self._callbacks(child),
+                cwd=self.link.working_directory(child.config) if self.link is not None else None,
             ) as connection:
                 child.connection = connection
                 child.last_used = time.monotonic()
@@ -378,6 +434,35 @@ class ChildPool:
             self._alive.discard(child)
             if self._children.get(child.name) is child:
                 del self._children[child.name]
+
+    def _callbacks(self, child: _Child) -> ClientCallbacks | None:
+        """The child session's answers to the child's own requests, relayed through ``link``."""
+        link = self.link
+        if link is None:
+            return None
+
+        async def answer(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+            return await link.answer(child.name, list(child.calls), request)
+
+        async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+            return await answer(types.CreateMessageRequest(params=params))
+
+        async def elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
+            return await answer(types.ElicitRequest(params=params))
+
+        async def list_roots(context: Any) -> Any:
+            return await answer(types.ListRootsRequest())
+
+        async def log(params: types.LoggingMessageNotificationParams) -> None:
+            text = params.data if isinstance(params.data, str) else repr(params.data)
+            line = f"log {params.level}{f' {params.logger}' if params.logger else ''}: {text[:_LOG_LINE_CHARS]}"
+            if child.process is not None:
+                child.process.note(line)
+            else:
+                logger.info("server '%s' %s", child.name, line)
+            await link.log(child.name, list(child.calls), params)
+
+        return ClientCallbacks(sampling=sampling, elicitation=elicitation, list_roots=list_roots, logging=log)
 
     async def _acquire(self, server: str, config: ServerConfig) -> _Child:
         """The server's running child, started if needed, with this call counted as in flight."""
@@ -491,14 +576,16 @@ class ChildPool:
         )
 
     async def _call(
-        self, child: _Child, tool: str, arguments: dict[str, Any] | None, limit: float
+        self, child: _Child, tool: str, arguments: dict[str, Any] | None, limit: float, relay: Any = None
     ) -> types.CallToolResult:
         assert child.connection is not None
         session = child.connection.session
         doing = f"the call to '{tool}'"
-        with anyio.move_on_after(limit) as scope:
+        with anyio.move_on_after(limit) as scope, self._in_flight(child, relay, scope):
             try:
-                return await session.call_tool(tool, arguments)
+                return await session.call_tool(
+                    tool, arguments, progress_callback=relay.progress if relay is not None else None
+                )
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, doing) from None
@@ -515,6 +602,19 @@ class ChildPool:
                 )
         assert scope.cancelled_caught
         raise self._timed_out(child, doing, limit)
+
+    @staticmethod
+    @contextmanager
+    def _in_flight(child: _Child, relay: Any, scope: anyio.CancelScope) -> Iterator[None]:
+        if relay is None:
+            yield
+            return
+        relay.timeout_scope = scope
+        child.calls.append(relay)
+        try:
+            yield
+        finally:
+            child.calls.remove(relay)
 
     async def _list(self, child: _Child, limit: float) -> list[types.Tool]:
         assert child.connection is not None

@@ -63,6 +63,7 @@ __all__ = [
     "ChildExitedError",
     "ChildProcess",
     "ChildStartError",
+    "ClientCallbacks",
     "CommandNotFoundError",
     "InitializeFailedError",
     "InitializeTimeoutError",
@@ -73,6 +74,20 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClientCallbacks:
+    """How the copilot's client session answers what a child sends it (the SDK's callback types).
+
+    Without them (the crawler) a child's sampling, elicitation and roots requests get the SDK's
+    "not supported" and its log messages are dropped; the pool relays them (``server.relay``).
+    """
+
+    sampling: Any = None
+    elicitation: Any = None
+    list_roots: Any = None
+    logging: Any = None
 
 
 @dataclass
@@ -211,6 +226,8 @@ async def open_session(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
     on_spawn: Callable[[ChildProcess], None] | None = None,
+    callbacks: ClientCallbacks | None = None,
+    cwd: Path | None = None,
 ) -> AsyncIterator[ChildConnection]:
     """Start or reach ``config``'s server, initialize, yield the connection; close it on exit.
 
@@ -219,6 +236,8 @@ async def open_session(
     ``stderr_path`` receives the child's stderr (appended); without one a temporary file is used.
     ``on_spawn`` is called with the :class:`ChildProcess` right after a stdio child is spawned, before
     ``initialize`` (so an owner can kill it from a signal handler even while it starts).
+    ``callbacks`` answer the child's own requests and take its log messages; ``cwd`` (when given)
+    is the child's working directory instead of ``config.cwd`` or ``workdir``.
     Raises :class:`ChildStartError` subclasses; exceptions from the body propagate unchanged.
     """
     if not config.is_enabled:
@@ -241,12 +260,25 @@ async def open_session(
                     stderr_path = Path(name)
                     stack.callback(stderr_path.unlink, True)
                 streams = await stack.enter_async_context(
-                    stdio_streams(config, workdir, stderr_path, max_message_bytes, shutdown_grace, on_spawn)
+                    stdio_streams(config, workdir, stderr_path, max_message_bytes, shutdown_grace, on_spawn, cwd)
                 )
             else:
                 streams = await stack.enter_async_context(remote_streams(config))
+            given = callbacks or ClientCallbacks()
             session = await stack.enter_async_context(
-                ClientSession(streams.read, streams.write, client_info=_client_info())
+                ClientSession(
+                    streams.read,
+                    streams.write,
+                    client_info=_client_info(),
+                    sampling_callback=given.sampling,
+                    elicitation_callback=given.elicitation,
+                    list_roots_callback=given.list_roots,
+                    logging_callback=given.logging,
+                    # Relayed to hosts that support tool use in sampling; refused clearly to others.
+                    sampling_capabilities=(
+                        types.SamplingCapability(tools=types.SamplingToolsCapability()) if given.sampling else None
+                    ),
+                )
             )
             result = await _initialize(config, session, streams, init_timeout)
             yield ChildConnection(

@@ -224,10 +224,12 @@ async def stdio_streams(
     max_message_bytes: int,
     shutdown_grace: float,
     on_spawn: Callable[[ChildProcess], None] | None = None,
+    cwd: Path | None = None,
 ) -> AsyncIterator[Streams]:
     tmpdir = workdir / "tmp"
     tmpdir.mkdir(parents=True, exist_ok=True)
-    cwd = Path(config.cwd).expanduser() if config.cwd else workdir
+    if cwd is None:
+        cwd = Path(config.cwd).expanduser() if config.cwd else workdir
     if not cwd.is_dir():
         raise ChildStartError(
             f"server '{config.name}': working directory '{cwd}' does not exist; create it or fix 'cwd'.",
