@@ -6,7 +6,7 @@ calling the child directly, in one run.
 One host process (this one, the mcp SDK ``Client`` over stdio) holds two sessions, both started
 here and warmed first:
 
-- *direct*: the fixture child server (``tests/fixtures/fixture_server.py``) as its own stdio server;
+- *direct*: the fixture child server (``tests/fixtures/relay_server.py``) as its own stdio server;
 - *copilot*: ``python -m server`` with that same child in its servers file; each call is
   ``execute(server_name="fixture", tool_name=..., params=...)``.
 
@@ -37,22 +37,23 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "fixture_server.py"
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "relay_server.py"
 TARGET_OVERHEAD_MS = 1.5
 TOOLS: dict[str, dict[str, Any]] = {"echo": {"text": "hello"}, "progress": {"steps": 3}}
 
 
-#: ``python -m server`` under cProfile; the stats are written when the host closes stdin.
+#: ``python -m server`` under cProfile; SIGUSR1 writes the stats so far (the host may kill it at exit).
 _PROFILED = """
-import cProfile, os, sys
+import cProfile, os, signal
 from server.__main__ import serve
 profile = cProfile.Profile()
+def dump(*_):
+    profile.disable()
+    profile.dump_stats({out!r} + ".tmp")
+    os.replace({out!r} + ".tmp", {out!r})
+signal.signal(signal.SIGUSR1, dump)
 profile.enable()
-code = serve(["--servers", {servers!r}])
-profile.disable()
-profile.dump_stats({out!r})
-sys.stderr.flush()
-os._exit(code)
+os._exit(serve(["--servers", {servers!r}]))
 """
 
 
@@ -76,6 +77,21 @@ def _copilot_env(home: Path) -> dict[str, str]:
         }
     )
     return env
+
+
+async def _dump_profile(path: Path) -> None:
+    """Ask the profiled copilot (a child of this process) to write its stats, and wait for them."""
+    import signal
+
+    import psutil
+
+    path.unlink(missing_ok=True)
+    for process in psutil.Process().children(recursive=True):
+        if "from server.__main__ import serve" in " ".join(process.cmdline()):
+            process.send_signal(signal.SIGUSR1)
+    with anyio.fail_after(60):
+        while not path.exists():
+            await anyio.sleep(0.1)
 
 
 async def _timed(call: Callable[[], Awaitable[Any]]) -> float:
@@ -139,6 +155,8 @@ async def run(args: argparse.Namespace) -> int:
                     for kind, call in pair if index % 2 == 0 else reversed(pair):
                         measured[kind].append(await _timed(call))
                 samples[tool] = measured
+            if args.profile:
+                await _dump_profile(Path(args.profile))
         print(f"relay benchmark: {args.iterations} calls per mode and tool (host: mcp SDK Client over stdio)")
         print(f"{'tool':9} {'direct p50':>11} {'copilot p50':>12} {'overhead p50':>13} {'copilot p95':>12} ratio")
         worst = 0.0

@@ -25,6 +25,9 @@ logger = logging.getLogger(__name__)
 #: rapidfuzz WRatio score (0-100) below which a name is not worth suggesting.
 SUGGESTION_CUTOFF = 60.0
 _VALUE_PREVIEW = 60
+#: Compiled validators kept (by schema); checking a schema costs ~100x validating params with it.
+_VALIDATOR_CACHE_SIZE = 1024
+_validators: dict[str, Any] = {}
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -232,6 +235,27 @@ def _describe_error(error: schema_errors.ValidationError) -> ParamProblem:
     return ParamProblem(kind=kind, path=path, message=message)
 
 
+def _compiled(schema: Mapping[str, Any]) -> Any:
+    """The schema's validator, checked and built once per distinct schema; ``None`` for an invalid schema."""
+    try:
+        key = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        key = repr(schema)
+    if key in _validators:
+        return _validators[key]
+    validator_class = validators.validator_for(schema, default=validators.Draft202012Validator)
+    try:
+        validator_class.check_schema(schema)
+        validator = validator_class(schema)
+    except schema_errors.SchemaError as error:
+        logger.warning("tool input schema is invalid, params not checked: %s", error.message)
+        validator = None
+    if len(_validators) >= _VALIDATOR_CACHE_SIZE:
+        _validators.clear()
+    _validators[key] = validator
+    return validator
+
+
 def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[ParamProblem]:
     """Everything wrong with ``params`` under ``schema``; empty when they are valid.
 
@@ -254,15 +278,12 @@ def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[
                 )
 
     try:
-        validator_class = validators.validator_for(schema, default=validators.Draft202012Validator)
-        validator_class.check_schema(schema)
-        validator = validator_class(schema)
+        validator = _compiled(schema)
+        if validator is None or validator.is_valid(params):
+            return problems
         errors = sorted(
             validator.iter_errors(dict(params)), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
         )
-    except schema_errors.SchemaError as error:
-        logger.warning("tool input schema is invalid, params not checked: %s", error.message)
-        return problems
     except Exception:  # noqa: BLE001 -- unresolvable $ref etc.: never block a call on our own checker
         logger.warning("could not check params against the tool's input schema", exc_info=True)
         return problems

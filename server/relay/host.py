@@ -17,7 +17,8 @@ the request opted into.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Mapping
+import warnings
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
@@ -25,7 +26,7 @@ import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -34,6 +35,8 @@ from pydantic import ValidationError
 from server.relay.disconnect import client_gone_event
 
 logger = logging.getLogger(__name__)
+# Logging, sampling and roots are deprecated at 2026-07-28 but are what 2025-era hosts and children speak.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=r"server\.relay\.")
 
 Era = Literal["legacy", "modern"]
 Ask = Literal["elicitation", "sampling", "roots"]
@@ -163,8 +166,3 @@ class HostLink:
                 code=types.INTERNAL_ERROR,
                 message=f"{self.describe} answered {request.method} with a result that is not valid MCP.",
             )
-
-
-def connection_log_level(state: Mapping[str, Any], default: str) -> str:
-    value = state.get(LOG_LEVEL_STATE_KEY)
-    return value if isinstance(value, str) else default
