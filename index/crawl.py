@@ -81,6 +81,9 @@ class ServerOutcome(BaseModel):
     ok: bool
     tool_count: int = 0
     seconds: float = 0.0
+    start_seconds: float | None = Field(
+        default=None, description="Seconds from launch to the answer to initialize (None if it never answered)."
+    )
     kind: str | None = Field(default=None, description="Failure kind (None when ok), e.g. 'timed out'.")
     reason: str = Field(default="", description="One line: what went wrong.")
     message: str = Field(default="", description="The full error message, with advice.")
@@ -277,6 +280,7 @@ async def crawl_server(
         # The hard stop also bounds a start or a teardown that hangs; open_session kills the group.
         with anyio.CancelScope(deadline=deadline + TEARDOWN_GRACE):
             async with open_session(config, workdir=workdir, stderr_path=log_path, init_timeout=limit) as connection:
+                start_seconds = round(anyio.current_time() - started, 2)
                 phase = "tools/list"
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0.01)):
                     tools = await list_all_tools(connection, warnings)
@@ -290,6 +294,7 @@ async def crawl_server(
         kind, reason, message, tail = _failure(config, error, phase=phase, limit=limit)
         if not tail and log_path is not None:
             tail = read_log_tail(log_path, log_offset, max_lines=STDERR_TAIL_LINES)
+        reason, message, tail = config.redact(reason), config.redact(message), [config.redact(x) for x in tail]
         logger.debug("%s: %s (%s)", config.name, kind, message, exc_info=kind == ERROR)
         outcome = ServerOutcome(
             server=config.name, ok=False, seconds=round(anyio.current_time() - started, 2), kind=kind,
@@ -308,11 +313,12 @@ async def crawl_server(
         for tool in tools
     ]
     info = CatalogServer(
-        description=description, category=config.category, launch_hash=config.launch_hash(), tool_count=len(records)
+        description=description, category=config.category, launch_hash=config.launch_hash(), tool_count=len(records),
+        start_seconds=start_seconds,
     )
     outcome = ServerOutcome(
         server=config.name, ok=True, tool_count=len(records), seconds=round(anyio.current_time() - started, 2),
-        warnings=warnings, log_path=log_path,
+        start_seconds=start_seconds, warnings=warnings, log_path=log_path,
     )
     return outcome, records, info
 
@@ -365,7 +371,10 @@ class _Display:
         if self.progress is None:
             return
         if outcome.ok:
-            line = f"[green]ok[/]     {escape(outcome.server)}: {outcome.tool_count} tools ({outcome.seconds:.1f} s)"
+            line = (
+                f"[green]ok[/]     {escape(outcome.server)}: {outcome.tool_count} tools "
+                f"(started in {outcome.start_seconds or 0:.1f} s, {outcome.seconds:.1f} s in all)"
+            )
         else:
             line = f"[red]failed[/] {escape(outcome.server)}: {escape(outcome.kind or '')} - {escape(outcome.reason)}"
         self.progress.console.print(line, highlight=False)
@@ -453,11 +462,32 @@ def print_summary(report: CrawlReport, console: Console) -> None:
         console.print(f"[yellow]note[/] {escape(outcome.server)}: {escape('; '.join(outcome.warnings))}", highlight=False)
     if report.skipped:
         console.print(f"skipped {len(report.skipped)} disabled server(s): {escape(', '.join(report.skipped))}", highlight=False)
+    _print_start_times(report, console)
     console.print(
         f"crawled {len(report.succeeded)} of {len(report.outcomes)} server(s), {len(report.records)} tools; "
         f"{len(report.failed)} failed",
         highlight=False,
     )
+
+
+#: Servers that take at least this long to answer initialize are listed after a crawl.
+SLOW_START_SECONDS = 5.0
+
+
+def _print_start_times(report: CrawlReport, console: Console) -> None:
+    """Start times (launch to initialize answered): the median, and every slow starter by name."""
+    starts = sorted(
+        ((o.start_seconds, o.server) for o in report.outcomes.values() if o.ok and o.start_seconds is not None),
+        reverse=True,
+    )
+    if not starts:
+        return
+    median = starts[len(starts) // 2][0]
+    slow = [f"{escape(server)} {seconds:.1f} s" for seconds, server in starts if seconds >= SLOW_START_SECONDS]
+    line = f"start times (launch to initialize): median {median:.1f} s, slowest {starts[0][0]:.1f} s"
+    if slow:
+        line += f"; {len(slow)} slow to start (>= {SLOW_START_SECONDS:g} s): " + ", ".join(slow)
+    console.print(line, highlight=False)
 
 
 def _suggest(name: str, choices: Iterable[str]) -> str:

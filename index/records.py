@@ -57,6 +57,9 @@ class CatalogServer(BaseModel):
     category: str = ""
     launch_hash: str | None = None
     tool_count: int = 0
+    #: Seconds the crawl measured from launch to the answer to initialize (with the package caches
+    #: as they were: a first npx/uvx run includes the download): how slow the server is to start.
+    start_seconds: float | None = None
 
 
 class Catalog(BaseModel):

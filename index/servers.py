@@ -17,15 +17,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from index.errors import ConfigError
+from index.redact import Redactor
 
 logger = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "streamable-http", "sse"]
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+#: Filled in when a child starts, not from the environment: the child's own data directory
+#: (``$COPILOT_WORKDIR/<server>``: per copilot, per task in benchmark runs), for servers that would
+#: otherwise keep their data inside a shared package cache (the memory server) or the user's home.
+SERVER_DIR_VARIABLE = "COPILOT_SERVER_DIR"
+_LATE_PLACEHOLDER = "${" + SERVER_DIR_VARIABLE + "}"
 
 #: What a child may inherit from the copilot's environment: enough to run ``npx``/``uvx``
 #: (paths, locale, TLS roots, package-registry settings), never the copilot's own secrets.
@@ -79,6 +86,9 @@ class ServerConfig(BaseModel):
     stateful: bool = True
     trusted: bool = True
 
+    #: Values filled in from the copilot's environment (value -> its ``${VAR}``), shown as placeholders.
+    _expanded: dict[str, str] = PrivateAttr(default_factory=dict)
+
     @model_validator(mode="after")
     def _one_launch_method(self) -> ServerConfig:
         if bool(self.command) == bool(self.url):
@@ -97,6 +107,43 @@ class ServerConfig(BaseModel):
         if kind == "sse" or (not kind and self.url and self.url.rstrip("/").endswith("/sse")):
             return "sse"
         return "streamable-http"
+
+    def redact(self, text: str) -> str:
+        """``text`` with this entry's filled-in ``${VAR}`` values and any URL credentials masked."""
+        return Redactor(self._expanded)(text)
+
+    @property
+    def display_command(self) -> str:
+        """The launch line as it may be shown to people and models (secrets as placeholders)."""
+        return self.redact(" ".join([self.command or "", *self.args]).strip())
+
+    @property
+    def display_url(self) -> str:
+        return self.redact(self.url or "")
+
+    @property
+    def display_target(self) -> str:
+        """The launch line of a stdio server, the URL of a remote one; safe to show."""
+        return self.display_command if self.command else self.display_url
+
+    def for_workdir(self, workdir: Path) -> ServerConfig:
+        """This entry with ``${COPILOT_SERVER_DIR}`` filled in as ``workdir`` (the child's own directory)."""
+        text = json.dumps([self.command, self.args, self.env, self.cwd])
+        if _LATE_PLACEHOLDER not in text:
+            return self
+        directory = str(workdir)
+
+        def fill(value: str) -> str:
+            return value.replace(_LATE_PLACEHOLDER, directory)
+
+        return self.model_copy(
+            update={
+                "command": fill(self.command) if self.command else self.command,
+                "args": [fill(arg) for arg in self.args],
+                "env": {key: fill(value) for key, value in self.env.items()},
+                "cwd": fill(self.cwd) if self.cwd else self.cwd,
+            }
+        )
 
     def launch_hash(self) -> str:
         """Changes exactly when the way to start or reach the server changes."""
@@ -133,12 +180,21 @@ class ServersFile(BaseModel):
         return {name: cfg for name, cfg in self.servers.items() if cfg.is_enabled}
 
 
-def expand_variables(value: str, environ: Mapping[str, str], missing: set[str]) -> str:
-    """Expand ``${VAR}`` / ``${VAR:-default}``; names that are unset are added to ``missing``."""
+def expand_variables(
+    value: str, environ: Mapping[str, str], missing: set[str], used: dict[str, str] | None = None
+) -> str:
+    """Expand ``${VAR}`` / ``${VAR:-default}``; names that are unset are added to ``missing``.
+
+    ``used`` collects the values taken from ``environ`` (value -> ``${VAR}``), to be redacted.
+    """
 
     def substitute(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
+        if name == SERVER_DIR_VARIABLE:
+            return match.group(0)  # filled in when the child starts (ServerConfig.for_workdir)
         if name in environ:
+            if used is not None and environ[name]:
+                used[environ[name]] = f"${{{name}}}"
             return environ[name]
         if default is not None:
             return default
@@ -148,17 +204,20 @@ def expand_variables(value: str, environ: Mapping[str, str], missing: set[str]) 
     return _VAR.sub(substitute, value)
 
 
-def _expand_entry(raw: dict[str, Any], environ: Mapping[str, str], missing: set[str]) -> dict[str, Any]:
+def _expand_entry(
+    raw: dict[str, Any], environ: Mapping[str, str], missing: set[str], used: dict[str, str]
+) -> dict[str, Any]:
     out = dict(raw)
     for key in ("command", "url", "cwd"):
         if isinstance(out.get(key), str):
-            out[key] = expand_variables(out[key], environ, missing)
+            out[key] = expand_variables(out[key], environ, missing, used)
     if isinstance(out.get("args"), list):
-        out["args"] = [expand_variables(a, environ, missing) if isinstance(a, str) else a for a in out["args"]]
+        out["args"] = [expand_variables(a, environ, missing, used) if isinstance(a, str) else a for a in out["args"]]
     for key in ("env", "headers"):
         if isinstance(out.get(key), dict):
             out[key] = {
-                k: expand_variables(v, environ, missing) if isinstance(v, str) else v for k, v in out[key].items()
+                k: expand_variables(v, environ, missing, used) if isinstance(v, str) else v
+                for k, v in out[key].items()
             }
     return out
 
@@ -204,11 +263,13 @@ def parse_servers(
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}:{line}: server '{name}': expected an object, got {type(raw).__name__}.")
         missing: set[str] = set()
-        expanded = _expand_entry(raw, environ, missing)
+        used: dict[str, str] = {}
+        expanded = _expand_entry(raw, environ, missing, used)
         try:
             config = ServerConfig.model_validate({**expanded, "name": name})
         except ValidationError as error:
             raise ConfigError(f"{source}:{line}: server '{name}': {_describe(error)}.") from None
+        config._expanded = used
         if missing and config.is_enabled:
             names = ", ".join(sorted(missing))
             logger.warning("%s:%d: server '%s' disabled: environment variable(s) %s not set", source, line, name, names)

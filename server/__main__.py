@@ -42,7 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     transport.add_argument("--host", help="interface to bind (COPILOT_HTTP_HOST, default 127.0.0.1)")
     transport.add_argument("--port", type=int, help="port (COPILOT_HTTP_PORT, default 8765)")
     transport.add_argument(
-        "--token", help="bearer token clients must send (COPILOT_HTTP_TOKEN); required beyond loopback"
+        "--token",
+        help="bearer token clients must send (COPILOT_HTTP_TOKEN); required beyond loopback. Other users can "
+        "read a process's arguments: prefer COPILOT_HTTP_TOKEN or --token-file",
+    )
+    transport.add_argument(
+        "--token-file", type=Path, help="read the bearer token from this file's first line (COPILOT_HTTP_TOKEN_FILE)"
     )
     logs = parser.add_argument_group("trajectory logs")
     logs.add_argument("--task-id", help="task id recorded in session_start (COPILOT_TASK_ID)")
@@ -77,6 +82,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "http_host": args.host,
         "http_port": args.port,
         "http_token": args.token,
+        "http_token_file": args.token_file,
         "task_id": args.task_id,
         "question": args.question,
         "category": args.category,
@@ -169,6 +175,11 @@ def serve(argv: Sequence[str] | None = None) -> int:
         print(f"error: invalid setting: {problems}", file=sys.stderr)
         return 2
     _configure_logging(settings.log_level)
+    if args.token:
+        logger.warning(
+            "the token given with --token is visible to other users of this machine in the process list; "
+            "pass it with COPILOT_HTTP_TOKEN or --token-file instead"
+        )
 
     try:
         servers_file = load_servers(settings.servers_file())

@@ -22,6 +22,7 @@ from mcp_types import CallToolResult, InputRequiredResult, InputResponses
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
 from index.servers import ServerConfig, ServersFile, load_servers
+from server.bounded import shown_name
 from server.errors import (
     CallCancelledError,
     ConfirmationRequiredError,
@@ -322,7 +323,7 @@ class Copilot:
             hint = did_you_mean(suggest(name, known))
             listed = ", ".join(sorted(known)[:_LISTED_NAMES]) + (" …" if len(known) > _LISTED_NAMES else "")
             raise UnknownServerError(
-                f"Unknown server '{name}'.{hint} Known servers: {listed or '(none)'}. "
+                f"Unknown server '{shown_name(name)}'.{hint} Known servers: {listed or '(none)'}. "
                 "Pass server names exactly as route returns them (search with route to find the right one)."
             )
         if not config.is_enabled:
@@ -483,11 +484,11 @@ class Copilot:
 
     def _unknown_tool(self, server: str, tool: str, names: list[str], records: Mapping[str, Any]) -> UnknownToolError:
         hint = did_you_mean(suggest(tool, names))
-        message = f"Unknown tool '{tool}' on server '{server}'.{hint}"
+        message = f"Unknown tool '{shown_name(tool)}' on server '{server}'.{hint}"
         visible = set(self.routable_servers())
         elsewhere = sorted({r.server for r in records.values() if r.name == tool and r.server in visible} - {server})
         if elsewhere:
-            message += f" A tool named '{tool}' exists on: {', '.join(elsewhere[:10])}."
+            message += f" A tool named '{shown_name(tool)}' exists on: {', '.join(elsewhere[:10])}."
         listed = ", ".join(sorted(names)[:_LISTED_NAMES]) + (" …" if len(names) > _LISTED_NAMES else "")
         message += f" Tools on {server}: {listed or '(none)'}. Use route to search for the right tool."
         return UnknownToolError(message)

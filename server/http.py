@@ -28,6 +28,8 @@ from server.settings import LOOPBACK_NAMES, ServerSettings
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
+#: Shortest bearer token accepted: 16 random characters are beyond online guessing; 1 is not.
+MIN_TOKEN_LENGTH = 16
 _LOOPBACK_ORIGIN_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 
 
@@ -85,11 +87,18 @@ async def _reply(send: Send, status: int, message: str, extra_headers: list[tupl
 
 
 def check_exposure(settings: ServerSettings) -> None:
-    """Refuse to serve beyond loopback without a token."""
+    """Refuse to serve beyond loopback without a token, and with a guessable one anywhere."""
     if not settings.binds_loopback and not settings.token:
         raise ConfigError(
             f"refusing to listen on {settings.http_host} without a bearer token: anyone who can reach this "
-            "address could run tools on this machine. Set COPILOT_HTTP_TOKEN (or --token), or bind 127.0.0.1."
+            "address could run tools on this machine. Set COPILOT_HTTP_TOKEN (or --token-file FILE), or bind "
+            "127.0.0.1."
+        )
+    token = settings.token
+    if token is not None and len(token) < MIN_TOKEN_LENGTH:
+        raise ConfigError(
+            f"the bearer token has {len(token)} characters; use at least {MIN_TOKEN_LENGTH} random ones, e.g. "
+            "COPILOT_HTTP_TOKEN=$(openssl rand -hex 24)."
         )
 
 

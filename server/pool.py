@@ -46,6 +46,7 @@ from index.children.connect import (
     open_session,
 )
 from index.servers import ServerConfig
+from server.bounded import shown_name
 from server.errors import (
     ChildCrashedError,
     ChildTimeoutError,
@@ -63,6 +64,8 @@ logger = logging.getLogger(__name__)
 _EXIT_CODE_WAIT = 2.0
 #: Characters of one child log message written to its log file.
 _LOG_LINE_CHARS = 2000
+#: Seconds between checks of the running children's stderr log sizes.
+_LOG_CHECK_INTERVAL = 5.0
 
 
 class ChildLink(Protocol):
@@ -185,6 +188,7 @@ class ChildPool:
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._stop_idle_children, name="child pool idle reaper")
+        self._task_group.start_soon(self._rotate_child_logs, name="child pool log rotation")
         atexit.register(self.kill_all)
         return self
 
@@ -349,7 +353,9 @@ class ChildPool:
         config = self._servers.get(server)
         if config is None:
             hint = did_you_mean(suggest(server, self._servers))
-            raise UnknownServerError(f"unknown server '{server}'.{hint} Use route to find servers and tools.")
+            raise UnknownServerError(
+                f"unknown server '{shown_name(server)}'.{hint} Use route to find servers and tools."
+            )
         if not config.is_enabled:
             reason = f": {config.reason}" if config.reason else ""
             raise ServerUnavailableError(f"server '{server}' is disabled{reason}. Use another server's tool.")
@@ -498,6 +504,8 @@ class ChildPool:
             state.last_used = time.time()
         if child.in_flight == 0 and child.retired:
             child.stop.set()
+        if child.process is not None:
+            child.process.rotate_log_if_over(self.settings.child_log_max_bytes)
         self._evict_over_cap()
 
     def _retire(self, child: _Child) -> None:
@@ -544,6 +552,14 @@ class ChildPool:
                 if child.in_flight == 0 and child.running and now - child.last_used >= idle_timeout:
                     logger.info("stopping server '%s': idle for %.0fs", child.name, now - child.last_used)
                     self._retire(child)
+
+    async def _rotate_child_logs(self) -> None:
+        """Keep every running child's stderr log bounded, also for children that flood it between calls."""
+        while True:
+            await anyio.sleep(_LOG_CHECK_INTERVAL)
+            for child in list(self._alive):
+                if child.process is not None:
+                    child.process.rotate_log_if_over(self.settings.child_log_max_bytes)
 
     # -- calls ------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import Field
 
 from index.children.connect import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE
+from index.children.stdio import MAX_STDERR_LOG_BYTES
 from index.settings import CopilotSettings
 
 
@@ -34,6 +35,11 @@ class PoolSettings(CopilotSettings):
     workdir: Path | None = Field(default=None, description="Children's working dirs (default: HOME/work/<server>).")
     child_log_dir: Path | None = Field(
         default=None, description="Children's stderr logs (default: HOME/logs/children/<server>.log)."
+    )
+    child_log_max_bytes: int = Field(
+        default=MAX_STDERR_LOG_BYTES,
+        ge=64 * 1024,
+        description="A running child's stderr log is rotated to <server>.log.1 when it grows past this size.",
     )
 
     def work_root(self) -> Path:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from server.bounded import cap_for_log
 from server.settings import ServerSettings
 from server.trajectory import (
     ExecuteEvent,
@@ -45,8 +46,18 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 class SessionLog:
     """The trajectory of one MCP session."""
 
-    def __init__(self, writer: TrajectoryWriter, start: SessionStart, *, owns_writer: bool) -> None:
+    def __init__(
+        self,
+        writer: TrajectoryWriter,
+        start: SessionStart,
+        *,
+        owns_writer: bool,
+        field_chars: int = 100_000,
+        event_chars: int = 1_000_000,
+    ) -> None:
         self.writer = writer
+        self._field_chars = field_chars
+        self._event_chars = event_chars
         self.session_id = start.session_id
         self._start = start
         self._owns_writer = owns_writer
@@ -70,10 +81,18 @@ class SessionLog:
     def next_call_id(self) -> str:
         return f"{self.session_id[:8]}-{next(self._calls)}"
 
+    def _bounded(self, **fields: Any) -> dict[str, Any]:
+        """``fields`` cut to the log's per-field and per-event budgets, with a ``log_cut`` note if cut."""
+        capped, note = cap_for_log(fields, field_chars=self._field_chars, total_chars=self._event_chars)
+        if note is not None:
+            capped["log_cut"] = note
+        return capped
+
     def route(
         self, call_id: str, query: str, results: list[RouteHit], latency_ms: float, error: str | None = None
     ) -> None:
-        self._write(RouteEvent(call_id=call_id, query=query, results=results, latency_ms=latency_ms, error=error))
+        bounded = self._bounded(query=query, error=error)
+        self._write(RouteEvent(call_id=call_id, results=results, latency_ms=latency_ms, **bounded))
 
     def execute(
         self,
@@ -86,18 +105,14 @@ class SessionLog:
         error: str | None = None,
         error_kind: str | None = None,
     ) -> None:
-        self._write(
-            ExecuteEvent(
-                call_id=call_id,
-                server=server,
-                tool=tool,
-                params=params,
-                result=result,
-                latency_ms=latency_ms,
-                error=error,
-                error_kind=error_kind,
-            )
+        bounded = self._bounded(
+            server=server,
+            tool=tool,
+            params=params,
+            result=result.model_dump(mode="json") if result is not None else None,
+            error=error,
         )
+        self._write(ExecuteEvent(call_id=call_id, latency_ms=latency_ms, error_kind=error_kind, **bounded))
 
     def end(self, reason: str, index: dict[str, Any] | None = None) -> None:
         if self.ended:
@@ -154,7 +169,13 @@ class SessionLogs:
                 copilot_version=self._copilot_version,
             )
             writer, owns = self._writer_for(start.session_id)
-            log = self._sessions[key] = SessionLog(writer, start, owns_writer=owns)
+            log = self._sessions[key] = SessionLog(
+                writer,
+                start,
+                owns_writer=owns,
+                field_chars=settings.log_max_field_chars,
+                event_chars=settings.log_max_event_chars,
+            )
         logger.info("session %s: trajectory in %s", start.session_id[:8], log.path)
         return log
 

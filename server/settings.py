@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from index.settings import CopilotSettings
@@ -100,6 +100,10 @@ class ServerSettings(CopilotSettings):
     http_token: SecretStr | None = Field(
         default=None, description="Bearer token HTTP clients must send; required when binding beyond loopback."
     )
+    http_token_file: Path | None = Field(
+        default=None,
+        description="File holding the bearer token (first line), so the token is in neither argv nor the environment.",
+    )
     allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Browser Origins accepted besides loopback ones (exact, or ending in ':*' for any port).",
@@ -111,6 +115,12 @@ class ServerSettings(CopilotSettings):
     category: str | None = Field(default=None, description="The task's category written to session_start.")
     log_file: Path | None = Field(
         default=None, description="Write every session's trajectory to this exact file (benchmark runs)."
+    )
+    log_max_field_chars: int = Field(
+        default=100_000, ge=100, description="Longest string (query, param, result text) written to a trajectory."
+    )
+    log_max_event_chars: int = Field(
+        default=1_000_000, ge=1000, description="Most characters of one trajectory event (what is beyond is cut)."
     )
 
     # Background indexing ------------------------------------------------------------------
@@ -168,6 +178,19 @@ class ServerSettings(CopilotSettings):
     @property
     def binds_loopback(self) -> bool:
         return is_loopback_host(self.http_host)
+
+    @model_validator(mode="after")
+    def _token_from_file(self) -> ServerSettings:
+        if self.http_token is None and self.http_token_file is not None:
+            try:
+                lines = self.http_token_file.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as error:
+                raise ValueError(f"cannot read the token file {self.http_token_file}: {error}") from None
+            token = lines[0].strip() if lines else ""
+            if not token:
+                raise ValueError(f"the token file {self.http_token_file} is empty")
+            self.http_token = SecretStr(token)
+        return self
 
     @property
     def token(self) -> str | None:

@@ -24,10 +24,9 @@ logger = logging.getLogger(__name__)
 
 #: rapidfuzz WRatio score (0-100) below which a name is not worth suggesting.
 SUGGESTION_CUTOFF = 60.0
+#: Names longer than this are not compared (fuzzy matching is quadratic in the name's length).
+MAX_SUGGESTED_NAME = 256
 _VALUE_PREVIEW = 60
-#: Compiled validators kept (by schema); checking a schema costs ~100x validating params with it.
-_VALIDATOR_CACHE_SIZE = 1024
-_validators: dict[str, Any] = {}
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -53,7 +52,7 @@ def _similarity(a: str, b: str, **_: Any) -> float:
 def suggest(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
     """The candidates closest to ``name`` (case-insensitive, identifier-aware), best first."""
     unique = list(dict.fromkeys(c for c in candidates if c))
-    if not name or not unique:
+    if not name or not unique or len(name) > MAX_SUGGESTED_NAME:
         return []
     folded = name.casefold()
     exact = [c for c in unique if c.casefold() == folded]
@@ -235,25 +234,67 @@ def _describe_error(error: schema_errors.ValidationError) -> ParamProblem:
     return ParamProblem(kind=kind, path=path, message=message)
 
 
-def _compiled(schema: Mapping[str, Any]) -> Any:
-    """The schema's validator, checked and built once per distinct schema; ``None`` for an invalid schema."""
+#: Drafts tried, newest first, for a schema that does not declare one (``$schema``). Older servers
+#: still write draft-04 forms (``"exclusiveMinimum": true``), which newer drafts reject.
+_DRAFTS_BY_AGE = (
+    validators.Draft202012Validator,
+    validators.Draft201909Validator,
+    validators.Draft7Validator,
+    validators.Draft6Validator,
+    validators.Draft4Validator,
+)
+#: Validators by schema (JSON text): checking a schema costs more than validating params with it.
+_VALIDATORS: dict[str, Any] = {}
+_VALIDATOR_CACHE_SIZE = 4096
+_WARNED: set[str] = set()
+
+
+def _schema_key(schema: Mapping[str, Any]) -> str:
     try:
-        key = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=str)
+        return json.dumps(schema, sort_keys=True, default=str)
     except (TypeError, ValueError):
-        key = repr(schema)
-    if key in _validators:
-        return _validators[key]
-    validator_class = validators.validator_for(schema, default=validators.Draft202012Validator)
-    try:
-        validator_class.check_schema(schema)
-        validator = validator_class(schema)
-    except schema_errors.SchemaError as error:
-        logger.warning("tool input schema is invalid, params not checked: %s", error.message)
-        validator = None
-    if len(_validators) >= _VALIDATOR_CACHE_SIZE:
-        _validators.clear()
-    _validators[key] = validator
-    return validator
+        return repr(schema)
+
+
+def _warn_once(schema: Mapping[str, Any], message: str, *args: Any, exc_info: bool = False) -> None:
+    key = _schema_key(schema)
+    if key in _WARNED:
+        return
+    if len(_WARNED) >= _VALIDATOR_CACHE_SIZE:
+        _WARNED.clear()
+    _WARNED.add(key)
+    title = schema.get("title") if isinstance(schema.get("title"), str) else None
+    logger.warning(message + (f" (schema {title!r})" if title else ""), *args, exc_info=exc_info)
+
+
+def validator_for_schema(schema: Mapping[str, Any]) -> Any | None:
+    """A validator of the draft ``schema`` declares (``$schema``) or implies, or ``None`` if it fits none.
+
+    Without ``$schema`` the newest draft that accepts the schema is used, so a draft-04 schema is
+    validated as draft-04 instead of being skipped. A schema that no draft accepts is not held
+    against the caller: it is logged once and params pass, so the child server gets to decide.
+    """
+    key = _schema_key(schema)
+    if key in _VALIDATORS:
+        return _VALIDATORS[key]
+    declared = validators.validator_for(schema, default=None) if "$schema" in schema else None
+    candidates = (declared,) if declared is not None else _DRAFTS_BY_AGE
+    chosen: Any | None = None
+    problem = ""
+    for validator_class in candidates:
+        try:
+            validator_class.check_schema(schema)
+        except schema_errors.SchemaError as error:
+            problem = problem or error.message
+            continue
+        chosen = validator_class(schema)
+        break
+    if chosen is None:
+        _warn_once(schema, "a tool's input schema fits no JSON Schema draft, its params are not checked: %s", problem)
+    elif len(_VALIDATORS) >= _VALIDATOR_CACHE_SIZE:
+        _VALIDATORS.clear()
+    _VALIDATORS[key] = chosen
+    return chosen
 
 
 def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[ParamProblem]:
@@ -277,15 +318,15 @@ def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[
                     ParamProblem("unknown", name, f"unknown parameter '{name}'{'.' + hint if hint else ''}")
                 )
 
+    validator = validator_for_schema(schema)
+    if validator is None:
+        return problems
     try:
-        validator = _compiled(schema)
-        if validator is None or validator.is_valid(params):
-            return problems
         errors = sorted(
             validator.iter_errors(dict(params)), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
         )
     except Exception:  # noqa: BLE001 -- unresolvable $ref etc.: never block a call on our own checker
-        logger.warning("could not check params against the tool's input schema", exc_info=True)
+        _warn_once(schema, "could not check params against the tool's input schema", exc_info=True)
         return problems
 
     for error in errors:

@@ -101,6 +101,8 @@ class ChildConnection:
     closed: anyio.Event
     process: ChildProcess | None = None
     url: str | None = None
+    #: Masks the server entry's secrets in anything shown from this child (its stderr lines).
+    redact: Callable[[str], str] = str
 
     @property
     def pid(self) -> int | None:
@@ -115,7 +117,8 @@ class ChildConnection:
         return self.process.log_path if self.process is not None else None
 
     def stderr_tail(self, max_lines: int = 15) -> list[str]:
-        return self.process.stderr_tail(max_lines) if self.process is not None else []
+        lines = self.process.stderr_tail(max_lines) if self.process is not None else []
+        return [self.redact(line) for line in lines]
 
     async def wait_exit(self, timeout: float) -> int | None:
         """The child's exit code once it exited (``None`` for remote servers or if still running)."""
@@ -143,7 +146,11 @@ async def _initialize(
     config: ServerConfig, session: ClientSession, streams: Streams, init_timeout: float
 ) -> types.InitializeResult:
     name = config.name
-    tail = streams.process.stderr_tail if streams.process is not None else (lambda: [])
+
+    def tail() -> list[str]:
+        lines = streams.process.stderr_tail() if streams.process is not None else []
+        return [config.redact(line) for line in lines]
+
     failure: str | None = None
     streams.abrupt_close = True  # until initialize succeeds, closing means giving up on the child
     with anyio.move_on_after(init_timeout) as scope:
@@ -153,12 +160,12 @@ async def _initialize(
             return result
         except MCPError as error:
             if error.code != types.CONNECTION_CLOSED:
-                failure = f"answered initialize with error {error.code}: {error.message}"
+                failure = config.redact(f"answered initialize with error {error.code}: {error.message}")
         except RuntimeError as error:  # unsupported protocol version
             failure = str(error)
-    command_line = " ".join([config.command or "", *config.args])
+    command_line = config.display_command
     if scope.cancelled_caught:
-        where = command_line if config.command else config.url
+        where = config.display_target
         lines = tail()
         raise InitializeTimeoutError(
             f"server '{name}' ({where}) did not answer initialize within {init_timeout:g}s; it may be "
@@ -168,7 +175,7 @@ async def _initialize(
         )
     if streams.http_errors:
         raise RemoteConnectError(
-            f"server '{name}' at {config.url}: {streams.http_errors[-1]}; check the URL and the "
+            f"server '{name}' at {config.display_url}: {streams.http_errors[-1]}; check the URL and the "
             "'headers' (e.g. Authorization) in the server list.",
             server=name,
         )
@@ -177,7 +184,7 @@ async def _initialize(
         raise InitializeFailedError(f"server '{name}' {failure}.{format_tail(lines)}", server=name, stderr_tail=lines)
     if streams.process is None:
         raise RemoteConnectError(
-            f"server '{name}' at {config.url} closed the connection during initialize.", server=name
+            f"server '{name}' at {config.display_url} closed the connection during initialize.", server=name
         )
     returncode = await streams.process.wait_exit(2.0)
     what = f"exited with {describe_exit(returncode)}" if returncode is not None else "closed its stdout without exiting"
@@ -208,7 +215,8 @@ def _unwrap(group: BaseExceptionGroup[Any], config: ServerConfig) -> BaseExcepti
         leaf = leaves[0]
         if isinstance(leaf, httpx2.HTTPError | OSError) and config.url:
             return RemoteConnectError(
-                f"server '{config.name}': cannot reach {config.url} ({type(leaf).__name__}: {leaf}); "
+                f"server '{config.name}': cannot reach {config.display_url} "
+                f"({type(leaf).__name__}: {config.redact(str(leaf))}); "
                 "check the URL and that the server is running.",
                 server=config.name,
             )
@@ -287,7 +295,8 @@ async def open_session(
                 initialize_result=result,
                 closed=streams.closed,
                 process=streams.process,
-                url=config.url,
+                url=config.display_url or None,
+                redact=config.redact,
             )
     except BaseExceptionGroup as group:
         error = _unwrap(group, config)

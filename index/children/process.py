@@ -133,6 +133,32 @@ class ChildProcess:
             self.log.write(f"[copilot {stamp}] {text}\n".encode("utf-8", "replace"))
             self.log.flush()
 
+    def rotate_log_if_over(self, max_bytes: int) -> bool:
+        """Keep the stderr log under ``max_bytes`` while the child runs (copy-truncate).
+
+        The child writes through its own descriptor, opened for appending, so the copilot cannot
+        swap the file under it; instead the last ``max_bytes`` are copied to ``<name>.1`` and the
+        file is emptied in place, and the child's next write lands at its new end. Lines the
+        child writes between the copy and the truncation are lost: the price of bounded disk.
+        """
+        if self.log is None or self.log.closed:
+            return False
+        try:
+            size = os.fstat(self.log.fileno()).st_size
+            if size <= max_bytes:
+                return False
+            backup = self.log_path.with_name(self.log_path.name + ".1")
+            with self.log_path.open("rb") as source, backup.open("wb") as target:
+                source.seek(max(size - max_bytes, 0))
+                target.write(source.read(max_bytes))
+            os.truncate(self.log_path, 0)
+        except OSError as error:
+            logger.warning("could not rotate %s: %s", self.log_path, error)
+            return False
+        self.log_offset = 0
+        self.note(f"log rotated at {size:,} bytes: its last {max_bytes:,} bytes are in {backup.name}")
+        return True
+
     def stderr_tail(self, max_lines: int = 15, max_chars: int = 300) -> list[str]:
         """The last lines this child wrote to its stderr log during this session."""
         return read_log_tail(self.log_path, self.log_offset, max_lines=max_lines, max_chars=max_chars)

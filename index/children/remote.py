@@ -9,6 +9,7 @@ import anyio
 import httpx2
 from mcp.shared.message import SessionMessage
 
+from index.redact import redact_url
 from index.servers import ServerConfig
 from index.children.stdio import Streams
 
@@ -23,7 +24,8 @@ async def remote_streams(config: ServerConfig) -> AsyncIterator[Streams]:
 
     async def record_status(response: httpx2.Response) -> None:
         if response.status_code >= 400:
-            http_errors.append(f"HTTP {response.status_code} {response.reason_phrase} from {response.request.url}")
+            where = redact_url(str(response.request.url))
+            http_errors.append(f"HTTP {response.status_code} {response.reason_phrase} from {where}")
 
     def client_factory(
         headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None

@@ -228,6 +228,7 @@ async def stdio_streams(
 ) -> AsyncIterator[Streams]:
     tmpdir = workdir / "tmp"
     tmpdir.mkdir(parents=True, exist_ok=True)
+    config = config.for_workdir(workdir)
     if cwd is None:
         cwd = Path(config.cwd).expanduser() if config.cwd else workdir
     if not cwd.is_dir():
@@ -243,7 +244,7 @@ async def stdio_streams(
     log, log_offset = _open_log(stderr_path)
     try:
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        log.write(f"\n[copilot {stamp}] starting {config.command} {' '.join(config.args)}\n".encode())
+        log.write(f"\n[copilot {stamp}] starting {config.display_command}\n".encode())
         log.flush()
         log_offset = log.tell()
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import socket
 import subprocess
@@ -98,6 +99,16 @@ def test_healthy_server_tools_land_in_the_catalog_with_schemas_and_annotations(m
     assert add.output_schema is not None and add.output_schema["properties"]["result"]["type"] == "integer"
     info = mixed.catalog().servers["healthy"]
     assert info.tool_count == len(tools) and info.category == "Test" and info.launch_hash
+
+
+def test_start_times_are_measured_recorded_and_summarized(mixed: MixedCrawl) -> None:
+    servers = mixed.catalog().servers
+    assert set(servers) == {"healthy", "noisy", "paged"}
+    for name, info in servers.items():
+        # Launch to initialize answered: a Python fixture takes a fraction of a second to seconds.
+        assert info.start_seconds is not None and 0 < info.start_seconds < 60, (name, info)
+    assert re.search(r"start times \(launch to initialize\): median [0-9.]+ s, slowest [0-9.]+ s", mixed.stderr)
+    assert re.search(r"ok +healthy: \d+ tools \(started in [0-9.]+ s, [0-9.]+ s in all\)", mixed.stderr)
 
 
 def test_crash_at_start_is_reported_with_exit_code_and_stderr(mixed: MixedCrawl) -> None:

@@ -58,7 +58,12 @@ async def served(built_index: Path, tmp_path_factory: pytest.TempPathFactory) ->
     )
     port = free_port()
     logs = root / "logs"
-    env = copilot_env(home, COPILOT_LOG_DIR=str(logs), COPILOT_HTTP_TOKEN=TOKEN, COPILOT_AUTO_INDEX="false")
+    # The token comes from a file, so the whole module also proves the token-file path end to end.
+    token_file = root / "token"
+    token_file.write_text(TOKEN + "\n", encoding="utf-8")
+    env = copilot_env(
+        home, COPILOT_LOG_DIR=str(logs), COPILOT_HTTP_TOKEN_FILE=str(token_file), COPILOT_AUTO_INDEX="false"
+    )
     process = HttpCopilot(["--servers", str(servers), "--http", "--port", str(port)], env, root, root / "stderr.log")
     await process.start()
     try:
@@ -193,4 +198,26 @@ async def test_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path)
         )
     assert result.returncode == 2
     assert b"refusing to listen on 0.0.0.0 without a bearer token" in result.stderr
+    assert result.stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("extra", "env_settings", "message"),
+    [
+        (["--token", "abc"], {}, b"the bearer token has 3 characters; use at least 16"),
+        ([], {"COPILOT_HTTP_TOKEN": "short-token"}, b"the bearer token has 11 characters; use at least 16"),
+        ([], {"COPILOT_HTTP_TOKEN_FILE": "/nonexistent/token"}, b"cannot read the token file /nonexistent/token"),
+    ],
+)
+async def test_refuses_guessable_or_unreadable_tokens(
+    tmp_path: Path, extra: list[str], env_settings: dict[str, str], message: bytes
+) -> None:
+    servers = write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")})
+    env = copilot_env(tmp_path / "home", **env_settings)
+    command = [sys.executable, "-m", "server", "--servers", str(servers), "--http", "--host", "0.0.0.0", "--port", "0"]
+    with anyio.fail_after(60):
+        result = await anyio.run_process([*command, *extra], env=env, cwd=str(tmp_path), check=False)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr, result.stderr
+    assert b"Traceback" not in result.stderr
     assert result.stdout == b""

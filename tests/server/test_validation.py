@@ -124,3 +124,39 @@ def test_describe_type_covers_common_shapes() -> None:
 
 def test_describe_expected_for_tool_without_parameters() -> None:
     assert describe_expected({"type": "object"}) == "no parameters"
+
+
+#: Written the way older servers still write schemas: draft-04's boolean ``exclusiveMinimum``.
+DRAFT4_PAGES = {
+    "type": "object",
+    "properties": {
+        "pages": {"type": "array", "items": {"type": "integer", "minimum": 0, "exclusiveMinimum": True}},
+    },
+    "required": ["pages"],
+    "additionalProperties": False,
+}
+
+
+def test_a_draft4_schema_is_validated_as_draft4_not_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="server.validation"):
+        assert find_problems(DRAFT4_PAGES, {"pages": [1, 2]}) == []
+        problems = find_problems(DRAFT4_PAGES, {"pages": [0]})
+    assert [p.path for p in problems] == ["pages[0]"], problems
+    assert "less than or equal to the minimum of 0" in problems[0].message
+    assert caplog.records == []
+
+
+def test_a_declared_draft_wins_over_guessing() -> None:
+    # In draft-07, exclusiveMinimum is a number: 0 itself is excluded, 1 passes.
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"n": {"exclusiveMinimum": 0}}}
+    assert find_problems(schema, {"n": 1}) == []
+    assert [p.path for p in find_problems(schema, {"n": 0})] == ["n"]
+
+
+def test_a_schema_no_draft_accepts_passes_params_and_is_reported_once(caplog: pytest.LogCaptureFixture) -> None:
+    broken = {"type": "object", "properties": {"x": {"type": "no-such-type"}}, "title": "broken-for-test"}
+    with caplog.at_level("WARNING", logger="server.validation"):
+        for _ in range(3):
+            assert find_problems(broken, {"x": 1}) == []
+    warnings = [r for r in caplog.records if "fits no JSON Schema draft" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
