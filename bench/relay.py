@@ -44,9 +44,9 @@ TOOLS: dict[str, dict[str, Any]] = {"echo": {"text": "hello"}, "progress": {"ste
 
 #: ``python -m server`` under cProfile; SIGUSR1 writes the stats so far (the host may kill it at exit).
 _PROFILED = """
-import cProfile, os, signal
+import cProfile, os, signal, time
 from server.__main__ import serve
-profile = cProfile.Profile()
+profile = cProfile.Profile(time.process_time)  # CPU time: waiting for the host or the child does not count
 def dump(*_):
     profile.disable()
     profile.dump_stats({out!r} + ".tmp")
@@ -77,6 +77,32 @@ def _copilot_env(home: Path) -> dict[str, str]:
         }
     )
     return env
+
+
+def _processes() -> dict[str, Any]:
+    """This process's MCP servers: the copilot, its child, and the child the host calls directly."""
+    import psutil
+
+    found: dict[str, Any] = {}
+    for process in psutil.Process().children(recursive=True):
+        try:
+            line = " ".join(process.cmdline())
+            parent = process.parent()
+        except psutil.Error:
+            continue
+        if "relay_server.py" in line:
+            found["direct child" if parent is not None and parent.pid == os.getpid() else "copilot child"] = process
+        elif "server" in line and "--servers" in line:
+            found["copilot"] = process
+    return found
+
+
+def _cpu(process: Any) -> float:
+    try:
+        times = process.cpu_times()
+    except Exception:  # noqa: BLE001 -- a process that exited counts as idle
+        return 0.0
+    return float(times.user + times.system)
 
 
 async def _dump_profile(path: Path) -> None:
@@ -134,6 +160,8 @@ async def run(args: argparse.Namespace) -> int:
                 )
             )
             samples: dict[str, dict[str, list[float]]] = {}
+            processes: dict[str, Any] = {}
+            cpu: dict[str, dict[str, float]] = {}
             for tool, params in TOOLS.items():
 
                 def direct_call(tool: str = tool, params: dict[str, Any] = params) -> Awaitable[Any]:
@@ -150,10 +178,15 @@ async def run(args: argparse.Namespace) -> int:
                     await _timed(direct_call)
                     await _timed(copilot_call)
                 measured: dict[str, list[float]] = {"direct": [], "copilot": []}
+                processes = processes or _processes()  # after the warm-up: the copilot's child runs now
+                before = {name: _cpu(process) for name, process in processes.items()}
                 for index in range(args.iterations):
                     pair = [("direct", direct_call), ("copilot", copilot_call)]
                     for kind, call in pair if index % 2 == 0 else reversed(pair):
                         measured[kind].append(await _timed(call))
+                cpu[tool] = {
+                    name: (_cpu(process) - before[name]) / args.iterations for name, process in processes.items()
+                }
                 samples[tool] = measured
             if args.profile:
                 await _dump_profile(Path(args.profile))
@@ -169,6 +202,13 @@ async def run(args: argparse.Namespace) -> int:
                 f"{percentile(measured['copilot'], 0.95) * 1000:9.3f} ms {copilot_p50 / direct_p50:.2f}x"
             )
         print(f"progress notifications received: direct {progress_seen['direct']}, copilot {progress_seen['copilot']}")
+        for tool, used in cpu.items():
+            if "copilot" in used:
+                print(
+                    f"{tool}: CPU per call -- copilot process {used['copilot'] * 1000:.3f} ms, the child behind it "
+                    f"{used.get('copilot child', 0) * 1000:.3f} ms, the child called directly "
+                    f"{used.get('direct child', 0) * 1000:.3f} ms"
+                )
         verdict = "met" if worst * 1000 <= TARGET_OVERHEAD_MS else "NOT met"
         print(f"summary: copilot overhead {worst * 1000:.3f} ms p50 (target <= {TARGET_OVERHEAD_MS} ms: {verdict})")
     return 0

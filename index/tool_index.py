@@ -53,6 +53,7 @@ class SearchHit(BaseModel):
     input_schema: dict[str, Any]
     required: list[str]
     annotations: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
     score: float
 
 
@@ -287,6 +288,7 @@ class ToolIndex:
                     input_schema=record.input_schema,
                     required=record.required,
                     annotations=record.annotations,
+                    output_schema=record.output_schema,
                     score=round(float(scores[position]), 4),
                 )
             )

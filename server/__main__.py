@@ -140,9 +140,11 @@ async def _serve_stdio(app: Any, shutdown: Any) -> None:
                 scope.cancel()
                 return
 
+    from server.stdio_pipes import run_stdio
+
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(on_signals, task_group.cancel_scope)
-        await app.run_stdio_async()
+        await run_stdio(app)
         task_group.cancel_scope.cancel()
 
 

@@ -414,6 +414,7 @@ class Copilot:
                     score=float(hit.score),
                     server_running=bool(self.pool.is_running(hit.server)),
                     annotations=dict(hit.annotations) if hit.annotations else None,
+                    structured_output=bool(getattr(hit, "output_schema", None)),
                 )
             )
             if len(tools) >= k:
@@ -470,7 +471,8 @@ class Copilot:
         if found is None:
             raise self._unknown_tool(server, tool, list(by_name), await self._indexed_records())
         annotations = found.annotations.model_dump(by_alias=True, exclude_none=True) if found.annotations else None
-        return ToolInfo(found.name, found.description or "", dict(found.input_schema or {}), annotations)
+        # The live schema object itself (no copy): validators are cached by its identity.
+        return ToolInfo(found.name, found.description or "", found.input_schema or {}, annotations)
 
     async def _in_thread(self, function: Any, *args: Any) -> Any:
         """Index reads off the event loop (they may load the index from disk); unbuilt reads as empty."""

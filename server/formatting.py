@@ -21,6 +21,10 @@ class RoutedTool(BaseModel):
     score: float = Field(description="Relevance; higher is better.")
     server_running: bool = Field(description="Whether the tool's server is already running (first call is faster).")
     annotations: dict[str, Any] | None = None
+    structured_output: bool = Field(
+        default=False,
+        description="The tool declares an output schema: its results carry structured content matching it.",
+    )
 
 
 class IndexingStatus(BaseModel):
@@ -80,6 +84,8 @@ def render_route(answer: RouteAnswer) -> str:
         lines.append(f"   {description}".replace("\n", "\n   "))
         lines.append(f"   required params: {', '.join(tool.required) if tool.required else '(none)'}")
         lines.append(f"   input schema: {_schema_text(tool.input_schema)}")
+        if tool.structured_output:
+            lines.append("   returns structured content (the tool declares an output schema)")
     lines.append("")
     lines.append(
         "To use one, call execute with its exact server_name and tool_name as shown above and params that "

@@ -271,20 +271,26 @@ def _fit_list(value: list[Any], budget: int, path: str, found: list[str]) -> lis
     return kept
 
 
+def _shrinkable(item: Any) -> bool:
+    if isinstance(item, str):
+        return len(item) >= _MIN_CUT_STRING
+    return isinstance(item, list | dict) and bool(item)
+
+
 def _fit_dict(value: dict[str, Any], size: int, budget: int, path: str, found: list[str]) -> dict[str, Any]:
+    """Long values share the room left by keys and short values, in proportion to their size."""
     sizes = {key: _size(item) for key, item in value.items()}
+    overhead = 2 + sum(_size(key) + 1 for key in value) + max(len(value) - 1, 0)
+    long_keys = [key for key, item in value.items() if _shrinkable(item)]
+    room = budget - overhead - sum(size for key, size in sizes.items() if key not in long_keys)
     out = dict(value)
-    excess = size - budget
-    for key in sorted(sizes, key=sizes.__getitem__, reverse=True):
-        if excess <= 0:
-            break
-        item = value[key]
-        if not isinstance(item, str | list | dict):
-            continue
-        target = max(2, sizes[key] - excess)
-        out[key] = _fit(item, target, f"{path}.{key}", found)
-        excess -= sizes[key] - _size(out[key])
-    if excess > 0 and len(out) > 1:
+    total = sum(sizes[key] for key in long_keys)
+    if room > 0 and total > 0:
+        for key in long_keys:
+            share = sizes[key] * room // total
+            if sizes[key] > share:
+                out[key] = _fit(value[key], max(2, share), f"{path}.{key}", found)
+    if _size(out) > budget and len(out) > 1:
         # Only the number of keys is left to cut (a map of many small entries): keep the first ones.
         kept: dict[str, Any] = {}
         used = 2
