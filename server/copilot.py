@@ -551,8 +551,8 @@ class Copilot:
     async def _run(self, call: PreparedCall, relay: Any) -> CallToolResult:
         """The child call itself, cut to the result limits; a closed HTTP request cancels it."""
         host: HostLink | None = relay.host if relay is not None else None
-        if host is not None and not self.pool.is_running(call.server):
-            await self.relay.before_start(self.servers[call.server], host)
+        if relay is not None and not self.pool.is_running(call.server):
+            await self.relay.before_start(self.servers[call.server], relay)
 
         def child_call() -> Any:
             return self.pool.call_tool(call.server, call.tool, call.params, relay=relay)

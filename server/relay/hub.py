@@ -46,10 +46,19 @@ class Relay:
     def call(self, server: str, host: HostLink, suspended: SuspendedCall | None = None) -> CallRelay:
         return CallRelay(server, host, self.roots, input_timeout=self.input_timeout, suspended=suspended)
 
-    async def before_start(self, config: ServerConfig, host: HostLink | None) -> None:
-        """Learn the host's roots before starting a server that works in them (a legacy host is asked)."""
-        if config.works_in == "roots" and host is not None and not config.cwd:
+    async def before_start(self, config: ServerConfig, relay: CallRelay) -> None:
+        """Learn the host's roots before starting a server that works in them.
+
+        A legacy host is asked directly (once per connection); a 2026-07-28 host through the call's
+        ``input_required`` round trip, unless some host's roots are known already.
+        """
+        if config.works_in != "roots" or config.cwd or self.roots.fixed:
+            return
+        host = relay.host
+        if host.era == "legacy":
             await self.roots.of_host(host)
+        elif self.roots.working_directory() is None and relay.suspended is not None:
+            await relay.answer(types.ListRootsRequest())
 
     # -- the pool's link -----------------------------------------------------------------------
     def working_directory(self, config: ServerConfig) -> Path | None:

@@ -133,14 +133,11 @@ async def test_roots_list_from_a_child_answers_the_hosts_roots(relayed: Relayed)
 
 
 async def test_a_server_that_works_in_roots_runs_in_the_hosts_root(relayed: Relayed) -> None:
-    cwd = text_of(await relayed.execute("files", "cwd"))
-    if relayed.era == "legacy":  # the copilot asked the host for its roots before starting the server
-        assert cwd == str(relayed.root)
-        assert text_of(await relayed.execute("files", "read_relative", {"path": "notes.txt"})) == (
-            "notes from the user's project"
-        )
-    else:  # a 2026-07-28 host is not asked outside a call: COPILOT_ROOTS (tested below) says where
-        assert Path(cwd).name == "files" and relayed.home in Path(cwd).parents
+    # Before starting it the copilot asks the host for its roots: directly (legacy), or in the call's
+    # input_required round trip (2026-07-28) when no host's roots are known yet.
+    assert text_of(await relayed.execute("files", "cwd")) == str(relayed.root)
+    read = await relayed.execute("files", "read_relative", {"path": "notes.txt"})
+    assert text_of(read) == "notes from the user's project"
 
 
 async def test_child_logs_reach_the_host_at_its_level_and_the_child_log(relayed: Relayed) -> None:
