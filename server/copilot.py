@@ -557,7 +557,8 @@ class Copilot:
         def child_call() -> Any:
             return self.pool.call_tool(call.server, call.tool, call.params, relay=relay)
 
-        if host is None or host.client_gone is None:
+        # A suspended call outlives the request that started it; its rounds watch their own requests.
+        if host is None or host.client_gone is None or relay.suspended is not None:
             result = await child_call()
         else:
             result = await unless_client_gone(host.client_gone, child_call)
