@@ -74,7 +74,9 @@ class ChildLink(Protocol):
     ``calls`` are the relays of the child's calls in flight (what ``call_tool`` was given), oldest first.
     """
 
-    def working_directory(self, config: ServerConfig) -> Path | None: ...
+    def user_root(self) -> Path | None:
+        """The user's directory: where ``works_in: roots`` children run, what ``${COPILOT_ROOT}`` names."""
+        ...
 
     async def answer(
         self, server: str, calls: list[Any], request: types.InputRequest
@@ -409,7 +411,7 @@ class ChildPool:
                 shutdown_grace=settings.shutdown_grace,
                 on_spawn=spawned,
                 callbacks=self._callbacks(child),
-                cwd=self.link.working_directory(child.config) if self.link is not None else None,
+                root=self.link.user_root() if self.link is not None else None,
             ) as connection:
                 child.connection = connection
                 child.last_used = time.monotonic()

@@ -235,7 +235,7 @@ async def open_session(
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
     on_spawn: Callable[[ChildProcess], None] | None = None,
     callbacks: ClientCallbacks | None = None,
-    cwd: Path | None = None,
+    root: Path | None = None,
 ) -> AsyncIterator[ChildConnection]:
     """Start or reach ``config``'s server, initialize, yield the connection; close it on exit.
 
@@ -244,8 +244,9 @@ async def open_session(
     ``stderr_path`` receives the child's stderr (appended); without one a temporary file is used.
     ``on_spawn`` is called with the :class:`ChildProcess` right after a stdio child is spawned, before
     ``initialize`` (so an owner can kill it from a signal handler even while it starts).
-    ``callbacks`` answer the child's own requests and take its log messages; ``cwd`` (when given)
-    is the child's working directory instead of ``config.cwd`` or ``workdir``.
+    ``callbacks`` answer the child's own requests and take its log messages. ``root`` is the user's
+    directory (the host's first root, or ``COPILOT_ROOTS``): a ``works_in: roots`` server without
+    its own ``cwd`` runs there, and ``${COPILOT_ROOT}`` in its entry names it (``workdir`` without one).
     Raises :class:`ChildStartError` subclasses; exceptions from the body propagate unchanged.
     """
     if not config.is_enabled:
@@ -268,7 +269,7 @@ async def open_session(
                     stderr_path = Path(name)
                     stack.callback(stderr_path.unlink, True)
                 streams = await stack.enter_async_context(
-                    stdio_streams(config, workdir, stderr_path, max_message_bytes, shutdown_grace, on_spawn, cwd)
+                    stdio_streams(config, workdir, stderr_path, max_message_bytes, shutdown_grace, on_spawn, root)
                 )
             else:
                 streams = await stack.enter_async_context(remote_streams(config))

@@ -61,13 +61,8 @@ class Relay:
             await relay.answer(types.ListRootsRequest())
 
     # -- the pool's link -----------------------------------------------------------------------
-    def working_directory(self, config: ServerConfig) -> Path | None:
-        if config.works_in != "roots" or config.cwd or config.transport != "stdio":
-            return None
-        directory = self.roots.working_directory()
-        if directory is None:
-            logger.info("server '%s' works in the user's roots, but none are known: it runs in its own dir", config.name)
-        return directory
+    def user_root(self) -> Path | None:
+        return self.roots.working_directory()
 
     async def answer(
         self, server: str, calls: Sequence[CallRelay], request: types.InputRequest
