@@ -163,6 +163,8 @@ async def run(args: argparse.Namespace) -> int:
             processes: dict[str, Any] = {}
             cpu: dict[str, dict[str, float]] = {}
             for tool, params in TOOLS.items():
+                if args.tools and tool not in args.tools:
+                    continue
 
                 def direct_call(tool: str = tool, params: dict[str, Any] = params) -> Awaitable[Any]:
                     return direct.call_tool(tool, params, progress_callback=on_progress("direct"))
@@ -219,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=300, help="measured calls per mode and tool")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured calls per mode and tool first")
     parser.add_argument("--profile", metavar="FILE", help="run the copilot under cProfile, stats to FILE")
+    parser.add_argument("--tools", nargs="+", choices=sorted(TOOLS), help="measure only these tools")
     args = parser.parse_args(argv)
     return anyio.run(run, args)
 
