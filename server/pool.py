@@ -601,8 +601,11 @@ class ChildPool:
         doing = f"the call to '{tool}'"
         with anyio.move_on_after(limit) as scope, self._in_flight(child, relay, scope):
             try:
-                return await session.call_tool(
-                    tool, arguments, progress_callback=relay.progress if relay is not None else None
+                # Not session.call_tool: the copilot passes the child's result on as it is, without
+                # checking its structured content against the tool's output schema (the host may).
+                request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments))
+                return await session.send_request(
+                    request, types.CallToolResult, progress_callback=relay.progress if relay is not None else None
                 )
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
@@ -633,6 +636,7 @@ class ChildPool:
             yield
         finally:
             child.calls.remove(relay)
+            relay.close()
 
     async def _list(self, child: _Child, limit: float) -> list[types.Tool]:
         assert child.connection is not None

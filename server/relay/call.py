@@ -66,6 +66,7 @@ class CallRelay:
         self.relayed: list[str] = []
         self._paused = 0
         self._remaining = 0.0
+        self._asking: set[anyio.CancelScope] = set()
 
     @property
     def progress(self) -> Any:
@@ -103,27 +104,37 @@ class CallRelay:
         if kind == "roots" and self.roots.fixed:
             return types.ListRootsResult(roots=self.roots.current())
         host = self.host
-        if not host.can_answer(request):
+        if not host.can_answer(request) or (host.era == "modern" and self.suspended is None):
             if kind == "roots":
                 return types.ListRootsResult(roots=self.roots.current())
             return refusal(_cannot_answer(self.server, kind, host))
         self.relayed.append(kind)
-        with self.host_time():
-            if self.suspended is not None:
-                response = await self.suspended.ask(request)
-            elif host.era == "legacy":
-                with anyio.move_on_after(self.input_timeout) as waited:
-                    response = await host.ask(request)
-                if waited.cancelled_caught:
-                    return refusal(
-                        f"{host.describe} did not answer this {kind} request within {self.input_timeout:g}s "
-                        "(COPILOT_INPUT_TIMEOUT)."
-                    )
-            else:
-                return refusal(_cannot_answer(self.server, kind, host))
+        response: types.InputResponse | types.ErrorData | None = None
+        with anyio.CancelScope() as asking, self.host_time():
+            self._asking.add(asking)
+            try:
+                if self.suspended is not None:
+                    response = await self.suspended.ask(request)
+                else:
+                    with anyio.move_on_after(self.input_timeout):
+                        response = await host.ask(request)
+            finally:
+                self._asking.discard(asking)
+        if response is None:
+            if asking.cancelled_caught:
+                return refusal(f"the call of server '{self.server}' that this {kind} request belongs to has ended.")
+            return refusal(
+                f"{host.describe} did not answer this {kind} request within {self.input_timeout:g}s "
+                "(COPILOT_INPUT_TIMEOUT)."
+            )
         if isinstance(response, types.ListRootsResult):
             self.roots.remember(host, response.roots)
         return response
+
+    def close(self) -> None:
+        """The call ended: requests of the child still waiting for the host are answered now."""
+        for asking in list(self._asking):
+            asking.cancel()
 
 
 def _cannot_answer(server: str, kind: str, host: HostLink) -> str:

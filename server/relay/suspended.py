@@ -107,6 +107,10 @@ class SuspendedCall:
     def finish(self, finished: Finished) -> None:
         if self.finished is None:
             self.finished = finished
+        for question in self._questions.values():  # nobody will answer these any more
+            if not question.answered.is_set():
+                question.response = types.ErrorData(code=types.INVALID_REQUEST, message="the call has ended")
+                question.answered.set()
         self._changed.set()
 
     # -- the host's side -----------------------------------------------------------------------
