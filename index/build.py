@@ -94,7 +94,21 @@ def format_report(report: BuildReport) -> str:
     return "\n".join(lines)
 
 
+def screen_catalog(catalog_path: Path | None, settings: CopilotSettings | None = None) -> dict:
+    """Scan a catalog's tools for poisoning; tools with high findings are held back (nothing is pinned)."""
+    from index.trust.review import review_by_server
+    from index.trust.settings import TrustSettings
+
+    settings = settings or CopilotSettings()
+    catalog = load_catalog(resolve_catalog(settings, catalog_path))
+    return review_by_server(TrustSettings(home=settings.home).reviewer(), catalog.tools, pin=False)
+
+
 def build_command(args: argparse.Namespace) -> int:
+    from index.console import make_console
+    from index.trust.cli import print_review_summary
+
     report = build_index(getattr(args, "catalog", None), show_progress=True)
     print(format_report(report))
+    print_review_summary(make_console(), screen_catalog(getattr(args, "catalog", None)))
     return 0

@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--top-k", type=int, default=5)
     search.add_argument("--server", help="only tools of this server")
     search.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    from index.trust.cli import add_commands
+
+    add_commands(add)
     return parser
 
 

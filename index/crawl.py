@@ -138,13 +138,21 @@ def log_file_name(server: str) -> str:
     return (re.sub(r"[^A-Za-z0-9._-]+", "_", server).strip("._") or "server") + ".log"
 
 
-def scrub_machine_paths(value: Any, workdir: Path) -> Any:
-    """``value`` with this machine's paths inside strings replaced: the child's work dir becomes
-    ``<workdir>``, the home dir ``~`` (servers often mention their root or cwd in descriptions)."""
+def scrub_machine_paths(value: Any, workdir: Path, config: ServerConfig | None = None) -> Any:
+    """``value`` with this machine's paths inside strings replaced: the child's work dir (or its
+    configured ``cwd``) becomes ``<workdir>``, the home dir (the copilot's, or the ``HOME`` the entry
+    gives the child) ``~`` -- servers often mention their root or cwd in descriptions, and pinned
+    definitions must not change with the directory a child runs in."""
     pairs = {(str(workdir.resolve()), "<workdir>"), (str(workdir), "<workdir>")}
-    home = str(Path.home())
-    if len(home) > 1:
-        pairs.add((home, "~"))
+    homes = [str(Path.home())]
+    if config is not None:
+        if config.cwd:
+            pairs.add((config.cwd, "<workdir>"))
+        if config.env.get("HOME"):
+            homes.append(config.env["HOME"])
+    for home in homes:
+        if len(home) > 1:
+            pairs.add((home.rstrip("/") or home, "~"))
     replacements = sorted(pairs, key=lambda pair: -len(pair[0]))
 
     def scrub(item: Any) -> Any:
@@ -309,7 +317,9 @@ async def crawl_server(
         warnings.append("listed no tools")
     description = _server_description(config, initialize_result)
     records = [
-        ToolRecord.model_validate(scrub_machine_paths(tool_record(tool, config, description).model_dump(), workdir))
+        ToolRecord.model_validate(
+            scrub_machine_paths(tool_record(tool, config, description).model_dump(), workdir, config)
+        )
         for tool in tools
     ]
     info = CatalogServer(
@@ -506,6 +516,21 @@ def select_servers(servers: Mapping[str, ServerConfig], only: list[str] | None, 
     return {name: servers[name] for name in dict.fromkeys(only)}
 
 
+def review_crawl(records: list[ToolRecord], console: Console) -> None:
+    """Pin what the crawl saw and scan it: held-back tools and medium findings are printed."""
+    from index.trust.cli import print_review_summary, print_scan_notes
+    from index.trust.review import review_by_server
+    from index.trust.settings import TrustSettings
+
+    try:
+        results = review_by_server(TrustSettings().reviewer(), records, pin=True)
+    except CopilotError as error:
+        console.print(f"[yellow]warning[/]: tools were not checked against their pins: {escape(str(error))}")
+        return
+    print_review_summary(console, results)
+    print_scan_notes(console, records)
+
+
 def crawl_command(args: argparse.Namespace) -> int:
     """``python -m index crawl``: returns 0 when at least one server was crawled."""
     settings = CopilotSettings()
@@ -527,6 +552,7 @@ def crawl_command(args: argparse.Namespace) -> int:
         )
     )
     print_summary(report, console)
+    review_crawl(report.records, console)
     if not report.succeeded:
         console.print(f"error: no server could be crawled; {escape(str(out))} was left unchanged. Logs: {escape(str(log_dir))}")
         return 1

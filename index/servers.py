@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from index.errors import ConfigError
 from index.redact import Redactor
+from index.trust.overrides import AnnotationOverride
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,10 @@ class ServerConfig(BaseModel):
     )
     stateful: bool = True
     trusted: bool = True
+    annotations: dict[str, AnnotationOverride] = Field(
+        default_factory=dict, description="Annotation overrides per tool name or glob (index.trust.overrides)."
+    )
+    confirm: list[str] = Field(default_factory=list, description="Tools (names or globs) that always need confirmation.")
 
     #: Values filled in from the copilot's environment (value -> its ``${VAR}``), shown as placeholders.
     _expanded: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -230,10 +235,26 @@ def _expand_entry(
     return out
 
 
-def _line_of(text: str, name: str) -> int:
-    """Line of the ``"name":`` key in the file (1 when it cannot be found)."""
-    match = re.search(r'"' + re.escape(name) + r'"\s*:', text)
-    return text.count("\n", 0, match.start()) + 1 if match else 1
+def _line_of(text: str, name: str, after: int = 0) -> int:
+    """Line of the first ``"name":`` key in the file at or after line ``after`` (1 when not found)."""
+    start = 0
+    for _ in range(max(after - 1, 0)):
+        start = text.find("\n", start) + 1 or len(text)
+    match = re.search(r'"' + re.escape(name) + r'"\s*:', text[start:])
+    return text.count("\n", 0, start + match.start()) + 1 if match else (after or 1)
+
+
+def _error_line(text: str, server_line: int, error: ValidationError) -> int:
+    """For the nested ``annotations``/``confirm`` keys, the line of the innermost key the error points
+    at (searched from the server's own line); the server's line for every other key."""
+    location = error.errors()[0]["loc"]
+    if not location or location[0] not in ("annotations", "confirm"):
+        return server_line
+    line = server_line
+    for part in location:
+        if isinstance(part, str):
+            line = _line_of(text, part, line)
+    return line
 
 
 def _describe(error: ValidationError) -> str:
@@ -276,6 +297,7 @@ def parse_servers(
         try:
             config = ServerConfig.model_validate({**expanded, "name": name})
         except ValidationError as error:
+            line = _error_line(text, line, error)
             raise ConfigError(f"{source}:{line}: server '{name}': {_describe(error)}.") from None
         config._expanded = used
         if missing and config.is_enabled:

@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m server",
         description="MCP Copilot: one MCP server with 'route' (find tools) and 'execute' (call them) over many "
         "servers.",
+        epilog="'python -m server status' shows the copilots running with this COPILOT_HOME.",
     )
     parser.add_argument(
         "--servers", type=Path, help="servers.json or any Claude-Desktop-style config (COPILOT_SERVERS)"
@@ -115,7 +116,16 @@ def _first_leaf(error: BaseException) -> BaseException:
     return error
 
 
+#: Run before the process leaves (flushing traces); ``_exit_now`` skips Python's own exit handlers.
+_BEFORE_EXIT: list[Any] = []
+
+
 def _exit_now(code: int = 0) -> None:
+    while _BEFORE_EXIT:
+        try:
+            _BEFORE_EXIT.pop()()
+        except Exception:  # noqa: BLE001 -- leaving must not fail
+            logger.debug("exit hook failed", exc_info=True)
     logging.shutdown()
     sys.stderr.flush()
     os._exit(code)
@@ -148,13 +158,13 @@ async def _serve_stdio(app: Any, shutdown: Any) -> None:
         task_group.cancel_scope.cancel()
 
 
-async def _serve_http(app: Any, settings: Any, shutdown: Any) -> None:
+async def _serve_http(app: Any, settings: Any, shutdown: Any, telemetry: Any) -> None:
     from server.http import serve_http
 
     def on_signal(name: str) -> None:
         shutdown.reason = name
 
-    await serve_http(app, settings, on_signal)
+    await serve_http(app, settings, on_signal, telemetry)
 
 
 def serve(argv: Sequence[str] | None = None) -> int:
@@ -193,9 +203,19 @@ def serve(argv: Sequence[str] | None = None) -> int:
         from server.app import build_app
         from server.copilot import Shutdown
 
+        from server.telemetry import Telemetry
+        from server.telemetry.tracing import configure_from_environment
+
         index = ToolIndex.open(settings)  # cheap; an unusable model setting fails here, before serving
         shutdown = Shutdown(default="shutdown" if args.http else "client disconnected")
-        app = build_app(settings, servers_file, start_now=args.http, shutdown=shutdown, index=index)
+        flush_traces = configure_from_environment()
+        if flush_traces is not None:
+            _BEFORE_EXIT.append(flush_traces)
+        telemetry = Telemetry()
+        app = build_app(
+            settings, servers_file, start_now=args.http, shutdown=shutdown, index=index, telemetry=telemetry,
+            transport="http" if args.http else "stdio",
+        )
         logger.info(
             "copilot %s: %d server(s) from %s, logs in %s",
             "HTTP" if args.http else "stdio",
@@ -204,7 +224,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
             settings.log_file or settings.logs_dir,
         )
         if args.http:
-            anyio.run(_serve_http, app, settings, shutdown)
+            anyio.run(_serve_http, app, settings, shutdown, telemetry)
         else:
             anyio.run(_serve_stdio, app, shutdown)
     except CopilotError as error:
@@ -223,6 +243,11 @@ def serve(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["status"]:
+        from server.telemetry.status_cli import main as status_main
+
+        _exit_now(status_main(arguments[1:]))
     code = serve(argv)
     # Worker threads can still be blocked on stdin or in a model load; everything of ours is
     # closed and every child stopped by now, so do not wait for them.

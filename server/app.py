@@ -235,14 +235,19 @@ def build_app(
     start_now: bool = False,
     shutdown: Shutdown | None = None,
     index: Any = None,
+    telemetry: Any = None,
+    transport: str = "stdio",
 ) -> MCPServer[Copilot]:
     """The MCP server; its lifespan runs the :class:`Copilot` (``start_now`` for HTTP, see ``mark_started``)."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
         async with Copilot.running(
-            settings, servers_file, start_now=start_now, shutdown=shutdown, index=index
+            settings, servers_file, start_now=start_now, shutdown=shutdown, index=index, telemetry=telemetry
         ) as copilot:
+            copilot.transport = transport
+            if transport == "http":
+                copilot.http_url = f"http://{settings.http_host}:{settings.http_port}/mcp"
             yield copilot
 
     app: MCPServer[Copilot] = MCPServer(

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from server.errors import (
     UnknownToolError,
 )
 from server.formatting import RouteAnswer, RoutedTool, render_route
+from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block
 from server.indexing import BackgroundIndexer
 from server.policy import ConfirmationStore, Policy, Risk
 from server.relay.confirm import approved, confirmation_request, confirmation_round
@@ -44,6 +46,7 @@ from server.relay.suspended import Finished, SuspendedCall, decode_state
 from server.results import ResultLimits, cap_result, text_result, to_log_result
 from server.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
+from server.telemetry import Telemetry, instrumented
 from server.trajectory import RouteHit
 from server.validation import check_params, coerce_params, did_you_mean, suggest
 
@@ -100,6 +103,19 @@ class Confirmation:
     approved: bool
 
 
+def _hidden_note(note: str | None, held: list[str], refused_read_only: int) -> str | None:
+    """Say why matching tools are missing: held back by trust checks, or not read-only."""
+    parts = [note] if note else []
+    if held:
+        parts.append(f"{len(held)} matching tool(s) are hidden: " + " ".join(held[:3]))
+    if refused_read_only:
+        parts.append(
+            f"{refused_read_only} matching tool(s) are hidden because the copilot runs in read-only mode and they do "
+            "not declare readOnlyHint: true."
+        )
+    return " ".join(parts) or None
+
+
 def relay_for(settings: ServerSettings) -> Relay:
     return Relay(roots=settings.roots, input_timeout=settings.input_timeout, log_level=settings.child_log_level)
 
@@ -111,8 +127,9 @@ def _error_result(error: Exception) -> CallToolResult:
 class _ExecuteRecord:
     """The trajectory entry of one ``execute`` call: written once, when the call ends (in any round)."""
 
-    def __init__(self, log: SessionLog | None, server: Any, tool: Any, params: Any) -> None:
+    def __init__(self, log: SessionLog | None, server: Any, tool: Any, params: Any, telemetry: Telemetry) -> None:
         self.log = log
+        self.telemetry = telemetry
         self.start = time.perf_counter()
         self.call_id = log.next_call_id() if log else ""
         self.server = str(server)
@@ -123,14 +140,21 @@ class _ExecuteRecord:
     def resolved(self, call: PreparedCall) -> None:
         self.server, self.tool, self.params = call.server, call.tool, call.params
 
-    def write(self, result: CallToolResult, error: str | None = None, kind: str | None = None) -> None:
-        if self.written or self.log is None:
+    def write(
+        self, result: CallToolResult, error: str | None = None, kind: str | None = None, flags: list[Any] | None = None
+    ) -> None:
+        if self.written:
             return
         self.written = True
-        self.log.execute(
-            self.call_id, self.server, self.tool, self.params, to_log_result(result), _ms(self.start),
-            error=error, error_kind=kind,
+        self.telemetry.outcome(
+            server=self.server, tool=self.tool, kind=kind, error=error, tool_error=bool(result.is_error),
+            flagged=len(flags or []),
         )
+        if self.log is not None:
+            self.log.execute(
+                self.call_id, self.server, self.tool, self.params, to_log_result(result), _ms(self.start),
+                error=error, error_kind=kind, flags=flags_for_log(flags or []) or None,
+            )
 
 
 def _ms(start: float) -> float:
@@ -156,6 +180,9 @@ class Copilot:
         pool: Any,
         shutdown: Shutdown | None = None,
         relay: Relay | None = None,
+        *,
+        guard: DefinitionGuard | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.settings = settings
         self.shutdown = shutdown or Shutdown()
@@ -165,6 +192,14 @@ class Copilot:
         self.limits = ResultLimits(
             chars=settings.max_result_chars, blocks=settings.max_result_blocks, binary_bytes=settings.max_result_bytes
         )
+        #: Pins and quarantine (``server.guard``); ``None`` only in tests that build a bare Copilot.
+        self.guard = guard
+        self.telemetry = telemetry or Telemetry()
+        self.telemetry.bind_servers(lambda: self.servers)
+        self.transport = "stdio"
+        self.http_url: str | None = None
+        self.version = copilot_version()
+        self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self._servers_file = servers_file
         self._servers_mtime = self._mtime(servers_file.path)
         self._servers_checked = time.monotonic()
@@ -174,9 +209,13 @@ class Copilot:
             read_only=settings.read_only,
             untrusted=settings.untrusted,
             servers=servers_file.servers,
+            confirm=settings.confirm,
+            read_only_allow=settings.read_only_allow,
         )
         self.confirmations = ConfirmationStore(ttl=settings.confirm_ttl)
-        self.indexer = BackgroundIndexer(settings, index, getattr(pool, "settings", None))
+        self.indexer = BackgroundIndexer(
+            settings, index, getattr(pool, "settings", None), reviewer=guard.reviewer if guard is not None else None
+        )
         self.started = anyio.Event()
         self.sessions = SessionLogs(settings, copilot_version=copilot_version(), index_info=self.index_info)
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -193,6 +232,7 @@ class Copilot:
         start_now: bool = False,
         shutdown: Shutdown | None = None,
         index: Any = None,
+        telemetry: Telemetry | None = None,
     ) -> AsyncIterator[Copilot]:
         """Start the copilot: nothing heavy happens until :meth:`mark_started` (or ``start_now``).
 
@@ -200,19 +240,32 @@ class Copilot:
         resort) and every open session log gets its ``session_end``.
         """
         from index.tool_index import ToolIndex  # heavy dependencies load lazily, not at import
+        from index.trust.settings import TrustSettings
         from server.pool import ChildPool
         from server.pool_settings import PoolSettings
 
         index = index if index is not None else ToolIndex.open(settings)
         relay = relay_for(settings)
-        # The pool's own settings come from the environment, but its home follows the copilot's.
-        pool = ChildPool(servers_file.enabled(), PoolSettings(home=settings.home), link=relay)
+        # The pool's and trust settings come from the environment, but their home follows the copilot's.
+        pool_settings = PoolSettings(home=settings.home)
+        guard = DefinitionGuard(TrustSettings(home=settings.home).reviewer(), pool_settings)
+        await anyio.to_thread.run_sync(guard.note_servers, list(servers_file.servers))
+        telemetry = telemetry or Telemetry()
+        pool = ChildPool(servers_file.enabled(), pool_settings, guard=guard, observer=telemetry, link=relay)
         relay.on_roots_changed = pool.notify_roots_changed
-        copilot = cls(settings, servers_file, index, pool, shutdown, relay)
+        copilot = cls(settings, servers_file, index, pool, shutdown, relay, guard=guard, telemetry=telemetry)
+        copilot.telemetry.metrics.gauge(
+            "copilot_live_children", "child servers running now", lambda: sum(pool.is_running(n) for n in copilot.servers)
+        )
+        copilot.telemetry.metrics.gauge("copilot_index_tools", "tools in the search index", lambda: copilot._tool_count)
+        copilot.telemetry.metrics.gauge(
+            "copilot_tools_held_back", "tools held back by pins, quarantine or the scan", lambda: len(guard.reviewer.held())
+        )
         try:
             async with pool, anyio.create_task_group() as task_group:
                 copilot._task_group = task_group
                 task_group.start_soon(copilot._background)
+                task_group.start_soon(copilot.telemetry.keep_status, copilot, settings.home)
                 if start_now:
                     copilot.mark_started()
                 try:
@@ -280,6 +333,10 @@ class Copilot:
     def servers(self) -> dict[str, ServerConfig]:
         return self._servers_file.servers
 
+    @property
+    def servers_path(self) -> Path | None:
+        return self._servers_file.path
+
     @staticmethod
     def _mtime(path: Path | None) -> float | None:
         try:
@@ -304,6 +361,8 @@ class Copilot:
             return
         logger.info("servers file changed: %d server(s)", len(reloaded.servers))
         self._servers_file = reloaded
+        if self.guard is not None:
+            self.guard.note_servers(list(reloaded.servers))
         self.policy.update_servers(reloaded.servers)
         self.pool.update_servers(reloaded.enabled())
         if self.settings.auto_index and self._task_group is not None:
@@ -339,6 +398,7 @@ class Copilot:
         return config
 
     # -- route --------------------------------------------------------------------------------
+    @instrumented("route")
     async def route(self, query: Any, top_k: Any, server: Any, log: SessionLog | None) -> CallToolResult:
         await self.begin_session(log)
         start = time.perf_counter()
@@ -360,6 +420,7 @@ class Copilot:
             logger.exception("route failed")
             error = f"internal error while searching: {exc}"
             result = text_result(error + " (see the copilot's log)", is_error=True)
+        self.telemetry.outcome(error=error, results=len(answer.tools) if answer else 0)
         if log is not None:
             hits = [RouteHit(server=t.server, tool=t.tool, score=t.score) for t in (answer.tools if answer else [])]
             log.route(call_id, text_query or str(query), hits, _ms(start), error=error)
@@ -384,7 +445,7 @@ class Copilot:
         only: str | None = None
         if isinstance(server, str) and server.strip():
             only = self._resolve_server(server.strip()).name
-        filtered = bool(self.settings.allow or self.settings.deny)
+        filtered = bool(self.settings.allow or self.settings.deny or self.settings.read_only or self.guard is not None)
         # Over-fetch when allow/deny lists may remove hits, so k allowed tools remain.
         fetch = k * 3 if filtered else k
         try:
@@ -400,9 +461,18 @@ class Copilot:
                 ) from None
             raise error
         tools: list[RoutedTool] = []
+        held: list[str] = []
+        refused_read_only = 0
         for hit in hits:
             if not self.policy.tool_allowed(hit.server, hit.tool):
                 continue
+            if self.guard is not None and (verdict := self.guard.blocked(hit.server, hit.tool)) is not None:
+                held.append(verdict.message())
+                continue
+            if self.policy.read_only and not self.policy.read_only_permits(hit.server, hit.tool, hit.annotations):
+                refused_read_only += 1
+                continue
+            annotations = self.policy.annotations(hit.server, hit.tool, hit.annotations)
             tools.append(
                 RoutedTool(
                     server=hit.server,
@@ -413,12 +483,13 @@ class Copilot:
                     required=list(hit.required or []),
                     score=float(hit.score),
                     server_running=bool(self.pool.is_running(hit.server)),
-                    annotations=dict(hit.annotations) if hit.annotations else None,
+                    annotations=annotations,
                     structured_output=bool(getattr(hit, "output_schema", None)),
                 )
             )
             if len(tools) >= k:
                 break
+        note = _hidden_note(note, held, refused_read_only)
         if not tools and note is None:
             note = (
                 "Nothing matched. Rephrase the query as the task you want done (what, on which kind of "
@@ -444,6 +515,8 @@ class Copilot:
         self.policy.check_allowed(server, tool_requested)
         info = await self._lookup_tool(server, tool_requested)
         self.policy.check_allowed(server, info.name)
+        if self.guard is not None:
+            self.guard.check(server, info.name)
         check_params(server, info.name, info.input_schema, arguments)
         risk = self.policy.assess(server, info.name, info.annotations)
         return PreparedCall(server=server, tool=info.name, params=arguments, info=info, risk=risk)
@@ -495,6 +568,7 @@ class Copilot:
         message += f" Tools on {server}: {listed or '(none)'}. Use route to search for the right tool."
         return UnknownToolError(message)
 
+    @instrumented("execute")
     async def execute(
         self,
         server_name: Any,
@@ -516,9 +590,10 @@ class Copilot:
         round_state = decode_state(state)
         if "call" in round_state:
             return await self._resume(round_state["call"], host, responses, log, server_name, tool_name, params)
-        record = _ExecuteRecord(log, server_name, tool_name, params)
+        record = _ExecuteRecord(log, server_name, tool_name, params, self.telemetry)
         error: str | None = None
         kind: str | None = None
+        flags: list[Any] = []
         try:
             prepared = await self.prepare(server_name, tool_name, params)
             record.resolved(prepared)
@@ -529,6 +604,7 @@ class Copilot:
             if host is not None and host.era == "modern" and host.answers_anything and self._task_group is not None:
                 return await self._start_suspended(prepared, host, record)
             result = await self._run(prepared, self.relay.call(prepared.server, host) if host is not None else None)
+            result, flags = self._flagged(result)
         except ExecuteError as exc:
             error, kind = str(exc), exc.kind
             result = _error_result(exc)
@@ -545,8 +621,15 @@ class Copilot:
             logger.exception("execute %s/%s failed", record.server, record.tool)
             error, kind = f"internal error while calling {record.server}/{record.tool}: {exc}", "internal_error"
             result = text_result(error + " (see the copilot's log)", is_error=True)
-        record.write(result, error, kind)
+        record.write(result, error, kind, flags)
         return result
+
+    def _flagged(self, result: CallToolResult) -> tuple[CallToolResult, list[Any]]:
+        """The result with a warning in front when it looks like it tries to steer the model (server.guard)."""
+        flags = result_findings(result)
+        if flags and self.settings.result_warning:
+            result = result.model_copy(update={"content": [warning_block(flags), *result.content]})
+        return result, flags
 
     async def _run(self, call: PreparedCall, relay: Any) -> CallToolResult:
         """The child call itself, cut to the result limits; a closed HTTP request cancels it."""
@@ -589,7 +672,8 @@ class Copilot:
         async def run(suspended: SuspendedCall) -> Finished:
             relay = suspended.relay = self.relay.call(call.server, host, suspended)
             try:
-                return Finished(await self._run(call, relay))
+                result, flags = self._flagged(await self._run(call, relay))
+                return Finished(result, flags=flags)
             except ExecuteError as exc:
                 return Finished(_error_result(exc), str(exc), exc.kind)
             except CopilotError as exc:
@@ -604,7 +688,7 @@ class Copilot:
             return Finished(_error_result(error), str(error), error.kind)
 
         def ended(finished: Finished) -> None:
-            record.write(finished.result, finished.error, finished.kind)
+            record.write(finished.result, finished.error, finished.kind, finished.flags)
 
         assert self._task_group is not None
         suspended = self.relay.suspended.start(self._task_group, run, cancelled, ended)
@@ -629,7 +713,7 @@ class Copilot:
                 "without the earlier answers."
             )
             result = _error_result(error)
-            _ExecuteRecord(log, server_name, tool_name, params).write(result, str(error), error.kind)
+            _ExecuteRecord(log, server_name, tool_name, params, self.telemetry).write(result, str(error), error.kind)
             return result
         if host is not None and suspended.relay is not None:
             suspended.relay.host = host  # progress and logs go to the request that waits now

@@ -70,3 +70,9 @@ class InputExpiredError(ExecuteError):
     """A 2026-07-28 host retried ``execute`` for a call that no longer waits for its answers."""
 
     kind = "input_expired"
+
+
+class ToolBlockedError(ExecuteError):
+    """The tool's definition is held back (changed since approved, new, quarantined or poisoned)."""
+
+    kind = "tool_blocked"

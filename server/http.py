@@ -118,18 +118,22 @@ def transport_security(settings: ServerSettings) -> TransportSecuritySettings:
     )
 
 
-def build_asgi(app: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
-    starlette_app = app.streamable_http_app(
+def build_asgi(app: MCPServer[Any], settings: ServerSettings, telemetry: Any = None) -> ASGIApp:
+    starlette_app: ASGIApp = app.streamable_http_app(
         streamable_http_path=MCP_PATH,
         transport_security=transport_security(settings),
         host=settings.http_host,
     )
+    if telemetry is not None:
+        from server.telemetry.endpoints import ObservabilityRoutes
+
+        starlette_app = ObservabilityRoutes(starlette_app, telemetry)  # /metrics, behind the same guard
     return GuardMiddleware(
         ClientGoneMiddleware(starlette_app), token=settings.token, allowed_origins=settings.allowed_origins
     )
 
 
-async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: Any) -> None:
+async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: Any, telemetry: Any = None) -> None:
     """Serve until SIGTERM/SIGINT; ``on_signal(name)`` records why we stopped."""
     import uvicorn
 
@@ -140,7 +144,7 @@ async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: A
 
     check_exposure(settings)
     config = uvicorn.Config(
-        build_asgi(app, settings),
+        build_asgi(app, settings, telemetry),
         host=settings.http_host,
         port=settings.http_port,
         log_level=settings.log_level.lower(),

@@ -97,9 +97,13 @@ def plan_indexing(
 class BackgroundIndexer:
     """Brings the index up to date with the servers file, without blocking the copilot."""
 
-    def __init__(self, settings: ServerSettings, index: Any, pool_settings: PoolSettings | None = None) -> None:
+    def __init__(
+        self, settings: ServerSettings, index: Any, pool_settings: PoolSettings | None = None, *, reviewer: Any = None
+    ) -> None:
         self._settings = settings
         self._index = index
+        #: ``index.trust.review.TrustReviewer``: crawled tools are pinned, catalog tools screened.
+        self._reviewer = reviewer
         # Crawled children get the same work dirs and stderr logs as the pool's (COPILOT_WORKDIR,
         # COPILOT_CHILD_LOG_DIR), so a benchmark task finds them in its own directory.
         self._pool_settings = pool_settings
@@ -165,7 +169,9 @@ class BackgroundIndexer:
             self._failed.update(failures)
             ok = [name for name in plan.crawl if name not in failures]
             if ok:
-                await anyio.to_thread.run_sync(self._sync, records, ok, abandon_on_cancel=True)
+                await anyio.to_thread.run_sync(
+                    lambda: self._sync(records, ok, live=True), abandon_on_cancel=True
+                )
                 state = _load_state(self._state_path)
                 state.update({name: servers[name].launch_hash() for name in ok})
                 _save_state(self._state_path, state)
@@ -190,7 +196,12 @@ class BackgroundIndexer:
         catalog = self._load_catalog()
         return plan_indexing(servers, indexed, catalog, _load_state(self._state_path)), catalog
 
-    def _sync(self, records: list[ToolRecord], servers: list[str]) -> None:
+    def _sync(self, records: list[ToolRecord], servers: list[str], *, live: bool = False) -> None:
+        if self._reviewer is not None:
+            from index.trust.review import review_by_server
+
+            # Crawled definitions come from the live servers (pinned); catalog ones are only screened.
+            review_by_server(self._reviewer, records, pin=live)
         self._index.sync(records, servers=servers)
 
     async def _crawl(self, servers: dict[str, ServerConfig]) -> tuple[list[ToolRecord], dict[str, str]]:

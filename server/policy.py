@@ -2,10 +2,15 @@
 
 - Allow/deny lists hold glob patterns: ``server`` (every tool of it) or ``server/tool``
   (``*`` and ``?`` work in both parts). Deny wins; an empty allow list allows everything.
-- A tool needs confirmation when it is annotated ``destructiveHint: true``, or when its server
-  is untrusted (``"trusted": false`` in servers.json, or ``COPILOT_UNTRUSTED``) and the tool
-  does not declare itself harmless (``readOnlyHint: true`` or ``destructiveHint: false``).
-- Read-only mode refuses instead of asking -- also tools that declare ``readOnlyHint: false``.
+- Annotations are what the child claims, corrected by the servers file's per-tool
+  ``annotations`` overrides (``index.trust.overrides``) before anything below decides.
+- ``COPILOT_CONFIRM`` says which tools need the user's confirmation: ``destructive`` (default)
+  -- tools annotated ``destructiveHint: true``, and tools of untrusted servers (``"trusted":
+  false`` or ``COPILOT_UNTRUSTED``) that do not declare themselves harmless (``readOnlyHint:
+  true`` or ``destructiveHint: false``); ``untrusted`` -- only the latter; ``always``; ``never``.
+  Tools in a server's ``confirm`` list always need it (except with ``never``).
+- Read-only mode allows only tools that declare ``readOnlyHint: true`` (after overrides) or match
+  ``COPILOT_READ_ONLY_ALLOW``; every other tool is refused, never asked about.
 - Confirmation is asked through MCP elicitation when the client supports it, else with a
   single-use, expiring confirm token bound to server, tool and params.
 """
@@ -20,9 +25,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from index.servers import ServerConfig
+from index.trust.overrides import effective_annotations, needs_confirmation
 from server.errors import ConfirmationRequiredError, PolicyDeniedError
 
 
@@ -51,6 +57,9 @@ def _annotation(annotations: Mapping[str, Any] | None, key: str) -> Any:
     return value
 
 
+ConfirmMode = Literal["destructive", "untrusted", "never", "always"]
+
+
 @dataclass(frozen=True)
 class Risk:
     """Why a call needs confirmation (``reason`` is shown to the user)."""
@@ -71,11 +80,15 @@ class Policy:
         read_only: bool = False,
         untrusted: Iterable[str] = (),
         servers: Mapping[str, ServerConfig] | None = None,
+        confirm: ConfirmMode = "destructive",
+        read_only_allow: Iterable[str] = (),
     ) -> None:
         self._allow = [_split(p) for p in allow if p]
         self._deny = [_split(p) for p in deny if p]
         self._untrusted = [p for p in untrusted if p]
+        self._read_only_allow = [_split(p) for p in read_only_allow if p]
         self.read_only = read_only
+        self.confirm = confirm
         self._servers: Mapping[str, ServerConfig] = servers or {}
 
     def update_servers(self, servers: Mapping[str, ServerConfig]) -> None:
@@ -112,24 +125,52 @@ class Policy:
             return True
         return any(fnmatch.fnmatchcase(server, pattern) for pattern in self._untrusted)
 
+    def annotations(self, server: str, tool: str, annotations: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """The child's annotations for ``tool`` with the servers file's overrides applied."""
+        config = self._servers.get(server)
+        return effective_annotations(annotations, config.annotations if config is not None else {}, tool)
+
+    def read_only_permits(self, server: str, tool: str, annotations: Mapping[str, Any] | None) -> bool:
+        """Read-only mode allows only declared read-only tools and the user's allowlist."""
+        if _matches(self._read_only_allow, server, tool):
+            return True
+        return _annotation(self.annotations(server, tool, annotations), "readOnlyHint") is True
+
     def assess(self, server: str, tool: str, annotations: Mapping[str, Any] | None) -> Risk:
-        destructive = _annotation(annotations, "destructiveHint")
-        read_only_hint = _annotation(annotations, "readOnlyHint")
-        if destructive is True:
-            reason = f"{server}/{tool} is annotated as destructive (it may delete or overwrite data)"
-        elif self.is_untrusted(server) and read_only_hint is not True and destructive is not False:
-            reason = f"{server} is an untrusted server and {tool} does not declare itself read-only"
-        elif self.read_only and read_only_hint is False:
-            return Risk(True, f"{server}/{tool} declares that it modifies its environment", refused_read_only=True)
-        else:
-            return Risk(False)
-        return Risk(True, reason, refused_read_only=self.read_only)
+        effective = self.annotations(server, tool, annotations)
+        destructive = _annotation(effective, "destructiveHint")
+        read_only_hint = _annotation(effective, "readOnlyHint")
+        if self.read_only and not self.read_only_permits(server, tool, annotations):
+            if destructive is True:
+                why = f"{server}/{tool} is annotated as destructive"
+            elif read_only_hint is False:
+                why = f"{server}/{tool} declares that it modifies its environment"
+            else:
+                why = f"{server}/{tool} does not declare itself read-only (readOnlyHint: true)"
+            return Risk(True, why, refused_read_only=True)
+        reason = self._confirmation_reason(server, tool, destructive, read_only_hint)
+        return Risk(reason is not None, reason or "")
+
+    def _confirmation_reason(self, server: str, tool: str, destructive: Any, read_only_hint: Any) -> str | None:
+        if self.confirm == "never":
+            return None
+        if self.confirm == "always":
+            return "the copilot asks before every tool call (COPILOT_CONFIRM=always)"
+        config = self._servers.get(server)
+        if config is not None and needs_confirmation(config.confirm, tool):
+            return f"the servers file lists {tool} in server '{server}''s 'confirm' list"
+        if self.confirm == "destructive" and destructive is True:
+            return f"{server}/{tool} is annotated as destructive (it may delete or overwrite data)"
+        if self.is_untrusted(server) and read_only_hint is not True and destructive is not False:
+            return f"{server} is an untrusted server and {tool} does not declare itself read-only"
+        return None
 
     def check_read_only(self, server: str, tool: str, risk: Risk) -> None:
         if risk.refused_read_only:
             raise PolicyDeniedError(
-                f"Refused: the copilot runs in read-only mode (COPILOT_READ_ONLY) and {risk.reason}. "
-                "Only tools that do not modify anything can be called; tell the user if this task needs more."
+                f"Refused: the copilot runs in read-only mode (COPILOT_READ_ONLY) and {risk.reason}. Only tools "
+                "that declare readOnlyHint: true (or that the user allowed with COPILOT_READ_ONLY_ALLOW) can be "
+                "called; tell the user if this task needs more."
             )
 
 

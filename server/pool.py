@@ -51,12 +51,13 @@ from server.errors import (
     ChildCrashedError,
     ChildTimeoutError,
     ServerUnavailableError,
+    ToolBlockedError,
     UnknownServerError,
 )
 from server.pool_settings import PoolSettings
 from server.validation import did_you_mean, suggest
 
-__all__ = ["ChildLink", "ChildPool", "PoolSettings"]
+__all__ = ["ChildLink", "ChildPool", "ListingGuard", "PoolObserver", "PoolSettings"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,28 @@ class ChildLink(Protocol):
     ) -> types.InputResponse | types.ErrorData: ...
 
     async def log(self, server: str, calls: list[Any], params: types.LoggingMessageNotificationParams) -> None: ...
+
+
+class ListingGuard(Protocol):
+    """Checks a child's tool listing against pinned definitions (``server.guard.DefinitionGuard``)."""
+
+    async def review_listing(self, server: str, config: ServerConfig, tools: list[types.Tool]) -> Mapping[str, Any]:
+        """Held-back tools of this listing: tool name -> verdict (with a ``message()``)."""
+        ...
+
+    def blocked(self, server: str, tool: str) -> Any:
+        """The current verdict for a tool (``None`` once it is approved)."""
+        ...
+
+
+class PoolObserver(Protocol):
+    """Told when children start (or fail to) and stop, with why (``server.telemetry``)."""
+
+    def child_started(
+        self, server: str, config: ServerConfig, pid: int | None, seconds: float, error: BaseException | None
+    ) -> None: ...
+
+    def child_stopped(self, server: str, reason: str, uptime: float) -> None: ...
 
 
 @dataclass
@@ -118,6 +141,10 @@ class _Child:
     tools: list[types.Tool] | None = None
     #: Relays of the calls in flight (see ``ChildPool.call_tool``), oldest first.
     calls: list[Any] = field(default_factory=list)
+    blocked: dict[str, Any] = field(default_factory=dict)  # tool -> the guard's verdict (held back)
+    stop_reason: str | None = None  # why the pool stopped it (idle, evicted, replaced, crashed, ...)
+    started_at: float | None = None  # monotonic, when it became ready
+    created_at: float = field(default_factory=time.monotonic)
 
     @property
     def usable(self) -> bool:
@@ -172,9 +199,17 @@ class ChildPool:
         self,
         servers: Mapping[str, ServerConfig],
         settings: PoolSettings | None = None,
+        *,
+        guard: ListingGuard | None = None,
+        observer: PoolObserver | None = None,
         link: ChildLink | None = None,
     ) -> None:
         self.settings = settings if settings is not None else PoolSettings()
+        #: Checks every tool listing against the pinned definitions (``server.guard``).
+        self.guard = guard
+        #: Told when children start and stop (metrics, traces).
+        self.observer = observer
+        #: Answers what children ask and log on their own (``server.relay``).
         self.link = link
         self._servers: dict[str, ServerConfig] = dict(servers)
         self._children: dict[str, _Child] = {}  # the current child of each server
@@ -201,6 +236,7 @@ class ChildPool:
         try:
             if group is not None:
                 for child in list(self._alive):
+                    child.stop_reason = child.stop_reason or "shutdown"
                     child.stop.set()
                 # Each runner's open_session shuts its child down shielded and bounded; cancelling
                 # the group only hurries runners still starting. The group's own scope is shielded
@@ -253,6 +289,8 @@ class ChildPool:
             try:
                 child = await self._acquire(server, config)
                 try:
+                    if self.guard is not None:
+                        await self._check_definition(child, tool, limit)
                     return await self._call(child, tool, arguments, limit, relay)
                 finally:
                     self._release(child)
@@ -309,7 +347,7 @@ class ChildPool:
             config = new.get(name)
             if config is None or not config.is_enabled or config.launch_hash() != child.config.launch_hash():
                 logger.info("server '%s' was %s; stopping its child", name, "removed" if config is None else "changed")
-                self._retire(child)
+                self._retire(child, "removed" if config is None else "reconfigured")
         for name, state in self._states.items():
             old, config = self._servers.get(name), new.get(name)
             if old is not None and config is not None and old.launch_hash() != config.launch_hash():
@@ -384,7 +422,7 @@ class ChildPool:
                 )
         previous = self._children.get(server)
         if previous is not None:
-            self._retire(previous)
+            self._retire(previous, "replaced")
         child = _Child(server, config)
         self._children[server] = child
         self._alive.add(child)
@@ -414,9 +452,10 @@ class ChildPool:
                 root=self.link.user_root() if self.link is not None else None,
             ) as connection:
                 child.connection = connection
-                child.last_used = time.monotonic()
+                child.last_used = child.started_at = time.monotonic()
                 state.start_error = None
                 child.ready.set()
+                self._notify("child_started", child, None)
                 logger.info("server '%s' started (pid %s)", child.name, connection.pid)
                 await _wait_either(child.stop, connection.closed)
                 if not child.stop.is_set():
@@ -429,6 +468,7 @@ class ChildPool:
                     )
         except ChildStartError as error:
             child.start_error = error
+            self._notify("child_started", child, error)
             state.start_error, state.failed_at = error, time.monotonic()
             state.last_error = str(error)
             logger.warning("server '%s' failed to start: %s", child.name, error)
@@ -436,6 +476,8 @@ class ChildPool:
             child.start_error = error
             logger.exception("server '%s': unexpected error in its session", child.name)
         finally:
+            if child.started_at is not None:
+                self._notify("child_stopped", child, None)
             child.broken = True
             child.ready.set()
             child.done.set()
@@ -510,16 +552,32 @@ class ChildPool:
             child.process.rotate_log_if_over(self.settings.child_log_max_bytes)
         self._evict_over_cap()
 
-    def _retire(self, child: _Child) -> None:
+    def _notify(self, event: str, child: _Child, error: BaseException | None) -> None:
+        if self.observer is None:
+            return
+        try:
+            if event == "child_started":
+                seconds = (child.started_at or time.monotonic()) - child.created_at
+                self.observer.child_started(child.name, child.config, child.pid, seconds, error)
+            else:
+                uptime = time.monotonic() - child.started_at if child.started_at is not None else 0.0
+                reason = child.stop_reason or ("crashed" if child.broken and not child.stop.is_set() else "exited")
+                self.observer.child_stopped(child.name, reason, uptime)
+        except Exception:  # noqa: BLE001 -- telemetry must never break the pool
+            logger.exception("pool observer failed on %s", event)
+
+    def _retire(self, child: _Child, reason: str = "retired") -> None:
         """Take ``child`` out of service; it stops now, or after its last in-flight call."""
+        child.stop_reason = child.stop_reason or reason
         child.retired = True
         if self._children.get(child.name) is child:
             del self._children[child.name]
         if child.in_flight == 0:
             child.stop.set()
 
-    def _break(self, child: _Child, reason: str, *, kill: bool = True) -> None:
+    def _break(self, child: _Child, reason: str, *, kill: bool = True, kind: str = "crashed") -> None:
         """Take a misbehaving child out of service right away (its in-flight calls fail)."""
+        child.stop_reason = child.stop_reason or kind
         if not child.broken:
             logger.warning("stopping server '%s': %s", child.name, reason)
         child.broken = True
@@ -540,7 +598,7 @@ class ChildPool:
         )
         for child in idle[:excess]:
             logger.info("stopping least recently used server '%s' (max_live_children reached)", child.name)
-            self._retire(child)
+            self._retire(child, "evicted")
         if len(idle) < excess:
             logger.info("%d children running, over max_live_children: the busy ones stop when idle", len(live))
 
@@ -553,7 +611,7 @@ class ChildPool:
             for child in list(self._children.values()):
                 if child.in_flight == 0 and child.running and now - child.last_used >= idle_timeout:
                     logger.info("stopping server '%s': idle for %.0fs", child.name, now - child.last_used)
-                    self._retire(child)
+                    self._retire(child, "idle")
 
     async def _rotate_child_logs(self) -> None:
         """Keep every running child's stderr log bounded, also for children that flood it between calls."""
@@ -586,7 +644,7 @@ class ChildPool:
         )
 
     def _timed_out(self, child: _Child, doing: str, limit: float) -> ChildTimeoutError:
-        self._break(child, f"{doing} exceeded {limit:g}s")
+        self._break(child, f"{doing} exceeded {limit:g}s", kind="timeout")
         return ChildTimeoutError(
             f"server '{child.name}' did not finish {doing} within {limit:g}s. The server was stopped (it may "
             "be stuck) and will be restarted on the next call; any state it kept is lost. Retry with "
@@ -638,6 +696,23 @@ class ChildPool:
             child.calls.remove(relay)
             relay.close()
 
+    async def _check_definition(self, child: _Child, tool: str, limit: float) -> None:
+        """Refuse a call to a tool whose live definition is held back (listing the child first if needed)."""
+        if child.tools is None:
+            child.tools = await self._list(child, limit)
+        verdict = child.blocked.get(tool)
+        if verdict is not None and self.guard is not None and self.guard.blocked(child.name, tool) is None:
+            del child.blocked[tool]  # approved since this child listed it
+            verdict = None
+        if verdict is not None:
+            raise ToolBlockedError(verdict.message())
+
+    async def _reviewed(self, child: _Child, tools: list[types.Tool]) -> list[types.Tool]:
+        """Every listing passes the guard: held-back tools are remembered and refused by ``call_tool``."""
+        if self.guard is not None:
+            child.blocked = dict(await self.guard.review_listing(child.name, child.config, tools))
+        return tools
+
     async def _list(self, child: _Child, limit: float) -> list[types.Tool]:
         assert child.connection is not None
         session = child.connection.session
@@ -651,7 +726,7 @@ class ChildPool:
                     tools.extend(page.tools)
                     cursor = page.next_cursor
                     if not cursor:
-                        return tools
+                        return await self._reviewed(child, tools)
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, "tools/list") from None

@@ -104,6 +104,7 @@ class SessionLog:
         latency_ms: float,
         error: str | None = None,
         error_kind: str | None = None,
+        flags: list[dict[str, Any]] | None = None,
     ) -> None:
         bounded = self._bounded(
             server=server,
@@ -112,7 +113,9 @@ class SessionLog:
             result=result.model_dump(mode="json") if result is not None else None,
             error=error,
         )
-        self._write(ExecuteEvent(call_id=call_id, latency_ms=latency_ms, error_kind=error_kind, **bounded))
+        self._write(
+            ExecuteEvent(call_id=call_id, latency_ms=latency_ms, error_kind=error_kind, flags=flags, **bounded)
+        )
 
     def end(self, reason: str, index: dict[str, Any] | None = None) -> None:
         if self.ended:

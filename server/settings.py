@@ -11,7 +11,7 @@ import ipaddress
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
@@ -56,7 +56,18 @@ class ServerSettings(CopilotSettings):
         default_factory=list, description="Servers/tools that are never routed to nor executed (wins over allow)."
     )
     read_only: bool = Field(
-        default=False, description="Refuse destructive / unconfirmed-risky tools instead of asking."
+        default=False,
+        description="Allow only tools that declare readOnlyHint: true (after overrides) or match read_only_allow.",
+    )
+    read_only_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="'server' or 'server/tool' globs read-only mode allows besides read-only tools."
+    )
+    confirm: Literal["destructive", "untrusted", "never", "always"] = Field(
+        default="destructive", description="Which tools need the user's confirmation (see the Trust section)."
+    )
+    result_warning: bool = Field(
+        default=False,
+        description="Prefix tool results that carry injection markers with a warning to the model (always logged).",
     )
     untrusted: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -134,7 +145,7 @@ class ServerSettings(CopilotSettings):
 
     log_level: str = Field(default="INFO", description="Level of the copilot's own log (stderr / log file).")
 
-    @field_validator("allow", "deny", "untrusted", "allowed_origins", mode="before")
+    @field_validator("allow", "deny", "untrusted", "allowed_origins", "read_only_allow", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return _split_list(value)

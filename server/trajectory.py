@@ -79,6 +79,8 @@ class ExecuteEvent(_Event):
     #: Machine-readable error class, e.g. unknown_server, unknown_tool, invalid_params,
     #: timeout, child_crashed, policy_denied -- used by the report's health tables.
     error_kind: str | None = None
+    #: Injection markers found in the result (``index.trust.scan`` findings); the result itself is unchanged.
+    flags: list[dict[str, Any]] | None = None
 
 
 class FinalAnswer(_Event):

@@ -65,6 +65,8 @@ class Finished:
     result: types.CallToolResult
     error: str | None = None
     kind: str | None = None
+    #: What ``server.guard`` found in the result (for the trajectory).
+    flags: list[Any] = field(default_factory=list)
 
 
 class SuspendedCall:

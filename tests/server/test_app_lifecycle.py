@@ -59,7 +59,10 @@ async def test_initialize_starts_no_child_and_closing_stdin_stops_every_child(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
 ) -> None:
-    servers, env, logs = _setup(tmp_path, built_index, COPILOT_READ_ONLY="true")
+    # Read-only mode allows declared read-only tools and the allowlist; the fixture's echo declares nothing.
+    servers, env, logs = _setup(
+        tmp_path, built_index, COPILOT_READ_ONLY="true", COPILOT_READ_ONLY_ALLOW="alpha/echo,noisy/echo"
+    )
     running = RunningClient(stdio_client_for(servers, env, tmp_path / "stderr.log", client_name="lifecycle"))
     client = await running.start()
     try:

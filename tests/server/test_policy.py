@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from index.servers import ServerConfig
+from index.servers import ServerConfig, parse_servers
 from server.errors import ConfirmationRequiredError, PolicyDeniedError
 from server.policy import ConfirmationStore, Policy
 
@@ -80,7 +82,62 @@ def test_read_only_mode_refuses_instead_of_asking() -> None:
         policy.check_read_only("files", "rm", risk)
     assert "read-only mode" in str(caught.value)
     assert policy.assess("files", "write", {"readOnlyHint": False}).refused_read_only
-    assert not policy.assess("files", "read", None).needs_confirmation
+    assert not policy.assess("files", "read", READ_ONLY).needs_confirmation
+
+
+def test_read_only_mode_allows_only_declared_read_only_tools_and_the_allowlist() -> None:
+    """Issue 9 item 19: an unannotated tool (307 of the 488 crawled) may write, so it is refused."""
+    policy = Policy(read_only=True, servers=_servers(), read_only_allow=["files/stat", "calc"])
+    unannotated = policy.assess("files", "write_file", None)
+    assert unannotated.refused_read_only and "does not declare itself read-only" in unannotated.reason
+    assert not policy.assess("files", "stat", None).needs_confirmation  # allowlisted tool
+    assert not policy.assess("calc", "anything", None).needs_confirmation  # allowlisted server
+    assert not policy.read_only_permits("files", "write_file", {"readOnlyHint": False, "destructiveHint": False})
+
+
+def test_servers_file_overrides_correct_what_a_child_claims() -> None:
+    servers = parse_servers(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "excel": {
+                        "command": "x",
+                        "annotations": {
+                            "excel_read_sheet": {"readOnlyHint": True, "destructiveHint": False},
+                            "*": {"openWorldHint": False},
+                        },
+                        "confirm": ["excel_format_*"],
+                    }
+                }
+            }
+        )
+    ).servers
+    claimed = {"readOnlyHint": False, "destructiveHint": True, "openWorldHint": True}
+    policy = Policy(servers=servers)
+    assert not policy.assess("excel", "excel_read_sheet", claimed).needs_confirmation
+    assert policy.annotations("excel", "excel_read_sheet", claimed) == {
+        "readOnlyHint": True, "destructiveHint": False, "openWorldHint": False,
+    }
+    assert policy.assess("excel", "excel_write_to_sheet", claimed).needs_confirmation
+    listed = policy.assess("excel", "excel_format_range", {"destructiveHint": False})
+    assert listed.needs_confirmation and "'confirm' list" in listed.reason
+    assert Policy(servers=servers, read_only=True).read_only_permits("excel", "excel_read_sheet", claimed)
+
+
+@pytest.mark.parametrize(
+    ("mode", "destructive", "untrusted_unannotated", "plain"),
+    [
+        ("destructive", True, True, False),
+        ("untrusted", False, True, False),
+        ("always", True, True, True),
+        ("never", False, False, False),
+    ],
+)
+def test_confirm_modes(mode: str, destructive: bool, untrusted_unannotated: bool, plain: bool) -> None:
+    policy = Policy(servers=_servers(), confirm=mode)  # type: ignore[arg-type]
+    assert policy.assess("files", "rm", DESTRUCTIVE).needs_confirmation is destructive
+    assert policy.assess("shady", "anything", None).needs_confirmation is untrusted_unannotated
+    assert policy.assess("files", "read", READ_ONLY).needs_confirmation is plain
 
 
 class FakeClock:

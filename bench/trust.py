@@ -1,0 +1,145 @@
+"""Poisoning scan: detection on the project's corpus of poisoned tool definitions, false positives
+on the real LiveMCPTool catalogs, and what the scan costs next to pinning a definition.
+
+- corpus (``bench/data/poisoned_tools.json``, written for this project from published attack
+  classes): every ``high`` case must be caught (quarantined); hard negatives must not be;
+- the project's crawl (``index/data/catalog.json``, 488 tools) and LiveMCPBench's 527-tool
+  snapshot (read in place): no tool may be quarantined; medium/low findings are listed;
+- cost: scan time per tool vs hashing its definition (the pin), measured in the same run.
+
+    python -m bench trust          # or: python -m bench.trust [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from index.livemcpbench import load_livemcpbench
+from index.records import Catalog, ToolRecord, load_catalog
+from index.settings import DEFAULT_CATALOG, livemcpbench_dir
+from index.trust.definition import definition_hash, tool_definition
+from index.trust.scan import SEVERITY_ORDER, ScanContext, scan_tool, worst
+
+CORPUS = Path(__file__).resolve().parent / "data" / "poisoned_tools.json"
+
+
+def corpus_results(path: Path) -> dict:
+    cases = json.loads(path.read_text(encoding="utf-8"))["cases"]
+    caught: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    missed: list[str] = []
+    false_quarantine: list[str] = []
+    over_reported: list[str] = []
+    for case in cases:
+        record = ToolRecord(**case["tool"])
+        context = ScanContext(other_tools=case["other_tools"], own_tools=frozenset({record.name}))
+        found = worst(scan_tool(record, context))
+        if case["expected"] == "high":
+            for attack in case["attack"].split("+"):
+                total[attack] += 1
+                caught[attack] += found == "high"
+            if found != "high":
+                missed.append(case["id"])
+        elif found == "high":
+            false_quarantine.append(case["id"])
+        elif SEVERITY_ORDER.get(found or "", 0) > SEVERITY_ORDER.get(case["expected"], 0):
+            over_reported.append(case["id"])
+    high = [c for c in cases if c["expected"] == "high"]
+    return {
+        "high_cases": len(high),
+        "caught": len(high) - len(missed),
+        "missed": missed,
+        "by_class": {attack: f"{caught[attack]}/{total[attack]}" for attack in sorted(total)},
+        "hard_negatives": len(cases) - len(high),
+        "falsely_quarantined": false_quarantine,
+        "over_reported": over_reported,
+    }
+
+
+def catalog_results(catalog: Catalog) -> dict:
+    by_server: dict[str, list[ToolRecord]] = {}
+    for record in catalog.tools:
+        by_server.setdefault(record.server, []).append(record)
+    severities: Counter[str] = Counter()
+    flagged: list[str] = []
+    scan_seconds: list[float] = []
+    hash_seconds: list[float] = []
+    for server, records in by_server.items():
+        context = ScanContext.from_records(catalog.tools, server)
+        for record in records:
+            started = time.perf_counter()
+            definition_hash(tool_definition(record))
+            hash_seconds.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            findings = scan_tool(record, context)
+            scan_seconds.append(time.perf_counter() - started)
+            severity = worst(findings) or "none"
+            severities[severity] += 1
+            if severity in ("high", "medium"):
+                flagged.append(f"{record.id} [{severity}]: " + "; ".join(f.message for f in findings if f.severity == severity))
+    scan_ms = statistics.median(scan_seconds) * 1000
+    hash_ms = statistics.median(hash_seconds) * 1000
+    return {
+        "tools": len(catalog.tools),
+        "quarantined": severities["high"],
+        "medium": severities["medium"],
+        "low": severities["low"],
+        "clean": severities["none"],
+        "flagged": flagged,
+        "scan_ms_p50": round(scan_ms, 3),
+        "scan_ms_total": round(sum(scan_seconds) * 1000, 1),
+        "pin_hash_ms_p50": round(hash_ms, 4),
+        "scan_vs_pin": round(scan_ms / hash_ms, 1) if hash_ms else None,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.trust", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--json", type=Path, dest="json_out", help="also write the numbers as JSON here")
+    args = parser.parse_args(argv)
+
+    results: dict = {"corpus": corpus_results(args.corpus)}
+    corpus = results["corpus"]
+    print(f"corpus: {corpus['caught']}/{corpus['high_cases']} high-severity poisoned definitions caught")
+    for attack, share in corpus["by_class"].items():
+        print(f"  {attack}: {share}")
+    print(
+        f"  hard negatives: {len(corpus['falsely_quarantined'])}/{corpus['hard_negatives']} quarantined, "
+        f"{len(corpus['over_reported'])} reported above their expected severity"
+    )
+    for name in corpus["missed"]:
+        print(f"  MISSED: {name}")
+
+    catalogs = {"project crawl (index/data/catalog.json)": lambda: load_catalog(DEFAULT_CATALOG)}
+    snapshot = livemcpbench_dir() / "tools" / "LiveMCPTool" / "tools.json"
+    if snapshot.exists():
+        catalogs["LiveMCPBench snapshot (tools.json)"] = lambda: load_livemcpbench(snapshot)
+    else:
+        print(f"skipped LiveMCPBench's snapshot: {snapshot} not found (set COPILOT_LIVEMCPBENCH_DIR)", file=sys.stderr)
+    status = 0 if not corpus["missed"] and not corpus["falsely_quarantined"] else 1
+    for label, load in catalogs.items():
+        numbers = catalog_results(load())
+        results[label] = numbers
+        print(
+            f"{label}: {numbers['quarantined']}/{numbers['tools']} quarantined, {numbers['medium']} medium, "
+            f"{numbers['low']} low, {numbers['clean']} clean; scan p50 {numbers['scan_ms_p50']} ms/tool "
+            f"({numbers['scan_vs_pin']}x hashing the definition, {numbers['scan_ms_total']} ms for all)"
+        )
+        for line in numbers["flagged"]:
+            print(f"  {line}")
+        status |= int(numbers["quarantined"] > 0)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,642 @@
+"""Tool-poisoning scan: what published attacks hide in tool definitions, found before a model reads it.
+
+Every text a model may read -- name, title, description, and each string and property name in
+the input and output schemas -- is checked against the attack classes of the published
+tool-poisoning work (Invariant Labs' ``<IMPORTANT>`` tool, tool shadowing, "line jumping",
+full-schema poisoning, ASCII smuggling, rug pulls):
+
+- ``instructions``: text that addresses the model rather than describing the tool -- override
+  phrases, concealment from the user, pseudo-system tags, role hijacks;
+- ``secrets``: requests to read or pass on credentials and files unrelated to a tool
+  (``~/.ssh``, ``.env``, ``mcp.json``, ``*_API_KEY`` values);
+- ``shadowing``: rules about *other* tools ("when this tool is available, send_email must…"),
+  names of other servers' tools in imperative sentences;
+- ``hidden``: invisible Unicode (zero-width, Unicode tag characters that smuggle ASCII), bidi
+  controls, ANSI escapes, whitespace padding that pushes text out of view, homoglyph names
+  that impersonate another server's tool;
+- ``exfiltration``: URLs and addresses that would carry conversation data or secrets out.
+
+Matching runs on a normalized copy (NFKC, confusable letters folded to ASCII, invisible
+characters removed), so ``ignоre`` with a Cyrillic ``о`` or ``ig\u200bnore`` still match.
+Each finding has a severity; a ``high`` finding quarantines the tool. The thresholds were
+set so that no tool of the real LiveMCPTool catalogs (488 crawled here, 527 in LiveMCPBench's
+snapshot) is high (``python -m bench trust``).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from index.records import ToolRecord
+
+Severity = Literal["high", "medium", "low"]
+Category = Literal["instructions", "secrets", "shadowing", "hidden", "exfiltration"]
+SEVERITY_ORDER: dict[str, int] = {"low": 1, "medium": 2, "high": 3}
+
+#: Longest excerpt kept in a finding.
+EXCERPT_CHARS = 160
+
+
+class Finding(BaseModel):
+    """One suspicious thing in one field of a tool definition (or a tool result)."""
+
+    rule: str
+    category: Category
+    severity: Severity
+    field: str
+    message: str
+    excerpt: str = ""
+
+    def line(self) -> str:
+        """One line for people (the excerpt is made visible and bounded)."""
+        shown = f": {self.excerpt}" if self.excerpt else ""
+        return f"[{self.severity}] {self.field}: {self.message}{shown}"
+
+
+def worst(findings: Iterable[Finding]) -> Severity | None:
+    best: Severity | None = None
+    for finding in findings:
+        if best is None or SEVERITY_ORDER[finding.severity] > SEVERITY_ORDER[best]:
+            best = finding.severity
+    return best
+
+
+# ---------------------------------------------------------------------------------------------
+# characters
+
+_TAG_CHARS = range(0xE0000, 0xE0080)
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_DIRECTION_MARKS = frozenset("\u200e\u200f\u061c")
+_ZERO_WIDTH = frozenset(
+    "\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e\u034f\u00ad\u115f\u1160\u3164\uffa0"
+)
+_ZWJ = "\u200d"
+_WIDE_SPACES = "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
+
+
+def visible(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """``text`` with every invisible or control character shown as ``<U+XXXX>``, bounded."""
+    out: list[str] = []
+    for char in text:
+        code = ord(char)
+        if char in "\n\t":
+            out.append(" ")
+        elif (
+            code in _TAG_CHARS
+            or char in _BIDI_CONTROLS
+            or char in _ZERO_WIDTH
+            or char in _DIRECTION_MARKS
+            or unicodedata.category(char) in ("Cc", "Cf", "Co", "Cn")
+        ):
+            out.append(f"<U+{code:04X}>")
+        else:
+            out.append(char)
+    shown = re.sub(r" {2,}", " ", "".join(out)).strip()
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def _is_emoji(char: str) -> bool:
+    return unicodedata.category(char) == "So" or 0x1F000 <= ord(char) <= 0x1FAFF
+
+
+@lru_cache(maxsize=4096)
+def _ascii_lookalike(char: str) -> str:
+    """The ASCII letter or digit ``char`` is confusable with (TR39 data), else ``char``."""
+    from confusable_homoglyphs import categories, confusables
+
+    if categories.alias(char) not in ("CYRILLIC", "GREEK", "LATIN", "ARMENIAN", "CHEROKEE", "COMMON"):
+        return char
+    found = confusables.is_confusable(char, greedy=True, preferred_aliases=["latin"])
+    if not found:
+        return char
+    for homoglyph in found[0]["homoglyphs"]:
+        candidate = homoglyph["c"]
+        if len(candidate) == 1 and candidate.isascii() and candidate.isalnum():
+            return candidate
+    return char
+
+
+def skeleton(text: str) -> str:
+    """NFKC, invisible characters removed, confusable letters folded to their ASCII look-alikes."""
+    if text.isascii():
+        return text
+    folded = unicodedata.normalize("NFKC", text)
+    out = []
+    for char in folded:
+        if char in _ZERO_WIDTH or char in _BIDI_CONTROLS or char in _DIRECTION_MARKS or ord(char) in _TAG_CHARS:
+            continue
+        out.append(char if char.isascii() else _ascii_lookalike(char))
+    return "".join(out)
+
+
+def decode_tag_characters(text: str) -> str:
+    """The ASCII text smuggled in Unicode tag characters (U+E0020..U+E007E), if any."""
+    return "".join(chr(ord(c) - 0xE0000) for c in text if 0xE0020 <= ord(c) <= 0xE007E)
+
+
+# ---------------------------------------------------------------------------------------------
+# patterns (matched on the skeleton, case-insensitively)
+
+_F = re.IGNORECASE
+_SENTENCE = r"(?:[^.\n!?。！？]|[.!?](?=\S))"
+
+_OVERRIDE = re.compile(
+    r"\b(ignore|disregard|forget|override|bypass|overrule)\b" + _SENTENCE + r"{0,40}?"
+    r"\b(previous|prior|above|earlier|preceding|all|any|other|system|original|existing|your|safety)\b"
+    + _SENTENCE
+    + r"{0,30}?\b(instructions?|prompts?|rules|guidelines|directives|messages|guardrails|constraints|polic(y|ies))\b",
+    _F,
+)
+_CONCEAL_TELL = re.compile(
+    r"\b(do not|don'?t|dont|never|must not|should not|shouldn'?t|cannot|without|avoid)\s+(ever\s+)?"
+    r"(tell(ing)?|inform(ing)?|notify(ing)?|alert(ing)?|mention(ing)?|reveal(ing)?|disclos(e|ing)|show(ing)?|warn(ing)?|"
+    r"let(ting)?\s+the\s+user\s+know|report(ing)?|explain(ing)?)\b" + _SENTENCE + r"{0,30}?\b(the\s+)?(users?|human|person|operator|owner)\b",
+    _F,
+)
+_CONCEAL_KNOW = re.compile(
+    r"\b(users?|human)\b" + _SENTENCE + r"{0,20}?\b(must|should|shall|will|need|may)\s*(not|never|n't)\s+"
+    r"(know|see|notice|find out|learn|be\s+(told|informed|aware|notified|shown|alerted))\b",
+    _F,
+)
+_CONCEAL_HIDE = re.compile(
+    r"\b(keep|hide|conceal|mask)\b" + _SENTENCE + r"{0,40}?\bfrom\s+the\s+(users?|human)\b", _F
+)
+_STEALTH = re.compile(
+    r"\b(silently|secretly|covertly|stealthily|quietly|invisibly|discreetly)\b" + _SENTENCE + r"{0,30}?"
+    r"\b(send|read|include|add|forward|upload|copy|exfiltrate|call|pass|post|append|attach|transmit|leak|bcc|cc)\b",
+    _F,
+)
+_OVERRIDE_ZH = re.compile(
+    r"(忽略|无视|忘记|忘掉|不要理会)(之前|以前|先前|上面|上述|前面|所有|一切|系统|原有)(的)?(所有|全部|一切)?(的)?(指令|指示|说明|规则|提示|设定|要求)"
+)
+_CONCEAL_ZH = re.compile(r"(不要|别|切勿|不得|禁止|无需|不必)(向|对)?(用户|使用者)?(告诉|通知|提醒|告知|透露|提及|说明)(用户|使用者)?")
+_ASK_USER = re.compile(r"\b(do not|don'?t|never|without)\s+(ask(ing)?|consult(ing)?|confirm(ing)?\s+with)\s+the\s+user\b", _F)
+_PSEUDO_TAG = re.compile(
+    r"<\s*/?\s*(important|system|sys|instructions?|admin|secret|hidden|prompt|assistant|im_start|im_end|critical|"
+    r"override|developer|tool_?instructions?)\b[^<>]{0,40}>|<\|im_(start|end)\|>|\[/?(system|inst|important)\]|<<\s*/?sys\s*>>",
+    _F,
+)
+_ROLE = re.compile(
+    r"\byou are now\b|\bnew (system )?instructions?\s*:|\bfrom now on\b" + _SENTENCE + r"{0,40}?\b(you|always|never|must)\b"
+    r"|\b(enter|switch to|activate)\b" + _SENTENCE + r"{0,15}?\b(developer|god|admin|jailbreak|dan)\s+mode\b",
+    _F,
+)
+_PRIORITY = re.compile(
+    r"\bthis is (very |extremely |critically |really )?(important|critical|mandatory)\b"
+    r"|\botherwise\b" + _SENTENCE + r"{0,20}?\b(tool|application|system|server|app|function)\b" + _SENTENCE
+    + r"{0,15}?\b(will|would)\s+(not work|crash|fail|break|stop working|be (blocked|disabled))\b"
+    r"|\b(system prompt|developer message)\b",
+    _F,
+)
+_ADDRESSED = re.compile(
+    r"\b(as an? (ai|assistant|language model|llm)|dear (ai|assistant|model|claude|gpt)|(ai|assistant|model|llm|agent)\s*:\s*(you|please|always))\b",
+    _F,
+)
+
+_SENSITIVE_PATH = re.compile(
+    r"(~|\$home|%userprofile%|/home/[\w.-]+|/root|/users/[\w.-]+)?/?\.ssh\b|\bid_(rsa|dsa|ecdsa|ed25519)\b"
+    r"|\.aws/(credentials|config)\b|\.config/gcloud\b|\.azure/|\.kube/config\b|\.docker/config\.json\b"
+    r"|\.npmrc\b|\.pypirc\b|\.netrc\b|\.git-credentials\b|\.gnupg\b|/etc/(passwd|shadow|sudoers)\b"
+    r"|\bmcp\.json\b|\bclaude_desktop_config\.json\b|\.cursor/|\.codeium/|\bwallet\.dat\b|\bkeychain\b"
+    r"|\.(bash|zsh)_history\b|\bcookies\.sqlite\b|\blogin data\b"
+    r"|(^|[\s'\"`(/~])\.env(\.[a-z]+)?(?![\w.])",
+    _F,
+)
+_SECRET_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_(API_KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PAT)\b")
+_CREDENTIAL = re.compile(
+    r"\b(api[ _-]?keys?|passwords?|passphrases?|private keys?|secret keys?|access tokens?|auth(entication)? tokens?|"
+    r"bearer tokens?|session (tokens?|cookies?)|credentials|seed phrases?|mnemonic( phrase)?|ssh keys?|"
+    r"environment variables?|env vars?)\b",
+    _F,
+)
+_TRANSFER_VERB = re.compile(
+    r"\b(include|send|pass|attach|provide|upload|copy|output|print|append|insert|put|forward|share|paste|dump|add|"
+    r"embed|enclose|supply|give|post|transmit|submit|leak|exfiltrate)\b|(发送|上传|传入|附加|附上|包含|复制|提供|填入)",
+    _F,
+)
+_READ_VERB = re.compile(
+    r"\b(read|cat|open|load|fetch|get|retrieve|extract|collect|access|grab|scan)\b|(读取|获取|打开)", _F
+)
+_TAKE_VERB = re.compile(_TRANSFER_VERB.pattern + "|" + _READ_VERB.pattern, _F)
+_URGENT = re.compile(
+    r"\b(must|should|always|first|before (using|calling|invoking|running)|required|mandatory|important|need to|make sure)\b"
+    r"|(必须|首先|务必|之前)",
+    _F,
+)
+_NEGATION = re.compile(
+    r"\b(not|never|no|cannot|can't|won't|don't|doesn't|refuses? to|deny|denies|block(s|ed)?|protect(s|ed)?|"
+    r"exclud(e|es|ed|ing)|without|avoid|redact(s|ed)?|except)\b",
+    _F,
+)
+
+_AVAILABLE = re.compile(
+    r"\bwhen(ever)? (this|the present|the current) (tool|server|function|plugin) is (available|present|loaded|installed|"
+    r"enabled|connected|active|in use)\b",
+    _F,
+)
+_OTHER_TOOLS = re.compile(
+    r"\b(all|any|every|other)\b" + _SENTENCE + r"{0,15}?\b(tools?|functions?|servers?)\b" + _SENTENCE
+    + r"{0,40}?\b(must|should|shall|need to|have to|are required to|are to)\b",
+    _F,
+)
+_REDIRECT = re.compile(
+    r"\b(send|sent|forward|redirect|bcc|cc|recipient|to address|instead|replace|change|route|mirror|copy)\b", _F
+)
+_WHEN_USING = re.compile(
+    r"\bwhen(ever)? (using|calling|invoking|running|executing) (the )?[`'\"]?([\w.-]+)[`'\"]?( (tool|function|command))?"
+    r",?\s+(you must|you should|always|also|make sure|be sure|first|remember|ensure|never)\b",
+    _F,
+)
+_MODAL = re.compile(r"\b(must|should|always|never|instead|also|whenever|make sure|ensure|required)\b", _F)
+
+_MD_IMAGE = re.compile(r"!\[[^\]]{0,100}\]\(\s*(https?://[^\s)]+)", _F)
+_URL = re.compile(r"https?://[^\s)'\"<>`]+", _F)
+_URL_TEMPLATE = re.compile(r"[?&#][\w.-]+=\s*(\{\{?|\$\{|<|%s|\[|\$\w)", _F)
+_SEND_TO = re.compile(
+    r"\b(send|post|upload|forward|transmit|exfiltrate|leak|report|copy|bcc|cc|e-?mail|mail|beacon|ping)\w*\b"
+    + _SENTENCE
+    + r"{0,60}?\b(to|at|via|into)\s+(https?://\S+|[\w.+-]+@[\w-]+\.[\w.]+)",
+    _F,
+)
+_CONVERSATION = re.compile(
+    r"\b(conversation|chat|dialog(ue)?|message history|chat history|context window|previous messages|prior messages|"
+    r"earlier messages|all messages|system prompt|instructions you (were|have been) given|user'?s? (messages|data|files)|"
+    r"(secret|credential|password|api key|token)s?)\b",
+    _F,
+)
+_WHOLE = re.compile(r"\b(full|entire|complete|whole|all|every|verbatim)\b", _F)
+_CONVERSATION_DUMP = re.compile(
+    r"\b(full|entire|complete|whole|all( of)?( the)?|every|verbatim)\b" + _SENTENCE + r"{0,20}?"
+    r"\b(conversation|chat|dialog(ue)?|message history|chat history|context window|previous messages|prior messages|"
+    r"earlier messages|system prompt|messages (so far|above))\b",
+    _F,
+)
+_HTML_COMMENT = re.compile(r"<!--(.*?)-->", re.S)
+_ANSI = re.compile(r"\x1b[\[\]()#;?]|\x9b")
+_BLANK_LINES = re.compile(r"\n(?:[ \t" + _WIDE_SPACES + r"]*\n){6,}[ \t" + _WIDE_SPACES + r"]*\S")
+_WIDE_GAP = re.compile(r"[ \t" + _WIDE_SPACES + r"]{60,}\S")
+
+#: Descriptions longer than these are reported (real tools here stay under 6,000 characters).
+LONG_TEXT = 10_000
+VERY_LONG_TEXT = 30_000
+
+
+# ---------------------------------------------------------------------------------------------
+# what is scanned
+
+
+@dataclass(frozen=True)
+class ScanContext:
+    """What a tool is compared with: tool names of *other* servers (shadowing, homoglyphs)."""
+
+    other_tools: Mapping[str, str] = field(default_factory=dict)  # tool name -> a server that has it
+    own_tools: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_records(cls, records: Iterable[ToolRecord], server: str) -> ScanContext:
+        other: dict[str, str] = {}
+        own: set[str] = set()
+        for record in records:
+            if record.server == server:
+                own.add(record.name)
+            else:
+                other.setdefault(record.name, record.server)
+        return cls(other_tools=other, own_tools=frozenset(own))
+
+
+_SKIPPED_SCHEMA_KEYS = frozenset({"$schema", "$id", "$ref", "type", "format", "additionalProperties"})
+
+
+def _schema_texts(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, inner in value.items():
+            key = str(key)
+            if key in _SKIPPED_SCHEMA_KEYS:
+                continue
+            if key == "properties" and isinstance(inner, Mapping):
+                for name, prop in inner.items():
+                    yield f"{path}.properties", str(name)
+                    yield from _schema_texts(prop, f"{path}.properties.{name}")
+            else:
+                yield from _schema_texts(inner, f"{path}.{key}")
+    elif isinstance(value, list):
+        for position, inner in enumerate(value):
+            yield from _schema_texts(inner, f"{path}[{position}]")
+
+
+def tool_texts(record: ToolRecord) -> Iterator[tuple[str, str]]:
+    """(field, text) of everything a model may read in ``record``."""
+    yield "name", record.name
+    if record.title:
+        yield "title", record.title
+    yield "description", record.description
+    yield from _schema_texts(record.input_schema, "inputSchema")
+    if record.output_schema:
+        yield from _schema_texts(record.output_schema, "outputSchema")
+    if record.annotations and isinstance(record.annotations.get("title"), str):
+        yield "annotations.title", record.annotations["title"]
+
+
+# ---------------------------------------------------------------------------------------------
+# rules
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self._seen: set[tuple[str, str]] = set()
+
+    def add(self, rule: str, category: Category, severity: Severity, where: str, message: str, excerpt: str = "") -> None:
+        key = (rule, where)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.findings.append(
+            Finding(rule=rule, category=category, severity=severity, field=where, message=message, excerpt=visible(excerpt))
+        )
+
+
+_BOUNDARY = re.compile(r"[.!?](?=\s|$)|[\n。！？]")
+
+
+def _sentence_around(text: str, start: int, end: int) -> str:
+    """The sentence holding ``text[start:end]`` (dots inside paths and URLs do not end it)."""
+    left = 0
+    for boundary in _BOUNDARY.finditer(text, 0, start):
+        left = boundary.end()
+    after = _BOUNDARY.search(text, end)
+    return text[left : after.start() if after else len(text)]
+
+
+def _negated_before(text: str, position: int, window: int = 25) -> bool:
+    return bool(_NEGATION.search(text[max(0, position - window) : position]))
+
+
+def _hidden_characters(raw: str, where: str, out: _Collector, *, in_name: bool) -> None:
+    tags = [c for c in raw if ord(c) in _TAG_CHARS]
+    if tags:
+        smuggled = decode_tag_characters(raw)
+        out.add("hidden.tag-characters", "hidden", "high", where,
+                f"{len(tags)} invisible Unicode tag character(s) (they smuggle ASCII text a model reads but people do not see)",
+                smuggled or raw)
+    bidi = [c for c in raw if c in _BIDI_CONTROLS]
+    if bidi:
+        out.add("hidden.bidi", "hidden", "high", where,
+                f"{len(bidi)} bidirectional control character(s) (they reorder how text is displayed)", raw)
+    zero_width = [
+        i for i, c in enumerate(raw)
+        if c in _ZERO_WIDTH
+        and not (c == _ZWJ and 0 < i < len(raw) - 1 and (_is_emoji(raw[i - 1]) or _is_emoji(raw[i + 1])))
+        and not (c == "\ufeff" and i == 0)
+    ]
+    if zero_width:
+        severity: Severity = "high" if in_name or len(zero_width) >= 3 else "medium"
+        out.add("hidden.zero-width", "hidden", severity, where,
+                f"{len(zero_width)} zero-width/invisible character(s)", raw[max(0, zero_width[0] - 40) : zero_width[0] + 40])
+    if _ANSI.search(raw):
+        out.add("hidden.ansi-escape", "hidden", "high", where,
+                "terminal escape sequences (they can hide or rewrite text shown in a terminal)", raw)
+    controls = [c for c in raw if unicodedata.category(c) == "Cc" and c not in "\n\r\t\x1b\x9b"]
+    if controls:
+        out.add("hidden.control-characters", "hidden", "medium", where, f"{len(controls)} control character(s)", raw)
+    if (match := _BLANK_LINES.search(raw)) is not None:
+        out.add("hidden.padding-lines", "hidden", "high", where,
+                "text pushed far below the visible part by a run of blank lines", raw[match.end() - 1 : match.end() + 120])
+    if (match := _WIDE_GAP.search(raw)) is not None:
+        out.add("hidden.padding-spaces", "hidden", "high", where,
+                "text pushed out of view by a long run of spaces", raw[match.end() - 1 : match.end() + 120])
+    for comment in _HTML_COMMENT.finditer(raw):
+        if comment.group(1).strip():
+            out.add("hidden.html-comment", "hidden", "medium", where,
+                    "an HTML comment (invisible when the description is rendered)", comment.group(0))
+            break
+
+
+def _instructions(text: str, where: str, out: _Collector) -> None:
+    for pattern, rule, message in (
+        (_OVERRIDE, "instructions.override", "tells the model to ignore or override its instructions"),
+        (_CONCEAL_TELL, "instructions.conceal", "tells the model to keep something from the user"),
+        (_CONCEAL_KNOW, "instructions.conceal", "tells the model to keep something from the user"),
+        (_CONCEAL_HIDE, "instructions.conceal", "tells the model to keep something from the user"),
+        (_STEALTH, "instructions.stealth", "asks for an action to be done silently/secretly"),
+        (_PSEUDO_TAG, "instructions.pseudo-tag", "a pseudo-system tag addressed to the model (e.g. <IMPORTANT>)"),
+        (_ROLE, "instructions.role", "tries to change the model's role or instructions"),
+        (_OVERRIDE_ZH, "instructions.override", "tells the model to ignore or override its instructions"),
+    ):
+        if (match := pattern.search(text)) is not None:
+            out.add(rule, "instructions", "high", where, message, _sentence_around(text, match.start(), match.end()))
+    if (match := _CONCEAL_ZH.search(text)) is not None and re.search("用户|使用者", match.group(0)):
+        out.add("instructions.conceal", "instructions", "high", where, "tells the model to keep something from the user",
+                _sentence_around(text, match.start(), match.end()))
+    for pattern, rule, message in (
+        (_ASK_USER, "instructions.no-confirmation", "tells the model not to ask the user"),
+        (_PRIORITY, "instructions.priority", "pressure or meta-instructions aimed at the model"),
+        (_ADDRESSED, "instructions.addressed", "addresses the model directly"),
+    ):
+        if (match := pattern.search(text)) is not None:
+            out.add(rule, "instructions", "medium", where, message, _sentence_around(text, match.start(), match.end()))
+
+
+def _path_token(text: str, end: int) -> str:
+    match = re.match(r"[^\s'\"`)]*", text[end:])
+    return match.group(0) if match else ""
+
+
+def _secrets(text: str, where: str, out: _Collector) -> None:
+    for match in _SENSITIVE_PATH.finditer(text):
+        if _path_token(text, match.end()).endswith(".pub") or text[match.end() : match.end() + 4] == ".pub":
+            continue  # public keys are meant to be shared
+        sentence = _sentence_around(text, match.start(), match.end())
+        transfer = _TRANSFER_VERB.search(sentence)
+        read = _READ_VERB.search(sentence)
+        transfer_ok = transfer is not None and not _negated_before(sentence, transfer.start())
+        read_ok = read is not None and not _negated_before(sentence, read.start())
+        if transfer_ok or (read_ok and _URGENT.search(sentence)):
+            out.add("secrets.sensitive-file", "secrets", "high", where,
+                    "asks for a credential or configuration file unrelated to the tool", sentence)
+        else:
+            out.add("secrets.mentions-sensitive-file", "secrets", "medium", where,
+                    "mentions a credential or configuration file", sentence)
+    if where.endswith(".properties"):  # a parameter name
+        words = set(re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", text.lower()))
+        if words & {"ssh", "rsa", "passwd", "mcp", "credentials", "dotenv", "keychain", "wallet"} and words & {
+            "content", "contents", "reading", "read", "file", "data", "value",
+        }:
+            out.add("secrets.parameter-name", "secrets", "high", where,
+                    "a parameter whose name asks for the contents of a credential file", text)
+    for match in _SECRET_NAME.finditer(text):
+        sentence = _sentence_around(text, match.start(), match.end())
+        verb = _TRANSFER_VERB.search(sentence) or _READ_VERB.search(sentence)
+        if verb is not None and not _negated_before(sentence, verb.start()):
+            severity: Severity = (
+                "high" if re.search(r"\b(value|contents?)\b", sentence, _F) and _TRANSFER_VERB.search(sentence) else "medium"
+            )
+            out.add("secrets.env-secret", "secrets", severity, where, "asks for the value of a secret variable", sentence)
+            break
+    for match in _CREDENTIAL.finditer(text):
+        sentence = _sentence_around(text, match.start(), match.end())
+        verb = _TRANSFER_VERB.search(sentence)
+        if verb is None or _negated_before(sentence, verb.start()) or _negated_before(sentence, match.start(), 40):
+            continue
+        if re.search(r"\b(user'?s?|your|the model'?s?|all|every|stored|saved|any)\b", sentence, _F) and re.search(
+            r"\b(in|into|as|to|within|inside)\s+(the\s+)?([`'\"]?\w+[`'\"]?\s+)?(parameter|field|argument|param|note|sidenote|comment|metadata)\b",
+            sentence, _F,
+        ):
+            out.add("secrets.credential-request", "secrets", "high", where,
+                    "asks the model to put credentials into a parameter", sentence)
+        else:
+            out.add("secrets.credential-mention", "secrets", "low", where, "mentions credentials", sentence)
+        break
+
+
+def _shadowing(text: str, where: str, out: _Collector, context: ScanContext) -> None:
+    if (match := _AVAILABLE.search(text)) is not None:
+        out.add("shadowing.when-available", "shadowing", "high", where,
+                "sets rules that apply whenever this tool is merely present (tool shadowing)",
+                _sentence_around(text, match.start(), match.end()))
+    for match in _OTHER_TOOLS.finditer(text):
+        sentence = _sentence_around(text, match.start(), match.end())
+        severity: Severity = "high" if _REDIRECT.search(sentence) else "medium"
+        out.add("shadowing.other-tools", "shadowing", severity, where, "sets rules for other tools", sentence)
+        break
+    for match in _WHEN_USING.finditer(text):
+        named = match.group(4)
+        if named in context.own_tools or named.lower() in ("this", "it", "the"):
+            continue
+        severity = "high" if named in context.other_tools or _REDIRECT.search(_sentence_around(text, match.start(), match.end())) else "medium"
+        out.add("shadowing.when-using", "shadowing", severity, where,
+                "gives the model rules for using another tool", _sentence_around(text, match.start(), match.end()))
+        break
+    if not context.other_tools:
+        return
+    for name in _tool_name_mentions(text, context):
+        start = text.find(name)
+        sentence = _sentence_around(text, start, start + len(name))
+        if _MODAL.search(sentence):
+            severity = "high" if _REDIRECT.search(sentence) and _MODAL.search(sentence) else "medium"
+            out.add("shadowing.names-other-tool", "shadowing", severity, where,
+                    f"an imperative sentence about another server's tool ({context.other_tools[name]})", sentence)
+            break
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)+|[a-z]+(?:[A-Z][a-z0-9]+)+")
+
+
+def _tool_name_mentions(text: str, context: ScanContext) -> list[str]:
+    """Distinctive names of other servers' tools (``send_email``, ``getWeather``) found in ``text``."""
+    found = []
+    for token in set(_IDENTIFIER.findall(text)):
+        if token in context.other_tools and token not in context.own_tools and len(token) >= 6:
+            found.append(token)
+    return sorted(found)
+
+
+def _exfiltration(text: str, where: str, out: _Collector) -> None:
+    for match in _MD_IMAGE.finditer(text):
+        url = match.group(1)
+        severity: Severity = "high" if ("?" in url or _URL_TEMPLATE.search(url) or "{" in url) else "medium"
+        out.add("exfiltration.markdown-image", "exfiltration", severity, where,
+                "a markdown image whose URL would be fetched when rendered (a known exfiltration channel)", match.group(0))
+        break
+    for match in _URL.finditer(text):
+        url = match.group(0)
+        if _URL_TEMPLATE.search(url):
+            sentence = _sentence_around(text, match.start(), match.end())
+            severity = "high" if _CONVERSATION.search(sentence) or _TAKE_VERB.search(sentence) else "medium"
+            out.add("exfiltration.url-template", "exfiltration", severity, where,
+                    "a URL with a placeholder to be filled with data", sentence)
+            break
+    for match in _SEND_TO.finditer(text):
+        sentence = _sentence_around(text, match.start(), match.end())
+        severity = "high" if _CONVERSATION.search(sentence) or _WHOLE.search(sentence) else "medium"
+        out.add("exfiltration.send-to", "exfiltration", severity, where, "asks to send data to an address or URL", sentence)
+        break
+    for match in _CONVERSATION_DUMP.finditer(text):
+        sentence = _sentence_around(text, match.start(), match.end())
+        verb = _TAKE_VERB.search(sentence)
+        if verb is not None and not _negated_before(sentence, verb.start()):
+            out.add("exfiltration.conversation", "exfiltration", "high", where,
+                    "asks for the conversation or system prompt to be passed on", sentence)
+            break
+
+
+def _name_rules(record: ToolRecord, context: ScanContext, out: _Collector) -> None:
+    name = record.name
+    if name.isascii():
+        return
+    folded = skeleton(name)
+    if folded != name and folded in context.other_tools:
+        out.add("hidden.homoglyph-name", "hidden", "high", "name",
+                f"the name imitates '{folded}' of server '{context.other_tools[folded]}' with look-alike characters", name)
+    elif folded != name and folded.isascii():
+        out.add("hidden.lookalike-name", "hidden", "high" if folded in context.own_tools else "medium", "name",
+                "the name mixes look-alike characters from other scripts", name)
+
+
+def _length_rules(record: ToolRecord, out: _Collector) -> None:
+    description = record.description
+    if len(description) > VERY_LONG_TEXT:
+        out.add("hidden.very-long", "hidden", "medium", "description",
+                f"a very long description ({len(description):,} characters)")
+    elif len(description) > LONG_TEXT:
+        out.add("hidden.long", "hidden", "low", "description", f"a long description ({len(description):,} characters)")
+    if len(description) > 2000:
+        blank = sum(1 for c in description if c.isspace())
+        if blank / len(description) > 0.5:
+            out.add("hidden.whitespace-padding", "hidden", "high", "description",
+                    f"{blank:,} of {len(description):,} characters are whitespace (padding that hides text)")
+
+
+def scan_text(
+    text: str, where: str, out: _Collector | None = None, *, context: ScanContext | None = None, in_name: bool = False
+) -> list[Finding]:
+    """Findings in one text (a tool field, or a tool result)."""
+    collector = out or _Collector()
+    if not text:
+        return collector.findings
+    _hidden_characters(text, where, collector, in_name=in_name)
+    normalized = skeleton(text)
+    hidden = decode_tag_characters(text)
+    for candidate, label in ((normalized, where), (hidden, f"{where} (hidden characters)")):
+        if not candidate:
+            continue
+        _instructions(candidate, label, collector)
+        _secrets(candidate, label, collector)
+        _exfiltration(candidate, label, collector)
+        if context is not None:
+            _shadowing(candidate, label, collector, context)
+    return collector.findings
+
+
+def scan_tool(record: ToolRecord, context: ScanContext | None = None) -> list[Finding]:
+    """Every finding in ``record``'s definition, worst first."""
+    context = context or ScanContext()
+    out = _Collector()
+    _name_rules(record, context, out)
+    _length_rules(record, out)
+    for where, text in tool_texts(record):
+        scan_text(text, where, out, context=context, in_name=where == "name")
+    return sorted(out.findings, key=lambda f: -SEVERITY_ORDER[f.severity])
+
+
+def scan_result_text(text: str) -> list[Finding]:
+    """Injection markers in a tool *result* (flagged in the trajectory, never blocked)."""
+    out = _Collector()
+    if not text:
+        return []
+    _hidden_characters(text, "result", out, in_name=False)
+    normalized = skeleton(text)
+    for candidate, label in ((normalized, "result"), (decode_tag_characters(text), "result (hidden characters)")):
+        if candidate:
+            _instructions(candidate, label, out)
+            _exfiltration(candidate, label, out)
+    return [f for f in out.findings if f.severity == "high"]  # web pages often carry a stray zero-width space

@@ -1,0 +1,164 @@
+"""The pin store: approved tool definitions and pending changes, in ``COPILOT_HOME/trust/pins.json``.
+
+One JSON file, shared by every process that uses the same home (copilots, ``index build``,
+``index crawl``, ``index approve``): reads are cached until the file changes, every update
+re-reads it under an exclusive lock (``fcntl.flock`` on ``pins.lock``) and replaces it
+atomically, so concurrent writers never lose each other's pins.
+
+Per tool it keeps the ``approved`` definition (its hash, the definition itself for diffs, when
+and how it was approved) and, when the child now shows something else, the ``pending`` one
+(why it is held back: ``changed``, ``new tool``, ``new server``, ``poisoning``; what changed;
+scan findings). Per server it keeps when it was first seen in a servers file and whether it is
+quarantined as new (``COPILOT_QUARANTINE_NEW``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from index.errors import ConfigError
+from index.trust.scan import Finding
+
+logger = logging.getLogger(__name__)
+
+STORE_VERSION = 1
+FILE_NAME = "pins.json"
+
+PendingReason = Literal["changed", "new tool", "new server", "poisoning"]
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class ApprovedDefinition(BaseModel):
+    hash: str
+    definition: dict[str, Any]
+    at: str = Field(default_factory=now)
+    by: str = Field(default="first use", description="first use | user | auto-approve")
+
+
+class PendingDefinition(BaseModel):
+    hash: str
+    definition: dict[str, Any]
+    reason: PendingReason
+    seen_at: str = Field(default_factory=now)
+    summary: list[str] = Field(default_factory=list, description="What changed, safe to show a model.")
+    findings: list[Finding] = Field(default_factory=list)
+
+
+class ToolPins(BaseModel):
+    approved: ApprovedDefinition | None = None
+    pending: PendingDefinition | None = None
+
+
+class ServerTrust(BaseModel):
+    first_seen: str = Field(default_factory=now)
+    quarantined: bool = False
+    reason: str | None = None
+
+
+class TrustData(BaseModel):
+    version: int = STORE_VERSION
+    servers: dict[str, ServerTrust] = Field(default_factory=dict)
+    tools: dict[str, ToolPins] = Field(default_factory=dict)
+
+    def server_tools(self, server: str) -> dict[str, ToolPins]:
+        prefix = f"{server}/"
+        return {key[len(prefix) :]: pins for key, pins in self.tools.items() if key.startswith(prefix)}
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a+") as handle:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover -- Windows: one writer at a time is the user's job
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+class TrustStore:
+    """Thread- and process-safe access to one pins file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._cached: TrustData | None = None
+        self._cached_key: tuple[int, int] | None = None
+
+    @classmethod
+    def in_home(cls, home: Path) -> TrustStore:
+        return cls(home / "trust" / FILE_NAME)
+
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def _key(self) -> tuple[int, int] | None:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return stat.st_mtime_ns, stat.st_size
+
+    def _read(self) -> TrustData:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return TrustData()
+        except OSError as error:
+            raise ConfigError(f"{self.path}: cannot read the trust store ({error.strerror}).") from None
+        try:
+            return TrustData.model_validate_json(text)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(
+                f"{self.path}: the trust store is damaged ({where}: {first['msg']}). Move it away to start over "
+                "(every tool is then pinned again on first use)."
+            ) from None
+
+    def load(self) -> TrustData:
+        """The current pins (cached until the file changes). Callers must not modify the result."""
+        with self._lock:
+            key = self._key()
+            if self._cached is None or key != self._cached_key:
+                self._cached = self._read()
+                self._cached_key = key
+            return self._cached
+
+    def update(self, change: Callable[[TrustData], bool]) -> TrustData:
+        """Apply ``change`` to fresh data under the file lock; write when it returns True."""
+        with self._lock, _exclusive(self.path.with_suffix(".lock")):
+            data = self._read()
+            if change(data):
+                self._write(data)
+            self._cached, self._cached_key = data, self._key()
+            return data
+
+    def _write(self, data: TrustData) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        text = json.dumps(data.model_dump(mode="json", exclude_none=True), indent=1, ensure_ascii=False, sort_keys=True)
+        try:
+            tmp.write_text(text + "\n", encoding="utf-8")
+            tmp.replace(self.path)
+        except OSError as error:
+            raise ConfigError(f"{self.path}: cannot write the trust store ({error.strerror}).") from None
