@@ -192,6 +192,7 @@ async def execute(
         tool_name,
         params,
         confirm,
+        None,
         _session_log_or_none(copilot, rc),
         host=copilot.relay.host(rc),
         state=ctx.request_state,

@@ -575,6 +575,7 @@ class Copilot:
         tool_name: Any,
         params: Any,
         confirm: Any,
+        confirmation: Confirmation | None,
         log: SessionLog | None,
         *,
         host: HostLink | None = None,
@@ -582,6 +583,9 @@ class Copilot:
         responses: InputResponses | None = None,
     ) -> CallToolResult | InputRequiredResult:
         """Check, confirm and run one call; ``host`` relays progress, logs and the child's questions.
+
+        ``confirmation`` is the user's answer when the caller already asked; otherwise a risky call
+        is confirmed through the host's elicitation when it can, or a confirm token.
 
         ``state``/``responses`` are a 2026-07-28 host's ``requestState``/``inputResponses`` when it
         retries after an ``input_required`` answer (a confirmation, or a child's question).
@@ -597,9 +601,11 @@ class Copilot:
         try:
             prepared = await self.prepare(server_name, tool_name, params)
             record.resolved(prepared)
-            confirmation = await self._ask_confirmation(prepared, confirm, host, round_state, responses)
-            if isinstance(confirmation, InputRequiredResult):
-                return confirmation  # logged once the user answered and the call ran
+            if confirmation is None:
+                asked = await self._ask_confirmation(prepared, confirm, host, round_state, responses)
+                if isinstance(asked, InputRequiredResult):
+                    return asked  # logged once the user answered and the call ran
+                confirmation = asked
             self._check_confirmation(prepared, confirm, confirmation)
             if host is not None and host.era == "modern" and host.answers_anything and self._task_group is not None:
                 return await self._start_suspended(prepared, host, record)

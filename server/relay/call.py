@@ -62,8 +62,6 @@ class CallRelay:
         self.suspended = suspended
         #: The pool's timeout scope for this call (paused while the host answers).
         self.timeout_scope: anyio.CancelScope | None = None
-        #: What the child asked the host during the call, in order (for the trajectory).
-        self.relayed: list[str] = []
         self._paused = 0
         self._remaining = 0.0
         self._asking: set[anyio.CancelScope] = set()
@@ -108,7 +106,6 @@ class CallRelay:
             if kind == "roots":
                 return types.ListRootsResult(roots=self.roots.current())
             return refusal(_cannot_answer(self.server, kind, host))
-        self.relayed.append(kind)
         response: types.InputResponse | types.ErrorData | None = None
         with anyio.CancelScope() as asking, self.host_time():
             self._asking.add(asking)

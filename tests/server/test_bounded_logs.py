@@ -100,8 +100,8 @@ async def test_huge_names_are_not_echoed_back_whole(tmp_path: Path) -> None:
     )
     async with Copilot.running(settings, servers, start_now=True) as copilot:
         with anyio.fail_after(60):
-            unknown_server = await copilot.execute("s" * 1_000_000, "echo", {}, None, None)
-            unknown_tool = await copilot.execute("alpha", "t" * 1_000_000, {}, None, None)
+            unknown_server = await copilot.execute("s" * 1_000_000, "echo", {}, None, None, None)
+            unknown_tool = await copilot.execute("alpha", "t" * 1_000_000, {}, None, None, None)
     for result in (unknown_server, unknown_tool):
         text = result.content[0].text
         assert result.is_error and len(text) < 5_000, len(text)

@@ -234,16 +234,10 @@ async def test_the_2026_round_trip_carries_the_childs_question_as_input_requests
 
 
 async def _output_schema(relayed: Relayed, tool: str) -> dict[str, Any]:
-    """The tool's own output schema, asked of a fresh session to the same fixture server."""
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    """The tool's own output schema, as the fixture server declares it (built in this process)."""
+    from tests.fixtures.relay_server import build
 
-    from tests.server.relay_harness import RELAY_SERVER
-
-    entry = relay_entry("schema-probe")
-    params = StdioServerParameters(command=entry["command"], args=entry["args"])
-    async with Client(stdio_client(params), mode="legacy") as probe:
-        listed = {t.name: t for t in (await probe.list_tools()).tools}
-    assert RELAY_SERVER.exists()
+    listed = {t.name: t for t in await build("schema-probe").list_tools()}
     schema = listed[tool].output_schema
     assert schema is not None
     return schema
