@@ -15,6 +15,7 @@ BENCHMARKS = {
     "pool": "bench.pool",  # warm pool vs direct call vs spawn-per-call
     "relay": "bench.relay",  # execute through the stdio copilot vs the host calling the child directly
     "judge": "bench.judge",  # judge concurrency speed-up and cache
+    "faults": "bench.faults",  # orphans after SIGKILL/SIGHUP/double signal, fds per session, leaked secrets
     "trust": "bench.trust",  # poisoning scan: corpus detection, false positives on the real catalogs
 }
 

@@ -12,13 +12,13 @@ import json
 import logging
 import os
 import re
-import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from index.children.environment import inherited_environment
 from index.errors import ConfigError
 from index.redact import Redactor
 from index.trust.overrides import AnnotationOverride
@@ -40,29 +40,6 @@ _LATE_PLACEHOLDER = "${" + SERVER_DIR_VARIABLE + "}"
 ROOT_VARIABLE = "COPILOT_ROOT"
 _ROOT_PLACEHOLDER = "${" + ROOT_VARIABLE + "}"
 _LATE_VARIABLES = frozenset({SERVER_DIR_VARIABLE, ROOT_VARIABLE})
-
-#: What a child may inherit from the copilot's environment: enough to run ``npx``/``uvx``
-#: (paths, locale, TLS roots, package-registry settings), never the copilot's own secrets.
-_INHERITED_NAMES = frozenset(
-    {
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ",
-        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
-        "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT",
-        "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_DEFAULT_TIMEOUT",
-        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-        "SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", "APPDATA", "LOCALAPPDATA", "USERPROFILE",
-    }
-)
-_INHERITED_PREFIXES = ("LC_", "XDG_", "UV_", "NPM_CONFIG_", "npm_config_", "NVM_", "PYENV_")
-
-
-def _with_own_scripts(path: str) -> str:
-    scripts = sysconfig.get_path("scripts")
-    entries = [entry for entry in path.split(os.pathsep) if entry]
-    if scripts and scripts not in entries:
-        entries.append(scripts)
-    return os.pathsep.join(entries)
-
 
 class ServerConfig(BaseModel):
     """One entry of ``mcpServers``: a stdio command or a remote ``url``."""
@@ -92,6 +69,11 @@ class ServerConfig(BaseModel):
     )
     stateful: bool = True
     trusted: bool = True
+    inherit_env: list[str] = Field(
+        default_factory=list,
+        description="Names (globs) of the copilot's environment variables this child gets unchanged, credentials "
+        "included (a private package index with a password, an authenticating proxy).",
+    )
     annotations: dict[str, AnnotationOverride] = Field(
         default_factory=dict, description="Annotation overrides per tool name or glob (index.trust.overrides)."
     )
@@ -164,21 +146,20 @@ class ServerConfig(BaseModel):
             "command": self.command, "args": self.args, "env": self.env,
             "url": self.url, "headers": self.headers, "cwd": self.cwd, "transport": self.transport,
         }
+        if self.inherit_env:  # only when set, so existing entries keep their hash
+            launch["inherit_env"] = self.inherit_env
         return hashlib.sha256(json.dumps(launch, sort_keys=True).encode()).hexdigest()[:16]
 
     def child_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment a stdio child starts with: the inherited allowlist plus ``env``.
 
-        ``PATH`` ends with the copilot's own scripts directory, so ``uvx`` from the ``uv``
-        dependency is found even when the copilot's virtualenv is not activated.
+        Credentials are not inherited (``index.children.environment``): variables whose names say
+        token/password/secret/auth/key are dropped and ``user:pass@`` is removed from URLs, except
+        for the variables this entry lists in ``inherit_env``. ``PATH`` ends with the copilot's own
+        scripts directory, so ``uvx`` from the ``uv`` dependency is found even when the copilot's
+        virtualenv is not activated.
         """
-        source = os.environ if base is None else base
-        child = {
-            key: value
-            for key, value in source.items()
-            if key in _INHERITED_NAMES or key.startswith(_INHERITED_PREFIXES)
-        }
-        child["PATH"] = _with_own_scripts(child.get("PATH", os.defpath))
+        child = inherited_environment(os.environ if base is None else base, self.inherit_env)
         child.update(self.env)
         return child
 

@@ -239,6 +239,7 @@ class Copilot:
         On exit every child is stopped (the pool's own shutdown, then ``kill_all`` as the last
         resort) and every open session log gets its ``session_end``.
         """
+        from index.children.guard import child_guard
         from index.tool_index import ToolIndex  # heavy dependencies load lazily, not at import
         from index.trust.settings import TrustSettings
         from server.pool import ChildPool
@@ -275,6 +276,7 @@ class Copilot:
                     task_group.cancel_scope.cancel()
         finally:
             pool.kill_all()
+            child_guard().close()  # the watchdog sweeps (nothing left by now) and exits with us
             if copilot.shutdown.on_stopped is not None:
                 copilot.shutdown.on_stopped()
 
@@ -289,6 +291,7 @@ class Copilot:
 
     async def _background(self) -> None:
         await self.started.wait()
+        await anyio.to_thread.run_sync(self._learn_start_times, abandon_on_cancel=True)
         if self.settings.warm_index:
             try:
                 await anyio.to_thread.run_sync(self._warm_index, abandon_on_cancel=True)
@@ -301,6 +304,25 @@ class Copilot:
         if self.settings.auto_index:
             await self.indexer.run(self.servers)
             await anyio.to_thread.run_sync(lambda: self.index_info(load=True), abandon_on_cancel=True)
+
+    def _learn_start_times(self) -> None:
+        """Tell the pool how long each server took to start in the catalog's crawl (same launch only),
+        so ``route`` does not warm slow starters before the pool has timed a start of its own."""
+        from index.records import load_catalog
+
+        try:
+            catalog = load_catalog(self.settings.catalog_file())
+        except CopilotError as error:
+            logger.debug("no start times from the catalog: %s", error)
+            return
+        times = {
+            name: entry.start_seconds
+            for name, entry in catalog.servers.items()
+            if entry.start_seconds is not None
+            and name in self.servers
+            and entry.launch_hash in (None, self.servers[name].launch_hash())
+        }
+        self.pool.expect_start_times(times)
 
     def _warm_index(self) -> None:
         self.index.warm()
@@ -499,6 +521,7 @@ class Copilot:
         return RouteAnswer(query=query, tools=tools, indexing=self.indexer.status(), note=note)
 
     def _warm(self, servers: list[str]) -> None:
+        """Start the best hits' servers in the background; the pool only uses free slots for that."""
         for name in list(dict.fromkeys(servers))[:WARM_TOP_SERVERS]:
             try:
                 self.pool.warm(name)

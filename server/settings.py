@@ -86,6 +86,11 @@ class ServerSettings(CopilotSettings):
         description="Base64 bytes of images, audio and binary resources one tool result may carry (rest dropped).",
     )
     max_top_k: int = Field(default=20, ge=1, description="Upper bound of route's top_k.")
+    protect_process: bool = Field(
+        default=True,
+        description="On Linux, mark the copilot non-dumpable so its children cannot read its environment or memory "
+        "through /proc; false only to attach a debugger or profiler.",
+    )
 
     # Relaying between host and children ---------------------------------------------------
     roots: Annotated[list[Path], NoDecode] = Field(
@@ -118,6 +123,11 @@ class ServerSettings(CopilotSettings):
     allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Browser Origins accepted besides loopback ones (exact, or ending in ':*' for any port).",
+    )
+    http_session_idle_timeout: float = Field(
+        default=1800.0,
+        gt=0,
+        description="Seconds an HTTP session may stay idle before it is closed (its trajectory gets session_end).",
     )
 
     # Trajectory logging -------------------------------------------------------------------

@@ -5,7 +5,8 @@ read, every write and every flush is a round trip to a worker thread. For the co
 between a host and a child, those hops were most of the latency it added to a call (a call with
 three progress notifications made nine of them). When stdin and stdout are pipes or sockets --
 which is how hosts start MCP servers -- :func:`stdio_files` serves them from the event loop with
-non-blocking I/O instead, as drop-in ``stdin``/``stdout`` objects for ``mcp.server.stdio.stdio_server``.
+non-blocking I/O instead, as drop-in ``stdin``/``stdout`` objects for ``mcp.server.stdio.stdio_server``
+(``server.stdio.serve_stdio`` uses them).
 
 Like the SDK, it keeps the protocol channel private while serving: the wire moves to descriptors
 above 2, fd 0 reads from the null device and fd 1 writes to stderr, so a stray ``print`` of a
@@ -23,8 +24,6 @@ import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
-
-from mcp.server.stdio import stdio_server
 
 logger = logging.getLogger(__name__)
 
@@ -128,12 +127,3 @@ async def stdio_files() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
             if fd >= 0:
                 with suppress(OSError):
                     os.close(fd)
-
-
-async def run_stdio(app: Any) -> None:
-    """``app.run_stdio_async()`` (an ``MCPServer``), on :func:`stdio_files` when stdin/stdout allow it."""
-    server = app._lowlevel_server  # MCPServer runs its low-level server only on the SDK's own streams
-    async with stdio_files() as files:
-        stdin, stdout = files if files is not None else (None, None)
-        async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
-            await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -230,7 +230,9 @@ async def test_a_call_hanging_past_its_timeout_is_reported(copilot: Copilot) -> 
     assert hung.is_error
     assert "did not finish the call to 'sleep' within 3s" in text_of(hung)
     after = await copilot.execute("slow", "echo", {"text": "alive"})
-    assert text_of(after) == "alive"
+    note, answer = after.content
+    assert answer.text == "alive"
+    assert "Server 'slow' was restarted since its last call: the call to 'sleep' did not finish" in note.text
 
 
 async def test_a_huge_result_is_capped_with_a_note(copilot: Copilot) -> None:
