@@ -143,6 +143,8 @@ def session_log(copilot: Copilot, ctx: ServerRequestContext[Any, Any]) -> Sessio
         return log
     log = copilot.sessions.open(key, _client_info(ctx))
     if connection is not None:
+        copilot.connections[key] = connection
+        connection.exit_stack.callback(copilot.connections.pop, key, None)
         connection.exit_stack.callback(
             lambda: copilot.sessions.end(key, copilot.shutdown_reason or "client disconnected")
         )
@@ -229,6 +231,39 @@ def build_tools() -> list[Tool]:
     ]
 
 
+async def use_generated_route_description(app: MCPServer[Copilot], copilot: Copilot) -> None:
+    """route's description summarizes the pool (generated from the servers file and the index) and
+    follows it: when it changes, hosts get ``notifications/tools/list_changed``."""
+    route_tool = app._tool_manager.get_tool("route")  # noqa: SLF001 -- the SDK has no public setter
+    if route_tool is None:
+        return
+    await copilot.refresh_route_description()
+    route_tool.description = copilot.route_description()
+
+    async def changed(description: str) -> None:
+        route_tool.description = description
+        await notify_tools_changed(app, copilot)
+
+    copilot.route_description_listeners.append(changed)
+
+
+async def notify_tools_changed(app: MCPServer[Copilot], copilot: Copilot) -> None:
+    """``notifications/tools/list_changed`` to every handshake-era session and 2026-era listen stream."""
+    from mcp.server.subscriptions import ToolsListChanged
+
+    for connection in list(copilot.connections.values()):
+        if not connection.initialized.is_set():
+            continue
+        try:
+            await connection.outbound.notify("notifications/tools/list_changed", None)
+        except Exception:  # noqa: BLE001 -- best effort: a client that left misses it
+            logger.debug("could not send tools/list_changed", exc_info=True)
+    try:
+        await app._subscriptions.publish(ToolsListChanged())  # noqa: SLF001
+    except Exception:  # noqa: BLE001
+        logger.debug("could not publish tools/list_changed", exc_info=True)
+
+
 def build_app(
     settings: ServerSettings,
     servers_file: ServersFile,
@@ -242,13 +277,14 @@ def build_app(
     """The MCP server; its lifespan runs the :class:`Copilot` (``start_now`` for HTTP, see ``mark_started``)."""
 
     @asynccontextmanager
-    async def lifespan(_: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
+    async def lifespan(server: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
         async with Copilot.running(
             settings, servers_file, start_now=start_now, shutdown=shutdown, index=index, telemetry=telemetry
         ) as copilot:
             copilot.transport = transport
             if transport == "http":
                 copilot.http_url = f"http://{settings.http_host}:{settings.http_port}/mcp"
+            await use_generated_route_description(server, copilot)
             yield copilot
 
     app: MCPServer[Copilot] = MCPServer(

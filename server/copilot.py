@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,6 +45,7 @@ from server.relay.host import HostLink
 from server.relay.hub import Relay
 from server.relay.suspended import Finished, SuspendedCall, decode_state
 from server.results import ResultLimits, cap_result, text_result, to_log_result
+from server.route_description import PoolServer, describe_pool_from_config
 from server.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
 from server.telemetry import Telemetry, instrumented
@@ -220,6 +222,12 @@ class Copilot:
         self.sessions = SessionLogs(settings, copilot_version=copilot_version(), index_info=self.index_info)
         self._task_group: anyio.abc.TaskGroup | None = None
         self._tool_count: int | None = None
+        self._indexed_pool: dict[str, PoolServer] = {}
+        self._route_description: str | None = None
+        #: Handshake-era connections by session key (to tell them that route's description changed).
+        self.connections: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
+        #: Awaited with the new text whenever route's description changes.
+        self.route_description_listeners: list[Callable[[str], Awaitable[None]]] = []
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -292,18 +300,30 @@ class Copilot:
     async def _background(self) -> None:
         await self.started.wait()
         await anyio.to_thread.run_sync(self._learn_start_times, abandon_on_cancel=True)
-        if self.settings.warm_index:
-            try:
-                await anyio.to_thread.run_sync(self._warm_index, abandon_on_cancel=True)
-            except IndexNotBuiltError as error:
-                logger.info("%s", error)
-            except CopilotError as error:
-                logger.warning("search index not ready: %s", error)
-            except Exception:
-                logger.exception("loading the search index failed")
+        # Warming the index runs on its own (routes answer lexically meanwhile, so nothing waits for
+        # the model); refreshing route's description and indexing new or changed servers follow.
+        if self._task_group is not None and self.settings.warm_index:
+            self._task_group.start_soon(self._warm_in_background)
+        await self.refresh_route_description(reload_index=True)
         if self.settings.auto_index:
-            await self.indexer.run(self.servers)
-            await anyio.to_thread.run_sync(lambda: self.index_info(load=True), abandon_on_cancel=True)
+            await self._index_servers(self.servers)
+        # Operators (and tests) read this line as "start-up work is over; what is open now stays open".
+        logger.info("start-up work done%s", "" if self.settings.warm_index else " (index warming is off)")
+
+    async def _warm_in_background(self) -> None:
+        try:
+            await anyio.to_thread.run_sync(self._warm_index, abandon_on_cancel=True)
+        except IndexNotBuiltError as error:
+            logger.info("%s", error)
+        except CopilotError as error:
+            logger.warning("search index not ready: %s", error)
+        except Exception:
+            logger.exception("loading the search index failed")
+
+    async def _index_servers(self, servers: Mapping[str, ServerConfig]) -> None:
+        await self.indexer.run(servers)
+        await anyio.to_thread.run_sync(lambda: self.index_info(load=True), abandon_on_cancel=True)
+        await self.refresh_route_description(reload_index=True)
 
     def _learn_start_times(self) -> None:
         """Tell the pool how long each server took to start in the catalog's crawl (same launch only),
@@ -325,8 +345,43 @@ class Copilot:
         self.pool.expect_start_times(times)
 
     def _warm_index(self) -> None:
+        # warm() loads the in-memory index before the model: routes meanwhile are answered
+        # lexically (ToolIndex.route with wait_for_model=False) instead of waiting.
         self.index.warm()
         self.index_info(load=True)
+
+    # -- route's description --------------------------------------------------------------------
+    def route_description(self) -> str:
+        """route's tool description for the routable servers (see :mod:`server.route_description`)."""
+        routable = {name: self.servers[name] for name in self.routable_servers()}
+        return describe_pool_from_config(routable, self._indexed_pool)
+
+    async def refresh_route_description(self, *, reload_index: bool = False) -> None:
+        """Regenerate route's description; when it changed, tell the listeners (the app updates the
+        tool and sends ``notifications/tools/list_changed``)."""
+        if reload_index:
+            try:
+                self._indexed_pool = await anyio.to_thread.run_sync(self._pool_from_index, abandon_on_cancel=True)
+            except Exception:  # noqa: BLE001 -- the description falls back to the servers file
+                logger.debug("index not readable for the route description", exc_info=True)
+        description = self.route_description()
+        if description == self._route_description:
+            return
+        changed = self._route_description is not None
+        self._route_description = description
+        if changed:
+            for listener in list(self.route_description_listeners):
+                try:
+                    await listener(description)
+                except Exception:  # noqa: BLE001 -- a failing listener must not stop the others
+                    logger.exception("route description listener failed")
+
+    def _pool_from_index(self) -> dict[str, PoolServer]:
+        pool: dict[str, PoolServer] = {}
+        for record in self.index.records().values():
+            server = pool.setdefault(record.server, PoolServer(record.server, record.server_description, record.category))
+            server.tools.append(record.name)
+        return pool
 
     def index_info(self, *, load: bool = False) -> dict[str, Any] | None:
         """Model and tool count of the index.
@@ -387,8 +442,11 @@ class Copilot:
             self.guard.note_servers(list(reloaded.servers))
         self.policy.update_servers(reloaded.servers)
         self.pool.update_servers(reloaded.enabled())
-        if self.settings.auto_index and self._task_group is not None:
-            self._task_group.start_soon(self.indexer.run, reloaded.servers)
+        if self._task_group is not None:
+            # route's description follows the file at once; new servers' tools join it once indexed.
+            self._task_group.start_soon(self.refresh_route_description)
+            if self.settings.auto_index:
+                self._task_group.start_soon(self._index_servers, reloaded.servers)
 
     def routable_servers(self) -> list[str]:
         return [name for name, config in self.servers.items() if config.is_enabled and self.policy.server_visible(name)]
@@ -471,9 +529,11 @@ class Copilot:
         # Over-fetch when allow/deny lists may remove hits, so k allowed tools remain.
         fetch = k * 3 if filtered else k
         try:
-            hits = await anyio.to_thread.run_sync(
-                lambda: self.index.search(query, top_k=fetch, server=only, servers=servers), abandon_on_cancel=True
+            found = await anyio.to_thread.run_sync(
+                lambda: self.index.route(query, top_k=fetch, server=only, servers=servers, wait_for_model=False),
+                abandon_on_cancel=True,
             )
+            hits = found.hits
         except IndexNotBuiltError as error:
             status = self.indexer.status()
             if status.in_progress:
@@ -518,7 +578,17 @@ class Copilot:
                 "data or service), or drop the server filter."
             )
         self._warm([t.server for t in tools])
-        return RouteAnswer(query=query, tools=tools, indexing=self.indexer.status(), note=note)
+        return RouteAnswer(
+            query=query,
+            tools=tools,
+            indexing=self.indexer.status(),
+            note=note,
+            ranking=found.mode,
+            weak_match=found.weak,
+            related_servers=found.related_servers,
+            related_categories=found.related_categories,
+            omitted=found.trimmed if len(tools) < k else 0,
+        )
 
     def _warm(self, servers: list[str]) -> None:
         """Start the best hits' servers in the background; the pool only uses free slots for that."""

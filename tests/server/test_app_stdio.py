@@ -101,6 +101,9 @@ async def test_publishes_route_execute_and_the_paper_alias(copilot: Copilot) -> 
     tools = {tool.name: tool for tool in (await copilot.client.list_tools()).tools}
     assert set(tools) == {"route", "execute", "execute-tool"}
     assert "<tool_assistant>" in tools["route"].description
+    # Generated from the pool: its servers by category, and how to ask.
+    assert "by category" in tools["route"].description and "alpha" in tools["route"].description
+    assert "one operation per query" in tools["route"].description
     assert tools["route"].output_schema is not None
     assert tools["execute"].input_schema["required"] == ["server_name", "tool_name"]
     assert tools["execute-tool"].input_schema == tools["execute"].input_schema
