@@ -37,6 +37,7 @@ from evaluation.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig
 from index.errors import ConfigError, CopilotError
 from index.settings import CopilotSettings
 from index.console import make_console
+from server.secrecy import protect_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -413,4 +414,6 @@ def _check_same_agent(manifest: RunManifest, agent: str, model: str | None, out:
 
 
 if __name__ == "__main__":
+    # The runner holds the agent's API key and is an ancestor of every child server its copilots start.
+    protect_secrets()
     sys.exit(main())

@@ -356,6 +356,7 @@ class BenchmarkRunner:
             category=task.category or None,
             workdir=paths.work.resolve(),
             child_log_dir=paths.child_logs.resolve(),
+            roots=[paths.workspace.resolve()],
         )
         if config.agent_cmd is None:
             await self._run_builtin(question, launch, paths, writer, outcome)

@@ -7,8 +7,10 @@ LiveMCPBench's agents ask for tools as::
     tool: add a paragraph to a document
     </tool_assistant>
 
-The ``server`` part is matched against server descriptions (first level of the two-level
-score), the ``tool`` part against tools. Plain text serves as both.
+The ``server`` part is a *kind* of service in the agent's words (matched against server
+descriptions), the ``tool`` part the operation (matched against tools). Also understood: the
+same ``server:``/``tool:`` lines without the tags, a JSON object with ``server``/``tool`` keys,
+a block inside a Markdown code fence, an unclosed block, and plain text (which serves as both).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ _BLOCK = re.compile(r"<tool_assistant>(.*?)(?:</tool_assistant>|\Z)", re.IGNOREC
 _TAG = re.compile(r"</?tool_assistant>", re.IGNORECASE)
 _FIELD = re.compile(r"^\s*[-*]?\s*(server|tool)\s*(?:name)?\s*[:：]\s*", re.IGNORECASE | re.MULTILINE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
+#: Untagged fields count only when a line starts with ``tool:`` (a plain sentence may say "server:").
+_TOOL_LINE = re.compile(r"^\s*[-*]?\s*tool\s*(?:name)?\s*[:：]", re.IGNORECASE | re.MULTILINE)
 _EXAMPLE = "e.g. 'convert a Word document to PDF'"
 
 
@@ -60,6 +65,22 @@ def _fields(block: str) -> dict[str, str]:
     return fields
 
 
+def _json_fields(text: str) -> dict[str, str] | None:
+    """``{"server": ..., "tool": ...}`` (string values only), or None when ``text`` is not such an object."""
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    fields = {str(k).lower(): " ".join(v.split()) for k, v in data.items() if isinstance(v, str) and v.strip()}
+    return fields if {"server", "tool", "query"} & fields.keys() else None
+
+
 def parse_query(query: object) -> ParsedQuery:
     """Validate and split a route query; raises :class:`QueryError` with what to send instead."""
     if not isinstance(query, str):
@@ -77,9 +98,17 @@ def parse_query(query: object) -> ParsedQuery:
         text = text[:MAX_QUERY_CHARS]
     server: str | None = None
     tool = text
+    if _FENCE.search(text):
+        text = _FENCE.sub("", text).strip() or text
+    json_fields = _json_fields(text)
     block = _BLOCK.search(text)
-    if block:
-        fields = _fields(block.group(1))
+    if json_fields is not None:
+        server = json_fields.get("server")
+        tool = json_fields.get("tool") or json_fields.get("query") or ""
+        if not tool:
+            tool = " ".join(json_fields.values())
+    elif block or _TOOL_LINE.search(text):
+        fields = _fields(block.group(1) if block else text)
         server = fields.get("server")
         tool = fields.get("tool") or ""
         if not tool:

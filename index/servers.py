@@ -12,13 +12,13 @@ import json
 import logging
 import os
 import re
-import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from index.children.environment import inherited_environment
 from index.errors import ConfigError
 from index.redact import Redactor
 from index.trust.overrides import AnnotationOverride
@@ -34,29 +34,12 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 #: otherwise keep their data inside a shared package cache (the memory server) or the user's home.
 SERVER_DIR_VARIABLE = "COPILOT_SERVER_DIR"
 _LATE_PLACEHOLDER = "${" + SERVER_DIR_VARIABLE + "}"
-
-#: What a child may inherit from the copilot's environment: enough to run ``npx``/``uvx``
-#: (paths, locale, TLS roots, package-registry settings), never the copilot's own secrets.
-_INHERITED_NAMES = frozenset(
-    {
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ",
-        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
-        "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT",
-        "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_DEFAULT_TIMEOUT",
-        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-        "SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", "APPDATA", "LOCALAPPDATA", "USERPROFILE",
-    }
-)
-_INHERITED_PREFIXES = ("LC_", "XDG_", "UV_", "NPM_CONFIG_", "npm_config_", "NVM_", "PYENV_")
-
-
-def _with_own_scripts(path: str) -> str:
-    scripts = sysconfig.get_path("scripts")
-    entries = [entry for entry in path.split(os.pathsep) if entry]
-    if scripts and scripts not in entries:
-        entries.append(scripts)
-    return os.pathsep.join(entries)
-
+#: Also filled in when a child starts: the directory of the user's files a ``works_in: roots`` server
+#: works in (the first of the host's roots, or ``COPILOT_ROOTS``); the child's own directory when
+#: none is known -- e.g. the filesystem server's allowed directory instead of ``/``.
+ROOT_VARIABLE = "COPILOT_ROOT"
+_ROOT_PLACEHOLDER = "${" + ROOT_VARIABLE + "}"
+_LATE_VARIABLES = frozenset({SERVER_DIR_VARIABLE, ROOT_VARIABLE})
 
 class ServerConfig(BaseModel):
     """One entry of ``mcpServers``: a stdio command or a remote ``url``."""
@@ -77,8 +60,20 @@ class ServerConfig(BaseModel):
     reason: str | None = Field(default=None, description="Why the server is disabled.")
     timeout: float | None = Field(default=None, gt=0, description="Seconds per call (and per crawl).")
     cwd: str | None = None
+    works_in: Literal["own", "roots"] = Field(
+        default="own",
+        description=(
+            "Where the server reads and writes the user's files: 'roots' runs it in the first of the host's roots "
+            "(or COPILOT_ROOTS); 'own' in its own work dir. An explicit 'cwd' wins over both."
+        ),
+    )
     stateful: bool = True
     trusted: bool = True
+    inherit_env: list[str] = Field(
+        default_factory=list,
+        description="Names (globs) of the copilot's environment variables this child gets unchanged, credentials "
+        "included (a private package index with a password, an authenticating proxy).",
+    )
     annotations: dict[str, AnnotationOverride] = Field(
         default_factory=dict, description="Annotation overrides per tool name or glob (index.trust.overrides)."
     )
@@ -124,15 +119,17 @@ class ServerConfig(BaseModel):
         """The launch line of a stdio server, the URL of a remote one; safe to show."""
         return self.display_command if self.command else self.display_url
 
-    def for_workdir(self, workdir: Path) -> ServerConfig:
-        """This entry with ``${COPILOT_SERVER_DIR}`` filled in as ``workdir`` (the child's own directory)."""
+    def for_workdir(self, workdir: Path, root: Path | None = None) -> ServerConfig:
+        """This entry with ``${COPILOT_SERVER_DIR}`` filled in as ``workdir`` (the child's own directory)
+        and ``${COPILOT_ROOT}`` as ``root`` (the user's directory it works in; ``workdir`` without one)."""
         text = json.dumps([self.command, self.args, self.env, self.cwd])
-        if _LATE_PLACEHOLDER not in text:
+        if _LATE_PLACEHOLDER not in text and _ROOT_PLACEHOLDER not in text:
             return self
         directory = str(workdir)
+        user_root = str(root) if root is not None else directory
 
         def fill(value: str) -> str:
-            return value.replace(_LATE_PLACEHOLDER, directory)
+            return value.replace(_LATE_PLACEHOLDER, directory).replace(_ROOT_PLACEHOLDER, user_root)
 
         return self.model_copy(
             update={
@@ -149,21 +146,20 @@ class ServerConfig(BaseModel):
             "command": self.command, "args": self.args, "env": self.env,
             "url": self.url, "headers": self.headers, "cwd": self.cwd, "transport": self.transport,
         }
+        if self.inherit_env:  # only when set, so existing entries keep their hash
+            launch["inherit_env"] = self.inherit_env
         return hashlib.sha256(json.dumps(launch, sort_keys=True).encode()).hexdigest()[:16]
 
     def child_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment a stdio child starts with: the inherited allowlist plus ``env``.
 
-        ``PATH`` ends with the copilot's own scripts directory, so ``uvx`` from the ``uv``
-        dependency is found even when the copilot's virtualenv is not activated.
+        Credentials are not inherited (``index.children.environment``): variables whose names say
+        token/password/secret/auth/key are dropped and ``user:pass@`` is removed from URLs, except
+        for the variables this entry lists in ``inherit_env``. ``PATH`` ends with the copilot's own
+        scripts directory, so ``uvx`` from the ``uv`` dependency is found even when the copilot's
+        virtualenv is not activated.
         """
-        source = os.environ if base is None else base
-        child = {
-            key: value
-            for key, value in source.items()
-            if key in _INHERITED_NAMES or key.startswith(_INHERITED_PREFIXES)
-        }
-        child["PATH"] = _with_own_scripts(child.get("PATH", os.defpath))
+        child = inherited_environment(os.environ if base is None else base, self.inherit_env)
         child.update(self.env)
         return child
 
@@ -188,7 +184,7 @@ def expand_variables(
 
     def substitute(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
-        if name == SERVER_DIR_VARIABLE:
+        if name in _LATE_VARIABLES:
             return match.group(0)  # filled in when the child starts (ServerConfig.for_workdir)
         if name in environ:
             if used is not None and environ[name]:

@@ -13,10 +13,12 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from index.gloss import english_gloss
 from index.records import ToolRecord
 
 #: Bump when the embedded text changes, so existing indexes are rebuilt rather than mixed.
-DOCUMENT_VERSION = 2
+#: 3: English gloss of Chinese descriptions; BM25 over the tool's own fields and server name.
+DOCUMENT_VERSION = 3
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -39,7 +41,8 @@ _jieba_lock = threading.Lock()
 _jieba_ready = False
 
 
-def _segment_cjk(run: str) -> list[str]:
+def segment_cjk(run: str) -> list[str]:
+    """Chinese words of a run of CJK characters (jieba, its dictionary loaded once)."""
     global _jieba_ready
     import jieba
 
@@ -79,7 +82,7 @@ def tokenize(text: str) -> list[str]:
     for match in _WORD.finditer(text):
         piece = match.group()
         if _CJK_RUN.fullmatch(piece):
-            tokens.extend(t for t in _segment_cjk(piece) if t not in STOPWORDS)
+            tokens.extend(t for t in segment_cjk(piece) if t not in STOPWORDS)
             continue
         for word in _CAMEL_BOUNDARY.split(piece):
             word = word.lower()
@@ -104,7 +107,7 @@ _KIND_WORDS = {"tool": "tool", "prompt": "prompt", "resource": "resource", "reso
 
 
 def tool_document(record: ToolRecord) -> str:
-    """The text embedded for a tool: its name in words, description and parameter names.
+    """The text embedded for a tool: its name in words, description, parameter names, English gloss.
 
     Prompts and resources (typed like tools) say what they are first, and resources their URI.
     """
@@ -120,22 +123,29 @@ def tool_document(record: ToolRecord) -> str:
     parameters = _parameter_words(record.input_schema)
     if parameters:
         parts.append(f"parameters: {parameters}")
+    gloss = english_gloss(record.description)
+    if gloss:
+        parts.append(f"English: {gloss}")
     return ". ".join(parts)
 
 
 def tool_lexical_text(record: ToolRecord) -> str:
-    """The text BM25 sees: the tool document plus the server's name, description and category."""
+    """The text BM25 sees: the tool's own fields, its server's name and the English gloss.
+
+    The server's description and category are left out: they are shared by every tool of the
+    server, so they drown the one tool that does the operation (measured in bench/retrieval.py;
+    the server signal covers them).
+    """
     extra = [_KIND_WORDS[record.kind], record.uri or ""] if record.kind != "tool" else []
     return " ".join(
         [
             *extra,
             record.name,
-            record.server,
+            humanize(record.server),
             record.title or "",
             record.description,
             _parameter_words(record.input_schema),
-            record.server_description,
-            record.category,
+            english_gloss(record.description),
         ]
     )
 
@@ -144,6 +154,9 @@ def server_document(name: str, description: str, category: str, tool_names: Iter
     """The text embedded for a server (the first level of the paper's two-level score)."""
     tools = ", ".join(humanize(t) for t in tool_names)
     text = f"{humanize(name)}: {description}" if description else humanize(name)
+    gloss = english_gloss(description)
+    if gloss:
+        text += f" (English: {gloss})"
     if category:
         text += f". Category: {category}"
     if tools:

@@ -17,18 +17,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel
 
 from index.embedding import Embedder, get_embedder
+from index.confidence import judge
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.lexical import LexicalIndex
 from index.query import ParsedQuery, check_top_k, parse_query
-from index.ranking import Method, SearchSpace, score_tools, top_indices
+from index.ranking import HYBRID, Method, SearchSpace, Weights, compute_signals, fuse, similarities, top_indices
 from index.records import RECORD_KINDS, RecordKind, ToolRecord
-from index.settings import CopilotSettings
+from index.settings import DEFAULT_EMBEDDING_MODEL, CopilotSettings
 from index.store import ChromaStore, IndexState, StoredTool
 from index.suggest import nearest_names
 from index.text import DOCUMENT_VERSION, server_document, tokenize, tool_document
@@ -56,7 +57,26 @@ class SearchHit(BaseModel):
     input_schema: dict[str, Any]
     required: list[str]
     annotations: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
     score: float
+
+
+SearchMode = Literal["hybrid", "dense", "bm25", "two-level", "lexical-startup"]
+
+
+class SearchResult(BaseModel):
+    """Hits plus what the caller should tell the model about them."""
+
+    hits: list[SearchHit]
+    #: ``lexical-startup``: the embedding model was still loading, so only BM25 ranked these.
+    mode: SearchMode = "hybrid"
+    #: The best match scored low on every signal: the pool probably has no tool for this.
+    weak: bool = False
+    #: Hits left out because they scored far below the best one (fewer than top_k returned).
+    trimmed: int = 0
+    #: Servers (best first) whose description is closest to the query, for a weak answer.
+    related_servers: list[str] = []
+    related_categories: list[str] = []
 
 
 class BuildReport(BaseModel):
@@ -87,6 +107,7 @@ class _Snapshot:
     server_index: dict[str, int]
     kinds: np.ndarray  # kind of each record ("tool", "prompt", ...), aligned with space.ids
     kind_set: frozenset[str]
+    server_first: dict[str, int]  # a position of each server's tools (its category and description)
     parsed: dict[int, ToolRecord] = field(default_factory=dict)
 
     def record(self, position: int) -> ToolRecord:
@@ -95,6 +116,14 @@ class _Snapshot:
         if record is None:
             record = self.parsed[position] = ToolRecord.model_validate_json(self.records_json[position])
         return record
+
+
+@dataclass(frozen=True)
+class _Scored:
+    scores: np.ndarray
+    dense: np.ndarray | None = None
+    lexical: np.ndarray | None = None
+    server_scores: np.ndarray | None = None  # one per server (for suggestions)
 
 
 def _build_id() -> str:
@@ -120,6 +149,7 @@ class ToolIndex:
         self._snapshot: _Snapshot | None = None
         self._checked_at = 0.0
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._model_loader: threading.Thread | None = None
         self._cache_lock = threading.Lock()
 
     @classmethod
@@ -232,6 +262,7 @@ class ToolIndex:
             server_index=server_index,
             kinds=np.asarray(loaded.kinds, dtype=object),
             kind_set=frozenset(loaded.kinds),
+            server_first={name: i for i, name in reversed(list(enumerate(loaded.servers)))},
         )
 
     def _replace_snapshot(self, state: IndexState) -> None:
@@ -291,6 +322,30 @@ class ToolIndex:
         ``server`` restricts to one server (an unknown name is a :class:`QueryError` with
         suggestions); ``servers`` restricts to a set (names not in the index are ignored);
         ``kinds`` to tools (the default), prompts, resources and/or resource templates.
+        Always ``top_k`` hits (when the index has them); :meth:`route` is the copilot's variant.
+        """
+        return self.route(
+            query, top_k, server, servers, method=method, kinds=kinds, trim=False, wait_for_model=True
+        ).hits
+
+    def route(
+        self,
+        query: str,
+        top_k: int = 5,
+        server: str | None = None,
+        servers: Collection[str] | None = None,
+        *,
+        method: Method = "hybrid",
+        kinds: Collection[str] = ("tool",),
+        trim: bool = True,
+        wait_for_model: bool = True,
+        weights: Weights = HYBRID,
+    ) -> SearchResult:
+        """:meth:`search` plus what ``route`` tells the model: weak matches, trimmed hits, start-up mode.
+
+        ``trim`` drops hits scoring far below the best (see :mod:`index.confidence`);
+        ``wait_for_model=False`` answers with BM25 alone while the embedding model is still
+        loading (the load is started in the background) instead of waiting for it.
         """
         parsed = parse_query(query)
         top_k = check_top_k(top_k)
@@ -306,46 +361,102 @@ class ToolIndex:
             by_kind = np.isin(snapshot.kinds, list(kinds))
             mask = by_kind if mask is None else mask & by_kind
         if snapshot.space.size == 0 or (mask is not None and not mask.any()):
-            return []
-        scores = self._scores(snapshot, parsed, method, mask)
-        hits = []
-        for position in top_indices(scores, top_k, mask):
-            record = snapshot.record(position)
-            hits.append(
-                SearchHit(
-                    server=record.server,
-                    tool=record.name,
-                    kind=record.kind,
-                    uri=record.uri,
-                    mime_type=record.mime_type,
-                    title=record.title,
-                    description=record.description,
-                    input_schema=record.input_schema,
-                    required=record.required,
-                    annotations=record.annotations,
-                    score=round(float(scores[position]), 4),
+            return SearchResult(hits=[], mode=method)
+        mode: SearchMode = method
+        if method != "bm25" and not wait_for_model and not self.embedder.loaded:
+            self.load_model_in_background()
+            mode = "lexical-startup"
+        scored = self._scores(snapshot, parsed, "bm25" if mode == "lexical-startup" else method, mask, weights)
+        positions = top_indices(scored.scores, top_k, mask)
+        result = SearchResult(hits=[], mode=mode)
+        if method == "hybrid" and mode == "hybrid" and positions:
+            verdict = judge(scored.scores, scored.dense, scored.lexical, positions, mask)
+            if trim:
+                result.trimmed = len(positions) - verdict.keep
+                positions = positions[: verdict.keep]
+            # The weak threshold is calibrated for the bundled model's similarities only.
+            if verdict.weak and self.model_name == DEFAULT_EMBEDDING_MODEL:
+                result.weak = True
+                allowed = None if mask is None else {snapshot.servers[i] for i in np.flatnonzero(mask)}
+                result.related_servers = self._related_servers(snapshot, scored.server_scores, allowed)
+                result.related_categories = list(
+                    dict.fromkeys(c for c in (self._category(snapshot, s) for s in result.related_servers) if c)
                 )
-            )
-        return hits
+        result.hits = [self._hit(snapshot, position, scored.scores) for position in positions]
+        return result
 
-    def _scores(self, snapshot: _Snapshot, parsed: ParsedQuery, method: Method, mask: np.ndarray | None) -> np.ndarray:
-        lexical_text = f"{parsed.tool} {parsed.server}" if parsed.server else parsed.tool
+    @staticmethod
+    def _hit(snapshot: _Snapshot, position: int, scores: np.ndarray) -> SearchHit:
+        record = snapshot.record(position)
+        return SearchHit(
+            server=record.server,
+            tool=record.name,
+            kind=record.kind,
+            uri=record.uri,
+            mime_type=record.mime_type,
+            title=record.title,
+            description=record.description,
+            input_schema=record.input_schema,
+            required=record.required,
+            annotations=record.annotations,
+            output_schema=record.output_schema,
+            score=round(float(scores[position]), 4),
+        )
+
+    def load_model_in_background(self) -> None:
+        """Start loading the embedding model in a daemon thread (once); searches meanwhile are lexical."""
+        with self._lock:
+            if self._model_loader is not None or self.embedder.loaded:
+                return
+
+            def load() -> None:
+                try:
+                    self.embedder.load()
+                except Exception:  # noqa: BLE001 -- the next search that needs the model reports it
+                    logger.exception("loading the embedding model failed")
+
+            self._model_loader = threading.Thread(target=load, name="copilot-model-load", daemon=True)
+            self._model_loader.start()
+
+    def _scores(
+        self, snapshot: _Snapshot, parsed: ParsedQuery, method: Method, mask: np.ndarray | None, weights: Weights
+    ) -> _Scored:
+        space = snapshot.space
         if method == "bm25":
-            dimension = snapshot.space.tool_vectors.shape[1]
-            empty = np.zeros(dimension, dtype=np.float32)
-            return score_tools(snapshot.space, tool_vector=empty, server_vector=empty, lexical_text=lexical_text, method="bm25")
+            lexical = space.lexical.scores(parsed.tool)
+            return _Scored(scores=lexical, lexical=lexical)
         if parsed.server:
             tool_vector, server_vector = self._query_vectors([parsed.tool, parsed.server])
         else:
             tool_vector = server_vector = self._query_vectors([parsed.tool])[0]
-        return score_tools(
-            snapshot.space,
-            tool_vector=tool_vector,
-            server_vector=server_vector,
-            lexical_text=lexical_text,
-            method=method,
-            mask=mask,
+        if method in ("dense", "two-level"):
+            dense = similarities(space.tool_vectors, tool_vector)
+            if method == "dense":
+                return _Scored(scores=dense, dense=dense)
+            server = similarities(space.server_vectors, server_vector)[space.tool_servers] if space.server_names else np.zeros_like(dense)
+            return _Scored(scores=np.clip(dense, 0.0, None) * np.clip(server, 0.0, None), dense=dense)
+        signals = compute_signals(
+            space, tool_vector=tool_vector, server_vector=server_vector, lexical_text=parsed.tool, weights=weights
         )
+        server_scores = similarities(space.server_vectors, server_vector) if space.server_names else None
+        return _Scored(
+            scores=fuse(signals, weights, mask), dense=signals.dense, lexical=signals.lexical, server_scores=server_scores
+        )
+
+    @staticmethod
+    def _related_servers(
+        snapshot: _Snapshot, server_scores: np.ndarray | None, allowed: set[str] | None, count: int = 3
+    ) -> list[str]:
+        if server_scores is None or not len(server_scores):
+            return []
+        present = set(snapshot.servers) if allowed is None else allowed
+        order = np.argsort(-server_scores, kind="stable")
+        return [snapshot.space.server_names[i] for i in order if snapshot.space.server_names[i] in present][:count]
+
+    @staticmethod
+    def _category(snapshot: _Snapshot, server: str) -> str:
+        position = snapshot.server_first.get(server)
+        return snapshot.record(position).category if position is not None else ""
 
     def _query_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Embeddings of query texts; agents repeat queries, so recent ones are remembered."""

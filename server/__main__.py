@@ -131,8 +131,33 @@ def _exit_now(code: int = 0) -> None:
     os._exit(code)
 
 
+async def _watch_signals(serving: Any, shutdown: Any) -> None:
+    """The first SIGTERM/SIGINT/SIGHUP starts a clean shutdown; a later one hurries it, never aborts it.
+
+    Default handling would kill the copilot mid-cleanup, leaving children behind; instead every
+    child's whole tree is SIGKILLed at once and the shutdown finishes (logs get their
+    ``session_end``).
+    """
+    import anyio
+
+    from index.children.guard import child_guard
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for received in signals:
+            name = signal.Signals(received).name
+            if shutdown.reason is None:
+                shutdown.reason = name
+                logger.info("received %s, shutting down", name)
+                serving.cancel()
+            else:
+                logger.warning("received %s during shutdown: killing every child now, then finishing", name)
+                child_guard().kill_all()
+
+
 async def _serve_stdio(app: Any, shutdown: Any) -> None:
     import anyio
+
+    from server.stdio import serve_stdio
 
     def on_stopped() -> None:
         # After a signal the client may keep stdin open, and the SDK's stdin reader thread cannot
@@ -141,19 +166,11 @@ async def _serve_stdio(app: Any, shutdown: Any) -> None:
             _exit_now()
 
     shutdown.on_stopped = on_stopped
-
-    async def on_signals(scope: anyio.CancelScope) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            async for received in signals:
-                shutdown.reason = signal.Signals(received).name
-                logger.info("received %s, shutting down", shutdown.reason)
-                scope.cancel()
-                return
-
-    async with anyio.create_task_group() as task_group:
-        task_group.start_soon(on_signals, task_group.cancel_scope)
-        await app.run_stdio_async()
-        task_group.cancel_scope.cancel()
+    async with anyio.create_task_group() as watchers:
+        with anyio.CancelScope() as serving:
+            watchers.start_soon(_watch_signals, serving, shutdown)
+            await serve_stdio(app)
+        watchers.cancel_scope.cancel()
 
 
 async def _serve_http(app: Any, settings: Any, shutdown: Any, telemetry: Any) -> None:
@@ -185,6 +202,10 @@ def serve(argv: Sequence[str] | None = None) -> int:
         print(f"error: invalid setting: {problems}", file=sys.stderr)
         return 2
     _configure_logging(settings.log_level)
+    from server.secrecy import protect_secrets
+
+    protection = protect_secrets(non_dumpable=settings.protect_process)  # before any child could look
+    logger.debug("non-dumpable: %s; blanked in /proc/self/environ: %s", protection.non_dumpable, protection.blanked)
     if args.token:
         logger.warning(
             "the token given with --token is visible to other users of this machine in the process list; "

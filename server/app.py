@@ -1,10 +1,12 @@
 """The copilot as an MCP server: tools ``route``, ``execute`` (and its alias ``execute-tool``).
 
 Built on mcp 2.x ``MCPServer``: it serves both protocol eras (the ``initialize`` handshake and
-2026-07-28 per-request envelopes), stdio and streamable HTTP, and its ``Resolve``/``Elicit``
-machinery asks the user for confirmation through elicitation in either era. The tools take
-loose arguments and advertise hand-written schemas, so a malformed call reaches our own
-checks (clear messages, and a trajectory entry) instead of a pydantic error.
+2026-07-28 per-request envelopes), stdio and streamable HTTP. ``execute`` relays between the host
+and the child in either era (``server.relay``): progress, cancellation, log messages, and the
+child's elicitation, sampling and roots requests -- asked directly of a legacy host, or through
+the 2026-07-28 ``input_required`` round trip, which also carries the user's confirmation of risky
+calls. The tools take loose arguments and advertise hand-written schemas, so a malformed call
+reaches our own checks (clear messages, and a trajectory entry) instead of a pydantic error.
 """
 
 from __future__ import annotations
@@ -15,24 +17,17 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from mcp.server.context import ServerRequestContext
-from mcp.server.mcpserver import (
-    AcceptedElicitation,
-    Context,
-    Elicit,
-    ElicitationResult,
-    MCPServer,
-    Resolve,
-)
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, Field
 
 from index.servers import ServersFile
 from server.aggregate.notify import SHARED_SESSION
 from server.aggregate.service import Aggregation
-from server.copilot import Confirmation, Copilot, Shutdown, copilot_version
+from server.copilot import Copilot, Shutdown, copilot_version
 from server.formatting import RouteAnswer
+from server.relay.hub import install_handlers
 from server.session_log import SessionLog
 from server.settings import ServerSettings
 
@@ -121,28 +116,8 @@ EXECUTE_SCHEMA: dict[str, Any] = {
 }
 
 
-class ConfirmCall(BaseModel):
-    """The form shown to the user when a risky tool is about to run."""
-
-    approve: bool = Field(description="Run this tool call?")
-
-
-class _NoQuestion:
-    """The confirmation resolver decided not to ask (not needed, token given, or no elicitation)."""
-
-
-NO_QUESTION = _NoQuestion()
-
-
 def _copilot(ctx: Context) -> Copilot:
     return ctx.request_context.lifespan_context  # type: ignore[no-any-return]
-
-
-def _client_supports_form_elicitation(ctx: Context) -> bool:
-    capabilities = ctx.client_capabilities
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    # A bare `elicitation: {}` (before modes existed) means form support; url-only does not.
-    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
 
 
 # -- sessions -------------------------------------------------------------------------------------
@@ -222,39 +197,25 @@ async def route(
     return result
 
 
-async def ask_confirmation(
-    server_name: Any, tool_name: Any, params: Any, confirm: Any, ctx: Context
-) -> Elicit[ConfirmCall] | _NoQuestion:
-    """Resolver run before ``execute``'s body: elicit the user's OK for a risky call when possible."""
-    if confirm or not _client_supports_form_elicitation(ctx):
-        return NO_QUESTION
-    copilot = _copilot(ctx)
-    try:
-        call = await copilot.prepare(server_name, tool_name, params)
-    except Exception:  # noqa: BLE001 -- the body runs the same checks and reports (and logs) the problem
-        return NO_QUESTION
-    if not call.risk.needs_confirmation or call.risk.refused_read_only:
-        return NO_QUESTION
-    return Elicit(copilot.confirmation_question(call), ConfirmCall)
-
-
 async def execute(
     ctx: Context,
-    answer: Annotated[ElicitationResult[ConfirmCall], Resolve(ask_confirmation)],
     server_name: Any = None,
     tool_name: Any = None,
     params: Any = None,
     confirm: Any = None,
-) -> CallToolResult:
+) -> CallToolResult | InputRequiredResult:
     copilot = _copilot(ctx)
-    confirmation: Confirmation | None = None
-    if isinstance(answer, AcceptedElicitation):
-        if isinstance(answer.data, ConfirmCall):
-            confirmation = Confirmation(approved=answer.data.approve)
-    else:  # declined or cancelled
-        confirmation = Confirmation(approved=False)
+    rc = ctx.request_context
     return await copilot.execute(
-        server_name, tool_name, params, confirm, confirmation, _session_log_or_none(copilot, ctx.request_context)
+        server_name,
+        tool_name,
+        params,
+        confirm,
+        None,
+        _session_log_or_none(copilot, rc),
+        host=copilot.relay.host(rc),
+        state=ctx.request_state,
+        responses=ctx.input_responses,
     )
 
 
@@ -287,6 +248,22 @@ def build_tools() -> list[Tool]:
     ]
 
 
+async def use_generated_route_description(app: MCPServer[Copilot], copilot: Copilot, aggregation: Aggregation) -> None:
+    """route's description summarizes the pool (generated from the servers file and the index) and
+    follows it: when it changes, hosts get ``notifications/tools/list_changed`` (both eras)."""
+    route_tool = app._tool_manager.get_tool("route")  # noqa: SLF001 -- the SDK has no public setter
+    if route_tool is None:
+        return
+    await copilot.refresh_route_description()
+    route_tool.description = copilot.route_description()
+
+    async def changed(description: str) -> None:
+        route_tool.description = description
+        await aggregation.broadcaster.changed("tools")
+
+    copilot.route_description_listeners.append(changed)
+
+
 def build_app(
     settings: ServerSettings,
     servers_file: ServersFile,
@@ -302,7 +279,7 @@ def build_app(
     aggregation = Aggregation(settings, _session_key)
 
     @asynccontextmanager
-    async def lifespan(_: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
+    async def lifespan(server: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
         async with Copilot.running(
             settings, servers_file, start_now=start_now, shutdown=shutdown, index=index, telemetry=telemetry
         ) as copilot:
@@ -311,6 +288,7 @@ def build_app(
                 copilot.http_url = f"http://{settings.http_host}:{settings.http_port}/mcp"
             async with aggregation.running(copilot):
                 copilot.aggregation = aggregation
+                await use_generated_route_description(server, copilot, aggregation)
                 yield copilot
 
     app: MCPServer[Copilot] = MCPServer(
@@ -325,4 +303,5 @@ def build_app(
         subscriptions=aggregation.bus,
     )
     aggregation.install(app)
+    install_handlers(app)
     return app

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,14 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, InputRequiredResult, InputResponses
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
 from index.servers import ServerConfig, ServersFile, load_servers
 from server.bounded import shown_name
 from server.errors import (
+    CallCancelledError,
     ConfirmationRequiredError,
     ExecuteError,
+    InputExpiredError,
     PolicyDeniedError,
     ServerUnavailableError,
     UnknownServerError,
@@ -36,7 +38,13 @@ from server.formatting import RouteAnswer, RoutedTool, render_route
 from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block
 from server.indexing import BackgroundIndexer
 from server.policy import ConfirmationStore, Policy, Risk
-from server.results import cap_result, text_result, to_log_result
+from server.relay.confirm import approved, confirmation_request, confirmation_round
+from server.relay.disconnect import unless_client_gone
+from server.relay.host import HostLink
+from server.relay.hub import Relay
+from server.relay.suspended import Finished, SuspendedCall, decode_state
+from server.results import ResultLimits, cap_result, text_result, to_log_result
+from server.route_description import PoolServer, describe_pool_from_config
 from server.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
 from server.telemetry import Telemetry, instrumented
@@ -116,8 +124,45 @@ def _hidden_note(note: str | None, held: list[str], refused_read_only: int) -> s
     return " ".join(parts) or None
 
 
+def relay_for(settings: ServerSettings) -> Relay:
+    return Relay(roots=settings.roots, input_timeout=settings.input_timeout, log_level=settings.child_log_level)
+
+
 def _error_result(error: Exception) -> CallToolResult:
     return text_result(str(error), is_error=True)
+
+
+class _ExecuteRecord:
+    """The trajectory entry of one ``execute`` call: written once, when the call ends (in any round)."""
+
+    def __init__(self, log: SessionLog | None, server: Any, tool: Any, params: Any, telemetry: Telemetry) -> None:
+        self.log = log
+        self.telemetry = telemetry
+        self.start = time.perf_counter()
+        self.call_id = log.next_call_id() if log else ""
+        self.server = str(server)
+        self.tool = str(tool)
+        self.params = params if isinstance(params, dict) else ({"_raw": params} if params is not None else None)
+        self.written = False
+
+    def resolved(self, call: PreparedCall) -> None:
+        self.server, self.tool, self.params = call.server, call.tool, call.params
+
+    def write(
+        self, result: CallToolResult, error: str | None = None, kind: str | None = None, flags: list[Any] | None = None
+    ) -> None:
+        if self.written:
+            return
+        self.written = True
+        self.telemetry.outcome(
+            server=self.server, tool=self.tool, kind=kind, error=error, tool_error=bool(result.is_error),
+            flagged=len(flags or []),
+        )
+        if self.log is not None:
+            self.log.execute(
+                self.call_id, self.server, self.tool, self.params, to_log_result(result), _ms(self.start),
+                error=error, error_kind=kind, flags=flags_for_log(flags or []) or None,
+            )
 
 
 def _ms(start: float) -> float:
@@ -142,6 +187,7 @@ class Copilot:
         index: Any,
         pool: Any,
         shutdown: Shutdown | None = None,
+        relay: Relay | None = None,
         *,
         guard: DefinitionGuard | None = None,
         telemetry: Telemetry | None = None,
@@ -150,6 +196,10 @@ class Copilot:
         self.shutdown = shutdown or Shutdown()
         self.index = index
         self.pool = pool
+        self.relay = relay if relay is not None else relay_for(settings)
+        self.limits = ResultLimits(
+            chars=settings.max_result_chars, blocks=settings.max_result_blocks, binary_bytes=settings.max_result_bytes
+        )
         #: Pins and quarantine (``server.guard``); ``None`` only in tests that build a bare Copilot.
         self.guard = guard
         self.telemetry = telemetry or Telemetry()
@@ -180,6 +230,10 @@ class Copilot:
         self._tool_count: int | None = None
         #: The children's prompts, resources and exposed tools (``server.aggregate``), set by ``server.app``.
         self.aggregation: Any = None
+        self._indexed_pool: dict[str, PoolServer] = {}
+        self._route_description: str | None = None
+        #: Awaited with the new text whenever route's description changes.
+        self.route_description_listeners: list[Callable[[str], Awaitable[None]]] = []
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -199,19 +253,22 @@ class Copilot:
         On exit every child is stopped (the pool's own shutdown, then ``kill_all`` as the last
         resort) and every open session log gets its ``session_end``.
         """
+        from index.children.guard import child_guard
         from index.tool_index import ToolIndex  # heavy dependencies load lazily, not at import
         from index.trust.settings import TrustSettings
         from server.pool import ChildPool
         from server.pool_settings import PoolSettings
 
         index = index if index is not None else ToolIndex.open(settings)
+        relay = relay_for(settings)
         # The pool's and trust settings come from the environment, but their home follows the copilot's.
         pool_settings = PoolSettings(home=settings.home)
         guard = DefinitionGuard(TrustSettings(home=settings.home).reviewer(), pool_settings)
         await anyio.to_thread.run_sync(guard.note_servers, list(servers_file.servers))
         telemetry = telemetry or Telemetry()
-        pool = ChildPool(servers_file.enabled(), pool_settings, guard=guard, observer=telemetry)
-        copilot = cls(settings, servers_file, index, pool, shutdown, guard=guard, telemetry=telemetry)
+        pool = ChildPool(servers_file.enabled(), pool_settings, guard=guard, observer=telemetry, link=relay)
+        relay.on_roots_changed = pool.notify_roots_changed
+        copilot = cls(settings, servers_file, index, pool, shutdown, relay, guard=guard, telemetry=telemetry)
         copilot.telemetry.metrics.gauge(
             "copilot_live_children", "child servers running now", lambda: sum(pool.is_running(n) for n in copilot.servers)
         )
@@ -233,6 +290,7 @@ class Copilot:
                     task_group.cancel_scope.cancel()
         finally:
             pool.kill_all()
+            child_guard().close()  # the watchdog sweeps (nothing left by now) and exits with us
             if copilot.shutdown.on_stopped is not None:
                 copilot.shutdown.on_stopped()
 
@@ -247,22 +305,89 @@ class Copilot:
 
     async def _background(self) -> None:
         await self.started.wait()
-        if self.settings.warm_index:
-            try:
-                await anyio.to_thread.run_sync(self._warm_index, abandon_on_cancel=True)
-            except IndexNotBuiltError as error:
-                logger.info("%s", error)
-            except CopilotError as error:
-                logger.warning("search index not ready: %s", error)
-            except Exception:
-                logger.exception("loading the search index failed")
+        await anyio.to_thread.run_sync(self._learn_start_times, abandon_on_cancel=True)
+        # Warming the index runs on its own (routes answer lexically meanwhile, so nothing waits for
+        # the model); refreshing route's description and indexing new or changed servers follow.
+        if self._task_group is not None and self.settings.warm_index:
+            self._task_group.start_soon(self._warm_in_background)
+        await self.refresh_route_description(reload_index=True)
         if self.settings.auto_index:
-            await self.indexer.run(self.servers)
-            await anyio.to_thread.run_sync(lambda: self.index_info(load=True), abandon_on_cancel=True)
+            await self._index_servers(self.servers)
+        # Operators (and tests) read this line as "start-up work is over; what is open now stays open".
+        logger.info("start-up work done%s", "" if self.settings.warm_index else " (index warming is off)")
+
+    async def _warm_in_background(self) -> None:
+        try:
+            await anyio.to_thread.run_sync(self._warm_index, abandon_on_cancel=True)
+        except IndexNotBuiltError as error:
+            logger.info("%s", error)
+        except CopilotError as error:
+            logger.warning("search index not ready: %s", error)
+        except Exception:
+            logger.exception("loading the search index failed")
+
+    async def _index_servers(self, servers: Mapping[str, ServerConfig]) -> None:
+        await self.indexer.run(servers)
+        await anyio.to_thread.run_sync(lambda: self.index_info(load=True), abandon_on_cancel=True)
+        await self.refresh_route_description(reload_index=True)
+
+    def _learn_start_times(self) -> None:
+        """Tell the pool how long each server took to start in the catalog's crawl (same launch only),
+        so ``route`` does not warm slow starters before the pool has timed a start of its own."""
+        from index.records import load_catalog
+
+        try:
+            catalog = load_catalog(self.settings.catalog_file())
+        except CopilotError as error:
+            logger.debug("no start times from the catalog: %s", error)
+            return
+        times = {
+            name: entry.start_seconds
+            for name, entry in catalog.servers.items()
+            if entry.start_seconds is not None
+            and name in self.servers
+            and entry.launch_hash in (None, self.servers[name].launch_hash())
+        }
+        self.pool.expect_start_times(times)
 
     def _warm_index(self) -> None:
+        # warm() loads the in-memory index before the model: routes meanwhile are answered
+        # lexically (ToolIndex.route with wait_for_model=False) instead of waiting.
         self.index.warm()
         self.index_info(load=True)
+
+    # -- route's description --------------------------------------------------------------------
+    def route_description(self) -> str:
+        """route's tool description for the routable servers (see :mod:`server.route_description`)."""
+        routable = {name: self.servers[name] for name in self.routable_servers()}
+        return describe_pool_from_config(routable, self._indexed_pool)
+
+    async def refresh_route_description(self, *, reload_index: bool = False) -> None:
+        """Regenerate route's description; when it changed, tell the listeners (the app updates the
+        tool and sends ``notifications/tools/list_changed``)."""
+        if reload_index:
+            try:
+                self._indexed_pool = await anyio.to_thread.run_sync(self._pool_from_index, abandon_on_cancel=True)
+            except Exception:  # noqa: BLE001 -- the description falls back to the servers file
+                logger.debug("index not readable for the route description", exc_info=True)
+        description = self.route_description()
+        if description == self._route_description:
+            return
+        changed = self._route_description is not None
+        self._route_description = description
+        if changed:
+            for listener in list(self.route_description_listeners):
+                try:
+                    await listener(description)
+                except Exception:  # noqa: BLE001 -- a failing listener must not stop the others
+                    logger.exception("route description listener failed")
+
+    def _pool_from_index(self) -> dict[str, PoolServer]:
+        pool: dict[str, PoolServer] = {}
+        for record in self.index.records().values():
+            server = pool.setdefault(record.server, PoolServer(record.server, record.server_description, record.category))
+            server.tools.append(record.name)
+        return pool
 
     def index_info(self, *, load: bool = False) -> dict[str, Any] | None:
         """Model and tool count of the index.
@@ -323,8 +448,11 @@ class Copilot:
             self.guard.note_servers(list(reloaded.servers))
         self.policy.update_servers(reloaded.servers)
         self.pool.update_servers(reloaded.enabled())
-        if self.settings.auto_index and self._task_group is not None:
-            self._task_group.start_soon(self.indexer.run, reloaded.servers)
+        if self._task_group is not None:
+            # route's description follows the file at once; new servers' tools join it once indexed.
+            self._task_group.start_soon(self.refresh_route_description)
+            if self.settings.auto_index:
+                self._task_group.start_soon(self._index_servers, reloaded.servers)
 
     def routable_servers(self) -> list[str]:
         return [name for name, config in self.servers.items() if config.is_enabled and self.policy.server_visible(name)]
@@ -423,10 +551,13 @@ class Copilot:
         # Over-fetch when allow/deny lists may remove hits, so k allowed tools remain.
         fetch = k * 3 if filtered else k
         try:
-            hits = await anyio.to_thread.run_sync(
-                lambda: self.index.search(query, top_k=fetch, server=only, servers=servers, kinds=kinds),
+            found = await anyio.to_thread.run_sync(
+                lambda: self.index.route(
+                    query, top_k=fetch, server=only, servers=servers, kinds=kinds, wait_for_model=False
+                ),
                 abandon_on_cancel=True,
             )
+            hits = found.hits
         except IndexNotBuiltError as error:
             status = self.indexer.status()
             if status.in_progress:
@@ -462,6 +593,7 @@ class Copilot:
                     score=float(hit.score),
                     server_running=bool(self.pool.is_running(hit.server)),
                     annotations=annotations,
+                    structured_output=bool(getattr(hit, "output_schema", None)),
                 )
             )
             if len(tools) >= k:
@@ -473,9 +605,20 @@ class Copilot:
                 "data or service), or drop the server filter."
             )
         self._warm([t.server for t in tools if t.kind == "tool"])
-        return RouteAnswer(query=query, tools=tools, indexing=self.indexer.status(), note=note)
+        return RouteAnswer(
+            query=query,
+            tools=tools,
+            indexing=self.indexer.status(),
+            note=note,
+            ranking=found.mode,
+            weak_match=found.weak,
+            related_servers=found.related_servers,
+            related_categories=found.related_categories,
+            omitted=found.trimmed if len(tools) < k else 0,
+        )
 
     def _warm(self, servers: list[str]) -> None:
+        """Start the best hits' servers in the background; the pool only uses free slots for that."""
         for name in list(dict.fromkeys(servers))[:WARM_TOP_SERVERS]:
             try:
                 self.pool.warm(name)
@@ -521,7 +664,8 @@ class Copilot:
         if found is None:
             raise self._unknown_tool(server, tool, list(by_name), await self._indexed_records())
         annotations = found.annotations.model_dump(by_alias=True, exclude_none=True) if found.annotations else None
-        return ToolInfo(found.name, found.description or "", dict(found.input_schema or {}), annotations)
+        # The live schema object itself (no copy): validators are cached by its identity.
+        return ToolInfo(found.name, found.description or "", found.input_schema or {}, annotations)
 
     async def _in_thread(self, function: Any, *args: Any) -> Any:
         """Index reads off the event loop (they may load the index from disk); unbuilt reads as empty."""
@@ -553,25 +697,40 @@ class Copilot:
         confirm: Any,
         confirmation: Confirmation | None,
         log: SessionLog | None,
-    ) -> CallToolResult:
+        *,
+        host: HostLink | None = None,
+        state: str | None = None,
+        responses: InputResponses | None = None,
+    ) -> CallToolResult | InputRequiredResult:
+        """Check, confirm and run one call; ``host`` relays progress, logs and the child's questions.
+
+        ``confirmation`` is the user's answer when the caller already asked; otherwise a risky call
+        is confirmed through the host's elicitation when it can, or a confirm token.
+
+        ``state``/``responses`` are a 2026-07-28 host's ``requestState``/``inputResponses`` when it
+        retries after an ``input_required`` answer (a confirmation, or a child's question).
+        """
         await self.begin_session(log)
-        start = time.perf_counter()
-        call_id = log.next_call_id() if log else ""
-        logged_params = params if isinstance(params, dict) else ({"_raw": params} if params is not None else None)
+        round_state = decode_state(state)
+        if "call" in round_state:
+            return await self._resume(round_state["call"], host, responses, log, server_name, tool_name, params)
+        record = _ExecuteRecord(log, server_name, tool_name, params, self.telemetry)
         error: str | None = None
         kind: str | None = None
         flags: list[Any] = []
-        server = str(server_name)
-        tool = str(tool_name)
         try:
             prepared = await self.prepare(server_name, tool_name, params)
-            server, tool, logged_params = prepared.server, prepared.tool, prepared.params
+            record.resolved(prepared)
+            if confirmation is None:
+                asked = await self._ask_confirmation(prepared, confirm, host, round_state, responses)
+                if isinstance(asked, InputRequiredResult):
+                    return asked  # logged once the user answered and the call ran
+                confirmation = asked
             self._check_confirmation(prepared, confirm, confirmation)
-            result = await self.pool.call_tool(server, tool, prepared.params)
-            result = cap_result(result, self.settings.max_result_chars)
-            flags = result_findings(result)
-            if flags and self.settings.result_warning:
-                result = result.model_copy(update={"content": [warning_block(flags), *result.content]})
+            if host is not None and host.era == "modern" and host.answers_anything and self._task_group is not None:
+                return await self._start_suspended(prepared, host, record)
+            result = await self._run(prepared, self.relay.call(prepared.server, host) if host is not None else None)
+            result, flags = self._flagged(result)
         except ExecuteError as exc:
             error, kind = str(exc), exc.kind
             result = _error_result(exc)
@@ -580,26 +739,141 @@ class Copilot:
         except CopilotError as exc:
             error, kind = str(exc), "execute_error"
             result = _error_result(exc)
+        except anyio.get_cancelled_exc_class():
+            error = self._cancelled_error()
+            record.write(_error_result(error), str(error), error.kind)
+            raise
         except Exception as exc:
-            logger.exception("execute %s/%s failed", server, tool)
-            error, kind = f"internal error while calling {server}/{tool}: {exc}", "internal_error"
+            logger.exception("execute %s/%s failed", record.server, record.tool)
+            error, kind = f"internal error while calling {record.server}/{record.tool}: {exc}", "internal_error"
             result = text_result(error + " (see the copilot's log)", is_error=True)
-        self.telemetry.outcome(
-            server=server, tool=tool, kind=kind, error=error, tool_error=bool(result.is_error), flagged=len(flags)
-        )
-        if log is not None:
-            log.execute(
-                call_id,
-                server,
-                tool,
-                logged_params,
-                to_log_result(result),
-                _ms(start),
-                error=error,
-                error_kind=kind,
-                flags=flags_for_log(flags) or None,
-            )
+        record.write(result, error, kind, flags)
         return result
+
+    def _flagged(self, result: CallToolResult) -> tuple[CallToolResult, list[Any]]:
+        """The result with a warning in front when it looks like it tries to steer the model (server.guard)."""
+        flags = result_findings(result)
+        if flags and self.settings.result_warning:
+            result = result.model_copy(update={"content": [warning_block(flags), *result.content]})
+        return result, flags
+
+    async def _run(self, call: PreparedCall, relay: Any) -> CallToolResult:
+        """The child call itself, cut to the result limits; a closed HTTP request cancels it."""
+        host: HostLink | None = relay.host if relay is not None else None
+        if relay is not None and not self.pool.is_running(call.server):
+            await self.relay.before_start(self.servers[call.server], relay)
+
+        def child_call() -> Any:
+            return self.pool.call_tool(call.server, call.tool, call.params, relay=relay)
+
+        # A suspended call outlives the request that started it; its rounds watch their own requests.
+        if host is None or host.client_gone is None or relay.suspended is not None:
+            result = await child_call()
+        else:
+            result = await unless_client_gone(host.client_gone, child_call)
+            if result is None:
+                raise CallCancelledError(
+                    f"Call to {call.server}/{call.tool} cancelled: the HTTP client closed the request. The server's "
+                    "request was cancelled too."
+                )
+        return cap_result(result, self.limits)
+
+    def _cancelled_error(self, call: SuspendedCall | None = None) -> CallCancelledError:
+        if call is not None and call.expired:
+            why = (
+                f"the host did not answer the server's question within {self.settings.input_timeout:g}s "
+                "(COPILOT_INPUT_TIMEOUT)"
+            )
+        elif self.shutdown_reason is not None:
+            why = f"the copilot is shutting down ({self.shutdown_reason})"
+        else:
+            why = "the host cancelled it"
+        return CallCancelledError(f"Call cancelled: {why}. The server's request was cancelled too.")
+
+    async def _start_suspended(
+        self, call: PreparedCall, host: HostLink, record: _ExecuteRecord
+    ) -> CallToolResult | InputRequiredResult:
+        """Run the call in the background so the child's questions can go back as ``input_required``."""
+
+        async def run(suspended: SuspendedCall) -> Finished:
+            relay = suspended.relay = self.relay.call(call.server, host, suspended)
+            try:
+                result, flags = self._flagged(await self._run(call, relay))
+                return Finished(result, flags=flags)
+            except ExecuteError as exc:
+                return Finished(_error_result(exc), str(exc), exc.kind)
+            except CopilotError as exc:
+                return Finished(_error_result(exc), str(exc), "execute_error")
+            except Exception as exc:
+                logger.exception("execute %s/%s failed", call.server, call.tool)
+                text = f"internal error while calling {call.server}/{call.tool}: {exc}"
+                return Finished(text_result(text + " (see the copilot's log)", is_error=True), text, "internal_error")
+
+        def cancelled(suspended: SuspendedCall) -> Finished:
+            error = self._cancelled_error(suspended)
+            return Finished(_error_result(error), str(error), error.kind)
+
+        def ended(finished: Finished) -> None:
+            record.write(finished.result, finished.error, finished.kind, finished.flags)
+
+        assert self._task_group is not None
+        suspended = self.relay.suspended.start(self._task_group, run, cancelled, ended)
+        return await suspended.next_round()
+
+    async def _resume(
+        self,
+        call_id: Any,
+        host: HostLink | None,
+        responses: InputResponses | None,
+        log: SessionLog | None,
+        server_name: Any,
+        tool_name: Any,
+        params: Any,
+    ) -> CallToolResult | InputRequiredResult:
+        """A 2026-07-28 host's answers to a suspended call's questions: deliver them, wait for what is next."""
+        suspended = self.relay.suspended.get(call_id)
+        if suspended is None:
+            error = InputExpiredError(
+                f"This call of {server_name}/{tool_name} no longer waits for an answer: it ended, or the host took "
+                f"longer than {self.settings.input_timeout:g}s to answer (COPILOT_INPUT_TIMEOUT). Call execute again "
+                "without the earlier answers."
+            )
+            result = _error_result(error)
+            _ExecuteRecord(log, server_name, tool_name, params, self.telemetry).write(result, str(error), error.kind)
+            return result
+        if host is not None and suspended.relay is not None:
+            suspended.relay.host = host  # progress and logs go to the request that waits now
+        suspended.deliver(responses)
+        return await suspended.next_round()
+
+    async def _ask_confirmation(
+        self,
+        call: PreparedCall,
+        confirm: Any,
+        host: HostLink | None,
+        round_state: Mapping[str, Any],
+        responses: InputResponses | None,
+    ) -> Confirmation | InputRequiredResult | None:
+        """Ask the user through the host's elicitation when the call needs confirmation and the host can."""
+        risk = call.risk
+        if host is None or not risk.needs_confirmation or risk.refused_read_only:
+            return None
+        if isinstance(confirm, str) and confirm.strip():
+            return None
+        question = self.confirmation_question(call)
+        request = confirmation_request(question)
+        if not host.can_answer(request):
+            return None
+        if host.era == "legacy":
+            with anyio.move_on_after(self.settings.input_timeout):
+                decision = approved(await host.ask(request))
+                return Confirmation(approved=decision) if decision is not None else None
+            return None
+        answer = (responses or {}).get("confirm") if round_state.get("confirm") else None
+        if answer is None:
+            return confirmation_round(question)
+        decision = approved(answer)
+        return Confirmation(approved=decision) if decision is not None else None
 
     def _check_confirmation(self, call: PreparedCall, confirm: Any, confirmation: Confirmation | None) -> None:
         risk = call.risk

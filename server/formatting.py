@@ -28,6 +28,10 @@ class RoutedTool(BaseModel):
     score: float = Field(description="Relevance; higher is better.")
     server_running: bool = Field(description="Whether the tool's server is already running (first call is faster).")
     annotations: dict[str, Any] | None = None
+    structured_output: bool = Field(
+        default=False,
+        description="The tool declares an output schema: its results carry structured content matching it.",
+    )
 
 
 class IndexingStatus(BaseModel):
@@ -43,6 +47,34 @@ class RouteAnswer(BaseModel):
     tools: list[RoutedTool] = Field(default_factory=list)
     indexing: IndexingStatus = Field(default_factory=IndexingStatus)
     note: str | None = None
+    #: "hybrid", or "lexical-startup" while the embedding model is still loading (keyword matching only).
+    ranking: str = "hybrid"
+    #: True when even the best tool matched poorly: the pool may have no tool for this.
+    weak_match: bool = False
+    related_servers: list[str] = Field(default_factory=list, description="Servers closest to the query (weak matches).")
+    related_categories: list[str] = Field(default_factory=list)
+    omitted: int = Field(default=0, description="Hits left out because they scored far below the best one.")
+
+
+def quality_sentences(answer: RouteAnswer) -> list[str]:
+    """What the model should know about how good these results are."""
+    lines = []
+    if answer.ranking == "lexical-startup":
+        lines.append(
+            "Note: the copilot is still loading its semantic search model, so these results come from keyword "
+            "matching only; if none fits, search again in a few seconds."
+        )
+    if answer.weak_match:
+        related = ", ".join(answer.related_servers)
+        categories = ", ".join(answer.related_categories)
+        where = f" Closest servers: {related}" + (f" (categories: {categories})" if categories else "") + "." if related else ""
+        lines.append(
+            "Weak match: no tool matched this request well, so the pool may have no tool for it." + where
+            + " Rephrase as one concrete operation, or do this step without a tool."
+        )
+    if answer.omitted:
+        lines.append(f"({answer.omitted} more result(s) scored far below these and were left out.)")
+    return lines
 
 
 def indexing_sentence(status: IndexingStatus) -> str:
@@ -84,6 +116,7 @@ def render_route(answer: RouteAnswer) -> str:
         lines.append(f'No tools found for "{answer.query}".')
         if answer.note:
             lines.append(answer.note)
+        lines.extend(quality_sentences(answer))
         if status_line:
             lines.append(status_line)
         return "\n".join(lines)
@@ -94,6 +127,7 @@ def render_route(answer: RouteAnswer) -> str:
         lines.append(status_line)
     if answer.note:
         lines.append(answer.note)
+    lines.extend(quality_sentences(answer))
     for rank, tool in enumerate(answer.tools, 1):
         state = "server running" if tool.server_running else "server starts on first call"
         lines.append("")
@@ -109,6 +143,8 @@ def render_route(answer: RouteAnswer) -> str:
         lines.append(f"   {description}".replace("\n", "\n   "))
         lines.append(f"   required params: {', '.join(tool.required) if tool.required else '(none)'}")
         lines.append(f"   input schema: {_schema_text(tool.input_schema)}")
+        if tool.structured_output:
+            lines.append("   returns structured content (the tool declares an output schema)")
     if any(tool.kind == "tool" for tool in answer.tools):
         lines.append("")
         lines.append(

@@ -9,10 +9,13 @@ protection (Host header check) stays on as well.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
 import signal
+import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from index.errors import ConfigError
+from server.relay.disconnect import ClientGoneMiddleware
 from server.settings import LOOPBACK_NAMES, ServerSettings
 
 logger = logging.getLogger(__name__)
@@ -122,22 +126,55 @@ def build_asgi(app: MCPServer[Any], settings: ServerSettings, telemetry: Any = N
         streamable_http_path=MCP_PATH,
         transport_security=transport_security(settings),
         host=settings.http_host,
+        session_idle_timeout=settings.http_session_idle_timeout,
     )
     if telemetry is not None:
         from server.telemetry.endpoints import ObservabilityRoutes
 
         starlette_app = ObservabilityRoutes(starlette_app, telemetry)  # /metrics, behind the same guard
-    return GuardMiddleware(starlette_app, token=settings.token, allowed_origins=settings.allowed_origins)
+    return GuardMiddleware(
+        ClientGoneMiddleware(starlette_app), token=settings.token, allowed_origins=settings.allowed_origins
+    )
+
+
+#: Signals that stop the HTTP server: SIGHUP too (a closed terminal or a service manager's stop),
+#: whose default action would kill the copilot without stopping its children.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 async def serve_http(app: MCPServer[Any], settings: ServerSettings, on_signal: Any, telemetry: Any = None) -> None:
-    """Serve until SIGTERM/SIGINT; ``on_signal(name)`` records why we stopped."""
+    """Serve until SIGTERM, SIGINT or SIGHUP; ``on_signal(name)`` records why we stopped.
+
+    A second signal during the shutdown SIGKILLs every child's tree at once and lets the shutdown
+    finish (uvicorn's own handling would skip the lifespan's cleanup on a second SIGINT, and
+    re-raise the signals at the end, killing the process before its logs are closed).
+    """
     import uvicorn
 
+    from index.children.guard import child_guard
+
     class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            original = {signum: signal.signal(signum, self.handle_exit) for signum in STOP_SIGNALS}
+            try:
+                yield
+            finally:
+                for signum, handler in original.items():
+                    signal.signal(signum, handler)
+
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            on_signal(signal.Signals(sig).name)
-            super().handle_exit(sig, frame)
+            name = signal.Signals(sig).name
+            if self.should_exit:
+                logger.warning("received %s during shutdown: killing every child now, then finishing", name)
+                child_guard().kill_all()
+                return
+            logger.info("received %s, shutting down", name)
+            on_signal(name)
+            self.should_exit = True
 
     check_exposure(settings)
     config = uvicorn.Config(

@@ -1,14 +1,17 @@
 """The child session pool: one persistent MCP client session per child server.
 
-A child is started lazily on its first call (or :meth:`ChildPool.warm`), kept across calls so
-stateful servers keep their state, stopped after ``idle_timeout`` and evicted least-recently-used
-when ``max_live_children`` are running (never while it has calls in flight). Calls to different
-servers run concurrently; each server has a concurrency limit; every call has a timeout.
+A child is started lazily on its first call (or :meth:`ChildPool.warm`, which only ever takes a
+free slot), kept across calls so stateful servers keep their state, stopped after ``idle_timeout``
+and evicted when ``max_live_children`` are running (never while it has calls in flight; children
+that never served a call first, ``stateful`` ones last). Calls to different servers run
+concurrently; each server has a concurrency limit; every call has a timeout. When a child that
+served calls is gone (idle, evicted, crashed, timed out), the first result of its successor says
+the server was restarted and its state lost.
 
 MCP client sessions are context managers bound to the task that entered them, so each child
 lives in its own *runner* task in the pool's task group: the runner opens
 :func:`index.children.connect.open_session`, signals ``ready``, and waits until it is asked to stop or the
-child's transport ends; leaving ``open_session`` kills the child's whole process group. Callers
+child's transport ends; leaving ``open_session`` kills the child's whole process tree. Callers
 only borrow the session. A child that crashes or times out is marked broken; the next call starts
 a fresh one. Nothing a child does can raise out of the pool except the ``server.errors`` below.
 
@@ -24,8 +27,9 @@ resources ``list_changed`` and ``resources/updated`` notifications go to the lis
 Errors: :class:`UnknownServerError` (not configured), :class:`ServerUnavailableError` (disabled,
 missing command, failed start -- with the reason and the last stderr lines),
 :class:`ChildCrashedError` (exited during the call), :class:`ChildTimeoutError` (the call took too
-long; the child is killed because it may be wedged). A JSON-RPC error answered by the child is
-returned as a ``CallToolResult`` with ``is_error`` set, so the model sees the child's own message.
+long; the child is killed because it may be wedged, and calls in flight on it say so). A JSON-RPC
+error answered by the child -- or made up by the copilot for a reply it could not read -- is
+returned as a ``CallToolResult`` with ``is_error`` set, so the model sees what went wrong.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
@@ -48,7 +53,15 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from index.children.connect import ChildConnection, ChildProcess, ChildStartError, describe_exit, open_session
+from index.children.connect import (
+    ChildConnection,
+    ChildProcess,
+    ChildStartError,
+    ClientCallbacks,
+    describe_exit,
+    open_session,
+)
+from index.children.wire import COPILOT_ORIGIN
 from index.servers import ServerConfig
 from server.bounded import shown_name
 from server.errors import (
@@ -61,12 +74,21 @@ from server.errors import (
 from server.pool_settings import PoolSettings
 from server.validation import did_you_mean, suggest
 
-__all__ = ["ChildPool", "ListingGuard", "PoolListener", "PoolObserver", "PoolSettings"]
+__all__ = ["ChildLink", "ChildPool", "ListingGuard", "PoolListener", "PoolObserver", "PoolSettings"]
 
 logger = logging.getLogger(__name__)
 
 #: Seconds to wait for a crashed child's exit code before reporting without it.
 _EXIT_CODE_WAIT = 2.0
+#: Characters of one child log message written to its log file.
+_LOG_LINE_CHARS = 2000
+#: When the copilot exits, children get this long to exit after their stdin closes (at most
+#: ``shutdown_grace``), then this long after SIGTERM before SIGKILL, all in parallel: the whole
+#: stop fits in the 2 s a host waits after closing the copilot's stdin before it sends SIGTERM.
+EXIT_GRACE = 0.5
+EXIT_KILL_GRACE = 0.5
+#: Most children started by warm() and not called yet at once.
+MAX_WARM_UNUSED = 2
 #: Seconds between checks of the running children's stderr log sizes.
 _LOG_CHECK_INTERVAL = 5.0
 
@@ -98,6 +120,23 @@ class PoolListener:
 def _tools_digest(tools: list[types.Tool], held_back: frozenset[str]) -> str:
     payload = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
     return hashlib.sha256(json.dumps([payload, sorted(held_back)], sort_keys=True).encode()).hexdigest()
+
+
+class ChildLink(Protocol):
+    """Answers what children send the copilot on their own (``server.relay.hub.Relay`` implements it).
+
+    ``calls`` are the relays of the child's calls in flight (what ``call_tool`` was given), oldest first.
+    """
+
+    def user_root(self) -> Path | None:
+        """The user's directory: where ``works_in: roots`` children run, what ``${COPILOT_ROOT}`` names."""
+        ...
+
+    async def answer(
+        self, server: str, calls: list[Any], request: types.InputRequest
+    ) -> types.InputResponse | types.ErrorData: ...
+
+    async def log(self, server: str, calls: list[Any], params: types.LoggingMessageNotificationParams) -> None: ...
 
 
 class ListingGuard(Protocol):
@@ -136,6 +175,10 @@ class _ServerState:
     slots: anyio.Semaphore | None = None
     listed_digest: str | None = None  # of the last tool listing passed to listeners
     relisted_at: float = float("-inf")  # monotonic: the last re-list after a change
+    #: Seconds the last successful start took (spawn to initialized): slow starters are not warmed.
+    start_seconds: float | None = None
+    #: Why a child that had served calls is gone, until the next child's first result says so.
+    lost_state: str | None = None
 
 
 @dataclass(eq=False)
@@ -156,8 +199,18 @@ class _Child:
     last_used: float = field(default_factory=time.monotonic)
     tools: list[types.Tool] | None = None
     relist_pending: bool = False  # a tools/list_changed re-list is scheduled
+    #: Relays of the calls in flight (see ``ChildPool.call_tool``), oldest first.
+    calls: list[Any] = field(default_factory=list)
+    served: int = 0  # calls this process answered
+    warmed: bool = False  # started by warm() and not used since
+    #: Why the copilot stopped it, in words (in-flight calls cut off with it say so; the next child's first result too).
+    stopped_because: str | None = None
+    #: The note for this child's first result: its server was restarted and lost its state.
+    restart_note: str | None = None
+    #: Set when the copilot kills it on purpose while calls may be in flight (they say why).
+    cut_off_because: str | None = None
     blocked: dict[str, Any] = field(default_factory=dict)  # tool -> the guard's verdict (held back)
-    stop_reason: str | None = None  # why the pool stopped it (idle, evicted, replaced, crashed, ...)
+    stop_reason: str | None = None  # why the pool stopped it, as a kind (idle, evicted, replaced, crashed, ...)
     started_at: float | None = None  # monotonic, when it became ready
     created_at: float = field(default_factory=time.monotonic)
 
@@ -217,12 +270,15 @@ class ChildPool:
         *,
         guard: ListingGuard | None = None,
         observer: PoolObserver | None = None,
+        link: ChildLink | None = None,
     ) -> None:
         self.settings = settings if settings is not None else PoolSettings()
         #: Checks every tool listing against the pinned definitions (``server.guard``).
         self.guard = guard
         #: Told when children start and stop (metrics, traces).
         self.observer = observer
+        #: Answers what children ask and log on their own (``server.relay``).
+        self.link = link
         self._servers: dict[str, ServerConfig] = dict(servers)
         self._children: dict[str, _Child] = {}  # the current child of each server
         self._alive: set[_Child] = set()  # every child whose runner has not finished
@@ -249,7 +305,12 @@ class ChildPool:
         try:
             if group is not None:
                 for child in list(self._alive):
+                    # In parallel, within a host's budget: hosts SIGTERM the copilot 2 s after closing
+                    # its stdin and SIGKILL it 2 s later (the parent-death guard covers the rest).
                     child.stop_reason = child.stop_reason or "shutdown"
+                    child.cut_off_because = child.cut_off_because or "the copilot is shutting down"
+                    if child.process is not None:
+                        child.process.hurry(min(self.settings.shutdown_grace, EXIT_GRACE), EXIT_KILL_GRACE)
                     child.stop.set()
                 # Each runner's open_session shuts its child down shielded and bounded; cancelling
                 # the group only hurries runners still starting. The group's own scope is shielded
@@ -271,14 +332,26 @@ class ChildPool:
     # -- public API -------------------------------------------------------------------------
 
     async def call_tool(
-        self, server: str, tool: str, arguments: dict[str, Any] | None, *, timeout: float | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        timeout: float | None = None,
+        relay: Any = None,
     ) -> types.CallToolResult:
-        """Call ``tool`` on ``server``'s child (starting it if needed) and return its result unchanged."""
+        """Call ``tool`` on ``server``'s child (starting it if needed) and return its result unchanged.
+
+        ``relay`` (a ``server.relay.call.CallRelay``) receives what the child sends during the call:
+        its ``progress`` callback goes on the request, its ``timeout_scope`` is set to the call's
+        timeout, and the pool's ``link`` gets it among the child's calls in flight.
+        """
         self._state(server).calls += 1
         async with self._borrow(server, timeout) as (child, limit):
             if self.guard is not None:
                 await self._check_definition(child, tool, limit)
-            return await self._call(child, tool, arguments, limit)
+            result = await self._call(child, tool, arguments, limit, relay)
+        return self._served(child, result)
 
     async def request(
         self,
@@ -412,15 +485,57 @@ class ChildPool:
             finally:
                 state.slots.release()
 
-    def warm(self, server: str) -> None:
-        """Start ``server``'s child in the background if it is not running; never raises."""
+    def warm(self, server: str) -> bool:
+        """Start ``server``'s child in the background, if that costs no other child; never raises.
+
+        Warming is a guess, so it is cheap to be wrong about: it only takes a free slot (or the slot
+        of another warmed child nobody called yet), keeps at most :data:`MAX_WARM_UNUSED` such
+        children, and skips servers whose last start took longer than ``warm_max_start``. It never
+        evicts a child that served a call. Returns whether a start began.
+        """
         child = self._children.get(server)
         if child is not None and child.usable:
-            return
+            return False
         try:
-            self._start(server, self._config(server))
-        except Exception as error:  # warming is a hint; the next call reports the problem
+            config = self._config(server)
+        except Exception:  # noqa: BLE001 -- warming is a hint; the next call reports the problem
+            return False
+        state = self._state(server)
+        if state.start_seconds is not None and state.start_seconds > self.settings.warm_max_start:
+            logger.debug("not warming '%s': its last start took %.1fs", server, state.start_seconds)
+            return False
+        if state.start_error is not None and time.monotonic() - state.failed_at < self.settings.restart_backoff:
+            return False
+        unused = sorted((c for c in self._live() if c.warmed and c.in_flight == 0), key=lambda c: c.last_used)
+        needs_room = len(self._live()) >= self.settings.max_live_children
+        if needs_room or len(unused) >= MAX_WARM_UNUSED:
+            if not unused:
+                return False  # every slot holds a child that is or was in use
+            never_called = "it was started speculatively for a search result and never called"
+            self._retire(unused[0], "unused", never_called)
+        try:
+            self._start(server, config, evict=False).warmed = True
+        except Exception as error:  # noqa: BLE001
             logger.info("not warming server '%s': %s", server, error)
+            return False
+        return True
+
+    def expect_start_times(self, seconds: Mapping[str, float]) -> None:
+        """Start times measured elsewhere (the catalog's crawl), used until the pool times a start itself."""
+        for name, value in seconds.items():
+            state = self._state(name)
+            if state.start_seconds is None:
+                state.start_seconds = value
+
+    async def notify_roots_changed(self) -> None:
+        """Tell every running child that the roots changed (it may ask ``roots/list`` again)."""
+        for child in list(self._children.values()):
+            if child.running and child.connection is not None:
+                with anyio.move_on_after(5):
+                    try:
+                        await child.connection.session.send_roots_list_changed()  # pyright: ignore[reportDeprecated]
+                    except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        pass
 
     def is_running(self, server: str) -> bool:
         child = self._children.get(server)
@@ -437,8 +552,10 @@ class ChildPool:
         for name, child in list(self._children.items()):
             config = new.get(name)
             if config is None or not config.is_enabled or config.launch_hash() != child.config.launch_hash():
-                logger.info("server '%s' was %s; stopping its child", name, "removed" if config is None else "changed")
-                self._retire(child, "removed" if config is None else "reconfigured")
+                what = "removed from" if config is None else "changed in"
+                logger.info("server '%s' was %s the servers file; stopping its child", name, what)
+                kind = "removed" if config is None else "reconfigured"
+                self._retire(child, kind, f"its entry was {what} the servers file")
         for name, state in self._states.items():
             old, config = self._servers.get(name), new.get(name)
             if old is not None and config is not None and old.launch_hash() != config.launch_hash():
@@ -498,7 +615,7 @@ class ChildPool:
             state = self._states[server] = _ServerState()
         return state
 
-    def _start(self, server: str, config: ServerConfig) -> _Child:
+    def _start(self, server: str, config: ServerConfig, *, evict: bool = True) -> _Child:
         if self._task_group is None or self._closing:
             raise ServerUnavailableError(
                 f"server '{server}' cannot start: the child pool is not running (the copilot is shutting down)."
@@ -513,12 +630,14 @@ class ChildPool:
                 )
         previous = self._children.get(server)
         if previous is not None:
-            self._retire(previous, "replaced")
+            self._retire(previous, "replaced", "it was replaced by a new process")
         child = _Child(server, config)
+        child.restart_note, state.lost_state = state.lost_state, None
         self._children[server] = child
         self._alive.add(child)
         state.starts += 1
-        self._evict_over_cap(keep=child)
+        if evict:
+            self._evict_over_cap(keep=child)
         self._task_group.start_soon(self._run_child, child, name=f"mcp child {server}")
         return child
 
@@ -543,13 +662,16 @@ class ChildPool:
                 shutdown_grace=settings.shutdown_grace,
                 on_spawn=spawned,
                 message_handler=on_message,
+                callbacks=self._callbacks(child),
+                root=self.link.user_root() if self.link is not None else None,
             ) as connection:
                 child.connection = connection
                 child.last_used = child.started_at = time.monotonic()
                 state.start_error = None
+                state.start_seconds = child.started_at - child.created_at
                 child.ready.set()
                 self._notify("child_started", child, None)
-                logger.info("server '%s' started (pid %s)", child.name, connection.pid)
+                logger.info("server '%s' started (pid %s) in %.1fs", child.name, connection.pid, state.start_seconds)
                 self._tell("child_started", child.name, state.starts > 1)
                 if state.listed_digest is not None and self._task_group is not None:
                     # A restart: the new process may list other tools than the last one did.
@@ -559,10 +681,10 @@ class ChildPool:
                 if not child.stop.is_set():
                     child.broken = True
                     code = await connection.wait_exit(_EXIT_CODE_WAIT)
+                    how = describe_exit(code) if connection.process else "connection closed"
+                    child.stopped_because = child.stopped_because or f"it exited on its own ({how})"
                     logger.warning(
-                        "server '%s' stopped on its own (%s); it will be restarted on the next call",
-                        child.name,
-                        describe_exit(code) if connection.process else "connection closed",
+                        "server '%s' stopped on its own (%s); it will be restarted on the next call", child.name, how
                     )
         except ChildStartError as error:
             child.start_error = error
@@ -582,6 +704,66 @@ class ChildPool:
             self._alive.discard(child)
             if self._children.get(child.name) is child:
                 del self._children[child.name]
+            self._note_lost_state(child, state)
+
+    def _note_lost_state(self, child: _Child, state: _ServerState) -> None:
+        """A child that served calls is gone: the next child's first result must say its state is lost."""
+        if self._closing or not child.config.stateful:
+            return
+        if child.served == 0:
+            # It never answered, so it had no state of its own; a note it was carrying moves on.
+            lost = child.restart_note
+        else:
+            lost = (
+                f"[copilot] Server '{child.name}' was restarted since its last call: "
+                f"{child.stopped_because or 'its process ended'}. Any state it kept from earlier calls "
+                "(open documents, sessions, a game in progress, counters) is lost."
+            )
+        if lost is None:
+            return
+        successor = self._children.get(child.name)
+        if successor is not None and successor.served == 0:
+            successor.restart_note = lost
+        else:
+            state.lost_state = lost
+
+    def _served(self, child: _Child, result: types.CallToolResult) -> types.CallToolResult:
+        """Count a call the child answered; its first result after a restart carries the restart note."""
+        child.served += 1
+        note, child.restart_note = child.restart_note, None
+        if note is None:
+            return result
+        # First, so the model reads it before the result, and a size cap that cuts the end keeps it.
+        return result.model_copy(update={"content": [types.TextContent(type="text", text=note), *result.content]})
+
+    def _callbacks(self, child: _Child) -> ClientCallbacks | None:
+        """The child session's answers to the child's own requests, relayed through ``link``."""
+        link = self.link
+        if link is None:
+            return None
+
+        async def answer(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+            return await link.answer(child.name, list(child.calls), request)
+
+        async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+            return await answer(types.CreateMessageRequest(params=params))
+
+        async def elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
+            return await answer(types.ElicitRequest(params=params))
+
+        async def list_roots(context: Any) -> Any:
+            return await answer(types.ListRootsRequest())
+
+        async def log(params: types.LoggingMessageNotificationParams) -> None:
+            text = params.data if isinstance(params.data, str) else repr(params.data)
+            line = f"log {params.level}{f' {params.logger}' if params.logger else ''}: {text[:_LOG_LINE_CHARS]}"
+            if child.process is not None:
+                child.process.note(line)
+            else:
+                logger.info("server '%s' %s", child.name, line)
+            await link.log(child.name, list(child.calls), params)
+
+        return ClientCallbacks(sampling=sampling, elicitation=elicitation, list_roots=list_roots, logging=log)
 
     async def _acquire(self, server: str, config: ServerConfig) -> _Child:
         """The server's running child, started if needed, with this call counted as in flight."""
@@ -589,6 +771,7 @@ class ChildPool:
         if child is None or not child.usable:
             child = self._start(server, config)
         child.in_flight += 1
+        child.warmed = False
         try:
             if not child.ready.is_set():
                 # open_session bounds the start by init_timeout; this only guards against a bug.
@@ -635,39 +818,52 @@ class ChildPool:
         except Exception:  # noqa: BLE001 -- telemetry must never break the pool
             logger.exception("pool observer failed on %s", event)
 
-    def _retire(self, child: _Child, reason: str = "retired") -> None:
-        """Take ``child`` out of service; it stops now, or after its last in-flight call."""
+    def _retire(self, child: _Child, reason: str = "retired", because: str | None = None) -> None:
+        """Take ``child`` out of service; it stops now, or after its last in-flight call.
+
+        ``reason`` is the kind the observer counts; ``because`` says it in words, for the note on
+        the next child's first result.
+        """
         child.stop_reason = child.stop_reason or reason
         child.retired = True
+        child.stopped_because = child.stopped_because or because
         if self._children.get(child.name) is child:
             del self._children[child.name]
         if child.in_flight == 0:
             child.stop.set()
 
     def _break(self, child: _Child, reason: str, *, kill: bool = True, kind: str = "crashed") -> None:
-        """Take a misbehaving child out of service right away (its in-flight calls fail)."""
+        """Take a misbehaving child out of service right away (its in-flight calls fail, saying ``reason``)."""
         child.stop_reason = child.stop_reason or kind
         if not child.broken:
             logger.warning("stopping server '%s': %s", child.name, reason)
         child.broken = True
+        child.stopped_because = child.stopped_because or reason
         if self._children.get(child.name) is child:
             del self._children[child.name]
         if kill and child.connection is not None:
             child.connection.kill()
         child.stop.set()
 
+    def _live(self) -> list[_Child]:
+        return [child for child in self._alive if not child.stop.is_set()]
+
     def _evict_over_cap(self, keep: _Child | None = None) -> None:
-        live = [child for child in self._alive if not child.stop.is_set()]
+        """Over ``max_live_children``: stop idle children, those that never served a call first, then
+        the least recently used ones that keep no state, and ``stateful`` ones last."""
+        live = self._live()
         excess = len(live) - self.settings.max_live_children
         if excess <= 0:
             return
         idle = sorted(
             (child for child in live if child.in_flight == 0 and child is not keep and child.ready.is_set()),
-            key=lambda child: child.last_used,
+            key=lambda child: (child.served > 0, child.config.stateful, child.last_used),
         )
+        cap = self.settings.max_live_children
         for child in idle[:excess]:
-            logger.info("stopping least recently used server '%s' (max_live_children reached)", child.name)
-            self._retire(child, "evicted")
+            logger.info("stopping server '%s' to make room (COPILOT_MAX_LIVE_CHILDREN=%d reached)", child.name, cap)
+            because = f"it was stopped to make room for another server (COPILOT_MAX_LIVE_CHILDREN={cap})"
+            self._retire(child, "evicted", because)
         if len(idle) < excess:
             logger.info("%d children running, over max_live_children: the busy ones stop when idle", len(live))
 
@@ -680,7 +876,7 @@ class ChildPool:
             for child in list(self._children.values()):
                 if child.in_flight == 0 and child.running and now - child.last_used >= idle_timeout:
                     logger.info("stopping server '%s': idle for %.0fs", child.name, now - child.last_used)
-                    self._retire(child, "idle")
+                    self._retire(child, "idle", f"it was idle for {idle_timeout:g}s (COPILOT_IDLE_TIMEOUT)")
 
     async def _rotate_child_logs(self) -> None:
         """Keep every running child's stderr log bounded, also for children that flood it between calls."""
@@ -694,6 +890,13 @@ class ChildPool:
 
     async def _crashed(self, child: _Child, doing: str) -> ChildCrashedError:
         connection = child.connection
+        if child.cut_off_because is not None:
+            # Not this call's fault: the copilot stopped the child for another reason.
+            self._break(child, child.cut_off_because)
+            return ChildCrashedError(
+                f"server '{child.name}' was stopped during {doing} because {child.cut_off_because}; this call was "
+                "cut off with it. It will be restarted on the next call; any state it kept is lost. Retry the call."
+            )
         # Out of service now, killed only after its exit code is known (a kill would mask it).
         child.broken = True
         if self._children.get(child.name) is child:
@@ -705,7 +908,7 @@ class ChildPool:
                 "It will be reconnected on the next call."
             )
         code = await connection.wait_exit(_EXIT_CODE_WAIT)
-        self._break(child, f"it {describe_exit(code)} during {doing}")
+        self._break(child, f"it crashed ({describe_exit(code)}) during {doing}")
         what = describe_exit(code) if code is not None else "closed its output"
         return ChildCrashedError(
             f"server '{child.name}' crashed during {doing} ({what}). It will be restarted on the next call; "
@@ -713,7 +916,10 @@ class ChildPool:
         )
 
     def _timed_out(self, child: _Child, doing: str, limit: float) -> ChildTimeoutError:
-        self._break(child, f"{doing} exceeded {limit:g}s", kind="timeout")
+        reason = f"{doing} did not finish within {limit:g}s, so it was killed"
+        cut_off = f"another call to it ({doing}) did not finish within {limit:g}s"
+        child.cut_off_because = child.cut_off_because or cut_off
+        self._break(child, reason, kind="timeout")
         return ChildTimeoutError(
             f"server '{child.name}' did not finish {doing} within {limit:g}s. The server was stopped (it may "
             "be stuck) and will be restarted on the next call; any state it kept is lost. Retry with "
@@ -721,17 +927,24 @@ class ChildPool:
         )
 
     async def _call(
-        self, child: _Child, tool: str, arguments: dict[str, Any] | None, limit: float
+        self, child: _Child, tool: str, arguments: dict[str, Any] | None, limit: float, relay: Any = None
     ) -> types.CallToolResult:
         assert child.connection is not None
         session = child.connection.session
         doing = f"the call to '{tool}'"
-        with anyio.move_on_after(limit) as scope:
+        with anyio.move_on_after(limit) as scope, self._in_flight(child, relay, scope):
             try:
-                return await session.call_tool(tool, arguments)
+                # Not session.call_tool: the copilot passes the child's result on as it is, without
+                # checking its structured content against the tool's output schema (the host may).
+                request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments))
+                return await session.send_request(
+                    request, types.CallToolResult, progress_callback=relay.progress if relay is not None else None
+                )
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, doing) from None
+                if error.data == COPILOT_ORIGIN:  # the child's reply was unreadable; the message says why
+                    return _error_result(f"{error.message} (calling '{tool}')")
                 return _error_result(
                     f"server '{child.name}' answered '{tool}' with error {error.code}: {error.message}"
                 )
@@ -745,6 +958,20 @@ class ChildPool:
                 )
         assert scope.cancelled_caught
         raise self._timed_out(child, doing, limit)
+
+    @staticmethod
+    @contextmanager
+    def _in_flight(child: _Child, relay: Any, scope: anyio.CancelScope) -> Iterator[None]:
+        if relay is None:
+            yield
+            return
+        relay.timeout_scope = scope
+        child.calls.append(relay)
+        try:
+            yield
+        finally:
+            child.calls.remove(relay)
+            relay.close()
 
     async def _check_definition(self, child: _Child, tool: str, limit: float) -> None:
         """Refuse a call to a tool whose live definition is held back (listing the child first if needed)."""
@@ -782,6 +1009,8 @@ class ChildPool:
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, "tools/list") from None
+                if error.data == COPILOT_ORIGIN:
+                    raise ServerUnavailableError(f"{error.message} (listing its tools)") from None
                 raise ServerUnavailableError(
                     f"server '{child.name}' failed to list its tools: error {error.code}: {error.message}"
                 ) from None

@@ -26,6 +26,11 @@ class PoolSettings(CopilotSettings):
     restart_backoff: float = Field(
         default=5.0, ge=0, description="Seconds a failed start is reported again without retrying it."
     )
+    warm_max_start: float = Field(
+        default=10.0,
+        ge=0,
+        description="route warms a server only if its last start took at most this many seconds.",
+    )
     shutdown_grace: float = Field(
         default=DEFAULT_SHUTDOWN_GRACE, ge=0, description="Seconds a child gets to exit after its stdin closes."
     )

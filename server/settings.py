@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -76,7 +77,38 @@ class ServerSettings(CopilotSettings):
     max_result_chars: int = Field(
         default=100_000, ge=1000, description="Text of a tool result beyond this many characters is cut."
     )
+    max_result_blocks: int = Field(
+        default=100, ge=1, description="Content blocks of a tool result beyond this many are dropped (with a note)."
+    )
+    max_result_bytes: int = Field(
+        default=5_000_000,
+        ge=1000,
+        description="Base64 bytes of images, audio and binary resources one tool result may carry (rest dropped).",
+    )
     max_top_k: int = Field(default=20, ge=1, description="Upper bound of route's top_k.")
+    protect_process: bool = Field(
+        default=True,
+        description="On Linux, mark the copilot non-dumpable so its children cannot read its environment or memory "
+        "through /proc; false only to attach a debugger or profiler.",
+    )
+
+    # Relaying between host and children ---------------------------------------------------
+    roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description=(
+            "Directories the user works in, answered to children's roots/list and used as the working directory of "
+            "'works_in: roots' servers (os.pathsep-separated or a JSON list); empty = the host's own roots."
+        ),
+    )
+    input_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds a child's question (elicitation, sampling, roots) may wait for the host's answer.",
+    )
+    child_log_level: str = Field(
+        default="warning",
+        description="Lowest level of children's log messages forwarded to hosts that never sent logging/setLevel.",
+    )
 
     # HTTP transport ---------------------------------------------------------------------
     http_host: str = Field(default="127.0.0.1", description="Interface the HTTP transport binds to.")
@@ -91,6 +123,11 @@ class ServerSettings(CopilotSettings):
     allowed_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Browser Origins accepted besides loopback ones (exact, or ending in ':*' for any port).",
+    )
+    http_session_idle_timeout: float = Field(
+        default=1800.0,
+        gt=0,
+        description="Seconds an HTTP session may stay idle before it is closed (its trajectory gets session_end).",
     )
 
     # Trajectory logging -------------------------------------------------------------------
@@ -141,6 +178,34 @@ class ServerSettings(CopilotSettings):
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return _split_list(value)
+
+    @field_validator("roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part for part in text.split(os.pathsep) if part.strip()]
+        return value
+
+    @field_validator("roots")
+    @classmethod
+    def _existing_directories(cls, value: list[Path]) -> list[Path]:
+        resolved = [path.expanduser().resolve() for path in value]
+        missing = [str(path) for path in resolved if not path.is_dir()]
+        if missing:
+            raise ValueError(f"not an existing directory: {', '.join(missing)}")
+        return resolved
+
+    @field_validator("child_log_level")
+    @classmethod
+    def _mcp_level(cls, value: str) -> str:
+        level = value.strip().lower()
+        levels = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+        if level not in levels:
+            raise ValueError(f"must be one of {', '.join(levels)}")
+        return level
 
     @field_validator("log_level")
     @classmethod

@@ -127,26 +127,31 @@ def parse_event(line: str) -> TrajectoryEvent:
 
 
 class TrajectoryWriter:
-    """Appends events to one JSONL file, flushed per event; safe to share between threads."""
+    """Appends events to one JSONL file, flushed per event; safe to share between threads.
+
+    The file is opened for each event and closed again, so a session that is never closed (an HTTP
+    client that leaves without DELETE) holds no file descriptor: open files do not grow with the
+    number of sessions. Appends of one line are atomic, so several writers may share a file.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._file = self.path.open("a", encoding="utf-8")
+        self._closed = False
+        self.path.touch()
 
     def write(self, event: _Event) -> None:
         line = json.dumps(event.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
         with self._lock:
-            if self._file.closed:
+            if self._closed:
                 return
-            self._file.write(line + "\n")
-            self._file.flush()
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
+            self._closed = True
 
     def __enter__(self) -> TrajectoryWriter:
         return self

@@ -2,6 +2,8 @@
 
 Shared by the crawler (one short session per server) and the copilot's child pool (one long-lived
 session per server). ``connect.open_session`` is the entry point; ``stdio`` and ``remote`` are the
-transports, ``process`` owns a stdio child's process group and stderr log, ``errors`` the failures.
-Nothing is imported here, so importing the package stays cheap.
+transports, ``wire`` reads a stdio child's stdout defensively, ``environment`` decides what a child
+inherits, ``process`` owns a stdio child's process tree and stderr log, ``guard`` (with the
+``exec_guard`` and ``watchdog`` programs) makes sure no child outlives the copilot, ``errors`` the
+failures. Nothing is imported here, so importing the package stays cheap.
 """

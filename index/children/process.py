@@ -1,4 +1,8 @@
-"""A stdio child's process group and its stderr log: exit codes, bounded kill escalation, log tails."""
+"""A stdio child's process tree and its stderr log: exit codes, bounded kill escalation, log tails.
+
+Stopping a child signals its process group *and* every descendant seen or tagged as its own
+(``index.children.guard``), so a grandchild that left the group with ``setsid`` dies too.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from typing import IO
 import anyio
 import anyio.abc
 import psutil
+
+from index.children.guard import descendants, kill_tree
 
 logger = logging.getLogger(__name__)
 
@@ -55,22 +61,35 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _signal_group(pgid: int, signum: int) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
+def _alive(processes: list[psutil.Process]) -> bool:
+    """Whether any of ``processes`` still runs (a zombie does not count)."""
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.Error:
+            continue
+    return False
 
 
 class ChildProcess:
     """A stdio child's process (the leader of its own process group) and its stderr log."""
 
-    def __init__(self, process: anyio.abc.Process, log_path: Path, log_offset: int) -> None:
+    def __init__(self, process: anyio.abc.Process, log_path: Path, log_offset: int, tag: str | None = None) -> None:
         self.process = process
         self.pid: int = process.pid
         self.log_path = log_path
         self.log_offset = log_offset
+        #: ``MCP_COPILOT_CHILD`` in its environment: finds its descendants wherever they went.
+        self.tag = tag
         self.junk_lines = 0
         self.oversized_lines = 0
         self.log: IO[bytes] | None = None
+        #: How closing treats it: seconds to exit after stdin closes, then seconds between SIGTERM and
+        #: SIGKILL. The pool shortens both when the copilot exits (the host kills it 2 s after stdin).
+        self.shutdown_grace = 2.0
+        self.kill_grace = KILL_GRACE
+        self._known: dict[int, psutil.Process] = {}
 
     @property
     def returncode(self) -> int | None:
@@ -87,10 +106,20 @@ class ChildProcess:
                 await anyio.sleep(_EXIT_POLL_INTERVAL)
         return self.process.returncode
 
+    def hurry(self, grace: float, kill_grace: float) -> None:
+        """Shorten how long closing waits (the copilot is exiting within its host's budget)."""
+        self.shutdown_grace = min(self.shutdown_grace, grace)
+        self.kill_grace = min(self.kill_grace, kill_grace)
+
+    def remember_tree(self) -> None:
+        """Record the child's descendants now, so they can be killed after it exited (or re-parented them)."""
+        for process in descendants(self.pid):
+            self._known[process.pid] = process
+
     def kill(self) -> None:
-        """SIGKILL the whole process group now. Synchronous: safe from signal handlers and atexit."""
+        """SIGKILL the whole tree now. Synchronous: safe from signal handlers and atexit."""
         if os.name == "posix":
-            _signal_group(self.pid, signal.SIGKILL)
+            kill_tree(self.pid, self.tag, list(self._known.values()))
         else:  # pragma: no cover - the project runs children on POSIX
             with suppress(ProcessLookupError, OSError):
                 self.process.kill()
@@ -101,28 +130,28 @@ class ChildProcess:
         return _group_alive(self.pid)
 
     async def terminate(self, grace: float) -> None:
-        """SIGTERM the group, SIGKILL whatever is left after ``grace`` seconds; wait for the reap."""
+        """SIGTERM the tree, SIGKILL whatever is left after ``grace`` seconds; wait for the reap."""
         if os.name != "posix":  # pragma: no cover
             with suppress(ProcessLookupError, OSError):
                 self.process.kill()
             await self.wait_exit(KILL_GRACE)
             return
-        if not self.group_alive():
-            return
-        _signal_group(self.pid, signal.SIGTERM)
-        with anyio.move_on_after(grace):
-            while self.group_alive():
+        self.remember_tree()
+        members = kill_tree(self.pid, self.tag, list(self._known.values()), signal.SIGTERM)
+        if not await self._wait_tree_gone(members, grace):
+            logger.info("child pid %d ignored SIGTERM for %.1fs; sending SIGKILL to its tree", self.pid, grace)
+            members = kill_tree(self.pid, self.tag, members)
+            await self._wait_tree_gone(members, KILL_GRACE)
+        if await self.wait_exit(KILL_GRACE) is None or self.group_alive() or _alive(members):
+            logger.warning("child pid %d: processes of its tree survived SIGKILL; abandoning them", self.pid)
+
+    async def _wait_tree_gone(self, members: list[psutil.Process], timeout: float) -> bool:
+        with anyio.move_on_after(timeout):
+            while self.group_alive() or _alive(members):
                 _ = self.process.returncode  # lets the event loop reap a zombie leader
                 await anyio.sleep(_GROUP_POLL_INTERVAL)
-        if self.group_alive():
-            logger.info("child pid %d ignored SIGTERM for %.1fs; sending SIGKILL to its group", self.pid, grace)
-            _signal_group(self.pid, signal.SIGKILL)
-            with anyio.move_on_after(KILL_GRACE):
-                while self.group_alive():
-                    _ = self.process.returncode
-                    await anyio.sleep(_GROUP_POLL_INTERVAL)
-        if await self.wait_exit(KILL_GRACE) is None or self.group_alive():
-            logger.warning("process group %d is still alive after SIGKILL; abandoning it", self.pid)
+            return True
+        return False
 
     def note(self, text: str) -> None:
         """Append a line from the copilot (not the child) to the child's stderr log."""

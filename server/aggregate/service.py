@@ -114,6 +114,8 @@ class Aggregation:
     async def _index_changed(self, server: str, changes: set[Change]) -> None:
         assert self.exposure is not None
         if "tools" in changes:
+            # route's description names the pool's tools: it follows (and tells hosts when it changed).
+            await self.copilot.refresh_route_description(reload_index=True)
             if self.exposure.mode == "all":
                 await self.broadcaster.changed("tools")
             elif self.exposure.mode == "routed" and (keys := self.exposure.sessions_with(server)):
@@ -146,8 +148,6 @@ class Aggregation:
             )
         app.middleware.append(self._track_sessions)
         original = lowlevel.get_capabilities
-        expose = self.settings.expose
-
         def capabilities(
             notification_options: NotificationOptions | None = None,
             experimental_capabilities: dict[str, dict[str, Any]] | None = None,
@@ -155,11 +155,12 @@ class Aggregation:
             *,
             protocol_version: str | None = None,
         ) -> types.ServerCapabilities:
-            # tools.listChanged only where the copilot's tool list can change at all.
-            options = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=expose != "meta")
+            # The tool list changes in every mode: route's description follows the pool (and in
+            # routed/all modes the children's tools come and go).
+            options = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
             result = original(options, experimental_capabilities, extensions, protocol_version=protocol_version)
             if result.tools is not None:
-                result.tools.list_changed = expose != "meta"
+                result.tools.list_changed = True
             return result
 
         lowlevel.get_capabilities = capabilities  # type: ignore[method-assign]

@@ -99,3 +99,39 @@ def test_check_top_k() -> None:
     for bad in (0, -1, 1000, True, "5", 2.5):
         with pytest.raises(QueryError, match="top_k"):
             check_top_k(bad)
+
+
+@pytest.mark.parametrize(
+    ("query", "tool", "server"),
+    [
+        # The paper's block, and what agents send instead of it.
+        ("<tool_assistant>\nserver: maps\ntool: driving directions\n</tool_assistant>", "driving directions", "maps"),
+        ("server: maps\ntool: driving directions", "driving directions", "maps"),
+        ("- server name: maps\n- tool name: driving directions", "driving directions", "maps"),
+        ('{"server": "maps", "tool": "driving directions"}', "driving directions", "maps"),
+        ('{"query": "driving directions"}', "driving directions", None),
+        ("```\n<tool_assistant>\nserver: maps\ntool: driving directions\n</tool_assistant>\n```", "driving directions", "maps"),
+        ("<TOOL_ASSISTANT>\nSERVER：地图\nTOOL：导航\n", "导航", "地图"),
+        # Several operations packed into one query stay one tool part (route's guidance asks for one).
+        ("<tool_assistant>\nserver: office\ntool: create slides + save presentation\n</tool_assistant>", "create slides + save presentation", "office"),
+        # Plain text that merely mentions "server:" is plain text; so is JSON without the keys.
+        ("I need a server: one that converts units", "I need a server: one that converts units", None),
+        ('{"a": 1}', '{"a": 1}', None),
+    ],
+)
+def test_query_forms(query: str, tool: str, server: str | None) -> None:
+    parsed = parse_query(query)
+    assert (parsed.tool, parsed.server) == (tool, server)
+    assert parsed.server_text == (server or tool)
+
+
+def test_english_gloss_of_chinese_descriptions() -> None:
+    from index.gloss import english_gloss, has_chinese
+
+    gloss = english_gloss("获取指定公历时间（默认今天）的黄历信息。")
+    assert "almanac" in gloss and "information" in gloss
+    assert english_gloss("Get the weather forecast") == "" and not has_chinese("weather")
+    record = next(r for r in make_records() if r.name == "getChineseCalendar")
+    assert "English: " in tool_document(record) and "almanac" in tool_document(record)
+    english_only = next(r for r in make_records() if r.name == "get_weather_forecast")
+    assert "English:" not in tool_document(english_only)

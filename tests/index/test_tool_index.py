@@ -92,7 +92,8 @@ def test_tool_assistant_server_part_steers_the_ranking(index: ToolIndex) -> None
         return top(index, f"<tool_assistant>\nserver: {server}\ntool: create a new one\n</tool_assistant>", k=2)
 
     assert {s for s, _ in ask("file system and directory management")} == {"filesystem"}
-    assert ask("office documents like Microsoft Word")[0] == ("word-document-server", "create_document")
+    assert ("word-document-server", "create_document") in ask("office documents like Microsoft Word")
+    assert ("word-document-server", "create_document") not in ask("file system and directory management")
 
 
 def test_chinese_query_matches_chinese_descriptions(index: ToolIndex) -> None:
@@ -259,3 +260,50 @@ def test_duplicate_tools_are_rejected(tmp_path: Path) -> None:
     records = make_records()
     with pytest.raises(CatalogError, match="appears twice"):
         open_index(tmp_path, Embedder()).sync([*records, records[0]])
+
+
+def test_english_query_meets_a_chinese_description_through_the_gloss(index: ToolIndex) -> None:
+    # "almanac" is nowhere in getChineseCalendar's name or (Chinese) description, only in its gloss.
+    assert top(index, "almanac for today", k=1) == [("bazi", "getChineseCalendar")]
+    assert ("bing-cn", "bing_search") in top(index, "search the web with Bing", k=2)
+
+
+def test_route_flags_weak_matches_and_suggests_related_servers(index: ToolIndex) -> None:
+    good = index.route("what will the weather be like in Paris tomorrow")
+    assert not good.weak and good.mode == "hybrid" and good.related_servers == []
+    weak = index.route("order a pizza for delivery to my office")
+    assert weak.weak and weak.hits  # still answered, but flagged
+    assert weak.related_servers and set(weak.related_servers) <= set(index.server_names())
+    assert weak.related_categories
+
+
+def test_route_trims_hits_far_below_the_best(index: ToolIndex) -> None:
+    untrimmed = index.route("convert a word document to pdf", top_k=10, trim=False)
+    trimmed = index.route("convert a word document to pdf", top_k=10)
+    assert len(untrimmed.hits) == 10 and untrimmed.trimmed == 0
+    assert trimmed.hits == untrimmed.hits[: len(trimmed.hits)]
+    assert trimmed.trimmed == 10 - len(trimmed.hits)
+    assert trimmed.hits[0].tool == "convert_to_pdf"
+    # search() is the plain API: always top_k.
+    assert len(index.search("convert a word document to pdf", top_k=10)) == 10
+
+
+def test_first_routes_are_lexical_while_the_model_loads(built_home: Path) -> None:
+    """A fresh process's first route does not wait for the model: BM25 answers, the load starts."""
+    fresh = Embedder()  # real model, not loaded yet (the process-wide one may be)
+    index = open_index(built_home, fresh)
+    first = index.route("convert a word document to pdf", wait_for_model=False)
+    assert first.mode == "lexical-startup"
+    assert first.hits[0].tool == "convert_to_pdf"
+    loader = index._model_loader  # noqa: SLF001 -- the background load the first route started
+    assert loader is not None
+    loader.join(timeout=240)
+    assert not loader.is_alive() and fresh.loaded
+    later = index.route("convert a word document to pdf", wait_for_model=False)
+    assert later.mode == "hybrid" and later.hits[0].tool == "convert_to_pdf"
+
+
+def test_waiting_for_the_model_is_the_default(built_home: Path) -> None:
+    fresh = Embedder()
+    result = open_index(built_home, fresh).route("list the files in a folder")
+    assert result.mode == "hybrid" and fresh.loaded

@@ -240,6 +240,7 @@ class HttpCopilot:
     stderr_path: Path
     process: anyio.abc.Process | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
+    start_up_done: asyncio.Event = field(default_factory=asyncio.Event)
     _drain: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -263,6 +264,8 @@ class HttpCopilot:
                 buffer = (buffer + chunk)[-4096:]
                 if b"Uvicorn running on" in buffer:
                     self.started.set()
+                if b"start-up work done" in buffer:
+                    self.start_up_done.set()
         self.started.set()
 
     async def stop(self) -> int | None:

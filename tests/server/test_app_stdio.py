@@ -101,6 +101,9 @@ async def test_publishes_route_execute_and_the_paper_alias(copilot: Copilot) -> 
     tools = {tool.name: tool for tool in (await copilot.client.list_tools()).tools}
     assert set(tools) == {"route", "execute", "execute-tool"}
     assert "<tool_assistant>" in tools["route"].description
+    # Generated from the pool: its servers by category, and how to ask.
+    assert "by category" in tools["route"].description and "alpha" in tools["route"].description
+    assert "one operation per query" in tools["route"].description
     assert tools["route"].output_schema is not None
     assert tools["execute"].input_schema["required"] == ["server_name", "tool_name"]
     assert tools["execute-tool"].input_schema == tools["execute"].input_schema
@@ -230,7 +233,9 @@ async def test_a_call_hanging_past_its_timeout_is_reported(copilot: Copilot) -> 
     assert hung.is_error
     assert "did not finish the call to 'sleep' within 3s" in text_of(hung)
     after = await copilot.execute("slow", "echo", {"text": "alive"})
-    assert text_of(after) == "alive"
+    note, answer = after.content
+    assert answer.text == "alive"
+    assert "Server 'slow' was restarted since its last call: the call to 'sleep' did not finish" in note.text
 
 
 async def test_a_huge_result_is_capped_with_a_note(copilot: Copilot) -> None:

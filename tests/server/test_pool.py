@@ -26,7 +26,8 @@ def fixture_config(name: str, mode: str = "healthy", **extra: Any) -> ServerConf
 
 
 def text_of(result: Any) -> str:
-    return result.content[0].text
+    """The child's answer; after a restart the copilot's note that state was lost comes before it."""
+    return result.content[-1].text
 
 
 def gone(pid: int | None) -> bool:

@@ -95,7 +95,7 @@ async def test_a_host_trace_continues_through_execute_into_the_child(
 
     route = _named(finished, "copilot.route")
     assert route.context.trace_id == trace_id  # continued from the host's _meta by the SDK's middleware
-    assert route.attributes["copilot.outcome"] == "ok" and route.attributes["copilot.route.results"] == 3
+    assert route.attributes["copilot.outcome"] == "ok" and 1 <= route.attributes["copilot.route.results"] <= 3  # route may trim clearly irrelevant hits
     assert _named(finished, "tools/call route").kind == SpanKind.SERVER
 
     execute = _named(finished, "copilot.execute notes/show_meta")

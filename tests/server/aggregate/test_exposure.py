@@ -1,9 +1,9 @@
-"""``COPILOT_EXPOSE``: ``meta`` lists only the copilot's own tools and says its list never
-changes; ``all`` lists every routable child tool and runs calls of them through execute's checks
+"""``COPILOT_EXPOSE``: ``meta`` lists only the copilot's own tools; ``all`` lists every routable child tool and runs calls of them through execute's checks
 (a real stdio copilot process and real children; ``routed`` is covered in ``test_proxy``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -63,15 +63,16 @@ async def _start(root: Path, home: Path, expose: str, *, warm: bool = True, **ha
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def everything(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Any]:  # noqa: F811
     root = tmp_path_factory.mktemp("expose-all")
-    changed = anyio.Event()
+    # Every tools/list_changed the host hears (route's description changing at start-up sends one too).
+    send, notices = anyio.create_memory_object_stream[None](max_buffer_size=math.inf)
 
     async def on_message(message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
-            changed.set()
+            send.send_nowait(None)
 
     running = await _start(root, copy_home(built_index, root / "home"), "all", message_handler=on_message)
     try:
-        yield running.client, changed
+        yield running.client, notices
     finally:
         await running.stop()
 
@@ -98,15 +99,15 @@ async def test_calls_of_exposed_tools_pass_executes_checks(everything: Any) -> N
 
 
 async def test_a_child_adding_a_tool_reaches_tools_list(everything: Any) -> None:
-    client, changed = everything
+    client, notices = everything
     added = await client.call_tool(
         "execute",
         {"server_name": "jotter", "tool_name": "add_tool", "params": {"name": "orbit", "description": "Plan an orbit."}},
     )
     assert not added.is_error, text_of(added)
-    with anyio.fail_after(120):
-        await changed.wait()
-    assert "jotter__orbit" in {tool.name for tool in await _all_tools(client)}
+    with anyio.fail_after(120):  # the new tool is listed after one of the notifications
+        while "jotter__orbit" not in {tool.name for tool in await _all_tools(client)}:
+            await notices.receive()
     assert text_of(await client.call_tool("jotter__orbit", {"value": "LEO"})) == "orbit: LEO"
 
 
@@ -114,7 +115,8 @@ async def test_meta_lists_only_the_copilots_tools(built_index: Path, tmp_path: P
     running = await _start(tmp_path, copy_home(built_index, tmp_path / "home"), "meta", warm=False)
     try:
         client = running.client
-        assert client.server_capabilities.tools.list_changed is False
+        # Declared in every mode: route's description follows the pool.
+        assert client.server_capabilities.tools.list_changed is True
         assert [tool.name for tool in await _all_tools(client)] == ["route", "execute", "execute-tool"]
         with pytest.raises(MCPError) as caught:
             await client.call_tool("alpha__add", {"a": 1, "b": 2})

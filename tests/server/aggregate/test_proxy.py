@@ -370,9 +370,16 @@ async def test_a_child_changing_its_lists_reaches_the_host(host: Host) -> None:
         {"server_name": "jotter", "tool_name": "add_tool", "params": {"name": tool, "description": "Track comets."}},
     )
     assert not added.is_error, text_of(added)
+    # Other tools/list_changed may arrive meanwhile (route's description follows the pool): the new
+    # tool is routable after one of the notifications that follow the change.
     await host.changes.wait_for("tools", tools_before + 1)
-    routed = await host.client.call_tool("route", {"query": "track comets", "server": "jotter"})
-    assert tool in [t["tool"] for t in routed.structured_content["tools"]]
+    with anyio.fail_after(WAIT):
+        while True:
+            heard = host.changes.seen.count("tools")
+            routed = await host.client.call_tool("route", {"query": "track comets", "server": "jotter"})
+            if tool in [t["tool"] for t in routed.structured_content["tools"]]:
+                break
+            await host.changes.wait_for("tools", heard + 1)
 
 
 async def test_route_finds_prompts_and_resources_when_asked(host: Host) -> None:

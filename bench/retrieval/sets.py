@@ -1,0 +1,132 @@
+"""The query sets ``bench retrieval`` reports side by side.
+
+* ``agent-steps`` -- the committed agent-query dev set (:mod:`bench.retrieval.agent_queries`):
+  one query per annotated step in five forms; relevant = the step's tools.
+* ``questions`` -- each LiveMCPBench task's question; relevant = the task's annotated tools.
+* ``real-agent`` -- the 12 ``route`` queries the paper's agent wrote in ``sample_trajectories.json``;
+  relevant = their task's annotated tools.
+* ``off-catalog`` -- requests the pool has no tool for (``bench/data/off_catalog.jsonl``): no
+  relevant tool; used to measure weak-match answers.
+
+Relevance is by tool name (a name several servers share counts as the same tool), as in the
+paper. Queries none of whose relevant tools is in the catalog are left out and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.retrieval.agent_queries import DATA_FILE, GUIDED_FORMS, load_dev_set
+
+OFF_CATALOG_FILE = Path(__file__).resolve().parents[1] / "data" / "off_catalog.jsonl"
+_NUMBERED = re.compile(r"^\s*\d+[.)]\s*")
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    relevant: frozenset[str]
+    task_id: str
+    category: str
+    form: str
+
+
+@dataclass
+class QuerySet:
+    name: str
+    queries: list[Query] = field(default_factory=list)
+    skipped: int = 0
+    note: str = ""
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+
+def annotated_tools(task: dict) -> list[str]:
+    text = str((task.get("Annotator Metadata") or {}).get("Tools") or "")
+    return [_NUMBERED.sub("", line).strip() for line in text.splitlines() if line.strip()]
+
+
+def read_annotations(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+
+
+def question_set(annotations: list[dict], known: set[str]) -> QuerySet:
+    result = QuerySet("questions", note="task question; relevant = the task's annotated tools")
+    for task in annotations:
+        relevant = frozenset(n for n in annotated_tools(task) if n in known)
+        if not relevant:
+            result.skipped += 1
+            continue
+        result.queries.append(
+            Query(str(task["Question"]), relevant, str(task["task_id"]), str(task.get("category") or ""), "question")
+        )
+    return result
+
+
+def route_queries(path: Path) -> list[tuple[str, str]]:
+    """``(task_id, query)`` of every ``route`` call in LiveMCPBench's sample trajectories."""
+    if not path.exists():
+        return []
+    queries = []
+    for item in json.loads(path.read_text(encoding="utf-8")):
+        for message in item.get("messages") or []:
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                if function.get("name") != "route":
+                    continue
+                try:
+                    query = json.loads(function.get("arguments") or "{}").get("query")
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(query, str) and query.strip():
+                    queries.append((str(item.get("task_id")), query))
+    return queries
+
+
+def real_agent_set(path: Path, questions: QuerySet) -> QuerySet:
+    by_task = {q.task_id: q for q in questions.queries}
+    result = QuerySet("real-agent", note="route queries the paper's agent wrote; relevant = the task's tools")
+    for task_id, text in route_queries(path):
+        task = by_task.get(task_id)
+        if task is None:
+            result.skipped += 1
+            continue
+        result.queries.append(Query(text, task.relevant, task_id, task.category, "real"))
+    return result
+
+
+def agent_step_set(known: set[str], path: Path = DATA_FILE, *, task_level: dict[str, frozenset[str]] | None = None) -> QuerySet:
+    """The dev set; with ``task_level`` (task -> its tools) relevant = the whole task's tools instead of the step's."""
+    name = "agent-steps (task-level)" if task_level is not None else "agent-steps"
+    result = QuerySet(name, note="generated step queries (5 forms); relevant = the step's tools")
+    if not path.exists():
+        result.note = f"{path} not found"
+        return result
+    for item in load_dev_set(path):
+        relevant = frozenset(n for n in item.relevant if n in known)
+        if task_level is not None:
+            relevant = task_level.get(item.task_id, frozenset()) | relevant
+        if not relevant:
+            result.skipped += 1
+            continue
+        result.queries.append(Query(item.query, relevant, item.task_id, item.category, item.form))
+    return result
+
+
+def off_catalog_set(path: Path = OFF_CATALOG_FILE) -> QuerySet:
+    result = QuerySet("off-catalog", note="requests the pool has no tool for (weak-match detection)")
+    if not path.exists():
+        return result
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            result.queries.append(Query(json.loads(line)["query"], frozenset(), f"off-{number}", "off-catalog", "off"))
+    return result
+
+
+def guided(query: Query) -> bool:
+    """Whether a dev-set query follows route's guidance (one operation per query)."""
+    return query.form in GUIDED_FORMS

@@ -1,0 +1,128 @@
+"""Time to the first good route after the copilot starts: lexical-first vs waiting for the model.
+
+``python -m bench startup`` (or ``python -m bench.startup [--rounds 2]``)
+
+Each round starts a fresh Python process that opens the 527-tool LiveMCPBench index the way the
+copilot does (``ToolIndex.open``, then ``warm()`` in a background thread) and immediately sends
+agent queries from the dev set, one after another, to ``ToolIndex.route``:
+
+* ``lexical-first`` (shipped): ``wait_for_model=False`` -- answered by BM25 until the model is in;
+* ``wait-for-model`` (before): each route blocks until the embedding model is loaded.
+
+Reported per mode: time to the first answer, to the first answer with a relevant tool in its top
+3 ("first good route"), to the first hybrid answer, and hit@3 of the answers given in the first
+10 s. Both modes run in the same invocation, alternating, so machine load hits them alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.retrieval.sets import agent_step_set
+from index.errors import CopilotError
+from index.livemcpbench import load_livemcpbench
+from index.settings import PROJECT_DIR, CopilotSettings, livemcpbench_dir
+
+DEFAULT_TOOLS = livemcpbench_dir() / "tools" / "LiveMCPTool" / "tools.json"
+_PROBE = r"""
+import json, sys, threading, time
+started = time.perf_counter()
+from index.settings import CopilotSettings
+from index.tool_index import ToolIndex
+home, wait, queries = sys.argv[1], sys.argv[2] == "wait", json.loads(sys.stdin.read())
+index = ToolIndex.open(CopilotSettings(home=home))
+threading.Thread(target=index.warm, daemon=True).start()
+out = []
+deadline = started + 120
+for query in queries:
+    if time.perf_counter() > deadline:
+        break
+    result = index.route(query["text"], top_k=3, wait_for_model=wait)
+    out.append({"t": time.perf_counter() - started, "mode": result.mode, "top": [h.tool for h in result.hits],
+                "relevant": query["relevant"]})
+    if result.mode == "hybrid" and len(out) > 3:
+        break
+print(json.dumps(out))
+"""
+
+
+def probe(home: Path, wait: bool, queries: list[dict]) -> list[dict]:
+    env_python = sys.executable
+    result = subprocess.run(
+        [env_python, "-c", _PROBE, str(home), "wait" if wait else "lexical"],
+        input=json.dumps(queries), capture_output=True, text=True, timeout=600, cwd=PROJECT_DIR,
+    )
+    if result.returncode != 0:
+        raise CopilotError(f"start-up probe failed: {result.stderr.strip()[-500:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def summarize(answers: list[dict]) -> dict[str, float | None]:
+    def first(predicate) -> float | None:  # noqa: ANN001
+        return next((a["t"] for a in answers if predicate(a)), None)
+
+    early = [a for a in answers if a["t"] <= 10.0]
+    return {
+        "first_answer_s": first(lambda a: True),
+        "first_good_s": first(lambda a: set(a["top"]) & set(a["relevant"])),
+        "first_hybrid_s": first(lambda a: a["mode"] == "hybrid"),
+        "answers_in_10s": len(early),
+        "hit3_in_10s": (sum(bool(set(a["top"]) & set(a["relevant"])) for a in early) / len(early)) if early else None,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tools-json", type=Path, default=DEFAULT_TOOLS)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    if not args.tools_json.exists():
+        print(f"skipped: {args.tools_json} not found (LiveMCPBench data).", file=sys.stderr)
+        return 0
+    try:
+        from index.tool_index import ToolIndex
+
+        catalog = load_livemcpbench(args.tools_json)
+        known = {t.name for t in catalog.tools}
+        steps = [q for q in agent_step_set(known).queries if q.form == "assistant"]
+        queries = [{"text": q.text, "relevant": sorted(q.relevant)} for q in steps]
+        with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+            home = Path(tmp)
+            print("building the index once ...", file=sys.stderr, flush=True)
+            ToolIndex.open(CopilotSettings(home=home)).sync(catalog.tools)
+            results: dict[str, list[dict]] = {"lexical-first": [], "wait-for-model": []}
+            for _ in range(args.rounds):
+                for mode in results:
+                    results[mode].append(summarize(probe(home, mode == "wait-for-model", queries)))
+        print(f"{'mode':<16}{'first answer':>14}{'first good':>12}{'first hybrid':>14}{'answers <=10s':>15}{'hit@3 <=10s':>13}")
+        for mode, rounds in results.items():
+            def cell(key: str, fmt: str = "{:.1f} s") -> str:
+                values = [r[key] for r in rounds if r[key] is not None]
+                if not values:
+                    return "-"
+                low, high = min(values), max(values)
+                return fmt.format(low) if low == high else f"{fmt.format(low)}-{fmt.format(high).split()[0]}"
+
+            print(
+                f"{mode:<16}{cell('first_answer_s'):>14}{cell('first_good_s'):>12}{cell('first_hybrid_s'):>14}"
+                f"{cell('answers_in_10s', '{:.0f}'):>15}{cell('hit3_in_10s', '{:.2f}'):>13}"
+            )
+        lexical = statistics.median(r["first_good_s"] for r in results["lexical-first"] if r["first_good_s"] is not None)
+        waiting = statistics.median(r["first_good_s"] for r in results["wait-for-model"] if r["first_good_s"] is not None)
+        print(f"time to first good route: lexical-first {lexical:.1f} s vs waiting for the model {waiting:.1f} s ({lexical / waiting:.2f}x); "
+              f"{args.rounds} fresh processes per mode, alternating; ranges over rounds")
+    except CopilotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""What a stdio child inherits from the copilot's environment: an allowlist, minus credentials.
+
+A child needs enough of the copilot's environment to run ``npx``/``uvx``: paths, locale, TLS roots,
+proxies and package-registry *read* settings. It never needs the copilot's credentials, and the
+registry and proxy prefixes (``UV_*``, ``npm_config_*``, ``PIP_*``, ``*_PROXY``) carry plenty of
+them: publish tokens (``UV_PUBLISH_TOKEN``), registry passwords (``npm_config__authToken``,
+``UV_INDEX_<NAME>_PASSWORD``) and ``user:pass@`` in proxy and index URLs. So, of the allowlist:
+
+- a variable whose *name* says it is a secret (a word such as token, password, secret, auth, key,
+  credential; see :func:`looks_secret_name`) is dropped;
+- ``user:pass@`` (or ``token@``) is removed from every URL in the remaining *values*.
+
+A server entry that needs one of these (a private index with a password, an authenticating proxy)
+lists the variable names in its ``inherit_env`` key: those are passed unchanged, allowlisted or not.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sysconfig
+from collections.abc import Iterable, Mapping
+
+#: Inherited by name: enough to run ``npx``/``uvx`` (paths, locale, TLS roots, proxies, pip's index).
+INHERITED_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ",
+        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT",
+        "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_DEFAULT_TIMEOUT",
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+        "SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", "APPDATA", "LOCALAPPDATA", "USERPROFILE",
+    }
+)  # fmt: skip
+#: Inherited by prefix: locale, XDG dirs and the uv / npm / nvm / pyenv settings.
+INHERITED_PREFIXES = ("LC_", "XDG_", "UV_", "NPM_CONFIG_", "npm_config_", "NVM_", "PYENV_")
+
+#: Name words that mark a secret on their own (``NPM_CONFIG__AUTH``, ``NPM_CONFIG_KEY``, ``PGPASS``).
+_SECRET_WORDS = frozenset(
+    {"auth", "key", "keys", "pass", "pwd", "pat", "cookie", "cookies", "secret", "secrets", "token", "tokens"}
+)
+#: Word endings that mark a secret (``GITHUBTOKEN``, ``UV_PUBLISH_PASSWORD``, ``OPENAI_APIKEY``).
+_SECRET_ENDINGS = (
+    "token", "tokens", "password", "passwords", "passwd", "secret", "secrets",
+    "credential", "credentials", "apikey", "privatekey",
+)  # fmt: skip
+#: Splits ``npm_config_//registry.npmjs.org/:_authToken`` into npm, config, registry, …, auth, token.
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+#: The userinfo of a URL anywhere in a value (several URLs may share one value, as in ``UV_INDEX``).
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+
+
+def looks_secret_name(name: str) -> bool:
+    """Whether an environment variable's name says it holds a credential.
+
+    Word-based, so ``TOKENIZERS_PARALLELISM`` and ``npm_config_init_author_name`` are not secrets
+    while ``npm_config__authToken``, ``UV_PUBLISH_TOKEN`` and ``GITHUBTOKEN`` are.
+    """
+    for word in _WORDS.findall(name):
+        lowered = word.lower()
+        if lowered in _SECRET_WORDS or lowered.endswith(_SECRET_ENDINGS):
+            return True
+    return False
+
+
+def strip_url_credentials(value: str) -> str:
+    """``value`` with ``user:pass@`` / ``token@`` removed from every URL in it."""
+    if "@" not in value:
+        return value
+    return _URL_USERINFO.sub(lambda match: match.group("scheme"), value)
+
+
+def has_url_credentials(value: str) -> bool:
+    return strip_url_credentials(value) != value
+
+
+def _with_own_scripts(path: str) -> str:
+    """``path`` ending with the copilot's own scripts directory (``uvx`` from the ``uv`` dependency)."""
+    scripts = sysconfig.get_path("scripts")
+    entries = [entry for entry in path.split(os.pathsep) if entry]
+    if scripts and scripts not in entries:
+        entries.append(scripts)
+    return os.pathsep.join(entries)
+
+
+def _listed(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def inherited_environment(source: Mapping[str, str], inherit: Iterable[str] = ()) -> dict[str, str]:
+    """The part of ``source`` a child inherits; names matching ``inherit`` (globs) pass unchanged.
+
+    ``PATH`` ends with the copilot's own scripts directory, so ``uvx`` is found even when the
+    copilot's virtualenv is not activated.
+    """
+    inherit = list(inherit)
+    child: dict[str, str] = {}
+    for key, value in source.items():
+        if inherit and _listed(key, inherit):
+            child[key] = value
+        elif (key in INHERITED_NAMES or key.startswith(INHERITED_PREFIXES)) and not looks_secret_name(key):
+            child[key] = strip_url_credentials(value)
+    child["PATH"] = _with_own_scripts(child.get("PATH", os.defpath))
+    return child

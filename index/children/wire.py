@@ -1,0 +1,310 @@
+"""A stdio child's stdout: newline-delimited JSON-RPC, read defensively.
+
+:class:`StdoutReader` splits the child's stdout into lines and delivers the JSON-RPC messages to
+the client session. Whatever else a child prints costs nothing, and no malformed reply leaves a
+call waiting for its timeout:
+
+- a line that is not a message (a banner, a JSON log line) is logged and skipped;
+- text glued before a message without a newline (``Loading... {"jsonrpc": …}``) is cut off and
+  the message read;
+- a reply the SDK cannot read -- a lone UTF-16 surrogate escape, JSON nested deeper than 200
+  levels, a JSON object that is not JSON-RPC -- fails the request it answers (found by its id) at
+  once, saying what was wrong with the line; when its id cannot be found, every pending request
+  fails, since none of them can be answered any more;
+- a reply whose id matches no request the copilot sent fails the pending requests the same way
+  (a late reply to a request the copilot already gave up on is not an error);
+- a single line over ``max_bytes`` is discarded while it streams in (memory stays bounded) and
+  the request it belonged to gets an error naming the limit.
+
+:class:`PendingRequests` is fed by the stdin writer, so the reader knows which ids are awaited.
+Errors made up here carry ``data={"origin": "mcp-copilot"}`` (:data:`COPILOT_ORIGIN`), so callers
+can tell them from errors the child itself sent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+import mcp.types as types
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from index.children.process import ChildProcess
+
+logger = logging.getLogger(__name__)
+
+#: ``ErrorData.data`` of the errors the copilot makes up for a child's unreadable replies.
+COPILOT_ORIGIN = {"origin": "mcp-copilot"}
+#: Non-protocol stdout lines written to the stderr log per session; the rest are only counted.
+JUNK_LINES_LOGGED = 20
+_READ_CHUNK = 64 * 1024
+_SNIPPET = 4096
+_SHOWN = 120
+#: Ids of requests already answered or given up on, remembered to tell a late reply from a wrong one.
+_FINISHED_REMEMBERED = 1024
+# Where a response's id sits: right after "jsonrpc" (Python SDKs) or last (JSON.stringify in the TS SDK).
+_ID_AT_HEAD = re.compile(rb'^\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+_ID_AT_TAIL = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$')
+_MESSAGE_START = re.compile(rb'\{\s*"jsonrpc"\s*:')
+#: A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<![89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]"
+)
+
+RequestId = int | str
+
+
+class PendingRequests:
+    """Requests sent to the child that await an answer, by (coerced) id."""
+
+    def __init__(self) -> None:
+        self.pending: dict[RequestId, str] = {}  # id -> method
+        self._finished: OrderedDict[RequestId, None] = OrderedDict()
+
+    def sent(self, message: types.JSONRPCMessage) -> None:
+        """Note a message written to the child's stdin."""
+        if isinstance(message, types.JSONRPCRequest):
+            self.pending[coerce_request_id(message.id)] = message.method
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            request_id = (message.params or {}).get("requestId")
+            if isinstance(request_id, int | str):
+                self._finish(coerce_request_id(request_id))
+
+    def answered(self, request_id: RequestId) -> str:
+        """``pending`` (now answered), ``late`` (answered or given up on before) or ``unknown``."""
+        key = coerce_request_id(request_id)
+        if key in self.pending:
+            self._finish(key)
+            return "pending"
+        return "late" if key in self._finished else "unknown"
+
+    def _finish(self, key: RequestId) -> None:
+        self.pending.pop(key, None)
+        self._finished[key] = None
+        while len(self._finished) > _FINISHED_REMEMBERED:
+            self._finished.popitem(last=False)
+
+
+def _shown(line: bytes) -> str:
+    text = line[:_SHOWN].decode("utf-8", "replace")
+    return repr(text + ("…" if len(line) > _SHOWN else ""))
+
+
+def _raw_id(raw: bytes) -> RequestId:
+    return int(raw) if not raw.startswith(b'"') else raw[1:-1].decode("utf-8", "replace")
+
+
+def loose_parse(line: bytes) -> Any:
+    """The line as Python's own JSON reader sees it (it accepts lone surrogates), or ``None``."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+def request_id_of(line: bytes, parsed: Any = None) -> RequestId | None:
+    """The id of a JSON-RPC message the SDK could not read, from ``parsed`` (:func:`loose_parse`) or the text."""
+    if isinstance(parsed, dict):
+        found = parsed.get("id")
+        return found if isinstance(found, int | str) and not isinstance(found, bool) else None
+    match = _ID_AT_HEAD.match(line[:_SNIPPET]) or _ID_AT_TAIL.search(line[-_SNIPPET:])
+    return _raw_id(match.group(1)) if match else None
+
+
+def describe_unreadable(line: bytes, error: ValidationError) -> str:
+    """What is wrong with a line the SDK's JSON-RPC reader rejected, in words a person can act on."""
+    detail = error.errors()[0] if error.errors() else {}
+    message = str(detail.get("msg", error))
+    if detail.get("type") == "json_invalid":
+        if "recursion limit" in message:
+            return "its JSON is nested deeper than the 200 levels the copilot reads"
+        if _LONE_SURROGATE.search(line):
+            return "it contains a lone UTF-16 surrogate escape (such as \\ud800), which is not valid Unicode"
+        return f"it is not valid JSON ({message.removeprefix('Invalid JSON: ')})"
+    parsed = loose_parse(line)
+    if isinstance(parsed, dict) and parsed.get("jsonrpc") != "2.0":
+        return 'it is not a JSON-RPC 2.0 message ("jsonrpc": "2.0" is missing)'
+    where = ".".join(str(part) for part in detail.get("loc", ()))
+    return f"it is not a valid JSON-RPC message ({where + ': ' if where else ''}{message})"
+
+
+class StdoutReader:
+    """Splits the child's stdout into lines and delivers its JSON-RPC messages; see the module docstring.
+
+    Memory stays bounded by ``max_bytes``: a longer line is discarded while it streams in, keeping
+    only its head and tail to answer the request it belonged to with an error.
+    """
+
+    def __init__(
+        self,
+        child: ChildProcess,
+        server: str,
+        stdout: anyio.abc.ByteReceiveStream,
+        deliver: MemoryObjectSendStream[SessionMessage | Exception],
+        max_bytes: int,
+        on_close: Callable[[], None],
+        requests: PendingRequests | None = None,
+    ) -> None:
+        self.child = child
+        self.server = server
+        self.stdout = stdout
+        self.deliver = deliver
+        self.max_bytes = max_bytes
+        self.on_close = on_close
+        self.requests = requests if requests is not None else PendingRequests()
+        self.delivering = True
+
+    async def run(self) -> None:
+        buffer = bytearray()
+        discarding = False
+        head = b""
+        tail = b""
+        dropped = 0
+        try:
+            while True:
+                try:
+                    chunk = await self.stdout.receive(_READ_CHUNK)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    break
+                start = 0
+                while True:
+                    newline = chunk.find(b"\n", start)
+                    piece = chunk[start:] if newline < 0 else chunk[start:newline]
+                    if discarding:
+                        dropped += len(piece)
+                        tail = (tail + piece)[-_SNIPPET:]
+                    else:
+                        buffer += piece
+                        if len(buffer) > self.max_bytes:
+                            discarding = True
+                            dropped = len(buffer)
+                            head, tail = bytes(buffer[:_SNIPPET]), bytes(buffer[-_SNIPPET:])
+                            buffer = bytearray()
+                    if newline < 0:
+                        break
+                    start = newline + 1
+                    if discarding:
+                        discarding = False
+                        await self._oversized(head, tail, dropped)
+                    else:
+                        line = bytes(buffer)
+                        buffer.clear()
+                        await self._line(line)
+        finally:
+            self.on_close()
+
+    # -- delivering -------------------------------------------------------------------------------
+    async def _send(self, item: SessionMessage) -> None:
+        if not self.delivering:
+            return
+        try:
+            await self.deliver.send(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # The session is gone; keep draining so a child flushing output can still exit.
+            self.delivering = False
+
+    async def _fail(self, request_id: RequestId, message: str) -> None:
+        """Answer a pending request with an error made up by the copilot."""
+        self.requests.answered(request_id)
+        error = types.ErrorData(code=types.PARSE_ERROR, message=message, data=dict(COPILOT_ORIGIN))
+        await self._send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
+    async def _fail_pending(self, message: str) -> None:
+        for request_id in list(self.requests.pending):
+            await self._fail(request_id, message)
+
+    async def _deliver(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            if message.id is None:
+                assert isinstance(message, types.JSONRPCError)
+                self.child.note(f"answered a request it could not identify: {message.error.message}")
+                await self._fail_pending(
+                    f"server '{self.server}' answered with an error that names no request (it may not have "
+                    f"understood the copilot's): {message.error.code}: {message.error.message}"
+                )
+                return
+            if self.requests.answered(message.id) == "unknown":
+                self.child.note(f"sent a reply with id {message.id!r}, which no request of the copilot had")
+                if self.requests.pending:
+                    waiting = ", ".join(repr(key) for key in self.requests.pending)
+                    await self._fail_pending(
+                        f"server '{self.server}' sent a reply with id {message.id!r}, but the copilot's pending "
+                        f"request has id {waiting}: the server's replies cannot be matched to requests"
+                    )
+                return
+        await self._send(SessionMessage(message))
+
+    # -- reading lines ----------------------------------------------------------------------------
+    async def _line(self, line: bytes) -> None:
+        line = line.strip()
+        if not line:
+            return
+        prefix = b""
+        if not line.startswith(b"{"):
+            found = _MESSAGE_START.search(line)
+            if found is None:
+                self._junk(line)
+                return
+            prefix, line = line[: found.start()], line[found.start() :]
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValidationError as error:
+            await self._unreadable(prefix + line, line, error)
+            return
+        if prefix:
+            self.child.note(f"wrote {len(prefix)} bytes of text before a message, without a newline: {_shown(prefix)}")
+        await self._deliver(message)
+
+    async def _unreadable(self, whole: bytes, line: bytes, error: ValidationError) -> None:
+        parsed = loose_parse(line)
+        if isinstance(parsed, dict):
+            if "method" in parsed or not ({"result", "error"} & parsed.keys() or "jsonrpc" in parsed):
+                self._junk(whole)  # a request or notification of the child's, or a JSON log line
+                return
+        elif parsed is not None or b'"jsonrpc"' not in line[:_SNIPPET] or b'"method"' in line[:200]:
+            self._junk(whole)
+            return
+        request_id = request_id_of(line, parsed)
+        what = describe_unreadable(line, error)
+        self.child.note(f"sent a reply the copilot cannot read ({len(line)} bytes): {what}: {_shown(line)}")
+        logger.warning("%s: unreadable reply: %s", self.server, what)
+        message = (
+            f"server '{self.server}' sent a reply the copilot cannot read: {what}. "
+            f"The line ({len(line)} bytes) starts {_shown(line)}"
+        )
+        if request_id is not None and coerce_request_id(request_id) in self.requests.pending:
+            await self._fail(request_id, message)
+        elif self.requests.pending:
+            await self._fail_pending(message + "; it names no pending request, so every pending one fails")
+
+    def _junk(self, line: bytes) -> None:
+        self.child.junk_lines += 1
+        if self.child.junk_lines <= JUNK_LINES_LOGGED:
+            logger.debug("%s: ignored non-protocol stdout line: %s", self.server, _shown(line))
+            self.child.note(f"ignored a non-protocol line on stdout ({len(line)} bytes): {_shown(line)}")
+            if self.child.junk_lines == JUNK_LINES_LOGGED:
+                self.child.note("further non-protocol stdout lines are dropped without logging")
+
+    async def _oversized(self, head: bytes, tail: bytes, size: int) -> None:
+        self.child.oversized_lines += 1
+        self.child.note(f"dropped a {size}-byte stdout line (limit {self.max_bytes} bytes)")
+        logger.warning("%s: dropped a %d-byte stdout line (limit %d bytes)", self.server, size, self.max_bytes)
+        # Answer the request it was the response to, so the caller hears why instead of timing out.
+        match = _ID_AT_HEAD.match(head) or _ID_AT_TAIL.search(tail)
+        if match is None or b'"method"' in head[:200]:
+            return
+        await self._fail(
+            _raw_id(match.group(1)),
+            f"the server's response was {size} bytes, over the {self.max_bytes}-byte message limit "
+            "(COPILOT_MAX_MESSAGE_BYTES); ask the tool for less data",
+        )
