@@ -47,15 +47,9 @@ START_TIMEOUT = 120.0
 SUITE_TIMEOUT = 600.0
 
 #: Scenarios that fail against the copilot, and why (the README's conformance table says the same).
-EXPECTED_FAILURES: dict[str, str] = {
-    "logging-set-level": "the copilot does not serve logging/setLevel (child log forwarding is not built yet)",
-    "tools-call-with-logging": "child log messages are not forwarded to the host yet",
-    "tools-call-with-progress": "child progress notifications are not relayed to the host yet",
-    "tools-call-sampling": "a child's sampling/createMessage is not relayed to the host yet",
-    "tools-call-elicitation": "a child's elicitation/create is not relayed to the host yet",
-    "elicitation-sep1034-defaults": "a child's elicitation/create is not relayed to the host yet",
-    "elicitation-sep1330-enums": "a child's elicitation/create is not relayed to the host yet",
-}
+#: Scenarios that fail for a known reason (name -> why). Empty: with the relay of host and child
+#: (progress, logging, sampling, elicitation) every server scenario of the suite passes.
+EXPECTED_FAILURES: dict[str, str] = {}
 
 
 class SuiteUnavailable(RuntimeError):
