@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 HOST   ?= 127.0.0.1
 PORT   ?= 8765
 
-.PHONY: install run test bench clean
+.PHONY: install run test bench conformance clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: install
 ## Benchmarks (retrieval quality, speed, pool, judge); each prints ratios against its baseline.
 bench: install
 	$(PY) -m bench
+
+## The official MCP conformance suite against the copilot as a proxy (needs npm; installs Node 22 into a cache).
+conformance: install
+	$(PY) -m bench conformance
 
 clean:
 	rm -rf $(VENV) .pytest_cache

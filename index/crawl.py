@@ -1,4 +1,5 @@
-"""Crawl MCP servers into a tool catalog snapshot: start each one, ``initialize``, ``tools/list``.
+"""Crawl MCP servers into a tool catalog snapshot: start each one, ``initialize``, ``tools/list``
+(and ``prompts/list``, ``resources/list``, ``resources/templates/list`` when it declares them).
 
 ``python -m index crawl`` runs :func:`crawl_servers` over the enabled servers of a server list and
 writes a :class:`~index.records.Catalog`. The copilot server calls :func:`crawl_servers` too, in the
@@ -46,6 +47,7 @@ from index.children.connect import (
     read_log_tail,
 )
 from index.errors import ConfigError, CopilotError
+from index.kinds import list_other_kinds
 from index.records import Catalog, CatalogServer, ToolRecord, load_catalog
 from index.servers import ServerConfig, load_servers
 from index.settings import CopilotSettings
@@ -289,6 +291,7 @@ async def crawl_server(
     warnings: list[str] = []
     phase = "initialize"
     tools: list[types.Tool] | None = None
+    others: list[ToolRecord] = []
     try:
         # The hard stop also bounds a start or a teardown that hangs; open_session kills the group.
         with anyio.CancelScope(deadline=deadline + TEARDOWN_GRACE):
@@ -298,6 +301,20 @@ async def crawl_server(
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0.01)):
                     tools = await list_all_tools(connection, warnings)
                 initialize_result = connection.initialize_result
+                phase = "prompts/resources listing"
+                with anyio.move_on_after(max(deadline - anyio.current_time(), 0.01)) as others_scope:
+                    try:
+                        others = await list_other_kinds(
+                            connection.session,
+                            initialize_result.capabilities,
+                            config,
+                            _server_description(config, initialize_result),
+                            warnings,
+                        )
+                    except Exception as error:  # noqa: BLE001 -- its tools are crawled; the rest is a bonus
+                        warnings.append(f"listing prompts/resources failed ({type(error).__name__}: {error})")
+                if others_scope.cancelled_caught:
+                    warnings.append("listing prompts/resources took past the deadline; indexed its tools only")
                 junk = connection.process.junk_lines if connection.process is not None else 0
         if tools is None:
             raise TimeoutError
@@ -327,12 +344,14 @@ async def crawl_server(
         )
         for tool in tools
     ]
+    tool_count = len(records)
+    records += [ToolRecord.model_validate(scrub_machine_paths(r.model_dump(), workdir)) for r in others]
     info = CatalogServer(
-        description=description, category=config.category, launch_hash=config.launch_hash(), tool_count=len(records),
+        description=description, category=config.category, launch_hash=config.launch_hash(), tool_count=tool_count,
         start_seconds=start_seconds,
     )
     outcome = ServerOutcome(
-        server=config.name, ok=True, tool_count=len(records), seconds=round(anyio.current_time() - started, 2),
+        server=config.name, ok=True, tool_count=tool_count, seconds=round(anyio.current_time() - started, 2),
         start_seconds=start_seconds, warnings=warnings, log_path=log_path,
     )
     return outcome, records, info
@@ -465,6 +484,14 @@ async def crawl_servers(
 # CLI
 
 
+def count_kinds(records: Iterable[ToolRecord]) -> str:
+    """``"20 tools"``, or ``"20 tools, 2 prompts, 3 resources"`` when there are others."""
+    counts = {"tools": 0, "prompts": 0, "resources": 0}
+    for record in records:
+        counts["tools" if record.kind == "tool" else "prompts" if record.kind == "prompt" else "resources"] += 1
+    return ", ".join(f"{n} {what}" for what, n in counts.items() if n or what == "tools")
+
+
 def print_summary(report: CrawlReport, console: Console) -> None:
     """A table of the servers that failed and why, then one line of totals."""
     if report.failed:
@@ -488,7 +515,7 @@ def print_summary(report: CrawlReport, console: Console) -> None:
         console.print(f"skipped {len(itself)} entry(ies) that are the copilot itself: {escape(', '.join(itself))}", highlight=False)
     _print_start_times(report, console)
     console.print(
-        f"crawled {len(report.succeeded)} of {len(report.outcomes)} server(s), {len(report.records)} tools; "
+        f"crawled {len(report.succeeded)} of {len(report.outcomes)} server(s), {count_kinds(report.records)}; "
         f"{len(report.failed)} failed",
         highlight=False,
     )
@@ -573,7 +600,7 @@ def crawl_command(args: argparse.Namespace) -> int:
     catalog = report.to_catalog(base, source=f"crawl of {servers_path.name}")
     catalog.save(out)
     console.print(
-        f"wrote {escape(str(out))}: {len(catalog.tools)} tools from {len(catalog.servers)} servers; "
+        f"wrote {escape(str(out))}: {count_kinds(catalog.tools)} from {len(catalog.servers)} servers; "
         f"each child's stderr is in {escape(str(log_dir))}/<server>.log",
         highlight=False,
     )

@@ -13,7 +13,7 @@ import json
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, computed_field
 
@@ -21,12 +21,28 @@ from index.errors import CatalogError
 
 CATALOG_VERSION = 1
 
+#: What a record describes: a tool (``tools/list``), a prompt (``prompts/list``), a resource
+#: (``resources/list``) or a resource template (``resources/templates/list``).
+RecordKind = Literal["tool", "prompt", "resource", "resource_template"]
+RECORD_KINDS: tuple[RecordKind, ...] = ("tool", "prompt", "resource", "resource_template")
+#: Fields only prompts and resources use; left out of the content hash while unset, so adding
+#: them kept every existing tool's hash (and embedding) valid.
+_KIND_FIELDS = {"kind": "tool", "uri": None, "mime_type": None}
+
 
 class ToolRecord(BaseModel):
-    """One tool of one server, as listed by ``tools/list``."""
+    """One tool, prompt or resource of one server, as its list method returned it.
+
+    Prompts and resources are typed like tools so one index searches them all: a prompt's
+    arguments are its ``input_schema`` (properties, required), a resource template's URI
+    variables likewise; ``uri`` is the child's own resource URI or URI template.
+    """
 
     server: str
     name: str
+    kind: RecordKind = "tool"
+    uri: str | None = None
+    mime_type: str | None = None
     title: str | None = None
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
@@ -37,7 +53,13 @@ class ToolRecord(BaseModel):
 
     @property
     def id(self) -> str:
-        return f"{self.server}/{self.name}"
+        """``server/name`` for tools; ``prompt:server/name``, ``resource:server/URI`` and
+        ``resource_template:server/URI-template`` for the others (resource names need not be unique)."""
+        if self.kind == "tool":
+            return f"{self.server}/{self.name}"
+        if self.kind == "prompt":
+            return f"prompt:{self.server}/{self.name}"
+        return f"{self.kind}:{self.server}/{self.uri or self.name}"
 
     @property
     def required(self) -> list[str]:
@@ -49,6 +71,9 @@ class ToolRecord(BaseModel):
     def content_hash(self) -> str:
         """Hash of everything that is embedded or shown; a rebuild re-embeds only on change."""
         payload = self.model_dump(mode="json", exclude={"content_hash"})
+        for key, default in _KIND_FIELDS.items():
+            if payload.get(key) == default:
+                del payload[key]
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 

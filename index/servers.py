@@ -35,6 +35,12 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 #: otherwise keep their data inside a shared package cache (the memory server) or the user's home.
 SERVER_DIR_VARIABLE = "COPILOT_SERVER_DIR"
 _LATE_PLACEHOLDER = "${" + SERVER_DIR_VARIABLE + "}"
+#: Also filled in when a child starts: the directory of the user's files a ``works_in: roots`` server
+#: works in (the first of the host's roots, or ``COPILOT_ROOTS``); the child's own directory when
+#: none is known -- e.g. the filesystem server's allowed directory instead of ``/``.
+ROOT_VARIABLE = "COPILOT_ROOT"
+_ROOT_PLACEHOLDER = "${" + ROOT_VARIABLE + "}"
+_LATE_VARIABLES = frozenset({SERVER_DIR_VARIABLE, ROOT_VARIABLE})
 
 class ServerConfig(BaseModel):
     """One entry of ``mcpServers``: a stdio command or a remote ``url``."""
@@ -55,6 +61,13 @@ class ServerConfig(BaseModel):
     reason: str | None = Field(default=None, description="Why the server is disabled.")
     timeout: float | None = Field(default=None, gt=0, description="Seconds per call (and per crawl).")
     cwd: str | None = None
+    works_in: Literal["own", "roots"] = Field(
+        default="own",
+        description=(
+            "Where the server reads and writes the user's files: 'roots' runs it in the first of the host's roots "
+            "(or COPILOT_ROOTS); 'own' in its own work dir. An explicit 'cwd' wins over both."
+        ),
+    )
     stateful: bool = True
     trusted: bool = True
     inherit_env: list[str] = Field(
@@ -107,15 +120,17 @@ class ServerConfig(BaseModel):
         """The launch line of a stdio server, the URL of a remote one; safe to show."""
         return self.display_command if self.command else self.display_url
 
-    def for_workdir(self, workdir: Path) -> ServerConfig:
-        """This entry with ``${COPILOT_SERVER_DIR}`` filled in as ``workdir`` (the child's own directory)."""
+    def for_workdir(self, workdir: Path, root: Path | None = None) -> ServerConfig:
+        """This entry with ``${COPILOT_SERVER_DIR}`` filled in as ``workdir`` (the child's own directory)
+        and ``${COPILOT_ROOT}`` as ``root`` (the user's directory it works in; ``workdir`` without one)."""
         text = json.dumps([self.command, self.args, self.env, self.cwd])
-        if _LATE_PLACEHOLDER not in text:
+        if _LATE_PLACEHOLDER not in text and _ROOT_PLACEHOLDER not in text:
             return self
         directory = str(workdir)
+        user_root = str(root) if root is not None else directory
 
         def fill(value: str) -> str:
-            return value.replace(_LATE_PLACEHOLDER, directory)
+            return value.replace(_LATE_PLACEHOLDER, directory).replace(_ROOT_PLACEHOLDER, user_root)
 
         return self.model_copy(
             update={
@@ -170,7 +185,7 @@ def expand_variables(
 
     def substitute(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
-        if name == SERVER_DIR_VARIABLE:
+        if name in _LATE_VARIABLES:
             return match.group(0)  # filled in when the child starts (ServerConfig.for_workdir)
         if name in environ:
             if used is not None and environ[name]:

@@ -58,6 +58,7 @@ class LoadedTools:
     records_json: list[str]  # parsed on demand: 100,000 parsed records would take ~1 GB
     tokens: list[list[str]]
     vectors: np.ndarray
+    kinds: list[str]  # "tool", "prompt", "resource" or "resource_template", aligned with ids
 
 
 class StoredTool(BaseModel):
@@ -81,7 +82,9 @@ def parse_chroma_url(url: str) -> tuple[str, int, bool]:
 
 
 def _record_metadata(record: ToolRecord) -> dict[str, Any]:
+    kind = {} if record.kind == "tool" else {"kind": record.kind}  # tools stored before kinds existed have none
     return {
+        **kind,
         "server": record.server,
         "tool": record.name,
         "content_hash": record.content_hash,
@@ -231,7 +234,7 @@ class ChromaStore:
     def load_tools(self) -> LoadedTools:
         """Every tool's server, record JSON, BM25 tokens and embedding, in id order (stable across processes)."""
         collection = self.tools()
-        rows: list[tuple[str, str, str, list[str], Any]] = []
+        rows: list[tuple[str, str, str, list[str], Any, str]] = []
         if collection is not None:
             for page in self._pages(collection, ["metadatas", "embeddings"]):
                 embeddings = page["embeddings"]
@@ -242,7 +245,8 @@ class ChromaStore:
                         tokens = str(lexical).split()
                     else:  # written before tokens were stored
                         tokens = tokenize(tool_lexical_text(ToolRecord.model_validate_json(raw)))
-                    rows.append((tool_id, str(metadata.get("server", "")), raw, tokens, vector))
+                    kind = str(metadata.get("kind") or "tool")
+                    rows.append((tool_id, str(metadata.get("server", "")), raw, tokens, vector, kind))
         rows.sort(key=lambda row: row[0])
         matrix = np.asarray([row[4] for row in rows], dtype=np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
         return LoadedTools(
@@ -251,6 +255,7 @@ class ChromaStore:
             records_json=[row[2] for row in rows],
             tokens=[row[3] for row in rows],
             vectors=matrix,
+            kinds=[row[5] for row in rows],
         )
 
     @_guarded

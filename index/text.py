@@ -103,9 +103,19 @@ def _parameter_words(schema: dict[str, Any]) -> str:
     return ", ".join(humanize(str(name)) for name in properties)
 
 
+_KIND_WORDS = {"tool": "tool", "prompt": "prompt", "resource": "resource", "resource_template": "resource template"}
+
+
 def tool_document(record: ToolRecord) -> str:
-    """The text embedded for a tool: its name in words, description, parameter names, English gloss."""
+    """The text embedded for a tool: its name in words, description, parameter names, English gloss.
+
+    Prompts and resources (typed like tools) say what they are first, and resources their URI.
+    """
     parts = [f"{humanize(record.name)} ({record.server})"]
+    if record.kind != "tool":
+        parts[0] = f"{_KIND_WORDS[record.kind]}: {parts[0]}"
+        if record.uri:
+            parts.append(f"uri: {record.uri}" + (f" ({record.mime_type})" if record.mime_type else ""))
     if record.title:
         parts.append(record.title)
     if record.description:
@@ -126,8 +136,10 @@ def tool_lexical_text(record: ToolRecord) -> str:
     server, so they drown the one tool that does the operation (measured in bench/retrieval.py;
     the server signal covers them).
     """
+    extra = [_KIND_WORDS[record.kind], record.uri or ""] if record.kind != "tool" else []
     return " ".join(
         [
+            *extra,
             record.name,
             humanize(record.server),
             record.title or "",

@@ -29,7 +29,7 @@ from index.hints import index_command
 from index.lexical import LexicalIndex
 from index.query import ParsedQuery, check_top_k, parse_query
 from index.ranking import HYBRID, Method, SearchSpace, Weights, compute_signals, fuse, similarities, top_indices
-from index.records import ToolRecord
+from index.records import RECORD_KINDS, RecordKind, ToolRecord
 from index.settings import DEFAULT_EMBEDDING_MODEL, CopilotSettings
 from index.store import ChromaStore, IndexState, StoredTool
 from index.suggest import nearest_names
@@ -50,11 +50,15 @@ Progress = Callable[[int, int], None]
 class SearchHit(BaseModel):
     server: str
     tool: str
+    kind: RecordKind = "tool"
+    uri: str | None = None
+    mime_type: str | None = None
     title: str | None = None
     description: str
     input_schema: dict[str, Any]
     required: list[str]
     annotations: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
     score: float
 
 
@@ -102,6 +106,8 @@ class _Snapshot:
     records_json: list[str]
     position: dict[str, int]
     server_index: dict[str, int]
+    kinds: np.ndarray  # kind of each record ("tool", "prompt", ...), aligned with space.ids
+    kind_set: frozenset[str]
     server_first: dict[str, int]  # a position of each server's tools (its category and description)
     parsed: dict[int, ToolRecord] = field(default_factory=dict)
 
@@ -213,7 +219,11 @@ class ToolIndex:
         now = time.monotonic()
         if snapshot is not None and now - self._checked_at < STALE_CHECK_SECONDS:
             return snapshot
-        with self._lock:
+        # A sync (the copilot re-indexing a changed server) holds the lock while it embeds and
+        # reloads: searches keep answering from the current snapshot instead of waiting for it.
+        if not self._lock.acquire(blocking=snapshot is None):
+            return snapshot
+        try:
             snapshot = self._snapshot
             if snapshot is None or time.monotonic() - self._checked_at >= STALE_CHECK_SECONDS:
                 state = self._store.read_state()
@@ -223,6 +233,8 @@ class ToolIndex:
                     snapshot = self._load(state)
                 self._snapshot = snapshot
                 self._checked_at = time.monotonic()
+        finally:
+            self._lock.release()
         if snapshot is None and required:
             raise IndexNotBuiltError(f"no tool index at {self.location}: {build_advice(self.settings)}")
         return snapshot
@@ -257,13 +269,17 @@ class ToolIndex:
             records_json=loaded.records_json,
             position={tool_id: i for i, tool_id in enumerate(ids)},
             server_index=server_index,
+            kinds=np.asarray(loaded.kinds, dtype=object),
+            kind_set=frozenset(loaded.kinds),
             server_first={name: i for i, name in reversed(list(enumerate(loaded.servers)))},
         )
 
-    def _invalidate(self) -> None:
+    def _replace_snapshot(self, state: IndexState) -> None:
+        """After a sync: an index in use is reloaded right away (searches meanwhile use the old
+        snapshot, see ``_current``); an unused one is loaded by its first search."""
         with self._lock:
-            self._snapshot = None
-            self._checked_at = 0.0
+            self._snapshot = self._load(state) if self._snapshot is not None else None
+            self._checked_at = time.monotonic() if self._snapshot is not None else 0.0
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -273,6 +289,19 @@ class ToolIndex:
         if snapshot is None:
             return {}
         return {tool_id: snapshot.record(i) for i, tool_id in enumerate(snapshot.space.ids)}
+
+    def records_of(self, kinds: Collection[str] = RECORD_KINDS, *, server: str | None = None) -> list[ToolRecord]:
+        """Records of these kinds (e.g. ``{"prompt"}``), of one ``server`` if given, in id order;
+        only those are parsed."""
+        snapshot = self._current(required=False)
+        if snapshot is None:
+            return []
+        wanted = set(kinds)
+        return [
+            snapshot.record(i)
+            for i, kind in enumerate(snapshot.kinds)
+            if kind in wanted and (server is None or snapshot.servers[i] == server)
+        ]
 
     def get(self, server: str, tool: str) -> ToolRecord | None:
         snapshot = self._current(required=False)
@@ -295,14 +324,18 @@ class ToolIndex:
         servers: Collection[str] | None = None,
         *,
         method: Method = "hybrid",
+        kinds: Collection[str] = ("tool",),
     ) -> list[SearchHit]:
         """Best tools for ``query`` (plain text or a ``<tool_assistant>`` block).
 
         ``server`` restricts to one server (an unknown name is a :class:`QueryError` with
-        suggestions); ``servers`` restricts to a set (names not in the index are ignored).
+        suggestions); ``servers`` restricts to a set (names not in the index are ignored);
+        ``kinds`` to tools (the default), prompts, resources and/or resource templates.
         Always ``top_k`` hits (when the index has them); :meth:`route` is the copilot's variant.
         """
-        return self.route(query, top_k, server, servers, method=method, trim=False, wait_for_model=True).hits
+        return self.route(
+            query, top_k, server, servers, method=method, kinds=kinds, trim=False, wait_for_model=True
+        ).hits
 
     def route(
         self,
@@ -312,6 +345,7 @@ class ToolIndex:
         servers: Collection[str] | None = None,
         *,
         method: Method = "hybrid",
+        kinds: Collection[str] = ("tool",),
         trim: bool = True,
         wait_for_model: bool = True,
         weights: Weights = HYBRID,
@@ -332,6 +366,9 @@ class ToolIndex:
                 f"but COPILOT_EMBEDDING_MODEL is {self.model_name!r}; rebuild it with: {index_command(self.settings, 'build')}"
             )
         mask = self._mask(snapshot, server, servers)
+        if not snapshot.kind_set <= set(kinds):  # an index of tools only needs no mask for tools
+            by_kind = np.isin(snapshot.kinds, list(kinds))
+            mask = by_kind if mask is None else mask & by_kind
         if snapshot.space.size == 0 or (mask is not None and not mask.any()):
             return SearchResult(hits=[], mode=method)
         mode: SearchMode = method
@@ -363,11 +400,15 @@ class ToolIndex:
         return SearchHit(
             server=record.server,
             tool=record.name,
+            kind=record.kind,
+            uri=record.uri,
+            mime_type=record.mime_type,
             title=record.title,
             description=record.description,
             input_schema=record.input_schema,
             required=record.required,
             annotations=record.annotations,
+            output_schema=record.output_schema,
             score=round(float(scores[position]), 4),
         )
 
@@ -539,18 +580,17 @@ class ToolIndex:
                 # A partial sync (the copilot indexing new servers) keeps the last build's catalog.
                 catalog, catalog_digest = state.catalog, state.catalog_digest
             if report.changed or state is None or state.catalog != catalog or state.catalog_digest != catalog_digest:
-                self._invalidate()
-                self._store.write_state(
-                    IndexState(
-                        model=self.model_name,
-                        document_version=DOCUMENT_VERSION,
-                        catalog=catalog,
-                        catalog_digest=catalog_digest,
-                        built_at=_now(),
-                        build_id=_build_id() if report.changed or state is None else state.build_id,
-                        tool_count=report.total,
-                    )
+                new_state = IndexState(
+                    model=self.model_name,
+                    document_version=DOCUMENT_VERSION,
+                    catalog=catalog,
+                    catalog_digest=catalog_digest,
+                    built_at=_now(),
+                    build_id=_build_id() if report.changed or state is None else state.build_id,
+                    tool_count=report.total,
                 )
+                self._store.write_state(new_state)
+                self._replace_snapshot(new_state)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 

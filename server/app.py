@@ -1,10 +1,12 @@
 """The copilot as an MCP server: tools ``route``, ``execute`` (and, when asked, its alias ``execute-tool``).
 
 Built on mcp 2.x ``MCPServer``: it serves both protocol eras (the ``initialize`` handshake and
-2026-07-28 per-request envelopes), stdio and streamable HTTP, and its ``Resolve``/``Elicit``
-machinery asks the user for confirmation through elicitation in either era. The tools take
-loose arguments and advertise hand-written schemas, so a malformed call reaches our own
-checks (clear messages, and a trajectory entry) instead of a pydantic error.
+2026-07-28 per-request envelopes), stdio and streamable HTTP. ``execute`` relays between the host
+and the child in either era (``server.relay``): progress, cancellation, log messages, and the
+child's elicitation, sampling and roots requests -- asked directly of a legacy host, or through
+the 2026-07-28 ``input_required`` round trip, which also carries the user's confirmation of risky
+calls. The tools take loose arguments and advertise hand-written schemas, so a malformed call
+reaches our own checks (clear messages, and a trajectory entry) instead of a pydantic error.
 """
 
 from __future__ import annotations
@@ -15,24 +17,19 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from mcp.server.context import ServerRequestContext
-from mcp.server.mcpserver import (
-    AcceptedElicitation,
-    Context,
-    Elicit,
-    ElicitationResult,
-    MCPServer,
-    Resolve,
-)
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, Field
 
 from index.self_entry import COPILOT_SERVER_NAME
 from index.servers import ServersFile
-from server.copilot import Confirmation, Copilot, Shutdown, copilot_version
+from server.aggregate.notify import SHARED_SESSION
+from server.aggregate.service import Aggregation
+from server.copilot import Copilot, Shutdown, copilot_version
 from server.formatting import RouteAnswer
 from server.pool_settings import PoolSettings
+from server.relay.hub import install_handlers
 from server.session_log import SessionLog
 from server.settings import ServerSettings
 
@@ -89,6 +86,12 @@ ROUTE_SCHEMA: dict[str, Any] = {
             "description": "How many tools to return (default 5).",
         },
         "server": {"type": "string", "description": "Only search the tools of this server (its exact name)."},
+        "kind": {
+            "type": "string",
+            "enum": ["tool", "prompt", "resource", "any"],
+            "default": "tool",
+            "description": "What to search: tools (default), prompts, resources (and resource templates), or any.",
+        },
     },
     "required": ["query"],
 }
@@ -115,28 +118,8 @@ EXECUTE_SCHEMA: dict[str, Any] = {
 }
 
 
-class ConfirmCall(BaseModel):
-    """The form shown to the user when a risky tool is about to run."""
-
-    approve: bool = Field(description="Run this tool call?")
-
-
-class _NoQuestion:
-    """The confirmation resolver decided not to ask (not needed, token given, or no elicitation)."""
-
-
-NO_QUESTION = _NoQuestion()
-
-
 def _copilot(ctx: Context) -> Copilot:
     return ctx.request_context.lifespan_context  # type: ignore[no-any-return]
-
-
-def _client_supports_form_elicitation(ctx: Context) -> bool:
-    capabilities = ctx.client_capabilities
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    # A bare `elicitation: {}` (before modes existed) means form support; url-only does not.
-    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
 
 
 # -- sessions -------------------------------------------------------------------------------------
@@ -148,7 +131,7 @@ def _session_key(ctx: ServerRequestContext[Any, Any]) -> tuple[Hashable, Any]:
     """
     connection = getattr(ctx.session, "_connection", None)
     if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        return "shared", None
+        return SHARED_SESSION, None
     return id(connection), connection
 
 
@@ -170,8 +153,6 @@ def session_log(copilot: Copilot, ctx: ServerRequestContext[Any, Any]) -> Sessio
         return log
     log = copilot.sessions.open(key, _client_info(ctx))
     if connection is not None:
-        copilot.connections[key] = connection
-        connection.exit_stack.callback(copilot.connections.pop, key, None)
         connection.exit_stack.callback(
             lambda: copilot.sessions.end(key, copilot.shutdown_reason or "client disconnected")
         )
@@ -201,45 +182,42 @@ async def session_middleware(ctx: ServerRequestContext[Any, Any], call_next: Cal
 
 # -- tools ----------------------------------------------------------------------------------------
 async def route(
-    ctx: Context, query: Any = None, top_k: Any = 5, server: Any = None
+    ctx: Context, query: Any = None, top_k: Any = 5, server: Any = None, kind: Any = None
 ) -> Annotated[CallToolResult, RouteAnswer]:
     copilot = _copilot(ctx)
-    return await copilot.route(query, top_k, server, _session_log_or_none(copilot, ctx.request_context))
-
-
-async def ask_confirmation(
-    server_name: Any, tool_name: Any, params: Any, confirm: Any, ctx: Context
-) -> Elicit[ConfirmCall] | _NoQuestion:
-    """Resolver run before ``execute``'s body: elicit the user's OK for a risky call when possible."""
-    if confirm or not _client_supports_form_elicitation(ctx):
-        return NO_QUESTION
-    copilot = _copilot(ctx)
-    try:
-        call = await copilot.prepare(server_name, tool_name, params)
-    except Exception:  # noqa: BLE001 -- the body runs the same checks and reports (and logs) the problem
-        return NO_QUESTION
-    if not call.risk.needs_confirmation or call.risk.refused_read_only:
-        return NO_QUESTION
-    return Elicit(copilot.confirmation_question(call), ConfirmCall)
+    annotator = copilot.aggregation.annotate_route(ctx.request_context) if copilot.aggregation else None
+    result = await copilot.route(
+        query,
+        top_k,
+        server,
+        _session_log_or_none(copilot, ctx.request_context),
+        kind=kind,
+        annotate=annotator.annotate if annotator else None,
+    )
+    if annotator is not None:
+        await annotator.finish()
+    return result
 
 
 async def execute(
     ctx: Context,
-    answer: Annotated[ElicitationResult[ConfirmCall], Resolve(ask_confirmation)],
     server_name: Any = None,
     tool_name: Any = None,
     params: Any = None,
     confirm: Any = None,
-) -> CallToolResult:
+) -> CallToolResult | InputRequiredResult:
     copilot = _copilot(ctx)
-    confirmation: Confirmation | None = None
-    if isinstance(answer, AcceptedElicitation):
-        if isinstance(answer.data, ConfirmCall):
-            confirmation = Confirmation(approved=answer.data.approve)
-    else:  # declined or cancelled
-        confirmation = Confirmation(approved=False)
+    rc = ctx.request_context
     return await copilot.execute(
-        server_name, tool_name, params, confirm, confirmation, _session_log_or_none(copilot, ctx.request_context)
+        server_name,
+        tool_name,
+        params,
+        confirm,
+        None,
+        _session_log_or_none(copilot, rc),
+        host=copilot.relay.host(rc),
+        state=ctx.request_state,
+        responses=ctx.input_responses,
     )
 
 
@@ -277,9 +255,9 @@ def build_tools(*, livemcpbench_alias: bool = False) -> list[Tool]:
     return tools
 
 
-async def use_generated_route_description(app: MCPServer[Copilot], copilot: Copilot) -> None:
+async def use_generated_route_description(app: MCPServer[Copilot], copilot: Copilot, aggregation: Aggregation) -> None:
     """route's description summarizes the pool (generated from the servers file and the index) and
-    follows it: when it changes, hosts get ``notifications/tools/list_changed``."""
+    follows it: when it changes, hosts get ``notifications/tools/list_changed`` (both eras)."""
     route_tool = app._tool_manager.get_tool("route")  # noqa: SLF001 -- the SDK has no public setter
     if route_tool is None:
         return
@@ -288,26 +266,9 @@ async def use_generated_route_description(app: MCPServer[Copilot], copilot: Copi
 
     async def changed(description: str) -> None:
         route_tool.description = description
-        await notify_tools_changed(app, copilot)
+        await aggregation.broadcaster.changed("tools")
 
     copilot.route_description_listeners.append(changed)
-
-
-async def notify_tools_changed(app: MCPServer[Copilot], copilot: Copilot) -> None:
-    """``notifications/tools/list_changed`` to every handshake-era session and 2026-era listen stream."""
-    from mcp.server.subscriptions import ToolsListChanged
-
-    for connection in list(copilot.connections.values()):
-        if not connection.initialized.is_set():
-            continue
-        try:
-            await connection.outbound.notify("notifications/tools/list_changed", None)
-        except Exception:  # noqa: BLE001 -- best effort: a client that left misses it
-            logger.debug("could not send tools/list_changed", exc_info=True)
-    try:
-        await app._subscriptions.publish(ToolsListChanged())  # noqa: SLF001
-    except Exception:  # noqa: BLE001
-        logger.debug("could not publish tools/list_changed", exc_info=True)
 
 
 def build_app(
@@ -321,7 +282,9 @@ def build_app(
     telemetry: Any = None,
     transport: str = "stdio",
 ) -> MCPServer[Copilot]:
-    """The MCP server; its lifespan runs the :class:`Copilot` (``start_now`` for HTTP, see ``mark_started``)."""
+    """The MCP server; its lifespan runs the :class:`Copilot` (``start_now`` for HTTP, see ``mark_started``)
+    and the :class:`Aggregation` of the children's prompts, resources and exposed tools."""
+    aggregation = Aggregation(settings, _session_key)
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
@@ -332,8 +295,10 @@ def build_app(
             copilot.transport = transport
             if transport == "http":
                 copilot.http_url = f"http://{settings.http_host}:{settings.http_port}/mcp"
-            await use_generated_route_description(server, copilot)
-            yield copilot
+            async with aggregation.running(copilot):
+                copilot.aggregation = aggregation
+                await use_generated_route_description(server, copilot, aggregation)
+                yield copilot
 
     app: MCPServer[Copilot] = MCPServer(
         COPILOT_SERVER_NAME,
@@ -344,5 +309,8 @@ def build_app(
         tools=build_tools(livemcpbench_alias=settings.livemcpbench_alias),
         log_level=settings.log_level.upper(),  # type: ignore[arg-type]
         middleware=[session_middleware],
+        subscriptions=aggregation.bus,
     )
+    aggregation.install(app)
+    install_handlers(app)
     return app

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,14 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, InputRequiredResult, InputResponses
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
 from index.servers import ServerConfig, ServersFile, load_servers
 from server.bounded import shown_name
 from server.errors import (
+    CallCancelledError,
     ConfirmationRequiredError,
     ExecuteError,
+    InputExpiredError,
     PolicyDeniedError,
     ServerUnavailableError,
     UnknownServerError,
@@ -37,7 +38,12 @@ from server.formatting import RouteAnswer, RoutedTool, render_route
 from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block
 from server.indexing import BackgroundIndexer
 from server.policy import ConfirmationStore, Policy, Risk
-from server.results import cap_result, text_result, to_log_result
+from server.relay.confirm import approved, confirmation_request, confirmation_round
+from server.relay.disconnect import unless_client_gone
+from server.relay.host import HostLink
+from server.relay.hub import Relay
+from server.relay.suspended import Finished, SuspendedCall, decode_state
+from server.results import ResultLimits, cap_result, text_result, to_log_result
 from server.route_description import PoolServer, describe_pool_from_config
 from server.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
@@ -52,6 +58,13 @@ WARM_TOP_SERVERS = 2
 #: Seconds between checks of the servers file for changes.
 SERVERS_FILE_CHECK_INTERVAL = 1.0
 _LISTED_NAMES = 25
+#: route's ``kind`` filter: what each value searches.
+ROUTE_KINDS: dict[str, tuple[str, ...]] = {
+    "tool": ("tool",),
+    "prompt": ("prompt",),
+    "resource": ("resource", "resource_template"),
+    "any": ("tool", "prompt", "resource", "resource_template"),
+}
 
 
 def copilot_version() -> str:
@@ -111,8 +124,45 @@ def _hidden_note(note: str | None, held: list[str], refused_read_only: int) -> s
     return " ".join(parts) or None
 
 
+def relay_for(settings: ServerSettings) -> Relay:
+    return Relay(roots=settings.roots, input_timeout=settings.input_timeout, log_level=settings.child_log_level)
+
+
 def _error_result(error: Exception) -> CallToolResult:
     return text_result(str(error), is_error=True)
+
+
+class _ExecuteRecord:
+    """The trajectory entry of one ``execute`` call: written once, when the call ends (in any round)."""
+
+    def __init__(self, log: SessionLog | None, server: Any, tool: Any, params: Any, telemetry: Telemetry) -> None:
+        self.log = log
+        self.telemetry = telemetry
+        self.start = time.perf_counter()
+        self.call_id = log.next_call_id() if log else ""
+        self.server = str(server)
+        self.tool = str(tool)
+        self.params = params if isinstance(params, dict) else ({"_raw": params} if params is not None else None)
+        self.written = False
+
+    def resolved(self, call: PreparedCall) -> None:
+        self.server, self.tool, self.params = call.server, call.tool, call.params
+
+    def write(
+        self, result: CallToolResult, error: str | None = None, kind: str | None = None, flags: list[Any] | None = None
+    ) -> None:
+        if self.written:
+            return
+        self.written = True
+        self.telemetry.outcome(
+            server=self.server, tool=self.tool, kind=kind, error=error, tool_error=bool(result.is_error),
+            flagged=len(flags or []),
+        )
+        if self.log is not None:
+            self.log.execute(
+                self.call_id, self.server, self.tool, self.params, to_log_result(result), _ms(self.start),
+                error=error, error_kind=kind, flags=flags_for_log(flags or []) or None,
+            )
 
 
 def _ms(start: float) -> float:
@@ -137,6 +187,7 @@ class Copilot:
         index: Any,
         pool: Any,
         shutdown: Shutdown | None = None,
+        relay: Relay | None = None,
         *,
         guard: DefinitionGuard | None = None,
         telemetry: Telemetry | None = None,
@@ -145,6 +196,10 @@ class Copilot:
         self.shutdown = shutdown or Shutdown()
         self.index = index
         self.pool = pool
+        self.relay = relay if relay is not None else relay_for(settings)
+        self.limits = ResultLimits(
+            chars=settings.max_result_chars, blocks=settings.max_result_blocks, binary_bytes=settings.max_result_bytes
+        )
         #: Pins and quarantine (``server.guard``); ``None`` only in tests that build a bare Copilot.
         self.guard = guard
         self.telemetry = telemetry or Telemetry()
@@ -173,10 +228,10 @@ class Copilot:
         self.sessions = SessionLogs(settings, copilot_version=copilot_version(), index_info=self.index_info)
         self._task_group: anyio.abc.TaskGroup | None = None
         self._tool_count: int | None = None
+        #: The children's prompts, resources and exposed tools (``server.aggregate``), set by ``server.app``.
+        self.aggregation: Any = None
         self._indexed_pool: dict[str, PoolServer] = {}
         self._route_description: str | None = None
-        #: Handshake-era connections by session key (to tell them that route's description changed).
-        self.connections: weakref.WeakValueDictionary[Any, Any] = weakref.WeakValueDictionary()
         #: Awaited with the new text whenever route's description changes.
         self.route_description_listeners: list[Callable[[str], Awaitable[None]]] = []
 
@@ -206,13 +261,15 @@ class Copilot:
         from server.pool_settings import PoolSettings
 
         index = index if index is not None else ToolIndex.open(settings)
+        relay = relay_for(settings)
         # The pool's and trust settings come from the environment, but their home follows the copilot's.
         pool_settings = pool_settings or PoolSettings.load(home=settings.home)
         guard = DefinitionGuard(TrustSettings.load(home=settings.home).reviewer(), pool_settings)
         await anyio.to_thread.run_sync(guard.note_servers, list(servers_file.servers))
         telemetry = telemetry or Telemetry()
-        pool = ChildPool(servers_file.enabled(), pool_settings, guard=guard, observer=telemetry)
-        copilot = cls(settings, servers_file, index, pool, shutdown, guard=guard, telemetry=telemetry)
+        pool = ChildPool(servers_file.enabled(), pool_settings, guard=guard, observer=telemetry, link=relay)
+        relay.on_roots_changed = pool.notify_roots_changed
+        copilot = cls(settings, servers_file, index, pool, shutdown, relay, guard=guard, telemetry=telemetry)
         copilot.telemetry.metrics.gauge(
             "copilot_live_children", "child servers running now", lambda: sum(pool.is_running(n) for n in copilot.servers)
         )
@@ -429,7 +486,18 @@ class Copilot:
 
     # -- route --------------------------------------------------------------------------------
     @instrumented("route")
-    async def route(self, query: Any, top_k: Any, server: Any, log: SessionLog | None) -> CallToolResult:
+    async def route(
+        self,
+        query: Any,
+        top_k: Any,
+        server: Any,
+        log: SessionLog | None,
+        *,
+        kind: Any = None,
+        annotate: Callable[[RouteAnswer], None] | None = None,
+    ) -> CallToolResult:
+        """Search; ``kind`` picks tools (default), prompts, resources or any; ``annotate`` may add
+        to the answer before it is rendered (how to use each hit directly, see ``server.aggregate``)."""
         await self.begin_session(log)
         start = time.perf_counter()
         call_id = log.next_call_id() if log else ""
@@ -437,7 +505,9 @@ class Copilot:
         answer: RouteAnswer | None = None
         try:
             self.refresh_servers()
-            answer = await self._route(text_query, top_k, server)
+            answer = await self._route(text_query, top_k, server, kind)
+            if annotate is not None:
+                annotate(answer)
             result = CallToolResult(
                 content=[text_result(render_route(answer)).content[0]],
                 structured_content=answer.model_dump(mode="json"),
@@ -456,7 +526,7 @@ class Copilot:
             log.route(call_id, text_query or str(query), hits, _ms(start), error=error)
         return result
 
-    async def _route(self, query: str, top_k: Any, server: Any) -> RouteAnswer:
+    async def _route(self, query: str, top_k: Any, server: Any, kind: Any = None) -> RouteAnswer:
         if not query:
             raise QueryError(
                 "The query is empty. Describe the task in a few words (e.g. 'current time in Tokyo'), or use "
@@ -471,6 +541,9 @@ class Copilot:
         if not 1 <= k <= limit:
             note = f"top_k={k} is outside 1..{limit}; using {min(max(k, 1), limit)}."
             k = min(max(k, 1), limit)
+        kinds = ROUTE_KINDS.get(kind if isinstance(kind, str) and kind.strip() else "tool")
+        if kinds is None:
+            raise QueryError(f"kind must be one of {', '.join(ROUTE_KINDS)}, got {kind!r}.")
         servers = self.routable_servers()
         only: str | None = None
         if isinstance(server, str) and server.strip():
@@ -480,7 +553,9 @@ class Copilot:
         fetch = k * 3 if filtered else k
         try:
             found = await anyio.to_thread.run_sync(
-                lambda: self.index.route(query, top_k=fetch, server=only, servers=servers, wait_for_model=False),
+                lambda: self.index.route(
+                    query, top_k=fetch, server=only, servers=servers, kinds=kinds, wait_for_model=False
+                ),
                 abandon_on_cancel=True,
             )
             hits = found.hits
@@ -498,10 +573,11 @@ class Copilot:
         for hit in hits:
             if not self.policy.tool_allowed(hit.server, hit.tool):
                 continue
-            if self.guard is not None and (verdict := self.guard.blocked(hit.server, hit.tool)) is not None:
+            is_tool = getattr(hit, "kind", "tool") == "tool"  # prompts and resources run nothing
+            if is_tool and self.guard is not None and (verdict := self.guard.blocked(hit.server, hit.tool)) is not None:
                 held.append(verdict.message())
                 continue
-            if self.policy.read_only and not self.policy.read_only_permits(hit.server, hit.tool, hit.annotations):
+            if is_tool and self.policy.read_only and not self.policy.read_only_permits(hit.server, hit.tool, hit.annotations):
                 refused_read_only += 1
                 continue
             annotations = self.policy.annotations(hit.server, hit.tool, hit.annotations)
@@ -509,6 +585,8 @@ class Copilot:
                 RoutedTool(
                     server=hit.server,
                     tool=hit.tool,
+                    kind=getattr(hit, "kind", "tool"),
+                    uri=getattr(hit, "uri", None),
                     title=hit.title,
                     description=hit.description or "",
                     input_schema=dict(hit.input_schema or {}),
@@ -516,6 +594,7 @@ class Copilot:
                     score=float(hit.score),
                     server_running=bool(self.pool.is_running(hit.server)),
                     annotations=annotations,
+                    structured_output=bool(getattr(hit, "output_schema", None)),
                 )
             )
             if len(tools) >= k:
@@ -526,7 +605,7 @@ class Copilot:
                 "Nothing matched. Rephrase the query as the task you want done (what, on which kind of "
                 "data or service), or drop the server filter."
             )
-        self._warm([t.server for t in tools])
+        self._warm([t.server for t in tools if t.kind == "tool"])
         return RouteAnswer(
             query=query,
             tools=tools,
@@ -586,7 +665,8 @@ class Copilot:
         if found is None:
             raise self._unknown_tool(server, tool, list(by_name), await self._indexed_records())
         annotations = found.annotations.model_dump(by_alias=True, exclude_none=True) if found.annotations else None
-        return ToolInfo(found.name, found.description or "", dict(found.input_schema or {}), annotations)
+        # The live schema object itself (no copy): validators are cached by its identity.
+        return ToolInfo(found.name, found.description or "", found.input_schema or {}, annotations)
 
     async def _in_thread(self, function: Any, *args: Any) -> Any:
         """Index reads off the event loop (they may load the index from disk); unbuilt reads as empty."""
@@ -618,25 +698,40 @@ class Copilot:
         confirm: Any,
         confirmation: Confirmation | None,
         log: SessionLog | None,
-    ) -> CallToolResult:
+        *,
+        host: HostLink | None = None,
+        state: str | None = None,
+        responses: InputResponses | None = None,
+    ) -> CallToolResult | InputRequiredResult:
+        """Check, confirm and run one call; ``host`` relays progress, logs and the child's questions.
+
+        ``confirmation`` is the user's answer when the caller already asked; otherwise a risky call
+        is confirmed through the host's elicitation when it can, or a confirm token.
+
+        ``state``/``responses`` are a 2026-07-28 host's ``requestState``/``inputResponses`` when it
+        retries after an ``input_required`` answer (a confirmation, or a child's question).
+        """
         await self.begin_session(log)
-        start = time.perf_counter()
-        call_id = log.next_call_id() if log else ""
-        logged_params = params if isinstance(params, dict) else ({"_raw": params} if params is not None else None)
+        round_state = decode_state(state)
+        if "call" in round_state:
+            return await self._resume(round_state["call"], host, responses, log, server_name, tool_name, params)
+        record = _ExecuteRecord(log, server_name, tool_name, params, self.telemetry)
         error: str | None = None
         kind: str | None = None
         flags: list[Any] = []
-        server = str(server_name)
-        tool = str(tool_name)
         try:
             prepared = await self.prepare(server_name, tool_name, params)
-            server, tool, logged_params = prepared.server, prepared.tool, prepared.params
+            record.resolved(prepared)
+            if confirmation is None:
+                asked = await self._ask_confirmation(prepared, confirm, host, round_state, responses)
+                if isinstance(asked, InputRequiredResult):
+                    return asked  # logged once the user answered and the call ran
+                confirmation = asked
             self._check_confirmation(prepared, confirm, confirmation)
-            result = await self.pool.call_tool(server, tool, prepared.params)
-            result = cap_result(result, self.settings.max_result_chars)
-            flags = result_findings(result)
-            if flags and self.settings.result_warning:
-                result = result.model_copy(update={"content": [warning_block(flags), *result.content]})
+            if host is not None and host.era == "modern" and host.answers_anything and self._task_group is not None:
+                return await self._start_suspended(prepared, host, record)
+            result = await self._run(prepared, self.relay.call(prepared.server, host) if host is not None else None)
+            result, flags = self._flagged(result)
         except ExecuteError as exc:
             error, kind = str(exc), exc.kind
             result = _error_result(exc)
@@ -645,26 +740,141 @@ class Copilot:
         except CopilotError as exc:
             error, kind = str(exc), "execute_error"
             result = _error_result(exc)
+        except anyio.get_cancelled_exc_class():
+            error = self._cancelled_error()
+            record.write(_error_result(error), str(error), error.kind)
+            raise
         except Exception as exc:
-            logger.exception("execute %s/%s failed", server, tool)
-            error, kind = f"internal error while calling {server}/{tool}: {exc}", "internal_error"
+            logger.exception("execute %s/%s failed", record.server, record.tool)
+            error, kind = f"internal error while calling {record.server}/{record.tool}: {exc}", "internal_error"
             result = text_result(error + " (see the copilot's log)", is_error=True)
-        self.telemetry.outcome(
-            server=server, tool=tool, kind=kind, error=error, tool_error=bool(result.is_error), flagged=len(flags)
-        )
-        if log is not None:
-            log.execute(
-                call_id,
-                server,
-                tool,
-                logged_params,
-                to_log_result(result),
-                _ms(start),
-                error=error,
-                error_kind=kind,
-                flags=flags_for_log(flags) or None,
-            )
+        record.write(result, error, kind, flags)
         return result
+
+    def _flagged(self, result: CallToolResult) -> tuple[CallToolResult, list[Any]]:
+        """The result with a warning in front when it looks like it tries to steer the model (server.guard)."""
+        flags = result_findings(result)
+        if flags and self.settings.result_warning:
+            result = result.model_copy(update={"content": [warning_block(flags), *result.content]})
+        return result, flags
+
+    async def _run(self, call: PreparedCall, relay: Any) -> CallToolResult:
+        """The child call itself, cut to the result limits; a closed HTTP request cancels it."""
+        host: HostLink | None = relay.host if relay is not None else None
+        if relay is not None and not self.pool.is_running(call.server):
+            await self.relay.before_start(self.servers[call.server], relay)
+
+        def child_call() -> Any:
+            return self.pool.call_tool(call.server, call.tool, call.params, relay=relay)
+
+        # A suspended call outlives the request that started it; its rounds watch their own requests.
+        if host is None or host.client_gone is None or relay.suspended is not None:
+            result = await child_call()
+        else:
+            result = await unless_client_gone(host.client_gone, child_call)
+            if result is None:
+                raise CallCancelledError(
+                    f"Call to {call.server}/{call.tool} cancelled: the HTTP client closed the request. The server's "
+                    "request was cancelled too."
+                )
+        return cap_result(result, self.limits)
+
+    def _cancelled_error(self, call: SuspendedCall | None = None) -> CallCancelledError:
+        if call is not None and call.expired:
+            why = (
+                f"the host did not answer the server's question within {self.settings.input_timeout:g}s "
+                "(COPILOT_INPUT_TIMEOUT)"
+            )
+        elif self.shutdown_reason is not None:
+            why = f"the copilot is shutting down ({self.shutdown_reason})"
+        else:
+            why = "the host cancelled it"
+        return CallCancelledError(f"Call cancelled: {why}. The server's request was cancelled too.")
+
+    async def _start_suspended(
+        self, call: PreparedCall, host: HostLink, record: _ExecuteRecord
+    ) -> CallToolResult | InputRequiredResult:
+        """Run the call in the background so the child's questions can go back as ``input_required``."""
+
+        async def run(suspended: SuspendedCall) -> Finished:
+            relay = suspended.relay = self.relay.call(call.server, host, suspended)
+            try:
+                result, flags = self._flagged(await self._run(call, relay))
+                return Finished(result, flags=flags)
+            except ExecuteError as exc:
+                return Finished(_error_result(exc), str(exc), exc.kind)
+            except CopilotError as exc:
+                return Finished(_error_result(exc), str(exc), "execute_error")
+            except Exception as exc:
+                logger.exception("execute %s/%s failed", call.server, call.tool)
+                text = f"internal error while calling {call.server}/{call.tool}: {exc}"
+                return Finished(text_result(text + " (see the copilot's log)", is_error=True), text, "internal_error")
+
+        def cancelled(suspended: SuspendedCall) -> Finished:
+            error = self._cancelled_error(suspended)
+            return Finished(_error_result(error), str(error), error.kind)
+
+        def ended(finished: Finished) -> None:
+            record.write(finished.result, finished.error, finished.kind, finished.flags)
+
+        assert self._task_group is not None
+        suspended = self.relay.suspended.start(self._task_group, run, cancelled, ended)
+        return await suspended.next_round()
+
+    async def _resume(
+        self,
+        call_id: Any,
+        host: HostLink | None,
+        responses: InputResponses | None,
+        log: SessionLog | None,
+        server_name: Any,
+        tool_name: Any,
+        params: Any,
+    ) -> CallToolResult | InputRequiredResult:
+        """A 2026-07-28 host's answers to a suspended call's questions: deliver them, wait for what is next."""
+        suspended = self.relay.suspended.get(call_id)
+        if suspended is None:
+            error = InputExpiredError(
+                f"This call of {server_name}/{tool_name} no longer waits for an answer: it ended, or the host took "
+                f"longer than {self.settings.input_timeout:g}s to answer (COPILOT_INPUT_TIMEOUT). Call execute again "
+                "without the earlier answers."
+            )
+            result = _error_result(error)
+            _ExecuteRecord(log, server_name, tool_name, params, self.telemetry).write(result, str(error), error.kind)
+            return result
+        if host is not None and suspended.relay is not None:
+            suspended.relay.host = host  # progress and logs go to the request that waits now
+        suspended.deliver(responses)
+        return await suspended.next_round()
+
+    async def _ask_confirmation(
+        self,
+        call: PreparedCall,
+        confirm: Any,
+        host: HostLink | None,
+        round_state: Mapping[str, Any],
+        responses: InputResponses | None,
+    ) -> Confirmation | InputRequiredResult | None:
+        """Ask the user through the host's elicitation when the call needs confirmation and the host can."""
+        risk = call.risk
+        if host is None or not risk.needs_confirmation or risk.refused_read_only:
+            return None
+        if isinstance(confirm, str) and confirm.strip():
+            return None
+        question = self.confirmation_question(call)
+        request = confirmation_request(question)
+        if not host.can_answer(request):
+            return None
+        if host.era == "legacy":
+            with anyio.move_on_after(self.settings.input_timeout):
+                decision = approved(await host.ask(request))
+                return Confirmation(approved=decision) if decision is not None else None
+            return None
+        answer = (responses or {}).get("confirm") if round_state.get("confirm") else None
+        if answer is None:
+            return confirmation_round(question)
+        decision = approved(answer)
+        return Confirmation(approved=decision) if decision is not None else None
 
     def _check_confirmation(self, call: PreparedCall, confirm: Any, confirmation: Confirmation | None) -> None:
         risk = call.risk

@@ -60,6 +60,18 @@ class ConfirmationRequiredError(ExecuteError):
     token: str | None = None
 
 
+class CallCancelledError(ExecuteError):
+    """The host cancelled the call, or its client went away; the child's request was cancelled too."""
+
+    kind = "cancelled"
+
+
+class InputExpiredError(ExecuteError):
+    """A 2026-07-28 host retried ``execute`` for a call that no longer waits for its answers."""
+
+    kind = "input_expired"
+
+
 class ToolBlockedError(ExecuteError):
     """The tool's definition is held back (changed since approved, new, quarantined or poisoned)."""
 

@@ -13,7 +13,14 @@ MAX_DESCRIPTION_CHARS = 2000
 
 class RoutedTool(BaseModel):
     server: str = Field(description="Pass as execute's server_name.")
-    tool: str = Field(description="Pass as execute's tool_name.")
+    tool: str = Field(description="Pass as execute's tool_name (for a prompt or resource: its name on its server).")
+    kind: str = Field(default="tool", description="tool, prompt, resource or resource_template.")
+    direct_name: str | None = Field(
+        default=None,
+        description="A tool: the name it is listed under in this server's tools/list (call it directly); "
+        "a prompt: its name for prompts/get.",
+    )
+    uri: str | None = Field(default=None, description="A resource (template): its URI for resources/read.")
     title: str | None = None
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=dict, description="JSON schema execute's params must match.")
@@ -21,6 +28,10 @@ class RoutedTool(BaseModel):
     score: float = Field(description="Relevance; higher is better.")
     server_running: bool = Field(description="Whether the tool's server is already running (first call is faster).")
     annotations: dict[str, Any] | None = None
+    structured_output: bool = Field(
+        default=False,
+        description="The tool declares an output schema: its results carry structured content matching it.",
+    )
 
 
 class IndexingStatus(BaseModel):
@@ -82,6 +93,22 @@ def _schema_text(schema: dict[str, Any]) -> str:
     return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
 
 
+def _other_kind_lines(rank: int, item: RoutedTool) -> list[str]:
+    """A prompt or resource hit: what it is and how a host gets it."""
+    kind = item.kind.replace("_", " ")
+    lines = [f"{rank}. {kind}: {item.tool}  server: {item.server}  (score {item.score:.3f})"]
+    description = item.description.strip() or "(no description)"
+    lines.append(f"   {description[:MAX_DESCRIPTION_CHARS]}".replace("\n", "\n   "))
+    if item.kind == "prompt":
+        lines.append(f"   arguments: {', '.join(item.input_schema.get('properties', {})) or '(none)'}")
+        lines.append(f"   get it with prompts/get, name: {item.direct_name or item.tool}")
+    elif item.kind == "resource_template":
+        lines.append(f"   read it with resources/read after filling in the URI template: {item.uri}")
+    else:
+        lines.append(f"   read it with resources/read, uri: {item.uri}")
+    return lines
+
+
 def render_route(answer: RouteAnswer) -> str:
     lines: list[str] = []
     status_line = indexing_sentence(answer.indexing)
@@ -94,7 +121,8 @@ def render_route(answer: RouteAnswer) -> str:
             lines.append(status_line)
         return "\n".join(lines)
 
-    lines.append(f'Top {len(answer.tools)} tool(s) for "{answer.query}":')
+    noun = "tool(s)" if all(t.kind == "tool" for t in answer.tools) else "result(s)"
+    lines.append(f'Top {len(answer.tools)} {noun} for "{answer.query}":')
     if status_line:
         lines.append(status_line)
     if answer.note:
@@ -103,16 +131,24 @@ def render_route(answer: RouteAnswer) -> str:
     for rank, tool in enumerate(answer.tools, 1):
         state = "server running" if tool.server_running else "server starts on first call"
         lines.append("")
+        if tool.kind != "tool":
+            lines.extend(_other_kind_lines(rank, tool))
+            continue
         lines.append(f"{rank}. server: {tool.server}  tool: {tool.tool}  (score {tool.score:.3f}, {state})")
+        if tool.direct_name:
+            lines.append(f"   also callable directly as the tool {tool.direct_name}")
         description = tool.description.strip() or "(no description)"
         if len(description) > MAX_DESCRIPTION_CHARS:
             description = description[:MAX_DESCRIPTION_CHARS] + "…"
         lines.append(f"   {description}".replace("\n", "\n   "))
         lines.append(f"   required params: {', '.join(tool.required) if tool.required else '(none)'}")
         lines.append(f"   input schema: {_schema_text(tool.input_schema)}")
-    lines.append("")
-    lines.append(
-        "To use one, call execute with its exact server_name and tool_name as shown above and params that "
-        "match its input schema."
-    )
+        if tool.structured_output:
+            lines.append("   returns structured content (the tool declares an output schema)")
+    if any(tool.kind == "tool" for tool in answer.tools):
+        lines.append("")
+        lines.append(
+            "To use one, call execute with its exact server_name and tool_name as shown above and params that "
+            "match its input schema."
+        )
     return "\n".join(lines)

@@ -27,6 +27,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from index.errors import ConfigError
+from server.relay.disconnect import ClientGoneMiddleware
 from server.settings import LOOPBACK_NAMES, ServerSettings
 
 logger = logging.getLogger(__name__)
@@ -133,7 +134,9 @@ def build_asgi(app: MCPServer[Any], settings: ServerSettings, telemetry: Any = N
         from server.telemetry.endpoints import ObservabilityRoutes
 
         starlette_app = ObservabilityRoutes(starlette_app, telemetry)  # /metrics, behind the same guard
-    return GuardMiddleware(starlette_app, token=settings.token, allowed_origins=settings.allowed_origins)
+    return GuardMiddleware(
+        ClientGoneMiddleware(starlette_app), token=settings.token, allowed_origins=settings.allowed_origins
+    )
 
 
 def bind_listener(settings: ServerSettings) -> socket.socket:

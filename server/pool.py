@@ -15,6 +15,15 @@ child's transport ends; leaving ``open_session`` kills the child's whole process
 only borrow the session. A child that crashes or times out is marked broken; the next call starts
 a fresh one. Nothing a child does can raise out of the pool except the ``server.errors`` below.
 
+Changes in a child: ``notifications/tools/list_changed`` drops the child's cached tool list and
+re-lists it in the background through :meth:`ChildPool.list_tools` (at most once a second), and a
+restarted child is listed again at once; every listing takes the one path ``_list``, where the
+``guard`` reviews it against the pinned definitions (held-back tools are refused by
+:meth:`ChildPool.call_tool`). A listing that differs from the server's previous one -- also one
+made by an earlier process, so a restart that lists other tools counts -- then goes to every
+:class:`PoolListener` with the held-back names, whose definitions must not be used. Prompts and
+resources ``list_changed`` and ``resources/updated`` notifications go to the listeners as they are.
+
 Errors: :class:`UnknownServerError` (not configured), :class:`ServerUnavailableError` (disabled,
 missing command, failed start -- with the reason and the last stderr lines),
 :class:`ChildCrashedError` (exited during the call), :class:`ChildTimeoutError` (the call took too
@@ -26,21 +35,32 @@ returned as a ``CallToolResult`` with ``is_error`` set, so the model sees what w
 from __future__ import annotations
 
 import atexit
+import hashlib
+import json
 import logging
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 import anyio.abc
 import mcp.types as types
+from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from index.children.connect import ChildConnection, ChildProcess, ChildStartError, describe_exit, open_session
+from index.children.connect import (
+    ChildConnection,
+    ChildProcess,
+    ChildStartError,
+    ClientCallbacks,
+    describe_exit,
+    open_session,
+)
 from index.children.wire import COPILOT_ORIGIN
 from index.servers import ServerConfig
 from server.bounded import shown_name
@@ -54,12 +74,14 @@ from server.errors import (
 from server.pool_settings import PoolSettings
 from server.validation import did_you_mean, suggest
 
-__all__ = ["ChildPool", "ListingGuard", "PoolObserver", "PoolSettings"]
+__all__ = ["ChildLink", "ChildPool", "ListingGuard", "PoolListener", "PoolObserver", "PoolSettings"]
 
 logger = logging.getLogger(__name__)
 
 #: Seconds to wait for a crashed child's exit code before reporting without it.
 _EXIT_CODE_WAIT = 2.0
+#: Characters of one child log message written to its log file.
+_LOG_LINE_CHARS = 2000
 #: When the copilot exits, children get this long to exit after their stdin closes (at most
 #: ``shutdown_grace``), then this long after SIGTERM before SIGKILL, all in parallel: the whole
 #: stop fits in the 2 s a host waits after closing the copilot's stdin before it sends SIGTERM.
@@ -69,6 +91,52 @@ EXIT_KILL_GRACE = 0.5
 MAX_WARM_UNUSED = 2
 #: Seconds between checks of the running children's stderr log sizes.
 _LOG_CHECK_INTERVAL = 5.0
+
+#: Seconds between two re-listings of one server's changed tools (a flood of list_changed costs one per interval).
+RELIST_INTERVAL = 1.0
+
+_T = TypeVar("_T")
+
+class PoolListener:
+    """Told about changes in children (override what you need). Called on the event loop; must
+    not block or raise."""
+
+    def tools_listed(self, server: str, tools: list[types.Tool], held_back: frozenset[str]) -> None:
+        """``server`` listed tools that differ from its previous listing (or its first one).
+
+        ``held_back``: names whose listed definition the guard did not approve (changed since it
+        was pinned, or new and not yet reviewed); their listed definition must not be used."""
+
+    def list_changed(self, server: str, kind: Literal["prompts", "resources"]) -> None:
+        """``server``'s child said its prompts or resources changed."""
+
+    def resource_updated(self, server: str, uri: str) -> None:
+        """``server``'s child said the resource ``uri`` (its own URI) changed."""
+
+    def child_started(self, server: str, restart: bool) -> None:
+        """A process of ``server`` is ready (``restart``: not the first one in this pool)."""
+
+
+def _tools_digest(tools: list[types.Tool], held_back: frozenset[str]) -> str:
+    payload = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
+    return hashlib.sha256(json.dumps([payload, sorted(held_back)], sort_keys=True).encode()).hexdigest()
+
+
+class ChildLink(Protocol):
+    """Answers what children send the copilot on their own (``server.relay.hub.Relay`` implements it).
+
+    ``calls`` are the relays of the child's calls in flight (what ``call_tool`` was given), oldest first.
+    """
+
+    def user_root(self) -> Path | None:
+        """The user's directory: where ``works_in: roots`` children run, what ``${COPILOT_ROOT}`` names."""
+        ...
+
+    async def answer(
+        self, server: str, calls: list[Any], request: types.InputRequest
+    ) -> types.InputResponse | types.ErrorData: ...
+
+    async def log(self, server: str, calls: list[Any], params: types.LoggingMessageNotificationParams) -> None: ...
 
 
 class ListingGuard(Protocol):
@@ -105,6 +173,8 @@ class _ServerState:
     start_error: ChildStartError | None = None
     failed_at: float = 0.0  # monotonic
     slots: anyio.Semaphore | None = None
+    listed_digest: str | None = None  # of the last tool listing passed to listeners
+    relisted_at: float = float("-inf")  # monotonic: the last re-list after a change
     #: Seconds the last successful start took (spawn to initialized): slow starters are not warmed.
     start_seconds: float | None = None
     #: Why a child that had served calls is gone, until the next child's first result says so.
@@ -128,6 +198,9 @@ class _Child:
     in_flight: int = 0
     last_used: float = field(default_factory=time.monotonic)
     tools: list[types.Tool] | None = None
+    relist_pending: bool = False  # a tools/list_changed re-list is scheduled
+    #: Relays of the calls in flight (see ``ChildPool.call_tool``), oldest first.
+    calls: list[Any] = field(default_factory=list)
     served: int = 0  # calls this process answered
     warmed: bool = False  # started by warm() and not used since
     #: Why the copilot stopped it, in words (in-flight calls cut off with it say so; the next child's first result too).
@@ -197,18 +270,22 @@ class ChildPool:
         *,
         guard: ListingGuard | None = None,
         observer: PoolObserver | None = None,
+        link: ChildLink | None = None,
     ) -> None:
         self.settings = settings if settings is not None else PoolSettings()
         #: Checks every tool listing against the pinned definitions (``server.guard``).
         self.guard = guard
         #: Told when children start and stop (metrics, traces).
         self.observer = observer
+        #: Answers what children ask and log on their own (``server.relay``).
+        self.link = link
         self._servers: dict[str, ServerConfig] = dict(servers)
         self._children: dict[str, _Child] = {}  # the current child of each server
         self._alive: set[_Child] = set()  # every child whose runner has not finished
         self._states: dict[str, _ServerState] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closing = False
+        self._listeners: list[PoolListener] = []
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -255,12 +332,139 @@ class ChildPool:
     # -- public API -------------------------------------------------------------------------
 
     async def call_tool(
-        self, server: str, tool: str, arguments: dict[str, Any] | None, *, timeout: float | None = None
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        timeout: float | None = None,
+        relay: Any = None,
     ) -> types.CallToolResult:
-        """Call ``tool`` on ``server``'s child (starting it if needed) and return its result unchanged."""
+        """Call ``tool`` on ``server``'s child (starting it if needed) and return its result unchanged.
+
+        ``relay`` (a ``server.relay.call.CallRelay``) receives what the child sends during the call:
+        its ``progress`` callback goes on the request, its ``timeout_scope`` is set to the call's
+        timeout, and the pool's ``link`` gets it among the child's calls in flight.
+        """
+        self._state(server).calls += 1
+        async with self._borrow(server, timeout) as (child, limit):
+            if self.guard is not None:
+                await self._check_definition(child, tool, limit)
+            result = await self._call(child, tool, arguments, limit, relay)
+        return self._served(child, result)
+
+    async def request(
+        self,
+        server: str,
+        doing: str,
+        operation: Callable[[ClientSession], Awaitable[_T]],
+        *,
+        timeout: float | None = None,
+    ) -> _T:
+        """Run ``operation`` on ``server``'s session (starting it if needed), like a tool call.
+
+        For the other MCP requests a proxy forwards (prompts, resources, completion): the same
+        slots, timeout and crash handling as :meth:`call_tool`. ``doing`` names the request in
+        errors ("resources/read"). A JSON-RPC error the child answers is raised unchanged
+        (:class:`MCPError`), so its code can be passed on.
+        """
+        async with self._borrow(server, timeout) as (child, limit):
+            assert child.connection is not None
+            session = child.connection.session
+            with anyio.move_on_after(limit) as scope:
+                try:
+                    return await operation(session)
+                except MCPError as error:
+                    if error.code == types.CONNECTION_CLOSED:
+                        raise await self._crashed(child, doing) from None
+                    raise
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    raise await self._crashed(child, doing) from None
+            assert scope.cancelled_caught
+            raise self._timed_out(child, doing, limit)
+
+    def capabilities(self, server: str) -> types.ServerCapabilities | None:
+        """What ``server``'s running child declared at ``initialize`` (``None`` when not running)."""
+        connection = self.connection(server)
+        return connection.initialize_result.capabilities if connection is not None else None
+
+    async def list_tools(self, server: str) -> list[types.Tool]:
+        """The tools of ``server``'s live session (listed once per child process, and again after
+        the child says they changed); held-back definitions are listed but refused by ``call_tool``."""
         config = self._config(server)
         state = self._state(server)
-        state.calls += 1
+        limit = config.timeout or self.settings.call_timeout
+        with _counting_errors(state):
+            child = await self._acquire(server, config)
+            try:
+                if child.tools is None:
+                    child.tools = await self._list(child, limit)
+                return list(child.tools)
+            finally:
+                self._release(child)
+
+    def subscribe(self, listener: PoolListener) -> None:
+        """Tell ``listener`` about changed tool listings and prompts/resources changes."""
+        self._listeners.append(listener)
+
+    def _announce_listing(self, child: _Child, tools: list[types.Tool]) -> None:
+        """Tell the listeners when ``child``'s server lists other tools (or held back others) than before."""
+        state = self._state(child.name)
+        held_back = frozenset(child.blocked)
+        digest = _tools_digest(tools, held_back)
+        if digest != state.listed_digest:
+            state.listed_digest = digest
+            self._tell("tools_listed", child.name, list(tools), held_back)
+
+    async def _on_child_message(self, child: _Child, message: Any) -> None:
+        """A child's notification (on its session's reader: hand work off, never await the session)."""
+        if isinstance(message, types.ToolListChangedNotification):
+            logger.info("server '%s' says its tools changed; listing them again", child.name)
+            child.tools = None
+            if not child.relist_pending and self._task_group is not None and not self._closing:
+                child.relist_pending = True
+                self._task_group.start_soon(self._relist, child, name=f"re-list tools of {child.name}")
+            return
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self._tell("resource_updated", child.name, str(message.params.uri))
+            return
+        kind: Literal["prompts", "resources"] | None = None
+        if isinstance(message, types.PromptListChangedNotification):
+            kind = "prompts"
+        elif isinstance(message, types.ResourceListChangedNotification):
+            kind = "resources"
+        if kind is None:
+            return
+        logger.info("server '%s' says its %s changed", child.name, kind)
+        self._tell("list_changed", child.name, kind)
+
+    def _tell(self, method: str, *args: Any) -> None:
+        for listener in list(self._listeners):
+            try:
+                getattr(listener, method)(*args)
+            except Exception:  # noqa: BLE001 -- a listener's bug must not break the pool
+                logger.exception("pool listener failed in %s%r", method, args)
+
+    async def _relist(self, child: _Child) -> None:
+        # A child announcing changes nonstop gets listed at most once per interval.
+        state = self._state(child.name)
+        wait = state.relisted_at + RELIST_INTERVAL - time.monotonic()
+        if wait > 0:
+            await anyio.sleep(wait)
+        child.relist_pending = False
+        state.relisted_at = time.monotonic()
+        if self._children.get(child.name) is not child or not child.running:
+            return  # stopped meanwhile: its next process is listed when it is used
+        try:
+            await self.list_tools(child.name)
+        except Exception as error:  # noqa: BLE001 -- reported in status(); the next call lists again
+            logger.warning("could not list the changed tools of '%s': %s", child.name, error)
+
+    @asynccontextmanager
+    async def _borrow(self, server: str, timeout: float | None) -> AsyncIterator[tuple[_Child, float]]:
+        """A slot and the running child of ``server`` for one request, and the request's time limit."""
+        config = self._config(server)
+        state = self._state(server)
         limit = timeout if timeout is not None else (config.timeout or self.settings.call_timeout)
         with _counting_errors(state):
             if state.slots is None:
@@ -275,28 +479,11 @@ class ChildPool:
             try:
                 child = await self._acquire(server, config)
                 try:
-                    if self.guard is not None:
-                        await self._check_definition(child, tool, limit)
-                    result = await self._call(child, tool, arguments, limit)
+                    yield child, limit
                 finally:
                     self._release(child)
             finally:
                 state.slots.release()
-        return self._served(child, result)
-
-    async def list_tools(self, server: str) -> list[types.Tool]:
-        """The tools of ``server``'s live session (listed once per child process)."""
-        config = self._config(server)
-        state = self._state(server)
-        limit = config.timeout or self.settings.call_timeout
-        with _counting_errors(state):
-            child = await self._acquire(server, config)
-            try:
-                if child.tools is None:
-                    child.tools = await self._list(child, limit)
-                return list(child.tools)
-            finally:
-                self._release(child)
 
     def warm(self, server: str) -> bool:
         """Start ``server``'s child in the background, if that costs no other child; never raises.
@@ -339,6 +526,16 @@ class ChildPool:
             state = self._state(name)
             if state.start_seconds is None:
                 state.start_seconds = value
+
+    async def notify_roots_changed(self) -> None:
+        """Tell every running child that the roots changed (it may ask ``roots/list`` again)."""
+        for child in list(self._children.values()):
+            if child.running and child.connection is not None:
+                with anyio.move_on_after(5):
+                    try:
+                        await child.connection.session.send_roots_list_changed()  # pyright: ignore[reportDeprecated]
+                    except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        pass
 
     def is_running(self, server: str) -> bool:
         child = self._children.get(server)
@@ -452,6 +649,9 @@ class ChildPool:
         def spawned(process: ChildProcess) -> None:
             child.process = process
 
+        async def on_message(message: Any) -> None:
+            await self._on_child_message(child, message)
+
         try:
             async with open_session(
                 child.config,
@@ -461,6 +661,9 @@ class ChildPool:
                 max_message_bytes=settings.max_message_bytes,
                 shutdown_grace=settings.shutdown_grace,
                 on_spawn=spawned,
+                message_handler=on_message,
+                callbacks=self._callbacks(child),
+                root=self.link.user_root() if self.link is not None else None,
             ) as connection:
                 child.connection = connection
                 child.last_used = child.started_at = time.monotonic()
@@ -469,6 +672,11 @@ class ChildPool:
                 child.ready.set()
                 self._notify("child_started", child, None)
                 logger.info("server '%s' started (pid %s) in %.1fs", child.name, connection.pid, state.start_seconds)
+                self._tell("child_started", child.name, state.starts > 1)
+                if state.listed_digest is not None and self._task_group is not None:
+                    # A restart: the new process may list other tools than the last one did.
+                    child.relist_pending = True
+                    self._task_group.start_soon(self._relist, child, name=f"list tools of restarted {child.name}")
                 await _wait_either(child.stop, connection.closed)
                 if not child.stop.is_set():
                     child.broken = True
@@ -527,6 +735,35 @@ class ChildPool:
             return result
         # First, so the model reads it before the result, and a size cap that cuts the end keeps it.
         return result.model_copy(update={"content": [types.TextContent(type="text", text=note), *result.content]})
+
+    def _callbacks(self, child: _Child) -> ClientCallbacks | None:
+        """The child session's answers to the child's own requests, relayed through ``link``."""
+        link = self.link
+        if link is None:
+            return None
+
+        async def answer(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+            return await link.answer(child.name, list(child.calls), request)
+
+        async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+            return await answer(types.CreateMessageRequest(params=params))
+
+        async def elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
+            return await answer(types.ElicitRequest(params=params))
+
+        async def list_roots(context: Any) -> Any:
+            return await answer(types.ListRootsRequest())
+
+        async def log(params: types.LoggingMessageNotificationParams) -> None:
+            text = params.data if isinstance(params.data, str) else repr(params.data)
+            line = f"log {params.level}{f' {params.logger}' if params.logger else ''}: {text[:_LOG_LINE_CHARS]}"
+            if child.process is not None:
+                child.process.note(line)
+            else:
+                logger.info("server '%s' %s", child.name, line)
+            await link.log(child.name, list(child.calls), params)
+
+        return ClientCallbacks(sampling=sampling, elicitation=elicitation, list_roots=list_roots, logging=log)
 
     async def _acquire(self, server: str, config: ServerConfig) -> _Child:
         """The server's running child, started if needed, with this call counted as in flight."""
@@ -690,14 +927,19 @@ class ChildPool:
         )
 
     async def _call(
-        self, child: _Child, tool: str, arguments: dict[str, Any] | None, limit: float
+        self, child: _Child, tool: str, arguments: dict[str, Any] | None, limit: float, relay: Any = None
     ) -> types.CallToolResult:
         assert child.connection is not None
         session = child.connection.session
         doing = f"the call to '{tool}'"
-        with anyio.move_on_after(limit) as scope:
+        with anyio.move_on_after(limit) as scope, self._in_flight(child, relay, scope):
             try:
-                return await session.call_tool(tool, arguments)
+                # Not session.call_tool: the copilot passes the child's result on as it is, without
+                # checking its structured content against the tool's output schema (the host may).
+                request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments))
+                return await session.send_request(
+                    request, types.CallToolResult, progress_callback=relay.progress if relay is not None else None
+                )
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, doing) from None
@@ -717,6 +959,20 @@ class ChildPool:
         assert scope.cancelled_caught
         raise self._timed_out(child, doing, limit)
 
+    @staticmethod
+    @contextmanager
+    def _in_flight(child: _Child, relay: Any, scope: anyio.CancelScope) -> Iterator[None]:
+        if relay is None:
+            yield
+            return
+        relay.timeout_scope = scope
+        child.calls.append(relay)
+        try:
+            yield
+        finally:
+            child.calls.remove(relay)
+            relay.close()
+
     async def _check_definition(self, child: _Child, tool: str, limit: float) -> None:
         """Refuse a call to a tool whose live definition is held back (listing the child first if needed)."""
         if child.tools is None:
@@ -729,9 +985,11 @@ class ChildPool:
             raise ToolBlockedError(verdict.message())
 
     async def _reviewed(self, child: _Child, tools: list[types.Tool]) -> list[types.Tool]:
-        """Every listing passes the guard: held-back tools are remembered and refused by ``call_tool``."""
+        """Every listing passes the guard: held-back tools are remembered and refused by ``call_tool``;
+        then the listeners hear of it (with the held-back names, whose definitions they must not use)."""
         if self.guard is not None:
             child.blocked = dict(await self.guard.review_listing(child.name, child.config, tools))
+        self._announce_listing(child, tools)
         return tools
 
     async def _list(self, child: _Child, limit: float) -> list[types.Tool]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -76,11 +77,37 @@ class ServerSettings(CopilotSettings):
     max_result_chars: int = Field(
         default=100_000, ge=1000, description="Text of a tool result beyond this many characters is cut."
     )
+    max_result_blocks: int = Field(
+        default=100, ge=1, description="Content blocks of a tool result beyond this many are dropped (with a note)."
+    )
+    max_result_bytes: int = Field(
+        default=5_000_000,
+        ge=1000,
+        description="Base64 bytes of images, audio and binary resources one tool result may carry (rest dropped).",
+    )
     max_top_k: int = Field(default=20, ge=1, description="Upper bound of route's top_k.")
     protect_process: bool = Field(
         default=True,
         description="On Linux, mark the copilot non-dumpable so its children cannot read its environment or memory "
         "through /proc; false only to attach a debugger or profiler.",
+    )
+
+    # Relaying between host and children ---------------------------------------------------
+    roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description=(
+            "Directories the user works in, answered to children's roots/list and used as the working directory of "
+            "'works_in: roots' servers (os.pathsep-separated or a JSON list); empty = the host's own roots."
+        ),
+    )
+    input_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds a child's question (elicitation, sampling, roots) may wait for the host's answer.",
+    )
+    child_log_level: str = Field(
+        default="warning",
+        description="Lowest level of children's log messages forwarded to hosts that never sent logging/setLevel.",
     )
 
     # HTTP transport ---------------------------------------------------------------------
@@ -131,12 +158,59 @@ class ServerSettings(CopilotSettings):
         description="Also publish 'execute-tool', the name LiveMCPBench's prompts use for execute (benchmark runs).",
     )
 
+    # What hosts see of the children (server.aggregate) ----------------------------------------
+    expose: Literal["meta", "routed", "all"] = Field(
+        default="meta",
+        description="Tools in the copilot's own tools/list: 'meta' (route, execute), 'routed' (plus every tool "
+        "route returned in this session, under a namespaced name), 'all' (plus every tool; for small pools).",
+    )
+    expose_max_tools: int = Field(
+        default=50, ge=1, description="'routed' mode: most child tools listed per session (the oldest make room)."
+    )
+    expose_unprefixed: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Servers (globs) whose tools and prompts keep their own names when no other name is taken.",
+    )
+    list_page_size: int = Field(
+        default=100, ge=1, description="Items per page of tools/list, prompts/list, resources/list (nextCursor)."
+    )
+
     log_level: str = Field(default="INFO", description="Level of the copilot's own log (stderr / log file).")
 
-    @field_validator("allow", "deny", "untrusted", "allowed_origins", "read_only_allow", mode="before")
+    @field_validator(
+        "allow", "deny", "untrusted", "allowed_origins", "read_only_allow", "expose_unprefixed", mode="before"
+    )
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return _split_list(value)
+
+    @field_validator("roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part for part in text.split(os.pathsep) if part.strip()]
+        return value
+
+    @field_validator("roots")
+    @classmethod
+    def _existing_directories(cls, value: list[Path]) -> list[Path]:
+        resolved = [path.expanduser().resolve() for path in value]
+        missing = [str(path) for path in resolved if not path.is_dir()]
+        if missing:
+            raise ValueError(f"not an existing directory: {', '.join(missing)}")
+        return resolved
+
+    @field_validator("child_log_level")
+    @classmethod
+    def _mcp_level(cls, value: str) -> str:
+        level = value.strip().lower()
+        levels = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+        if level not in levels:
+            raise ValueError(f"must be one of {', '.join(levels)}")
+        return level
 
     @field_validator("log_level")
     @classmethod

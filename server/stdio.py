@@ -25,6 +25,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from index.children.wire import describe_unreadable, request_id_of
+from server.stdio_pipes import stdio_files
 
 logger = logging.getLogger(__name__)
 
@@ -109,10 +110,16 @@ class AnswerUnparseable:
 
 
 async def serve_stdio(app: MCPServer[Any]) -> None:
-    """``app.run_stdio_async()`` with unparseable requests answered."""
+    """``app.run_stdio_async()`` with unparseable requests answered, on non-blocking pipes when it can.
+
+    ``server.stdio_pipes`` serves stdin/stdout from the event loop (no worker thread per message)
+    when they are pipes or sockets; otherwise the SDK's own file wrappers are used.
+    """
     # MCPServer exposes no public way to run its low-level server on our own streams.
     server = app._lowlevel_server  # noqa: SLF001
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(
-            AnswerUnparseable(read_stream, write_stream), write_stream, server.create_initialization_options()
-        )
+    async with stdio_files() as files:
+        stdin, stdout = files if files is not None else (None, None)
+        async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+            await server.run(
+                AnswerUnparseable(read_stream, write_stream), write_stream, server.create_initialization_options()
+            )

@@ -245,6 +245,8 @@ _DRAFTS_BY_AGE = (
 )
 #: Validators by schema (JSON text): checking a schema costs more than validating params with it.
 _VALIDATORS: dict[str, Any] = {}
+#: The same, by the identity of a schema object the caller keeps (a live tool list): no JSON per call.
+_BY_IDENTITY: dict[int, tuple[Mapping[str, Any], Any]] = {}
 _VALIDATOR_CACHE_SIZE = 4096
 _WARNED: set[str] = set()
 
@@ -274,6 +276,17 @@ def validator_for_schema(schema: Mapping[str, Any]) -> Any | None:
     validated as draft-04 instead of being skipped. A schema that no draft accepts is not held
     against the caller: it is logged once and params pass, so the child server gets to decide.
     """
+    known = _BY_IDENTITY.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    if len(_BY_IDENTITY) >= _VALIDATOR_CACHE_SIZE:
+        _BY_IDENTITY.clear()
+    chosen = _by_content(schema)
+    _BY_IDENTITY[id(schema)] = (schema, chosen)  # holding the schema keeps its id from being reused
+    return chosen
+
+
+def _by_content(schema: Mapping[str, Any]) -> Any | None:
     key = _schema_key(schema)
     if key in _VALIDATORS:
         return _VALIDATORS[key]
@@ -322,6 +335,8 @@ def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[
     if validator is None:
         return problems
     try:
+        if validator.is_valid(params):
+            return problems
         errors = sorted(
             validator.iter_errors(dict(params)), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ _PASS_NAMES = frozenset({"TMPDIR", "TOKENIZERS_PARALLELISM"})
 _PER_TASK = frozenset(
     {
         "COPILOT_LOG_DIR", "COPILOT_TASK_ID", "COPILOT_QUESTION", "COPILOT_CATEGORY", "COPILOT_LOG_FILE",
-        "COPILOT_SERVERS", "COPILOT_WORKDIR", "COPILOT_CHILD_LOG_DIR",
+        "COPILOT_SERVERS", "COPILOT_WORKDIR", "COPILOT_CHILD_LOG_DIR", "COPILOT_ROOTS",
     }
 )
 
@@ -63,6 +63,7 @@ def copilot_launch(
     category: str | None = None,
     workdir: Path | None = None,
     child_log_dir: Path | None = None,
+    roots: Sequence[Path] = (),
     environ: Mapping[str, str] | None = None,
     inherit: Iterable[str] = (),
 ) -> CopilotLaunch:
@@ -71,7 +72,8 @@ def copilot_launch(
     ``workdir`` holds the children's temp directories (the pool sets ``TMPDIR``/``TEMP``/``TMP``
     to ``<workdir>/<server>/tmp`` whatever the servers file says) and ``child_log_dir`` their
     stderr logs; the runner puts both in the task's directory so no task writes to another's,
-    nor to the copilot home.
+    nor to the copilot home. ``roots`` (the task's workspace) is what the copilot answers when a
+    child asks for the user's roots, and where ``works_in: roots`` servers run (``COPILOT_ROOTS``).
 
     The environment is the children's allowlist (TLS roots, proxies, locale, package-registry
     settings; no credentials unless a server opts in through ``inherit``), the copilot's own
@@ -112,6 +114,8 @@ def copilot_launch(
         env["COPILOT_WORKDIR"] = str(workdir)
     if child_log_dir is not None:
         env["COPILOT_CHILD_LOG_DIR"] = str(child_log_dir)
+    if roots:
+        env["COPILOT_ROOTS"] = os.pathsep.join(str(root) for root in roots)
     return CopilotLaunch(
         command=sys.executable,
         args=["-m", "server", "--servers", str(servers_file)],

@@ -367,6 +367,7 @@ class BenchmarkRunner:
             workdir=paths.work.resolve(),
             child_log_dir=paths.child_logs.resolve(),
             inherit=config.inherit_env,
+            roots=[paths.workspace.resolve()],
         )
         if config.agent_cmd is None:
             await self._run_builtin(question, launch, paths, writer, outcome)

@@ -38,7 +38,7 @@ from typing import Any
 import anyio
 import httpx2
 import mcp.types as types
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, MessageHandlerFnT
 from mcp.shared.exceptions import MCPError
 
 from index.children.process import KILL_GRACE, ChildProcess, describe_exit, read_log_tail
@@ -65,6 +65,7 @@ __all__ = [
     "ChildExitedError",
     "ChildProcess",
     "ChildStartError",
+    "ClientCallbacks",
     "CommandNotFoundError",
     "InitializeFailedError",
     "InitializeTimeoutError",
@@ -76,6 +77,20 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClientCallbacks:
+    """How the copilot's client session answers what a child sends it (the SDK's callback types).
+
+    Without them (the crawler) a child's sampling, elicitation and roots requests get the SDK's
+    "not supported" and its log messages are dropped; the pool relays them (``server.relay``).
+    """
+
+    sampling: Any = None
+    elicitation: Any = None
+    list_roots: Any = None
+    logging: Any = None
 
 
 @dataclass
@@ -222,6 +237,9 @@ async def open_session(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
     on_spawn: Callable[[ChildProcess], None] | None = None,
+    message_handler: MessageHandlerFnT | None = None,
+    callbacks: ClientCallbacks | None = None,
+    root: Path | None = None,
 ) -> AsyncIterator[ChildConnection]:
     """Start or reach ``config``'s server, initialize, yield the connection; close it on exit.
 
@@ -230,6 +248,11 @@ async def open_session(
     ``stderr_path`` receives the child's stderr (appended); without one a temporary file is used.
     ``on_spawn`` is called with the :class:`ChildProcess` right after a stdio child is spawned, before
     ``initialize`` (so an owner can kill it from a signal handler even while it starts).
+    ``message_handler`` receives the child's notifications (e.g. ``notifications/tools/list_changed``);
+    it runs on the session's reader, so it must hand work off rather than await the session.
+    ``callbacks`` answer the child's own requests and take its log messages. ``root`` is the user's
+    directory (the host's first root, or ``COPILOT_ROOTS``): a ``works_in: roots`` server without
+    its own ``cwd`` runs there, and ``${COPILOT_ROOT}`` in its entry names it (``workdir`` without one).
     Raises :class:`ChildStartError` subclasses; exceptions from the body propagate unchanged.
     """
     if not config.is_enabled:
@@ -252,12 +275,26 @@ async def open_session(
                     stderr_path = Path(name)
                     stack.callback(stderr_path.unlink, True)
                 streams = await stack.enter_async_context(
-                    stdio_streams(config, workdir, stderr_path, max_message_bytes, shutdown_grace, on_spawn)
+                    stdio_streams(config, workdir, stderr_path, max_message_bytes, shutdown_grace, on_spawn, root)
                 )
             else:
                 streams = await stack.enter_async_context(remote_streams(config))
+            given = callbacks or ClientCallbacks()
             session = await stack.enter_async_context(
-                ClientSession(streams.read, streams.write, client_info=_client_info())
+                ClientSession(
+                    streams.read,
+                    streams.write,
+                    client_info=_client_info(),
+                    sampling_callback=given.sampling,
+                    elicitation_callback=given.elicitation,
+                    list_roots_callback=given.list_roots,
+                    logging_callback=given.logging,
+                    message_handler=message_handler,
+                    # Relayed to hosts that support tool use in sampling; refused clearly to others.
+                    sampling_capabilities=(
+                        types.SamplingCapability(tools=types.SamplingToolsCapability()) if given.sampling else None
+                    ),
+                )
             )
             result = await _initialize(config, session, streams, init_timeout)
             if is_copilot_answer(result):

@@ -101,11 +101,17 @@ async def stdio_streams(
     max_message_bytes: int,
     shutdown_grace: float,
     on_spawn: Callable[[ChildProcess], None] | None = None,
+    root: Path | None = None,
 ) -> AsyncIterator[Streams]:
     tmpdir = workdir / "tmp"
     tmpdir.mkdir(parents=True, exist_ok=True)
-    config = config.for_workdir(workdir)
-    cwd = Path(config.cwd).expanduser() if config.cwd else workdir
+    config = config.for_workdir(workdir, root=root)
+    if config.cwd:
+        cwd = Path(config.cwd).expanduser()
+    elif config.works_in == "roots" and root is not None:
+        cwd = root
+    else:
+        cwd = workdir
     if not cwd.is_dir():
         raise ChildStartError(
             f"server '{config.name}': working directory '{cwd}' does not exist; create it or fix 'cwd'.",

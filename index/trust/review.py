@@ -311,5 +311,7 @@ def review_by_server(reviewer: TrustReviewer, records: Sequence[ToolRecord], *, 
     """Review records of several servers (a crawl or a catalog), one server at a time."""
     by_server: dict[str, list[ToolRecord]] = {}
     for record in records:
+        if record.kind != "tool":  # prompts and resources are not pinned (their names may repeat a tool's)
+            continue
         by_server.setdefault(record.server, []).append(record)
     return {server: reviewer.review(server, listed, pin=pin) for server, listed in by_server.items()}

@@ -77,9 +77,17 @@ def test_project_file_follows_livemcpbench_names_order_and_categories(
         assert any(package.split("@")[0] in arg for arg in ours.args), name
 
 
-def test_filesystem_and_arxiv_keep_their_published_roots(project_servers: dict[str, ServerConfig]) -> None:
-    assert project_servers["filesystem"].args[-1] == "/"
-    assert "rooted at /" in project_servers["filesystem"].description
+def test_file_servers_work_in_the_users_roots_arxiv_keeps_its_published_storage(
+    project_servers: dict[str, ServerConfig],
+) -> None:
+    # The filesystem server is allowed the user's root (the host's roots or COPILOT_ROOTS), not "/".
+    filesystem = project_servers["filesystem"]
+    assert filesystem.args[-1] == "${COPILOT_ROOT}" and filesystem.works_in == "roots"
+    assert filesystem.for_workdir(Path("/w/filesystem"), root=Path("/home/me/project")).args[-1] == "/home/me/project"
+    assert filesystem.for_workdir(Path("/w/filesystem")).args[-1] == "/w/filesystem"  # no root known: its own dir
+    # pdf-reader-mcp reads only paths relative to its working directory: it runs in the user's root.
+    assert project_servers["pdf-reader-mcp"].works_in == "roots"
+    assert project_servers["time"].works_in == "own"
     assert project_servers["arxiv-mcp-server"].args[-2:] == ["--storage-path", "./annotated_data/files"]
     assert "./annotated_data/files" in project_servers["arxiv-mcp-server"].description
 

@@ -37,6 +37,7 @@ from server.trajectory import parse_event
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_SERVER = REPO / "tests" / "fixtures" / "fixture_server.py"
+CHANGING_SERVER = REPO / "tests" / "fixtures" / "changing_server.py"
 #: Servers whose tools are crawled into the test index ("gamma" is in no test's servers file).
 INDEXED_SERVERS: dict[str, list[str]] = {
     "alpha": [],
@@ -45,6 +46,8 @@ INDEXED_SERVERS: dict[str, list[str]] = {
     "slow": ["--tools", "sleep", "echo"],
     "gamma": [],
 }
+#: Servers of ``changing_server.py`` (prompts, resources, tools that change) crawled into the test index.
+INDEXED_CHANGING_SERVERS = ["jotter"]
 SECRET_NAME = "COPILOT_TEST_SECRET_TOKEN"
 SECRET_VALUE = "s3cr3t-do-not-leak"
 START_TIMEOUT = 60.0
@@ -52,6 +55,12 @@ START_TIMEOUT = 60.0
 
 def fixture_entry(name: str, mode: str = "healthy", *, tools: list[str] | None = None, **extra: Any) -> dict[str, Any]:
     args = [str(FIXTURE_SERVER), "--name", name, "--mode", mode, *(["--tools", *tools] if tools else [])]
+    return {"command": sys.executable, "args": args, **extra}
+
+
+def changing_entry(name: str, *, tools_file: Path | None = None, **extra: Any) -> dict[str, Any]:
+    """A servers-file entry of the changing fixture server (see ``tests/fixtures/changing_server.py``)."""
+    args = [str(CHANGING_SERVER), "--name", name, *(["--tools-file", str(tools_file)] if tools_file else [])]
     return {"command": sys.executable, "args": args, **extra}
 
 
@@ -69,6 +78,7 @@ def build_test_index(home: Path) -> None:
         name: {"command": sys.executable, "args": [str(FIXTURE_SERVER), "--name", name, *args]}
         for name, args in INDEXED_SERVERS.items()
     }
+    entries.update({name: changing_entry(name) for name in INDEXED_CHANGING_SERVERS})
     servers = parse_servers(json.dumps({"mcpServers": entries})).servers
 
     async def crawl() -> Any:

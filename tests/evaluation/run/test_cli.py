@@ -245,6 +245,7 @@ def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, 
                  "npm_config_userconfig", "NPM_CONFIG_USERCONFIG", "UV_CACHE_DIR", "UV_TOOL_DIR", "UV_PYTHON_INSTALL_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("COPILOT_WORKDIR", str(bench["tmp"] / "shared-work"))  # a per-task value replaces it
+    monkeypatch.setenv("COPILOT_ROOTS", str(bench["tmp"]))  # so does the task's workspace
     servers = json.loads(bench["servers"].read_text())
     servers["mcpServers"]["notes"] = {"command": "uvx", "args": ["notes-server"], "env": {"HOME": "/srv/notes"}}
     bench["servers"].write_text(json.dumps(servers))
@@ -261,6 +262,8 @@ def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, 
         # The pool puts each child's TMPDIR/TEMP/TMP in <COPILOT_WORKDIR>/<server>/tmp: the task's.
         assert copilot_env["COPILOT_WORKDIR"] == str(task_dir / "work")
         assert copilot_env["COPILOT_CHILD_LOG_DIR"] == str(task_dir / "children")
+        # Children asking for the user's roots get the task's workspace (and 'works_in: roots' servers run there).
+        assert copilot_env["COPILOT_ROOTS"] == str((task_dir / "workspace").resolve())
         entries = json.loads(Path(copilot_env["COPILOT_SERVERS"]).read_text())["mcpServers"]
         for name in ("fx", "filesystem"):
             env = entries[name]["env"]

@@ -155,3 +155,16 @@ def test_diff_and_summary_describe_schema_changes() -> None:
     ]
     diff = "\n".join(change_diff(old, new))
     assert "--- approved inputSchema" in diff and '+    "file": {' in diff
+
+
+def test_prompts_and_resources_of_a_crawl_are_not_pinned_as_tools(reviewer: TrustReviewer) -> None:
+    """A server may name a prompt like one of its tools: only the tool is pinned and compared."""
+    from index.trust.review import review_by_server
+
+    prompt = record(description="Summarize a sheet for the user.", kind="prompt", input_schema={"type": "object"})
+    resource = record("sheets", "The open sheets.", kind="resource", uri="excel://sheets")
+    results = review_by_server(reviewer, [record(), prompt, resource], pin=True)
+    assert not results["excel"].blocked
+    assert all(verdict.allowed for verdict in reviewer.review("excel", [record()]).verdicts.values())
+    pins = json.loads(reviewer.store.path.read_text())
+    assert set(pins["tools"]) == {"excel/read_sheet"}

@@ -1,0 +1,189 @@
+"""Keeping the index current while children change, in the background.
+
+The pool tells :class:`LiveUpdater` when a server listed tools that differ from before (after its
+``notifications/tools/list_changed``, or a restart that lists different tools) and when a child
+says its prompts or resources changed. The updater re-lists what is needed (prompts/resources
+through :meth:`ChildPool.request`; tools arrive already listed, through the pool's one listing
+path and its trust guard), writes the server's records to the index in a worker thread -- one
+server at a time, repeated changes of a server coalesced -- and then calls ``on_changed`` so
+hosts hear the copilot's own ``list_changed``. ``route`` keeps answering from the previous
+snapshot meanwhile (``ToolIndex`` never makes a search wait for a sync).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import mcp.types as types
+
+from index.crawl import scrub_machine_paths, tool_record
+from index.errors import IndexNotBuiltError
+from index.kinds import list_other_kinds
+from index.records import ToolRecord
+from index.servers import ServerConfig
+from server.pool import PoolListener
+
+logger = logging.getLogger(__name__)
+
+Change = Literal["tools", "prompts", "resources"]
+#: ``on_changed(server, kinds)`` after the index holds a server's new records.
+OnChanged = Callable[[str, set[Change]], Awaitable[None]]
+_OTHER_KINDS = ("prompt", "resource", "resource_template")
+
+
+def _kind_change(kind: str) -> Change:
+    return "tools" if kind == "tool" else "prompts" if kind == "prompt" else "resources"
+
+
+class LiveUpdater(PoolListener):
+    """A :class:`~server.pool.PoolListener` that re-indexes changed servers; see the module docstring."""
+
+    def __init__(
+        self,
+        index: Any,
+        pool: Any,
+        servers: Callable[[], Mapping[str, ServerConfig]],
+        on_changed: OnChanged,
+    ) -> None:
+        self._index = index
+        self._pool = pool
+        self._servers = servers
+        self._on_changed = on_changed
+        # Newest listing not yet indexed, per server, with the names the guard held back.
+        self._tools: dict[str, tuple[list[types.Tool], frozenset[str]]] = {}
+        self._others: set[str] = set()  # servers whose prompts/resources need listing
+        self._wake = anyio.Event()
+        self._updated = anyio.Event()
+        self._progress = anyio.Event()
+        self._working = False
+        self.updates = 0  # how many times a server's records changed in the index
+
+    # -- PoolListener ---------------------------------------------------------------------------
+    def tools_listed(self, server: str, tools: list[types.Tool], held_back: frozenset[str]) -> None:
+        self._tools[server] = (tools, held_back)
+        self._kick()
+
+    def list_changed(self, server: str, kind: Literal["prompts", "resources"]) -> None:
+        self._others.add(server)
+        self._kick()
+
+    def _kick(self) -> None:
+        self._wake.set()
+
+    async def wait_for_updates(self, count: int) -> None:
+        """Until ``count`` updates reached the index in total (callers bound the wait)."""
+        while self.updates < count:
+            await self._updated.wait()
+
+    async def settled(self) -> None:
+        """Until every change reported so far is processed, whether or not it changed the index."""
+        while self._tools or self._others or self._working:
+            await self._progress.wait()
+
+    # -- worker ---------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Process changes until cancelled (run in the copilot's task group)."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            while self._tools or self._others:
+                server = next(iter(self._tools), None) or next(iter(self._others))
+                listing = self._tools.pop(server, None)
+                others = server in self._others
+                self._others.discard(server)
+                self._working = True
+                try:
+                    await self._update(server, listing, others)
+                except anyio.get_cancelled_exc_class():
+                    raise
+                except Exception:  # noqa: BLE001 -- one server's failure must not stop the others
+                    logger.exception("could not update the index for server '%s'", server)
+                finally:
+                    self._working = False
+                    self._progress.set()
+                    self._progress = anyio.Event()
+
+    async def _update(
+        self, server: str, listing: tuple[list[types.Tool], frozenset[str]] | None, others: bool
+    ) -> None:
+        config = self._servers().get(server)
+        if config is None or not config.is_enabled:
+            return
+        current = await anyio.to_thread.run_sync(self._records_of, server, abandon_on_cancel=True)
+        if current is None:
+            logger.info("not indexing the changes of '%s': there is no index yet (python -m index build)", server)
+            return
+        description = next((r.server_description for r in current), "") or config.description
+        tool_records = [r for r in current if r.kind == "tool"]
+        other_records = [r for r in current if r.kind != "tool"]
+        if listing is not None:
+            tools, held_back = listing
+            # Scrubbed like the crawler's records, so an unchanged tool keeps its content hash.
+            workdir = self._pool.settings.server_workdir(server)
+            indexed = {r.name: r for r in tool_records}
+            tool_records = [
+                ToolRecord.model_validate(scrub_machine_paths(tool_record(tool, config, description).model_dump(), workdir))
+                if tool.name not in held_back
+                else indexed[tool.name]  # a changed definition the guard holds back: keep the approved one
+                for tool in tools
+                if tool.name not in held_back or tool.name in indexed  # a held-back new tool is not indexed
+            ]
+        if others:
+            listed = await self._list_others(server, config, description)
+            if listed is not None:
+                workdir = self._pool.settings.server_workdir(server)
+                other_records = [ToolRecord.model_validate(scrub_machine_paths(r.model_dump(), workdir)) for r in listed]
+        wanted = tool_records + other_records
+        before = {r.id: r.content_hash for r in current}
+        after = {r.id: r.content_hash for r in wanted}
+        if before == after:
+            return
+        changed = {_kind_change(r.kind) for r in wanted if before.get(r.id) != r.content_hash}
+        changed |= {_kind_change(r.kind) for r in current if r.id not in after}
+        report = await anyio.to_thread.run_sync(
+            lambda: self._index.sync(wanted, servers=[server]), abandon_on_cancel=True
+        )
+        self.updates += 1
+        self._updated.set()
+        self._updated = anyio.Event()
+        logger.info(
+            "re-indexed server '%s' after it changed: %d added, %d updated, %d removed",
+            server,
+            report.added,
+            report.updated,
+            report.removed,
+        )
+        await self._on_changed(server, changed)
+
+    def _records_of(self, server: str) -> list[ToolRecord] | None:
+        """The server's indexed records (``None`` when no index is built: one server's changes do
+        not make an index; ``python -m index build`` does)."""
+        try:
+            if not self._index.built:
+                return None
+            return list(self._index.records_of(server=server))
+        except IndexNotBuiltError:
+            return None
+
+    async def _list_others(self, server: str, config: ServerConfig, description: str) -> list[ToolRecord] | None:
+        """The server's prompts and resources now, or ``None`` when it cannot say (not running, failed)."""
+        capabilities = self._pool.capabilities(server)
+        if capabilities is None:
+            return None
+        warnings: list[str] = []
+        try:
+            records = await self._pool.request(
+                server,
+                "prompts/resources listing",
+                lambda session: list_other_kinds(session, capabilities, config, description, warnings),
+            )
+        except Exception as error:  # noqa: BLE001 -- the next change tries again
+            logger.warning("could not list the prompts/resources of '%s': %s", server, error)
+            return None
+        for warning in warnings:
+            logger.warning("server '%s': %s", server, warning)
+        return records

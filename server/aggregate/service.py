@@ -1,0 +1,454 @@
+"""The copilot as an aggregating proxy: children's tools, prompts and resources, served to hosts.
+
+:class:`Aggregation` is created with the MCP server (``server.app.build_app``) and installed on
+it: it serves ``tools/list`` and ``tools/call`` (``route``/``execute`` plus the exposed child
+tools of ``COPILOT_EXPOSE``), ``prompts/list``, ``prompts/get``, ``resources/list``,
+``resources/templates/list``, ``resources/read`` and ``completion/complete`` under namespaced
+names (:mod:`server.aggregate.names`), paginated, with the allow/deny lists in force; it
+advertises exactly those capabilities; and it tells hosts when its lists change, in both protocol
+eras (:mod:`server.aggregate.notify`). Its :meth:`running` context lives inside the copilot's and
+keeps the index current as children change (:mod:`server.aggregate.live`).
+
+Mistakes get protocol errors a client can act on: an unknown tool or prompt name and a bad
+cursor are ``-32602`` (with the nearest names), an unknown resource ``-32002``; a child's own
+error is passed on with its code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.mcpserver import MCPServer
+from mcp.server.subscriptions import InMemorySubscriptionBus
+from mcp.shared.exceptions import MCPError
+from mcp.shared.uri_template import UriTemplate
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+
+from index.errors import CopilotError
+from index.records import ToolRecord
+from server.aggregate.catalog import ChildCatalog
+from server.aggregate.exposure import Exposure
+from server.aggregate.live import Change, LiveUpdater
+from server.aggregate.names import NameTable, parse_resource_uri, resource_uri
+from server.aggregate.notify import Broadcaster
+from server.aggregate.pages import page
+from server.aggregate.subscriptions import ResourceSubscriptions
+from server.settings import ServerSettings
+from server.validation import did_you_mean, suggest
+
+logger = logging.getLogger(__name__)
+
+#: The copilot's own tools (never handed out as names of child tools).
+META_TOOLS = frozenset({"route", "execute", "execute-tool"})
+#: JSON-RPC code of "resource not found" (MCP 2025-11-25, resources).
+RESOURCE_NOT_FOUND = -32002
+#: ``ttlMs`` of list results for 2026-07-28 clients. The copilot's own tools never change in
+#: ``meta`` mode; listed child items change with the children (and a list_changed says so).
+_TTL_STATIC_MS = 300_000
+_TTL_CHILDREN_MS = 60_000
+
+SessionKey = Callable[[ServerRequestContext[Any, Any]], tuple[Hashable, Any]]
+
+
+def _child_error(error: MCPError, what: str, server: str) -> MCPError:
+    """A child's JSON-RPC error, passed on with its code (a non-standard code 0 counts as invalid params)."""
+    code = error.code if error.code not in (0, None) else INVALID_PARAMS
+    return MCPError(code, f"server '{server}' answered {what} with an error: {error.message}", error.data)
+
+
+def _copilot_error(error: Exception, what: str) -> MCPError:
+    """A copilot-side failure (child did not start, crashed, timed out) as a protocol error."""
+    return MCPError(INTERNAL_ERROR, f"{what} failed: {error}")
+
+
+class Aggregation:
+    """See the module docstring. ``session_key(ctx)`` gives a request's (session key, connection)."""
+
+    def __init__(self, settings: ServerSettings, session_key: SessionKey) -> None:
+        self.settings = settings
+        self._session_key = session_key
+        self.bus = InMemorySubscriptionBus()
+        self.broadcaster = Broadcaster(self.bus)
+        self.names = NameTable(reserved=META_TOOLS)
+        self.copilot: Any = None
+        self.catalog: ChildCatalog | None = None
+        self.exposure: Exposure | None = None
+        self.live: LiveUpdater | None = None
+        self.subscriptions: ResourceSubscriptions | None = None
+        self._app: MCPServer[Any] | None = None
+
+    # -- life cycle -----------------------------------------------------------------------------
+    @asynccontextmanager
+    async def running(self, copilot: Any) -> AsyncIterator[Aggregation]:
+        """Serve ``copilot``'s children; re-index changed servers in the background meanwhile."""
+        self.copilot = copilot
+        self.catalog = ChildCatalog(
+            copilot.index,
+            self.names,
+            routable_servers=copilot.routable_servers,
+            allowed=copilot.policy.tool_allowed,
+            # Tools the trust guard holds back (changed since approved, quarantined) are not exposed.
+            tool_usable=lambda server, tool: getattr(copilot, "guard", None) is None
+            or copilot.guard.blocked(server, tool) is None,
+            unprefixed=self.settings.expose_unprefixed,
+        )
+        self.exposure = Exposure(self.settings.expose, self.catalog, max_tools=self.settings.expose_max_tools)
+        self.live = LiveUpdater(copilot.index, copilot.pool, lambda: copilot.servers, self._index_changed)
+        copilot.pool.subscribe(self.live)
+        async with anyio.create_task_group() as group:
+            self.subscriptions = ResourceSubscriptions(copilot.pool.request, self.broadcaster, group)
+            copilot.pool.subscribe(self.subscriptions)
+            group.start_soon(self.live.run, name="live index updates")
+            try:
+                yield self
+            finally:
+                group.cancel_scope.cancel()
+
+    async def _index_changed(self, server: str, changes: set[Change]) -> None:
+        assert self.exposure is not None
+        if "tools" in changes:
+            # route's description names the pool's tools: it follows (and tells hosts when it changed).
+            await self.copilot.refresh_route_description(reload_index=True)
+            if self.exposure.mode == "all":
+                await self.broadcaster.changed("tools")
+            elif self.exposure.mode == "routed" and (keys := self.exposure.sessions_with(server)):
+                await self.broadcaster.changed("tools", keys)
+        for kind in ("prompts", "resources"):
+            if kind in changes:
+                await self.broadcaster.changed(kind)  # type: ignore[arg-type]
+
+    # -- installing on the MCP server -----------------------------------------------------------
+    def install(self, app: MCPServer[Any]) -> None:
+        """Take over the list/get/read methods of ``app`` and advertise what is real."""
+        self._app = app
+        lowlevel = app._lowlevel_server  # the SDK offers no public way to replace handlers
+        lowlevel.add_request_handler("tools/list", types.PaginatedRequestParams, self._list_tools)
+        lowlevel.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
+        lowlevel.add_request_handler("prompts/list", types.PaginatedRequestParams, self._list_prompts)
+        lowlevel.add_request_handler("prompts/get", types.GetPromptRequestParams, self._get_prompt)
+        lowlevel.add_request_handler("resources/list", types.PaginatedRequestParams, self._list_resources)
+        lowlevel.add_request_handler(
+            "resources/templates/list", types.PaginatedRequestParams, self._list_resource_templates
+        )
+        lowlevel.add_request_handler("resources/read", types.ReadResourceRequestParams, self._read_resource)
+        lowlevel.add_request_handler("completion/complete", types.CompleteRequestParams, self._complete)
+        lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, self._subscribe)
+        lowlevel.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe)
+        listen = lowlevel.get_request_handler("subscriptions/listen")
+        if listen is not None:
+            lowlevel.add_request_handler(
+                "subscriptions/listen", types.SubscriptionsListenRequestParams, self._listening(listen.handler)
+            )
+        app.middleware.append(self._track_sessions)
+        original = lowlevel.get_capabilities
+        def capabilities(
+            notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: dict[str, dict[str, Any]] | None = None,
+            *,
+            protocol_version: str | None = None,
+        ) -> types.ServerCapabilities:
+            # The tool list changes in every mode: route's description follows the pool (and in
+            # routed/all modes the children's tools come and go).
+            options = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+            result = original(options, experimental_capabilities, extensions, protocol_version=protocol_version)
+            if result.tools is not None:
+                result.tools.list_changed = True
+            return result
+
+        lowlevel.get_capabilities = capabilities  # type: ignore[method-assign]
+
+    async def _track_sessions(self, ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Any]) -> Any:
+        result = await call_next(ctx)
+        key, connection = self._session_key(ctx)
+        if connection is not None:
+            try:
+                if not self.broadcaster.knows(key):
+                    self.broadcaster.register(key, connection)
+                    connection.exit_stack.callback(self._forget_session, key)
+            except Exception:  # noqa: BLE001 -- bookkeeping must never fail a request
+                logger.debug("could not track a session", exc_info=True)
+        return result
+
+    def _forget_session(self, key: Hashable) -> None:
+        if self.exposure is not None:
+            self.exposure.forget(key)
+        if self.subscriptions is not None:
+            self.subscriptions.forget(key)
+
+    def _key(self, ctx: ServerRequestContext[Any, Any]) -> Hashable:
+        return self._session_key(ctx)[0]
+
+    def _ready(self) -> tuple[ChildCatalog, Exposure]:
+        if self.catalog is None or self.exposure is None:
+            raise MCPError(INTERNAL_ERROR, "the copilot is still starting; try again in a moment")
+        return self.catalog, self.exposure
+
+    # -- tools ----------------------------------------------------------------------------------
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.ListToolsResult:
+        assert self._app is not None
+        _, exposure = self._ready()
+        tools = [*await self._app.list_tools(), *await exposure.tools(self._key(ctx))]
+        items, cursor = page(tools, params.cursor, self.settings.list_page_size)
+        ttl = {"meta": _TTL_STATIC_MS, "routed": 0, "all": _TTL_CHILDREN_MS}[exposure.mode]
+        return types.ListToolsResult(tools=items, next_cursor=cursor, ttl_ms=ttl)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        assert self._app is not None
+        if params.name in META_TOOLS:
+            return await self._app._handle_call_tool(ctx, params)
+        _, exposure = self._ready()
+        pair = await exposure.resolve(self._key(ctx), params.name)
+        if pair is None:
+            listed = [tool.name for tool in await exposure.tools(self._key(ctx))]
+            hint = did_you_mean(suggest(params.name, [*META_TOOLS, *listed]))
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Unknown tool: {params.name}.{hint} This server's tools are route and execute"
+                + (" and the tools in tools/list" if exposure.mode != "meta" else "")
+                + "; search with route, then call execute.",
+            )
+        server, tool = pair
+        # The same path as execute: validation, policies, confirmation, trajectory logging.
+        as_execute = params.model_copy(
+            update={
+                "name": "execute",
+                "arguments": {"server_name": server, "tool_name": tool, "params": dict(params.arguments or {})},
+            }
+        )
+        return await self._app._handle_call_tool(ctx, as_execute)
+
+    def annotate_route(self, ctx: ServerRequestContext[Any, Any]) -> RouteAnnotator:
+        """What ``route`` adds to its answer for this request's session (see :class:`RouteAnnotator`)."""
+        return RouteAnnotator(self, self._key(ctx))
+
+    # -- prompts --------------------------------------------------------------------------------
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.ListPromptsResult:
+        catalog, _ = self._ready()
+        prompts = [catalog.prompt(record) for record in await catalog.records({"prompt"})]
+        items, cursor = page(prompts, params.cursor, self.settings.list_page_size)
+        return types.ListPromptsResult(prompts=items, next_cursor=cursor, ttl_ms=_TTL_CHILDREN_MS)
+
+    async def _resolve_prompt(self, name: str) -> tuple[str, str]:
+        catalog, _ = self._ready()
+        pair = self.names.resolve(name)
+        if pair is None:  # names are deterministic: one listing gives out every current name
+            records = await catalog.records({"prompt"})
+            known = [catalog.exposed_name(r.server, r.name) for r in records]
+            pair = self.names.resolve(name)
+            if pair is None:
+                hint = did_you_mean(suggest(name, known))
+                raise MCPError(
+                    INVALID_PARAMS, f"Unknown prompt: {name}.{hint} List the prompts with prompts/list.", {"name": name}
+                )
+        if not catalog.visible(*pair):
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Prompt {name} may not be used: its server is disabled or excluded by the copilot's allow/deny "
+                "settings.",
+                {"name": name},
+            )
+        return pair
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        server, prompt = await self._resolve_prompt(params.name)
+        arguments = dict(params.arguments or {})
+        return await self._forward(
+            server, "prompts/get", lambda session: session.get_prompt(prompt, arguments or None)
+        )
+
+    # -- resources ------------------------------------------------------------------------------
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.ListResourcesResult:
+        catalog, _ = self._ready()
+        resources = [catalog.resource(record) for record in await catalog.records({"resource"})]
+        items, cursor = page(resources, params.cursor, self.settings.list_page_size)
+        return types.ListResourcesResult(resources=items, next_cursor=cursor, ttl_ms=_TTL_CHILDREN_MS)
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.ListResourceTemplatesResult:
+        catalog, _ = self._ready()
+        templates = [catalog.resource_template(record) for record in await catalog.records({"resource_template"})]
+        items, cursor = page(templates, params.cursor, self.settings.list_page_size)
+        return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor, ttl_ms=_TTL_CHILDREN_MS)
+
+    async def _resolve_resource(self, uri: str) -> tuple[str, str, ToolRecord | None]:
+        """(server, the child's URI, its record if indexed) of a URI the copilot listed."""
+        catalog, _ = self._ready()
+        parsed = parse_resource_uri(uri)
+        # Every record, not only visible ones: a denied resource must be found to be refused.
+        records = await catalog.records({"resource", "resource_template"}, visible_only=False)
+        if parsed is None:  # a bare URI of a server exposed without prefixes
+            candidates = [r for r in records if catalog.bare(r.server)]
+        else:
+            candidates = [r for r in records if r.server == parsed[0]]
+        original = parsed[1] if parsed is not None else uri
+        candidates.sort(key=lambda r: not catalog.visible(r.server, r.name))  # a usable match first
+        for record in candidates:
+            if record.kind == "resource" and record.uri == original:
+                return record.server, original, record
+        for record in candidates:
+            if record.kind == "resource_template" and record.uri and _template_matches(record.uri, original):
+                return record.server, original, record
+        if parsed is not None and catalog.visible(parsed[0], original):
+            return parsed[0], original, None  # not (yet) indexed: the child decides whether it exists
+        raise MCPError(
+            RESOURCE_NOT_FOUND,
+            f"Resource not found: {uri}. List resources with resources/list (or templates with "
+            "resources/templates/list) and pass a URI exactly as listed.",
+            {"uri": uri},
+        )
+
+    async def _resource_target(self, uri: str) -> tuple[str, str]:
+        """(server, the child's URI) of a resource the host may use, else ``-32002``."""
+        catalog, _ = self._ready()
+        server, original, record = await self._resolve_resource(uri)
+        if not catalog.visible(server, record.name if record is not None else original):
+            raise MCPError(
+                RESOURCE_NOT_FOUND,
+                f"Resource {uri} may not be used: its server is disabled or excluded by the copilot's allow/deny "
+                "settings.",
+                {"uri": uri},
+            )
+        return server, original
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        catalog, _ = self._ready()
+        uri = str(params.uri)
+        server, original = await self._resource_target(uri)
+        result: types.ReadResourceResult = await self._forward(
+            server, "resources/read", lambda session: session.read_resource(original)
+        )
+        bare = catalog.bare(server)
+        contents = [
+            item.model_copy(update={"uri": uri if str(item.uri) == original else (str(item.uri) if bare else resource_uri(server, str(item.uri)))})
+            for item in result.contents
+        ]
+        return types.ReadResourceResult(contents=contents, meta=result.meta, ttl_ms=0)
+
+    # -- subscriptions --------------------------------------------------------------------------
+    async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        uri = str(params.uri)
+        server, original = await self._resource_target(uri)
+        assert self.subscriptions is not None
+        try:
+            await self.subscriptions.subscribe(self._key(ctx), uri, server, original)
+        except MCPError as error:
+            raise _child_error(error, "resources/subscribe", server) from None
+        except CopilotError as error:
+            raise _copilot_error(error, f"resources/subscribe on server '{server}'") from None
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        assert self.subscriptions is not None
+        await self.subscriptions.unsubscribe(self._key(ctx), str(params.uri))
+        return types.EmptyResult()
+
+    def _listening(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        """Wrap the SDK's ``subscriptions/listen``: subscribe at the children for the URIs asked."""
+
+        async def listen(ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams) -> Any:
+            key = ("listen", object())
+            subscriptions = self.subscriptions
+            for uri in params.notifications.resource_subscriptions or []:
+                try:
+                    server, original = await self._resource_target(uri)
+                    if subscriptions is not None:
+                        await subscriptions.subscribe(key, uri, server, original)
+                except Exception as error:  # noqa: BLE001 -- such a URI simply never fires
+                    logger.info("listen stream: cannot subscribe to %s: %s", uri, error)
+            try:
+                return await inner(ctx, params)
+            finally:
+                if subscriptions is not None:
+                    subscriptions.forget(key)
+
+        return listen
+
+    # -- completion -----------------------------------------------------------------------------
+    async def _complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            server, prompt = await self._resolve_prompt(ref.name)
+            child_ref: types.PromptReference | types.ResourceTemplateReference = ref.model_copy(update={"name": prompt})
+        else:
+            server, original = await self._resource_target(str(ref.uri))
+            child_ref = ref.model_copy(update={"uri": original})
+        capabilities = self.copilot.pool.capabilities(server)
+        if capabilities is not None and capabilities.completions is None:
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        context = params.context.arguments if params.context is not None else None
+        return await self._forward(
+            server, "completion/complete", lambda session: session.complete(child_ref, argument, context)
+        )
+
+    # -- forwarding -----------------------------------------------------------------------------
+    async def _forward(self, server: str, what: str, operation: Callable[[Any], Any]) -> Any:
+        try:
+            return await self.copilot.pool.request(server, what, operation)
+        except MCPError as error:
+            raise _child_error(error, what, server) from None
+        except CopilotError as error:
+            raise _copilot_error(error, f"{what} on server '{server}'") from None
+
+
+def _template_matches(template: str, uri: str) -> bool:
+    try:
+        return UriTemplate.parse(template).match(uri) is not None
+    except Exception:  # noqa: BLE001 -- a malformed template of a child matches nothing
+        return False
+
+
+class RouteAnnotator:
+    """Fills in how to use each of ``route``'s hits directly, and exposes routed tools.
+
+    ``annotate(answer)`` runs inside ``Copilot._route``; ``finish()`` after it, to send the
+    session its ``tools/list_changed`` when routed mode added tools.
+    """
+
+    def __init__(self, aggregation: Aggregation, key: Hashable) -> None:
+        self._aggregation = aggregation
+        self._key = key
+        self._changed = False
+
+    def annotate(self, answer: Any) -> None:
+        catalog, exposure = self._aggregation._ready()
+        routed: list[tuple[str, str]] = []
+        for hit in answer.tools:
+            if hit.kind == "tool":
+                if exposure.mode != "meta":
+                    hit.direct_name = catalog.exposed_name(hit.server, hit.tool)
+                    routed.append((hit.server, hit.tool))
+            elif hit.kind == "prompt":
+                hit.direct_name = catalog.exposed_name(hit.server, hit.tool)
+            elif hit.uri:
+                hit.uri = hit.uri if catalog.bare(hit.server) else resource_uri(hit.server, hit.uri)
+        self._changed = exposure.add_routed(self._key, routed)
+
+    async def finish(self) -> None:
+        if self._changed:
+            await self._aggregation.broadcaster.changed("tools", [self._key])

@@ -1,0 +1,186 @@
+"""One child call's link to the host request(s) it serves: progress, log messages, questions.
+
+The pool registers a :class:`CallRelay` on the child for as long as the call is in flight. What the
+child sends meanwhile goes through it:
+
+- ``notifications/progress`` for the call's own progress token go to the host's request (the host
+  only gets a token on the child request when it sent one on ``execute``);
+- ``notifications/message`` go to the host at the level it asked for (and always to the child's
+  log file, which the pool writes);
+- ``elicitation/create``, ``sampling/createMessage`` and ``roots/list`` are answered by the host
+  when it declared the capability -- asked directly (legacy era) or through the ``input_required``
+  round trip (2026-07-28, :mod:`server.relay.suspended`) -- and refused with a clear message
+  otherwise (``roots/list`` then answers the known roots, see :mod:`server.relay.roots`).
+
+The time the host takes to answer does not count against the call's timeout.
+
+Children's requests carry no reference to the call they belong to. With one call in flight on the
+child, or several from the same legacy host connection, the answer is clear; with calls from
+different hosts it is not, and the child is refused rather than risk asking the wrong user.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+
+from server.relay.host import HostLink, request_kind
+from server.relay.roots import Roots
+
+if TYPE_CHECKING:
+    from server.relay.suspended import SuspendedCall
+
+logger = logging.getLogger(__name__)
+
+
+def refusal(message: str) -> types.ErrorData:
+    return types.ErrorData(code=types.INVALID_REQUEST, message=message)
+
+
+class CallRelay:
+    """See the module docstring; ``host`` is replaced on each round of a suspended call."""
+
+    def __init__(
+        self,
+        server: str,
+        host: HostLink,
+        roots: Roots,
+        *,
+        input_timeout: float,
+        suspended: SuspendedCall | None = None,
+    ) -> None:
+        self.server = server
+        self.host = host
+        self.roots = roots
+        self.input_timeout = input_timeout
+        self.suspended = suspended
+        #: The pool's timeout scope for this call (paused while the host answers).
+        self.timeout_scope: anyio.CancelScope | None = None
+        self._paused = 0
+        self._remaining = 0.0
+        self._asking: set[anyio.CancelScope] = set()
+
+    @property
+    def progress(self) -> Any:
+        """The progress callback to put on the child request (``None`` when the host wants none)."""
+        return self._progress if self.host.wants_progress else None
+
+    async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
+        await self.host.progress(progress, total, message)
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        name = f"{self.server}/{params.logger}" if params.logger else self.server
+        await self.host.log(params.level, params.data, name)
+
+    @contextmanager
+    def host_time(self) -> Iterator[None]:
+        """Stop the call's timeout clock while the host answers (the user may take their time)."""
+        scope = self.timeout_scope
+        if scope is None:
+            yield
+            return
+        if self._paused == 0:
+            self._remaining = max(scope.deadline - anyio.current_time(), 0.0)
+            scope.deadline = math.inf
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
+            if self._paused == 0:
+                scope.deadline = anyio.current_time() + self._remaining
+
+    async def answer(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        """The answer to a child's elicitation, sampling or roots request made during this call."""
+        kind = request_kind(request)
+        if kind == "roots" and self.roots.fixed:
+            return types.ListRootsResult(roots=self.roots.current())
+        host = self.host
+        if not host.can_answer(request) or (host.era == "modern" and self.suspended is None):
+            if kind == "roots":
+                return types.ListRootsResult(roots=self.roots.current())
+            return refusal(_cannot_answer(self.server, kind, host))
+        response: types.InputResponse | types.ErrorData | None = None
+        with anyio.CancelScope() as asking, self.host_time():
+            self._asking.add(asking)
+            try:
+                if self.suspended is not None:
+                    response = await self.suspended.ask(request)
+                else:
+                    with anyio.move_on_after(self.input_timeout):
+                        response = await host.ask(request)
+            finally:
+                self._asking.discard(asking)
+        if response is None:
+            if asking.cancelled_caught:
+                return refusal(f"the call of server '{self.server}' that this {kind} request belongs to has ended.")
+            return refusal(
+                f"{host.describe} did not answer this {kind} request within {self.input_timeout:g}s "
+                "(COPILOT_INPUT_TIMEOUT)."
+            )
+        if isinstance(response, types.ListRootsResult):
+            self.roots.remember(host, response.roots)
+        return response
+
+    def close(self) -> None:
+        """The call ended: requests of the child still waiting for the host are answered now."""
+        for asking in list(self._asking):
+            asking.cancel()
+
+
+def _cannot_answer(server: str, kind: str, host: HostLink) -> str:
+    what = {
+        "elicitation": "ask the user this question (elicitation)",
+        "sampling": "run this model request (sampling)",
+        "roots": "list its roots",
+    }[kind]
+    return (
+        f"MCP Copilot cannot {what} for server '{server}': {host.describe} did not declare that it supports "
+        f"{kind}. Continue without it: use a default, or tell the user what is needed."
+    )
+
+
+def pick(calls: Sequence[CallRelay]) -> CallRelay | None:
+    """The call a child's request belongs to, when that is clear (see the module docstring)."""
+    if len(calls) == 1:
+        return calls[0]
+    if not calls:
+        return None
+    first = calls[0].host
+    if first.era == "legacy" and all(c.host.era == "legacy" and c.host.connection_key == first.connection_key for c in calls):
+        return calls[0]
+    return None
+
+
+async def answer_child(
+    server: str, calls: Sequence[CallRelay], request: types.InputRequest, roots: Roots
+) -> types.InputResponse | types.ErrorData:
+    """What the pool answers a child's request with (see :class:`CallRelay.answer`)."""
+    kind = request_kind(request)
+    call = pick(calls)
+    if call is not None:
+        return await call.answer(request)
+    if kind == "roots":
+        return types.ListRootsResult(roots=roots.current())
+    if not calls:
+        return refusal(
+            f"MCP Copilot relays {kind} requests only during a tool call of server '{server}', and none is in "
+            "flight; ask from inside a tool call."
+        )
+    return refusal(
+        f"MCP Copilot cannot tell which of {len(calls)} calls in flight on server '{server}' (from different "
+        f"clients) this {kind} request belongs to, so it is not shown to anyone. Retry when the other calls finished."
+    )
+
+
+async def log_from_child(calls: Sequence[CallRelay], params: types.LoggingMessageNotificationParams) -> None:
+    """Forward a child's log message to the host of its call, when there is exactly one such host."""
+    call = pick(calls)
+    if call is not None:
+        await call.log(params)

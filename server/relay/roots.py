@@ -1,0 +1,102 @@
+"""The roots children work in: ``COPILOT_ROOTS`` or the roots the host declares.
+
+Answering a child's ``roots/list`` and choosing the working directory of servers whose entry says
+``"works_in": "roots"`` both come down to one question -- which directories is the user working
+in? In order:
+
+1. ``COPILOT_ROOTS`` (the benchmark runner sets it to the task's workspace): the operator said so;
+2. the roots of the host that made the call, when it declared the ``roots`` capability (a legacy
+   host is asked directly and the answer kept until it sends ``notifications/roots/list_changed``;
+   a 2026-07-28 host is asked through the ``input_required`` round trip);
+3. the roots a host gave most recently (children also ask outside any call, e.g. right after
+   ``initialize``);
+4. none: ``roots/list`` answers an empty list and ``works_in: roots`` servers run in their own
+   work directory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import anyio
+import mcp_types as types
+
+from server.relay.host import HostLink
+
+logger = logging.getLogger(__name__)
+
+
+def path_root(path: Path) -> types.Root:
+    resolved = path.expanduser().resolve()
+    return types.Root(uri=resolved.as_uri(), name=resolved.name or str(resolved))
+
+
+def root_directory(root: types.Root) -> Path | None:
+    """The local directory a ``file://`` root names, if it exists."""
+    parts = urlsplit(str(root.uri))
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    path = Path(unquote(parts.path))
+    return path if path.is_dir() else None
+
+
+class Roots:
+    """Which directories the user works in (see the module docstring)."""
+
+    def __init__(self, configured: Sequence[Path] = ()) -> None:
+        self.configured = [path_root(path) for path in configured]
+        #: The latest answer of each legacy host connection, and of any host.
+        self._by_host: dict[Hashable, list[types.Root]] = {}
+        self._latest: list[types.Root] | None = None
+        self._lock = anyio.Lock()
+
+    @property
+    def fixed(self) -> bool:
+        return bool(self.configured)
+
+    def current(self) -> list[types.Root]:
+        """The roots to answer when no host can be asked."""
+        if self.configured:
+            return list(self.configured)
+        return list(self._latest or [])
+
+    def working_directory(self) -> Path | None:
+        """The first root that is a local directory (``works_in: roots`` servers run there)."""
+        for root in self.current():
+            directory = root_directory(root)
+            if directory is not None:
+                return directory
+        return None
+
+    def remember(self, host: HostLink | None, roots: list[types.Root]) -> None:
+        if host is not None and host.era == "legacy":
+            self._by_host[host.connection_key] = list(roots)
+        self._latest = list(roots)
+
+    def forget(self, connection_key: Hashable) -> None:
+        """The host said its roots changed (``notifications/roots/list_changed``)."""
+        self._by_host.pop(connection_key, None)
+
+    async def of_host(self, host: HostLink) -> list[types.Root] | None:
+        """A legacy host's roots (asked once per connection until they change); ``None`` if it has none."""
+        if self.configured:
+            return list(self.configured)
+        request = types.ListRootsRequest()
+        if host.era != "legacy" or not host.can_answer(request):
+            return None
+        cached = self._by_host.get(host.connection_key)
+        if cached is not None:
+            return list(cached)
+        async with self._lock:
+            cached = self._by_host.get(host.connection_key)
+            if cached is not None:
+                return list(cached)
+            answer = await host.ask(request)
+            if not isinstance(answer, types.ListRootsResult):
+                logger.info("%s did not list its roots: %s", host.describe, getattr(answer, "message", answer))
+                return None
+            self.remember(host, answer.roots)
+            return list(answer.roots)

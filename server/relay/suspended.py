@@ -1,0 +1,217 @@
+"""Child calls that outlive an ``execute`` round: the 2026-07-28 ``input_required`` round trip.
+
+A 2026-07-28 host cannot be sent a request in the middle of a call. When a child asks for
+elicitation, sampling or roots during such a call, ``execute`` answers ``input_required``
+(SEP-2322): the child's questions as ``inputRequests`` and a ``requestState`` naming the call. The
+child's request stays open meanwhile; when the host retries ``execute`` with the same arguments,
+its ``inputResponses`` go to the child and the round waits for what comes next -- the result, or
+more questions.
+
+Such calls therefore run in the copilot's task group, not in the request handler, and are kept
+here between rounds. A call whose host does not come back within ``input_timeout`` seconds is
+cancelled (the child gets ``notifications/cancelled``, its slot is freed) and logged as such; a
+round the host cancels cancels the call. ``requestState`` is sealed by the SDK (bound to the tool,
+its arguments and the client), so one client cannot answer another's call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+
+from server.relay.host import request_kind
+
+logger = logging.getLogger(__name__)
+
+#: Version of our ``requestState`` payload (inside the SDK's sealed envelope).
+STATE_VERSION = 1
+
+
+def encode_state(**fields: Any) -> str:
+    return json.dumps({"v": STATE_VERSION, **fields}, separators=(",", ":"))
+
+
+def decode_state(state: str | None) -> dict[str, Any]:
+    """Our fields of a ``requestState`` (empty when absent or from another version)."""
+    if not state:
+        return {}
+    try:
+        decoded = json.loads(state)
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) and decoded.get("v") == STATE_VERSION else {}
+
+
+@dataclass
+class _Question:
+    request: types.InputRequest
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    response: types.InputResponse | types.ErrorData | None = None
+
+
+@dataclass
+class Finished:
+    """How a suspended call ended: its result, and the error/kind to log (both ``None`` on success)."""
+
+    result: types.CallToolResult
+    error: str | None = None
+    kind: str | None = None
+    #: What ``server.guard`` found in the result (for the trajectory).
+    flags: list[Any] = field(default_factory=list)
+
+
+class SuspendedCall:
+    """One child call of a 2026-07-28 host, kept across ``execute`` rounds (see the module docstring).
+
+    Exactly one party reports how it ended (``on_end``, which writes the trajectory): the round
+    that returns the result, or -- when no round is waiting -- the task that ran the call.
+    """
+
+    def __init__(self, call_id: str, input_timeout: float, on_end: Callable[[Finished], None]) -> None:
+        self.id = call_id
+        self.input_timeout = input_timeout
+        self._on_end = on_end
+        self._questions: dict[str, _Question] = {}
+        self._keys = itertools.count(1)
+        self._changed = anyio.Event()
+        self._returned = anyio.Event()  # a round returned questions: the host must come back
+        self._attached = anyio.Event()  # ... and it did
+        self.in_round = False
+        self.expired = False
+        self.finished: Finished | None = None
+        self.scope = anyio.CancelScope()
+        #: The call's ``CallRelay`` (set when it starts; each round points its ``host`` at itself).
+        self.relay: Any = None
+        self._ended = False
+
+    # -- the child's side ----------------------------------------------------------------------
+    async def ask(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        """Called from the child's request: wait for the host's answer, delivered by a later round."""
+        key = f"{request_kind(request)}-{next(self._keys)}"
+        question = self._questions[key] = _Question(request)
+        self._changed.set()
+        try:
+            await question.answered.wait()
+        finally:
+            self._questions.pop(key, None)
+        assert question.response is not None
+        return question.response
+
+    def finish(self, finished: Finished) -> None:
+        if self.finished is None:
+            self.finished = finished
+        for question in self._questions.values():  # nobody will answer these any more
+            if not question.answered.is_set():
+                question.response = types.ErrorData(code=types.INVALID_REQUEST, message="the call has ended")
+                question.answered.set()
+        self._changed.set()
+
+    # -- the host's side -----------------------------------------------------------------------
+    def deliver(self, responses: types.InputResponses | None) -> None:
+        """Answers from a retried ``execute``; questions left unanswered are asked again."""
+        for key, response in (responses or {}).items():
+            question = self._questions.get(key)
+            if question is not None and not question.answered.is_set():
+                question.response = response
+                question.answered.set()
+
+    async def next_round(self) -> types.CallToolResult | types.InputRequiredResult:
+        """Wait for the call's result or its next questions; a cancelled round cancels the call."""
+        self.in_round = True
+        self._attached.set()
+        try:
+            while True:
+                if self.finished is not None:
+                    self.end()
+                    return self.finished.result
+                pending = {k: q for k, q in self._questions.items() if not q.answered.is_set()}
+                if pending:
+                    self._attached = anyio.Event()
+                    self._returned.set()
+                    return types.InputRequiredResult(
+                        input_requests={key: q.request for key, q in pending.items()},
+                        request_state=encode_state(call=self.id),
+                    )
+                self._changed = anyio.Event()
+                await self._changed.wait()
+        except BaseException:
+            if self.finished is None:
+                self.scope.cancel()  # the host gave up on this round: stop the child's request
+            else:
+                self.end()
+            raise
+        finally:
+            self.in_round = False
+
+    def end(self) -> None:
+        """Report how the call ended (once)."""
+        if not self._ended and self.finished is not None:
+            self._ended = True
+            self._on_end(self.finished)
+
+    async def watch_host(self) -> None:
+        """Cancel the call when a round returned questions and the host did not retry in time."""
+        while True:
+            await self._returned.wait()
+            self._returned = anyio.Event()
+            attached = self._attached
+            with anyio.move_on_after(self.input_timeout) as waited:
+                await attached.wait()
+            if waited.cancelled_caught:
+                logger.info("call %s: the host did not answer within %gs; cancelling it", self.id, self.input_timeout)
+                self.expired = True
+                self.scope.cancel()
+                return
+
+
+class SuspendedCalls:
+    """The suspended calls of one copilot, by id."""
+
+    def __init__(self, input_timeout: float) -> None:
+        self.input_timeout = input_timeout
+        self._calls: dict[str, SuspendedCall] = {}
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def get(self, call_id: Any) -> SuspendedCall | None:
+        return self._calls.get(call_id) if isinstance(call_id, str) else None
+
+    def start(
+        self,
+        task_group: anyio.abc.TaskGroup,
+        run: Callable[[SuspendedCall], Awaitable[Finished]],
+        cancelled: Callable[[SuspendedCall], Finished],
+        on_end: Callable[[Finished], None],
+    ) -> SuspendedCall:
+        """Run ``run(call)`` in ``task_group``; ``cancelled(call)`` says how a cancelled call ended."""
+        call = SuspendedCall(secrets.token_urlsafe(12), self.input_timeout, on_end)
+        self._calls[call.id] = call
+
+        async def runner() -> None:
+            try:
+                finished: Finished | None = None
+                async with anyio.create_task_group() as group:
+                    group.start_soon(call.watch_host)
+                    with call.scope:
+                        finished = await run(call)
+                    group.cancel_scope.cancel()
+                call.finish(finished if finished is not None else cancelled(call))
+            finally:
+                self._calls.pop(call.id, None)
+                if call.finished is None:  # the copilot is shutting down
+                    call.finish(cancelled(call))
+                if not call.in_round:
+                    call.end()
+
+        task_group.start_soon(runner, name=f"suspended call {call.id}")
+        return call

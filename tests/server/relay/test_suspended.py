@@ -1,0 +1,132 @@
+"""Calls kept across 2026-07-28 ``input_required`` rounds (server.relay.suspended), without processes.
+
+The "child call" here is a coroutine that asks questions through the suspended call the way the
+relay does for a real child; everything waits on events, every wait is bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import mcp_types as types
+from server.relay.suspended import Finished, SuspendedCall, SuspendedCalls, decode_state, encode_state
+
+
+def _question(text: str) -> types.ElicitRequest:
+    return types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=text, requested_schema={"type": "object", "properties": {}})
+    )
+
+
+def _result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+def _answer(name: str) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": name})
+
+
+def _cancelled(call: SuspendedCall) -> Finished:
+    return Finished(_result("expired" if call.expired else "cancelled"), "cancelled", "cancelled")
+
+
+async def _start(
+    group: Any, calls: SuspendedCalls, body: Callable[[SuspendedCall], Any], ended: list[Finished]
+) -> SuspendedCall:
+    return calls.start(group, body, _cancelled, ended.append)
+
+
+def test_state_round_trips_and_ignores_foreign_state() -> None:
+    assert decode_state(encode_state(call="abc")) == {"v": 1, "call": "abc"}
+    assert decode_state(None) == {} and decode_state("not json") == {} and decode_state('{"v": 99}') == {}
+
+
+async def test_questions_go_back_as_input_requests_until_the_result_comes() -> None:
+    ended: list[Finished] = []
+
+    async def body(call: SuspendedCall) -> Finished:
+        first = await call.ask(_question("first?"))
+        second = await call.ask(_question("second?"))
+        return Finished(_result(f"{first.content['name']} then {second.content['name']}"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            calls = SuspendedCalls(input_timeout=60)
+            call = await _start(group, calls, body, ended)
+            round_one = await call.next_round()
+            assert isinstance(round_one, types.InputRequiredResult)
+            [(key, request)] = round_one.input_requests.items()
+            assert request.params.message == "first?"
+            assert decode_state(round_one.request_state) == {"v": 1, "call": call.id}
+            assert calls.get(call.id) is call
+
+            call.deliver({key: _answer("Ada")})
+            round_two = await call.next_round()
+            assert isinstance(round_two, types.InputRequiredResult)
+            [(key_two, request_two)] = round_two.input_requests.items()
+            assert key_two != key and request_two.params.message == "second?"
+
+            call.deliver({"unknown-key": _answer("ignored"), key_two: _answer("Grace")})
+            final = await call.next_round()
+    assert isinstance(final, types.CallToolResult) and final.content[0].text == "Ada then Grace"
+    assert [f.result.content[0].text for f in ended] == ["Ada then Grace"]  # reported once
+    assert calls.get(call.id) is None and len(calls) == 0
+
+
+async def test_an_unanswered_question_is_asked_again() -> None:
+    async def body(call: SuspendedCall) -> Finished:
+        answer = await call.ask(_question("still there?"))
+        return Finished(_result(answer.content["name"]))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            call = await _start(group, SuspendedCalls(60), body, [])
+            first = await call.next_round()
+            call.deliver({})  # the host retried without answering
+            again = await call.next_round()
+            assert again.input_requests.keys() == first.input_requests.keys()
+            call.deliver({next(iter(again.input_requests)): _answer("yes")})
+            assert (await call.next_round()).content[0].text == "yes"
+
+
+async def test_a_host_that_does_not_come_back_has_its_call_cancelled_and_reported() -> None:
+    ended: list[Finished] = []
+    child_cancelled = anyio.Event()
+
+    async def body(call: SuspendedCall) -> Finished:
+        try:
+            await call.ask(_question("anyone?"))
+        except anyio.get_cancelled_exc_class():
+            child_cancelled.set()
+            raise
+        return Finished(_result("unreachable"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            calls = SuspendedCalls(input_timeout=0.05)
+            call = await _start(group, calls, body, ended)
+            assert isinstance(await call.next_round(), types.InputRequiredResult)
+            await child_cancelled.wait()
+    assert call.expired and [f.result.content[0].text for f in ended] == ["expired"]
+    assert calls.get(call.id) is None
+
+
+async def test_a_cancelled_round_cancels_the_call() -> None:
+    ended: list[Finished] = []
+    asked = anyio.Event()
+
+    async def body(call: SuspendedCall) -> Finished:
+        asked.set()
+        await anyio.sleep_forever()
+        return Finished(_result("unreachable"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            call = await _start(group, SuspendedCalls(60), body, ended)
+            with anyio.CancelScope() as round_scope:
+                await asked.wait()
+                round_scope.cancel()
+                await call.next_round()  # the host gave up on this round
+    assert not call.expired and [f.result.content[0].text for f in ended] == ["cancelled"]

@@ -1,0 +1,301 @@
+"""Between host and child through ``execute``, over stdio, in both protocol eras, end to end.
+
+A real MCP host (the mcp SDK ``Client``, as a 2025-11-25 session client and as a 2026-07-28
+session-less client) talks to the real copilot process, which calls the real relay fixture server:
+progress, cancellation, elicitation, sampling, roots, logging, structured output and the caps.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import mcp_types as types
+import pytest
+import pytest_asyncio
+from mcp import Client
+
+from tests.server.copilot_harness import (
+    RunningClient,
+    built_index,  # noqa: F401 -- session fixture
+    copilot_env,
+    copy_home,
+    fixture_entry,
+    read_events,
+    stdio_client_for,
+    text_of,
+    write_servers,
+)
+from tests.server.relay_harness import Host, Progress, execute_args, relay_entry
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
+
+
+@dataclass
+class Relayed:
+    client: Client
+    host: Host
+    era: str
+    home: Path
+    log_file: Path
+    root: Path
+
+    async def execute(self, server: str, tool: str, params: dict[str, Any] | None = None, **options: Any) -> Any:
+        return await self.client.call_tool("execute", execute_args(server, tool, params), **options)
+
+    def events(self, tool: str) -> list[Any]:
+        return [e for e in read_events(self.log_file) if e.event == "execute" and e.tool == tool]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["legacy", "auto"])
+async def relayed(request: pytest.FixtureRequest, built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:  # noqa: F811
+    era = request.param
+    root = tmp_path_factory.mktemp(f"relay-stdio-{era}")
+    home = copy_home(built_index, root / "home")
+    project = root / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("notes from the user's project", encoding="utf-8")
+    servers = write_servers(
+        root / "servers.json",
+        {
+            "relay": relay_entry("relay"),
+            "files": relay_entry("files", works_in="roots"),
+            "alpha": fixture_entry("alpha"),
+        },
+    )
+    log_file = root / "trajectory.jsonl"
+    env = copilot_env(
+        home,
+        COPILOT_AUTO_INDEX="false",
+        COPILOT_LOG_FILE=str(log_file),
+        COPILOT_PER_SERVER_CONCURRENCY="1",
+        COPILOT_CALL_TIMEOUT="600",
+        COPILOT_MAX_RESULT_CHARS="2000",
+        COPILOT_MAX_RESULT_BLOCKS="10",
+        COPILOT_MAX_RESULT_BYTES="5000",
+    )
+    host = Host(root=project)
+    options = {"mode": era, "log_level": "info", **host.client_options()}
+    running = RunningClient(stdio_client_for(servers, env, root / "copilot.stderr.log", **options))
+    client = await running.start()
+    try:
+        yield Relayed(client, host, era, home, log_file, project)
+    finally:
+        await running.stop()
+
+
+async def test_protocol_era_is_the_one_asked_for(relayed: Relayed) -> None:
+    assert relayed.client.protocol_version == ("2025-11-25" if relayed.era == "legacy" else "2026-07-28")
+
+
+async def test_child_progress_reaches_the_host_on_the_same_request(relayed: Relayed) -> None:
+    progress = Progress()
+    result = await relayed.execute("relay", "progress", {"steps": 3}, progress_callback=progress)
+    assert text_of(result) == "done"
+    assert progress.seen == [(1.0, 3.0, "step 1 of 3"), (2.0, 3.0, "step 2 of 3"), (3.0, 3.0, "step 3 of 3")]
+
+
+async def test_child_questions_are_answered_by_the_host(relayed: Relayed) -> None:
+    relayed.host.questions.clear()
+    result = await relayed.execute("relay", "ask_name", {"question": "Who is asking?"})
+    assert text_of(result) == "accepted: Ada"
+    assert relayed.host.questions == ["Who is asking?"]
+
+    both = await relayed.execute("relay", "ask_twice")
+    assert text_of(both) == "accepted: Ada | accepted: Ada"
+    assert relayed.host.questions[1:] == ["First question: your name?", "Second question: your name again?"]
+    [logged] = relayed.events("ask_twice")  # one trajectory entry per call, however many rounds
+    assert logged.error is None and logged.result is not None
+
+
+async def test_a_declined_question_reaches_the_child_as_declined(relayed: Relayed) -> None:
+    relayed.host.elicit_answer = "decline"
+    try:
+        result = await relayed.execute("relay", "ask_name")
+    finally:
+        relayed.host.elicit_answer = "accept"
+    assert text_of(result) == "decline"
+
+
+async def test_sampling_is_relayed_to_the_host(relayed: Relayed) -> None:
+    result = await relayed.execute("relay", "summarize", {"text": "the relay works"})
+    assert text_of(result) == "sampled (host-model): a short summary"
+    assert relayed.host.prompts[-1] == "Summarize: the relay works"
+
+
+async def test_roots_list_from_a_child_answers_the_hosts_roots(relayed: Relayed) -> None:
+    result = await relayed.execute("relay", "roots")
+    assert result.structured_content == {"result": [relayed.root.as_uri()]}
+
+
+async def test_a_server_that_works_in_roots_runs_in_the_hosts_root(relayed: Relayed) -> None:
+    # Before starting it the copilot asks the host for its roots: directly (legacy), or in the call's
+    # input_required round trip (2026-07-28) when no host's roots are known yet.
+    assert text_of(await relayed.execute("files", "cwd")) == str(relayed.root)
+    read = await relayed.execute("files", "read_relative", {"path": "notes.txt"})
+    assert text_of(read) == "notes from the user's project"
+
+
+async def test_child_logs_reach_the_host_at_its_level_and_the_child_log(relayed: Relayed) -> None:
+    if relayed.era == "legacy":
+        await relayed.client.set_logging_level("info")  # pyright: ignore[reportDeprecated]
+    relayed.host.logs.clear()
+    assert text_of(await relayed.execute("relay", "log")) == "logged"
+    received = [(log.level, log.logger, log.data) for log in relayed.host.logs]
+    assert received == [
+        ("info", "relay/fixture", "info message 0"),
+        ("warning", "relay/fixture", "warning message 0"),
+        ("error", "relay/fixture", "error message 0"),
+    ]
+    child_log = (relayed.home / "logs" / "children" / "relay.log").read_text(encoding="utf-8")
+    for level in ("debug", "info", "warning", "error"):
+        assert f"log {level} fixture: {level} message 0" in child_log
+
+
+async def test_cancelling_execute_cancels_the_child_request_and_frees_its_slot(relayed: Relayed) -> None:
+    label = f"stdio-{relayed.era}"
+    progress = Progress()
+    async with anyio.create_task_group() as group:
+
+        async def blocked_call() -> None:
+            await relayed.execute("relay", "block", {"label": label}, progress_callback=progress)
+
+        group.start_soon(blocked_call)
+        with anyio.fail_after(60):
+            await progress.started.wait()
+        group.cancel_scope.cancel()  # the SDK sends notifications/cancelled for the execute request
+
+    # One call per server at a time and a 600 s call timeout: without the relayed cancellation this
+    # call would wait for the blocked one. The child saw the cancellation of its own request.
+    with anyio.fail_after(60):
+        result = await relayed.execute("relay", "cancelled", {"wait_for": label})
+    assert label in result.structured_content["result"]
+    [cancelled] = relayed.events("block")[-1:]
+    assert cancelled.error_kind == "cancelled" and "the host cancelled it" in cancelled.error
+
+
+async def test_structured_output_passes_through_and_matches_the_tools_schema(relayed: Relayed) -> None:
+    result = await relayed.execute("relay", "weather", {"city": "Oslo"})
+    assert result.structured_content == {"city": "Oslo", "temperature_c": 21.5, "conditions": "sunny"}
+    assert json.loads(text_of(result)) == result.structured_content
+    schema = await _output_schema(relayed, "weather")
+    jsonschema.validate(result.structured_content, schema)
+
+
+async def test_structured_output_over_the_cap_stays_valid_json_and_says_what_was_cut(relayed: Relayed) -> None:
+    result = await relayed.execute("relay", "big_weather", {"city": "Oslo", "days": 300, "note_chars": 3000})
+    kept = result.structured_content
+    assert len(json.dumps(kept, ensure_ascii=False, separators=(",", ":"))) <= 2000
+    assert kept["city"] == "Oslo" and 10 < len(kept["readings"]) < 300 and 100 < len(kept["note"]) < 3000
+    jsonschema.validate(kept, await _output_schema(relayed, "big_weather"))
+    note = result.content[-1].text
+    assert "$.readings kept" in note and "of 300 items" in note and "$.note cut to" in note
+    assert result.meta["mcp-copilot/cut"]["structured"]["cut"]
+
+
+async def test_images_and_blocks_over_the_caps_are_cut_with_a_note(relayed: Relayed) -> None:
+    image = await relayed.execute("relay", "image", {"size": 8000})
+    assert image.content[0].type == "text" and "image (image/png) of 8,000 bytes dropped" in image.content[0].text
+    assert "COPILOT_MAX_RESULT_BYTES" in image.content[-1].text
+    small = await relayed.execute("relay", "image", {"size": 400})
+    assert small.content[0].type == "image" and len(small.content) == 1
+
+    many = await relayed.execute("relay", "blocks", {"count": 25})
+    assert [block.text for block in many.content[:10]] == [f"block {i}" for i in range(10)]
+    assert len(many.content) == 11 and "15 text dropped" in many.content[-1].text
+
+
+async def test_route_shows_which_tools_return_structured_output(relayed: Relayed) -> None:
+    found = await relayed.client.call_tool("route", {"query": "add two integers", "server": "alpha", "top_k": 20})
+    tools = {t["tool"]: t for t in found.structured_content["tools"]}
+    assert tools["add"]["structured_output"] is True
+    assert tools["structured"]["structured_output"] is False
+    assert "returns structured content" in text_of(found)
+
+
+async def test_the_2026_round_trip_carries_the_childs_question_as_input_requests(relayed: Relayed) -> None:
+    if relayed.era == "legacy":
+        pytest.skip("the input_required round trip exists from 2026-07-28 on")
+    session = relayed.client.session
+    arguments = execute_args("relay", "ask_name", {"question": "Name for the round trip?"})
+    first = await session.call_tool("execute", arguments, allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult)
+    [(key, request)] = first.input_requests.items()
+    assert isinstance(request, types.ElicitRequest) and request.params.message == "Name for the round trip?"
+    answer = types.ElicitResult(action="accept", content={"name": "Grace"})
+    final = await session.call_tool(
+        "execute", arguments, input_responses={key: answer}, request_state=first.request_state, allow_input_required=True
+    )
+    assert isinstance(final, types.CallToolResult) and text_of(final) == "accepted: Grace"
+
+
+async def _output_schema(relayed: Relayed, tool: str) -> dict[str, Any]:
+    """The tool's own output schema, as the fixture server declares it (built in this process)."""
+    from tests.fixtures.relay_server import build
+
+    listed = {t.name: t for t in await build("schema-probe").list_tools()}
+    schema = listed[tool].output_schema
+    assert schema is not None
+    return schema
+
+
+# -- COPILOT_ROOTS and an unanswered 2026-07-28 question (their own copilot) ------------------------
+
+
+async def test_roots_setting_and_unanswered_questions(built_index: Path, tmp_path: Path) -> None:  # noqa: F811
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "task.txt").write_text("the task's input", encoding="utf-8")
+    servers = write_servers(
+        tmp_path / "servers.json", {"relay": relay_entry("relay"), "files": relay_entry("files", works_in="roots")}
+    )
+    log_file = tmp_path / "trajectory.jsonl"
+    env = copilot_env(
+        copy_home(built_index, tmp_path / "home"),
+        COPILOT_AUTO_INDEX="false",
+        COPILOT_LOG_FILE=str(log_file),
+        COPILOT_ROOTS=str(workspace),
+        COPILOT_INPUT_TIMEOUT="1",
+        COPILOT_PER_SERVER_CONCURRENCY="1",
+        COPILOT_CALL_TIMEOUT="600",
+    )
+    host = Host(root=tmp_path)
+    running = RunningClient(
+        stdio_client_for(servers, env, tmp_path / "stderr.log", mode="auto", **host.client_options())
+    )
+    client = await running.start()
+    try:
+        # COPILOT_ROOTS wins over the host's roots, for roots/list and for where 'works_in: roots' servers run.
+        roots = await client.call_tool("execute", execute_args("relay", "roots"))
+        assert roots.structured_content == {"result": [workspace.as_uri()]} and host.root_requests == 0
+        assert text_of(await client.call_tool("execute", execute_args("files", "cwd"))) == str(workspace)
+        read = await client.call_tool("execute", execute_args("files", "read_relative", {"path": "task.txt"}))
+        assert text_of(read) == "the task's input"
+
+        # A question the host never answers: after COPILOT_INPUT_TIMEOUT the child's request is cancelled,
+        # its slot freed, the call logged as cancelled, and a late answer told that the call is gone.
+        arguments = execute_args("relay", "ask_name", {"question": "Never answered?"})
+        first = await client.session.call_tool("execute", arguments, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        with anyio.fail_after(60):
+            gone = await client.call_tool("execute", execute_args("relay", "cancelled", {"wait_for": "ask: Never answered?"}))
+        assert "ask: Never answered?" in gone.structured_content["result"]
+        [key] = first.input_requests
+        late = await client.session.call_tool(
+            "execute",
+            arguments,
+            input_responses={key: types.ElicitResult(action="accept", content={"name": "Late"})},
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(late, types.CallToolResult) and late.is_error
+        assert "no longer waits for an answer" in text_of(late)
+    finally:
+        await running.stop()
+    events = [e for e in read_events(log_file) if e.event == "execute" and e.tool == "ask_name"]
+    assert [e.error_kind for e in events] == ["cancelled", "input_expired"]
+    assert "did not answer the server's question within 1s" in events[0].error
