@@ -1,7 +1,8 @@
 """``python -m bench [NAME ...]``: run the benchmarks (all by default).
 
 Each benchmark measures its own baseline in the same run and prints ratios against it.
-Extra arguments after ``--`` go to every benchmark's ``main``.
+Options after the names (``python -m bench relay --baseline DIR``, or after ``--``) go to every
+chosen benchmark; ``python -m bench relay --help`` shows a benchmark's own options.
 """
 
 from __future__ import annotations
@@ -26,16 +27,21 @@ BENCHMARKS = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra: list[str] = []
-    if "--" in argv:
-        split = argv.index("--")
-        argv, extra = argv[:split], argv[split + 1 :]
-    unknown = [name for name in argv if name not in BENCHMARKS]
+    if not argv or argv[0] not in ("-h", "--help"):
+        # Leading names choose the benchmarks; everything from the first option (or after ``--``) is theirs.
+        names = []
+        while argv and not argv[0].startswith("-"):
+            names.append(argv.pop(0))
+        extra = argv[1:] if argv[:1] == ["--"] else argv
+    else:
+        print(__doc__.strip() + "\n\nbenchmarks:\n" + "\n".join(f"  {name:<12} {module}" for name, module in BENCHMARKS.items()))
+        return 0
+    unknown = [name for name in names if name not in BENCHMARKS]
     if unknown:
         print(f"unknown benchmark(s) {unknown}; choose from {sorted(BENCHMARKS)}", file=sys.stderr)
         return 2
     status = 0
-    for name in argv or list(BENCHMARKS):
+    for name in names or list(BENCHMARKS):
         print(f"\n=== bench {name} ===", flush=True)
         module = importlib.import_module(BENCHMARKS[name])
         status |= int(module.main(extra) or 0)

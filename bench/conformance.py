@@ -37,6 +37,7 @@ from pathlib import Path
 import anyio
 from platformdirs import user_cache_dir
 
+from index.console import HelpFormatter
 from index.settings import PROJECT_DIR
 
 SUITE_PACKAGE = "@modelcontextprotocol/conformance@0.1.16"
@@ -161,7 +162,7 @@ def serve_copilot(home: Path, servers: Path, log: Path) -> Iterator[str]:
             for line in process.stderr:
                 sink.write(line)
                 sink.flush()
-                if b"Uvicorn running on" in line:
+                if b"serving MCP over streamable HTTP on" in line:
                     ready.set()
             ready.set()
 
@@ -209,7 +210,7 @@ def read_results(out: Path) -> dict[str, Scenario]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench conformance", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench conformance", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     parser.add_argument("--scenario", nargs="+", default=[], help="run only these scenarios")
     parser.add_argument("--keep", type=Path, help="keep the copilot's home, log and the suite's results here")
     args = parser.parse_args(list(argv) if argv is not None else None)

@@ -31,6 +31,7 @@ import anyio
 from mcp import Client
 
 from bench.speed import DEFAULT_ANNOTATIONS, load_queries
+from index.console import HelpFormatter
 from index.records import load_catalog
 from index.servers import load_servers
 from index.settings import DEFAULT_CATALOG, PROJECT_DIR
@@ -89,7 +90,7 @@ def _no_warming() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench exposure", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench exposure", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     parser.add_argument("--home", type=Path, help="COPILOT_HOME with (or for) the index; default: a temp dir")
     parser.add_argument("--annotations", type=Path, default=DEFAULT_ANNOTATIONS)
     parser.add_argument("--routes", type=int, nargs="+", default=[1, 3, 10], help="route calls before tools/list")

@@ -216,7 +216,7 @@ async def http_scenario(root: Path, settle: float, signum: signal.Signals) -> Ro
     try:
         url = f"http://127.0.0.1:{port}/mcp"
         with anyio.fail_after(60):
-            while "Uvicorn running on" not in (root / "stderr.log").read_text(encoding="utf-8"):
+            while "serving MCP over streamable HTTP on" not in (root / "stderr.log").read_text(encoding="utf-8"):
                 await anyio.sleep(_POLL)
         headers = {"Authorization": f"Bearer {SECRETS['COPILOT_HTTP_TOKEN']}"}
         with suppress(Exception):
@@ -309,7 +309,7 @@ async def descriptor_scenario(root: Path, sessions: int) -> tuple[int, int]:
     )  # fmt: skip
     try:
         with anyio.fail_after(60):
-            while "Uvicorn running on" not in (root / "stderr.log").read_text(encoding="utf-8"):
+            while "serving MCP over streamable HTTP on" not in (root / "stderr.log").read_text(encoding="utf-8"):
                 await anyio.sleep(_POLL)
         url = f"http://127.0.0.1:{port}/mcp"
         headers = {

@@ -40,6 +40,8 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from index.console import HelpFormatter
+
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "relay_server.py"
 TARGET_OVERHEAD_MS = 1.5
 TOOLS: dict[str, dict[str, Any]] = {"echo": {"text": "hello"}, "progress": {"steps": 3}}
@@ -235,7 +237,7 @@ def _report(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--iterations", type=int, default=300, help="measured calls per mode and tool")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured calls per mode and tool first")
     parser.add_argument("--baseline", metavar="DIR", help="also measure the copilot of another checkout (e.g. main)")

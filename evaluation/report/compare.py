@@ -242,7 +242,7 @@ def render(comparison: Comparison, a: Report, b: Report) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m evaluation.report.compare",
+        prog="python -m evaluation.compare",
         description="Compare two judged runs per task and category, with an exact McNemar test.",
         formatter_class=HelpFormatter,
     )

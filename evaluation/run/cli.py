@@ -167,6 +167,17 @@ def _catalog_hash(settings: CopilotSettings) -> str | None:
         return None
 
 
+def _run_directory(path: Path) -> Path:
+    """``--out``, created now: a path that cannot be a directory fails before any task starts."""
+    out = path.resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        what = "it is a file" if out.is_file() else (error.strerror or str(error))
+        raise ConfigError(f"--out {path}: cannot use it as the run directory ({what}); pass a directory.") from None
+    return out
+
+
 def _agent_label(args: argparse.Namespace) -> str:
     if args.agent_cmd is None:
         if args.agent != BUILTIN_AGENT:
@@ -281,7 +292,7 @@ def _main(args: argparse.Namespace, console: Console) -> int:
         # A judge without a model should fail now, not after the whole run.
         JudgeOptions.from_args(args, prefix=JUDGE_PREFIX, tasks_file=args.tasks)
 
-    out = args.out.resolve()
+    out = _run_directory(args.out)
     config = RunnerConfig(
         out=out,
         tasks_file=args.tasks.resolve(),

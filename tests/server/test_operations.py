@@ -136,7 +136,8 @@ async def test_metrics_and_status_of_a_running_http_copilot(
             def current() -> CopilotStatus | None:
                 statuses, _ = read_statuses(home, remove_stale=False)
                 mine = [s for s in statuses if s.pid == process.process.pid]
-                return mine[0] if mine and mine[0].calls.get("execute") == 8 and mine[0].index.get("tool_count") else None
+                ready = mine and mine[0].calls.get("execute") == 8 and mine[0].calls.get("route") == 1
+                return mine[0] if ready and mine[0].index.get("tool_count") else None
 
             status = await wait_for(current)
             assert status.transport == "http" and status.http_url == f"http://127.0.0.1:{port}/mcp"

@@ -82,7 +82,8 @@ def test_the_task_table_opens_each_trajectory_in_a_real_browser(judged: Path, tm
         assert not section.locator("pre", has_text="is not of type 'integer'").first.is_visible()
 
         page.locator("table a", has_text="t-fail").first.click()
-        assert section.evaluate("el => el.open")
+        # The section opens on the page's hashchange handler, after the click returns: wait for it.
+        page.wait_for_function("el => el.open", arg=section.element_handle(), timeout=30_000)
         text = section.inner_text()
         for expected in (
             "Add two and 3.",                    # the question
@@ -105,7 +106,9 @@ def test_the_task_table_opens_each_trajectory_in_a_real_browser(judged: Path, tm
         assert section.locator("mark.gold", has_text="fx/echo").count() == 0
         # A task without trajectory still has its section.
         page.locator("table a", has_text="t-missing").first.click()
-        assert "no trajectory" in page.locator("details.task", has_text="t-missing").first.inner_text()
+        missing = page.locator("details.task", has_text="t-missing").first
+        page.wait_for_function("el => el.open", arg=missing.element_handle(), timeout=30_000)
+        assert "no trajectory" in missing.inner_text()
 
         shot = tmp_path / "viewer.png"
         page.locator("table a", has_text="t-fail").first.click()

@@ -470,3 +470,14 @@ def test_a_single_run_directory_cannot_take_repeats(bench, capsys) -> None:
     assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2") == 0
     assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2", "--repeats", "2") == 2
     assert "holds a single run (summary.json); repeats go into their own directories" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["a file", "under a file"])
+def test_an_out_path_that_cannot_be_a_directory_is_one_clear_error(bench, capsys, inside) -> None:
+    blocker = bench["tmp"] / "taken.txt"
+    blocker.write_text("not a directory\n")
+    bench["out"] = blocker / "run" if inside else blocker
+    assert run_cli(bench, "--agent-cmd", "true") == 2
+    err = capsys.readouterr().err
+    assert f"--out {bench['out']}: cannot use it as the run directory" in " ".join(err.split())
+    assert "Traceback" not in err and blocker.read_text() == "not a directory\n"
