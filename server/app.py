@@ -12,6 +12,7 @@ reaches our own checks (clear messages, and a trajectory entry) instead of a pyd
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -153,10 +154,20 @@ def session_log(copilot: Copilot, ctx: ServerRequestContext[Any, Any]) -> Sessio
         return log
     log = copilot.sessions.open(key, _client_info(ctx))
     if connection is not None:
-        connection.exit_stack.callback(
-            lambda: copilot.sessions.end(key, copilot.shutdown_reason or "client disconnected")
-        )
+        connection.exit_stack.callback(lambda: copilot.sessions.end(key, _end_reason(copilot, log)))
     return log
+
+
+def _end_reason(copilot: Copilot, log: SessionLog) -> str:
+    """Why a session's connection closed: the copilot stopping, the HTTP idle timeout, or the client."""
+    if copilot.shutdown_reason:
+        return copilot.shutdown_reason
+    idle = copilot.settings.http_session_idle_timeout
+    # The transport closes an idle session only after this long without a message; a client's own
+    # DELETE or disconnect comes sooner (it would otherwise have found the session gone).
+    if copilot.transport == "http" and time.monotonic() - log.last_activity >= idle:
+        return f"idle for {idle:g}s (COPILOT_HTTP_SESSION_IDLE_TIMEOUT)"
+    return "client disconnected"
 
 
 def _session_log_or_none(copilot: Copilot, ctx: ServerRequestContext[Any, Any]) -> SessionLog | None:
@@ -171,6 +182,8 @@ def _session_log_or_none(copilot: Copilot, ctx: ServerRequestContext[Any, Any]) 
 async def session_middleware(ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Any]) -> Any:
     result = await call_next(ctx)
     copilot = ctx.lifespan_context
+    if isinstance(copilot, Copilot) and (known := copilot.sessions.get(_session_key(ctx)[0])) is not None:
+        known.last_activity = time.monotonic()
     if ctx.request_id is not None and isinstance(copilot, Copilot):
         try:
             session_log(copilot, ctx)

@@ -741,7 +741,7 @@ class Copilot:
             error, kind = str(exc), "execute_error"
             result = _error_result(exc)
         except anyio.get_cancelled_exc_class():
-            error = self._cancelled_error()
+            error = self._cancelled_error(http=host.client_gone if host is not None else None)
             record.write(_error_result(error), str(error), error.kind)
             raise
         except Exception as exc:
@@ -779,8 +779,16 @@ class Copilot:
                 )
         return cap_result(result, self.limits)
 
-    def _cancelled_error(self, call: SuspendedCall | None = None) -> CallCancelledError:
-        if call is not None and call.expired:
+    def _cancelled_error(
+        self, call: SuspendedCall | None = None, *, http: anyio.Event | None = None
+    ) -> CallCancelledError:
+        if http is not None and http.is_set():
+            why = "the HTTP client closed the request"
+        elif http is not None:
+            # The transport may cancel the handler itself when the request's connection closes,
+            # before the disconnect is seen: the two causes cannot always be told apart.
+            why = "the host cancelled it or closed its HTTP request"
+        elif call is not None and call.expired:
             why = (
                 f"the host did not answer the server's question within {self.settings.input_timeout:g}s "
                 "(COPILOT_INPUT_TIMEOUT)"

@@ -20,6 +20,7 @@ import itertools
 import logging
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
@@ -65,6 +66,8 @@ class SessionLog:
         self._lock = threading.Lock()
         self.started = False
         self.ended = False
+        #: monotonic time of the session's last message (see ``server.app.session_middleware``).
+        self.last_activity = time.monotonic()
 
     def begin(self, index: dict[str, Any] | None) -> None:
         """Write ``session_start`` (once), with the index's model and tool count."""

@@ -217,6 +217,36 @@ async def test_a_second_signal_during_shutdown_finishes_the_cleanup(tmp_path: Pa
         await running.stop()
 
 
+async def test_a_second_signal_during_an_http_shutdown_finishes_the_cleanup(tmp_path: Path) -> None:
+    servers = _escape_servers(tmp_path)
+    port = free_port()
+    stderr = tmp_path / "stderr.log"
+    copilot_process = HttpCopilot(["--servers", str(servers), "--http", "--port", str(port)], _env(tmp_path), tmp_path, stderr)
+    await copilot_process.start()
+    running = RunningClient(http_client_for(f"http://127.0.0.1:{port}/mcp", token=HTTP_TOKEN))
+    client = await running.start()
+    processes: list[psutil.Process] = []
+    try:
+        assert copilot_process.process is not None
+        copilot = psutil.Process(copilot_process.process.pid)
+        async with anyio.create_task_group() as group:
+            escaped = await _provoke(client, tmp_path, group)
+            processes = _everything_started_by(copilot, escaped)
+            os.kill(copilot.pid, signal.SIGTERM)
+            await _stderr_says(stderr, "received SIGTERM, shutting down")
+            with suppress(ProcessLookupError):  # it may be done already: then there was nothing to abort
+                os.kill(copilot.pid, signal.SIGTERM)
+            with anyio.fail_after(60):
+                await copilot_process.process.wait()
+            survivors = await wait_gone(processes)
+            group.cancel_scope.cancel()
+        assert survivors == []
+    finally:
+        kill_leftovers(processes)
+        await running.stop()
+        await copilot_process.stop()
+
+
 async def test_no_child_outlives_a_hosts_stop_escalation(tmp_path: Path) -> None:
     """The SDK host closes stdin, SIGTERMs the copilot 2 s later, SIGKILLs it 2 s after that."""
     servers = write_servers(

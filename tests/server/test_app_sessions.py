@@ -89,5 +89,6 @@ async def test_an_idle_session_is_ended_after_the_configured_timeout(tmp_path: P
         with anyio.fail_after(60):
             while [event.event for event in read_events(log)] != ["session_start", "session_end"]:
                 await anyio.sleep(0.1)
+        assert read_events(log)[-1].reason == "idle for 1s (COPILOT_HTTP_SESSION_IDLE_TIMEOUT)"
     finally:
         await copilot.stop()

@@ -181,4 +181,5 @@ async def test_a_closed_http_request_cancels_the_child_call_without_any_mcp_canc
         await running.stop()
     assert label in seen.structured_content["result"]
     cancelled = served.execute_events("block")[-1]
-    assert cancelled.error_kind == "cancelled" and "HTTP client closed the request" in cancelled.error
+    # Either wording: the transport may cancel the handler before the disconnect itself is seen.
+    assert cancelled.error_kind == "cancelled" and "closed" in cancelled.error and "HTTP" in cancelled.error

@@ -481,3 +481,38 @@ def test_an_out_path_that_cannot_be_a_directory_is_one_clear_error(bench, capsys
     err = capsys.readouterr().err
     assert f"--out {bench['out']}: cannot use it as the run directory" in " ".join(err.split())
     assert "Traceback" not in err and blocker.read_text() == "not a directory\n"
+
+
+# An agent that looks for the runner among its ancestors and reads the runner's environment, as a
+# hostile agent or a child server started under it could.
+_SNOOPING_AGENT = """
+import sys
+secret, report, answer = sys.argv[1].encode(), sys.argv[2], sys.argv[3]
+pid, seen = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[1]), []
+while pid > 1:
+    if b"evaluation.run" in open(f"/proc/{pid}/cmdline", "rb").read():
+        try:
+            seen.append("secret" if secret in open(f"/proc/{pid}/environ", "rb").read() else "blank")
+        except OSError:
+            seen.append("unreadable")
+    pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+open(report, "w").write(" ".join(seen))
+open(answer, "w").write("done")
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc (Linux)")
+def test_an_agent_cannot_read_the_runners_secrets(bench) -> None:
+    secret = f"sekrit-{os.getpid()}-value"
+    script, report = bench["tmp"] / "snoop.py", bench["tmp"] / "snoop.txt"
+    script.write_text(_SNOOPING_AGENT, encoding="utf-8")
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {secret} {shlex.quote(str(report))} {{answer_file}}"
+    result = run_real_cli(
+        "evaluation.run", "--tasks", str(bench["tasks"]), "--out", str(bench["out"]), "--servers", str(bench["servers"]),
+        "--copilot-home", str(bench["home"]), "--agent-cmd", command, "--only", "task-answer-2",
+        env=cli_env(RUNNER_TEST_API_TOKEN=secret),
+    )
+    assert result.returncode == 0, result.stderr
+    # The runner was found among the agent's ancestors (so the check ran), and its secret was not readable.
+    seen = report.read_text().split()
+    assert seen and "secret" not in seen, seen
