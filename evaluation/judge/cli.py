@@ -47,7 +47,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _saved_before_stopping(summary: JudgeSummary) -> int:
+    return summary.judged_now + summary.resumed
+
+
 def _print_summary(summary: JudgeSummary, console: Console) -> None:
+    if summary.fatal:
+        # The endpoint stopped the run: no success figure (the unjudged tasks would count as
+        # failures), only what is kept for the rerun; the error line itself comes last.
+        if saved := _saved_before_stopping(summary):
+            console.print(
+                f"{saved} verdict(s) kept in {summary.out_dir / VERDICTS_FILE} ({summary.judged_now} judged now); "
+                "no report written: rerun the same command to judge the rest.",
+                highlight=False,
+                markup=False,
+            )
+        return
     lo, hi = summary.ci95
     console.print(
         f"[bold]{summary.success}/{summary.n_tasks}[/] tasks succeeded: "
@@ -115,6 +130,8 @@ async def judge_any(paths: Sequence[Path], options: JudgeOptions, as_repeats: bo
         out = options.out_dir or Path(paths[0]) / "judge"
         repeats = await judge_repeats(directories, options.model_copy(update={"out_dir": None}), out)
         for directory, one in zip(directories, repeats.repeats, strict=False):
+            if one.fatal and not _saved_before_stopping(one):
+                continue  # nothing to show for this repeat but the error line
             console.print(f"[bold]{escape(str(directory))}[/]", highlight=False)
             _print_summary(one, console)
         print_repeats(repeats, console)

@@ -207,7 +207,8 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
 
     Raises :class:`CopilotError` subclasses for bad input (nothing judged) and when another judge
     is writing to the same output directory; per-task LLM failures are collected in
-    ``summary.errors`` and the endpoint becoming unusable in ``summary.fatal``.
+    ``summary.errors`` and the endpoint becoming unusable in ``summary.fatal`` (then no report
+    is written: the verdicts appended so far stay for a rerun).
     """
     paths = [Path(path) for path in paths]
     if not paths:
@@ -228,6 +229,10 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         todo = [job for job in inputs.jobs if job.task_id not in done]
         summary.resumed = len(inputs.jobs) - len(todo)
         await _judge_jobs(todo, options, inputs.cache_dir, log, summary)
+        if summary.fatal:
+            # A report now would count every task the endpoint never saw as a failure: write
+            # none; the verdicts so far are in verdicts.jsonl and a rerun continues from them.
+            return summary
         verdicts = {
             record.task_id: record
             for record in latest_by_task(log.read()).values()

@@ -119,9 +119,36 @@ def test_unreachable_endpoint_fails_fast_with_the_url(tmp_path: Path, capsys: py
         url = f"http://127.0.0.1:{endpoint.port}/v1"
         code = main([str(logs), "--tasks", str(tmp_path / "tasks.json"), *_common(tmp_path, url)])
     err = capsys.readouterr().err
-    assert code == 2 and f"cannot reach {url}" in err and "Traceback" not in err
+    # One line, no success figure: nothing was judged, so "0/20 succeeded" would be a false result.
+    assert err.splitlines() == [err.strip()] and err.startswith(f"error: cannot reach {url} (")
+    assert not list((logs / "judge").glob("report*"))
     # One probe, not 20 tasks x retries: counted, not timed (a loaded machine is slow, not wrong).
     assert endpoint.connections == 1
+
+
+def test_unreachable_endpoint_keeps_earlier_verdicts_and_writes_no_report(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "question 1")
+    llm.handler = lambda request: Reply(content="Status: success")
+    assert main([str(logs), *_common(tmp_path, llm.base_url)]) == 0
+    out = logs / "judge"
+    for report in out.glob("report*"):
+        report.unlink()
+    verdicts = (out / "verdicts.jsonl").read_text()
+    write_copilot_log(logs / "t2.jsonl", "t2", "question 2")  # a new task: needs the endpoint
+    capsys.readouterr()
+    with _HangUpServer() as endpoint:
+        url = f"http://127.0.0.1:{endpoint.port}/v1"
+        code = main([str(logs), *_common(tmp_path, url)])
+    err = capsys.readouterr().err
+    assert code == 2 and "succeeded" not in err and "Traceback" not in err
+    assert err.splitlines()[-1].startswith(f"error: cannot reach {url} (")
+    assert "1 verdict(s) kept in" in err and "rerun the same command" in err
+    assert (out / "verdicts.jsonl").read_text() == verdicts  # t1's verdict kept, nothing appended
+    assert not list(out.glob("report*"))
 
 
 def test_bad_task_file_and_bad_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
