@@ -79,3 +79,38 @@ def test_a_directory_that_was_not_judged_is_a_clear_error(tmp_path: Path, capsys
     assert main([str(tmp_path), "--out", str(tmp_path / "board")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "python -m evaluation.judge" in err
+
+
+async def test_a_repeated_run_shows_pass_at_n_and_the_interval_from_repeats_json(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
+    from evaluation.judge.repeats import judge_repeats  # noqa: PLC0415
+
+    # 4 tasks x 3 repeats: t0 always solved, t1 once, t2 twice, t3 never.
+    solved_in = {"t0": {0, 1, 2}, "t1": {0}, "t2": {0, 1}, "t3": set()}
+    tasks = write_tasks(tmp_path / "tasks.json", [task_entry(t, f"question {t}") for t in solved_in])
+    repeats = []
+    for number in range(3):
+        repeat = tmp_path / "rep" / f"repeat-{number + 1}"
+        repeat.mkdir(parents=True)
+        for task, wins in solved_in.items():
+            write_copilot_log(repeat / f"{task}.jsonl", task, f"question {task}", agent="copilot", model="rep-m",
+                              answer="answer WIN" if number in wins else "answer LOSE", usage=[(1000, 100, 0.01)])
+        repeats.append(repeat)
+    llm.handler = lambda request: Reply(content="Status: success" if "answer WIN" in str(request) else "Status: failure")
+    judged = await judge_repeats(repeats, options(llm, tmp_path, tasks_file=tasks, out_dir=None), tmp_path / "rep")
+    assert judged.fatal is None
+    stored = json.loads((tmp_path / "rep" / "repeats.json").read_text())
+    assert (stored["pass_at_1"], stored["pass_at_k"]["3"], stored["pass_hat_k"]["3"]) == (0.5, 0.75, 0.25)
+    low, high = stored["pass_at_1_ci95"]
+    assert 0 < low < 0.5 < high < 1
+
+    out = tmp_path / "board"
+    assert main([str(tmp_path / "rep"), "--out", str(out)]) == 0
+    [entry] = json.loads((out / "leaderboard.json").read_text())["entries"]
+    assert (entry["name"], entry["repeats"], entry["n_tasks"]) == ("copilot rep-m", 3, 4)
+    assert (entry["success_rate"], entry["pass_at_n"], entry["pass_hat_n"]) == (0.5, 0.75, 0.25)
+    assert entry["ci95"] == [low, high]
+    assert entry["total_cost"] == pytest.approx(0.01 * 4 * 3)
+    row = f"| copilot rep-m | 4 | 3 | 50.0% | {low:.1%}-{high:.1%} | 75.0% | 25.0% |"
+    assert row in (out / "leaderboard.md").read_text()
