@@ -120,6 +120,7 @@ def test_unreachable_endpoint_fails_fast_with_the_url(tmp_path: Path, capsys: py
         code = main([str(logs), "--tasks", str(tmp_path / "tasks.json"), *_common(tmp_path, url)])
     err = capsys.readouterr().err
     # One line, no success figure: nothing was judged, so "0/20 succeeded" would be a false result.
+    assert code == 2
     assert err.splitlines() == [err.strip()] and err.startswith(f"error: cannot reach {url} (")
     assert not list((logs / "judge").glob("report*"))
     # One probe, not 20 tasks x retries: counted, not timed (a loaded machine is slow, not wrong).

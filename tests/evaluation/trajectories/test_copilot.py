@@ -1,0 +1,110 @@
+"""Reading the copilot's JSONL logs (``evaluation/trajectories/copilot.py``): events to calls,
+sessions of one task merged, malformed lines reported with file and line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluation.trajectories import load_trajectories
+from server.trajectory import WorkspaceFile
+from tests.evaluation.judge_helpers import write_copilot_log
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_copilot_log_becomes_a_trajectory(tmp_path: Path) -> None:
+    write_copilot_log(
+        tmp_path / "t1.jsonl",
+        "t1",
+        "Make a file",
+        category="daily",
+        routes=[("write a file", [("fs", "read"), ("fs", "write_file")])],
+        executes=[
+            {"server": "fs", "tool": "write_file", "params": {"path": "a.txt"}, "text": "wrote 3 bytes"},
+            {
+                "server": "slow",
+                "tool": "go",
+                "is_error": True,
+                "error": "timed out after 30 s",
+                "error_kind": "timeout",
+            },
+            {"server": "fs", "tool": "write_file", "is_error": True, "text": "disk full"},
+        ],
+        usage=[(100, 10, 0.01), (200, 20, 0.02)],
+        workspace=[WorkspaceFile(path="a.txt", change="created", size=3, preview="abc")],
+        answer="I wrote a.txt",
+    )
+    result = load_trajectories([tmp_path])
+    assert result.problems == []
+    trajectory = result.trajectories["t1"]
+    assert trajectory.question == "Make a file"
+    assert trajectory.category == "Lifestyle"
+    assert [call.kind for call in trajectory.calls] == ["route", "execute", "execute", "execute"]
+    assert [call.index for call in trajectory.calls] == [1, 2, 3, 4]
+    assert trajectory.calls[0].hits == [("fs", "read"), ("fs", "write_file")]
+    assert trajectory.calls[1].output == "wrote 3 bytes"
+    assert json.loads(trajectory.calls[1].arguments) == {
+        "server_name": "fs",
+        "tool_name": "write_file",
+        "params": {"path": "a.txt"},
+    }
+    assert trajectory.calls[2].error_kind == "timeout" and "timed out" in trajectory.calls[2].output
+    assert trajectory.calls[3].error_kind == "tool_error"
+    assert trajectory.tool_errors == 2 and trajectory.distinct_tools == 2
+    assert trajectory.final_answer == "I wrote a.txt"
+    assert trajectory.usage is not None
+    assert (trajectory.usage.input_tokens, trajectory.usage.output_tokens) == (300, 30)
+    assert trajectory.usage.cost == pytest.approx(0.03)
+    assert trajectory.turns == 2  # one usage event per model call
+    assert trajectory.workspace[0].path == "a.txt"
+    assert trajectory.complete
+
+
+def test_sessions_of_one_task_merge_in_time_order_and_a_crash_is_kept(tmp_path: Path) -> None:
+    write_copilot_log(
+        tmp_path / "b.jsonl",
+        "t1",
+        "Q",
+        session_id="late",
+        start_ts="2025-01-02T00:00:00.000Z",
+        executes=[{"server": "s", "tool": "second"}],
+        answer="final",
+        end=False,
+    )
+    write_copilot_log(
+        tmp_path / "a.jsonl",
+        "t1",
+        "Q",
+        session_id="early",
+        start_ts="2025-01-01T00:00:00.000Z",
+        executes=[{"server": "s", "tool": "first"}],
+        answer="draft",
+    )
+    trajectory = load_trajectories([tmp_path]).trajectories["t1"]
+    assert [call.tool for call in trajectory.calls] == ["first", "second"]
+    assert [call.index for call in trajectory.calls] == [1, 2]
+    assert trajectory.sessions == 2
+    assert trajectory.final_answer == "final"
+    assert not trajectory.complete  # the last session never ended
+
+
+def test_malformed_lines_are_skipped_and_reported_with_file_and_line(tmp_path: Path) -> None:
+    log = write_copilot_log(tmp_path / "t1.jsonl", "t1", "Q", executes=[{"server": "s", "tool": "x"}])
+    lines = log.read_text().splitlines()
+    lines.insert(1, "{not json")
+    lines.insert(3, json.dumps({"event": "execute", "ts": "x"}))  # missing required fields
+    log.write_text("\n".join(lines) + "\n")
+    result = load_trajectories([tmp_path])
+    assert result.malformed_lines == 2
+    assert {(Path(p.file).name, p.line) for p in result.problems} == {("t1.jsonl", 2), ("t1.jsonl", 4)}
+    assert "invalid event" in str(result.problems[1]) and ":4:" in str(result.problems[1])
+    assert len(result.trajectories["t1"].execute_calls) == 1
+
+
+def test_session_without_task_id_takes_the_file_name_of_a_known_task(tmp_path: Path) -> None:
+    write_copilot_log(tmp_path / "task-9.jsonl", None, None)
+    assert set(load_trajectories([tmp_path], known_tasks={"task-9"}).trajectories) == {"task-9"}
+    assert set(load_trajectories([tmp_path]).trajectories) == {"s1"}  # unknown: the session id
