@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from evaluation.taxonomy.capability import DEFAULT_THRESHOLD, IndexCapabilityCheck
+from evaluation.taxonomy.labelled import load_labelled_set, sample_file
 from evaluation.taxonomy.measure import measure
-from tests.evaluation.taxonomy.labelled_set import load_labelled_set, sample_file
 
+#: The project's labelled set (data beside the tests, read by path, not imported from tests/).
+LABELLED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "trajectories"
 THRESHOLDS = (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
 
 
 def main(argv: list[str] | None = None) -> int:
     from index.embedding import get_embedder  # noqa: PLC0415
 
-    cases, descriptions = load_labelled_set()
+    cases, descriptions = load_labelled_set(LABELLED)
     samples = "with" if sample_file().is_file() else "WITHOUT (not present)"
     print(f"labelled set: {len(cases)} trajectories, {samples} LiveMCPBench's sample trajectories")
     baseline = measure(cases, None)

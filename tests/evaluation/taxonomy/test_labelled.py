@@ -1,14 +1,19 @@
-"""The classifier measured against the hand-labelled set (real trajectories): every label right."""
+"""The classifier measured against the hand-labelled set (``evaluation/taxonomy/labelled.py`` reads
+it; real trajectories): every label right."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from evaluation.taxonomy.capability import IndexCapabilityCheck
+from evaluation.taxonomy.labelled import load_labelled_set, sample_file
 from evaluation.taxonomy.measure import measure
-from tests.evaluation.taxonomy.labelled_set import load_labelled_set, sample_file
 
 pytestmark = pytest.mark.timeout(120)
+
+LABELLED = Path(__file__).resolve().parents[2] / "fixtures" / "trajectories"
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +24,7 @@ def embedder():
 
 
 def test_our_runs_are_classified_as_labelled(embedder) -> None:
-    cases, descriptions = load_labelled_set(with_samples=False)
+    cases, descriptions = load_labelled_set(LABELLED, with_samples=False)
     assert len(cases) == 6
     result = measure(cases, IndexCapabilityCheck(None, descriptions, embedder))
     assert result.mistakes == []
@@ -30,6 +35,6 @@ def test_our_runs_are_classified_as_labelled(embedder) -> None:
 def test_the_published_samples_are_classified_as_labelled(embedder) -> None:
     if not sample_file().is_file():
         pytest.skip(f"LiveMCPBench sample not present at {sample_file()} (set COPILOT_LIVEMCPBENCH_DIR)")
-    cases, descriptions = load_labelled_set()
+    cases, descriptions = load_labelled_set(LABELLED)
     result = measure(cases, IndexCapabilityCheck(None, descriptions, embedder))
     assert result.n == 9 and result.mistakes == [], result.mistakes
