@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from index.errors import CopilotError
 
@@ -66,7 +66,36 @@ def split_numbered(text: str | None) -> list[str]:
     return [item for item in items if item]
 
 
+class AnnotatorMetadata(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    steps: str = Field(default="", alias="Steps")
+    tools: str = Field(default="", alias="Tools")
+
+
+class TaskEntry(BaseModel):
+    """One entry of a task list as the file holds it (``Question``, ``Annotator Metadata`` …).
+
+    The judge and the runner validate entries with this model (the runner's subclass also
+    requires the question), so a list one accepts the other does not silently read differently:
+    a ``task_id`` must be a non-empty string (``7`` is refused, not turned into ``"7"``)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    task_id: str = Field(min_length=1)
+    question: str = Field(default="", alias="Question")
+    category: str = ""
+    file_name: str = ""
+    answers: str = ""
+    metadata: AnnotatorMetadata = Field(default_factory=AnnotatorMetadata, alias="Annotator Metadata")
+
+
+EntryT = TypeVar("EntryT", bound=TaskEntry)
+
+
 class Task(BaseModel):
+    """A task as the judge uses it: steps and annotated tools split into lists."""
+
     task_id: str
     question: str
     category: str = UNCATEGORISED
@@ -76,15 +105,14 @@ class Task(BaseModel):
     answers: str = ""
 
     @classmethod
-    def from_annotation(cls, entry: dict[str, Any]) -> Task:
-        meta = entry.get("Annotator Metadata") or {}
+    def from_entry(cls, entry: TaskEntry) -> Task:
         return cls(
-            task_id=str(entry["task_id"]),
-            question=str(entry.get("Question") or entry.get("question") or ""),
-            category=canonical_category(entry.get("category")),
-            steps=split_numbered(meta.get("Steps")),
-            gold_tools=split_numbered(meta.get("Tools")),
-            answers=str(entry.get("answers") or ""),
+            task_id=entry.task_id,
+            question=entry.question,
+            category=canonical_category(entry.category),
+            steps=split_numbered(entry.metadata.steps),
+            gold_tools=split_numbered(entry.metadata.tools),
+            answers=entry.answers,
         )
 
 
@@ -108,19 +136,45 @@ def read_json_file(
         raise error_class(f"{path}:{error.lineno}: {what} is not valid JSON ({error.msg}).") from None
 
 
+def _entry_error(path: Path, number: int, raw: object, error: ValidationError) -> str:
+    if not isinstance(raw, dict):
+        return f"{path}: entry {number}: expected an object with task_id and Question (got {type(raw).__name__} {raw!r:.60})."
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"])
+    task_id = raw.get("task_id")
+    which = f"entry {number}" + (f" (task_id {task_id!r})" if field != "task_id" and task_id is not None else "")
+    message = "expected an object" if first["type"] in ("model_type", "dict_type") else first["msg"]
+    got = "" if first["type"] == "missing" else f" (got {first['input']!r:.60})"
+    return f"{path}: {which}: {field}: {message}{got}."
+
+
+def read_task_entries(
+    path: Path, model: type[EntryT], error_class: type[CopilotError] = TaskError
+) -> list[EntryT]:
+    """Every entry of a task list (a JSON list, or ``{"tasks": [...]}``), validated; the first
+    bad entry is an ``error_class`` naming the file, the entry (1-based) and the field."""
+    data = read_json_file(path, "task list", error_class, not_found_hint=" (expected LiveMCPBench's all_annotations.json)")
+    if isinstance(data, dict) and isinstance(data.get("tasks"), list):
+        data = data["tasks"]
+    if not isinstance(data, list):
+        raise error_class(f"{path}: expected a JSON list of tasks with 'task_id' and 'Question'.")
+    entries: list[EntryT] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(data, 1):
+        try:
+            entry = model.model_validate(raw)
+        except ValidationError as error:
+            raise error_class(_entry_error(path, number, raw, error)) from None
+        if entry.task_id in seen:
+            raise error_class(f"{path}: entry {number}: duplicate task_id {entry.task_id!r}.")
+        seen.add(entry.task_id)
+        entries.append(entry)
+    return entries
+
+
 def load_tasks(path: str | Path) -> dict[str, Task]:
     """Tasks by id, in file order, from a LiveMCPBench annotation list."""
-    path = Path(path)
-    data = read_json_file(path, "task list")
-    if not isinstance(data, list):
-        raise TaskError(f"{path}: a task list must be a JSON list of tasks with task_id and Question.")
-    tasks: dict[str, Task] = {}
-    for number, entry in enumerate(data, 1):
-        if not isinstance(entry, dict) or "task_id" not in entry:
-            raise TaskError(f"{path}: entry {number} has no task_id (expected LiveMCPBench all_annotations.json form).")
-        task = Task.from_annotation(entry)
-        tasks[task.task_id] = task
-    return tasks
+    return {entry.task_id: Task.from_entry(entry) for entry in read_task_entries(Path(path), TaskEntry)}
 
 
 def load_human_labels(path: str | Path) -> dict[str, bool]:

@@ -176,11 +176,13 @@ class _Inputs(BaseModel):
     jobs: list[Job]
     universe: list[TaskInfo]
     human: dict[str, bool] | None
+    descriptions: ToolDescriptions
 
 
 def _read_inputs(paths: list[Path], options: JudgeOptions, summary: JudgeSummary) -> _Inputs:
     tasks = load_tasks(options.tasks_file) if options.tasks_file else {}
     human = load_human_labels(options.human_labels) if options.human_labels else None
+    descriptions = _default_descriptions(options)  # a bad --tools stops here, before any judging
     cache_dir = options.cache_dir or CopilotSettings.load().home / "judge-cache"
     loaded = load_trajectories(paths, known_tasks=tasks, exclude=[summary.out_dir, cache_dir])
     summary.problems.extend(str(problem) for problem in loaded.problems)
@@ -198,7 +200,14 @@ def _read_inputs(paths: list[Path], options: JudgeOptions, summary: JudgeSummary
         inline = {t.task_id: t.human_success for t in loaded.trajectories.values() if t.human_success is not None}
         human = inline or None
     return _Inputs(
-        paths=paths, out_dir=summary.out_dir, cache_dir=cache_dir, loaded=loaded, jobs=jobs, universe=universe, human=human
+        paths=paths,
+        out_dir=summary.out_dir,
+        cache_dir=cache_dir,
+        loaded=loaded,
+        jobs=jobs,
+        universe=universe,
+        human=human,
+        descriptions=descriptions,
     )
 
 
@@ -228,7 +237,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         }
         todo = [job for job in inputs.jobs if job.task_id not in done]
         summary.resumed = len(inputs.jobs) - len(todo)
-        await _judge_jobs(todo, options, inputs.cache_dir, log, summary)
+        await _judge_jobs(todo, options, inputs, log, summary)
         if summary.fatal:
             # A report now would count every task the endpoint never saw as a failure: write
             # none; the verdicts so far are in verdicts.jsonl and a rerun continues from them.
@@ -251,12 +260,12 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
 
 
 async def _judge_jobs(
-    todo: list[Job], options: JudgeOptions, cache_dir: Path, log: VerdictLog, summary: JudgeSummary
+    todo: list[Job], options: JudgeOptions, inputs: _Inputs, log: VerdictLog, summary: JudgeSummary
 ) -> None:
     """Judge ``todo`` with bounded concurrency, appending each verdict as it arrives."""
-    cache = CompletionCache(cache_dir) if options.use_cache else None
+    cache = CompletionCache(inputs.cache_dir) if options.use_cache else None
     service = CompletionService(options.llm, cache, options.concurrency)
-    judge = Judge(options, service, _default_descriptions(options) if todo else {})
+    judge = Judge(options, service, inputs.descriptions)
     tally = {"success": 0, "failure": 0, "abstain": 0, "error": 0}
     started = time.perf_counter()
     try:
@@ -319,7 +328,7 @@ async def _diagnoses(inputs: _Inputs, verdicts: dict[str, VerdictRecord], option
         cache = CompletionCache(inputs.cache_dir) if options.use_cache else None
         service = CompletionService(options.llm, cache, options.concurrency)
     try:
-        return await diagnose(cases, _default_descriptions(options), service=service, model=options.llm.model)
+        return await diagnose(cases, inputs.descriptions, service=service, model=options.llm.model)
     finally:
         if service is not None:
             await service.aclose()

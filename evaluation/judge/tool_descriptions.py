@@ -1,6 +1,9 @@
 """Descriptions of the tools a trajectory used, for the judge prompt.
 
-Read from a copilot catalog snapshot (``index.records``) or LiveMCPBench's ``tools.json``.
+Read from a copilot catalog snapshot (``index.records``) or LiveMCPBench's ``tools.json`` (read
+by the index's own importer, which validates every entry). A file of neither shape, or one that
+lists no tool, is an error naming the file and the entry: the judge would otherwise run without
+descriptions and nobody would notice.
 """
 
 from __future__ import annotations
@@ -9,10 +12,13 @@ import json
 from pathlib import Path
 
 from index.errors import CatalogError
-from index.records import load_catalog
+from index.livemcpbench import load_livemcpbench
+from index.records import Catalog, load_catalog
 
 #: ``(server, tool) -> description``
 ToolDescriptions = dict[tuple[str, str], str]
+
+_SHAPES = "a copilot catalog snapshot ({\"servers\": …, \"tools\": [...]}) or LiveMCPBench's tools.json (a list of server entries)"
 
 
 def load_tool_descriptions(path: str | Path) -> ToolDescriptions:
@@ -27,25 +33,22 @@ def load_tool_descriptions(path: str | Path) -> ToolDescriptions:
         raise CatalogError(f"{path}: cannot read tool list ({error.strerror}).") from None
     except UnicodeDecodeError as error:
         raise CatalogError(f"{path}: tool list is not UTF-8 text ({error.reason} at byte {error.start}).") from None
-    if text is not None:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise CatalogError(f"{path}:{error.lineno}: tool list is not valid JSON ({error.msg}).") from None
-        if isinstance(data, list):
-            return _from_livemcpbench(data, path)
-    catalog = load_catalog(path)
+    catalog = _read(path, text)
+    if not catalog.tools:
+        raise CatalogError(f"{path}: the tool list holds no tools; expected {_SHAPES}.")
     return {(tool.server, tool.name): tool.description for tool in catalog.tools}
 
 
-def _from_livemcpbench(data: list, path: Path) -> ToolDescriptions:
-    descriptions: ToolDescriptions = {}
-    for entry in data:
-        servers = entry.get("tools") if isinstance(entry, dict) else None
-        if not isinstance(servers, dict):
-            raise CatalogError(f"{path}: not a LiveMCPBench tools.json (entries need a 'tools' object).")
-        for server in servers.values():
-            server_name = server.get("server_name", "")
-            for tool in server.get("tools") or []:
-                descriptions[(server_name, tool.get("name", ""))] = tool.get("description") or ""
-    return descriptions
+def _read(path: Path, text: str | None) -> Catalog:
+    if text is None:
+        return load_catalog(path)  # a gzipped catalog snapshot
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CatalogError(f"{path}:{error.lineno}: tool list is not valid JSON ({error.msg}).") from None
+    if isinstance(data, list):
+        return load_livemcpbench(path)
+    if not isinstance(data, dict) or "tools" not in data:
+        got = f"an object with keys {', '.join(sorted(map(str, data))[:5]) or 'none'}" if isinstance(data, dict) else type(data).__name__
+        raise CatalogError(f"{path}: not a tool list (got {got}); expected {_SHAPES}.")
+    return load_catalog(path)

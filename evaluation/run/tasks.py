@@ -1,64 +1,33 @@
 """Tasks to run: the LiveMCPBench ``all_annotations.json`` entries with the fields a run needs
 (``file_name``: the inputs its workspace must hold), and ``--only``/``--category``/``--limit``.
 
-The judge reads the same file through :mod:`evaluation.tasks`; category names are canonicalised
-the same way (``work`` -> ``Office`` …).
+Entries are validated by :mod:`evaluation.tasks` exactly as the judge validates them (the
+run also needs the question); category names are canonicalised the same way (``work`` -> ``Office`` …).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 from rapidfuzz import process
 
-from evaluation.tasks import canonical_category, read_json_file
+from evaluation.tasks import TaskEntry, canonical_category, read_task_entries
 from index.errors import ConfigError
 
-class AnnotatorMetadata(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
 
-    steps: str = Field(default="", alias="Steps")
-    tools: str = Field(default="", alias="Tools")
+class BenchmarkTask(TaskEntry):
+    """One task to run; unlike the judge, a run needs the question itself."""
 
-
-class BenchmarkTask(BaseModel):
-    """One task; field names follow the LiveMCPBench file (``Question``, ``file_name`` …)."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    task_id: str = Field(min_length=1)
     question: str = Field(alias="Question", min_length=1)
-    category: str = ""
-    file_name: str = ""
-    answers: str = ""
-    metadata: AnnotatorMetadata = Field(default_factory=AnnotatorMetadata, alias="Annotator Metadata")
 
 
 def load_tasks(path: Path) -> list[BenchmarkTask]:
     """Read and validate a task list; errors name the file and the entry."""
-    data: Any = read_json_file(
-        path, "task list", ConfigError, not_found_hint=" (expected LiveMCPBench's all_annotations.json)"
-    )
-    if isinstance(data, dict) and isinstance(data.get("tasks"), list):
-        data = data["tasks"]
-    if not isinstance(data, list):
-        raise ConfigError(f"{path}: expected a JSON list of tasks with 'task_id' and 'Question'.")
-    tasks: list[BenchmarkTask] = []
-    seen: set[str] = set()
-    for number, raw in enumerate(data):
-        try:
-            task = BenchmarkTask.model_validate(raw)
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "entry"
-            raise ConfigError(f"{path}: task #{number}: {where}: {first['msg']}.") from None
-        if task.task_id in seen:
-            raise ConfigError(f"{path}: task #{number}: duplicate task_id {task.task_id!r}.")
-        seen.add(task.task_id)
-        tasks.append(task.model_copy(update={"category": canonical_category(task.category)}))
-    return tasks
+    return [
+        task.model_copy(update={"category": canonical_category(task.category)})
+        for task in read_task_entries(path, BenchmarkTask, ConfigError)
+    ]
 
 
 def select_tasks(

@@ -59,3 +59,40 @@ def test_task_and_label_files_fail_clearly(tmp_path: Path) -> None:
     labels.write_text(json.dumps([{"task_id": "a", "task_success": "maybe"}]))
     with pytest.raises(TaskError, match='expected "success" or "failure"'):
         load_human_labels(labels)
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ([{"task_id": "a", "Question": "q"}, {"task_id": 7, "Question": "q"}], "entry 2: task_id: Input should be a valid string (got 7)."),
+        ([{"task_id": "a", "Question": "q", "Annotator Metadata": "x"}], "entry 1 (task_id 'a'): Annotator Metadata: expected an object (got 'x')."),
+        (["a"], "entry 1: expected an object with task_id and Question (got str 'a')."),
+        ([{"Question": "q"}], "entry 1: task_id: Field required."),
+        ([{"task_id": "a", "Question": "q"}, {"task_id": "a", "Question": "r"}], "entry 2: duplicate task_id 'a'."),
+    ],
+)
+def test_judge_and_runner_refuse_the_same_entries_with_the_same_line(tmp_path: Path, entries, message) -> None:
+    from evaluation.run.tasks import load_tasks as load_run_tasks  # noqa: PLC0415
+    from index.errors import ConfigError  # noqa: PLC0415
+
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps(entries))
+    with pytest.raises(TaskError) as judged:
+        load_tasks(path)
+    with pytest.raises(ConfigError) as run:
+        load_run_tasks(path)
+    assert str(judged.value) == str(run.value) == f"{path}: {message}"
+
+
+def test_a_task_list_the_runner_writes_reads_back_in_the_judge(tmp_path: Path) -> None:
+    from evaluation.run.cli import write_run_tasks  # noqa: PLC0415
+    from evaluation.run.tasks import load_tasks as load_run_tasks  # noqa: PLC0415
+
+    path = tmp_path / "all.json"
+    entry = {"task_id": "t1", "Question": "q", "category": "work", "answers": "42",
+             "Annotator Metadata": {"Steps": "1. a\n2. b", "Tools": "1. echo", "Number of steps": "2"}}
+    path.write_text(json.dumps([entry]))
+    written = write_run_tasks(load_run_tasks(path), tmp_path)
+    [task] = load_tasks(written).values()
+    assert (task.task_id, task.question, task.category, task.answers) == ("t1", "q", "Office", "42")
+    assert (task.steps, task.gold_tools) == (["a", "b"], ["echo"])

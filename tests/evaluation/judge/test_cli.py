@@ -164,6 +164,24 @@ def test_bad_task_file_and_bad_option(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 2 and "--concurrency" in capsys.readouterr().err
 
 
+def test_a_tools_file_or_task_list_of_the_wrong_shape_is_one_line_before_any_judging(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "q")
+    tools = tmp_path / "servers.json"
+    tools.write_text(json.dumps({"mcpServers": {"fx": {"command": "x"}}}))  # a servers file, not a tool list
+    code = main([str(logs), "--tools", str(tools), *_common(tmp_path, "http://127.0.0.1:9/v1")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: {tools}: not a tool list") and len(err.splitlines()) == 1
+    tasks = write_tasks(tmp_path / "tasks.json", [task_entry("t1", "q"), {**task_entry("t2", "q2"), "task_id": 2}])
+    code = main([str(logs), "--tasks", str(tasks), *_common(tmp_path, "http://127.0.0.1:9/v1")])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"error: {tasks}: entry 2: task_id: Input should be a valid string (got 2).\n"
+    assert not (logs / "judge").exists()  # nothing was judged or written
+
+
 def test_unwritable_output_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps([livemcpbench_entry("L1", "q")]))

@@ -1,17 +1,13 @@
-"""Judge prompt contents: the paper's inputs, tool descriptions from both tool-list formats."""
+"""Judge prompt contents: the paper's inputs and the tools' descriptions (``evaluation/judge/prompts.py``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
-
 from evaluation.judge.prompts import LIVEMCPEVAL_SYSTEM, judge_messages, truncate_middle
 from evaluation.judge.tool_descriptions import load_tool_descriptions
 from evaluation.trajectories import livemcpbench_trajectory
-from index.errors import CatalogError
-from index.records import Catalog, ToolRecord
 from tests.evaluation.judge_helpers import livemcpbench_entry
 
 
@@ -32,14 +28,6 @@ def _tools_json(path: Path) -> Path:
         )
     )
     return path
-
-
-def test_tool_descriptions_from_livemcpbench_tools_json_and_from_a_catalog(tmp_path: Path) -> None:
-    assert load_tool_descriptions(_tools_json(tmp_path / "tools.json")) == {("maps", "geocode"): "Address to coordinates."}
-    catalog = Catalog(tools=[ToolRecord(server="fs", name="write_file", description="Write a file.")])
-    assert load_tool_descriptions(catalog.save(tmp_path / "catalog.json")) == {("fs", "write_file"): "Write a file."}
-    with pytest.raises(CatalogError, match="not found"):
-        load_tool_descriptions(tmp_path / "missing.json")
 
 
 def test_livemcpeval_prompt_has_the_papers_inputs(tmp_path: Path) -> None:

@@ -351,6 +351,22 @@ def test_judge_option_judges_the_finished_run(bench, capsys) -> None:
     assert "2/2 tasks succeeded" in capsys.readouterr().err
 
 
+def test_a_bad_judge_tools_file_or_task_id_stops_the_run_before_any_task(bench, capsys) -> None:
+    tools = bench["tmp"] / "tools.json"
+    tools.write_text(json.dumps({"tools": [{"name": "echo"}]}))
+    code = run_cli(bench, "--agent-cmd", agent_cmd(bench), "--judge", "--judge-model", "j", "--judge-base-url",
+                   "http://127.0.0.1:9/v1", "--judge-tools", str(tools))
+    err = capsys.readouterr().err
+    assert code == 2 and f"error: {tools}: not a catalog snapshot (tools.0.server: Field required)" in err
+    entries = json.loads(bench["tasks"].read_text())
+    entries[1]["task_id"] = 2
+    bench["tasks"].write_text(json.dumps(entries))
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench)) == 2
+    err = capsys.readouterr().err
+    assert f"error: {bench['tasks']}: entry 2: task_id: Input should be a valid string (got 2)." in err
+    assert not (bench["tmp"] / "agent-runs.log").exists()  # no task ran
+
+
 def _start_run(bench: dict[str, Path], ignore: tuple[signal.Signals, ...]) -> tuple[subprocess.Popen, Path]:
     """A run whose one task's agent waits forever, started as a background job or under nohup
     would be (``ignore``: signals ignored from the start); returns once the agent is running."""

@@ -75,10 +75,10 @@ def test_task_list_validation_and_selection(tmp_path: Path) -> None:
         select_tasks(tasks, only=["aa"])
 
     path.write_text(json.dumps([{"task_id": "x", "Question": "q"}, {"task_id": "x", "Question": "q"}]))
-    with pytest.raises(ConfigError, match="task #1: duplicate task_id 'x'"):
+    with pytest.raises(ConfigError, match="tasks.json: entry 2: duplicate task_id 'x'"):
         load_tasks(path)
     path.write_text(json.dumps([{"task_id": "x"}]))
-    with pytest.raises(ConfigError, match="task #0: Question: Field required"):
+    with pytest.raises(ConfigError, match=r"tasks.json: entry 1 \(task_id 'x'\): Question: Field required"):
         load_tasks(path)
     path.write_text('{"a": 1}')
     with pytest.raises(ConfigError, match="expected a JSON list of tasks"):
