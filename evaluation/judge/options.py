@@ -115,16 +115,11 @@ def _env_names(prefix: str) -> dict[str, tuple[str, ...]]:
     }
 
 
-def add_judge_arguments(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, prefix: str = "", exclude: Collection[str] = ()
-) -> None:
-    """The judge's options (not the input paths). ``prefix="judge-"`` gives ``--judge-model`` etc.;
-    ``exclude`` drops options the caller defines itself (e.g. ``{"tasks", "out"}``)."""
-    env = _env_names(prefix)
-    model_env = " / ".join(env.get("model", ("MODEL",)))
-    url_env = " / ".join(env.get("base_url", ("OPENAI_BASE_URL",)))
-    key_env = " / ".join(env.get("api_key", ("OPENAI_API_KEY",)))
-    options: list[tuple[str, dict]] = [
+_Option = tuple[str, dict]
+
+
+def _input_options() -> list[_Option]:
+    return [
         (
             "tasks",
             {
@@ -149,6 +144,15 @@ def add_judge_arguments(
                 "help": "tool descriptions for the prompt: a copilot catalog or LiveMCPBench tools.json (default: the copilot's catalog)",
             },
         ),
+    ]
+
+
+def _endpoint_options(prefix: str) -> list[_Option]:
+    env = _env_names(prefix)
+    model_env = " / ".join(env.get("model", ("MODEL",)))
+    url_env = " / ".join(env.get("base_url", ("OPENAI_BASE_URL",)))
+    key_env = " / ".join(env.get("api_key", ("OPENAI_API_KEY",)))
+    return [
         ("base-url", {"metavar": "URL", "help": f"OpenAI-compatible endpoint (default: ${url_env})"}),
         ("api-key", {"metavar": "KEY", "help": f"API key (default: ${key_env})"}),
         (
@@ -157,18 +161,6 @@ def add_judge_arguments(
                 "metavar": "NAME[,NAME...]",
                 "help": f"judge model; a comma-separated list is a jury (default: ${model_env})",
             },
-        ),
-        (
-            "prompt",
-            {
-                "choices": PROMPT_KINDS,
-                "default": "livemcpeval",
-                "help": "livemcpeval: the paper's judge; evidence: also shows tool outputs and asks per key point for the supporting calls",
-            },
-        ),
-        (
-            "auto-key-points",
-            {"action": "store_true", "help": "extract key points with the LLM even when annotated Steps exist"},
         ),
         (
             "concurrency",
@@ -197,6 +189,23 @@ def add_judge_arguments(
                 "help": f"retries with backoff on 429/5xx/timeouts (default {DEFAULT_MAX_RETRIES})",
             },
         ),
+    ]
+
+
+def _judging_options() -> list[_Option]:
+    return [
+        (
+            "prompt",
+            {
+                "choices": PROMPT_KINDS,
+                "default": "livemcpeval",
+                "help": "livemcpeval: the paper's judge; evidence: also shows tool outputs and asks per key point for the supporting calls",
+            },
+        ),
+        (
+            "auto-key-points",
+            {"action": "store_true", "help": "extract key points with the LLM even when annotated Steps exist"},
+        ),
         (
             "parse-retries",
             {
@@ -206,9 +215,6 @@ def add_judge_arguments(
                 "help": f"re-asks after an unparseable verdict before recording abstain (default {DEFAULT_PARSE_RETRIES})",
             },
         ),
-        ("out", {"type": Path, "metavar": "DIR", "help": "output directory (default: <first path>/judge)"}),
-        ("cache-dir", {"type": Path, "metavar": "DIR", "help": "LLM reply cache (default: $COPILOT_HOME/judge-cache)"}),
-        ("no-cache", {"action": "store_true", "help": "neither read nor write the reply cache"}),
         (
             "taxonomy-llm",
             {
@@ -216,11 +222,26 @@ def add_judge_arguments(
                 "help": "ask the (first) judge model for the error class of unsuccessful tasks the log cannot decide (cached)",
             },
         ),
+    ]
+
+
+def _output_options() -> list[_Option]:
+    return [
+        ("out", {"type": Path, "metavar": "DIR", "help": "output directory (default: <first path>/judge)"}),
+        ("cache-dir", {"type": Path, "metavar": "DIR", "help": "LLM reply cache (default: $COPILOT_HOME/judge-cache)"}),
+        ("no-cache", {"action": "store_true", "help": "neither read nor write the reply cache"}),
         ("no-progress", {"action": "store_true", "help": "no progress bar"}),
     ]
+
+
+def add_judge_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, prefix: str = "", exclude: Collection[str] = ()
+) -> None:
+    """The judge's options (not the input paths), in groups: input files, the endpoint, how to
+    judge, where results go. ``prefix="judge-"`` gives ``--judge-model`` etc.; ``exclude`` drops
+    options the caller defines itself (e.g. ``{"tasks", "out"}``)."""
+    options = [*_input_options(), *_endpoint_options(prefix), *_judging_options(), *_output_options()]
     for name, kwargs in options:
         if name in exclude:
             continue
         parser.add_argument(f"--{prefix}{name}", dest=(prefix + name).replace("-", "_"), **kwargs)
-
-

@@ -50,6 +50,7 @@ from evaluation.run.models import ErrorKind, ModelPrice, RunManifest, TaskRecord
 from evaluation.run.tasks import BenchmarkTask
 from evaluation.run.workspace import (
     TASK_ROOT,
+    ServerRewrite,
     copy_task_files,
     diff,
     map_question,
@@ -291,10 +292,40 @@ class BenchmarkRunner:
         paths.dir.mkdir(parents=True)
 
     async def _attempt(self, task: BenchmarkTask, paths: TaskPaths, writer: TrajectoryWriter, outcome: _Outcome) -> None:
-        config = self.config
+        """One run of ``task``: refuse it early, or prepare its workspace, log ``session_start``,
+        run the agent through a fresh copilot, and log the answer and the workspace's changes."""
         workspace = paths.workspace.resolve()
         question = map_question(task.question, workspace)
-        start = SessionStart(
+        start = self._session_start(task, question, workspace)
+        missing = missing_inputs(task.file_name, self.config.task_files)
+        refusal = self._refusal(missing)
+        if refusal is not None:
+            writer.write(start)
+            outcome.fail(*refusal)
+            return
+        try:
+            warnings, rewrites = await self._prepare_workspace(paths, workspace)
+        except (OSError, CopilotError) as error:
+            writer.write(start)
+            outcome.fail("workspace", f"cannot prepare the workspace: {error}")
+            return
+        if missing:
+            warnings.append(f"input file(s) missing: {', '.join(missing)}")
+        before = await anyio.to_thread.run_sync(snapshot, workspace)
+        writer.write(self._with_preparation(start, paths, warnings, rewrites))
+        launch = self._launch(task, question, paths)
+        if self.config.agent_cmd is None:
+            await self._run_builtin(question, launch, paths, writer, outcome)
+        else:
+            await self._run_command(task, question, launch, paths, writer, outcome)
+        if outcome.answer and not outcome.answer_logged:
+            writer.write(FinalAnswer(text=outcome.answer, **outcome.extra))
+        changes = await anyio.to_thread.run_sync(lambda: diff(workspace, before))
+        writer.write(changes)
+
+    def _session_start(self, task: BenchmarkTask, question: str, workspace: Path) -> SessionStart:
+        config = self.config
+        return SessionStart(
             session_id=f"run-{uuid.uuid4().hex[:12]}",
             task_id=task.task_id,
             question=question,
@@ -310,44 +341,43 @@ class BenchmarkRunner:
             path_map={TASK_ROOT: str(workspace)},
             confirm=config.confirm,
         )
-        missing = missing_inputs(task.file_name, config.task_files)
-        if missing and not config.allow_missing_files:
-            writer.write(start)
-            where = config.task_files or "(no --task-files)"
-            outcome.fail(
+
+    def _refusal(self, missing: list[str]) -> tuple[ErrorKind, str] | None:
+        """Why the task cannot start at all: input files missing, or a reason every task shares."""
+        if missing and not self.config.allow_missing_files:
+            where = self.config.task_files or "(no --task-files)"
+            return (
                 "missing_files",
                 f"input file(s) {', '.join(missing)} not found in {where}; "
                 "add them there or pass --allow-missing-files to run the task anyway",
             )
-            return
-        blocked = self._blocked()
-        if blocked is not None:  # the same reason for every task: no workspace, no copilot
-            writer.write(start)
-            outcome.fail(*blocked)
-            return
-        try:
-            warnings = await anyio.to_thread.run_sync(
-                lambda: copy_task_files(config.task_files, workspace, skip={config.tasks_file, config.out})
+        return self._blocked()  # the same reason for every task: no workspace, no copilot
+
+    async def _prepare_workspace(self, paths: TaskPaths, workspace: Path) -> tuple[list[str], list[ServerRewrite]]:
+        """Copy the task files in, give the children their home, and write the task's servers
+        file; the copy's warnings and the servers' rewritten paths."""
+        config = self.config
+        warnings = await anyio.to_thread.run_sync(
+            lambda: copy_task_files(config.task_files, workspace, skip={config.tasks_file, config.out})
+        )
+        if self._shared_locations is None:
+            self._shared_locations = await anyio.to_thread.run_sync(shared_locations)
+        home = paths.home.resolve()
+        home.mkdir(parents=True, exist_ok=True)
+        child_env = child_environment(home, self._shared_locations)
+        rewrites = await anyio.to_thread.run_sync(
+            lambda: write_task_servers(
+                config.servers_file, paths.file("servers.json"), workspace, config.task_files, config.cwd, child_env
             )
-            if self._shared_locations is None:
-                self._shared_locations = await anyio.to_thread.run_sync(shared_locations)
-            home = paths.home.resolve()
-            home.mkdir(parents=True, exist_ok=True)
-            child_env = child_environment(home, self._shared_locations)
-            rewrites = await anyio.to_thread.run_sync(
-                lambda: write_task_servers(
-                    config.servers_file, paths.file("servers.json"), workspace, config.task_files, config.cwd, child_env
-                )
-            )
-        except (OSError, CopilotError) as error:
-            writer.write(start)
-            outcome.fail("workspace", f"cannot prepare the workspace: {error}")
-            return
-        if missing:
-            warnings.append(f"input file(s) missing: {', '.join(missing)}")
-        if config.unindexed_servers:
-            warnings.append(f"not in the index (--allow-partial-index): {', '.join(config.unindexed_servers)}")
-        before = await anyio.to_thread.run_sync(snapshot, workspace)
+        )
+        return warnings, rewrites
+
+    def _with_preparation(
+        self, start: SessionStart, paths: TaskPaths, warnings: list[str], rewrites: list[ServerRewrite]
+    ) -> SessionStart:
+        """``session_start`` with what preparing the workspace found."""
+        if self.config.unindexed_servers:
+            warnings.append(f"not in the index (--allow-partial-index): {', '.join(self.config.unindexed_servers)}")
         start.servers_file = str(paths.file("servers.json"))  # type: ignore[attr-defined]
         if warnings:
             start.warnings = warnings  # type: ignore[attr-defined]
@@ -355,8 +385,11 @@ class BenchmarkRunner:
             start.server_rewrites = {  # type: ignore[attr-defined]
                 r.server: [f"{old} -> {new}" for old, new in r.args] + [f"env {k}" for k in r.env] for r in rewrites
             }
-        writer.write(start)
-        launch = copilot_launch(
+        return start
+
+    def _launch(self, task: BenchmarkTask, question: str, paths: TaskPaths) -> CopilotLaunch:
+        config = self.config
+        return copilot_launch(
             servers_file=paths.file("servers.json"),
             task_id=task.task_id,
             question=question,
@@ -369,14 +402,6 @@ class BenchmarkRunner:
             inherit=config.inherit_env,
             roots=[paths.workspace.resolve()],
         )
-        if config.agent_cmd is None:
-            await self._run_builtin(question, launch, paths, writer, outcome)
-        else:
-            await self._run_command(task, question, launch, paths, writer, outcome)
-        if outcome.answer and not outcome.answer_logged:
-            writer.write(FinalAnswer(text=outcome.answer, **outcome.extra))
-        changes = await anyio.to_thread.run_sync(lambda: diff(workspace, before))
-        writer.write(changes)
 
     def _blocked(self) -> tuple[ErrorKind, str] | None:
         if self.config.agent_cmd is None and self._endpoint_error:
