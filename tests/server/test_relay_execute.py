@@ -134,6 +134,18 @@ async def test_roots_list_from_a_child_answers_the_hosts_roots(relayed: Relayed)
     assert result.structured_content == {"result": [relayed.root.as_uri()]}
 
 
+async def test_a_change_of_the_hosts_roots_reaches_running_children(relayed: Relayed) -> None:
+    if relayed.era != "legacy":
+        pytest.skip("notifications/roots/list_changed is a 2025-11-25 session notification")
+    await relayed.execute("relay", "roots")  # the child runs and the host's roots are known
+    asked = relayed.host.root_requests
+    await relayed.client.send_roots_list_changed()  # pyright: ignore[reportDeprecated]
+    with anyio.fail_after(60):
+        changes = await relayed.execute("relay", "roots_changes", {"at_least": 1})
+    assert changes.structured_content == {"result": 1}
+    assert relayed.host.root_requests == asked + 1  # asked again, so children that re-list get the new answer
+
+
 async def test_a_server_that_works_in_roots_runs_in_the_hosts_root(relayed: Relayed) -> None:
     # Before starting it the copilot asks the host for its roots: directly (legacy), or in the call's
     # input_required round trip (2026-07-28) when no host's roots are known yet.
@@ -156,6 +168,14 @@ async def test_child_logs_reach_the_host_at_its_level_and_the_child_log(relayed:
     child_log = (relayed.home / "logs" / "children" / "relay.log").read_text(encoding="utf-8")
     for level in ("debug", "info", "warning", "error"):
         assert f"log {level} fixture: {level} message 0" in child_log
+
+
+async def test_a_risky_call_is_confirmed_by_the_host(relayed: Relayed) -> None:
+    relayed.host.questions.clear()
+    result = await relayed.execute("alpha", "delete_item", {"item_id": "7"})  # destructiveHint: true
+    assert not result.is_error and text_of(result) == "deleted 7"
+    [question] = relayed.host.questions  # elicitation/create (legacy) or the input_required round trip
+    assert "alpha/delete_item" in question
 
 
 async def test_cancelling_execute_cancels_the_child_request_and_frees_its_slot(relayed: Relayed) -> None:
