@@ -5,7 +5,8 @@
   fresh ``HOME``), and once more without an index, where it must stop with the copilot's message;
 - the trajectory log section names every event, field and ``error_kind`` the code has, and its
   example lines parse;
-- every file or directory of the repository the README names exists.
+- every file or directory of the repository the README names exists;
+- it leads with what a new user does, in order, and keeps the reference for after.
 """
 
 from __future__ import annotations
@@ -178,3 +179,22 @@ def test_every_repository_path_the_readme_names_exists() -> None:
     existing = {path.name for package in ("index", "server", "evaluation", "bench") for path in (PROJECT / package).rglob("*.py")}
     assert sorted(modules - existing) == []
     assert not (PROJECT / "DESIGN.md").exists() and "DESIGN.md" not in text
+
+
+def test_the_readme_leads_with_using_it_and_keeps_the_reference_for_after() -> None:
+    headings = [line.lstrip("#").strip() for line in readme().splitlines() if re.match(r"#{2,3} ", line)]
+    first_steps = [
+        "Quick start",
+        "Using the copilot from an MCP host",
+        "Add it to a host (stdio)",
+        "Over HTTP",
+        "Your own servers",
+        "Benchmark your own agent (LiveMCPBench)",
+        "Judging trajectories (LiveMCPEval)",
+        "Reference",
+    ]
+    positions = [headings.index(title) for title in first_steps]
+    assert positions == sorted(positions), [headings[i] for i in sorted(positions)]
+    reference = headings.index("Reference")
+    for part in ("The server pool: `servers.json`", "Tool index and search", "Configuration", "Benchmarks"):
+        assert headings.index(part) > reference, part
