@@ -2,21 +2,30 @@
 
 The host is the mcp SDK ``Client`` itself (either era); :class:`Host` holds its callbacks and what
 they saw, so one module-scoped client serves many tests. ``relay_entry`` is a servers-file entry
-for the relay fixture server (``tests/fixtures/relay_server.py``).
+for the relay fixture server (``tests/fixtures/relay_server.py``); :func:`copilot_client` runs a
+real copilot over stdio or streamable HTTP and connects one client to it.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
+from mcp import Client
+
+from tests.server.copilot_harness import HttpCopilot, RunningClient, http_client_for, stdio_client_for
 
 REPO = Path(__file__).resolve().parents[2]
 RELAY_SERVER = REPO / "tests" / "fixtures" / "relay_server.py"
+HTTP_TOKEN = "relay-token-0123456789"
+
+Transport = Literal["stdio", "http"]
 
 
 def relay_entry(name: str, **extra: Any) -> dict[str, Any]:
@@ -78,3 +87,32 @@ class Progress:
 
 def execute_args(server: str, tool: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"server_name": server, "tool_name": tool, "params": params or {}}
+
+
+@asynccontextmanager
+async def copilot_client(
+    transport: Transport, servers: Path, env: dict[str, str], workdir: Path, **client_options: Any
+) -> AsyncIterator[Client]:
+    """A client connected to a real copilot process serving ``servers`` over ``transport``.
+
+    stdio: the client starts the copilot; http: ``python -m server --http`` on a free port, behind
+    ``HTTP_TOKEN``. The copilot's stderr goes to ``workdir/copilot.stderr.log``.
+    """
+    errlog = workdir / "copilot.stderr.log"
+    process: HttpCopilot | None = None
+    if transport == "stdio":
+        running = RunningClient(stdio_client_for(servers, env, errlog, **client_options))
+    else:
+        args = ["--servers", str(servers), "--http", "--port", "0"]
+        process = HttpCopilot(args, {**env, "COPILOT_HTTP_TOKEN": HTTP_TOKEN}, workdir, errlog)
+        await process.start()
+        assert process.url is not None
+        running = RunningClient(http_client_for(process.url, token=HTTP_TOKEN, **client_options))
+    try:
+        yield await running.start()
+    finally:
+        try:
+            await running.stop()
+        finally:
+            if process is not None:
+                await process.stop()

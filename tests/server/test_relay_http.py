@@ -1,8 +1,10 @@
-"""Between host and child through ``execute``, over streamable HTTP, in both protocol eras.
+"""Between host and child through ``execute``: what is particular to streamable HTTP, in both eras.
 
-One copilot process (``python -m server --http``) serves the module. Hosts are the mcp SDK
-``Client`` (2025-11-25 sessions and 2026-07-28 per-request clients) and, to close a request
-without any MCP cancellation (issue 9 item 7), raw HTTP.
+Every relayed feature runs over HTTP too in ``test_relay_execute.py`` (one host per copilot); here
+one copilot process (``python -m server --http``) serves several hosts in turn: the mcp SDK
+``Client`` (2025-11-25 sessions and 2026-07-28 per-request clients) without the capabilities to
+answer a child, cancelling through the SDK, and -- to close a request without any MCP
+cancellation (issue 9 item 7) -- raw HTTP.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ from tests.server.copilot_harness import (
     text_of,
     write_servers,
 )
-from tests.server.relay_harness import Host, Progress, execute_args, relay_entry
+from tests.server.relay_harness import HTTP_TOKEN, Host, Progress, execute_args, relay_entry
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
 
-TOKEN = "relay-token-0123456789"
+TOKEN = HTTP_TOKEN
 MODES = ["legacy", "2026-07-28"]
 
 
@@ -78,25 +80,6 @@ async def served(built_index: Path, tmp_path_factory: pytest.TempPathFactory) ->
         yield Served(f"http://127.0.0.1:{port}/mcp", logs, root)
     finally:
         await process.stop()
-
-
-@pytest.mark.parametrize("mode", MODES)
-async def test_progress_and_questions_are_relayed_over_http(served: Served, mode: str) -> None:
-    host = Host(root=served.root)
-    running = await served.client(mode, host)
-    try:
-        progress = Progress()
-        done = await running.client.call_tool(
-            "execute", execute_args("relay", "progress", {"steps": 2}), progress_callback=progress
-        )
-        asked = await running.client.call_tool("execute", execute_args("relay", "ask_name", {"question": f"{mode}?"}))
-        sampled = await running.client.call_tool("execute", execute_args("relay", "summarize", {"text": mode}))
-    finally:
-        await running.stop()
-    assert text_of(done) == "done"
-    assert [message for _, _, message in progress.seen] == ["step 1 of 2", "step 2 of 2"]
-    assert text_of(asked) == "accepted: Ada" and host.questions == [f"{mode}?"]
-    assert text_of(sampled) == "sampled (host-model): a short summary"
 
 
 @pytest.mark.parametrize("mode", MODES)

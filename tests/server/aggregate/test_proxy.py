@@ -3,7 +3,8 @@
 streamable HTTP, each with a 2025-11-25 session client and a 2026-07-28 session-less client.
 
 Settings of the copilots here: ``COPILOT_EXPOSE=routed``, two items per list page (so every list
-is paginated), and ``jotter/readme`` denied.
+is paginated), and ``jotter/readme`` denied. The allow/deny test of prompts starts copilots of its
+own (stdio, other lists).
 """
 
 from __future__ import annotations
@@ -404,3 +405,31 @@ async def test_list_results_carry_ttls_for_session_less_clients(host: Host) -> N
     assert tools.ttl_ms == 0  # routed mode: the list changes with every route
     assert prompts.ttl_ms and prompts.ttl_ms > 0
 
+
+
+# -- allow/deny for prompts (a copilot of their own) ------------------------------------------------
+@pytest.mark.parametrize(
+    "rule", [{"COPILOT_DENY": "jotter/greet*"}, {"COPILOT_ALLOW": "alpha,jotter/review_*"}], ids=["deny", "allow"]
+)
+async def test_allow_and_deny_globs_hide_a_prompt_and_refuse_it(served: Served, tmp_path: Path, rule: dict[str, str]) -> None:
+    env = copilot_env(
+        copy_home(served.home, tmp_path / "home"),
+        COPILOT_AUTO_INDEX="false",
+        COPILOT_LOG_DIR=str(tmp_path / "logs"),
+        **rule,
+    )
+    running = RunningClient(stdio_client_for(served.servers, env, tmp_path / "stderr.log", mode="legacy"))
+    client = await running.start()
+    try:
+        listed = await client.list_prompts(cache_mode="bypass")
+        names = [p.name for p in listed.prompts]
+        with pytest.raises(MCPError) as caught:
+            await client.get_prompt("jotter__greeting", {"name": "Ada"})
+        routed = await client.call_tool("route", {"query": "greet someone by name", "kind": "prompt"})
+    finally:
+        await running.stop()
+    assert "jotter__review_code" in names and "jotter__greeting" not in names
+    assert listed.next_cursor is None  # one page: the prompt is not merely on another
+    assert caught.value.code == -32602 and "jotter__greeting" in caught.value.message
+    hits = [(t["server"], t["tool"]) for t in routed.structured_content["tools"]]
+    assert ("jotter", "review_code") in hits and ("jotter", "greeting") not in hits

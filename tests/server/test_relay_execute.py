@@ -1,8 +1,12 @@
-"""Between host and child through ``execute``, over stdio, in both protocol eras, end to end.
+"""Between host and child through ``execute``, over stdio and streamable HTTP, in both protocol eras.
 
 A real MCP host (the mcp SDK ``Client``, as a 2025-11-25 session client and as a 2026-07-28
-session-less client) talks to the real copilot process, which calls the real relay fixture server:
+session-less client) talks to the real copilot process -- started by the host over stdio, or
+serving streamable HTTP (``python -m server --http``) -- which calls the real relay fixture server:
 progress, cancellation, elicitation, sampling, roots, logging, structured output and the caps.
+Each (transport, era) gets its own copilot, so what one host taught it (its roots, where a
+``works_in: roots`` server runs) never answers for another. HTTP-only behaviour (several clients
+on one copilot, a closed request) is in ``test_relay_http.py``.
 """
 
 from __future__ import annotations
@@ -20,25 +24,27 @@ import pytest_asyncio
 from mcp import Client
 
 from tests.server.copilot_harness import (
-    RunningClient,
     built_index,  # noqa: F401 -- session fixture
     copilot_env,
     copy_home,
     fixture_entry,
     read_events,
-    stdio_client_for,
     text_of,
     write_servers,
 )
-from tests.server.relay_harness import Host, Progress, execute_args, relay_entry
+from tests.server.relay_harness import Host, Progress, Transport, copilot_client, execute_args, relay_entry
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
+
+#: (transport, client mode) of each host; "auto" negotiates 2026-07-28.
+HOSTS: list[tuple[Transport, str]] = [("stdio", "legacy"), ("stdio", "auto"), ("http", "legacy"), ("http", "auto")]
 
 
 @dataclass
 class Relayed:
     client: Client
     host: Host
+    transport: Transport
     era: str
     home: Path
     log_file: Path
@@ -51,10 +57,10 @@ class Relayed:
         return [e for e in read_events(self.log_file) if e.event == "execute" and e.tool == tool]
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["legacy", "auto"])
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=HOSTS, ids=["-".join(h) for h in HOSTS])
 async def relayed(request: pytest.FixtureRequest, built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:  # noqa: F811
-    era = request.param
-    root = tmp_path_factory.mktemp(f"relay-stdio-{era}")
+    transport, era = request.param
+    root = tmp_path_factory.mktemp(f"relay-{transport}-{era}")
     home = copy_home(built_index, root / "home")
     project = root / "project"
     project.mkdir()
@@ -80,12 +86,8 @@ async def relayed(request: pytest.FixtureRequest, built_index: Path, tmp_path_fa
     )
     host = Host(root=project)
     options = {"mode": era, "log_level": "info", **host.client_options()}
-    running = RunningClient(stdio_client_for(servers, env, root / "copilot.stderr.log", **options))
-    client = await running.start()
-    try:
-        yield Relayed(client, host, era, home, log_file, project)
-    finally:
-        await running.stop()
+    async with copilot_client(transport, servers, env, root, **options) as client:
+        yield Relayed(client, host, transport, era, home, log_file, project)
 
 
 async def test_protocol_era_is_the_one_asked_for(relayed: Relayed) -> None:
@@ -132,6 +134,18 @@ async def test_roots_list_from_a_child_answers_the_hosts_roots(relayed: Relayed)
     assert result.structured_content == {"result": [relayed.root.as_uri()]}
 
 
+async def test_a_change_of_the_hosts_roots_reaches_running_children(relayed: Relayed) -> None:
+    if relayed.era != "legacy":
+        pytest.skip("notifications/roots/list_changed is a 2025-11-25 session notification")
+    await relayed.execute("relay", "roots")  # the child runs and the host's roots are known
+    asked = relayed.host.root_requests
+    await relayed.client.send_roots_list_changed()  # pyright: ignore[reportDeprecated]
+    with anyio.fail_after(60):
+        changes = await relayed.execute("relay", "roots_changes", {"at_least": 1})
+    assert changes.structured_content == {"result": 1}
+    assert relayed.host.root_requests == asked + 1  # asked again, so children that re-list get the new answer
+
+
 async def test_a_server_that_works_in_roots_runs_in_the_hosts_root(relayed: Relayed) -> None:
     # Before starting it the copilot asks the host for its roots: directly (legacy), or in the call's
     # input_required round trip (2026-07-28) when no host's roots are known yet.
@@ -156,8 +170,16 @@ async def test_child_logs_reach_the_host_at_its_level_and_the_child_log(relayed:
         assert f"log {level} fixture: {level} message 0" in child_log
 
 
+async def test_a_risky_call_is_confirmed_by_the_host(relayed: Relayed) -> None:
+    relayed.host.questions.clear()
+    result = await relayed.execute("alpha", "delete_item", {"item_id": "7"})  # destructiveHint: true
+    assert not result.is_error and text_of(result) == "deleted 7"
+    [question] = relayed.host.questions  # elicitation/create (legacy) or the input_required round trip
+    assert "alpha/delete_item" in question
+
+
 async def test_cancelling_execute_cancels_the_child_request_and_frees_its_slot(relayed: Relayed) -> None:
-    label = f"stdio-{relayed.era}"
+    label = f"{relayed.transport}-{relayed.era}"
     progress = Progress()
     async with anyio.create_task_group() as group:
 
@@ -167,7 +189,9 @@ async def test_cancelling_execute_cancels_the_child_request_and_frees_its_slot(r
         group.start_soon(blocked_call)
         with anyio.fail_after(60):
             await progress.started.wait()
-        group.cancel_scope.cancel()  # the SDK sends notifications/cancelled for the execute request
+        # the SDK sends notifications/cancelled for the execute request (2026-07-28 over HTTP: it
+        # aborts the request's POST)
+        group.cancel_scope.cancel()
 
     # One call per server at a time and a 600 s call timeout: without the relayed cancellation this
     # call would wait for the blocked one. The child saw the cancellation of its own request.
@@ -175,7 +199,9 @@ async def test_cancelling_execute_cancels_the_child_request_and_frees_its_slot(r
         result = await relayed.execute("relay", "cancelled", {"wait_for": label})
     assert label in result.structured_content["result"]
     [cancelled] = relayed.events("block")[-1:]
-    assert cancelled.error_kind == "cancelled" and "the host cancelled it" in cancelled.error
+    # A 2026-07-28 host over HTTP cancels by closing the request: the log says so.
+    why = "closed" if (relayed.transport, relayed.era) == ("http", "auto") else "the host cancelled it"
+    assert cancelled.error_kind == "cancelled" and why in cancelled.error
 
 
 async def test_structured_output_passes_through_and_matches_the_tools_schema(relayed: Relayed) -> None:
@@ -246,7 +272,8 @@ async def _output_schema(relayed: Relayed, tool: str) -> dict[str, Any]:
 # -- COPILOT_ROOTS and an unanswered 2026-07-28 question (their own copilot) ------------------------
 
 
-async def test_roots_setting_and_unanswered_questions(built_index: Path, tmp_path: Path) -> None:  # noqa: F811
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_roots_setting_and_unanswered_questions(built_index: Path, tmp_path: Path, transport: Transport) -> None:  # noqa: F811
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / "task.txt").write_text("the task's input", encoding="utf-8")
@@ -264,11 +291,7 @@ async def test_roots_setting_and_unanswered_questions(built_index: Path, tmp_pat
         COPILOT_CALL_TIMEOUT="600",
     )
     host = Host(root=tmp_path)
-    running = RunningClient(
-        stdio_client_for(servers, env, tmp_path / "stderr.log", mode="auto", **host.client_options())
-    )
-    client = await running.start()
-    try:
+    async with copilot_client(transport, servers, env, tmp_path, mode="auto", **host.client_options()) as client:
         # COPILOT_ROOTS wins over the host's roots, for roots/list and for where 'works_in: roots' servers run.
         roots = await client.call_tool("execute", execute_args("relay", "roots"))
         assert roots.structured_content == {"result": [workspace.as_uri()]} and host.root_requests == 0
@@ -294,8 +317,6 @@ async def test_roots_setting_and_unanswered_questions(built_index: Path, tmp_pat
         )
         assert isinstance(late, types.CallToolResult) and late.is_error
         assert "no longer waits for an answer" in text_of(late)
-    finally:
-        await running.stop()
     events = [e for e in read_events(log_file) if e.event == "execute" and e.tool == "ask_name"]
     assert [e.error_kind for e in events] == ["cancelled", "input_expired"]
     assert "did not answer the server's question within 1s" in events[0].error
