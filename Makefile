@@ -22,9 +22,9 @@ run: install
 	$(PY) -m index build
 	$(PY) -m server --http --host $(HOST) --port $(PORT)
 
-## The test suite (what CI runs).
+## The test suite (what CI runs): one worker per core, at most 4 (most tests start real processes).
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
 
 ## Benchmarks (retrieval quality, speed, pool, judge); each prints ratios against its baseline.
 bench: install
