@@ -720,6 +720,10 @@ class Copilot:
         kind: str | None = None
         flags: list[Any] = []
         try:
+            if host is not None and isinstance(server_name, str) and server_name in self.servers:
+                # Checking the call may start the server (one the index does not know yet): a
+                # legacy host's roots must be known before, so it starts in the user's directory.
+                await self.relay.learn_roots(self.servers[server_name], host, running=self.pool.is_running(server_name))
             prepared = await self.prepare(server_name, tool_name, params)
             record.resolved(prepared)
             if confirmation is None:
@@ -761,8 +765,11 @@ class Copilot:
     async def _run(self, call: PreparedCall, relay: Any) -> CallToolResult:
         """The child call itself, cut to the result limits; a closed HTTP request cancels it."""
         host: HostLink | None = relay.host if relay is not None else None
-        if relay is not None and not self.pool.is_running(call.server):
+        if relay is not None and (
+            not self.pool.is_running(call.server) or self.pool.started_without_root(call.server)
+        ):
             await self.relay.before_start(self.servers[call.server], relay)
+            self.pool.restart_in_root(call.server)
 
         def child_call() -> Any:
             return self.pool.call_tool(call.server, call.tool, call.params, relay=relay)

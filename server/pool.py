@@ -187,6 +187,8 @@ class _Child:
 
     name: str
     config: ServerConfig
+    #: The user's directory it was started in (``works_in: roots`` servers); ``None`` when none was known.
+    root: Path | None = None
     ready: anyio.Event = field(default_factory=anyio.Event)
     stop: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -541,6 +543,19 @@ class ChildPool:
         child = self._children.get(server)
         return child is not None and child.running
 
+    def started_without_root(self, server: str) -> bool:
+        """``server`` works in the user's roots but its child started before any root was known."""
+        child = self._children.get(server)
+        return child is not None and child.usable and child.config.works_in == "roots" and child.root is None
+
+    def restart_in_root(self, server: str) -> None:
+        """Retire a child that started before the user's root was known, once one is: the next call
+        starts it there (its calls in flight finish first)."""
+        if self.started_without_root(server) and self.link is not None and self.link.user_root() is not None:
+            child = self._children[server]
+            logger.info("server '%s' started before the user's root was known; restarting it there", server)
+            self._retire(child, "replaced", "it was restarted in the user's root, which was not known when it started")
+
     def connection(self, server: str) -> ChildConnection | None:
         """The live connection of ``server``'s child, if it is running (for diagnostics and benchmarks)."""
         child = self._children.get(server)
@@ -631,7 +646,7 @@ class ChildPool:
         previous = self._children.get(server)
         if previous is not None:
             self._retire(previous, "replaced", "it was replaced by a new process")
-        child = _Child(server, config)
+        child = _Child(server, config, root=self.link.user_root() if self.link is not None else None)
         child.restart_note, state.lost_state = state.lost_state, None
         self._children[server] = child
         self._alive.add(child)
@@ -663,7 +678,7 @@ class ChildPool:
                 on_spawn=spawned,
                 message_handler=on_message,
                 callbacks=self._callbacks(child),
-                root=self.link.user_root() if self.link is not None else None,
+                root=child.root,
             ) as connection:
                 child.connection = connection
                 child.last_used = child.started_at = time.monotonic()

@@ -17,6 +17,7 @@ the request opted into.
 from __future__ import annotations
 
 import logging
+import uuid
 import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -70,6 +71,14 @@ def _result_type(request: types.InputRequest) -> type[types.InputResponse]:
     return types.CreateMessageResult
 
 
+_CONNECTION_KEY = "mcp-copilot.connection-key"
+
+
+def _connection_key(connection: Any) -> str:
+    """A key for the connection that is never reused (``id()`` is, once the connection is freed)."""
+    return connection.state.setdefault(_CONNECTION_KEY, uuid.uuid4().hex)
+
+
 @dataclass
 class HostLink:
     """One ``execute`` request's way back to its host (see the module docstring)."""
@@ -86,6 +95,8 @@ class HostLink:
     #: Set when the HTTP client that sent this request went away (legacy streamable HTTP).
     client_gone: anyio.Event | None = None
     client_name: str | None = None
+    #: The legacy host's connection (the SDK's), for state that must end with it.
+    connection: Any = None
 
     @classmethod
     def from_context(cls, rc: ServerRequestContext[Any, Any], default_log_level: str) -> HostLink:
@@ -101,11 +112,12 @@ class HostLink:
             era=era,
             request_id=rc.request_id,
             capabilities=session.client_capabilities,
-            connection_key=id(connection) if connection is not None and era == "legacy" else "modern",
+            connection_key=_connection_key(connection) if connection is not None and era == "legacy" else "modern",
             wants_progress=progress_token_from_params(rc.params) is not None,
             log_level=level,
             client_gone=client_gone_event(rc.request),
             client_name=params.client_info.name if params is not None and params.client_info is not None else None,
+            connection=connection if era == "legacy" else None,
         )
 
     # -- what the host can answer -------------------------------------------------------------

@@ -60,6 +60,12 @@ class Relay:
         elif self.roots.working_directory() is None and relay.suspended is not None:
             await relay.answer(types.ListRootsRequest())
 
+    async def learn_roots(self, config: ServerConfig, host: HostLink, *, running: bool) -> None:
+        """A legacy host's roots, asked before anything may start ``config``'s server (see before_start)."""
+        if running or host.era != "legacy" or config.works_in != "roots" or config.cwd or self.roots.fixed:
+            return
+        await self.roots.of_host(host)
+
     # -- the pool's link -----------------------------------------------------------------------
     def user_root(self) -> Path | None:
         return self.roots.working_directory()

@@ -73,7 +73,11 @@ class Roots:
 
     def remember(self, host: HostLink | None, roots: list[types.Root]) -> None:
         if host is not None and host.era == "legacy":
-            self._by_host[host.connection_key] = list(roots)
+            key = host.connection_key
+            if key not in self._by_host and host.connection is not None:
+                # A host's roots end with its connection (HTTP sessions come and go).
+                host.connection.exit_stack.callback(self._by_host.pop, key, None)
+            self._by_host[key] = list(roots)
         self._latest = list(roots)
 
     def forget(self, connection_key: Hashable) -> None:
