@@ -15,8 +15,8 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +152,9 @@ async def test_nothing_survives_a_sigkill_of_the_stdio_copilot(tmp_path: Path) -
         await running.stop()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
-async def test_nothing_survives_the_http_copilot(tmp_path: Path, signum: signal.Signals) -> None:
+@asynccontextmanager
+async def _http_copilot(tmp_path: Path) -> AsyncIterator[tuple[HttpCopilot, Client, list[psutil.Process]]]:
+    """An HTTP copilot over the escaping children, a client of it, and the processes to clean up after."""
     servers = _escape_servers(tmp_path)
     port = free_port()
     copilot_process = HttpCopilot(
@@ -165,10 +166,21 @@ async def test_nothing_survives_the_http_copilot(tmp_path: Path, signum: signal.
     processes: list[psutil.Process] = []
     try:
         assert copilot_process.process is not None
+        yield copilot_process, client, processes
+    finally:
+        kill_leftovers(processes)
+        await running.stop()
+        await copilot_process.stop()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
+async def test_nothing_survives_the_http_copilot(tmp_path: Path, signum: signal.Signals) -> None:
+    async with _http_copilot(tmp_path) as (copilot_process, client, processes):
+        assert copilot_process.process is not None
         copilot = psutil.Process(copilot_process.process.pid)
         async with anyio.create_task_group() as group:
             escaped = await _provoke(client, tmp_path, group)
-            processes = _everything_started_by(copilot, escaped)
+            processes += _everything_started_by(copilot, escaped)
             os.kill(copilot.pid, signum)
             with anyio.fail_after(60):
                 code = await copilot_process.process.wait()
@@ -179,10 +191,6 @@ async def test_nothing_survives_the_http_copilot(tmp_path: Path, signum: signal.
             assert code == 0
             ends = [read_events(path)[-1] for path in (tmp_path / "logs").glob("*.jsonl")]
             assert ends and all(e.event == "session_end" and e.reason == "SIGHUP" for e in ends)
-    finally:
-        kill_leftovers(processes)
-        await running.stop()
-        await copilot_process.stop()
 
 
 async def _stderr_says(path: Path, text: str, timeout: float = 30.0) -> None:
@@ -218,22 +226,14 @@ async def test_a_second_signal_during_shutdown_finishes_the_cleanup(tmp_path: Pa
 
 
 async def test_a_second_signal_during_an_http_shutdown_finishes_the_cleanup(tmp_path: Path) -> None:
-    servers = _escape_servers(tmp_path)
-    port = free_port()
-    stderr = tmp_path / "stderr.log"
-    copilot_process = HttpCopilot(["--servers", str(servers), "--http", "--port", str(port)], _env(tmp_path), tmp_path, stderr)
-    await copilot_process.start()
-    running = RunningClient(http_client_for(f"http://127.0.0.1:{port}/mcp", token=HTTP_TOKEN))
-    client = await running.start()
-    processes: list[psutil.Process] = []
-    try:
+    async with _http_copilot(tmp_path) as (copilot_process, client, processes):
         assert copilot_process.process is not None
         copilot = psutil.Process(copilot_process.process.pid)
         async with anyio.create_task_group() as group:
             escaped = await _provoke(client, tmp_path, group)
-            processes = _everything_started_by(copilot, escaped)
+            processes += _everything_started_by(copilot, escaped)
             os.kill(copilot.pid, signal.SIGTERM)
-            await _stderr_says(stderr, "received SIGTERM, shutting down")
+            await _stderr_says(tmp_path / "stderr.log", "received SIGTERM, shutting down")
             with suppress(ProcessLookupError):  # it may be done already: then there was nothing to abort
                 os.kill(copilot.pid, signal.SIGTERM)
             with anyio.fail_after(60):
@@ -241,10 +241,6 @@ async def test_a_second_signal_during_an_http_shutdown_finishes_the_cleanup(tmp_
             survivors = await wait_gone(processes)
             group.cancel_scope.cancel()
         assert survivors == []
-    finally:
-        kill_leftovers(processes)
-        await running.stop()
-        await copilot_process.stop()
 
 
 async def test_no_child_outlives_a_hosts_stop_escalation(tmp_path: Path) -> None:
