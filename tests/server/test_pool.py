@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +11,14 @@ import psutil
 import pytest
 
 from index.servers import ServerConfig
-from server.errors import ChildCrashedError, ChildTimeoutError, ServerUnavailableError, UnknownServerError
+from server.errors import (
+    ChildCrashedError,
+    ChildTimeoutError,
+    ServerUnavailableError,
+    UnknownServerError,
+)
 from server.pool import ChildPool, PoolSettings
+from tests.server.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fixture_server.py"
 
@@ -46,25 +50,6 @@ def processes_in(root: Path) -> list[psutil.Process]:
         if cwd and Path(cwd).is_relative_to(root) and process.info.get("status") != psutil.STATUS_ZOMBIE:
             found.append(process)
     return found
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    """Wait for a condition the pool reaches asynchronously (bounded polling)."""
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.05)
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> PoolSettings:
-    return PoolSettings(home=tmp_path / "home", shutdown_grace=0.5, restart_backoff=0.0, call_timeout=30.0)
-
-
-@asynccontextmanager
-async def running_pool(servers: dict[str, ServerConfig], settings: PoolSettings) -> AsyncIterator[ChildPool]:
-    with anyio.fail_after(60):
-        async with ChildPool(servers, settings) as pool:
-            yield pool
 
 
 async def test_state_is_kept_across_calls(settings: PoolSettings) -> None:

@@ -10,8 +10,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,8 @@ import pytest
 
 from index.servers import ServerConfig
 from server.errors import ChildCrashedError, ChildTimeoutError
-from server.pool import MAX_WARM_UNUSED, ChildPool, PoolSettings
+from server.pool import MAX_WARM_UNUSED, PoolSettings
+from tests.server.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
 from tests.support.processes import HOSTILE_SERVER
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fixture_server.py"
@@ -39,24 +38,6 @@ def restart_notes(result: Any) -> list[str]:
 def texts(result: Any) -> list[str]:
     """The child's own text blocks (without the copilot's notes)."""
     return [block.text for block in result.content if not block.text.startswith("[copilot]")]
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.02)
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> PoolSettings:
-    return PoolSettings(home=tmp_path / "home", shutdown_grace=0.5, restart_backoff=0.0, call_timeout=30.0)
-
-
-@asynccontextmanager
-async def running_pool(servers: dict[str, ServerConfig], settings: PoolSettings) -> AsyncIterator[ChildPool]:
-    with anyio.fail_after(60):
-        async with ChildPool(servers, settings) as pool:
-            yield pool
 
 
 # -- calls cut off by another call's timeout (item 9) ---------------------------------------------
