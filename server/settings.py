@@ -17,21 +17,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from index.settings import CopilotSettings
+from index.trust.settings import split_list
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-
-
-def _split_list(value: Any) -> Any:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return []
-        if text.startswith("["):
-            return json.loads(text)
-        return [part.strip() for part in text.split(",") if part.strip()]
-    return value
 
 
 def is_loopback_host(host: str) -> bool:
@@ -182,7 +170,7 @@ class ServerSettings(CopilotSettings):
     )
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
-        return _split_list(value)
+        return split_list(value)
 
     @field_validator("roots", mode="before")
     @classmethod
