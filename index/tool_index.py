@@ -36,6 +36,7 @@ from index.ranking import (
     best_of,
     compute_signals,
     fuse,
+    operation_signals,
     similarities,
     top_indices,
 )
@@ -460,27 +461,24 @@ class ToolIndex:
         if method == "bm25":
             lexical = best_of([space.lexical.scores(text) for text in [parsed.tool, *operations]])
             return _Scored(scores=lexical, lexical=lexical)
-        texts = [parsed.tool] + ([parsed.server] if parsed.server else []) + operations
-        vectors = self._query_vectors(list(dict.fromkeys(texts)))
-        by_text = dict(zip(dict.fromkeys(texts), vectors, strict=True))
-        tool_vector = by_text[parsed.tool]
-        server_vector = by_text[parsed.server] if parsed.server else tool_vector
+        if parsed.server:
+            tool_vector, server_vector = self._query_vectors([parsed.tool, parsed.server])
+        else:
+            tool_vector = server_vector = self._query_vectors([parsed.tool])[0]
         if method in ("dense", "two-level"):
             dense = similarities(space.tool_vectors, tool_vector)
             if method == "dense":
                 return _Scored(scores=dense, dense=dense)
             server = similarities(space.server_vectors, server_vector)[space.tool_servers] if space.server_names else np.zeros_like(dense)
             return _Scored(scores=np.clip(dense, 0.0, None) * np.clip(server, 0.0, None), dense=dense)
-        signals = [
-            compute_signals(
-                space, tool_vector=by_text[text], server_vector=server_vector, lexical_text=text, weights=weights
-            )
-            for text in [parsed.tool, *operations]
-        ]
+        whole = compute_signals(
+            space, tool_vector=tool_vector, server_vector=server_vector, lexical_text=parsed.tool, weights=weights
+        )
+        signals = [whole, *operation_signals(whole, space.lexical, operations, weights)]
         server_scores = similarities(space.server_vectors, server_vector) if space.server_names else None
         return _Scored(
             scores=best_of([fuse(s, weights, mask) for s in signals]),
-            dense=_best_signal([s.dense for s in signals]),
+            dense=whole.dense,
             lexical=_best_signal([s.lexical for s in signals]),
             server_scores=server_scores,
         )

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 from pathlib import Path
 
 import numpy as np
@@ -246,17 +247,21 @@ class Candidate:
     description: str = ""
 
 
+def _lexical(space: Space, tool: str, server: str | None, lexical: str) -> np.ndarray:
+    if lexical == "tool":
+        return space.space.lexical.scores(tool)
+    if lexical == "both":
+        return space.space.lexical.scores(f"{tool} {server}" if server else tool)
+    # "full": tool + server fields, both query parts (v2's BM25)
+    return space.full_lexical.scores(f"{tool} {server}" if server else tool)
+
+
 def _signals(space: Space, q: QueryParts, *, lexical: str = "tool", dense_text: str = "tool", aggregate: str = "max") -> Signals:
     s = space.space
     tool_vector = space.query_vectors[q.whole if dense_text == "whole" else q.tool]
     dense = similarities(s.tool_vectors, tool_vector)
     server = similarities(s.server_vectors, space.query_vectors[q.server_text])[s.tool_servers]
-    if lexical == "tool":
-        lexical_scores = s.lexical.scores(q.tool)
-    elif lexical == "both":
-        lexical_scores = s.lexical.scores(f"{q.tool} {q.server}" if q.server else q.tool)
-    else:  # "full": tool + server fields, both query parts (v2's BM25)
-        lexical_scores = space.full_lexical.scores(f"{q.tool} {q.server}" if q.server else q.tool)
+    lexical_scores = _lexical(space, q.tool, q.server, lexical)
     if aggregate == "max":
         bottom_up = server_best(dense, s.tool_servers, len(s.server_names))
     else:
@@ -266,28 +271,36 @@ def _signals(space: Space, q: QueryParts, *, lexical: str = "tool", dense_text: 
     return Signals(dense=dense, lexical=lexical_scores, server=server, bottom_up=bottom_up)
 
 
-def with_operations(q: QueryParts) -> list[QueryParts]:
-    """The whole query, then each operation it lists (searched with the same server part)."""
-    return [q, *(QueryParts(text, q.server, text) for text in q.operations)]
+#: How a candidate treats the operations a query lists: not at all, BM25 per operation (shipped,
+#: :func:`index.ranking.operation_signals`), or every operation embedded and scored on all signals.
+Operations = Literal["none", "lexical", "embedded"]
+
+
+def with_operations(space: Space, q: QueryParts, operations: Operations = "lexical", **options: str) -> list[Signals]:
+    """The whole query's signals, then each listed operation's (the whole's dense/server with its own BM25)."""
+    whole = _signals(space, q, **options)
+    if operations == "none" or not q.operations:
+        return [whole]
+    if operations == "embedded":
+        return [whole, *(_signals(space, QueryParts(text, q.server, text), **options) for text in q.operations)]
+    lexical = options.get("lexical", "tool")
+    return [whole, *(replace(whole, lexical=_lexical(space, text, q.server, lexical)) for text in q.operations)]
 
 
 def scored(space: Space, q: QueryParts, weights: Weights = HYBRID, **options: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What ``ToolIndex.route`` computes: fused scores (best over the operations), best dense and BM25."""
-    signals = [_signals(space, part, **options) for part in with_operations(q)]
-    return (
-        best_of([fuse(each, weights) for each in signals]),
-        best_of([each.dense for each in signals]),
-        best_of([each.lexical for each in signals]),
-    )
+    """What ``ToolIndex.route`` computes: fused scores (best over the operations), dense and best BM25."""
+    signals = with_operations(space, q, **options)
+    if not weights.lexical:
+        signals = signals[:1]
+    return best_of([fuse(each, weights) for each in signals]), signals[0].dense, best_of([each.lexical for each in signals])
 
 
-def fused(weights: Weights, *, operations: bool = True, **options: str) -> Callable[[Space, QueryParts], np.ndarray]:
-    """The fusion of ``weights``; with ``operations`` (as shipped) also per listed operation, best kept."""
+def fused(weights: Weights, *, operations: Operations = "lexical", **options: str) -> Callable[[Space, QueryParts], np.ndarray]:
+    """The fusion of ``weights``, best kept over the whole query and each operation (as shipped)."""
 
     def score(space: Space, q: QueryParts) -> np.ndarray:
-        if not operations:
-            return fuse(_signals(space, q, **options), weights)
-        return scored(space, q, weights, **options)[0]
+        signals = with_operations(space, q, operations, **options)
+        return best_of([fuse(each, weights) for each in signals])
 
     return score
 
@@ -317,9 +330,9 @@ def baseline_candidates() -> list[Candidate]:
         Candidate("BM25", v2, bm25_full, "BM25 over tool + server fields (k1 1.5, b 0.75)"),
         Candidate("dense", v2, dense_only(), "MiniLM cosine, query tool part vs tool text"),
         Candidate("two-level", v2, two_level, "paper: server sim x tool sim"),
-        Candidate("hybrid v1", v2, fused(HYBRID_V1, operations=False, lexical="full"), "z(dense)+z(BM25 all fields)+z(server), equal weights"),
-        Candidate("hybrid v2, whole query", v3, fused(HYBRID, operations=False), _weights_label(HYBRID) + ", whole query only (before)"),
-        Candidate(SHIPPED, v3, fused(HYBRID), _weights_label(HYBRID) + ", + each listed operation, best kept"),
+        Candidate("hybrid v1", v2, fused(HYBRID_V1, operations="none", lexical="full"), "z(dense)+z(BM25 all fields)+z(server), equal weights"),
+        Candidate("hybrid v2, whole query", v3, fused(HYBRID, operations="none"), _weights_label(HYBRID) + ", whole query only (before)"),
+        Candidate(SHIPPED, v3, fused(HYBRID), _weights_label(HYBRID) + ", + BM25 of each listed operation, best kept"),
     ]
 
 
@@ -341,6 +354,7 @@ def study_candidates(models: Iterable[str]) -> list[Candidate]:
         Candidate("shipped, dense whole query", v3, fused(HYBRID, dense_text="whole"), "dense signal on the whole query"),
         Candidate("shipped + bottom-up max", v3, fused(replace(HYBRID, bottom_up=0.3)), "+0.3 z(best tool of the server)"),
         Candidate("shipped + bottom-up mean", v3, fused(replace(HYBRID, bottom_up=0.3), aggregate="mean"), "+0.3 z(mean tool score of the server)"),
+        Candidate("shipped, operations embedded", v3, fused(HYBRID, operations="embedded"), "each operation embedded and scored on every signal (~4 ms per operation)"),
         Candidate("shipped, no server signal", v3, fused(replace(HYBRID, server=0.0)), "dense + BM25 only"),
         Candidate("hybrid v1 weights, v3 text", v3, fused(HYBRID_V1), "equal weights on the new signals"),
     ]
@@ -430,7 +444,7 @@ def cross_validate(
         cache[name] = []
         for query in queries:
             q = parts(query.text)
-            cache[name].append([_signals(space, part) for part in with_operations(q)])
+            cache[name].append(with_operations(space, q))
     # Metrics of every grid point on every query, computed once.
     table: dict[str, list[list[dict[str, float]]]] = {name: [] for name in sets}
     for weights in grid:

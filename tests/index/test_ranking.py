@@ -12,6 +12,7 @@ from index.ranking import (
     Signals,
     Weights,
     best_of,
+    operation_signals,
     fuse,
     reciprocal_ranks,
     server_best,
@@ -97,3 +98,16 @@ def test_best_of_keeps_each_tools_best_score_over_the_operations() -> None:
     second = np.array([0.0, 0.0, 4.0], dtype=np.float32)
     assert best_of([whole]) is whole
     assert best_of([whole, first, second]).tolist() == [3.0, 2.5, 4.0]
+
+
+def test_each_operation_gets_its_own_bm25_and_the_whole_querys_other_signals() -> None:
+    from index.lexical import LexicalIndex
+    from index.text import tokenize
+
+    lexical = LexicalIndex([tokenize("read a spreadsheet"), tokenize("send an email")])
+    whole = Signals(dense=np.array([0.4, 0.3], dtype=np.float32), lexical=lexical.scores("read a spreadsheet + send an email"),
+                    server=np.array([0.1, 0.2], dtype=np.float32))
+    first, second = operation_signals(whole, lexical, ["read a spreadsheet", "send an email"], HYBRID)
+    assert first.dense is whole.dense and first.server is whole.server
+    assert first.lexical[0] > 0 == first.lexical[1] and second.lexical[1] > 0 == second.lexical[0]
+    assert operation_signals(whole, lexical, ["send an email"], Weights(lexical=0.0)) == []
