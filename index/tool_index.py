@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
+from index.build_report import BuildReport
 from index.embedding import Embedder, get_embedder
 from index.confidence import judge
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
@@ -78,24 +79,6 @@ class SearchResult(BaseModel):
     #: Servers (best first) whose description is closest to the query, for a weak answer.
     related_servers: list[str] = []
     related_categories: list[str] = []
-
-
-class BuildReport(BaseModel):
-    added: int = 0
-    updated: int = 0
-    removed: int = 0
-    unchanged: int = 0
-    servers_embedded: int = 0
-    servers_removed: int = 0
-    total: int = 0
-    seconds: float = 0.0
-    model: str = ""
-    full_rebuild: bool = False
-    location: str = ""
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed or self.servers_embedded or self.servers_removed)
 
 
 @dataclass(frozen=True)
