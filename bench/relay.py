@@ -9,6 +9,9 @@ here and warmed first:
 - *direct*: the child server (``tests/fixtures/relay_server.py``) as its own stdio server;
 - *copilot*: ``python -m server`` with that same child in its servers file; each call is
   ``execute(server_name="fixture", tool_name=..., params=...)``;
+- *sdk-proxy*: ``bench/bare_proxy.py``, the thinnest proxy the SDK allows (an SDK server whose
+  ``execute`` calls the child through an SDK client and relays progress; nothing else): the floor
+  any SDK-based proxy pays for the extra hop, against which the copilot's own cost is read;
 - *baseline* (with ``--baseline DIR``): the same, but the copilot runs from another checkout
   (e.g. ``/path/to/main``), to compare two versions under the very same load.
 
@@ -42,7 +45,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from index.console import HelpFormatter
 
-FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "relay_server.py"
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+FIXTURE = PROJECT_DIR / "tests" / "fixtures" / "relay_server.py"
 TARGET_OVERHEAD_MS = 1.5
 TOOLS: dict[str, dict[str, Any]] = {"echo": {"text": "hello"}, "progress": {"steps": 3}}
 
@@ -104,6 +108,8 @@ def _server_pids() -> dict[str, int]:
         line = " ".join(process.cmdline())
         if "relay_server.py" in line:
             pids["direct"] = process.pid
+        elif "bench.bare_proxy" in line:
+            pids["sdk-proxy"] = process.pid
         elif "--servers" in line:
             pids["baseline" if "baseline" in line else "copilot"] = process.pid
     return pids
@@ -149,6 +155,10 @@ async def run(args: argparse.Namespace) -> int:
         servers.write_text(json.dumps({"mcpServers": {"fixture": {"command": child[0], "args": child[1:]}}}))
         launches: dict[str, StdioServerParameters] = {
             "direct": StdioServerParameters(command=child[0], args=child[1:]),
+            # The same hop with nothing of the copilot's in it: what any SDK-based proxy pays.
+            "sdk-proxy": StdioServerParameters(
+                command=sys.executable, args=["-m", "bench.bare_proxy", "--servers", str(servers)], cwd=str(PROJECT_DIR)
+            ),
             "copilot": StdioServerParameters(
                 command=sys.executable,
                 args=(
@@ -216,7 +226,7 @@ def _report(
     args: argparse.Namespace, samples: dict[str, dict[str, list[float]]], cpu: dict[str, dict[str, float]], seen: dict[str, int]
 ) -> int:
     print(f"relay benchmark: {args.iterations} calls per mode and tool (host: mcp SDK Client over stdio)")
-    print(f"{'tool':9} {'mode':9} {'p50':>10} {'p95':>10} {'overhead p50':>13} {'CPU/call':>9}  (child behind it)")
+    print(f"{'tool':9} {'mode':10} {'p50':>10} {'p95':>10} {'overhead p50':>13} {'CPU/call':>9}  (child behind it)")
     worst = 0.0
     for tool, measured in samples.items():
         direct = measured["direct"]
@@ -226,13 +236,21 @@ def _report(
             own = used.get(mode, 0.0) if mode != "direct" else used.get("direct", 0.0)
             behind = used.get(f"{mode}'s child")
             print(
-                f"{tool:9} {mode:9} {percentile(values, 0.5) * 1000:7.3f} ms {percentile(values, 0.95) * 1000:7.3f} ms "
+                f"{tool:9} {mode:10} {percentile(values, 0.5) * 1000:7.3f} ms {percentile(values, 0.95) * 1000:7.3f} ms "
                 f"{overhead:>13} {own * 1000:6.3f} ms" + (f"  ({behind * 1000:.3f} ms)" if behind is not None else "")
             )
         worst = max(worst, percentile([c - d for c, d in zip(measured["copilot"], direct, strict=True)], 0.5))
     print("progress notifications received: " + ", ".join(f"{mode} {count}" for mode, count in seen.items()))
     verdict = "met" if worst * 1000 <= TARGET_OVERHEAD_MS else "NOT met"
     print(f"summary: copilot overhead {worst * 1000:.3f} ms p50 (target <= {TARGET_OVERHEAD_MS} ms: {verdict})")
+    floor = max(
+        percentile([p - d for p, d in zip(measured["sdk-proxy"], measured["direct"], strict=True)], 0.5)
+        for measured in samples.values()
+    )
+    print(
+        f"         a bare SDK proxy (bench/bare_proxy.py: no checks, logs or limits) adds {floor * 1000:.3f} ms p50 "
+        f"in the same run: the copilot costs {worst / floor if floor > 0 else float('nan'):.2f}x that floor"
+    )
     return 0
 
 

@@ -67,6 +67,20 @@ def _read_json(path: Path) -> Any:
         raise CatalogError(f"{path}:{error.lineno}: not valid JSON ({error.msg}).") from None
 
 
+def _problem(error: ValidationError) -> str:
+    """The first problem as a JSON path and plain words (no names of this module's classes)."""
+    first = error.errors()[0]
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")
+    expected = {"model_type": "a JSON object", "dict_type": "a JSON object", "list_type": "a JSON list"}.get(first["type"])
+    if expected is not None:
+        problem = f"should be {expected}, not {type(first.get('input')).__name__.replace('NoneType', 'null')}"
+    elif first["type"] == "missing":
+        problem = "is missing"
+    else:
+        problem = first["msg"][0].lower() + first["msg"][1:]
+    return f"{where or 'the entry'} {problem}."
+
+
 def load_livemcpbench(path: str | Path) -> Catalog:
     """Read LiveMCPBench's ``tools.json`` into a :class:`Catalog` (one record per listed tool)."""
     path = Path(path)
@@ -77,19 +91,16 @@ def load_livemcpbench(path: str | Path) -> Catalog:
         )
     servers: dict[str, CatalogServer] = {}
     tools: list[ToolRecord] = []
-    for position, raw_entry in enumerate(data):
+    for number, raw_entry in enumerate(data, 1):
+        label = raw_entry.get("name") if isinstance(raw_entry, dict) else None
+        where_entry = f"{path}: entry {number} of {len(data)}{f' ({label})' if label else ''}"
         try:
             entry = _SnapshotEntry.model_validate(raw_entry)
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            label = raw_entry.get("name") if isinstance(raw_entry, dict) else None
-            raise CatalogError(
-                f"{path}: entry {position}{f' ({label})' if label else ''}: {where}: {first['msg']}."
-            ) from None
+            raise CatalogError(f"{where_entry}: {_problem(error)}") from None
         for server_name, listing in entry.tools.items():
             if server_name in servers:
-                raise CatalogError(f"{path}: entry {position} ({entry.name}): server '{server_name}' is listed twice.")
+                raise CatalogError(f"{where_entry}: server '{server_name}' is listed twice.")
             description = (entry.description or "").strip()
             category = (entry.category or "").strip()
             seen: set[str] = set()

@@ -28,6 +28,8 @@ MAX_QUERY_CHARS = 2000
 #: Beyond this the caller is clearly sending the wrong thing; say so instead of guessing.
 REFUSED_QUERY_CHARS = 100_000
 MAX_TOP_K = 100
+#: Operations of one query searched separately; more are left to the whole-query search.
+MAX_OPERATIONS = 4
 
 _BLOCK = re.compile(r"<tool_assistant>(.*?)(?:</tool_assistant>|\Z)", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"</?tool_assistant>", re.IGNORECASE)
@@ -37,6 +39,11 @@ _FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
 #: Untagged fields count only when a line starts with ``tool:`` (a plain sentence may say "server:").
 _TOOL_LINE = re.compile(r"^\s*[-*]?\s*tool\s*(?:name)?\s*[:：]", re.IGNORECASE | re.MULTILINE)
 _EXAMPLE = "e.g. 'convert a Word document to PDF'"
+#: How agents list several operations in one query ("add slides + save presentation").
+_OPERATION_JOINER = re.compile(r"\s+\+\s+|\s*[;；]\s*")
+#: Inside a ``tool:`` field a comma lists operations too ("beat tracking, MFCC extraction");
+#: in plain text it rarely does ("Beijing, China"), so there it is left alone.
+_FIELD_OPERATION_JOINER = re.compile(r"\s+\+\s+|\s*[;；，、]\s*|\s*,\s+")
 
 
 class ParsedQuery(BaseModel):
@@ -46,6 +53,9 @@ class ParsedQuery(BaseModel):
     tool: str
     server: str | None = None
     truncated: bool = False
+    #: The operations of a query that lists several (``tool: add slides + save presentation``);
+    #: empty for a query of one operation. Each is searched on its own as well as the whole.
+    operations: list[str] = []
 
     @property
     def server_text(self) -> str:
@@ -98,6 +108,7 @@ def parse_query(query: object) -> ParsedQuery:
         text = text[:MAX_QUERY_CHARS]
     server: str | None = None
     tool = text
+    tool_field = False  # the operation came from a ``tool:`` field, where commas list operations
     if _FENCE.search(text):
         text = _FENCE.sub("", text).strip() or text
     json_fields = _json_fields(text)
@@ -105,12 +116,14 @@ def parse_query(query: object) -> ParsedQuery:
     if json_fields is not None:
         server = json_fields.get("server")
         tool = json_fields.get("tool") or json_fields.get("query") or ""
+        tool_field = bool(tool)
         if not tool:
             tool = " ".join(json_fields.values())
     elif block or _TOOL_LINE.search(text):
         fields = _fields(block.group(1) if block else text)
         server = fields.get("server")
         tool = fields.get("tool") or ""
+        tool_field = bool(tool)
         if not tool:
             # A block with only a server line (or free text): search with everything it says.
             tool = " ".join(_FIELD.sub(" ", _TAG.sub(" ", text)).split())
@@ -122,7 +135,18 @@ def parse_query(query: object) -> ParsedQuery:
         raise QueryError(
             f"the query {query.strip()[:80]!r} has no words to search for; describe the tool you need ({_EXAMPLE})."
         )
-    return ParsedQuery(text=text, tool=tool, server=server, truncated=truncated)
+    joiner = _FIELD_OPERATION_JOINER if tool_field else _OPERATION_JOINER
+    return ParsedQuery(text=text, tool=tool, server=server, truncated=truncated, operations=split_operations(tool, joiner))
+
+
+def split_operations(tool: str, joiner: re.Pattern[str] = _OPERATION_JOINER) -> list[str]:
+    """The distinct operations ``tool`` lists (at most :data:`MAX_OPERATIONS`), or [] for one operation."""
+    found: list[str] = []
+    for piece in joiner.split(tool):
+        piece = " ".join(piece.split()).strip(" .")
+        if has_words(piece) and piece.lower() not in (f.lower() for f in found):
+            found.append(piece)
+    return found[:MAX_OPERATIONS] if len(found) >= 2 else []
 
 
 def check_top_k(top_k: object) -> int:

@@ -12,6 +12,9 @@ candidate tools, or a reciprocal rank for RRF):
   shared by all tools of a server;
 * bottom_up -- each server scored by its best tool's dense score, shared by its tools.
 
+A query that lists several operations is scored as a whole and per operation, and each tool
+keeps its best score (:func:`best_of`).
+
 :data:`HYBRID` holds the shipped weights. ``python -m bench retrieval`` cross-validates the
 weights across tasks (agent-query dev set + task questions): weights fitted per fold do no
 better on held-out tasks than these fixed ones, so the simpler ranker ships (the bench prints
@@ -135,6 +138,17 @@ def fuse(signals: Signals, weights: Weights, mask: np.ndarray | None = None) -> 
     if total is None:
         raise ValueError("no signal to fuse: every weight is 0 or every signal is missing")
     return total
+
+
+def best_of(scores: list[np.ndarray]) -> np.ndarray:
+    """Each tool's best score over the whole query and each operation it lists (CombMAX).
+
+    A query listing several operations ("add slides + save presentation") is served by a tool
+    that fits any one of them; scored only as a whole, each operation's tool competes with
+    the blend of all of them and the head of the ranking goes to tools that fit none well.
+    The scores come from the same fusion and weights, so they are on one scale.
+    """
+    return scores[0] if len(scores) == 1 else np.maximum.reduce(scores)
 
 
 def compute_signals(

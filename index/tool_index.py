@@ -29,7 +29,17 @@ from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.hints import index_command
 from index.lexical import LexicalIndex
 from index.query import ParsedQuery, check_top_k, parse_query
-from index.ranking import HYBRID, Method, SearchSpace, Weights, compute_signals, fuse, similarities, top_indices
+from index.ranking import (
+    HYBRID,
+    Method,
+    SearchSpace,
+    Weights,
+    best_of,
+    compute_signals,
+    fuse,
+    similarities,
+    top_indices,
+)
 from index.records import RECORD_KINDS, RecordKind, ToolRecord
 from index.settings import DEFAULT_EMBEDDING_MODEL, CopilotSettings
 from index.store import ChromaStore, IndexState, StoredTool
@@ -79,6 +89,8 @@ class SearchResult(BaseModel):
     #: Servers (best first) whose description is closest to the query, for a weak answer.
     related_servers: list[str] = []
     related_categories: list[str] = []
+    #: The operations a query listed, each also searched on its own (empty for one operation).
+    operations: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -108,6 +120,12 @@ class _Scored:
     dense: np.ndarray | None = None
     lexical: np.ndarray | None = None
     server_scores: np.ndarray | None = None  # one per server (for suggestions)
+
+
+def _best_signal(values: list[np.ndarray | None]) -> np.ndarray | None:
+    """One raw signal's best value over the whole query and its operations (for the weak-match verdict)."""
+    present = [v for v in values if v is not None]
+    return best_of(present) if present else None
 
 
 def _build_id() -> str:
@@ -358,9 +376,11 @@ class ToolIndex:
         if method != "bm25" and not wait_for_model and not self.embedder.loaded:
             self.load_model_in_background()
             mode = "lexical-startup"
-        scored = self._scores(snapshot, parsed, "bm25" if mode == "lexical-startup" else method, mask, weights)
+        # The hybrid (also while it answers lexically at start-up) searches each listed operation too.
+        operations = list(parsed.operations) if method == "hybrid" else []
+        scored = self._scores(snapshot, parsed, "bm25" if mode == "lexical-startup" else method, mask, weights, operations)
         positions = top_indices(scored.scores, top_k, mask)
-        result = SearchResult(hits=[], mode=mode)
+        result = SearchResult(hits=[], mode=mode, operations=operations)
         if method == "hybrid" and mode == "hybrid" and positions:
             verdict = judge(scored.scores, scored.dense, scored.lexical, positions, mask)
             if trim:
@@ -411,28 +431,41 @@ class ToolIndex:
             self._model_loader.start()
 
     def _scores(
-        self, snapshot: _Snapshot, parsed: ParsedQuery, method: Method, mask: np.ndarray | None, weights: Weights
+        self,
+        snapshot: _Snapshot,
+        parsed: ParsedQuery,
+        method: Method,
+        mask: np.ndarray | None,
+        weights: Weights,
+        operations: list[str],
     ) -> _Scored:
         space = snapshot.space
         if method == "bm25":
-            lexical = space.lexical.scores(parsed.tool)
+            lexical = best_of([space.lexical.scores(text) for text in [parsed.tool, *operations]])
             return _Scored(scores=lexical, lexical=lexical)
-        if parsed.server:
-            tool_vector, server_vector = self._query_vectors([parsed.tool, parsed.server])
-        else:
-            tool_vector = server_vector = self._query_vectors([parsed.tool])[0]
+        texts = [parsed.tool] + ([parsed.server] if parsed.server else []) + operations
+        vectors = self._query_vectors(list(dict.fromkeys(texts)))
+        by_text = dict(zip(dict.fromkeys(texts), vectors, strict=True))
+        tool_vector = by_text[parsed.tool]
+        server_vector = by_text[parsed.server] if parsed.server else tool_vector
         if method in ("dense", "two-level"):
             dense = similarities(space.tool_vectors, tool_vector)
             if method == "dense":
                 return _Scored(scores=dense, dense=dense)
             server = similarities(space.server_vectors, server_vector)[space.tool_servers] if space.server_names else np.zeros_like(dense)
             return _Scored(scores=np.clip(dense, 0.0, None) * np.clip(server, 0.0, None), dense=dense)
-        signals = compute_signals(
-            space, tool_vector=tool_vector, server_vector=server_vector, lexical_text=parsed.tool, weights=weights
-        )
+        signals = [
+            compute_signals(
+                space, tool_vector=by_text[text], server_vector=server_vector, lexical_text=text, weights=weights
+            )
+            for text in [parsed.tool, *operations]
+        ]
         server_scores = similarities(space.server_vectors, server_vector) if space.server_names else None
         return _Scored(
-            scores=fuse(signals, weights, mask), dense=signals.dense, lexical=signals.lexical, server_scores=server_scores
+            scores=best_of([fuse(s, weights, mask) for s in signals]),
+            dense=_best_signal([s.dense for s in signals]),
+            lexical=_best_signal([s.lexical for s in signals]),
+            server_scores=server_scores,
         )
 
     @staticmethod

@@ -222,6 +222,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
         settings = ServerSettings.load(_FLAGS, **_overrides(args))
         pool_settings = PoolSettings.load(home=settings.home)
         TrustSettings.load(home=settings.home)
+        pool_settings.check_directories()
     except CopilotError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -616,6 +616,7 @@ class Copilot:
             related_servers=found.related_servers,
             related_categories=found.related_categories,
             omitted=found.trimmed if len(tools) < k else 0,
+            operations=found.operations,
         )
 
     def _warm(self, servers: list[str]) -> None:

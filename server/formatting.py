@@ -54,6 +54,9 @@ class RouteAnswer(BaseModel):
     related_servers: list[str] = Field(default_factory=list, description="Servers closest to the query (weak matches).")
     related_categories: list[str] = Field(default_factory=list)
     omitted: int = Field(default=0, description="Hits left out because they scored far below the best one.")
+    operations: list[str] = Field(
+        default_factory=list, description="The operations the query listed, each searched on its own as well."
+    )
 
 
 def quality_sentences(answer: RouteAnswer) -> list[str]:
@@ -71,6 +74,12 @@ def quality_sentences(answer: RouteAnswer) -> list[str]:
         lines.append(
             "Weak match: no tool matched this request well, so the pool may have no tool for it." + where
             + " Rephrase as one concrete operation, or do this step without a tool."
+        )
+    if len(answer.operations) > 1:
+        listed = "; ".join(answer.operations)
+        lines.append(
+            f"Your query lists {len(answer.operations)} operations ({listed}); each was searched on its own and the "
+            "tools fitting any of them are ranked together. One route call per operation gives sharper results."
         )
     if answer.omitted:
         lines.append(f"({answer.omitted} more result(s) scored far below these and were left out.)")

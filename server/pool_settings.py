@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from pydantic import Field
 
 from index.children.connect import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE
 from index.children.stdio import MAX_STDERR_LOG_BYTES
+from index.errors import ConfigError
 from index.settings import CopilotSettings
 
 
@@ -52,6 +54,27 @@ class PoolSettings(CopilotSettings):
 
     def log_root(self) -> Path:
         return self.child_log_dir if self.child_log_dir is not None else self.home / "logs" / "children"
+
+    def check_directories(self) -> None:
+        """Create the children's work and log roots now, so an unusable one is one error at start.
+
+        Otherwise every child would fail on its first call with the same filesystem error.
+        """
+        for variable, path, what in (
+            ("COPILOT_WORKDIR", self.work_root(), "the children's working directories"),
+            ("COPILOT_CHILD_LOG_DIR", self.log_root(), "the children's logs"),
+        ):
+            given = variable if getattr(self, variable.removeprefix("COPILOT_").lower()) is not None else "COPILOT_HOME"
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+                probe = path / f".copilot-write-check-{os.getpid()}"
+                probe.touch()
+                probe.unlink()
+            except OSError as error:
+                reason = error.strerror or str(error)
+                raise ConfigError(
+                    f"{given}: cannot use {path} for {what} ({reason}); set {given} to a writable directory."
+                ) from None
 
     def server_workdir(self, server: str) -> Path:
         return self.work_root() / safe_file_name(server)

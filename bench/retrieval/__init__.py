@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.retrieval.lab import (
+    SHIPPED,
     Candidate,
     EmbeddingCache,
     Ranked,
@@ -65,7 +66,6 @@ DEFAULT_TOOLS = SHARED / "tools" / "LiveMCPTool" / "tools.json"
 DEFAULT_ANNOTATIONS = SHARED / "annotated_data" / "all_annotations.json"
 DEFAULT_TRAJECTORIES = SHARED / "sample_trajectories.json"
 RESULTS_DIR = PROJECT_DIR / "bench" / "results"
-SHIPPED = "hybrid v2 (shipped)"
 BASELINE = "dense"
 
 
@@ -76,10 +76,10 @@ def _cell(estimate: Estimate) -> str:
 def _print_set_table(title: str, results: dict[str, Ranked], queries: Sequence[Query]) -> None:
     clusters = [q.task_id for q in queries]
     print(f"\n{title}")
-    print(f"{'method':<24}" + "".join(f"{key:>19}" for key in KEYS))
+    print(f"{'method':<34}" + "".join(f"{key:>19}" for key in KEYS))
     for method, ranked in results.items():
         estimates = summarize(ranked.rows, clusters)
-        print(f"{method:<24}" + "".join(f"{_cell(estimates[key]):>19}" for key in KEYS))
+        print(f"{method:<34}" + "".join(f"{_cell(estimates[key]):>19}" for key in KEYS))
 
 
 def _mean(rows: Sequence[dict[str, float]], key: str, keep: Sequence[bool] | None = None) -> float:
@@ -219,7 +219,7 @@ def _run(args: argparse.Namespace) -> int:
     # -- 3. query forms: following route's guidance or not -------------------------------------------
     steps = sets["agent-steps"].queries
     print("\n== agent-steps by query form (guided = one operation per query, as route's description asks)")
-    print(f"{'form':<12}{'n':>5}" + "".join(f"{m + ' hit@3':>26}{'prec@3':>8}" for m in (SHIPPED, BASELINE, "BM25")))
+    print(f"{'form':<12}{'n':>5}" + "".join(f"{m + ' hit@3':>40}{'prec@3':>8}" for m in (SHIPPED, BASELINE, "BM25")))
     forms = sorted({q.form for q in steps}, key=lambda f: (not guided(Query('', frozenset(), '', '', f)), f))
     for form in [*forms, "guided (all)", "not guided"]:
         if form == "guided (all)":
@@ -231,10 +231,10 @@ def _run(args: argparse.Namespace) -> int:
         line = f"{form:<12}{sum(keep):>5}"
         for method in (SHIPPED, BASELINE, "BM25"):
             rows = results["agent-steps"][method].rows
-            line += f"{_mean(rows, 'hit@3', keep):>26.3f}{_mean(rows, 'prec@3', keep):>8.3f}"
+            line += f"{_mean(rows, 'hit@3', keep):>40.3f}{_mean(rows, 'prec@3', keep):>8.3f}"
         print(line)
     questions_rows = results["questions"][SHIPPED].rows
-    print(f"{'(question)':<12}{len(questions_rows):>5}{_mean(questions_rows, 'hit@3'):>26.3f}{_mean(questions_rows, 'prec@3'):>8.3f}"
+    print(f"{'(question)':<12}{len(questions_rows):>5}{_mean(questions_rows, 'hit@3'):>40.3f}{_mean(questions_rows, 'prec@3'):>8.3f}"
           "   <- a whole task in one query, for comparison (relevant = all its tools)")
 
     # -- 4. candidates ------------------------------------------------------------------------------
@@ -310,18 +310,16 @@ def _run(args: argparse.Namespace) -> int:
 
 def _weak_and_trim(space: Space, sets: dict[str, QuerySet], off: QuerySet, report: dict) -> None:
     """Weak-match flags and trimmed tails at the shipped thresholds, plus their cross-validation."""
-    from bench.retrieval.lab import _signals, parts
+    from bench.retrieval.lab import parts, scored
     from index.confidence import TRIM_FLOOR, TRIM_MARGIN, WEAK_DENSE, WEAK_LEXICAL, judge
-    from index.ranking import HYBRID, fuse
 
     def verdicts(queries: Sequence[Query], **thresholds: float) -> list[tuple[bool, int, bool, bool]]:
         """(weak, kept of top 5, relevant in top 5, relevant in kept) per query."""
         out = []
         for query in queries:
-            signals = _signals(space, parts(query.text))
-            scores = fuse(signals, HYBRID)
+            scores, dense, lexical = scored(space, parts(query.text))
             order = [int(i) for i in np.lexsort((np.arange(scores.size), -scores))[:5]]
-            verdict = judge(scores, signals.dense, signals.lexical, order, **thresholds)
+            verdict = judge(scores, dense, lexical, order, **thresholds)
             names = [space.names[i] for i in order]
             out.append((verdict.weak, verdict.keep, any(n in query.relevant for n in names),
                         any(n in query.relevant for n in names[: verdict.keep])))
@@ -347,8 +345,8 @@ def _weak_and_trim(space: Space, sets: dict[str, QuerySet], off: QuerySet, repor
     from bench.retrieval.lab import folds_by_task
 
     steps = sets["agent-steps"].queries
-    best_dense = [float(np.max(_signals(space, parts(q.text)).dense)) for q in steps]
-    off_dense = [float(np.max(_signals(space, parts(q.text)).dense)) for q in off.queries]
+    best_dense = [float(np.max(scored(space, parts(q.text))[1])) for q in steps]
+    off_dense = [float(np.max(scored(space, parts(q.text))[1])) for q in off.queries]
     lines = []
     for number, held_out in enumerate(folds_by_task({q.task_id for q in steps})):
         train = sorted(d for d, q in zip(best_dense, steps, strict=True) if q.task_id not in held_out)

@@ -28,7 +28,7 @@ from bench.retrieval.metrics import query_metrics
 from bench.retrieval.sets import Query
 from index.lexical import LexicalIndex
 from index.query import parse_query
-from index.ranking import HYBRID, HYBRID_V1, SearchSpace, Signals, Weights, fuse, server_best, similarities
+from index.ranking import HYBRID, HYBRID_V1, SearchSpace, Signals, Weights, best_of, fuse, server_best, similarities
 from index.records import Catalog, ToolRecord
 from index.text import _parameter_words, humanize, server_document, tokenize, tool_document, tool_lexical_text
 
@@ -214,12 +214,16 @@ def build_space(catalog: Catalog, encoder: Encoder, version: str, cache: Embeddi
 
 # -- candidates ---------------------------------------------------------------------------------------
 
+#: The ranker the copilot ships, as the bench names it.
+SHIPPED = "hybrid v2 + operations (shipped)"
+
 
 @dataclass(frozen=True)
 class QueryParts:
     tool: str
     server: str | None
     whole: str  # both parts, tags removed
+    operations: tuple[str, ...] = ()  # what a query listing several operations lists
 
     @property
     def server_text(self) -> str:
@@ -229,7 +233,7 @@ class QueryParts:
 def parts(text: str) -> QueryParts:
     parsed = parse_query(text)
     whole = " ".join(_TAGS.sub(" ", parsed.text).split())
-    return QueryParts(parsed.tool, parsed.server, whole)
+    return QueryParts(parsed.tool, parsed.server, whole, tuple(parsed.operations))
 
 
 @dataclass(frozen=True)
@@ -262,9 +266,28 @@ def _signals(space: Space, q: QueryParts, *, lexical: str = "tool", dense_text: 
     return Signals(dense=dense, lexical=lexical_scores, server=server, bottom_up=bottom_up)
 
 
-def fused(weights: Weights, **options: str) -> Callable[[Space, QueryParts], np.ndarray]:
+def with_operations(q: QueryParts) -> list[QueryParts]:
+    """The whole query, then each operation it lists (searched with the same server part)."""
+    return [q, *(QueryParts(text, q.server, text) for text in q.operations)]
+
+
+def scored(space: Space, q: QueryParts, weights: Weights = HYBRID, **options: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What ``ToolIndex.route`` computes: fused scores (best over the operations), best dense and BM25."""
+    signals = [_signals(space, part, **options) for part in with_operations(q)]
+    return (
+        best_of([fuse(each, weights) for each in signals]),
+        best_of([each.dense for each in signals]),
+        best_of([each.lexical for each in signals]),
+    )
+
+
+def fused(weights: Weights, *, operations: bool = True, **options: str) -> Callable[[Space, QueryParts], np.ndarray]:
+    """The fusion of ``weights``; with ``operations`` (as shipped) also per listed operation, best kept."""
+
     def score(space: Space, q: QueryParts) -> np.ndarray:
-        return fuse(_signals(space, q, **options), weights)
+        if not operations:
+            return fuse(_signals(space, q, **options), weights)
+        return scored(space, q, weights, **options)[0]
 
     return score
 
@@ -294,8 +317,9 @@ def baseline_candidates() -> list[Candidate]:
         Candidate("BM25", v2, bm25_full, "BM25 over tool + server fields (k1 1.5, b 0.75)"),
         Candidate("dense", v2, dense_only(), "MiniLM cosine, query tool part vs tool text"),
         Candidate("two-level", v2, two_level, "paper: server sim x tool sim"),
-        Candidate("hybrid v1", v2, fused(HYBRID_V1, lexical="full"), "z(dense)+z(BM25 all fields)+z(server), equal weights"),
-        Candidate("hybrid v2 (shipped)", v3, fused(HYBRID), _weights_label(HYBRID)),
+        Candidate("hybrid v1", v2, fused(HYBRID_V1, operations=False, lexical="full"), "z(dense)+z(BM25 all fields)+z(server), equal weights"),
+        Candidate("hybrid v2, whole query", v3, fused(HYBRID, operations=False), _weights_label(HYBRID) + ", whole query only (before)"),
+        Candidate(SHIPPED, v3, fused(HYBRID), _weights_label(HYBRID) + ", + each listed operation, best kept"),
     ]
 
 
@@ -355,7 +379,7 @@ def prepare(space: Space, queries: Iterable[Query], cache: EmbeddingCache | None
     texts: set[str] = set()
     for query in queries:
         q = parts(query.text)
-        texts.update([q.tool, q.server_text, q.whole])
+        texts.update([q.tool, q.server_text, q.whole, *q.operations])
     ordered = sorted(texts)
     if cache is not None and ordered:
         space.query_vectors.update(zip(ordered, cache.get(space.encoder, ordered, queries=True), strict=True))
@@ -401,16 +425,19 @@ def cross_validate(
     ``objective`` maps a set name to the metric maximized on it (their mean is the objective).
     """
     grid = weight_grid()
-    cache: dict[str, list[Signals]] = {}
+    cache: dict[str, list[list[Signals]]] = {}  # per query: the whole query's signals, then each operation's
     for name, queries in sets.items():
-        cache[name] = [_signals(space, parts(q.text)) for q in queries]
+        cache[name] = []
+        for query in queries:
+            q = parts(query.text)
+            cache[name].append([_signals(space, part) for part in with_operations(q)])
     # Metrics of every grid point on every query, computed once.
     table: dict[str, list[list[dict[str, float]]]] = {name: [] for name in sets}
     for weights in grid:
         for name, queries in sets.items():
             rows = []
             for query, signals in zip(queries, cache[name], strict=True):
-                scores = fuse(signals, weights)
+                scores = best_of([fuse(each, weights) for each in signals])
                 order = np.lexsort((np.arange(scores.size), -scores))[:10]
                 rows.append(query_metrics([space.names[i] for i in order], query.relevant))
             table[name].append(rows)

@@ -6,7 +6,7 @@ import pytest
 from index_support import make_records
 
 from index.errors import QueryError
-from index.query import MAX_QUERY_CHARS, REFUSED_QUERY_CHARS, check_top_k, parse_query
+from index.query import MAX_OPERATIONS, MAX_QUERY_CHARS, REFUSED_QUERY_CHARS, check_top_k, parse_query
 from index.text import humanize, split_identifier, tokenize, tool_document
 
 
@@ -123,6 +123,30 @@ def test_query_forms(query: str, tool: str, server: str | None) -> None:
     parsed = parse_query(query)
     assert (parsed.tool, parsed.server) == (tool, server)
     assert parsed.server_text == (server or tool)
+
+
+@pytest.mark.parametrize(
+    ("query", "operations"),
+    [
+        # The paper's agent lists operations with "+" (and inside a tool field with commas).
+        ("<tool_assistant>\nserver: office\ntool: create slides + save presentation\n</tool_assistant>", ["create slides", "save presentation"]),
+        ("server: audio\ntool: beat tracking, MFCC extraction, chroma CQT calculation", ["beat tracking", "MFCC extraction", "chroma CQT calculation"]),
+        ('{"tool": "read a sheet; plot a chart"}', ["read a sheet", "plot a chart"]),
+        ("create directory + file operations + mkdir", ["create directory", "file operations", "mkdir"]),
+        ("a + b + c + d + e + f", ["a", "b", "c", "d"]),  # at most MAX_OPERATIONS
+        # One operation: plain-text commas, a "+" inside a word, repeats and empty pieces.
+        ("weather in Paris, France", []),
+        ("<tool_assistant>find a chart tool, bar or pie</tool_assistant>", []),
+        ("compile C++ code", []),
+        ("save file + save file", []),
+        ("convert a document to pdf +  ", []),
+        ("convert a Word document to PDF", []),
+    ],
+)
+def test_operations_listed_in_one_query(query: str, operations: list[str]) -> None:
+    parsed = parse_query(query)
+    assert parsed.operations == operations
+    assert len(operations) <= MAX_OPERATIONS
 
 
 def test_english_gloss_of_chinese_descriptions() -> None:

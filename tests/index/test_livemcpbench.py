@@ -63,7 +63,11 @@ def test_import_uses_the_server_key_and_keeps_schemas(tmp_path: Path) -> None:
     [
         ("{not json", r"tools.json:1: not valid JSON"),
         ('{"a": 1}', "expected a JSON list"),
-        ('[{"name": "x", "tools": {"s": {"tools": [{"description": "no name"}]}}}]', r"entry 0 \(x\): tools.s.tools.0.name"),
+        ('[{"name": "x", "tools": {"s": {"tools": [{"description": "no name"}]}}}]', r"entry 1 of 1 \(x\): tools\.s\.tools\[0\]\.name is missing\.$"),
+        ('[{"name": "x", "tools": {}}, [1, 2]]', r"entry 2 of 2: the entry should be a JSON object, not list\.$"),
+        ('[{"name": "y", "tools": {"s": {"tools": "none"}}}]', r"entry 1 of 1 \(y\): tools\.s\.tools should be a JSON list, not str\.$"),
+        ('[{"name": "z", "tools": {"s": {"tools": [{"name": 5}]}}}]', r"entry 1 of 1 \(z\): tools\.s\.tools\[0\]\.name input should be a valid string\.$"),
+        ('[{"name": "a", "tools": {"s": {"tools": [{"name": "t"}]}}}, {"name": "b", "tools": {"s": {"tools": []}}}]', r"entry 2 of 2 \(b\): server 's' is listed twice\.$"),
         ("[]", "no tools found"),
     ],
 )

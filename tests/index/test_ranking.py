@@ -11,6 +11,7 @@ from index.ranking import (
     HYBRID_V1,
     Signals,
     Weights,
+    best_of,
     fuse,
     reciprocal_ranks,
     server_best,
@@ -88,3 +89,11 @@ def test_judge_trims_only_clearly_worse_hits_and_flags_weak_matches() -> None:
     assert judge(scores, weak_dense, np.zeros(5, dtype=np.float32), positions, weak_dense=0.3, weak_lexical=8).weak
     assert not judge(scores, weak_dense, np.array([12.0, 0, 0, 0, 0], dtype=np.float32), positions, weak_dense=0.3, weak_lexical=8).weak
     assert judge(scores, None, None, []).keep == 0
+
+
+def test_best_of_keeps_each_tools_best_score_over_the_operations() -> None:
+    whole = np.array([3.0, 1.0, 0.5], dtype=np.float32)
+    first = np.array([1.0, 2.5, 0.0], dtype=np.float32)
+    second = np.array([0.0, 0.0, 4.0], dtype=np.float32)
+    assert best_of([whole]) is whole
+    assert best_of([whole, first, second]).tolist() == [3.0, 2.5, 4.0]

@@ -307,3 +307,16 @@ def test_waiting_for_the_model_is_the_default(built_home: Path) -> None:
     fresh = Embedder()
     result = open_index(built_home, fresh).route("list the files in a folder")
     assert result.mode == "hybrid" and fresh.loaded
+
+
+def test_each_listed_operation_is_searched_on_its_own(index: ToolIndex) -> None:
+    """Agents pack operations into one query; the tool for the second one must not be drowned by the first."""
+    listed = index.route("<tool_assistant>\nserver: assorted services\ntool: get the weather forecast + write a file\n</tool_assistant>", top_k=3)
+    assert listed.operations == ["get the weather forecast", "write a file"]
+    assert {h.tool for h in listed.hits[:2]} == {"get_weather_forecast", "write_file"}
+    # The same words as one operation: the weather tools crowd the file tool out of the top 3.
+    blended = index.route("<tool_assistant>\nserver: assorted services\ntool: get the weather forecast and write a file\n</tool_assistant>", top_k=3)
+    assert blended.operations == [] and "write_file" not in {h.tool for h in blended.hits}
+    # Scores stay sorted and one operation's answer keeps its own best tool first.
+    assert [h.score for h in listed.hits] == sorted((h.score for h in listed.hits), reverse=True)
+    assert index.route("write a file", top_k=1).hits[0].tool == "write_file"

@@ -133,6 +133,16 @@ async def test_route_accepts_the_tool_assistant_form(copilot: Copilot) -> None:
     assert len(names) == 3
 
 
+async def test_route_says_which_operations_of_a_packed_query_it_searched(copilot: Copilot) -> None:
+    query = "<tool_assistant>\nserver: a test server\ntool: echo text back + add two integers\n</tool_assistant>"
+    answer = structured(await copilot.route(query, top_k=4))
+    assert answer["operations"] == ["echo text back", "add two integers"]
+    assert {"echo", "add"} <= {t["tool"] for t in answer["tools"]}, answer["tools"]
+    assert "lists 2 operations (echo text back; add two integers)" in text_of(await copilot.route(query, top_k=3))
+    single = structured(await copilot.route("echo the given text back unchanged"))
+    assert single["operations"] == []
+
+
 async def test_route_filters_by_server_and_suggests_unknown_ones(copilot: Copilot) -> None:
     routed = await copilot.route("increment a counter", server="beta")
     assert {t["server"] for t in structured(routed)["tools"]} == {"beta"}

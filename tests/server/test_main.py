@@ -91,6 +91,19 @@ def test_a_bad_setting_is_one_line_naming_the_variable_or_flag(
     assert result.returncode == 2 and "serving" not in result.stderr and result.stdout == ""
 
 
+@pytest.mark.parametrize("variable", ["COPILOT_WORKDIR", "COPILOT_CHILD_LOG_DIR"])
+def test_an_unusable_child_directory_is_one_line_at_start(tmp_path: Path, variable: str) -> None:
+    occupied = tmp_path / "a-file"
+    occupied.write_text("not a directory")
+    result = _serve(tmp_path, **{variable: str(occupied / "below")})
+    assert single_error(result) == (
+        f"error: {variable}: cannot use {occupied / 'below'} for the children's "
+        f"{'working directories' if variable == 'COPILOT_WORKDIR' else 'logs'} (Not a directory); "
+        f"set {variable} to a writable directory."
+    )
+    assert result.returncode == 2 and result.stdout == ""
+
+
 def test_a_port_in_use_is_one_line_saying_how_to_pick_another(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
