@@ -4,17 +4,34 @@ from __future__ import annotations
 
 import argparse
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from index.build_manifest import (
+    BuildInputs,
+    builder_digest,
+    file_digest,
+    forget_manifest,
+    manifest_path,
+    store_signature,
+    unchanged_since_last_build,
+    write_manifest,
+)
+from index.build_report import BuildReport
 from index.errors import CatalogError
-from index.livemcpbench import default_output
-from index.records import load_catalog
 from index.hints import index_command
+from index.livemcpbench import default_output
+from index.records import Catalog, load_catalog
 from index.servers import ServersFile, load_servers
 from index.settings import DEFAULT_CATALOG, CopilotSettings
-from index.tool_index import BuildReport, Progress, ToolIndex
+
+if TYPE_CHECKING:  # the search code (numpy, Chroma) is imported only when the store must be opened
+    from index.tool_index import Progress, ToolIndex
+    from index.trust.review import ReviewResult
+    from index.trust.settings import TrustSettings
 
 logger = logging.getLogger(__name__)
 
@@ -78,21 +95,79 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator[Progress]:
             bar.stop()
 
 
+def build_inputs(
+    settings: CopilotSettings, catalog_path: Path, catalog: Catalog, servers_file: Path | None
+) -> BuildInputs | None:
+    """What this build depends on, or None when it cannot be compared cheaply (a Chroma server)."""
+    if settings.chroma_url:
+        return None
+    from index.model_names import resolve_model
+    from index.text import DOCUMENT_VERSION
+
+    servers = servers_file.resolve() if servers_file is not None else None
+    return BuildInputs(
+        store=str(settings.index_dir / "chroma"),
+        collection=settings.collection,
+        model=resolve_model(settings.embedding_model)[0],
+        document_version=DOCUMENT_VERSION,
+        catalog=str(catalog_path.resolve()),
+        catalog_digest=catalog.digest(),
+        servers_file=str(servers or ""),
+        servers_digest=file_digest(servers) if servers is not None else "",
+        builder=builder_digest(),
+    )
+
+
 def build_index(
     catalog_path: Path | None = None,
     settings: CopilotSettings | None = None,
     *,
     index: ToolIndex | None = None,
     show_progress: bool = True,
+    servers_file: Path | None = None,
 ) -> BuildReport:
+    """Make the index hold the catalog's tools. Without ``index``, a build whose inputs
+    (``servers_file`` among them) and store are as the last successful build left them
+    answers "nothing changed" without opening the store (see :mod:`index.build_manifest`)."""
     settings = settings or CopilotSettings.load()
     path = resolve_catalog(settings, catalog_path)
-    catalog = load_catalog(path)
+    return _build(settings, path, load_catalog(path), index=index, show_progress=show_progress, servers_file=servers_file)
+
+
+def _build(
+    settings: CopilotSettings,
+    path: Path,
+    catalog: Catalog,
+    *,
+    index: ToolIndex | None,
+    show_progress: bool,
+    servers_file: Path | None,
+) -> BuildReport:
+    started = time.perf_counter()
+    inputs = build_inputs(settings, path, catalog, servers_file) if index is None else None
+    manifest = manifest_path(settings.index_dir)
+    if inputs is not None:
+        last = unchanged_since_last_build(manifest, inputs, Path(inputs.store))
+        if last is not None:
+            logger.info("nothing changed since the last build (%s): the index was not opened", last.built_at)
+            return BuildReport(
+                unchanged=len(catalog.tools),
+                total=last.tools,
+                model=inputs.model,
+                location=inputs.store,
+                seconds=round(time.perf_counter() - started, 3),
+            )
+        forget_manifest(manifest)
+    from index.tool_index import ToolIndex
+
     index = index or ToolIndex.open(settings)
     with progress_bar("embedding", enabled=show_progress) as progress:
-        return index.sync(
+        report = index.sync(
             catalog.tools, catalog=str(path.resolve()), catalog_digest=catalog.digest(), progress=progress
         )
+    if inputs is not None and (signature := store_signature(Path(inputs.store))) is not None:
+        write_manifest(manifest, inputs, signature, report.total)
+    return report
 
 
 def format_report(report: BuildReport) -> str:
@@ -106,14 +181,31 @@ def format_report(report: BuildReport) -> str:
     return "\n".join(lines)
 
 
-def screen_catalog(catalog_path: Path | None, settings: CopilotSettings | None = None) -> dict:
-    """Scan a catalog's tools for poisoning; tools with high findings are held back (nothing is pinned)."""
+def screen_catalog(
+    catalog_path: Path | None,
+    settings: CopilotSettings | None = None,
+    *,
+    catalog: Catalog | None = None,
+    trust: TrustSettings | None = None,
+) -> dict[str, ReviewResult]:
+    """Scan a catalog's tools for poisoning; tools with high findings are held back (nothing is pinned).
+
+    Scan results are remembered by definition (:mod:`index.trust.scan_cache`), so an unchanged
+    catalog is screened without scanning it again.
+    """
     from index.trust.review import review_by_server
+    from index.trust.scan_cache import ScanCache
     from index.trust.settings import TrustSettings
 
     settings = settings or CopilotSettings.load()
-    catalog = load_catalog(resolve_catalog(settings, catalog_path))
-    return review_by_server(TrustSettings.load(home=settings.home).reviewer(), catalog.tools, pin=False)
+    if catalog is None:
+        catalog = load_catalog(resolve_catalog(settings, catalog_path))
+    trust = trust or TrustSettings.load(home=settings.home)
+    cache = ScanCache.in_home(settings.home)
+    results = review_by_server(trust.reviewer(scan_cache=cache), catalog.tools, pin=False)
+    cache.save()
+    logger.debug("trust scan: %d definition(s) remembered, %d scanned", cache.hits, cache.misses)
+    return results
 
 
 def build_command(args: argparse.Namespace) -> int:
@@ -122,10 +214,12 @@ def build_command(args: argparse.Namespace) -> int:
     from index.trust.settings import TrustSettings
 
     settings = CopilotSettings.load()
-    TrustSettings.load(home=settings.home)  # a bad trust setting fails now, not after embedding
+    trust = TrustSettings.load(home=settings.home)  # a bad trust setting fails now, not after embedding
     servers = check_servers_file(settings)
-    report = build_index(getattr(args, "catalog", None), settings, show_progress=True)
+    path = resolve_catalog(settings, getattr(args, "catalog", None))
+    catalog = load_catalog(path)
+    report = _build(settings, path, catalog, index=None, show_progress=True, servers_file=servers.path)
     print(format_report(report))
     print(f"servers: {len(servers.enabled())} enabled in {servers.path}")
-    print_review_summary(make_console(), screen_catalog(getattr(args, "catalog", None), settings))
+    print_review_summary(make_console(), screen_catalog(path, settings, catalog=catalog, trust=trust))
     return 0

