@@ -4,12 +4,14 @@
 ``--only build [--repeat 5]`` times only the builds, the no-change one ``--repeat`` times)
 
 1. Route latency on the 527-tool LiveMCPBench index, warm, over the 95 task questions:
-   the hybrid ``ToolIndex.search`` against two baselines measured in the same run and
-   interleaved query by query -- plain dense brute force (embed + one matrix product) and
-   Chroma's own HNSW query.
+   the hybrid ``ToolIndex.search`` against baselines measured in the same run and interleaved
+   query by query -- plain dense brute force (embed + one matrix product), Chroma's own HNSW
+   query, and the same hybrid with the model in float32 (``COPILOT_EMBEDDING_PRECISION``; the
+   shipped model is int8, see :mod:`index.quantized`).
 2. Build time of that index from the snapshot, as a user runs it (``python -m index build`` in a
-   fresh process): cold into an empty store, then again with nothing changed (answered from the
-   build manifest), then once more without the manifest (every stored tool compared).
+   fresh process): cold into an empty store (and cold in float32, the baseline), then again with
+   nothing changed (answered from the build manifest), then once more without the manifest
+   (every stored tool compared).
 3. With ``--scale N``: N synthetic tools (real tool texts with varied names and extra words,
    vectors = the real tool's vector plus noise) written straight into a Chroma store, then
    load time, memory (RSS) and route latency -- again against dense brute force and Chroma.
@@ -83,9 +85,11 @@ def snapshot_catalog(tools_json: Path, workdir: Path) -> Path:
     return DEFAULT_CATALOG
 
 
-def time_build(catalog: Path, home: Path) -> tuple[float, str]:
+def time_build(catalog: Path, home: Path, precision: str | None = None) -> tuple[float, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("COPILOT_")}
     env["COPILOT_HOME"] = str(home)
+    if precision:
+        env["COPILOT_EMBEDDING_PRECISION"] = precision
     started = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-m", "index", "build", "--catalog", str(catalog)],
@@ -98,9 +102,11 @@ def time_build(catalog: Path, home: Path) -> tuple[float, str]:
     return elapsed, summary
 
 
-def build_rows(catalog: Path, home: Path, tools: int, repeat: int) -> list[str]:
-    """A cold build into ``home``, then ``repeat`` builds with nothing changed, each a fresh process."""
+def build_rows(catalog: Path, home: Path, tools: int, repeat: int, float32_home: Path) -> list[str]:
+    """A cold build into ``home`` (and one in float32 into ``float32_home``, the baseline), then
+    ``repeat`` builds with nothing changed, each a fresh process."""
     cold, cold_summary = time_build(catalog, home)
+    cold_float32, _ = time_build(catalog, float32_home, "float32")
     again = [time_build(catalog, home) for _ in range(repeat)]
     print(f"cold build: {cold_summary}\nno-change build: {again[-1][1]}", file=sys.stderr)
     seconds = sorted(elapsed for elapsed, _ in again)
@@ -108,7 +114,7 @@ def build_rows(catalog: Path, home: Path, tools: int, repeat: int) -> list[str]:
     value = f"{median:.2f} s" if repeat == 1 else f"{median:.2f} s ({seconds[0]:.2f}-{seconds[-1]:.2f})"
     label = "build, nothing changed (new process)" + (f", median of {repeat}" if repeat > 1 else "")
     lines = [
-        row(f"build {tools} tools, cold (new process)", f"{cold:.1f} s", "", "", "<= 30 s"),
+        row(f"build {tools} tools, cold (new process)", f"{cold:.1f} s", f"float32 {cold_float32:.1f} s", f"{cold / cold_float32:.2f}x", "<= 30 s"),
         row(label, value, f"cold {cold:.1f} s", f"{median / cold:.3f}x", "<= 2 s"),
     ]
     manifest = home / "index" / "build-manifest.json"
@@ -134,7 +140,7 @@ def chroma_query(store: ChromaStore, index: ToolIndex, k: int) -> Callable[[str]
 
 
 def measure_latency(
-    index: ToolIndex, store: ChromaStore, queries: Sequence[str], rounds: int, top_k: int = 5
+    index: ToolIndex, store: ChromaStore, queries: Sequence[str], rounds: int, top_k: int = 5, float32: ToolIndex | None = None
 ) -> dict[str, list[float]]:
     """Interleaved per query, so machine noise hits every method alike."""
     methods: dict[str, Callable[[str], object]] = {
@@ -142,6 +148,8 @@ def measure_latency(
         "dense brute force": lambda q: index.search(q, top_k=top_k, method="dense"),
         "chroma HNSW": chroma_query(store, index, top_k),
     }
+    if float32 is not None:
+        methods["hybrid float32"] = lambda q: float32.search(q, top_k=top_k)
     for query in queries[:5]:  # warm every path once
         for run in methods.values():
             run(query)
@@ -160,7 +168,9 @@ def report_latency(title: str, timings: dict[str, list[float]], target_ms: float
     lines = []
     for stat, q in (("p50", 50), ("p95", 95)):
         value = percentile(hybrid, q)
-        for baseline in ("dense brute force", "chroma HNSW"):
+        for baseline in ("dense brute force", "chroma HNSW", "hybrid float32"):
+            if baseline not in timings:
+                continue
             base = percentile(timings[baseline], q)
             lines.append(
                 row(
@@ -250,25 +260,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             workdir = Path(tmp)
             catalog_path = snapshot_catalog(args.tools_json, workdir)
             catalog: Catalog = load_catalog(catalog_path)
-            home = workdir / "home"
+            home, float32_home = workdir / "home", workdir / "home-float32"
             lines = [header()]
             if not args.skip_build or args.only == "build":
-                lines += build_rows(catalog_path, home, len(catalog.tools), max(1, args.repeat))
+                lines += build_rows(catalog_path, home, len(catalog.tools), max(1, args.repeat), float32_home)
                 if args.only == "build":
                     print("\n".join(lines), flush=True)
                     return 0
             else:
                 ToolIndex.open(CopilotSettings(home=home)).sync(catalog.tools)
+                ToolIndex.open(CopilotSettings(home=float32_home, embedding_precision="float32")).sync(catalog.tools)
             index = ToolIndex.open(CopilotSettings(home=home))
             started = time.perf_counter()
             index.warm()
             lines.append(row(f"warm-up (model + {index.tool_count} tools into memory)", f"{time.perf_counter() - started:.1f} s"))
+            float32 = ToolIndex.open(CopilotSettings(home=float32_home, embedding_precision="float32"))
+            float32.warm()
             store = ChromaStore(CopilotSettings(home=home))
-            timings = measure_latency(index, store, queries, args.rounds)
+            timings = measure_latency(index, store, queries, args.rounds, float32=float32)
             lines += report_latency(f"route, {index.tool_count} tools, questions,", timings, 15)
             agent_queries = load_agent_queries(args.trajectories)
             if agent_queries:
-                agent_timings = measure_latency(index, store, agent_queries, max(args.rounds, 10))
+                agent_timings = measure_latency(index, store, agent_queries, max(args.rounds, 10), float32=float32)
                 lines += report_latency(f"route, {index.tool_count} tools, agent queries,", agent_timings, 15)
             print("\n".join(lines), flush=True)
 

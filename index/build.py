@@ -101,14 +101,14 @@ def build_inputs(
     """What this build depends on, or None when it cannot be compared cheaply (a Chroma server)."""
     if settings.chroma_url:
         return None
-    from index.model_names import resolve_model
+    from index.model_names import model_label
     from index.text import DOCUMENT_VERSION
 
     servers = servers_file.resolve() if servers_file is not None else None
     return BuildInputs(
         store=str(settings.index_dir / "chroma"),
         collection=settings.collection,
-        model=resolve_model(settings.embedding_model)[0],
+        model=model_label(settings.embedding_model, settings.embedding_precision),
         document_version=DOCUMENT_VERSION,
         catalog=str(catalog_path.resolve()),
         catalog_digest=catalog.digest(),

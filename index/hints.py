@@ -23,6 +23,7 @@ _INDEX_VARIABLES = {
     "home": "COPILOT_HOME",
     "catalog": "COPILOT_CATALOG",
     "embedding_model": "COPILOT_EMBEDDING_MODEL",
+    "embedding_precision": "COPILOT_EMBEDDING_PRECISION",
     "chroma_url": "COPILOT_CHROMA_URL",
     "collection": "COPILOT_COLLECTION",
 }

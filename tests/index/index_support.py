@@ -98,6 +98,8 @@ class CountingEmbedder:
     def __init__(self, real: Embedder | None = None) -> None:
         self.real = real or get_embedder()
         self.label = self.real.label
+        self.model = self.real.model
+        self.precision = self.real.precision
         self.path = self.real.path
         self.embedded: list[str] = []
         self.queries: list[str] = []

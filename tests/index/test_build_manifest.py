@@ -111,8 +111,11 @@ def test_another_model_rebuilds_and_switching_back_rebuilds_again(
     # The bundled model named by its directory is, to the index, another model.
     other = str(bundled_model_path())
     report, shortcut = _build(home, catalog, servers, caplog, embedding_model=other)
-    assert not shortcut and report.full_rebuild and report.model != "all-MiniLM-L6-v2"
+    assert not shortcut and report.full_rebuild and report.model != "all-MiniLM-L6-v2 (int8)"
     report, shortcut = _build(home, catalog, servers, caplog)
+    assert not shortcut and report.full_rebuild and report.model == "all-MiniLM-L6-v2 (int8)"
+    # float32 vectors are another vector space too.
+    report, shortcut = _build(home, catalog, servers, caplog, embedding_precision="float32")
     assert not shortcut and report.full_rebuild and report.model == "all-MiniLM-L6-v2"
 
 

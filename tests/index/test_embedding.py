@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from index.embedding import EmbeddingModelError, bundled_model_path, get_embedder, resolve_model
+from index.embedding import EmbeddingModelError, bundled_model_path, get_embedder, model_label, resolve_model
 from index.errors import ConfigError
 from index.settings import CopilotSettings
 from index.tool_index import ToolIndex
@@ -63,3 +63,64 @@ def test_loading_keeps_the_process_offline() -> None:
     get_embedder().load()
     assert os.environ["HF_HUB_OFFLINE"] == "1" and os.environ["TRANSFORMERS_OFFLINE"] == "1"
     assert os.environ["ORT_DISABLE_TELEMETRY"] == "1"
+
+
+def test_precision_is_part_of_the_label() -> None:
+    assert model_label("all-MiniLM-L6-v2", "int8") == "all-MiniLM-L6-v2 (int8)"
+    assert model_label("bundled", "float32") == "all-MiniLM-L6-v2"
+    assert get_embedder().label == "all-MiniLM-L6-v2 (int8)"  # int8 is the default
+    assert get_embedder(precision="float32") is get_embedder("all-MiniLM-L6-v2", "float32")
+    assert get_embedder(precision="float32") is not get_embedder()
+
+
+def test_an_unknown_precision_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COPILOT_EMBEDDING_PRECISION", "fp16")
+    with pytest.raises(ConfigError, match="COPILOT_EMBEDDING_PRECISION: .*'int8' or 'float32'.*'fp16'"):
+        CopilotSettings.load()
+
+
+def test_int8_weights_are_quantized_and_rank_like_float32() -> None:
+    """The quantized model really runs int8 layers, yet finds the same nearest documents."""
+    import torch
+
+    int8, float32 = get_embedder(), get_embedder(precision="float32")
+    layers = dict(int8.load()[0].auto_model.named_modules())
+    feed_forward = [layers[f"encoder.layer.{n}.{part}.dense"] for n in range(6) for part in ("intermediate", "output")]
+    assert all("quantized" in type(layer).__module__ for layer in feed_forward)
+    assert type(layers["encoder.layer.0.attention.self.query"]) is torch.nn.Linear  # attention stays float32
+    documents = [
+        "convert a Word document to PDF",
+        "get the weather forecast for a city",
+        "generate a bar chart from data",
+        "list the files in a directory",
+        "current time in a time zone",
+    ]
+    queries = ["turn my docx into a pdf", "will it rain in Paris tomorrow", "plot these numbers", "what files are in this folder", "what time is it in Tokyo"]
+    for embedder in (int8, float32):
+        similarity = embedder.embed_queries(queries) @ embedder.embed(documents).T
+        assert list(similarity.argmax(axis=1)) == [0, 1, 2, 3, 4], embedder.label
+    closeness = np.sum(int8.embed(documents) * float32.embed(documents), axis=1)
+    assert closeness.min() > 0.95 and closeness.max() < 0.9999  # close, and really different arithmetic
+
+
+def test_an_int8_document_vector_does_not_depend_on_what_is_embedded_with_it() -> None:
+    """int8 activations are scaled per batch, so documents are embedded one by one: a text's vector
+    is the same alone, among others, and as a query (an incremental build equals a full one)."""
+    embedder = get_embedder()
+    text = "read the rows of an Excel sheet"
+    others = ["a very long description " * 20, "x", "图表生成工具，支持柱状图和折线图"]
+    alone = embedder.embed([text])[0]
+    among = embedder.embed([others[0], text, *others[1:]])[1]
+    assert np.array_equal(alone, among)
+    assert np.array_equal(alone, embedder.embed_queries([text])[0])
+    assert np.array_equal(embedder.embed_queries([text, others[0]])[0], alone)
+
+
+def test_a_model_without_bert_style_feed_forward_layers_is_refused_in_int8() -> None:
+    import torch
+
+    from index.quantized import feed_forward_layers, quantize_feed_forward
+
+    other = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+    assert feed_forward_layers(other) == [] and quantize_feed_forward(other) is False
+    assert all(type(layer) is torch.nn.Linear for layer in (other[0], other[2]))  # left as it was

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -56,8 +57,8 @@ def test_records_state_and_lookup(index: ToolIndex) -> None:
     assert record is not None and record.required == ["origin", "destination"]
     assert index.get("maps", "nope") is None
     state = index.state()
-    assert state is not None and state.model == "all-MiniLM-L6-v2" and state.catalog_digest == "abc"
-    assert index.model_name == "all-MiniLM-L6-v2"
+    assert state is not None and state.model == "all-MiniLM-L6-v2 (int8)" and state.catalog_digest == "abc"
+    assert index.model_name == "all-MiniLM-L6-v2 (int8)"
 
 
 @pytest.mark.parametrize(
@@ -221,10 +222,22 @@ def test_another_instance_sees_a_rebuild(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_index_built_with_another_model_is_not_searched(built_home: Path) -> None:
-    other = open_index(built_home, embedding_model=str(bundled_model_path()))
-    assert other.model_name != "all-MiniLM-L6-v2"
-    with pytest.raises(IndexNotBuiltError, match="built with the embedding model 'all-MiniLM-L6-v2'"):
+    # A fresh embedder: the process-wide one for this name may have been loaded by another test.
+    directory = str(bundled_model_path())
+    other = open_index(built_home, Embedder(directory), embedding_model=directory)
+    assert other.model_name != "all-MiniLM-L6-v2 (int8)"
+    with pytest.raises(IndexNotBuiltError, match=re.escape("built with the embedding model 'all-MiniLM-L6-v2 (int8)'")):
         other.search("weather")
+    assert not other.embedder.loaded
+
+
+def test_index_built_in_int8_is_not_searched_in_float32(built_home: Path) -> None:
+    """Quantized and float32 vectors of one text differ: switching precision asks for a rebuild."""
+    other = open_index(built_home, Embedder(precision="float32"), embedding_precision="float32")
+    assert other.model_name == "all-MiniLM-L6-v2"
+    with pytest.raises(IndexNotBuiltError, match="COPILOT_EMBEDDING_PRECISION") as raised:
+        other.search("weather")
+    assert "-m index build" in str(raised.value) and "COPILOT_EMBEDDING_PRECISION=float32" in str(raised.value)
     assert not other.embedder.loaded
 
 
