@@ -310,6 +310,35 @@ def fused(weights: Weights, *, operations: Operations = "lexical", **options: st
     return score
 
 
+def pseudo_relevance_feedback(beta: float = 0.3, k: int = 3) -> Callable[[Space, QueryParts], np.ndarray]:
+    """Rocchio in the embedding space: the query vector moved towards the first ranking's top ``k``
+    tools, dense recomputed, fused again (one more matrix product, no model call)."""
+
+    def score(space: Space, q: QueryParts) -> np.ndarray:
+        signals = with_operations(space, q)
+        first = best_of([fuse(each, HYBRID) for each in signals])
+        top = np.argsort(-first, kind="stable")[:k]
+        moved = space.query_vectors[q.tool] + beta * space.space.tool_vectors[top].mean(axis=0)
+        dense = similarities(space.space.tool_vectors, moved / np.linalg.norm(moved))
+        return best_of([fuse(replace(each, dense=dense), HYBRID) for each in signals])
+
+    return score
+
+
+def server_coherence(weight: float = 0.6, k: int = 5) -> Callable[[Space, QueryParts], np.ndarray]:
+    """Tools of the servers that fill the first ranking's top ``k`` (weighted 1/rank) get a bonus:
+    a task needs several tools of one server (a document created, written, converted)."""
+
+    def score(space: Space, q: QueryParts) -> np.ndarray:
+        first = best_of([fuse(each, HYBRID) for each in with_operations(space, q)])
+        mass = np.zeros(len(space.space.server_names))
+        for rank_, i in enumerate(np.argsort(-first, kind="stable")[:k], 1):
+            mass[space.space.tool_servers[i]] += 1 / rank_
+        return first + weight * mass[space.space.tool_servers]
+
+    return score
+
+
 def dense_only(field_: str = "tool") -> Callable[[Space, QueryParts], np.ndarray]:
     def score(space: Space, q: QueryParts) -> np.ndarray:
         return similarities(space.space.tool_vectors, space.query_vectors[q.whole if field_ == "whole" else q.tool])
@@ -367,6 +396,8 @@ def study_candidates(models: Iterable[str]) -> list[Candidate]:
         Candidate("shipped, operations embedded", v3, fused(HYBRID, operations="embedded"), "each operation embedded and scored on every signal (~4 ms per operation)"),
         Candidate("shipped, no server signal", v3, fused(replace(HYBRID, server=0.0)), "dense + BM25 only"),
         Candidate("hybrid v1 weights, v3 text", v3, fused(HYBRID_V1), "equal weights on the new signals"),
+        Candidate("shipped + dense feedback", v3, pseudo_relevance_feedback(), "query vector + 0.3 x mean of the top 3 tools, re-ranked"),
+        Candidate("shipped + server coherence", v3, server_coherence(), "+0.6 x the server's 1/rank mass in the top 5"),
     ]
     for model in models:
         if model in ("minilm", "minilm-fp32"):
