@@ -396,6 +396,9 @@ class ChildPool:
         """The tools of ``server``'s live session (listed once per child process, and again after
         the child says they changed); held-back definitions are listed but refused by ``call_tool``."""
         config = self._config(server)
+        running = self._children.get(server)
+        if running is not None and running.running and running.tools is not None:
+            return list(running.tools)  # listed by this process already: nothing to start or wait for
         state = self._state(server)
         limit = config.timeout or self.settings.call_timeout
         with _counting_errors(state):

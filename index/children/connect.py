@@ -300,6 +300,9 @@ async def open_session(
                 )
             )
             result = await _initialize(config, session, streams, init_timeout)
+            if streams.direct is not None:
+                streams.direct.protocol_version = session.protocol_version
+                streams.direct.on_log = given.logging
             if is_copilot_answer(result):
                 where = config.display_target
                 raise SelfEntryError(

@@ -31,7 +31,7 @@ from mcp.shared.dispatcher import ProgressFnT, coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared._otel import inject_trace_context
 from mcp_types import methods as _methods
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 if TYPE_CHECKING:
     from index.children.wire import PendingRequests
@@ -79,6 +79,11 @@ class DirectRequests:
         self._waiting: dict[types.RequestId, _Waiter] = {}
         self._next_id = FIRST_DIRECT_ID
         self.closed = False
+        #: The session's logging callback: while a direct request waits, the child's log messages
+        #: take it here, in order, so none arrives after the answer it came before.
+        self.on_log: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]] | None = None
+        #: The version the session negotiated (how its notifications are read).
+        self.protocol_version: str | None = None
 
     async def request(
         self, method: str, params: Mapping[str, Any], *, on_progress: ProgressFnT | None = None
@@ -144,9 +149,29 @@ class DirectRequests:
                 return False
             waiter.settle(message.result if isinstance(message, types.JSONRPCResponse) else message.error)
             return True
-        if isinstance(message, types.JSONRPCNotification) and message.method == "notifications/progress":
-            return await self._progress(message.params)
+        if isinstance(message, types.JSONRPCNotification):
+            if message.method == "notifications/progress":
+                return await self._progress(message.params)
+            if message.method == "notifications/message" and self.on_log is not None:
+                return await self._log(message.params)
         return False
+
+    async def _log(self, params: Mapping[str, Any] | None) -> bool:
+        """A log message, read and handed on as the session would (one it cannot read stays its to drop)."""
+        assert self.on_log is not None
+        try:
+            notification = _methods.parse_server_notification(
+                "notifications/message", self.protocol_version or "2025-11-25", params
+            )
+        except (KeyError, ValidationError):
+            return False
+        if not isinstance(notification, types.LoggingMessageNotification):
+            return False
+        try:
+            await self.on_log(notification.params)
+        except Exception:  # noqa: BLE001 -- as the session: a failing callback costs only this message
+            logger.exception("notification callback for 'notifications/message' raised")
+        return True
 
     async def _progress(self, params: Mapping[str, Any] | None) -> bool:
         match params:
