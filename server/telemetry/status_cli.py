@@ -46,7 +46,7 @@ def _print(status: CopilotStatus) -> None:
     calls = status.calls
     console.print(
         f"  calls: {calls.get('route', 0)} route, {calls.get('execute', 0)} execute "
-        f"({calls.get('execute_errors', 0)} errors, {calls.get('execute_fast', 0)} on the stdio fast path)",
+        f"({calls.get('execute_errors', 0)} errors)",
         highlight=False,
     )
     if status.held_back:
