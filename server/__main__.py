@@ -174,7 +174,7 @@ async def _watch_signals(serving: Any, shutdown: Any) -> None:
                 child_guard().kill_all()
 
 
-async def _serve_stdio(app: Any, shutdown: Any) -> None:
+async def _serve_stdio(app: Any, shutdown: Any, fast: bool, telemetry: Any) -> None:
     import anyio
 
     from server.stdio import serve_stdio
@@ -189,7 +189,7 @@ async def _serve_stdio(app: Any, shutdown: Any) -> None:
     async with anyio.create_task_group() as watchers:
         with anyio.CancelScope() as serving:
             watchers.start_soon(_watch_signals, serving, shutdown)
-            await serve_stdio(app)
+            await serve_stdio(app, fast=fast, on_taken=telemetry.fast_call)
         watchers.cancel_scope.cancel()
 
 
@@ -272,7 +272,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
         if args.http:
             anyio.run(_serve_http, app, settings, shutdown, listener, telemetry)
         else:
-            anyio.run(_serve_stdio, app, shutdown)
+            anyio.run(_serve_stdio, app, shutdown, settings.fast_relay, telemetry)
     except CopilotError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

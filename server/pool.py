@@ -61,6 +61,7 @@ from index.children.connect import (
     describe_exit,
     open_session,
 )
+from index.children.direct import typed_result
 from index.children.wire import COPILOT_ORIGIN
 from index.servers import ServerConfig
 from server.bounded import shown_name
@@ -72,6 +73,7 @@ from server.errors import (
     UnknownServerError,
 )
 from server.pool_settings import PoolSettings
+from server.telemetry.tracing import sdk_tracing_on
 from server.validation import did_you_mean, suggest
 
 __all__ = ["ChildLink", "ChildPool", "ListingGuard", "PoolListener", "PoolObserver", "PoolSettings"]
@@ -394,6 +396,9 @@ class ChildPool:
         """The tools of ``server``'s live session (listed once per child process, and again after
         the child says they changed); held-back definitions are listed but refused by ``call_tool``."""
         config = self._config(server)
+        running = self._children.get(server)
+        if running is not None and running.running and running.tools is not None:
+            return list(running.tools)  # listed by this process already: nothing to start or wait for
         state = self._state(server)
         limit = config.timeout or self.settings.call_timeout
         with _counting_errors(state):
@@ -951,10 +956,15 @@ class ChildPool:
             try:
                 # Not session.call_tool: the copilot passes the child's result on as it is, without
                 # checking its structured content against the tool's output schema (the host may).
+                progress = relay.progress if relay is not None else None
+                direct = child.connection.direct
+                if direct is not None and not sdk_tracing_on():
+                    # Beside the session (index.children.direct): same checks, far less framing.
+                    params: dict[str, Any] = {"name": tool} if arguments is None else {"name": tool, "arguments": arguments}
+                    raw = await direct.request("tools/call", params, on_progress=progress)
+                    return typed_result(session.protocol_version, "tools/call", raw, types.CallToolResult)
                 request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments))
-                return await session.send_request(
-                    request, types.CallToolResult, progress_callback=relay.progress if relay is not None else None
-                )
+                return await session.send_request(request, types.CallToolResult, progress_callback=progress)
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, doing) from None

@@ -145,6 +145,10 @@ class ServerSettings(CopilotSettings):
         default=False,
         description="Also publish 'execute-tool', the name LiveMCPBench's prompts use for execute (benchmark runs).",
     )
+    fast_relay: bool = Field(
+        default=True,
+        description="Over stdio pipes, serve execute beside the SDK's dispatcher where that is equivalent (server.stdio_fast).",
+    )
 
     # What hosts see of the children (server.aggregate) ----------------------------------------
     expose: Literal["meta", "routed", "all"] = Field(

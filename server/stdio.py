@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -25,6 +26,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from index.children.wire import describe_unreadable, request_id_of
+from server.stdio_fast import FastExecute, execute_tools
 from server.stdio_pipes import stdio_files
 
 logger = logging.getLogger(__name__)
@@ -109,17 +111,28 @@ class AnswerUnparseable:
         await self.aclose()
 
 
-async def serve_stdio(app: MCPServer[Any]) -> None:
+async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Callable[[], None] | None = None) -> None:
     """``app.run_stdio_async()`` with unparseable requests answered, on non-blocking pipes when it can.
 
     ``server.stdio_pipes`` serves stdin/stdout from the event loop (no worker thread per message)
-    when they are pipes or sockets; otherwise the SDK's own file wrappers are used.
+    when they are pipes or sockets; otherwise the SDK's own file wrappers are used. On pipes,
+    ``fast`` serves ``execute`` beside the SDK's dispatcher where that is equivalent
+    (``server.stdio_fast``); ``on_taken`` is called for each call it takes.
     """
     # MCPServer exposes no public way to run its low-level server on our own streams.
     server = app._lowlevel_server  # noqa: SLF001
     async with stdio_files() as files:
-        stdin, stdout = files if files is not None else (None, None)
-        async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
-            await server.run(
-                AnswerUnparseable(read_stream, write_stream), write_stream, server.create_initialization_options()
-            )
+        if files is None or not fast:
+            stdin, stdout = files if files is not None else (None, None)
+            async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+                await server.run(
+                    AnswerUnparseable(read_stream, write_stream), write_stream, server.create_initialization_options()
+                )
+            return
+        stdin, stdout = files
+        async with FastExecute.serving(server, stdout.send, execute_tools(app), on_taken=on_taken) as fast_path:
+            stdin.take, stdin.at_end = fast_path.take, fast_path.finish
+            async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+                await server.run(
+                    AnswerUnparseable(read_stream, write_stream), write_stream, server.create_initialization_options()
+                )

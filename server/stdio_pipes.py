@@ -21,7 +21,7 @@ import fcntl
 import logging
 import os
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
@@ -39,29 +39,46 @@ def _is_pipe_or_socket(fd: int) -> bool:
 
 
 class PipeLines:
-    """``async for line in stdin``: text lines of a non-blocking pipe (what ``stdio_server`` reads)."""
+    """``async for line in stdin``: text lines of a non-blocking pipe (what ``stdio_server`` reads).
+
+    ``take`` sees each line first and may keep it (``server.stdio_fast``: ``execute`` served beside
+    the SDK); ``at_end`` is awaited once the input ended, before the SDK hears of it.
+    """
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
         self._buffer = bytearray()
+        self.take: Callable[[bytes], bool] | None = None
+        self.at_end: Callable[[], Awaitable[None]] | None = None
 
     def __aiter__(self) -> PipeLines:
         return self
 
     async def __anext__(self) -> str:
         while True:
+            line = await self._next_line()
+            if line is None:
+                if self.at_end is not None:
+                    at_end, self.at_end = self.at_end, None
+                    await at_end()
+                raise StopAsyncIteration
+            if self.take is None or not self.take(line):
+                return line.decode("utf-8", "replace")
+
+    async def _next_line(self) -> bytes | None:
+        while True:
             newline = self._buffer.find(b"\n")
             if newline >= 0:
                 line = bytes(self._buffer[: newline + 1])
                 del self._buffer[: newline + 1]
-                return line.decode("utf-8", "replace")
+                return line
             chunk = await self._reader.read(_READ_CHUNK)
             if not chunk:
                 if self._buffer:
                     rest = bytes(self._buffer)
                     self._buffer.clear()
-                    return rest.decode("utf-8", "replace")
-                raise StopAsyncIteration
+                    return rest
+                return None
             self._buffer += chunk
 
 
@@ -75,6 +92,11 @@ class PipeWriter:
         self._writer.write(text.encode("utf-8"))
 
     async def flush(self) -> None:
+        await self._writer.drain()
+
+    async def send(self, data: bytes) -> None:
+        """Write whole lines at once: they never interleave with the SDK's writes."""
+        self._writer.write(data)
         await self._writer.drain()
 
 

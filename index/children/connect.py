@@ -41,6 +41,7 @@ import mcp.types as types
 from mcp.client.session import ClientSession, MessageHandlerFnT
 from mcp.shared.exceptions import MCPError
 
+from index.children.direct import DirectRequests
 from index.children.process import KILL_GRACE, ChildProcess, describe_exit, read_log_tail
 from index.children.errors import (
     ChildExitedError,
@@ -106,6 +107,8 @@ class ChildConnection:
     url: str | None = None
     #: Masks the server entry's secrets in anything shown from this child (its stderr lines).
     redact: Callable[[str], str] = str
+    #: Requests beside the session, answered by id (stdio children; ``index.children.direct``).
+    direct: DirectRequests | None = None
 
     @property
     def pid(self) -> int | None:
@@ -297,6 +300,9 @@ async def open_session(
                 )
             )
             result = await _initialize(config, session, streams, init_timeout)
+            if streams.direct is not None:
+                streams.direct.protocol_version = session.protocol_version
+                streams.direct.on_log = given.logging
             if is_copilot_answer(result):
                 where = config.display_target
                 raise SelfEntryError(
@@ -312,6 +318,7 @@ async def open_session(
                 process=streams.process,
                 url=config.display_url or None,
                 redact=config.redact,
+                direct=streams.direct,
             )
     except BaseExceptionGroup as group:
         error = _unwrap(group, config)

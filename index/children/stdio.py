@@ -26,6 +26,7 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from index.children.direct import DirectRequests
 from index.children.errors import ChildStartError, CommandNotFoundError
 from index.children.guard import TAG_VARIABLE, child_guard
 from index.children.process import ChildProcess, describe_exit
@@ -91,6 +92,8 @@ class Streams:
     http_errors: list[str] = field(default_factory=list)
     #: Skip the graceful stdin-close wait on shutdown (the child is known to be broken or hung).
     abrupt_close: bool = False
+    #: Requests written beside the session (stdio children only; ``index.children.direct``).
+    direct: DirectRequests | None = None
 
 
 @asynccontextmanager
@@ -154,14 +157,25 @@ async def stdio_streams(
         closed = anyio.Event()
 
         def mark_closed() -> None:
+            direct.close()
             read_writer.close()
             closed.set()
 
+        async def write_line(data: bytes) -> None:
+            assert process.stdin is not None
+            try:
+                await process.stdin.send(data)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                mark_closed()  # as write_stdin does: the child stopped reading
+                raise
+
         assert process.stdout is not None and process.stdin is not None
         requests = PendingRequests()
+        direct = DirectRequests(write_line, requests)
         reader = StdoutReader(
             child, config.name, process.stdout, read_writer, max_message_bytes, mark_closed, requests
         )
+        reader.direct = direct
         writer_done = anyio.Event()
 
         async def write_stdin() -> None:
@@ -200,7 +214,7 @@ async def stdio_streams(
                 child.note(f"{child.junk_lines} non-protocol stdout lines were dropped in this session")
             child.note(f"session closed ({describe_exit(child.returncode)})")
 
-        streams = Streams(read_stream, write_stream, closed, process=child)
+        streams = Streams(read_stream, write_stream, closed, process=child, direct=direct)
         async with anyio.create_task_group() as tg:
             tg.start_soon(reader.run)
             tg.start_soon(write_stdin)

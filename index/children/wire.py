@@ -39,6 +39,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
+    from index.children.direct import DirectRequests
     from index.children.process import ChildProcess
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,14 @@ class PendingRequests:
             request_id = (message.params or {}).get("requestId")
             if isinstance(request_id, int | str):
                 self._finish(coerce_request_id(request_id))
+
+    def expect(self, request_id: RequestId, method: str) -> None:
+        """Note a request written to the child outside the session (``index.children.direct``)."""
+        self.pending[coerce_request_id(request_id)] = method
+
+    def cancelled(self, request_id: RequestId) -> None:
+        """The copilot gave up on ``request_id`` (a reply to it is late, not wrong)."""
+        self._finish(coerce_request_id(request_id))
 
     def answered(self, request_id: RequestId) -> str:
         """``pending`` (now answered), ``late`` (answered or given up on before) or ``unknown``."""
@@ -163,6 +172,8 @@ class StdoutReader:
         self.on_close = on_close
         self.requests = requests if requests is not None else PendingRequests()
         self.delivering = True
+        #: Takes answers and progress of the copilot's own requests before the session sees them.
+        self.direct: DirectRequests | None = None
 
     async def run(self) -> None:
         buffer = bytearray()
@@ -201,10 +212,14 @@ class StdoutReader:
                         buffer.clear()
                         await self._line(line)
         finally:
+            if self.direct is not None:
+                self.direct.close()
             self.on_close()
 
     # -- delivering -------------------------------------------------------------------------------
     async def _send(self, item: SessionMessage) -> None:
+        if self.direct is not None and await self.direct.route(item.message):
+            return
         if not self.delivering:
             return
         try:

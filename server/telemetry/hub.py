@@ -72,7 +72,7 @@ class Telemetry:
         self.metrics = CopilotMetrics(known_servers)
         self.bind_servers = self.metrics.bind_servers
         self.recent_errors: deque[RecentError] = deque(maxlen=RECENT_ERRORS)
-        self.counts = {"route": 0, "execute": 0, "execute_errors": 0}
+        self.counts = {"route": 0, "execute": 0, "execute_errors": 0, "execute_fast": 0}
         self._changed = True
 
     # -- calls --------------------------------------------------------------------------------
@@ -90,6 +90,10 @@ class Telemetry:
                     self._finish(method, outcome, seconds, span)
         finally:
             _OUTCOME.reset(token)
+
+    def fast_call(self) -> None:
+        """An ``execute`` was served on the stdio fast path (``server.stdio_fast``)."""
+        self.counts["execute_fast"] += 1
 
     def outcome(self, **values: Any) -> None:
         """Record what the current call learned (server, tool, kind, error, tool_error, results, flagged)."""

@@ -39,6 +39,15 @@ def tracer() -> trace.Tracer:
     return trace.get_tracer(TRACER_NAME)
 
 
+def sdk_tracing_on() -> bool:
+    """Whether a tracer provider is installed, so the SDK's protocol spans are recorded.
+
+    The copilot's paths beside the SDK (``server.stdio_fast``, ``index.children.direct``) would skip
+    those spans, so they step aside then.
+    """
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def tracing_requested(environ: Mapping[str, str]) -> bool:
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
