@@ -303,6 +303,7 @@ async def open_session(
             if streams.direct is not None:
                 streams.direct.protocol_version = session.protocol_version
                 streams.direct.on_log = given.logging
+                streams.direct.on_change = message_handler
             if is_copilot_answer(result):
                 where = config.display_target
                 raise SelfEntryError(

@@ -43,6 +43,17 @@ WriteLine = Callable[[bytes], Awaitable[None]]
 
 #: First id of direct requests: far above the session's own counter, so the two never meet.
 FIRST_DIRECT_ID = 1_000_000_000
+#: Notifications that change what the copilot knows of the child. While a direct request waits
+#: they are handled in order on the reader, as the session would before the answer: a tool that
+#: announces a change and then answers must not have its answer overtake the announcement.
+_CHANGES = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+    }
+)
 #: Seconds the courtesy ``notifications/cancelled`` may take to write (the SDK's bound).
 _CANCEL_WRITE = 5.0
 _CLOSED = types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed")
@@ -82,6 +93,8 @@ class DirectRequests:
         #: The session's logging callback: while a direct request waits, the child's log messages
         #: take it here, in order, so none arrives after the answer it came before.
         self.on_log: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]] | None = None
+        #: The session's message handler: change notifications take it here while a request waits.
+        self.on_change: Callable[[Any], Awaitable[None]] | None = None
         #: The version the session negotiated (how its notifications are read).
         self.protocol_version: str | None = None
 
@@ -154,7 +167,22 @@ class DirectRequests:
                 return await self._progress(message.params)
             if message.method == "notifications/message" and self.on_log is not None:
                 return await self._log(message.params)
+            if message.method in _CHANGES and self.on_change is not None:
+                return await self._change(message.method, message.params)
         return False
+
+    async def _change(self, method: str, params: Mapping[str, Any] | None) -> bool:
+        """A change notification, read and handed on as the session would (one it cannot read stays its own)."""
+        assert self.on_change is not None
+        try:
+            notification = _methods.parse_server_notification(method, self.protocol_version or "2025-11-25", params)
+        except (KeyError, ValidationError):
+            return False
+        try:
+            await self.on_change(notification)
+        except Exception:  # noqa: BLE001 -- as the session: a failing handler costs only this message
+            logger.exception("message handler for %r raised", method)
+        return True
 
     async def _log(self, params: Mapping[str, Any] | None) -> bool:
         """A log message, read and handed on as the session would (one it cannot read stays its to drop)."""

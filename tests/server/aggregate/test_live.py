@@ -115,6 +115,32 @@ async def test_new_prompts_and_resources_of_a_child_are_indexed(
         assert copilot.index.get("jotter", "echo") is not None
 
 
+async def test_a_change_the_child_announced_is_known_before_its_answer_is(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The child sends list_changed, then answers the call: when the call returns, the pool has
+    already heard the change (the answer, taken beside the session, must not overtake it)."""
+    from server.pool import PoolListener
+
+    class Heard(PoolListener):
+        def __init__(self) -> None:
+            self.changes: list[tuple[str, str]] = []
+
+        def list_changed(self, server: str, kind: str) -> None:  # type: ignore[override]
+            self.changes.append((server, kind))
+
+    home = copy_home(built_index, tmp_path / "home")
+    async with running(home, tmp_path, {"jotter": changing_entry("jotter")}) as (copilot, _aggregation):
+        heard = Heard()
+        copilot.pool.subscribe(heard)
+        for number in range(5):
+            await _execute(copilot, "jotter", "add_prompt", {"name": f"p{number}", "text": "Say hello."})
+            assert heard.changes == [("jotter", "prompts")] * (number + 1)
+        await _execute(copilot, "jotter", "add_resource", {"name": "notes", "text": "milk"})
+        assert heard.changes[-1] == ("jotter", "resources")
+
+
 async def test_a_restart_that_lists_different_tools_is_reindexed(
     built_index: Path,  # noqa: F811
     tmp_path: Path,
