@@ -50,6 +50,7 @@ from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp.shared.transport_context import TransportContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from index.children.wire import jsonrpc_line
 from server.telemetry.tracing import sdk_tracing_on
 
 logger = logging.getLogger(__name__)
@@ -79,16 +80,6 @@ _SDK_HOPS = 3
 _CLOSING_WRITE = 1.0
 #: Seconds the end of input waits for fast calls to finish after cancelling them.
 _CLOSING_WAIT = 10.0
-
-
-def encode(message: Mapping[str, Any]) -> bytes:
-    """One JSON-RPC message as a line; values the JSON module refuses take the SDK's serializer."""
-    try:
-        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        return text.encode("utf-8") + b"\n"
-    except (TypeError, ValueError):
-        model = types.jsonrpc_message_adapter.validate_python(dict(message), by_name=False)
-        return model.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8", "replace") + b"\n"
 
 
 @dataclass(eq=False)
@@ -130,7 +121,7 @@ class FastRequest:
         if params is not None:
             message["params"] = dict(params)
         try:
-            await self.write(encode(message))
+            await self.write(jsonrpc_line(message))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             logger.debug("dropped %s: the host's pipe is closed", method)
 
@@ -160,7 +151,7 @@ class _PipeOutbound:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
-        await self._write(encode(message))
+        await self._write(jsonrpc_line(message))
 
 
 @dataclass
@@ -379,7 +370,7 @@ class FastExecute:
 
     async def _answer(self, message: dict[str, Any]) -> None:
         try:
-            await self._write(encode(message))
+            await self._write(jsonrpc_line(message))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             logger.debug("dropped the answer to %r: the host's pipe is closed", message.get("id"))
 

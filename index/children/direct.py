@@ -18,7 +18,6 @@ caller that gives up (cancellation, its timeout) sends the child ``notifications
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +31,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared._otel import inject_trace_context
 from mcp_types import methods as _methods
 from pydantic import BaseModel, ValidationError
+
+from index.children.wire import jsonrpc_line
 
 if TYPE_CHECKING:
     from index.children.wire import PendingRequests
@@ -71,16 +72,6 @@ class _Waiter:
             self.done.set()
 
 
-def _line(message: Mapping[str, Any]) -> bytes:
-    """One JSON-RPC message as a line; what the JSON module refuses (NaN) takes the SDK's serializer."""
-    try:
-        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError):
-        model = types.jsonrpc_message_adapter.validate_python(dict(message), by_name=False)
-        text = model.model_dump_json(by_alias=True, exclude_unset=True)
-    return text.encode("utf-8", "replace") + b"\n"
-
-
 class DirectRequests:
     """See the module docstring; ``write_line`` writes one whole line to the child's stdin."""
 
@@ -112,7 +103,7 @@ class DirectRequests:
         inject_trace_context(meta)
         if meta:
             out["_meta"] = meta
-        line = _line({"jsonrpc": "2.0", "id": request_id, "method": method, "params": out})
+        line = jsonrpc_line({"jsonrpc": "2.0", "id": request_id, "method": method, "params": out})
         waiter = self._waiting[request_id] = _Waiter(on_progress)
         written = False
         try:
@@ -138,7 +129,7 @@ class DirectRequests:
     async def _cancel(self, request_id: int) -> None:
         """Tell the child the copilot gave up on ``request_id`` (the session sends the same courtesy)."""
         self._requests.cancelled(request_id)
-        line = _line(
+        line = jsonrpc_line(
             {
                 "jsonrpc": "2.0",
                 "method": "notifications/cancelled",

@@ -27,7 +27,7 @@ import json
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -102,6 +102,18 @@ class PendingRequests:
         self._finished[key] = None
         while len(self._finished) > _FINISHED_REMEMBERED:
             self._finished.popitem(last=False)
+
+
+def jsonrpc_line(message: Mapping[str, Any]) -> bytes:
+    """One JSON-RPC message as a line, for messages written beside the SDK (``index.children.direct``,
+    ``server.stdio_fast``); what the JSON module refuses (NaN) takes the SDK's serializer, and a lone
+    surrogate (no UTF-8 for it) is replaced."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        model = types.jsonrpc_message_adapter.validate_python(dict(message), by_name=False)
+        text = model.model_dump_json(by_alias=True, exclude_unset=True)
+    return text.encode("utf-8", "replace") + b"\n"
 
 
 def _shown(line: bytes) -> str:
