@@ -386,4 +386,4 @@ def execute_tools(app: Any) -> frozenset[str]:
     return frozenset(name for name in ("execute", "execute-tool") if manager.get_tool(name) is not None)
 
 
-__all__ = ["FastExecute", "FastRequest", "encode", "execute_tools"]
+__all__ = ["FastExecute", "FastRequest", "execute_tools"]
