@@ -145,7 +145,8 @@ class Embedder:
         batch_size: int = 32,
         progress: Callable[[int], None] | None = None,
     ) -> np.ndarray:
-        """Embed documents in batches; ``progress(n)`` is called after each batch of ``n`` texts."""
+        """Embed documents (float32: in batches; int8: one by one, see :meth:`_embed_one_by_one`);
+        ``progress(n)`` is called after each ``batch_size`` texts."""
         model = self.load()
         if self.precision == "int8":
             return self._embed_one_by_one(texts, batch_size, progress)
