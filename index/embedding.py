@@ -63,7 +63,7 @@ class Embedder:
 
     def __init__(self, name: str = DEFAULT_EMBEDDING_MODEL, precision: EmbeddingPrecision = DEFAULT_EMBEDDING_PRECISION) -> None:
         #: The model's own name (the bundled one's, or its directory).
-        self.model, self.path = resolve_model(name)
+        self.name, self.path = resolve_model(name)
         self.precision = precision
         #: What an index built with this embedder records: the model and, when quantized, "(int8)".
         self.label = model_label(name, precision)
@@ -121,11 +121,11 @@ class Embedder:
         if self.precision == "int8":
             if not (hasattr(model[0], "auto_model") and quantize_feed_forward(model[0].auto_model)):
                 raise EmbeddingModelError(
-                    f"cannot quantize the embedding model {self.model} to int8 (no BERT-style feed-forward "
+                    f"cannot quantize the embedding model {self.name} to int8 (no BERT-style feed-forward "
                     "layers, or no quantization in this PyTorch build); set COPILOT_EMBEDDING_PRECISION=float32 "
                     "and rebuild the index."
                 )
-        if self.model == DEFAULT_EMBEDDING_MODEL:
+        if self.name == DEFAULT_EMBEDDING_MODEL:
             # all-MiniLM-L6-v2 was trained on 128-token inputs: longer ones cost ~40% more CPU
             # here for no retrieval gain (measured with bench/retrieval.py).
             model.max_seq_length = min(model.max_seq_length or BUNDLED_MAX_TOKENS, BUNDLED_MAX_TOKENS)

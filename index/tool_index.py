@@ -389,7 +389,7 @@ class ToolIndex:
                 result.trimmed = len(positions) - verdict.keep
                 positions = positions[: verdict.keep]
             # The weak threshold is calibrated for the bundled model's similarities only (both precisions).
-            if verdict.weak and self.embedder.model == DEFAULT_EMBEDDING_MODEL:
+            if verdict.weak and self.embedder.name == DEFAULT_EMBEDDING_MODEL:
                 result.weak = True
                 allowed = None if mask is None else {snapshot.servers[i] for i in np.flatnonzero(mask)}
                 result.related_servers = self._related_servers(snapshot, scored.server_scores, allowed)

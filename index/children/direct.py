@@ -157,40 +157,28 @@ class DirectRequests:
             if message.method == "notifications/progress":
                 return await self._progress(message.params)
             if message.method == "notifications/message" and self.on_log is not None:
-                return await self._log(message.params)
+                return await self._hand_on(message.method, message.params, self._log)
             if message.method in _CHANGES and self.on_change is not None:
-                return await self._change(message.method, message.params)
+                return await self._hand_on(message.method, message.params, self.on_change)
         return False
 
-    async def _change(self, method: str, params: Mapping[str, Any] | None) -> bool:
-        """A change notification, read and handed on as the session would (one it cannot read stays its own)."""
-        assert self.on_change is not None
+    async def _hand_on(self, method: str, params: Mapping[str, Any] | None, deliver: Callable[[Any], Awaitable[None]]) -> bool:
+        """A notification read as the session would read it and given to ``deliver`` in order; one
+        the session cannot read stays the session's to drop (``False``)."""
         try:
             notification = _methods.parse_server_notification(method, self.protocol_version or "2025-11-25", params)
         except (KeyError, ValidationError):
             return False
         try:
-            await self.on_change(notification)
-        except Exception:  # noqa: BLE001 -- as the session: a failing handler costs only this message
-            logger.exception("message handler for %r raised", method)
+            await deliver(notification)
+        except Exception:  # noqa: BLE001 -- as the session: a failing callback costs only this message
+            logger.exception("notification callback for %r raised", method)
         return True
 
-    async def _log(self, params: Mapping[str, Any] | None) -> bool:
-        """A log message, read and handed on as the session would (one it cannot read stays its to drop)."""
+    async def _log(self, notification: Any) -> None:
         assert self.on_log is not None
-        try:
-            notification = _methods.parse_server_notification(
-                "notifications/message", self.protocol_version or "2025-11-25", params
-            )
-        except (KeyError, ValidationError):
-            return False
-        if not isinstance(notification, types.LoggingMessageNotification):
-            return False
-        try:
+        if isinstance(notification, types.LoggingMessageNotification):
             await self.on_log(notification.params)
-        except Exception:  # noqa: BLE001 -- as the session: a failing callback costs only this message
-            logger.exception("notification callback for 'notifications/message' raised")
-        return True
 
     async def _progress(self, params: Mapping[str, Any] | None) -> bool:
         match params:

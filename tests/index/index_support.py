@@ -98,7 +98,7 @@ class CountingEmbedder:
     def __init__(self, real: Embedder | None = None) -> None:
         self.real = real or get_embedder()
         self.label = self.real.label
-        self.model = self.real.model
+        self.name = self.real.name
         self.precision = self.real.precision
         self.path = self.real.path
         self.embedded: list[str] = []
