@@ -219,8 +219,24 @@ async def execute(
     params: Any = None,
     confirm: Any = None,
 ) -> CallToolResult | InputRequiredResult:
-    copilot = _copilot(ctx)
-    rc = ctx.request_context
+    return await execute_in(
+        ctx.request_context, server_name, tool_name, params, confirm,
+        state=ctx.request_state, responses=ctx.input_responses,
+    )
+
+
+async def execute_in(
+    rc: ServerRequestContext[Any, Any],
+    server_name: Any = None,
+    tool_name: Any = None,
+    params: Any = None,
+    confirm: Any = None,
+    *,
+    state: str | None = None,
+    responses: Any = None,
+) -> CallToolResult | InputRequiredResult:
+    """``execute`` for one request: what the tool does once the SDK has handed it its context."""
+    copilot: Copilot = rc.lifespan_context
     return await copilot.execute(
         server_name,
         tool_name,
@@ -229,8 +245,8 @@ async def execute(
         None,
         _session_log_or_none(copilot, rc),
         host=copilot.relay.host(rc),
-        state=ctx.request_state,
-        responses=ctx.input_responses,
+        state=state,
+        responses=responses,
     )
 
 

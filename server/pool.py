@@ -245,6 +245,14 @@ async def _wait_either(first: anyio.Event, second: anyio.Event) -> None:
         group.start_soon(wait, second)
 
 
+def _take_free(slots: anyio.Semaphore) -> bool:
+    try:
+        slots.acquire_nowait()
+    except anyio.WouldBlock:
+        return False
+    return True
+
+
 def _tail_text(lines: list[str]) -> str:
     return (" Last stderr lines:\n  " + "\n  ".join(lines)) if lines else ""
 
@@ -476,13 +484,14 @@ class ChildPool:
         with _counting_errors(state):
             if state.slots is None:
                 state.slots = anyio.Semaphore(self.settings.per_server_concurrency)
-            with anyio.move_on_after(limit) as queue_scope:
-                await state.slots.acquire()
-            if queue_scope.cancelled_caught:
-                raise ChildTimeoutError(
-                    f"server '{server}' is busy: {self.settings.per_server_concurrency} calls were already "
-                    f"running and none finished within {limit:g}s. Try again later or call another server."
-                )
+            if not _take_free(state.slots):  # a free slot (most calls) costs no timed wait
+                with anyio.move_on_after(limit) as queue_scope:
+                    await state.slots.acquire()
+                if queue_scope.cancelled_caught:
+                    raise ChildTimeoutError(
+                        f"server '{server}' is busy: {self.settings.per_server_concurrency} calls were already "
+                        f"running and none finished within {limit:g}s. Try again later or call another server."
+                    )
             try:
                 child = await self._acquire(server, config)
                 try:

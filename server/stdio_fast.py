@@ -5,9 +5,12 @@ message), two memory streams and its dispatcher (a task per request) before ``ex
 the answer, each progress notification and each log message take the same way back. For a proxy
 that framing was most of the time a call spent in the copilot. :class:`FastExecute` reads
 ``tools/call`` requests for ``execute`` (and its alias ``execute-tool``) off the pipe itself, runs
-them through the SDK's own request kernel (``ServerRunner``: the same middleware, parameter checks,
-tool call and result shaping as any request) and writes the response and the call's
-notifications straight to the pipe.
+them through the SDK's own request kernel (``ServerRunner``'s request context, its middleware --
+session and trajectory bookkeeping, request state, OpenTelemetry -- and its per-version result
+shaping) and writes the response and the call's notifications straight to the pipe. Of the
+kernel's steps it leaves out only those the eligibility checks below make moot: the surface
+validation of params, the handler lookup and initialization gate, and the tool manager's
+per-call ``Context`` (the tool's own argument model still reads the arguments).
 
 It takes a request only where that is equivalent, and leaves it to the SDK otherwise:
 
@@ -18,7 +21,8 @@ It takes a request only where that is equivalent, and leaves it to the SDK other
 - ``_meta`` carries nothing but a progress token (and the 2026-07-28 envelope), so a host's trace
   context is continued by the SDK, and no OpenTelemetry tracer provider is installed;
 - the line is JSON the SDK's reader would read the same way: no UTF-16 surrogate escapes, nesting
-  well within its 200-level limit, exactly the keys of a ``tools/call`` request.
+  well within its 200-level limit, exactly the keys of a ``tools/call`` request, each of a type
+  the kernel's validation accepts (a 2026-07-28 ``logLevel`` among the spec's levels).
 
 During a fast call the copilot's requests to a 2025-era host (elicitation, sampling, roots) go
 through the SDK's dispatcher, which also reads the host's answers. ``notifications/cancelled`` for a
@@ -34,7 +38,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import anyio.abc
@@ -42,15 +46,19 @@ import anyio.lowlevel
 import mcp_types as types
 from mcp.server.connection import Connection, NotifyOnlyOutbound
 from mcp.server.context import ServerRequestContext
-from mcp.server.runner import ServerRunner, aclose_shielded, modern_error_data
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.runner import ServerRunner, _dump_result, aclose_shielded, modern_error_data
 from mcp.shared.dispatcher import CallOptions, as_request_id, coerce_request_id
-from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.inbound import InboundLadderRejection, InboundModernRoute, classify_inbound_request
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp.shared.transport_context import TransportContext
+from mcp_types import methods as _methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from index.children.wire import jsonrpc_line
+from server.app import execute_in
 from server.telemetry.tracing import sdk_tracing_on
 
 logger = logging.getLogger(__name__)
@@ -72,6 +80,7 @@ _MODERN_META_KEYS = frozenset(
         types.LOG_LEVEL_META_KEY,
     }
 )
+_LOG_LEVELS = frozenset(get_args(types.LoggingLevel))
 #: Capabilities that let a 2026-07-28 host answer questions (then ``execute`` may suspend the call).
 _ANSWERING = frozenset({"elicitation", "sampling", "roots"})
 #: Event-loop turns that carry a message already handed to the SDK's transport to its handler.
@@ -165,7 +174,9 @@ class _Call:
 class FastExecute:
     """See the module docstring. ``take`` is given every line the host writes, before the SDK reads it."""
 
-    def __init__(self, server: Any, write: Write, tools: frozenset[str], *, on_taken: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, server: Any, write: Write, tools: Mapping[str, Tool], *, on_taken: Callable[[], None] | None = None
+    ) -> None:
         self._server = server
         self._write = write
         self._tools = tools
@@ -186,7 +197,7 @@ class FastExecute:
     @classmethod
     @asynccontextmanager
     async def serving(
-        cls, server: Any, write: Write, tools: frozenset[str], *, on_taken: Callable[[], None] | None = None
+        cls, server: Any, write: Write, tools: Mapping[str, Tool], *, on_taken: Callable[[], None] | None = None
     ) -> AsyncIterator[FastExecute]:
         fast = cls(server, write, tools, on_taken=on_taken)
         server.middleware.append(fast.learn)
@@ -270,6 +281,8 @@ class FastExecute:
             capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY)
             if meta.keys() - _MODERN_META_KEYS or not isinstance(capabilities, dict) or capabilities.keys() & _ANSWERING:
                 return None
+            if meta.get(types.LOG_LEVEL_META_KEY, "info") not in _LOG_LEVELS:
+                return None  # the kernel's surface validation refuses it
             classified = classify_inbound_request({"method": "tools/call", "params": params})
             if isinstance(classified, InboundLadderRejection):
                 return None
@@ -353,20 +366,55 @@ class FastExecute:
                 self._idle.set()
 
     async def _handle(self, call: _Call) -> dict[str, Any]:
-        """The request through the SDK's kernel, as its dispatcher would run it for this era."""
+        """The request through the SDK's kernel for this era: its context, middleware and result shaping."""
         if call.route is None:
             assert self._runner is not None
-            return await self._runner.on_request(call.request, "tools/call", call.params)
+            return await self._through(self._runner, call)
         route = call.route
         connection = Connection.from_envelope(
             route.protocol_version, route.client_info, route.client_capabilities, outbound=self._modern_outbound
         )
         try:
-            return await ServerRunner(self._server, connection, self._lifespan).on_request(
-                call.request, "tools/call", call.params
-            )
+            return await self._through(ServerRunner(self._server, connection, self._lifespan), call)
         finally:
             await aclose_shielded(connection)
+
+    async def _through(self, runner: ServerRunner[Any], call: _Call) -> dict[str, Any]:
+        """``ServerRunner.on_request`` for a request ``_eligible`` took, without the steps its checks
+        made moot: the surface validation of params, the handler lookup and the initialization gate,
+        and the tool manager's per-call ``Context`` (``execute`` needs only the request context)."""
+        params = call.params
+        version = runner.connection.protocol_version
+        ctx = runner._make_context(call.request, "tools/call", params, _meta_of(params), version)  # noqa: SLF001
+
+        async def inner(ctx: ServerRequestContext[Any, Any]) -> Any:
+            if ctx.method != "tools/call" or ctx.params is not params:
+                # A middleware rewrote the request: it takes the kernel's general way.
+                return await _general(runner, ctx, version)
+            name = params["name"]
+            result = await self._run_tool(ctx, name, params.get("arguments") or {})
+            return runner._serialize("tools/call", version, result)  # noqa: SLF001
+
+        call_next = runner._compose_server_middleware(inner)  # noqa: SLF001
+        return _dump_result(await call_next(ctx))
+
+    async def _run_tool(self, ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any]) -> Any:
+        """What ``MCPServer`` makes of a ``tools/call`` for ``name``: arguments read by the tool's own
+        model, failures answered as the SDK answers them."""
+        metadata = self._tools[name].fn_metadata
+        try:
+            validated = metadata.validate_arguments(arguments)
+        except ValidationError as exc:
+            fields = sorted({".".join(str(part) for part in err["loc"]) for err in exc.errors()})
+            logger.info("Tool %r rejected arguments: %r", name, fields)
+            return _error_result(f"Error executing tool {name}: {exc}")
+        try:
+            return metadata.convert_result(await execute_in(ctx, **validated))
+        except MCPError:
+            raise
+        except Exception:
+            logger.exception("Tool %r raised an unexpected exception", name)
+            return _error_result(f"Error executing tool {name}")
 
     async def _answer(self, message: dict[str, Any]) -> None:
         try:
@@ -380,10 +428,41 @@ class FastExecute:
         )
 
 
-def execute_tools(app: Any) -> frozenset[str]:
-    """The copilot's ``execute`` tool names on ``app`` (``execute-tool`` when the alias is on)."""
+def _meta_of(params: Mapping[str, Any]) -> Any:
+    """The request's ``_meta`` as the kernel reads it (``None`` when absent or malformed)."""
+    if "_meta" not in params:
+        return None
+    try:
+        return types.RequestParams.model_validate({"_meta": params["_meta"]}, by_name=False).meta
+    except ValidationError:
+        return None
+
+
+async def _general(runner: ServerRunner[Any], ctx: ServerRequestContext[Any, Any], version: str) -> Any:
+    """The kernel's handler step for a request a middleware rewrote (as ``ServerRunner`` runs it)."""
+    if ctx.method in _methods.SPEC_CLIENT_METHODS:
+        try:
+            _methods.validate_client_request(ctx.method, version, ctx.params)
+        except KeyError:
+            raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found", data=ctx.method) from None
+    entry = runner.server.get_request_handler(ctx.method)
+    if entry is None:
+        raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found", data=ctx.method)
+    typed = entry.params_type.model_validate({} if ctx.params is None else ctx.params, by_name=False)
+    result = await entry.handler(ctx, typed)
+    if isinstance(result, types.ErrorData):
+        raise MCPError.from_error_data(result)
+    return runner._serialize(ctx.method, version, result)  # noqa: SLF001
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def execute_tools(app: Any) -> dict[str, Tool]:
+    """The copilot's ``execute`` tools on ``app`` by name (``execute-tool`` too when the alias is on)."""
     manager = app._tool_manager  # noqa: SLF001 -- MCPServer has no public tool lookup
-    return frozenset(name for name in ("execute", "execute-tool") if manager.get_tool(name) is not None)
+    return {name: tool for name in ("execute", "execute-tool") if (tool := manager.get_tool(name)) is not None}
 
 
 __all__ = ["FastExecute", "FastRequest", "execute_tools"]

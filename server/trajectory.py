@@ -9,12 +9,14 @@ format has exactly one definition.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import PydanticSerializationError
 
 
 def utc_now() -> str:
@@ -154,15 +156,27 @@ class TrajectoryWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._closed = False
+        self._file = os.fspath(self.path)
         self.path.touch()
 
     def write(self, event: _Event) -> None:
-        line = json.dumps(event.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+        # Serialized and appended without Python's text layer: this runs on every tool call.
+        try:
+            line = event.model_dump_json(exclude_none=True).encode() + b"\n"
+        except (PydanticSerializationError, UnicodeError):
+            # A lone UTF-16 surrogate (a caller's text) has no UTF-8 form: it is replaced.
+            text = json.dumps(event.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+            line = text.encode("utf-8", "replace") + b"\n"
         with self._lock:
             if self._closed:
                 return
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
+            fd = os.open(self._file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
         with self._lock:

@@ -99,6 +99,7 @@ class TrustStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._file = os.fspath(path)
         self._lock = threading.Lock()
         self._cached: TrustData | None = None
         self._cached_key: tuple[int, int] | None = None
@@ -113,7 +114,7 @@ class TrustStore:
 
     def _key(self) -> tuple[int, int] | None:
         try:
-            stat = self.path.stat()
+            stat = os.stat(self._file)  # not Path.stat: this runs on every tool call
         except FileNotFoundError:
             return None
         return stat.st_mtime_ns, stat.st_size

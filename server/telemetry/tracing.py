@@ -19,6 +19,7 @@ alone.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -32,19 +33,34 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 logger = logging.getLogger(__name__)
 
 TRACER_NAME = "mcp-copilot"
+_UNKNOWN = object()
 SERVICE_NAME = "mcp-copilot"
 
 
+@functools.cache
 def tracer() -> trace.Tracer:
+    # Kept: until a provider is installed this is a proxy that switches to the provider's tracer
+    # once one is, and trace.get_tracer() reads os.environ on every call (twice per tool call).
     return trace.get_tracer(TRACER_NAME)
+
+
+@functools.cache
+def _provider_named_in_environment() -> bool:
+    return trace.OTEL_PYTHON_TRACER_PROVIDER in os.environ
 
 
 def sdk_tracing_on() -> bool:
     """Whether a tracer provider is installed, so the SDK's protocol spans are recorded.
 
     The copilot's paths beside the SDK (``server.stdio_fast``, ``index.children.direct``) would skip
-    those spans, so they step aside then.
+    those spans, so they step aside then. Asked on every tool call: the installed provider is read
+    first, without the environment lookup ``trace.get_tracer_provider()`` makes until one is.
     """
+    installed = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+    if installed is None and not _provider_named_in_environment():
+        return False
+    if installed is not None and installed is not _UNKNOWN:
+        return True
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 

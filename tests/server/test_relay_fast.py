@@ -12,7 +12,9 @@ path; a 2025-11-25 host's fast call still relays the child's question to it.
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -219,3 +221,73 @@ async def test_a_host_that_answers_questions(era: str, built_index: Path, tmp_pa
         assert text_of(result) == "accepted: Ada" and host.questions == ["Who are you?"]
         # 2026-07-28: the input_required round trip (which the SDK client drives) stays on the SDK path.
         assert len(copilot.fast_ids()) == (1 if era == "legacy" else 0)
+
+
+# -- the raw wire: requests an SDK client would not send ------------------------------------------
+_ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _modern_call(request_id: int, arguments: dict[str, Any], **meta: Any) -> bytes:
+    params = {"name": "execute", "arguments": arguments, "_meta": {**_ENVELOPE, **meta}}
+    return (json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}) + "\n").encode()
+
+
+async def _raw_answers(root: Path, home: Path, servers: Path, lines: list[bytes], **settings: str) -> dict[int, Any]:
+    """Each line written to a real copilot's stdin once the previous one was answered; the answers by id."""
+    env = copilot_env(
+        home, COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false", COPILOT_LOG_LEVEL="DEBUG",
+        COPILOT_LOG_FILE=str(root / "trajectory.jsonl"), **settings,
+    )
+    answered: dict[int, Any] = {}
+    with (root / "copilot.stderr.log").open("wb") as stderr:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "server", "--servers", str(servers)], env=env, cwd=str(root), stderr=stderr
+        )
+        async with process:
+            assert process.stdin is not None and process.stdout is not None
+            buffer = b""
+            with anyio.fail_after(90):
+                for line in lines:
+                    await process.stdin.send(line)
+                    expected = json.loads(line)["id"]
+                    while expected not in answered:
+                        buffer += await process.stdout.receive()
+                        *complete, buffer = buffer.split(b"\n")
+                        for message in map(json.loads, complete):
+                            if "id" in message:
+                                answered[message["id"]] = message
+                await process.stdin.aclose()
+                await process.wait()
+    return answered
+
+
+async def test_requests_the_kernel_reads_its_own_way_get_the_same_answers(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    """A level the spec does not know is refused as the SDK refuses it; arguments the tool's model
+    reads (a JSON string for ``params``, a key it does not have) are read the same way."""
+    discover = (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": _ENVELOPE}}) + "\n").encode()
+    add = {"server_name": "alpha", "tool_name": "add"}
+    lines = [
+        discover,  # the SDK serves the stream's first request: the fast path learns the era
+        _modern_call(2, {**add, "params": {"a": 1, "b": 2}}),
+        _modern_call(3, {**add, "params": {"a": 1, "b": 2}}, **{"io.modelcontextprotocol/logLevel": "loud"}),
+        _modern_call(4, {**add, "params": '{"a": 4, "b": 5}', "unknown_key": True}),
+        _modern_call(5, {"server_name": "alpha", "tool_name": "add", "params": {"a": "x"}}),
+    ]
+    answers = {}
+    for name, settings in (("fast", {}), ("sdk", {"COPILOT_FAST_RELAY": "false"})):
+        root = tmp_path / name
+        root.mkdir()
+        servers = write_servers(root / "servers.json", {"alpha": fixture_entry("alpha")})
+        answers[name] = await _raw_answers(root, copy_home(built_index, root / "home"), servers, lines, **settings)
+        taken = FAST_LINE.findall((root / "copilot.stderr.log").read_text(encoding="utf-8"))
+        assert taken == ([] if name == "sdk" else ["2", "4", "5"])
+    assert answers["fast"] == answers["sdk"]
+    assert answers["fast"][3]["error"]["code"] == -32602
+    assert "9" in json.dumps(answers["fast"][4]["result"]["content"])
