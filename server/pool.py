@@ -406,6 +406,7 @@ class ChildPool:
         config = self._config(server)
         running = self._children.get(server)
         if running is not None and running.running and running.tools is not None:
+            self._touch(running)  # a use like any other: keeps it from being idle or evicted first
             return list(running.tools)  # listed by this process already: nothing to start or wait for
         state = self._state(server)
         limit = config.timeout or self.settings.call_timeout
@@ -821,12 +822,15 @@ class ChildPool:
             raise
         return child
 
-    def _release(self, child: _Child) -> None:
-        child.in_flight -= 1
+    def _touch(self, child: _Child) -> None:
         child.last_used = time.monotonic()
         state = self._states.get(child.name)
         if state is not None:
             state.last_used = time.time()
+
+    def _release(self, child: _Child) -> None:
+        child.in_flight -= 1
+        self._touch(child)
         if child.in_flight == 0 and child.retired:
             child.stop.set()
         if child.process is not None:

@@ -177,6 +177,21 @@ async def test_idle_children_are_stopped(settings: PoolSettings) -> None:
         assert text_of(await pool.call_tool("alpha", "echo", {"text": "again"})) == "again"
 
 
+async def test_listing_a_running_childs_tools_counts_as_using_it(settings: PoolSettings) -> None:
+    settings.max_live_children = 2
+    servers = {name: fixture_config(name) for name in ("a", "b", "c")}
+    async with running_pool(servers, settings) as pool:
+        await pool.call_tool("a", "echo", {"text": "1"})
+        listed = await pool.list_tools("a")  # listed now, and kept
+        await pool.call_tool("b", "echo", {"text": "2"})
+        assert await pool.list_tools("a") == listed  # the kept listing: a is now the most recently used
+        a_pid, b_pid = pool.status()["a"]["pid"], pool.status()["b"]["pid"]
+        await pool.call_tool("c", "echo", {"text": "3"})
+        assert pool.is_running("a") and pool.is_running("c") and not pool.is_running("b")
+        assert pool.status()["a"]["pid"] == a_pid
+        await wait_until(lambda: gone(b_pid))
+
+
 async def test_least_recently_used_child_is_evicted_at_the_cap(settings: PoolSettings) -> None:
     settings.max_live_children = 2
     servers = {name: fixture_config(name) for name in ("a", "b", "c")}
