@@ -160,6 +160,58 @@ def read_events(path: Path) -> list[Any]:
     return [parse_event(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+async def raw_stdio_answers(
+    servers: Path,
+    env: dict[str, str],
+    cwd: Path,
+    frames: list[bytes],
+    *,
+    one_by_one: bool = False,
+    expect: set[Any] | None = None,
+    timeout: float = 90,
+) -> dict[Any, dict[str, Any]]:
+    """``frames`` written to a real copilot's stdin as they are (no SDK client), its answers by id.
+
+    All frames are written at once, then the answers to ``expect`` (default: the ids of the frames
+    that parse as JSON) are awaited; with ``one_by_one``, each frame with an id first waits for its
+    answer. The copilot's stderr goes to ``cwd/copilot.stderr.log``.
+    """
+    expected = [_frame_id(frame) for frame in frames]
+    answers: dict[Any, dict[str, Any]] = {}
+    buffer = b""
+    with (cwd / "copilot.stderr.log").open("wb") as stderr:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "server", "--servers", str(servers)], env=env, cwd=str(cwd), stderr=stderr
+        )
+        async with process:
+            assert process.stdin is not None and process.stdout is not None
+
+            async def until_answered(ids: set[Any]) -> None:
+                nonlocal buffer
+                while not ids <= answers.keys():
+                    buffer += await process.stdout.receive()  # type: ignore[union-attr]
+                    *lines, buffer = buffer.split(b"\n")
+                    for message in map(json.loads, lines):
+                        answers[message.get("id")] = message
+
+            with anyio.fail_after(timeout):
+                for frame, request_id in zip(frames, expected, strict=True):
+                    await process.stdin.send(frame)
+                    if one_by_one and request_id is not None:
+                        await until_answered({request_id})
+                await until_answered(expect if expect is not None else {i for i in expected if i is not None})
+                await process.stdin.aclose()
+                await process.wait()
+    return answers
+
+
+def _frame_id(frame: bytes) -> Any:
+    try:
+        return json.loads(frame).get("id")
+    except ValueError:
+        return None
+
+
 @dataclass
 class RunningClient:
     """An MCP client session kept open by a background task (so fixtures can outlive one test)."""

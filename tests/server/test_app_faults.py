@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -34,6 +33,7 @@ from tests.server.copilot_harness import (
     find_copilot,
     free_port,
     http_client_for,
+    raw_stdio_answers,
     read_events,
     stdio_client_for,
     text_of,
@@ -287,28 +287,7 @@ async def test_requests_the_sdk_cannot_parse_get_a_parse_error(tmp_path: Path) -
         _frame('{"jsonrpc": "2.0", "id": 4, "method": "tools/li'),
         _frame('{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}'),
     ]
-    answers: dict[Any, dict[str, Any]] = {}
-    with (tmp_path / "stderr.log").open("wb") as errors:
-        process = await anyio.open_process(
-            [sys.executable, "-m", "server", "--servers", str(servers)],
-            env=_env(tmp_path),
-            cwd=str(tmp_path),
-            stderr=errors,
-        )
-        async with process:
-            assert process.stdin is not None and process.stdout is not None
-            buffer = b""
-            with anyio.fail_after(60):
-                for frame in frames:
-                    await process.stdin.send(frame)
-                while not {1, 2, 3, 4, 5} <= answers.keys():
-                    buffer += await process.stdout.receive()
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        message = json.loads(line)
-                        answers[message.get("id")] = message
-                await process.stdin.aclose()
-                await process.wait()
+    answers = await raw_stdio_answers(servers, _env(tmp_path), tmp_path, frames, expect={1, 2, 3, 4, 5}, timeout=60)
     assert "lone UTF-16 surrogate" in answers[2]["error"]["message"]
     assert "nested deeper than the 200 levels" in answers[3]["error"]["message"]
     assert "not valid JSON" in answers[4]["error"]["message"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from tests.server.copilot_harness import (
     copilot_env,
     copy_home,
     fixture_entry,
+    raw_stdio_answers,
     read_events,
     stdio_client_for,
     text_of,
@@ -236,35 +236,6 @@ def _modern_call(request_id: int, arguments: dict[str, Any], **meta: Any) -> byt
     return (json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}) + "\n").encode()
 
 
-async def _raw_answers(root: Path, home: Path, servers: Path, lines: list[bytes], **settings: str) -> dict[int, Any]:
-    """Each line written to a real copilot's stdin once the previous one was answered; the answers by id."""
-    env = copilot_env(
-        home, COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false", COPILOT_LOG_LEVEL="DEBUG",
-        COPILOT_LOG_FILE=str(root / "trajectory.jsonl"), **settings,
-    )
-    answered: dict[int, Any] = {}
-    with (root / "copilot.stderr.log").open("wb") as stderr:
-        process = await anyio.open_process(
-            [sys.executable, "-m", "server", "--servers", str(servers)], env=env, cwd=str(root), stderr=stderr
-        )
-        async with process:
-            assert process.stdin is not None and process.stdout is not None
-            buffer = b""
-            with anyio.fail_after(90):
-                for line in lines:
-                    await process.stdin.send(line)
-                    expected = json.loads(line)["id"]
-                    while expected not in answered:
-                        buffer += await process.stdout.receive()
-                        *complete, buffer = buffer.split(b"\n")
-                        for message in map(json.loads, complete):
-                            if "id" in message:
-                                answered[message["id"]] = message
-                await process.stdin.aclose()
-                await process.wait()
-    return answered
-
-
 async def test_requests_the_kernel_reads_its_own_way_get_the_same_answers(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
@@ -285,7 +256,11 @@ async def test_requests_the_kernel_reads_its_own_way_get_the_same_answers(
         root = tmp_path / name
         root.mkdir()
         servers = write_servers(root / "servers.json", {"alpha": fixture_entry("alpha")})
-        answers[name] = await _raw_answers(root, copy_home(built_index, root / "home"), servers, lines, **settings)
+        env = copilot_env(
+            copy_home(built_index, root / "home"), COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false",
+            COPILOT_LOG_LEVEL="DEBUG", COPILOT_LOG_FILE=str(root / "trajectory.jsonl"), **settings,
+        )
+        answers[name] = await raw_stdio_answers(servers, env, root, lines, one_by_one=True)
         taken = FAST_LINE.findall((root / "copilot.stderr.log").read_text(encoding="utf-8"))
         assert taken == ([] if name == "sdk" else ["2", "4", "5"])
     assert answers["fast"] == answers["sdk"]
