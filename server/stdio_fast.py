@@ -47,7 +47,7 @@ import mcp_types as types
 from mcp.server.connection import Connection, NotifyOnlyOutbound
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.runner import ServerRunner, _dump_result, aclose_shielded, modern_error_data
+from mcp.server.runner import ServerRunner, _dump_result, _extract_meta, aclose_shielded, modern_error_data
 from mcp.shared.dispatcher import CallOptions, as_request_id, coerce_request_id
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.inbound import InboundLadderRejection, InboundModernRoute, classify_inbound_request
@@ -59,6 +59,7 @@ from pydantic import ValidationError
 
 from index.children.wire import jsonrpc_line
 from server.app import execute_in
+from server.results import text_result
 from server.telemetry.tracing import sdk_tracing_on
 
 logger = logging.getLogger(__name__)
@@ -385,7 +386,7 @@ class FastExecute:
         and the tool manager's per-call ``Context`` (``execute`` needs only the request context)."""
         params = call.params
         version = runner.connection.protocol_version
-        ctx = runner._make_context(call.request, "tools/call", params, _meta_of(params), version)  # noqa: SLF001
+        ctx = runner._make_context(call.request, "tools/call", params, _extract_meta(params), version)  # noqa: SLF001
 
         async def inner(ctx: ServerRequestContext[Any, Any]) -> Any:
             if ctx.method != "tools/call" or ctx.params is not params:
@@ -407,14 +408,14 @@ class FastExecute:
         except ValidationError as exc:
             fields = sorted({".".join(str(part) for part in err["loc"]) for err in exc.errors()})
             logger.info("Tool %r rejected arguments: %r", name, fields)
-            return _error_result(f"Error executing tool {name}: {exc}")
+            return text_result(f"Error executing tool {name}: {exc}", is_error=True)
         try:
             return metadata.convert_result(await execute_in(ctx, **validated))
         except MCPError:
             raise
         except Exception:
             logger.exception("Tool %r raised an unexpected exception", name)
-            return _error_result(f"Error executing tool {name}")
+            return text_result(f"Error executing tool {name}", is_error=True)
 
     async def _answer(self, message: dict[str, Any]) -> None:
         try:
@@ -426,16 +427,6 @@ class FastExecute:
         await self._answer(
             {"jsonrpc": "2.0", "id": request_id, "error": error.model_dump(by_alias=True, mode="json", exclude_none=True)}
         )
-
-
-def _meta_of(params: Mapping[str, Any]) -> Any:
-    """The request's ``_meta`` as the kernel reads it (``None`` when absent or malformed)."""
-    if "_meta" not in params:
-        return None
-    try:
-        return types.RequestParams.model_validate({"_meta": params["_meta"]}, by_name=False).meta
-    except ValidationError:
-        return None
 
 
 async def _general(runner: ServerRunner[Any], ctx: ServerRequestContext[Any, Any], version: str) -> Any:
@@ -453,10 +444,6 @@ async def _general(runner: ServerRunner[Any], ctx: ServerRequestContext[Any, Any
     if isinstance(result, types.ErrorData):
         raise MCPError.from_error_data(result)
     return runner._serialize(ctx.method, version, result)  # noqa: SLF001
-
-
-def _error_result(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 def execute_tools(app: Any) -> dict[str, Tool]:

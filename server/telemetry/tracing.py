@@ -33,7 +33,6 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 logger = logging.getLogger(__name__)
 
 TRACER_NAME = "mcp-copilot"
-_UNKNOWN = object()
 SERVICE_NAME = "mcp-copilot"
 
 
@@ -56,11 +55,10 @@ def sdk_tracing_on() -> bool:
     those spans, so they step aside then. Asked on every tool call: the installed provider is read
     first, without the environment lookup ``trace.get_tracer_provider()`` makes until one is.
     """
-    installed = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
-    if installed is None and not _provider_named_in_environment():
-        return False
-    if installed is not None and installed is not _UNKNOWN:
+    if getattr(trace, "_TRACER_PROVIDER", None) is not None:
         return True
+    if hasattr(trace, "_TRACER_PROVIDER") and not _provider_named_in_environment():
+        return False
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
