@@ -205,6 +205,9 @@ class _Child:
     relist_pending: bool = False  # a tools/list_changed re-list is scheduled
     #: Relays of the calls in flight (see ``ChildPool.call_tool``), oldest first.
     calls: list[Any] = field(default_factory=list)
+    #: The requests it is answering now, in words ("the call to 'crash'"), oldest first: an exit
+    #: noticed by the session task before the caller describes it the caller's way.
+    busy_with: list[str] = field(default_factory=list)
     served: int = 0  # calls this process answered
     warmed: bool = False  # started by warm() and not used since
     #: Why the copilot stopped it, in words (in-flight calls cut off with it say so; the next child's first result too).
@@ -251,6 +254,25 @@ def _take_free(slots: anyio.Semaphore) -> bool:
     except anyio.WouldBlock:
         return False
     return True
+
+
+def _exit_words(child: _Child, connection: ChildConnection | None, code: int | None) -> str:
+    """How a child's unexpected exit reads: the same whether its session or a caller notices it first."""
+    during = f" during {child.busy_with[0]}" if child.busy_with else ""
+    if connection is None or connection.process is None:
+        return f"its connection closed{during}" if during else "it exited on its own (connection closed)"
+    if during:
+        return f"it crashed ({describe_exit(code)}){during}"
+    return f"it exited on its own ({describe_exit(code)})"
+
+
+@contextmanager
+def _busy(child: _Child, doing: str) -> Iterator[None]:
+    child.busy_with.append(doing)
+    try:
+        yield
+    finally:
+        child.busy_with.remove(doing)
 
 
 def _tail_text(lines: list[str]) -> str:
@@ -383,7 +405,7 @@ class ChildPool:
         async with self._borrow(server, timeout) as (child, limit):
             assert child.connection is not None
             session = child.connection.session
-            with anyio.move_on_after(limit) as scope:
+            with anyio.move_on_after(limit) as scope, _busy(child, doing):
                 try:
                     return await operation(session)
                 except MCPError as error:
@@ -711,10 +733,9 @@ class ChildPool:
                 if not child.stop.is_set():
                     child.broken = True
                     code = await connection.wait_exit(_EXIT_CODE_WAIT)
-                    how = describe_exit(code) if connection.process else "connection closed"
-                    child.stopped_because = child.stopped_because or f"it exited on its own ({how})"
+                    child.stopped_because = child.stopped_because or _exit_words(child, connection, code)
                     logger.warning(
-                        "server '%s' stopped on its own (%s); it will be restarted on the next call", child.name, how
+                        "server '%s' stopped: %s; it will be restarted on the next call", child.name, child.stopped_because
                     )
         except ChildStartError as error:
             child.start_error = error
@@ -935,13 +956,13 @@ class ChildPool:
         if self._children.get(child.name) is child:
             del self._children[child.name]
         if connection is None or connection.process is None:
-            self._break(child, f"its connection closed during {doing}")
+            self._break(child, _exit_words(child, connection, None))
             return ChildCrashedError(
                 f"the connection to server '{child.name}' closed during {doing}. "
                 "It will be reconnected on the next call."
             )
         code = await connection.wait_exit(_EXIT_CODE_WAIT)
-        self._break(child, f"it crashed ({describe_exit(code)}) during {doing}")
+        self._break(child, _exit_words(child, connection, code))
         what = describe_exit(code) if code is not None else "closed its output"
         return ChildCrashedError(
             f"server '{child.name}' crashed during {doing} ({what}). It will be restarted on the next call; "
@@ -965,7 +986,7 @@ class ChildPool:
         assert child.connection is not None
         session = child.connection.session
         doing = f"the call to '{tool}'"
-        with anyio.move_on_after(limit) as scope, self._in_flight(child, relay, scope):
+        with anyio.move_on_after(limit) as scope, _busy(child, doing), self._in_flight(child, relay, scope):
             try:
                 # Not session.call_tool: the copilot passes the child's result on as it is, without
                 # checking its structured content against the tool's output schema (the host may).
@@ -1034,7 +1055,7 @@ class ChildPool:
         assert child.connection is not None
         session = child.connection.session
         tools: list[types.Tool] = []
-        with anyio.move_on_after(limit) as scope:
+        with anyio.move_on_after(limit) as scope, _busy(child, "tools/list"):
             try:
                 cursor: str | None = None
                 while True:

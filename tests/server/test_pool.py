@@ -122,7 +122,10 @@ async def test_crash_mid_call_is_reported_and_the_next_call_restarts(settings: P
             await pool.call_tool("alpha", "crash", {})
         assert "exit code 7" in str(caught.value)
         assert "restarted on the next call" in str(caught.value)
-        assert text_of(await pool.call_tool("alpha", "counter", {})) == "1"  # a fresh process
+        fresh = await pool.call_tool("alpha", "counter", {})
+        assert text_of(fresh) == "1"  # a fresh process
+        # Whether the child's session or the call noticed the exit first, the note tells it the same way.
+        assert "it crashed (exit code 7) during the call to 'crash'. Any state" in fresh.content[0].text
         status = pool.status()["alpha"]
         assert status["pid"] != first_pid and status["restarts"] == 1 and status["errors"] == 1
         assert gone(first_pid)
