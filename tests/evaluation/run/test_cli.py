@@ -376,8 +376,9 @@ def _start_run(bench: dict[str, Path], ignore: tuple[signal.Signals, ...]) -> tu
     agent = f"echo $$ > {shlex.quote(str(pid_file))}; echo ready > {shlex.quote(str(fifo))}; sleep 300"
 
     def ignore_signals() -> None:
-        for signum in ignore:
-            signal.signal(signum, signal.SIG_IGN)
+        # Also undo what this test process inherited (pytest run under nohup ignores SIGHUP).
+        for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN if signum in ignore else signal.SIG_DFL)
 
     process = subprocess.Popen(
         [sys.executable, "-m", "evaluation.run", "--tasks", str(bench["tasks"]), "--out", str(bench["out"]),
