@@ -62,7 +62,7 @@ async def copilot(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -
             "alpha": fixture_entry("alpha"),
             "beta": fixture_entry("beta", trusted=False),
             "crashy": fixture_entry("crashy"),
-            "slow": fixture_entry("slow", tools=["sleep", "echo"], timeout=3),
+            "slow": fixture_entry("slow", tools=["sleep", "echo"], timeout=5),
             "broken": fixture_entry("broken", "crash-at-start"),
             "late": fixture_entry("late", "hang-at-start"),
             "off": fixture_entry("off", enabled=False, reason="needs an API key"),
@@ -242,7 +242,7 @@ async def test_a_call_hanging_past_its_timeout_is_reported(copilot: Copilot) -> 
     assert text_of(warm) == "up"
     hung = await copilot.execute("slow", "sleep", {"seconds": 60})
     assert hung.is_error
-    assert "did not finish the call to 'sleep' within 3s" in text_of(hung)
+    assert "did not finish the call to 'sleep' within 5s" in text_of(hung)
     after = await copilot.execute("slow", "echo", {"text": "alive"})
     note, answer = after.content
     assert answer.text == "alive"
