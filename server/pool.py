@@ -256,14 +256,19 @@ def _take_free(slots: anyio.Semaphore) -> bool:
     return True
 
 
+def _how_it_ended(code: int | None) -> str:
+    """A child process's end, once its output closed (``None``: it has not exited yet)."""
+    return describe_exit(code) if code is not None else "closed its output"
+
+
 def _exit_words(child: _Child, connection: ChildConnection | None, code: int | None) -> str:
     """How a child's unexpected exit reads: the same whether its session or a caller notices it first."""
     during = f" during {child.busy_with[0]}" if child.busy_with else ""
     if connection is None or connection.process is None:
         return f"its connection closed{during}" if during else "it exited on its own (connection closed)"
     if during:
-        return f"it crashed ({describe_exit(code)}){during}"
-    return f"it exited on its own ({describe_exit(code)})"
+        return f"it crashed ({_how_it_ended(code)}){during}"
+    return f"it exited on its own ({_how_it_ended(code)})"
 
 
 @contextmanager
@@ -963,9 +968,8 @@ class ChildPool:
             )
         code = await connection.wait_exit(_EXIT_CODE_WAIT)
         self._break(child, _exit_words(child, connection, code))
-        what = describe_exit(code) if code is not None else "closed its output"
         return ChildCrashedError(
-            f"server '{child.name}' crashed during {doing} ({what}). It will be restarted on the next call; "
+            f"server '{child.name}' crashed during {doing} ({_how_it_ended(code)}). It will be restarted on the next call; "
             f"any state it kept is lost.{_tail_text(connection.stderr_tail(8))}"
         )
 

@@ -165,7 +165,8 @@ class TrajectoryWriter:
             line = event.model_dump_json(exclude_none=True).encode() + b"\n"
         except (PydanticSerializationError, UnicodeError):
             # A lone UTF-16 surrogate (a caller's text) has no UTF-8 form: it is replaced.
-            text = json.dumps(event.model_dump(mode="json", exclude_none=True), ensure_ascii=False)
+            data = event.model_dump(mode="json", exclude_none=True)
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # as compact as pydantic's
             line = text.encode("utf-8", "replace") + b"\n"
         with self._lock:
             if self._closed:

@@ -131,6 +131,19 @@ async def test_crash_mid_call_is_reported_and_the_next_call_restarts(settings: P
         assert gone(first_pid)
 
 
+async def test_a_child_that_closes_its_output_mid_call_is_reported_as_such(settings: PoolSettings) -> None:
+    async with running_pool({"alpha": fixture_config("alpha", "mute-crash")}, settings) as pool:
+        assert text_of(await pool.call_tool("alpha", "counter", {})) == "1"
+        muted_pid = pool.status()["alpha"]["pid"]
+        with anyio.fail_after(30), pytest.raises(ChildCrashedError) as caught:
+            await pool.call_tool("alpha", "crash", {})
+        assert "crashed during the call to 'crash' (closed its output)" in str(caught.value)
+        await wait_until(lambda: gone(muted_pid))  # still running when it went quiet: killed
+        fresh = await pool.call_tool("alpha", "counter", {})
+        assert text_of(fresh) == "1"
+        assert "it crashed (closed its output) during the call to 'crash'. Any state" in fresh.content[0].text
+
+
 async def test_hang_past_timeout_kills_and_restarts(settings: PoolSettings) -> None:
     async with running_pool({"alpha": fixture_config("alpha")}, settings) as pool:
         assert text_of(await pool.call_tool("alpha", "counter", {})) == "1"

@@ -29,8 +29,10 @@ def test_text_without_a_utf8_form_is_replaced_not_lost(tmp_path: Path) -> None:
     writer = TrajectoryWriter(tmp_path / "session.jsonl")
     writer.write(ExecuteEvent(call_id="c-1", server="s", tool="t", params={"q": "a\ud800b"}, latency_ms=float("nan")))
     writer.write(ExecuteEvent(call_id="c-2", server="s", tool="t", latency_ms=2.0))
-    first, second = (parse_event(line) for line in _lines(writer.path))
+    lines = _lines(writer.path)
+    first, second = (parse_event(line) for line in lines)
     assert first.params == {"q": "a?b"}
+    assert '"call_id":"c-1"' in lines[0] and '"call_id":"c-2"' in lines[1]  # one format for every line
     assert second.call_id == "c-2"
 
 
