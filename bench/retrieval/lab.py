@@ -339,6 +339,72 @@ def server_coherence(weight: float = 0.6, k: int = 5) -> Callable[[Space, QueryP
     return score
 
 
+def server_diversity(penalty: float = 0.25, pool: int = 40) -> Callable[[Space, QueryParts], np.ndarray]:
+    """The first ranking's top ``pool`` re-ordered greedily (MMR over servers): a tool loses
+    ``penalty`` standard deviations of the scores per tool of its server already placed -- a task
+    question needs tools of several servers, and one server's tools often fill its top 10."""
+
+    def score(space: Space, q: QueryParts) -> np.ndarray:
+        first = best_of([fuse(each, HYBRID) for each in with_operations(space, q)])
+        candidates = [int(i) for i in np.lexsort((np.arange(first.size), -first))[:pool]]
+        spread, servers = float(first.std()), space.space.tool_servers
+        placed: dict[int, int] = {}
+        out, top = first.copy(), float(first.max()) + 1.0
+        for position in range(len(candidates)):
+            best = max(candidates, key=lambda i: (first[i] - penalty * spread * placed.get(servers[i], 0), -i))
+            candidates.remove(best)
+            placed[servers[best]] = placed.get(servers[best], 0) + 1
+            out[best] = top + pool - position
+        return out
+
+    return score
+
+
+_PATH = re.compile(r"(?<![\w:/])(?:~|/)[\w.-]+(?:/[\w.-]+)*/?")
+_SAVING = re.compile(r"\b(?:save|saved|saving|write|writing|store|export|output|put|draft|generate|create|make)\b", re.IGNORECASE)
+_FILE_KINDS = {
+    "md": "markdown", "txt": "text", "bib": "text", "html": "html web page", "py": "python code", "ts": "code",
+    "js": "code", "csv": "csv", "json": "json", "docx": "word document", "pptx": "powerpoint presentation",
+    "xlsx": "excel spreadsheet", "pdf": "pdf", "wav": "audio", "mp3": "audio", "png": "image", "jpg": "image",
+}
+
+
+def file_operations(text: str) -> list[str]:
+    """The file operations a request's paths imply, by rule: "save it to /root/a.md" -> "write
+    markdown file", "read /root/b.xlsx" -> "read excel spreadsheet file", a directory -> "list
+    files in directory" (a saving verb in the same clause, before the path, means writing)."""
+    found: list[str] = []
+    for match in _PATH.finditer(text):
+        path = match.group(0).rstrip(".")
+        last = path.rsplit("/", 1)[-1]
+        extension = last.rsplit(".", 1)[1].lower() if "." in last else ""
+        clause = re.split(r"[.!?]\s", text[: match.start()])[-1][-80:]
+        writing = bool(_SAVING.search(clause))
+        if not extension:
+            found.append("write file" if writing else "list files in directory")
+        else:
+            found.append(f"{'write' if writing else 'read'} {_FILE_KINDS.get(extension, extension)} file")
+    return list(dict.fromkeys(found))
+
+
+def with_file_operations(embedded: bool) -> Callable[[Space, QueryParts], np.ndarray]:
+    """The shipped ranker plus :func:`file_operations` as further operations: scored with their
+    own BM25 (as listed operations are), or ``embedded`` and scored on every signal (~4 ms each)."""
+
+    def score(space: Space, q: QueryParts) -> np.ndarray:
+        extra = file_operations(q.whole)
+        if not extra:
+            return best_of([fuse(each, HYBRID) for each in with_operations(space, q)])
+        if not embedded:
+            listed = tuple(dict.fromkeys([*q.operations, *extra]))
+            return best_of([fuse(each, HYBRID) for each in with_operations(space, replace(q, operations=listed))])
+        space.vectors(extra)
+        signals = with_operations(space, q) + [_signals(space, QueryParts(text, q.server, text)) for text in extra]
+        return best_of([fuse(each, HYBRID) for each in signals])
+
+    return score
+
+
 def dense_only(field_: str = "tool") -> Callable[[Space, QueryParts], np.ndarray]:
     def score(space: Space, q: QueryParts) -> np.ndarray:
         return similarities(space.space.tool_vectors, space.query_vectors[q.whole if field_ == "whole" else q.tool])
@@ -398,6 +464,9 @@ def study_candidates(models: Iterable[str]) -> list[Candidate]:
         Candidate("hybrid v1 weights, v3 text", v3, fused(HYBRID_V1), "equal weights on the new signals"),
         Candidate("shipped + dense feedback", v3, pseudo_relevance_feedback(), "query vector + 0.3 x mean of the top 3 tools, re-ranked"),
         Candidate("shipped + server coherence", v3, server_coherence(), "+0.6 x the server's 1/rank mass in the top 5"),
+        Candidate("shipped + server diversity", v3, server_diversity(), "top 40 re-ordered, -0.25 sd per tool of a server already placed"),
+        Candidate("shipped + file operations", v3, with_file_operations(False), "paths imply operations ('write markdown file'), BM25 each"),
+        Candidate("shipped + file ops embedded", v3, with_file_operations(True), "the same, each embedded and scored on every signal"),
     ]
     for model in models:
         if model in ("minilm", "minilm-fp32"):
