@@ -6,11 +6,12 @@ the answer, each progress notification and each log message take the same way ba
 that framing was most of the time a call spent in the copilot. :class:`FastExecute` reads
 ``tools/call`` requests for ``execute`` (and its alias ``execute-tool``) off the pipe itself, runs
 them through the SDK's own request kernel (``ServerRunner``'s request context, its middleware --
-session and trajectory bookkeeping, request state, OpenTelemetry -- and its per-version result
+session and trajectory bookkeeping, request state -- and its per-version result
 shaping) and writes the response and the call's notifications straight to the pipe. Of the
 kernel's steps it leaves out only those the eligibility checks below make moot: the surface
-validation of params, the handler lookup and initialization gate, and the tool manager's
-per-call ``Context`` (the tool's own argument model still reads the arguments).
+validation of params, the handler lookup and initialization gate, the tool manager's
+per-call ``Context`` (the tool's own argument model still reads the arguments) and the SDK's
+OpenTelemetry span (with no tracer provider installed it records nothing).
 
 It takes a request only where that is equivalent, and leaves it to the SDK otherwise:
 
@@ -38,16 +39,25 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, get_args
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 import mcp_types as types
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection, NotifyOnlyOutbound
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.runner import ServerRunner, _dump_result, _extract_meta, aclose_shielded, modern_error_data
+from mcp.server.runner import (
+    ServerRunner,
+    _apply_middleware,
+    _dump_result,
+    _extract_meta,
+    aclose_shielded,
+    modern_error_data,
+)
 from mcp.shared.dispatcher import CallOptions, as_request_id, coerce_request_id
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.inbound import InboundLadderRejection, InboundModernRoute, classify_inbound_request
@@ -396,8 +406,7 @@ class FastExecute:
             result = await self._run_tool(ctx, name, params.get("arguments") or {})
             return runner._serialize("tools/call", version, result)  # noqa: SLF001
 
-        call_next = runner._compose_server_middleware(inner)  # noqa: SLF001
-        return _dump_result(await call_next(ctx))
+        return _dump_result(await _without_tracing(runner, inner)(ctx))
 
     async def _run_tool(self, ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any]) -> Any:
         """What ``MCPServer`` makes of a ``tools/call`` for ``name``: arguments read by the tool's own
@@ -427,6 +436,17 @@ class FastExecute:
         await self._answer(
             {"jsonrpc": "2.0", "id": request_id, "error": error.model_dump(by_alias=True, mode="json", exclude_none=True)}
         )
+
+
+def _without_tracing(runner: ServerRunner[Any], inner: CallNext) -> CallNext:
+    """``runner``'s middleware around ``inner``, as the kernel composes it, less the SDK's
+    OpenTelemetry span: a fast call is taken only while no tracer provider is installed
+    (``_eligible``), when that span is a no-op that cost ~4% of a relayed call."""
+    call = inner
+    for middleware in reversed(runner.server.middleware):
+        if not isinstance(middleware, OpenTelemetryMiddleware):
+            call = partial(_apply_middleware, middleware, call)
+    return call
 
 
 async def _general(runner: ServerRunner[Any], ctx: ServerRequestContext[Any, Any], version: str) -> Any:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection, NotifyOnlyOutbound
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
@@ -66,3 +67,28 @@ async def test_a_request_a_middleware_rewrites_is_answered_as_the_kernel_answers
             answers.append(await runner.on_request(request, "tools/call", params))
     assert answers[0] == answers[1]
     assert answers[0]["content"][0]["text"] == "echo: rewritten"
+
+
+async def test_the_kernel_step_runs_the_servers_middleware_less_the_no_op_tracing_span() -> None:
+    # A fast call is taken only while no tracer provider is installed: the SDK's span records nothing.
+    seen: list[str] = []
+
+    class Tracing(OpenTelemetryMiddleware):
+        async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Any]) -> Any:
+            seen.append("tracing")
+            return await call_next(ctx)
+
+    async def recording(ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Any]) -> Any:
+        seen.append(f"recording {ctx.method}")
+        return await call_next(ctx)
+
+    app = _app(recording, _rewrite_to_echo)
+    server = app._lowlevel_server
+    assert isinstance(server.middleware[0], OpenTelemetryMiddleware)  # the SDK's, outermost
+    server.middleware[0] = Tracing()
+    connection = Connection.from_envelope("2026-07-28", None, None, outbound=NotifyOnlyOutbound(_PipeOutbound(_written)))
+    fast = FastExecute(server, _written, execute_tools(app))
+    call = _Call(FastRequest(_written, 1, None), {"name": "execute", "arguments": {}, "_meta": ENVELOPE}, route=None)
+    answer = await fast._through(ServerRunner(server, connection, None), call)
+    assert answer["content"][0]["text"] == "echo: rewritten"
+    assert seen == ["recording tools/call"]
