@@ -441,7 +441,7 @@ class FastExecute:
 def _without_tracing(runner: ServerRunner[Any], inner: CallNext) -> CallNext:
     """``runner``'s middleware around ``inner``, as the kernel composes it, less the SDK's
     OpenTelemetry span: a fast call is taken only while no tracer provider is installed
-    (``_eligible``), when that span is a no-op that cost ~4% of a relayed call."""
+    (``_eligible``), when that span is a no-op that cost ~2% of the copilot's CPU per relayed call."""
     call = inner
     for middleware in reversed(runner.server.middleware):
         if not isinstance(middleware, OpenTelemetryMiddleware):
