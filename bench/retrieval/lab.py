@@ -344,8 +344,10 @@ def server_diversity(penalty: float = 0.25, pool: int = 40) -> Callable[[Space, 
     ``penalty`` standard deviations of the scores per tool of its server already placed -- a task
     question needs tools of several servers, and one server's tools often fill its top 10."""
 
+    shipped = fused(HYBRID)
+
     def score(space: Space, q: QueryParts) -> np.ndarray:
-        first = best_of([fuse(each, HYBRID) for each in with_operations(space, q)])
+        first = shipped(space, q)
         candidates = [int(i) for i in np.lexsort((np.arange(first.size), -first))[:pool]]
         spread, servers = float(first.std()), space.space.tool_servers
         placed: dict[int, int] = {}
@@ -391,13 +393,14 @@ def with_file_operations(embedded: bool) -> Callable[[Space, QueryParts], np.nda
     """The shipped ranker plus :func:`file_operations` as further operations: scored with their
     own BM25 (as listed operations are), or ``embedded`` and scored on every signal (~4 ms each)."""
 
+    shipped = fused(HYBRID)
+
     def score(space: Space, q: QueryParts) -> np.ndarray:
         extra = file_operations(q.whole)
         if not extra:
-            return best_of([fuse(each, HYBRID) for each in with_operations(space, q)])
+            return shipped(space, q)
         if not embedded:
-            listed = tuple(dict.fromkeys([*q.operations, *extra]))
-            return best_of([fuse(each, HYBRID) for each in with_operations(space, replace(q, operations=listed))])
+            return shipped(space, replace(q, operations=tuple(dict.fromkeys([*q.operations, *extra]))))
         space.vectors(extra)
         signals = with_operations(space, q) + [_signals(space, QueryParts(text, q.server, text)) for text in extra]
         return best_of([fuse(each, HYBRID) for each in signals])
