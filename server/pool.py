@@ -1056,6 +1056,12 @@ class ChildPool:
         return tools
 
     async def _list(self, child: _Child, limit: float) -> list[types.Tool]:
+        # The guard's review runs after the child's time limit: the copilot's own work (the pins
+        # file, its lock, the poisoning scan) must not count against the child, or be cut by it.
+        return await self._reviewed(child, await self._listing(child, limit))
+
+    async def _listing(self, child: _Child, limit: float) -> list[types.Tool]:
+        """Every page of the child's ``tools/list``, within ``limit`` seconds."""
         assert child.connection is not None
         session = child.connection.session
         tools: list[types.Tool] = []
@@ -1068,7 +1074,7 @@ class ChildPool:
                     tools.extend(page.tools)
                     cursor = page.next_cursor
                     if not cursor:
-                        return await self._reviewed(child, tools)
+                        return tools
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, "tools/list") from None

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import types
 
 from index.servers import ServerConfig
-from index.trust.review import TrustReviewer
+from index.trust.review import TrustReviewer, Verdict
 from index.trust.store import TrustStore
 from server.errors import ToolBlockedError
 from server.guard import DefinitionGuard
@@ -105,3 +106,28 @@ async def test_a_homoglyph_of_another_servers_tool_is_quarantined(tmp_path: Path
     config = shapeshifter(tmp_path / "starts", "homoglyph", "--from-start", "1")
     with pytest.raises(ToolBlockedError, match="looks like tool poisoning"):
         await call(tmp_path, config, "\u0435cho", text="hi")
+
+
+class DeadlineRecordingGuard(DefinitionGuard):
+    """The real guard, noting the deadline its review of a listing ran under."""
+
+    def __init__(self, reviewer: TrustReviewer, settings: PoolSettings) -> None:
+        super().__init__(reviewer, settings)
+        self.deadlines: list[float] = []
+
+    async def review_listing(self, server: str, config: ServerConfig, tools: list[types.Tool]) -> dict[str, Verdict]:
+        self.deadlines.append(anyio.current_effective_deadline())
+        return await super().review_listing(server, config, tools)
+
+
+async def test_the_review_of_a_listing_does_not_count_against_the_childs_time_limit(tmp_path: Path) -> None:
+    # A review waits for the pins file's lock, which another copilot may hold: that wait is the
+    # copilot's, and must neither cut the listing short nor be reported as the child being slow.
+    settings = PoolSettings(home=tmp_path, shutdown_grace=0.5, restart_backoff=0.0, call_timeout=30.0)
+    guard = DeadlineRecordingGuard(TrustReviewer(TrustStore.in_home(tmp_path)), settings)
+    with anyio.fail_after(60):  # the test's own bound; the listing's is 30 s
+        ours = anyio.current_effective_deadline()
+        async with ChildPool({"notes": shapeshifter(tmp_path / "starts", "description")}, settings, guard=guard) as pool:
+            tools = await pool.list_tools("notes")
+    assert {tool.name for tool in tools} >= {"read_notes", "delete_notes"}
+    assert guard.deadlines == [ours]
