@@ -37,6 +37,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,17 @@ from index.console import HelpFormatter
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 FIXTURE = PROJECT_DIR / "tests" / "fixtures" / "relay_server.py"
 TARGET_OVERHEAD_MS = 1.5
-TOOLS: dict[str, dict[str, Any]] = {"echo": {"text": "hello"}, "progress": {"steps": 3}}
-#: What each measured call stands for in the summary.
-_KINDS = {
-    "echo": "a plain call, progress relaying on (the host's token reaches the child)",
-    "progress": "a call relaying 3 progress notifications",
+
+
+@dataclass(frozen=True)
+class MeasuredCall:
+    arguments: dict[str, Any]
+    stands_for: str  # in the summary
+
+
+TOOLS: dict[str, MeasuredCall] = {
+    "echo": MeasuredCall({"text": "hello"}, "a plain call, progress relaying on (the host's token reaches the child)"),
+    "progress": MeasuredCall({"steps": 3}, "a call relaying 3 progress notifications"),
 }
 
 #: ``python -m server`` under cProfile; SIGUSR1 writes the stats so far (the host may kill it at exit).
@@ -196,10 +203,10 @@ async def run(args: argparse.Namespace) -> int:
                 for mode, params in launches.items()
             }
             processes: dict[str, Any] = {}
-            for tool, params in TOOLS.items():
+            for tool, measured_call in TOOLS.items():
                 if args.tools and tool not in args.tools:
                     continue
-                calls = {mode: _call(client, mode, tool, params, progress_seen) for mode, client in clients.items()}
+                calls = {mode: _call(client, mode, tool, measured_call.arguments, progress_seen) for mode, client in clients.items()}
                 for _ in range(args.warmup):
                     for call in calls.values():
                         await _timed(call)
@@ -255,7 +262,7 @@ def _report(
         copilot, floor = overheads["copilot"], overheads["sdk-proxy"]
         verdict = "met" if copilot * 1000 <= TARGET_OVERHEAD_MS else "NOT met"
         print(
-            f"summary: {_KINDS[tool]}: the copilot adds {copilot * 1000:.3f} ms p50 (target <= {TARGET_OVERHEAD_MS} ms: "
+            f"summary: {TOOLS[tool].stands_for}: the copilot adds {copilot * 1000:.3f} ms p50 (target <= {TARGET_OVERHEAD_MS} ms: "
             f"{verdict}); a bare SDK proxy (bench/bare_proxy.py: no checks, logs or limits) adds {floor * 1000:.3f} ms "
             f"in the same run: the copilot costs {copilot / floor if floor > 0 else float('nan'):.2f}x that floor"
         )
