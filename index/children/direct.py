@@ -217,9 +217,13 @@ def typed_result(protocol_version: str | None, method: str, raw: dict[str, Any],
     _clamp_inbound_ttl(raw)
     version = protocol_version or "2025-11-25"
     try:
-        _methods.validate_server_result(method, version, raw)
+        surface = _methods.SERVER_RESULTS[(method, version)]
     except KeyError:
         pass
+    else:
+        # What validate_server_result checks, without the dump it makes and throws away.
+        _methods._check_known_version(version)
+        _methods._adapter(surface).validate_python(raw, by_name=False)
     if not (foreign := _later_revision_fields(method, version)).isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     return result_type.model_validate(raw, by_name=False)

@@ -11,6 +11,7 @@ through ``index.children.guard`` (it dies with the copilot); its stderr is appen
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
@@ -96,6 +97,16 @@ class Streams:
     direct: DirectRequests | None = None
 
 
+def _asyncio_writer(stream: object) -> asyncio.StreamWriter | None:
+    """The asyncio writer under anyio's stdin wrapper, or ``None`` (another anyio backend or version).
+
+    Writing to it directly skips the wrapper's closing checkpoint: a whole event-loop turn on every
+    request the pool sends a child, the copilot's hot path. A closed pipe still raises (``drain``).
+    """
+    writer = getattr(stream, "_stream", None)
+    return writer if isinstance(writer, asyncio.StreamWriter) else None
+
+
 @asynccontextmanager
 async def stdio_streams(
     config: ServerConfig,
@@ -161,10 +172,16 @@ async def stdio_streams(
             read_writer.close()
             closed.set()
 
+        writer = _asyncio_writer(process.stdin)
+
         async def write_line(data: bytes) -> None:
             assert process.stdin is not None
             try:
-                await process.stdin.send(data)
+                if writer is not None:
+                    writer.write(data)
+                    await writer.drain()  # waits only while the pipe is full
+                else:
+                    await process.stdin.send(data)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                 mark_closed()  # as write_stdin does: the child stopped reading
                 raise

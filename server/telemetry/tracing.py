@@ -135,7 +135,14 @@ def configure_from_environment(environ: Mapping[str, str] | None = None) -> Call
 
 @contextmanager
 def span(name: str, attributes: Mapping[str, Any] | None = None) -> Iterator[Span]:
-    """An INTERNAL span that is current inside the block (so the SDK's client spans nest under it)."""
+    """An INTERNAL span that is current inside the block (so the SDK's client spans nest under it).
+
+    With no tracer provider installed the span would record nothing: none is opened (on every
+    tool call, the proxy tracer's context switch cost about as much as the rest of this telemetry).
+    """
+    if not sdk_tracing_on():
+        yield trace.INVALID_SPAN
+        return
     with tracer().start_as_current_span(
         name, kind=SpanKind.INTERNAL, attributes=dict(attributes or {}), record_exception=True
     ) as current:
