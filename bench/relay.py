@@ -22,8 +22,8 @@ hosts that show progress do): ``echo`` (no progress from the child) and ``progre
 sends 3 progress notifications, all relayed to the host). Target: the copilot adds <= 1.5 ms p50
 over the direct call; the summary gives the verdict for each call, the copilot's cost against
 the bare SDK proxy's in the same run, and what it would add at the speed of the issue's machine
-(scaled by this run's plain direct call against the issue's 1.4 ms). The CPU each process spent per call is printed too: unlike
-latency, it barely moves when other jobs load the machine.
+(scaled by this run's plain direct call against the issue's 1.4 ms). The CPU each process spent
+per call is printed too: unlike latency, it barely moves when other jobs load the machine.
 
 ``--profile FILE`` runs the copilot under cProfile (CPU time) and writes its stats to FILE.
 """

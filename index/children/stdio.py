@@ -183,7 +183,7 @@ async def stdio_streams(
                 else:
                     await process.stdin.send(data)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                mark_closed()  # as write_stdin does: the child stopped reading
+                mark_closed()  # the child stopped reading: pending requests fail instead of hanging
                 raise
 
         assert process.stdout is not None and process.stdin is not None
@@ -202,7 +202,7 @@ async def stdio_streams(
                     async for message in write_reader:
                         data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                         requests.sent(message.message)
-                        await process.stdin.send(data.encode() + b"\n")
+                        await write_line(data.encode() + b"\n")
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                 mark_closed()  # the child stopped reading: fail pending requests instead of hanging
             finally:
