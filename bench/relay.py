@@ -9,6 +9,9 @@ here and warmed first:
 - *direct*: the child server (``tests/fixtures/relay_server.py``) as its own stdio server;
 - *copilot*: ``python -m server`` with that same child in its servers file; each call is
   ``execute(server_name="fixture", tool_name=..., params=...)``;
+- *raw-hop*: ``bench/raw_hop.py`` between the host and the same child, copying bytes unparsed,
+  and called as the child is directly: the price of one more process on the way alone (two more
+  pipe crossings), which any proxy pays before doing anything;
 - *sdk-proxy*: ``bench/bare_proxy.py``, the thinnest proxy the SDK allows (an SDK server whose
   ``execute`` calls the child through an SDK client and relays progress; nothing else): the floor
   any SDK-based proxy pays for the extra hop, against which the copilot's own cost is read;
@@ -21,7 +24,7 @@ tools are measured, each with the host asking for progress (a ``progressToken`` 
 hosts that show progress do): ``echo`` (no progress from the child) and ``progress`` (the child
 sends 3 progress notifications, all relayed to the host). Target: the copilot adds <= 1.5 ms p50
 over the direct call; the summary gives the verdict for each call, the copilot's cost against
-the bare SDK proxy's in the same run, and what it would add at the speed of the issue's machine
+the bare SDK proxy's in the same run, how much of it the hop alone costs, and what it would add at the speed of the issue's machine
 (scaled by this run's plain direct call against the issue's 1.4 ms). The CPU each process spent
 per call is printed too: unlike latency, it barely moves when other jobs load the machine.
 
@@ -122,7 +125,9 @@ def _server_pids() -> dict[str, int]:
     pids: dict[str, int] = {}
     for process in psutil.Process().children():
         line = " ".join(process.cmdline())
-        if "relay_server.py" in line:
+        if "bench.raw_hop" in line:
+            pids["raw-hop"] = process.pid
+        elif "relay_server.py" in line:
             pids["direct"] = process.pid
         elif "bench.bare_proxy" in line:
             pids["sdk-proxy"] = process.pid
@@ -171,6 +176,10 @@ async def run(args: argparse.Namespace) -> int:
         servers.write_text(json.dumps({"mcpServers": {"fixture": {"command": child[0], "args": child[1:]}}}))
         launches: dict[str, StdioServerParameters] = {
             "direct": StdioServerParameters(command=child[0], args=child[1:]),
+            # The extra process alone: bytes copied, nothing read (the host calls it as the child).
+            "raw-hop": StdioServerParameters(
+                command=sys.executable, args=["-m", "bench.raw_hop", *child], cwd=str(PROJECT_DIR)
+            ),
             # The same hop with nothing of the copilot's in it: what any SDK-based proxy pays.
             "sdk-proxy": StdioServerParameters(
                 command=sys.executable, args=["-m", "bench.bare_proxy", "--servers", str(servers)], cwd=str(PROJECT_DIR)
@@ -232,7 +241,7 @@ def _call(client: Client, mode: str, tool: str, params: dict[str, Any], seen: di
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen[mode] += 1
 
-    if mode == "direct":
+    if mode in ("direct", "raw-hop"):
         return lambda: client.call_tool(tool, params, progress_callback=on_progress)
     arguments = {"server_name": "fixture", "tool_name": tool, "params": params}
     return lambda: client.call_tool("execute", arguments, progress_callback=on_progress)
@@ -263,15 +272,24 @@ def _report(
     print("progress notifications received: " + ", ".join(f"{mode} {count}" for mode, count in seen.items()))
     plain_direct = percentile(samples["echo"]["direct"], 0.5) if "echo" in samples else None
     for tool, overheads in added.items():
-        copilot, floor = overheads["copilot"], overheads["sdk-proxy"]
+        copilot, floor, hop = overheads["copilot"], overheads["sdk-proxy"], overheads["raw-hop"]
         verdict = "met" if copilot * 1000 <= TARGET_OVERHEAD_MS else "NOT met"
         print(
             f"summary: {TOOLS[tool].stands_for}: the copilot adds {copilot * 1000:.3f} ms p50 (target <= {TARGET_OVERHEAD_MS} ms: "
-            f"{verdict}); a bare SDK proxy (bench/bare_proxy.py: no checks, logs or limits) adds {floor * 1000:.3f} ms "
-            f"in the same run: the copilot costs {copilot / floor if floor > 0 else float('nan'):.2f}x that floor"
+            f"{verdict}); {hop_share(copilot, hop)}; a bare SDK proxy (bench/bare_proxy.py: no checks, logs or limits) "
+            f"adds {floor * 1000:.3f} ms in the same run: the copilot costs "
+            f"{copilot / floor if floor > 0 else float('nan'):.2f}x that floor"
             + (f"; {at_issue_speed(copilot, plain_direct)}" if plain_direct else "")
         )
     return 0
+
+
+def hop_share(added: float, hop: float) -> str:
+    """How much of the copilot's ``added`` time (seconds) the extra process alone costs, in words."""
+    return (
+        f"the extra process alone (bench/raw_hop.py: bytes copied, nothing read) adds {hop * 1000:.3f} ms of it, "
+        f"the copilot's own work {(added - hop) * 1000:.3f} ms"
+    )
 
 
 def at_issue_speed(added: float, plain_direct: float) -> str:
