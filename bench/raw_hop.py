@@ -31,23 +31,21 @@ def _copy(source: int, target: int) -> None:
         pass  # the other side went away: the hop ends with it
 
 
-def _copy_then_close(source: int, target: int) -> None:
-    _copy(source, target)
-    os.close(target)  # the child sees the end of its input, as it would without the hop
-
-
 def main(argv: list[str] | None = None) -> int:
     command = list(sys.argv[1:] if argv is None else argv)
     if not command:
         print("usage: python -m bench.raw_hop COMMAND [ARGS...]", file=sys.stderr)
         return 2
     child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert child.stdin is not None and child.stdout is not None
-    to_child = os.dup(child.stdin.fileno())
-    child.stdin.close()
-    upstream = threading.Thread(target=_copy_then_close, args=(sys.stdin.fileno(), to_child), daemon=True)
-    upstream.start()
-    _copy(child.stdout.fileno(), sys.stdout.fileno())
+    to_child, from_child = child.stdin, child.stdout
+    assert to_child is not None and from_child is not None
+
+    def upstream() -> None:
+        _copy(sys.stdin.fileno(), to_child.fileno())
+        to_child.close()  # the child sees the end of its input, as it would without the hop
+
+    threading.Thread(target=upstream, daemon=True).start()
+    _copy(from_child.fileno(), sys.stdout.fileno())
     try:
         return child.wait(timeout=_EXIT_WAIT)
     except subprocess.TimeoutExpired:  # it closed its output but lingers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,9 +34,16 @@ async def test_the_hop_passes_calls_and_progress_through_unchanged(tmp_path: Pat
     assert seen == ["step 1 of 2", "step 2 of 2"]
 
 
-def test_without_a_command_the_hop_says_how_to_use_it() -> None:
-    import subprocess
+def test_the_end_of_the_hosts_input_reaches_the_child_and_both_exit() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.raw_hop", sys.executable, str(RELAY_SERVER)],
+        cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+    )
+    assert done.returncode == 0  # the child's own exit code: it saw the end of its input
+    assert done.stdout == b""
 
+
+def test_without_a_command_the_hop_says_how_to_use_it() -> None:
     done = subprocess.run([sys.executable, "-m", "bench.raw_hop"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stdout == "" and "usage: python -m bench.raw_hop COMMAND" in done.stderr
