@@ -24,9 +24,10 @@ tools are measured, each with the host asking for progress (a ``progressToken`` 
 hosts that show progress do): ``echo`` (no progress from the child) and ``progress`` (the child
 sends 3 progress notifications, all relayed to the host). Target: the copilot adds <= 1.5 ms p50
 over the direct call; the summary gives the verdict for each call, the copilot's cost against
-the bare SDK proxy's in the same run, how much of it the hop alone costs, and what it would add at the speed of the issue's machine
-(scaled by this run's plain direct call against the issue's 1.4 ms). The CPU each process spent
-per call is printed too: unlike latency, it barely moves when other jobs load the machine.
+the bare SDK proxy's in the same run, how much of it the hop alone costs, and what it would add
+at the speed of the issue's machine (scaled by this run's plain direct call against the issue's
+1.4 ms). The CPU each process spent per call is printed too: unlike latency, it barely moves when
+other jobs load the machine.
 
 ``--profile FILE`` runs the copilot under cProfile (CPU time) and writes its stats to FILE.
 """
@@ -125,7 +126,7 @@ def _server_pids() -> dict[str, int]:
     pids: dict[str, int] = {}
     for process in psutil.Process().children():
         line = " ".join(process.cmdline())
-        if "bench.raw_hop" in line:
+        if "bench.raw_hop" in line:  # first: the hop's command line names the child's script too
             pids["raw-hop"] = process.pid
         elif "relay_server.py" in line:
             pids["direct"] = process.pid
