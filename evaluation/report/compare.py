@@ -178,7 +178,7 @@ def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float
         ci95_a=wilson_interval(success_a, n),
         ci95_b=wilson_interval(success_b, n),
         difference=(success_b - success_a) / n,
-        difference_ci95=paired_difference_interval(test.only_a, test.only_b, n),
+        difference_ci95=paired_difference_interval(won_a, won_b),
         mcnemar=test,
         alpha=alpha,
         significant=test.p_value < alpha,

@@ -199,7 +199,7 @@ def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
         only_cheaper=test.only_a,
         only_dearer=test.only_b,
         difference=(sum(won_b) - sum(won_a)) / n if n else 0.0,
-        difference_ci95=paired_difference_interval(test.only_a, test.only_b, n),
+        difference_ci95=paired_difference_interval(won_a, won_b),
         p_value=test.p_value,
         significant=test.p_value < alpha,
     )
@@ -226,6 +226,15 @@ def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Lea
         warnings.append(f"no {axis} logged for {', '.join(missing)}: left out of the frontier.")
     if axis == "tokens" and entries:
         warnings.append("not every run logged cost (pass --price-table to the runner): the frontier uses tokens per task.")
+    task_sets = {frozenset(e.outcomes) for e in entries if e.outcomes}
+    if len(task_sets) > 1:
+        sizes = ", ".join(f"{e.name}: {len(e.outcomes)}" for e in entries)
+        shared = len(frozenset.intersection(*task_sets))
+        warnings.append(
+            f"the runs hold different task sets ({sizes}; {shared} in all): each success rate is over its own "
+            "tasks, so the rates and the frontier do not compare like with like; judge every run with the same "
+            "--tasks list (a missing task then counts as a failure)."
+        )
     for step in steps:
         if step.common_tasks == 0:
             warnings.append(f"{step.cheaper} and {step.dearer} share no task: their step is not tested.")
@@ -278,10 +287,16 @@ def tables(board: Leaderboard) -> list[Table]:
                 str(s.common_tasks),
                 str(s.only_cheaper),
                 str(s.only_dearer),
-                f"{s.difference * 100:+.1f} pt",
-                f"{s.difference_ci95[0] * 100:+.1f} to {s.difference_ci95[1] * 100:+.1f} pt",
-                f"{s.p_value:.3g}",
-                "significant" if s.significant else "within noise",
+                *(
+                    (
+                        f"{s.difference * 100:+.1f} pt",
+                        f"{s.difference_ci95[0] * 100:+.1f} to {s.difference_ci95[1] * 100:+.1f} pt",
+                        f"{s.p_value:.3g}",
+                        "significant" if s.significant else "within noise",
+                    )
+                    if s.common_tasks
+                    else ("", "", "", "not tested (no common task)")
+                ),
             ]
             for s in board.steps
         ],
@@ -299,7 +314,7 @@ def frontier_figure(board: Leaderboard) -> object:
     for entry in shown:
         x, y = getattr(entry, axis), entry.success_rate * 100
         axes.scatter([x], [y], s=60, color="#F58518" if entry.on_frontier else "#4C78A8", zorder=3)
-        axes.errorbar([x], [y], yerr=[[y - entry.ci95[0] * 100], [entry.ci95[1] * 100 - y]], color="#999", capsize=3, zorder=2)
+        axes.errorbar([x], [y], yerr=[[max(0.0, y - entry.ci95[0] * 100)], [max(0.0, entry.ci95[1] * 100 - y)]], color="#999", capsize=3, zorder=2)
         axes.annotate(entry.name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
     on = sorted((getattr(e, axis), e.success_rate * 100) for e in shown if e.on_frontier)
     if on:

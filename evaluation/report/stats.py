@@ -18,7 +18,11 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # Exact at the ends: rounding leaves 0/n's lower bound at ~1e-17, which a plot's error bar
+    # below a 0% point turns into a negative length.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return (low, high)
 
 
 class Confusion(BaseModel):
@@ -123,15 +127,32 @@ def sample_sd(values: Sequence[float]) -> float | None:
     return math.sqrt(sum((value - mean) ** 2 for value in values) / (n - 1))
 
 
-def paired_difference_interval(only_a: int, only_b: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """95% interval of p_B - p_A for paired outcomes (Wald, from the discordant counts), clipped
-    to [-1, 1]: d = (b - a) / n, se = sqrt(a + b - (b - a)^2 / n) / n."""
-    if n <= 0:
+def paired_difference_interval(a: Sequence[bool], b: Sequence[bool], z: float = Z_95) -> tuple[float, float]:
+    """95% interval of p_B - p_A for paired outcomes: Newcombe's (1998) hybrid score method 10.
+
+    The Wald interval from the discordant counts collapses to one point when every discordant
+    pair goes the same way (5 tasks, all solved by A only: "-100 pt, CI -100 to -100"); this one
+    combines the two Wilson intervals through the outcomes' (continuity-corrected) correlation and
+    stays inside [-1, 1] without clipping.
+    """
+    n = len(a)
+    if n == 0:
         return (0.0, 0.0)
-    difference = (only_b - only_a) / n
-    variance = max(0.0, only_a + only_b - (only_b - only_a) ** 2 / n)
-    half = z * math.sqrt(variance) / n
-    return (max(-1.0, difference - half), min(1.0, difference + half))
+    both = sum(1 for x, y in zip(a, b, strict=True) if x and y)
+    only_a = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
+    only_b = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
+    neither = n - both - only_a - only_b
+    p_a, p_b = (both + only_a) / n, (both + only_b) / n
+    low_a, high_a = wilson_interval(both + only_a, n, z)
+    low_b, high_b = wilson_interval(both + only_b, n, z)
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    cross = both * neither - only_a * only_b
+    corrected = cross - n / 2 if cross > n / 2 else (cross if cross < 0 else 0.0)
+    phi = corrected / math.sqrt(margins) if margins else 0.0
+    difference = p_b - p_a
+    below = math.sqrt(max(0.0, (p_b - low_b) ** 2 - 2 * phi * (p_b - low_b) * (high_a - p_a) + (high_a - p_a) ** 2))
+    above = math.sqrt(max(0.0, (high_b - p_b) ** 2 - 2 * phi * (high_b - p_b) * (p_a - low_a) + (p_a - low_a) ** 2))
+    return (max(-1.0, difference - below), min(1.0, difference + above))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

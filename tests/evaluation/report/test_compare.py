@@ -50,8 +50,9 @@ async def test_a_clear_difference_is_significant(
     assert f"{a} is better: 10 vs 0 tasks solved by only one run; exact McNemar p = 0.00195 < 0.05." in out
     assert "| Office | 6 | 6 (100%) | 0 (0%) | -100.0 pt | 6 | 0 | 0.0312 | 0.0625 |" in out
     assert "| Travel | 6 | 5 (83%) | 1 (17%) | -66.7 pt | 4 | 0 | 0.125 | 0.125 |" in out
-    # The paired difference: (0 - 10) / 12 = -83.3 pt +- 1.96 * sqrt(10 - 100/12) / 12, the low end clipped.
-    assert "B - A = -83.3 pt (95% CI -100.0 to -62.2 pt, paired, on the 12 common tasks)" in out
+    # The paired difference (0 - 10) / 12 = -83.3 pt with Newcombe's hybrid score interval (Wald's,
+    # -100.0 to -62.2, had its low end clipped and was too narrow this close to the bound).
+    assert "B - A = -83.3 pt (95% CI -93.0 to -45.1 pt, paired, on the 12 common tasks)" in out
     assert "per-category p-values are 2 tests: read the Holm-adjusted column" in out
     assert "| t00 | Office | success | failure | question t00 |" in out
     data = json.loads((tmp_path / "cmp.json").read_text())

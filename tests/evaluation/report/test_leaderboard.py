@@ -114,3 +114,24 @@ async def test_a_repeated_run_shows_pass_at_n_and_the_interval_from_repeats_json
     assert entry["total_cost"] == pytest.approx(0.01 * 4 * 3)
     row = f"| copilot rep-m | 4 | 3 | 50.0% | {low:.1%}-{high:.1%} | 75.0% | 25.0% |"
     assert row in (out / "leaderboard.md").read_text()
+
+
+async def test_a_run_with_no_success_and_runs_over_different_tasks(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    none = await judged_run(llm, tmp_path, "none-m", 0.01, 0)
+    other = tmp_path / "other-m"
+    other.mkdir()
+    for task in TASKS[:3]:
+        write_copilot_log(other / f"{task}.jsonl", task, f"question {task} by other-m", agent="copilot", model="other-m",
+                          usage=[(1000, 100, 0.02)])
+    tasks = write_tasks(tmp_path / "tasks-other.json", [task_entry(t, f"question {t} by other-m") for t in TASKS[:3]])
+    llm.handler = lambda request: Reply(content="Status: success")
+    await judge_paths([other], options(llm, tmp_path, tasks_file=tasks, out_dir=other / "judge", cache_dir=tmp_path / "cache"))
+
+    out = tmp_path / "board"
+    assert main([str(none), str(other), "--out", str(out)]) == 0  # a 0% run plots (its interval starts at 0)
+    board = json.loads((out / "leaderboard.json").read_text())
+    entries = {e["name"]: e for e in board["entries"]}
+    assert entries["copilot none-m"]["success_rate"] == 0.0 and entries["copilot none-m"]["ci95"][0] == 0.0
+    [warning] = [w for w in board["warnings"] if "different task sets" in w]
+    assert "copilot none-m: 20" in warning and "copilot other-m: 3" in warning and "3 in all" in warning
+    assert (out / "leaderboard.png").stat().st_size > 0

@@ -11,6 +11,8 @@ def test_wilson_interval_known_values() -> None:
     assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
     assert wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     assert wilson_interval(0, 0) == (0.0, 0.0)
+    # Exact ends (rounding once left 0/3's lower bound a hair above 0: a negative error bar).
+    assert all(wilson_interval(0, n)[0] == 0.0 and wilson_interval(n, n)[1] == 1.0 for n in range(1, 200))
 
 
 def test_confusion_and_kappa_by_hand() -> None:
@@ -58,11 +60,33 @@ def test_pass_at_k_and_pass_hat_k_match_their_definitions() -> None:
         pass_at_k(3, 1, 4)
 
 
+def _paired(both: int, only_a: int, only_b: int, neither: int) -> tuple[list[bool], list[bool]]:
+    a = [True] * both + [True] * only_a + [False] * only_b + [False] * neither
+    b = [True] * both + [False] * only_a + [True] * only_b + [False] * neither
+    return a, b
+
+
 def test_paired_difference_interval_and_holm() -> None:
     from evaluation.report.stats import holm, paired_difference_interval  # noqa: PLC0415
 
-    low, high = paired_difference_interval(only_a=2, only_b=8, n=40)
-    assert (low + high) / 2 == pytest.approx(6 / 40)
-    assert high - low == pytest.approx(2 * 1.959963984540054 * (10 - 36 / 40) ** 0.5 / 40)
-    assert paired_difference_interval(0, 0, 10) == (0.0, 0.0)
+    low, high = paired_difference_interval(*_paired(10, 2, 8, 20))
+    assert low < 6 / 40 < high
+    # Every discordant pair one way: a real interval, not the Wald one's single point.
+    low, high = paired_difference_interval(*_paired(0, 5, 0, 0))
+    assert low == -1.0 and -1.0 < high < 0.0
+    low, high = paired_difference_interval(*_paired(0, 0, 5, 0))
+    assert 0.0 < low < 1.0 and high == 1.0
+    # Swapping the runs negates the interval.
+    a, b = _paired(7, 3, 6, 14)
+    forward, backward = paired_difference_interval(a, b), paired_difference_interval(b, a)
+    assert forward == pytest.approx((-backward[1], -backward[0]))
+    # Large samples: close to the Wald interval from the discordant counts.
+    both, only_a, only_b, neither = 1000, 200, 400, 2400
+    n = both + only_a + only_b + neither
+    d = (only_b - only_a) / n
+    half = 1.959963984540054 * (only_a + only_b - (only_b - only_a) ** 2 / n) ** 0.5 / n
+    assert paired_difference_interval(*_paired(both, only_a, only_b, neither)) == pytest.approx((d - half, d + half), abs=2e-3)
+    assert paired_difference_interval([], []) == (0.0, 0.0)
+    low, high = paired_difference_interval(*_paired(3, 0, 0, 7))
+    assert low < 0.0 < high
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
