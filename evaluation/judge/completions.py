@@ -59,7 +59,8 @@ class CompletionService:
 
     async def complete(self, model: str, messages: list[dict[str, Any]]) -> Completion:
         key = request_key(model, messages, temperature=TEMPERATURE)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+        # A cached reply without text (stored before such replies counted as failed requests) is asked again.
+        if self.cache is not None and (hit := self.cache.get(key)) is not None and hit.text is not None:
             return Completion(
                 text=hit.text,
                 input_tokens=hit.input_tokens,
@@ -90,13 +91,16 @@ class CompletionService:
             except openai.OpenAIError as error:
                 raise LLMError(describe_api_error(error, self.settings.base_url)) from None
             latency_ms = (time.perf_counter() - started) * 1000
-        choice = response.choices[0] if response.choices else None
-        text = choice.message.content if choice is not None else None
-        usage = response.usage
+        try:
+            text = _reply_text(response, self.settings.base_url)
+        except EndpointError as error:
+            self._fatal = error  # the URL serves something else: every request would get the same
+            raise
+        usage = getattr(response, "usage", None)
         completion = Completion(
             text=text,
-            input_tokens=usage.prompt_tokens if usage else 0,
-            output_tokens=usage.completion_tokens if usage else 0,
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             latency_ms=latency_ms,
         )
         if self.cache is not None:
@@ -115,3 +119,26 @@ class CompletionService:
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+def _reply_text(response: object, base_url: str) -> str:
+    """The reply's text; :class:`EndpointError` when the answer is no chat completion at all,
+    :class:`LLMError` when it is one without text.
+
+    An HTML page (a web UI or proxy at the URL instead of its ``/v1``), a JSON value that is not a
+    completion, no choices, or a message without content is a failed request -- never a cached
+    reply that reruns would read back as the judge's abstention.
+    """
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list):
+        shown = " ".join(str(response).split())[:120]
+        raise EndpointError(
+            f"{base_url} answered something that is not a chat completion ({type(response).__name__}: {shown!r}); "
+            "check --base-url (an OpenAI-compatible API usually ends in /v1)"
+        )
+    message = getattr(choices[0], "message", None) if choices else None
+    text = getattr(message, "content", None)
+    if not isinstance(text, str):
+        what = "no choices" if not choices else "a message without text content"
+        raise LLMError(f"{base_url} answered a chat completion with {what}; the task stays unjudged (a rerun retries it)")
+    return text

@@ -44,9 +44,10 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     prompt_tokens: int = 10
     completion_tokens: int = 5
-    body: dict[str, Any] | None = None  # send exactly this JSON instead
+    body: Any = None  # send exactly this JSON value instead
+    raw: tuple[str, bytes] | None = None  # or these bytes, as (content type, body): an HTML page, say
 
-    def payload(self, model: str) -> dict[str, Any]:
+    def payload(self, model: str) -> Any:
         if self.body is not None:
             return self.body
         if self.status != 200:
@@ -96,10 +97,12 @@ class ScriptedOpenAI:
             def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
                 pass
 
-            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
+            def _send(
+                self, status: int, payload: Any, headers: dict[str, str] | None = None, raw: tuple[str, bytes] | None = None
+            ) -> None:
+                content_type, data = raw if raw is not None else ("application/json", json.dumps(payload).encode())
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)
@@ -124,7 +127,7 @@ class ScriptedOpenAI:
                     return
                 if reply.delay:
                     outer._released.wait(timeout=reply.delay)
-                self._send(reply.status, reply.payload(body.get("model", "scripted")), reply.headers)
+                self._send(reply.status, reply.payload(body.get("model", "scripted")), reply.headers, reply.raw)
 
         self._server = _QuietServer((host, 0), _RequestHandler)
         self._server.daemon_threads = True

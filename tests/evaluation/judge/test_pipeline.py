@@ -324,6 +324,38 @@ async def test_a_rejected_key_stops_the_run_with_the_url(llm: ScriptedOpenAI, tm
     assert summary.exit_code == 2 and len(llm.requests) == 1
 
 
+async def test_a_web_page_instead_of_an_api_stops_the_run_with_the_url(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    llm.handler = lambda request: Reply(raw=("text/html", b"<html><body>Open WebUI</body></html>"))
+    summary = await judge_paths([_logs(tmp_path, "t1", "t2")], _options(llm, tmp_path, concurrency=1))
+    assert summary.fatal is not None and "not a chat completion" in summary.fatal and llm.base_url in summary.fatal
+    assert "/v1" in summary.fatal and summary.exit_code == 2 and len(llm.requests) == 1
+
+
+@pytest.mark.parametrize("body", [{"foo": "bar"}, {"choices": None}, "a string", [1, 2]])
+async def test_json_that_is_no_completion_stops_the_run(llm: ScriptedOpenAI, tmp_path: Path, body: object) -> None:
+    llm.handler = lambda request: Reply(body=body)
+    summary = await judge_paths([_logs(tmp_path, "t1", "t2")], _options(llm, tmp_path, concurrency=1))
+    assert summary.fatal is not None and "not a chat completion" in summary.fatal and summary.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"choices": []}, {"choices": [{"message": {"role": "assistant", "content": None}}]}],
+    ids=["choices-empty", "content-null"],
+)
+async def test_a_reply_without_text_is_a_failed_request_not_a_cached_abstain(
+    llm: ScriptedOpenAI, tmp_path: Path, body: dict
+) -> None:
+    logs = _logs(tmp_path, "t1")
+    llm.handler = lambda request: Reply(body=body)
+    failed = await judge_paths([logs], _options(llm, tmp_path, max_retries=0))
+    assert [f.task_id for f in failed.errors] == ["t1"] and failed.exit_code == 1
+    assert llm.base_url in failed.errors[0].error
+    llm.handler = lambda request: Reply(content="Status: success")
+    rerun = await judge_paths([logs], _options(llm, tmp_path))  # same cache: nothing of the bad reply was kept
+    assert rerun.judged_now == 1 and rerun.success == 1 and rerun.exit_code == 0
+
+
 async def test_human_labels_inside_a_livemcpbench_file_are_used(llm: ScriptedOpenAI, tmp_path: Path) -> None:
     entries = [livemcpbench_entry("L1", "question L1"), livemcpbench_entry("L2", "question L2")]
     entries[0]["task_success"], entries[1]["task_success"] = "success", "success"
