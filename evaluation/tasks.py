@@ -158,6 +158,8 @@ def read_task_entries(
         data = data["tasks"]
     if not isinstance(data, list):
         raise error_class(f"{path}: expected a JSON list of tasks with 'task_id' and 'Question'.")
+    if not data:
+        raise error_class(f"{path}: the task list holds no task (expected a JSON list of tasks with 'task_id' and 'Question').")
     entries: list[EntryT] = []
     seen: set[str] = set()
     for number, raw in enumerate(data, 1):
@@ -184,6 +186,7 @@ def load_human_labels(path: str | Path) -> dict[str, bool]:
     if not isinstance(data, list):
         raise TaskError(f"{path}: human labels must be a JSON list of objects with task_id and task_success.")
     labels: dict[str, bool] = {}
+    entry_of: dict[str, int] = {}
     for number, entry in enumerate(data, 1):
         if not isinstance(entry, dict) or "task_id" not in entry or "task_success" not in entry:
             raise TaskError(f'{path}: entry {number} needs task_id and task_success ("success"/"failure").')
@@ -193,5 +196,9 @@ def load_human_labels(path: str | Path) -> dict[str, bool]:
                 f"{path}: entry {number} ({entry['task_id']}): task_success is {entry['task_success']!r}, "
                 'expected "success" or "failure".'
             )
-        labels[str(entry["task_id"])] = value == "success"
+        task_id = str(entry["task_id"])
+        if task_id in labels:
+            raise TaskError(f"{path}: entry {number}: duplicate task_id {task_id!r} (also entry {entry_of[task_id]}).")
+        labels[task_id] = value == "success"
+        entry_of[task_id] = number
     return labels

@@ -139,8 +139,19 @@ EVENT_ADAPTER: TypeAdapter[TrajectoryEvent] = TypeAdapter(TrajectoryEvent)
 
 
 def parse_event(line: str) -> TrajectoryEvent:
-    """Parse one log line; raises ``ValueError``/``ValidationError`` on a malformed one."""
-    return EVENT_ADAPTER.validate_json(line)
+    """Parse one log line; raises ``ValueError``/``ValidationError`` on a malformed one.
+
+    A line must carry its own ``ts`` as an ISO 8601 time: the model's default (now) is for
+    writing, and read back it would date an old log today and misorder merged sessions.
+    """
+    event = EVENT_ADAPTER.validate_json(line)
+    if "ts" not in event.model_fields_set:
+        raise ValueError("no 'ts' (the event's ISO 8601 time)")
+    try:
+        datetime.fromisoformat(event.ts)
+    except ValueError:
+        raise ValueError(f"'ts' is not an ISO 8601 time: {event.ts[:40]!r}") from None
+    return event
 
 
 class TrajectoryWriter:

@@ -118,10 +118,11 @@ def _plan(
     for task_id, trajectory in loaded.trajectories.items():
         task = tasks.get(task_id)
         if tasks and task is None:
-            summary.unknown_task_ids.append(task_id)
+            summary.unknown_task_ids.append(task_id)  # reported, not judged: outside the list's denominator
+            continue
         question = (task.question if task else None) or trajectory.question
         logged = trajectory.task_question
-        if task is not None and logged and not _same_text(task.question, logged):
+        if task is not None and task.question and logged and not _same_text(task.question, logged):
             # The task list is the reference; the difference is shown, never silently resolved.
             summary.question_mismatches.append(
                 QuestionMismatch(task_id=task_id, task_list=task.question, trajectory=logged)
@@ -143,6 +144,8 @@ def _plan(
                 trajectory=trajectory,
             )
         )
+        if task is not None and not task.question:
+            universe[task_id].question = question  # the list has none: the trajectory's was judged
         if not tasks:
             universe[task_id] = TaskInfo(
                 task_id=task_id, question=question, category=category, gold_tools=trajectory.gold_tools
@@ -195,10 +198,28 @@ def _read_inputs(paths: list[Path], options: JudgeOptions, summary: JudgeSummary
         )
     jobs, universe = _plan(tasks, loaded, summary)
     if not jobs:
-        raise JudgeError(f"none of the {len(loaded.trajectories)} trajectories can be judged: {summary.problems[-1]}")
+        reason = (
+            f"none of their task ids is in the task list {options.tasks_file} (first: {summary.unknown_task_ids[0]!r})"
+            if summary.unknown_task_ids and len(summary.unknown_task_ids) == len(loaded.trajectories)
+            else summary.problems[-1]
+        )
+        raise JudgeError(f"none of the {len(loaded.trajectories)} trajectories can be judged: {reason}")
     if human is None:
         inline = {t.task_id: t.human_success for t in loaded.trajectories.values() if t.human_success is not None}
         human = inline or None
+    else:
+        judged = {job.task_id for job in jobs}
+        unlabelled = sorted(set(human) - judged)
+        if unlabelled and len(unlabelled) == len(human):
+            raise JudgeError(
+                f"{options.human_labels}: none of its {len(human)} labels names a task judged here (first: "
+                f"{unlabelled[0]!r}); check that the labels belong to these trajectories."
+            )
+        if unlabelled:
+            summary.problems.append(
+                f"{options.human_labels}: {len(unlabelled)} label(s) for tasks not judged here ({', '.join(unlabelled[:5])}"
+                f"{', ...' if len(unlabelled) > 5 else ''}); agreement is over the {len(human) - len(unlabelled)} others"
+            )
     return _Inputs(
         paths=paths,
         out_dir=summary.out_dir,

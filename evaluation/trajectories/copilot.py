@@ -136,8 +136,10 @@ def _is_foreign_json(line: str) -> bool:
 def _short_error(error: Exception) -> str:
     if isinstance(error, ValidationError):
         first = error.errors()[0]
+        if first["type"] == "json_invalid":
+            return f"not JSON ({first['msg']})"
         where = ".".join(str(part) for part in first["loc"])
-        return f"invalid event ({where}: {first['msg']})"
+        return f"invalid event ({where}: {first['msg']})" if where else f"invalid event ({first['msg']})"
     return f"not JSON ({str(error).splitlines()[0][:120]})"
 
 

@@ -219,14 +219,27 @@ def read_livemcpbench(path: Path, result: LoadResult, explicit: bool) -> list[Tr
                 )
             )
         return []
-    trajectories = []
+    trajectories: dict[str, Trajectory] = {}
+    entry_of: dict[str, int] = {}
     for number, entry in enumerate(data, 1):
         problem = entry_problem(entry)
         if problem is None:
             try:
-                trajectories.append(livemcpbench_trajectory(entry, str(path)))
+                trajectory = livemcpbench_trajectory(entry, str(path))
+                if trajectory.task_id in trajectories:
+                    result.problems.append(
+                        Problem(
+                            kind="duplicate_task",
+                            file=str(path),
+                            entry=entry_of[trajectory.task_id],
+                            message=f"task_id {trajectory.task_id!r} again at entry {number}; this earlier entry is "
+                            "skipped (the later one is judged)",
+                        )
+                    )
+                trajectories[trajectory.task_id] = trajectory
+                entry_of[trajectory.task_id] = number
                 continue
             except (TypeError, ValueError, KeyError, AttributeError) as error:  # a shape entry_problem does not foresee
                 problem = f"cannot be read ({type(error).__name__}: {error})"
         result.problems.append(Problem(kind="malformed_entry", file=str(path), entry=number, message=f"{problem}; skipped"))
-    return trajectories
+    return list(trajectories.values())

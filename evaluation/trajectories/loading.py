@@ -61,6 +61,7 @@ def load_trajectories(
     result = LoadResult()
     known = set(known_tasks)
     sessions_by_task: dict[str, list[Session]] = {}
+    file_of_session: dict[tuple[str, str], str] = {}  # (task, session id) -> the file read
     livemcpbench: list[Trajectory] = []
     for path, explicit in _candidate_files([Path(p) for p in paths], exclude, result):
         if path.suffix == ".jsonl" or (explicit and path.suffix != ".json"):
@@ -74,6 +75,17 @@ def load_trajectories(
                         Problem(kind="no_task", file=session.file, message="events without session_start or task id; skipped")
                     )
                     continue
+                key = (task_id, session.start.session_id if session.start else "")
+                if key[1] and file_of_session.setdefault(key, session.file) != session.file:
+                    result.problems.append(
+                        Problem(
+                            kind="duplicate_session",
+                            file=session.file,
+                            message=f"session {key[1]} of task {task_id} is also in {file_of_session[key]} (a copy of "
+                            "the same log?); read once",
+                        )
+                    )
+                    continue
                 sessions_by_task.setdefault(task_id, []).append(session)
         else:
             found = read_livemcpbench(path, result, explicit)
@@ -81,14 +93,27 @@ def load_trajectories(
                 result.files_read += 1
             livemcpbench.extend(found)
     for task_id, sessions in sessions_by_task.items():
+        directories = sorted({str(Path(session.file).parent) for session in sessions})
+        if len(directories) > 1:
+            result.problems.append(
+                Problem(
+                    kind="mixed_runs",
+                    file=sessions[0].file,
+                    message=f"task {task_id} has logs in {len(directories)} directories ({', '.join(directories)}): "
+                    "read as one trajectory, its sessions merged; if these are different runs, judge each on its own",
+                )
+            )
         result.trajectories[task_id] = merge_sessions(task_id, sessions)
     for trajectory in livemcpbench:
-        if trajectory.task_id in result.trajectories:
-            logger.warning(
-                "task %s appears in %s and %s; keeping the later one",
-                trajectory.task_id,
-                result.trajectories[trajectory.task_id].sources[0],
-                trajectory.sources[0],
+        earlier = result.trajectories.get(trajectory.task_id)
+        if earlier is not None:
+            result.problems.append(
+                Problem(
+                    kind="duplicate_task",
+                    file=earlier.sources[0],
+                    message=f"task {trajectory.task_id} is also in {trajectory.sources[0]}: this one is skipped (the "
+                    "later one is judged)",
+                )
             )
         result.trajectories[trajectory.task_id] = trajectory
     return result

@@ -134,11 +134,14 @@ class Trajectory(BaseModel):
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-ProblemKind = Literal["malformed_line", "malformed_entry", "skipped_file", "unreadable_file", "no_task"]
+ProblemKind = Literal[
+    "malformed_line", "malformed_entry", "skipped_file", "unreadable_file", "no_task", "duplicate_task", "duplicate_session",
+    "mixed_runs",
+]
 
 
 class Problem(BaseModel):
-    """Something in the input that was skipped; ``line`` and ``entry`` are 1-based."""
+    """Something in the input that was skipped or is doubtful; ``line`` and ``entry`` are 1-based."""
 
     kind: ProblemKind
     file: str

@@ -59,6 +59,9 @@ def test_task_and_label_files_fail_clearly(tmp_path: Path) -> None:
     labels.write_text(json.dumps([{"task_id": "a", "task_success": "maybe"}]))
     with pytest.raises(TaskError, match='expected "success" or "failure"'):
         load_human_labels(labels)
+    labels.write_text(json.dumps([{"task_id": "a", "task_success": "success"}, {"task_id": "a", "task_success": "failure"}]))
+    with pytest.raises(TaskError, match=r"labels.json: entry 2: duplicate task_id 'a' \(also entry 1\)"):
+        load_human_labels(labels)
 
 
 @pytest.mark.parametrize(
@@ -70,6 +73,7 @@ def test_task_and_label_files_fail_clearly(tmp_path: Path) -> None:
         ([{"Question": "q"}], "entry 1: task_id: Field required."),
         ([{"task_id": "a", "Question": "q"}, {"task_id": "a", "Question": "r"}], "entry 2: duplicate task_id 'a'."),
     ],
+    ids=["wrong-type", "metadata-not-object", "entry-not-object", "no-task-id", "duplicate"],
 )
 def test_judge_and_runner_refuse_the_same_entries_with_the_same_line(tmp_path: Path, entries, message) -> None:
     from evaluation.run.tasks import load_tasks as load_run_tasks  # noqa: PLC0415
@@ -96,3 +100,15 @@ def test_a_task_list_the_runner_writes_reads_back_in_the_judge(tmp_path: Path) -
     [task] = load_tasks(written).values()
     assert (task.task_id, task.question, task.category, task.answers) == ("t1", "q", "Office", "42")
     assert (task.steps, task.gold_tools) == (["a", "b"], ["echo"])
+
+
+def test_an_empty_task_list_is_refused_by_judge_and_runner(tmp_path: Path) -> None:
+    from evaluation.run.tasks import load_tasks as load_run_tasks  # noqa: PLC0415
+    from index.errors import ConfigError  # noqa: PLC0415
+
+    path = tmp_path / "tasks.json"
+    path.write_text("[]")
+    with pytest.raises(TaskError, match="the task list holds no task"):
+        load_tasks(path)
+    with pytest.raises(ConfigError, match="the task list holds no task"):
+        load_run_tasks(path)

@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from evaluation.judge.judging import majority
+from evaluation.judge.options import JudgeError
 from evaluation.judge.pipeline import judge_paths
 from evaluation.judge.prompts import KEY_POINTS_SYSTEM, RETRY_MESSAGE
 from server.trajectory import WorkspaceFile
@@ -354,6 +355,41 @@ async def test_a_reply_without_text_is_a_failed_request_not_a_cached_abstain(
     llm.handler = lambda request: Reply(content="Status: success")
     rerun = await judge_paths([logs], _options(llm, tmp_path))  # same cache: nothing of the bad reply was kept
     assert rerun.judged_now == 1 and rerun.success == 1 and rerun.exit_code == 0
+
+
+async def test_tasks_outside_the_list_are_reported_not_judged(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    logs = _logs(tmp_path, "t1", "t2")
+    write_copilot_log(logs / "zz.jsonl", "zz", "question zz")
+    llm.handler = lambda request: Reply(content="Status: success")
+    summary = await judge_paths([logs], _options(llm, tmp_path))
+    assert summary.unknown_task_ids == ["zz"] and summary.judged_now == 2 and len(llm.requests) == 2
+    write_tasks(tmp_path / "other.json", [task_entry("t9", "question t9")])
+    with pytest.raises(JudgeError, match=r"none of their task ids is in the task list .*other.json \(first: "):
+        await judge_paths([logs], options(llm, tmp_path, tasks_file=tmp_path / "other.json", out_dir=tmp_path / "o2"))
+
+
+async def test_a_task_list_entry_without_question_judges_the_logged_one_quietly(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    logs = _logs(tmp_path, "t1")
+    entry = task_entry("t1", "")
+    write_tasks(tmp_path / "tasks.json", [entry])
+    llm.handler = lambda request: Reply(content="Status: success")
+    summary = await judge_paths([logs], _options(llm, tmp_path))
+    assert summary.success == 1 and summary.question_mismatches == []
+    assert "question t1" in json.dumps(llm.requests[0])
+    report = json.loads((summary.out_dir / "report.json").read_text())
+    assert [row["question"] for row in report["tasks"]] == ["question t1"]
+
+
+async def test_human_labels_for_other_tasks_are_named(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    logs = _logs(tmp_path, "t1", "t2")
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps([{"task_id": "t1", "task_success": "success"}, {"task_id": "x9", "task_success": "failure"}]))
+    llm.handler = lambda request: Reply(content="Status: success")
+    summary = await judge_paths([logs], _options(llm, tmp_path, human_labels=labels))
+    assert any("1 label(s) for tasks not judged here (x9)" in problem for problem in summary.problems)
+    labels.write_text(json.dumps([{"task_id": "x9", "task_success": "failure"}]))
+    with pytest.raises(JudgeError, match="none of its 1 labels names a task judged here"):
+        await judge_paths([logs], _options(llm, tmp_path, human_labels=labels, out_dir=tmp_path / "o2"))
 
 
 async def test_human_labels_inside_a_livemcpbench_file_are_used(llm: ScriptedOpenAI, tmp_path: Path) -> None:

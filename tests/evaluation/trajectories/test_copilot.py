@@ -101,7 +101,25 @@ def test_malformed_lines_are_skipped_and_reported_with_file_and_line(tmp_path: P
     assert result.malformed_lines == 2
     assert {(Path(p.file).name, p.line) for p in result.problems} == {("t1.jsonl", 2), ("t1.jsonl", 4)}
     assert "invalid event" in str(result.problems[1]) and ":4:" in str(result.problems[1])
+    assert "not JSON" in str(result.problems[0]) and "(:" not in str(result.problems[0])
     assert len(result.trajectories["t1"].execute_calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("ts", "said"),
+    [(None, "no 'ts'"), ("yesterday", "not an ISO 8601 time")],
+)
+def test_an_event_without_a_readable_time_is_reported_not_dated_today(tmp_path: Path, ts: str | None, said: str) -> None:
+    log = write_copilot_log(tmp_path / "t1.jsonl", "t1", "Q")
+    start, *rest = log.read_text().splitlines()
+    event = json.loads(start)
+    event.pop("ts")
+    if ts is not None:
+        event["ts"] = ts
+    log.write_text("\n".join([json.dumps(event), *rest]) + "\n")
+    result = load_trajectories([tmp_path])
+    problem = result.problems[0]
+    assert (problem.kind, problem.line) == ("malformed_line", 1) and said in problem.message
 
 
 def test_session_without_task_id_takes_the_file_name_of_a_known_task(tmp_path: Path) -> None:

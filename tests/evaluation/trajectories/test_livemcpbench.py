@@ -38,6 +38,21 @@ def test_a_task_list_passed_as_trajectories_is_explained(tmp_path: Path) -> None
     assert "pass it with --tasks" in result.problems[0].message
 
 
+def test_a_task_twice_keeps_the_later_entry_and_says_so(tmp_path: Path) -> None:
+    first = livemcpbench_entry("a", "Where is X?", "travel")
+    second = livemcpbench_entry("a", "Where is X?", "travel")
+    second["messages"][-1]["content"] = "A later answer."
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps([first, livemcpbench_entry("b", "Play Y", "entertainment"), second]))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps([livemcpbench_entry("b", "Play Y", "entertainment")]))
+    result = load_trajectories([path, other])
+    assert result.trajectories["a"].final_answer == "A later answer."
+    assert [(p.kind, p.entry) for p in result.problems] == [("duplicate_task", 1), ("duplicate_task", None)]
+    assert str(result.problems[0]) == f"{path}: entry 1: task_id 'a' again at entry 3; this earlier entry is skipped (the later one is judged)"
+    assert str(other) in result.problems[1].message
+
+
 def test_broken_json_file_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     path.write_text('[\n{"task_id": "a",\n oops}\n]')

@@ -49,3 +49,21 @@ def test_repeats_and_missing_paths_are_reported_not_read(tmp_path: Path) -> None
         ("unreadable_file", "nope"),
     ]
     assert "judge it on its own" in result.problems[0].message
+
+
+def test_a_copied_log_is_read_once_and_logs_of_two_runs_are_flagged(tmp_path: Path) -> None:
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    run_a.mkdir()
+    run_b.mkdir()
+    write_copilot_log(run_a / "t1.jsonl", "t1", "Q", executes=[{"server": "s", "tool": "x"}], session_id="one")
+    (run_a / "t1-copy.jsonl").write_bytes((run_a / "t1.jsonl").read_bytes())
+    result = load_trajectories([run_a])
+    assert len(result.trajectories["t1"].execute_calls) == 1  # not counted twice
+    [problem] = result.problems
+    files = {Path(problem.file).name, Path(problem.message.split(" is also in ")[1].split(" (")[0]).name}
+    assert problem.kind == "duplicate_session" and files == {"t1.jsonl", "t1-copy.jsonl"} and "read once" in problem.message
+
+    write_copilot_log(run_b / "t1.jsonl", "t1", "Q", session_id="two", start_ts="2025-01-02T00:00:00.000Z")
+    result = load_trajectories([run_a, run_b])
+    assert [p.kind for p in result.problems] == ["duplicate_session", "mixed_runs"]
+    assert "judge each on its own" in result.problems[1].message and str(run_b) in result.problems[1].message
