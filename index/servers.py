@@ -263,6 +263,12 @@ def parse_servers(
     if not isinstance(data, dict):
         raise ConfigError(f"{source}:1: expected a JSON object with an 'mcpServers' mapping.")
     entries = data.get("mcpServers", data.get("servers"))
+    if entries is not None and not isinstance(entries, dict):
+        key = "mcpServers" if "mcpServers" in data else "servers"
+        raise ConfigError(
+            f"{source}:{_line_of(text, key)}: '{key}' must be an object mapping each server's name to its entry "
+            f'(got {type(entries).__name__}). Expected {{"mcpServers": {{"name": {{"command": ..., "args": [...]}}}}}}.'
+        )
     if not isinstance(entries, dict):
         raise ConfigError(
             f"{source}:1: no 'mcpServers' object found (keys present: {sorted(data)[:8]}). "
@@ -271,6 +277,16 @@ def parse_servers(
     servers: dict[str, ServerConfig] = {}
     for name, raw in entries.items():
         line = _line_of(text, name)
+        if not name.strip():
+            raise ConfigError(
+                f"{source}:{line}: a server with an empty name: give the entry a name (route shows it and execute "
+                "calls the server by it)."
+            )
+        if "/" in name:
+            raise ConfigError(
+                f"{source}:{line}: server '{name}': a name cannot contain '/' (tools are named server/tool in route's "
+                f"answers and in --allow/--deny patterns); rename it, e.g. '{name.replace('/', '-')}'."
+            )
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}:{line}: server '{name}': expected an object, got {type(raw).__name__}.")
         missing: set[str] = set()

@@ -123,5 +123,6 @@ def describe_settings_error(
         secret = any(word in field for word in ("token", "secret", "password", "key"))
         if isinstance(shown, str | int | float) and not secret and len(str(shown)) <= 200:
             message += f" (got {shown!r})"
-        problems.append(f"{name}: {message}")
+        # A check across settings (no one field) says in its message which settings it read.
+        problems.append(f"{name}: {message}" if field else message)
     return "; ".join(problems)

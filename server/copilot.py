@@ -505,7 +505,7 @@ class Copilot:
         answer: RouteAnswer | None = None
         try:
             self.refresh_servers()
-            answer = await self._route(text_query, top_k, server, kind)
+            answer = await self._route(text_query if isinstance(query, str) else query, top_k, server, kind)
             if annotate is not None:
                 annotate(answer)
             result = CallToolResult(
@@ -526,7 +526,12 @@ class Copilot:
             log.route(call_id, text_query or str(query), hits, _ms(start), error=error)
         return result
 
-    async def _route(self, query: str, top_k: Any, server: Any, kind: Any = None) -> RouteAnswer:
+    async def _route(self, query: Any, top_k: Any, server: Any, kind: Any = None) -> RouteAnswer:
+        if query is not None and not isinstance(query, str):
+            raise QueryError(
+                f"query must be a string describing the task, got {type(query).__name__} {str(query)[:60]!r} "
+                "(e.g. 'current time in Tokyo')."
+            )
         if not query:
             raise QueryError(
                 "The query is empty. Describe the task in a few words (e.g. 'current time in Tokyo'), or use "

@@ -222,10 +222,15 @@ class ServerSettings(CopilotSettings):
             try:
                 lines = self.http_token_file.read_text(encoding="utf-8").splitlines()
             except (OSError, UnicodeDecodeError) as error:
-                raise ValueError(f"cannot read the token file {self.http_token_file}: {error}") from None
+                raise ValueError(
+                    f"cannot read the token file {self.http_token_file} (--token-file or COPILOT_HTTP_TOKEN_FILE): {error}"
+                ) from None
             token = lines[0].strip() if lines else ""
             if not token:
-                raise ValueError(f"the token file {self.http_token_file} is empty")
+                raise ValueError(
+                    f"the token file {self.http_token_file} (--token-file or COPILOT_HTTP_TOKEN_FILE) is empty: put the "
+                    "token on its first line"
+                )
             self.http_token = SecretStr(token)
         return self
 

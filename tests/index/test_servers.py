@@ -180,6 +180,23 @@ def test_file_without_mcpservers_says_what_is_expected(tmp_path: Path) -> None:
     assert "mcpServers" in message
 
 
+@pytest.mark.parametrize("value", [[], "x", 3])
+def test_mcpservers_of_the_wrong_type_says_so(tmp_path: Path, value: object) -> None:
+    message = _error_for(tmp_path, json.dumps({"mcpServers": value}, indent=2))
+    assert f"'mcpServers' must be an object mapping each server's name to its entry (got {type(value).__name__})" in message
+    assert ":2:" in message and "keys present" not in message
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("", "a server with an empty name"), ("  ", "a server with an empty name"), ("a b/c", "cannot contain '/'")],
+)
+def test_a_name_route_and_execute_cannot_use_is_refused(tmp_path: Path, name: str, expected: str) -> None:
+    text = json.dumps({"mcpServers": {"good": {"command": "ok"}, name: {"command": "ok"}}}, indent=2)
+    message = _error_for(tmp_path, text)
+    assert f"{tmp_path / 'servers.json'}:6: " in message and expected in message
+
+
 def test_missing_file_says_how_to_choose_one(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="COPILOT_SERVERS"):
         load_servers(tmp_path / "nope.json")

@@ -205,7 +205,12 @@ async def test_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path)
     [
         (["--token", "abc"], {}, b"the bearer token has 3 characters; use at least 16"),
         ([], {"COPILOT_HTTP_TOKEN": "short-token"}, b"the bearer token has 11 characters; use at least 16"),
-        ([], {"COPILOT_HTTP_TOKEN_FILE": "/nonexistent/token"}, b"cannot read the token file /nonexistent/token"),
+        (
+            [],
+            {"COPILOT_HTTP_TOKEN_FILE": "/nonexistent/token"},
+            b"error: cannot read the token file /nonexistent/token (--token-file or COPILOT_HTTP_TOKEN_FILE)",
+        ),
+        (["--token-file", "/dev/null"], {}, b"error: the token file /dev/null (--token-file or COPILOT_HTTP_TOKEN_FILE) is empty"),
     ],
 )
 async def test_refuses_guessable_or_unreadable_tokens(

@@ -164,6 +164,9 @@ async def test_route_empty_query_is_a_helpful_error(copilot: Copilot) -> None:
     result = await copilot.route("   ")
     assert result.is_error
     assert "The query is empty" in text_of(result)
+    for not_text in (123, ["time"], {"q": "time"}):
+        result = await copilot.route(not_text)
+        assert result.is_error and "query must be a string" in text_of(result), not_text
 
 
 async def test_route_reports_background_indexing_in_progress(copilot: Copilot) -> None:
