@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,6 +13,19 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from index.errors import ConfigError
+
+
+def check_writable_directory(path: Path, setting: str, what: str) -> None:
+    """Create ``path`` and write a file in it now, so an unusable one is one error at start
+    (naming ``setting``) rather than a failure on every request that would use it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".copilot-write-check-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ConfigError(f"{setting}: cannot use {path} for {what} ({reason}); set {setting} to a writable directory.") from None
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: The repository checkout (editable installs) -- where the project's ``servers.json`` lives.

@@ -223,6 +223,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
         pool_settings = PoolSettings.load(home=settings.home)
         TrustSettings.load(home=settings.home)
         pool_settings.check_directories()
+        settings.check_log_paths()
     except CopilotError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 
@@ -11,8 +10,7 @@ from pydantic import Field
 
 from index.children.connect import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE
 from index.children.stdio import MAX_STDERR_LOG_BYTES
-from index.errors import ConfigError
-from index.settings import CopilotSettings
+from index.settings import CopilotSettings, check_writable_directory
 
 
 class PoolSettings(CopilotSettings):
@@ -65,16 +63,7 @@ class PoolSettings(CopilotSettings):
             ("COPILOT_CHILD_LOG_DIR", self.log_root(), "the children's logs"),
         ):
             given = variable if getattr(self, variable.removeprefix("COPILOT_").lower()) is not None else "COPILOT_HOME"
-            try:
-                path.mkdir(parents=True, exist_ok=True)
-                probe = path / f".copilot-write-check-{os.getpid()}"
-                probe.touch()
-                probe.unlink()
-            except OSError as error:
-                reason = error.strerror or str(error)
-                raise ConfigError(
-                    f"{given}: cannot use {path} for {what} ({reason}); set {given} to a writable directory."
-                ) from None
+            check_writable_directory(path, given, what)
 
     def server_workdir(self, server: str) -> Path:
         return self.work_root() / safe_file_name(server)

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from index.settings import CopilotSettings
+from index.errors import ConfigError
+from index.settings import CopilotSettings, check_writable_directory
 from index.trust.settings import split_list
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
@@ -233,6 +234,21 @@ class ServerSettings(CopilotSettings):
                 )
             self.http_token = SecretStr(token)
         return self
+
+    def check_log_paths(self) -> None:
+        """Make sure trajectories can be written before serving (else every request would log the failure)."""
+        if self.log_file is None:
+            given = "COPILOT_LOG_DIR" if self.log_dir is not None else "COPILOT_HOME"
+            check_writable_directory(self.logs_dir, given, "the trajectory logs")
+            return
+        check_writable_directory(self.log_file.parent, "COPILOT_LOG_FILE", "the trajectory log's directory")
+        try:
+            with self.log_file.open("a", encoding="utf-8"):
+                pass
+        except OSError as error:
+            raise ConfigError(
+                f"COPILOT_LOG_FILE: cannot append to {self.log_file} ({error.strerror or error}); set it to a writable file."
+            ) from None
 
     @property
     def token(self) -> str | None:

@@ -104,6 +104,26 @@ def test_an_unusable_child_directory_is_one_line_at_start(tmp_path: Path, variab
     assert result.returncode == 2 and result.stdout == ""
 
 
+@pytest.mark.parametrize(
+    ("variable", "what"),
+    [
+        ("COPILOT_LOG_DIR", "the trajectory logs (Not a directory); set COPILOT_LOG_DIR to a writable directory."),
+        (
+            "COPILOT_LOG_FILE",
+            "the trajectory log's directory (Not a directory); set COPILOT_LOG_FILE to a writable directory.",
+        ),
+    ],
+)
+def test_an_unusable_trajectory_log_is_one_line_at_start(tmp_path: Path, variable: str, what: str) -> None:
+    occupied = tmp_path / "a-file"
+    occupied.write_text("not a directory")
+    target = occupied / "below" / ("t.jsonl" if variable == "COPILOT_LOG_FILE" else "")
+    result = _serve(tmp_path, **{variable: str(target)})
+    shown = target.parent if variable == "COPILOT_LOG_FILE" else target
+    assert single_error(result) == f"error: {variable}: cannot use {shown} for {what}"
+    assert result.returncode == 2 and result.stdout == ""
+
+
 def test_a_port_in_use_is_one_line_saying_how_to_pick_another(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
