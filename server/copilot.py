@@ -227,6 +227,9 @@ class Copilot:
         self.started = anyio.Event()
         self.sessions = SessionLogs(settings, copilot_version=copilot_version(), index_info=self.index_info)
         self._task_group: anyio.abc.TaskGroup | None = None
+        #: Start-up indexing is scheduled but has not planned yet: a route that finds no index then
+        #: is told to wait for it, not to build the index by hand.
+        self._startup_indexing = False
         self._tool_count: int | None = None
         #: The children's prompts, resources and exposed tools (``server.aggregate``), set by ``server.app``.
         self.aggregation: Any = None
@@ -280,6 +283,7 @@ class Copilot:
         try:
             async with pool, anyio.create_task_group() as task_group:
                 copilot._task_group = task_group
+                copilot._startup_indexing = settings.auto_index
                 task_group.start_soon(copilot._background)
                 task_group.start_soon(copilot.telemetry.keep_status, copilot, settings.home)
                 if start_now:
@@ -311,9 +315,12 @@ class Copilot:
         # the model); refreshing route's description and indexing new or changed servers follow.
         if self._task_group is not None and self.settings.warm_index:
             self._task_group.start_soon(self._warm_in_background)
-        await self.refresh_route_description(reload_index=True)
-        if self.settings.auto_index:
-            await self._index_servers(self.servers)
+        try:
+            await self.refresh_route_description(reload_index=True)
+            if self.settings.auto_index:
+                await self._index_servers(self.servers)
+        finally:
+            self._startup_indexing = False
         # Operators (and tests) read this line as "start-up work is over; what is open now stays open".
         logger.info("start-up work done%s", "" if self.settings.warm_index else " (index warming is off)")
 
@@ -570,6 +577,11 @@ class Copilot:
                 raise IndexNotBuiltError(
                     f"The tool index is being built in the background ({len(status.pending_servers)} server(s) "
                     "left); search again in a minute."
+                ) from None
+            if self._startup_indexing:
+                raise IndexNotBuiltError(
+                    "The copilot has just started and is building its tool index in the background; search again "
+                    "in a minute."
                 ) from None
             raise error
         tools: list[RoutedTool] = []

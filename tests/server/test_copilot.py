@@ -96,3 +96,16 @@ async def test_servers_removed_from_the_file_disappear_from_route(
         gone = await copilot.execute("beta", "echo", {"text": "x"}, None, None, None)
         assert gone.is_error
         assert "Unknown server 'beta'" in gone.content[0].text
+
+
+async def test_a_route_before_start_up_indexing_has_run_says_to_wait_not_to_build(tmp_path: Path) -> None:
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    # Not started (no session yet): the start-up work, indexing included, has not begun.
+    async with Copilot.running(_settings(tmp_path / "fresh", tmp_path), servers) as copilot:
+        routed = await copilot.route("echo the given text back", 3, None, None)
+        assert routed.is_error and "building its tool index in the background" in routed.content[0].text
+        assert "python -m index" not in routed.content[0].text
+    # Without background indexing the index must be built by hand, and route says how.
+    async with Copilot.running(_settings(tmp_path / "fresh-2", tmp_path, auto_index=False), servers) as copilot:
+        routed = await copilot.route("echo the given text back", 3, None, None)
+        assert routed.is_error and "python -m index" in routed.content[0].text
