@@ -714,7 +714,7 @@ class ChildPool:
                 child.config,
                 workdir=settings.server_workdir(child.name),
                 stderr_path=settings.server_log(child.name),
-                init_timeout=settings.init_timeout,
+                init_timeout=settings.start_timeout(child.config),
                 max_message_bytes=settings.max_message_bytes,
                 shutdown_grace=settings.shutdown_grace,
                 on_spawn=spawned,
@@ -831,7 +831,7 @@ class ChildPool:
         try:
             if not child.ready.is_set():
                 # open_session bounds the start by init_timeout; this only guards against a bug.
-                with anyio.fail_after(self.settings.init_timeout + 30):
+                with anyio.fail_after(self.settings.start_timeout(config) + 30):
                     await child.ready.wait()
             if child.start_error is not None:
                 error = child.start_error

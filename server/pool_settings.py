@@ -5,12 +5,16 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from index.children.connect import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE
 from index.children.stdio import MAX_STDERR_LOG_BYTES
 from index.settings import CopilotSettings, check_writable_directory
+
+if TYPE_CHECKING:
+    from index.servers import ServerConfig
 
 
 class PoolSettings(CopilotSettings):
@@ -46,6 +50,11 @@ class PoolSettings(CopilotSettings):
         ge=64 * 1024,
         description="A running child's stderr log is rotated to <server>.log.1 when it grows past this size.",
     )
+
+    def start_timeout(self, config: ServerConfig) -> float:
+        """Seconds ``config``'s child gets to start and answer ``initialize``: the server's own
+        ``timeout`` (as the crawl uses it, e.g. for a slow first ``npx`` install), else ``init_timeout``."""
+        return config.timeout or self.init_timeout
 
     def work_root(self) -> Path:
         return self.workdir if self.workdir is not None else self.home / "work"

@@ -276,6 +276,14 @@ async def test_failed_start_names_exit_code_and_stderr(settings: PoolSettings) -
         assert "fatal: fixture configured to crash at start" in log.read_text()
 
 
+async def test_a_servers_own_timeout_bounds_its_start(settings: PoolSettings) -> None:
+    assert settings.init_timeout == 60.0
+    servers = {"hang": fixture_config("hang", "hang-at-start", timeout=1.0)}
+    async with running_pool(servers, settings) as pool:
+        with anyio.fail_after(30), pytest.raises(ServerUnavailableError, match=r"did not answer initialize within 1s"):
+            await pool.call_tool("hang", "echo", {"text": "x"})
+
+
 async def test_failed_start_is_not_retried_within_the_backoff(settings: PoolSettings) -> None:
     settings.restart_backoff = 600.0
     async with running_pool({"crasher": fixture_config("crasher", "crash-at-start")}, settings) as pool:
