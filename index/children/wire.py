@@ -14,7 +14,9 @@ call waiting for its timeout:
 - a reply whose id matches no request the copilot sent fails the pending requests the same way
   (a late reply to a request the copilot already gave up on is not an error);
 - a single line over ``max_bytes`` is discarded while it streams in (memory stays bounded) and
-  the request it belonged to gets an error naming the limit.
+  the request it belonged to gets an error naming the limit; when the line began with text and a
+  message follows (megabytes of output glued before a reply), the text is dropped and the message
+  read.
 
 :class:`PendingRequests` is fed by the stdin writer, so the reader knows which ids are awaited.
 Errors made up here carry ``data={"origin": "mcp-copilot"}`` (:data:`COPILOT_ORIGIN`), so callers
@@ -50,6 +52,8 @@ COPILOT_ORIGIN = {"origin": "mcp-copilot"}
 JUNK_LINES_LOGGED = 20
 _READ_CHUNK = 64 * 1024
 _SNIPPET = 4096
+#: Bytes of a discarded line kept to find a message start split between two reads.
+_CARRY = 64
 _SHOWN = 120
 #: Ids of requests already answered or given up on, remembered to tell a late reply from a wrong one.
 _FINISHED_REMEMBERED = 1024
@@ -190,6 +194,9 @@ class StdoutReader:
     async def run(self) -> None:
         buffer = bytearray()
         discarding = False
+        #: The line being discarded began with text, not a message: a message start in what
+        #: follows is a reply glued to that text, read from there (the text is dropped).
+        junk_first = False
         head = b""
         tail = b""
         dropped = 0
@@ -203,11 +210,26 @@ class StdoutReader:
                 while True:
                     newline = chunk.find(b"\n", start)
                     piece = chunk[start:] if newline < 0 else chunk[start:newline]
+                    if discarding and junk_first:
+                        window = tail[-_CARRY:] + piece  # a message start may straddle two reads
+                        found = _MESSAGE_START.search(window)
+                        if found is not None:
+                            self._dropped_glued_text(dropped + found.start() - min(len(tail), _CARRY))
+                            discarding = False
+                            buffer = bytearray(window[found.start() :])
+                            piece = b""
                     if discarding:
                         dropped += len(piece)
                         tail = (tail + piece)[-_SNIPPET:]
                     else:
                         buffer += piece
+                        if len(buffer) > self.max_bytes:
+                            junk_first = not bytes(buffer[:_SNIPPET]).lstrip().startswith(b"{")
+                            found = _MESSAGE_START.search(buffer) if junk_first else None
+                            if found is not None:
+                                self._dropped_glued_text(found.start())
+                                del buffer[: found.start()]
+                                junk_first = False
                         if len(buffer) > self.max_bytes:
                             discarding = True
                             dropped = len(buffer)
@@ -321,6 +343,14 @@ class StdoutReader:
             self.child.note(f"ignored a non-protocol line on stdout ({len(line)} bytes): {_shown(line)}")
             if self.child.junk_lines == JUNK_LINES_LOGGED:
                 self.child.note("further non-protocol stdout lines are dropped without logging")
+
+    def _dropped_glued_text(self, size: int) -> None:
+        self.child.oversized_lines += 1
+        self.child.note(
+            f"wrote {size} bytes of text before a message without a newline (over the {self.max_bytes}-byte limit "
+            "of a line); dropped them and read the message"
+        )
+        logger.warning("%s: dropped %d bytes of text glued before a message", self.server, size)
 
     async def _oversized(self, head: bytes, tail: bytes, size: int) -> None:
         self.child.oversized_lines += 1

@@ -57,3 +57,23 @@ async def test_text_glued_before_a_reply_is_cut_off_and_the_reply_read(tmp_path:
         assert not result.is_error
         assert result.content[0].text == "the reply after the noise"  # type: ignore[union-attr]
     assert "bytes of text before a message" in stderr.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("limit", [100_000, 299_990], ids=["limit-far-below-the-text", "limit-just-below-the-text"])
+async def test_text_longer_than_the_line_limit_glued_before_a_reply_is_dropped_and_the_reply_read(
+    tmp_path: Path, limit: int
+) -> None:
+    # 300,000 bytes of text, then the reply on the same line: the reply starts after the limit (far
+    # after it, or within the read that crosses it), and must be read, not waited for until the timeout.
+    stderr = tmp_path / "hostile.log"
+    async with open_session(
+        _hostile(), workdir=tmp_path / "work", stderr_path=stderr, max_message_bytes=limit
+    ) as connection:
+        with anyio.fail_after(ANSWER_BOUND):
+            result = await connection.session.call_tool("bad_reply", {"kind": "long_prefix"})
+        assert result.content[0].text == "the reply after a flood"  # type: ignore[union-attr]
+        with anyio.fail_after(ANSWER_BOUND):
+            after = await connection.session.call_tool("echo", {"text": "still here"})
+        assert after.content[0].text == "still here"  # type: ignore[union-attr]
+    log = stderr.read_text(encoding="utf-8")
+    assert "wrote 299997 bytes of text before a message without a newline" in log and "dropped them" in log
