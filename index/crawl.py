@@ -19,7 +19,8 @@ import math
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ from index.children.connect import (
     open_session,
     read_log_tail,
 )
+from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, keep_log_bounded
+from index.children.stdio import MAX_STDERR_LOG_BYTES
 from index.errors import ConfigError, CopilotError
 from index.kinds import list_other_kinds
 from index.records import Catalog, CatalogServer, ToolRecord, load_catalog
@@ -279,6 +282,20 @@ def _failure(
     return ERROR, reason, f"server '{name}' failed during {phase}: {reason}", []
 
 
+@asynccontextmanager
+async def _bounded_logs() -> AsyncIterator[Callable[[ChildProcess], None]]:
+    """``on_spawn`` for a crawled child: its stderr log rotates at the pool's size while it runs."""
+    async with anyio.create_task_group() as group:
+
+        def watch(process: ChildProcess) -> None:
+            group.start_soon(keep_log_bounded, process, MAX_STDERR_LOG_BYTES, LOG_CHECK_INTERVAL)
+
+        try:
+            yield watch
+        finally:
+            group.cancel_scope.cancel()
+
+
 async def crawl_server(
     config: ServerConfig, *, timeout: float, log_dir: Path, workdir: Path
 ) -> tuple[ServerOutcome, list[ToolRecord], CatalogServer | None]:
@@ -295,7 +312,9 @@ async def crawl_server(
     try:
         # The hard stop also bounds a start or a teardown that hangs; open_session kills the group.
         with anyio.CancelScope(deadline=deadline + TEARDOWN_GRACE):
-            async with open_session(config, workdir=workdir, stderr_path=log_path, init_timeout=limit) as connection:
+            async with _bounded_logs() as watch, open_session(
+                config, workdir=workdir, stderr_path=log_path, init_timeout=limit, on_spawn=watch
+            ) as connection:
                 start_seconds = round(anyio.current_time() - started, 2)
                 phase = "tools/list"
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0.01)):
@@ -319,7 +338,7 @@ async def crawl_server(
         if tools is None:
             raise TimeoutError
     except Exception as error:  # noqa: BLE001 - every failure of a child is reported, none aborts the crawl
-        if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
             error = error.exceptions[0]
         kind, reason, message, tail = _failure(config, error, phase=phase, limit=limit)
         if not tail and log_path is not None:

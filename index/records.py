@@ -136,6 +136,21 @@ def load_catalog(path: str | Path) -> Catalog:
         raise CatalogError(f"{path}:{error.lineno}: catalog is not valid JSON ({error.msg}).") from None
     except UnicodeDecodeError as error:
         raise CatalogError(f"{path}: catalog is not UTF-8 text ({error.reason} at byte {error.start}).") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tools"), list):
+        # Reading such a file as an empty catalog would let ``build`` empty the index.
+        got = f"a JSON {type(data).__name__}" if not isinstance(data, dict) else f"keys {sorted(data)[:6]}"
+        hint = (
+            ": this is a servers file; crawl it into a catalog with python -m index crawl --servers FILE --out CATALOG"
+            if isinstance(data, dict) and ("mcpServers" in data or "servers" in data)
+            else ""
+        )
+        raise CatalogError(f"{path}: not a catalog snapshot (expected a JSON object with a 'tools' list, got {got}){hint}.")
+    version = data.get("version", CATALOG_VERSION)
+    if isinstance(version, int) and not isinstance(version, bool) and version > CATALOG_VERSION:
+        raise CatalogError(
+            f"{path}: catalog version {version} was written by a newer copilot (this one reads up to "
+            f"{CATALOG_VERSION}); upgrade, or crawl the servers again with this one."
+        )
     try:
         return Catalog.model_validate(data)
     except ValidationError as error:

@@ -62,6 +62,7 @@ from index.children.connect import (
     open_session,
 )
 from index.children.direct import typed_result
+from index.children.process import LOG_CHECK_INTERVAL
 from index.children.wire import COPILOT_ORIGIN
 from index.servers import ServerConfig
 from server.bounded import shown_name
@@ -91,9 +92,6 @@ EXIT_GRACE = 0.5
 EXIT_KILL_GRACE = 0.5
 #: Most children started by warm() and not called yet at once.
 MAX_WARM_UNUSED = 2
-#: Seconds between checks of the running children's stderr log sizes.
-_LOG_CHECK_INTERVAL = 5.0
-
 #: Seconds between two re-listings of one server's changed tools (a flood of list_changed costs one per interval).
 RELIST_INTERVAL = 1.0
 
@@ -940,7 +938,7 @@ class ChildPool:
     async def _rotate_child_logs(self) -> None:
         """Keep every running child's stderr log bounded, also for children that flood it between calls."""
         while True:
-            await anyio.sleep(_LOG_CHECK_INTERVAL)
+            await anyio.sleep(LOG_CHECK_INTERVAL)
             for child in list(self._alive):
                 if child.process is not None:
                     child.process.rotate_log_if_over(self.settings.child_log_max_bytes)

@@ -210,3 +210,16 @@ def read_log_tail(path: Path, offset: int = 0, *, max_lines: int = 15, max_chars
     if start > offset and lines:
         lines = lines[1:]  # the first line was cut by the 64 KiB window
     return [line if len(line) <= max_chars else line[:max_chars] + "…" for line in lines[-max_lines:]]
+
+
+#: Seconds between checks of a running child's stderr log size (an ``fstat``; a flood at disk
+#: speed still writes a few hundred MB between two checks, never without bound).
+LOG_CHECK_INTERVAL = 1.0
+
+
+async def keep_log_bounded(process: ChildProcess, max_bytes: int, interval: float) -> None:
+    """Rotate ``process``'s stderr log whenever it passes ``max_bytes`` (checked every ``interval``
+    seconds) until cancelled: a child flooding stderr must not fill the disk."""
+    while True:
+        await anyio.sleep(interval)
+        process.rotate_log_if_over(max_bytes)

@@ -339,6 +339,23 @@ async def test_report_outcomes_follow_the_server_list_order(tmp_path: Path) -> N
     assert (tmp_path / "work" / "alpha" / "tmp").is_dir()
 
 
+async def test_a_child_flooding_stderr_during_its_crawl_keeps_its_log_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import index.crawl as crawl_module  # noqa: PLC0415
+    from index.children.stdio import MAX_STDERR_LOG_BYTES  # noqa: PLC0415
+
+    monkeypatch.setattr(crawl_module, "LOG_CHECK_INTERVAL", 0.01)
+    servers = {"noisy": ServerConfig.model_validate({**fixture_entry("noisy", "flood-stderr-at-start"), "name": "noisy"})}
+    with anyio.fail_after(60):
+        report = await crawl_servers(servers, timeout=3, log_dir=tmp_path / "logs", progress=False)
+    assert not report.outcomes["noisy"].ok  # it never answers initialize
+    log = tmp_path / "logs" / log_file_name("noisy")
+    assert log.stat().st_size < MAX_STDERR_LOG_BYTES  # 12 MB were written to it
+    assert log.with_name(log.name + ".1").stat().st_size == MAX_STDERR_LOG_BYTES
+    assert "log rotated at" in log.read_text(encoding="utf-8", errors="replace")
+
+
 async def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
     from index.errors import ConfigError
 

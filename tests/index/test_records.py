@@ -24,7 +24,13 @@ def test_gzipped_catalog_round_trips(tmp_path: Path) -> None:
         ("not-gzip.json.gz", b"plain text", "cannot read the catalog"),
         ("truncated.json.gz", gzip.compress(b'{"tools": []}', mtime=0)[:-6], "cannot read the catalog"),
         ("latin1.json", b'{"source": "caf\xe9"}', "not UTF-8 text"),
+        # Read as an empty catalog, any of these would let `build` empty the index.
+        ("servers.json", b'{"mcpServers": {"a": {"command": "x"}}}', "this is a servers file; crawl it"),
+        ("other.json", b'{"version": 1, "toolz": []}', r"expected a JSON object with a 'tools' list, got keys \['toolz', 'version'\]"),
+        ("list.json", b"[]", "expected a JSON object with a 'tools' list, got a JSON list"),
+        ("future.json", b'{"version": 99, "tools": []}', "catalog version 99 was written by a newer copilot"),
     ],
+    ids=["not-gzip", "truncated-gzip", "not-utf8", "servers-file", "no-tools", "a-list", "newer-version"],
 )
 def test_corrupt_catalog_is_a_catalog_error(tmp_path: Path, name: str, data: bytes, message: str) -> None:
     path = tmp_path / name
