@@ -59,7 +59,9 @@ class ServerConfig(BaseModel):
     enabled: bool = True
     disabled: bool = False
     reason: str | None = Field(default=None, description="Why the server is disabled.")
-    timeout: float | None = Field(default=None, gt=0, description="Seconds per call (and per crawl).")
+    timeout: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Seconds per call (and per crawl)."
+    )
     cwd: str | None = None
     works_in: Literal["own", "roots"] = Field(
         default="own",
@@ -226,6 +228,48 @@ def _line_of(text: str, name: str, after: int = 0) -> int:
     return text.count("\n", 0, start + match.start()) + 1 if match else (after or 1)
 
 
+def _entry_lines(text: str, container: str) -> dict[str, list[int]]:
+    """Lines of each key of the top-level ``container`` object (each server's name), in file order.
+
+    A key listed twice has two lines (``json.loads`` keeps only the last entry); keys of the same
+    name deeper in the file (an ``env`` variable named like a server) are not counted.
+    """
+    lines: dict[str, list[int]] = {}
+    depth, line, top_key = 0, 1, None
+    key: str | None = None
+    key_line = 0
+    i, end = 0, len(text)
+    while i < end:
+        char = text[i]
+        if char == '"':
+            j = i + 1
+            while j < end and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            try:
+                key = json.loads(text[i : j + 1])
+            except ValueError:
+                key = None
+            key_line = line
+            line += text.count("\n", i, j + 1)
+            i = j + 1
+            continue
+        if char == "\n":
+            line += 1
+        elif char == ":" and isinstance(key, str):  # the string just read was a key
+            if depth == 1:
+                top_key = key
+            elif depth == 2 and top_key == container:
+                lines.setdefault(key, []).append(key_line)
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+        if char not in " \t\r\n":
+            key = None
+        i += 1
+    return lines
+
+
 def _error_line(text: str, server_line: int, error: ValidationError) -> int:
     """For the nested ``annotations``/``confirm`` keys, the line of the innermost key the error points
     at (searched from the server's own line); the server's line for every other key."""
@@ -274,9 +318,16 @@ def parse_servers(
             f"{source}:1: no 'mcpServers' object found (keys present: {sorted(data)[:8]}). "
             'Expected {"mcpServers": {"name": {"command": ..., "args": [...]}}}.'
         )
+    entry_lines = _entry_lines(text, "mcpServers" if "mcpServers" in data else "servers")
+    for name, lines in entry_lines.items():
+        if len(lines) > 1:
+            raise ConfigError(
+                f"{source}:{lines[1]}: server '{name}' is listed twice (also on line {lines[0]}); only one entry "
+                "would be used: remove or rename the other."
+            )
     servers: dict[str, ServerConfig] = {}
     for name, raw in entries.items():
-        line = _line_of(text, name)
+        line = entry_lines[name][0] if name in entry_lines else _line_of(text, name)
         if not name.strip():
             raise ConfigError(
                 f"{source}:{line}: a server with an empty name: give the entry a name (route shows it and execute "

@@ -197,6 +197,30 @@ def test_a_name_route_and_execute_cannot_use_is_refused(tmp_path: Path, name: st
     assert f"{tmp_path / 'servers.json'}:6: " in message and expected in message
 
 
+def test_a_server_listed_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    text = '{\n "mcpServers": {\n  "a": {"command": "echo"},\n  "b": {"command": "cat"},\n  "a": {"command": "cat"}\n }\n}'
+    message = _error_for(tmp_path, text)
+    assert message == (
+        f"{tmp_path / 'servers.json'}:5: server 'a' is listed twice (also on line 3); only one entry would be used: "
+        "remove or rename the other."
+    )
+
+
+def test_the_error_line_is_the_entrys_not_a_nested_key_of_the_same_name(tmp_path: Path) -> None:
+    text = (
+        '{\n "mcpServers": {\n  "a": {"command": "echo", "env": {"b": "x"}},\n'
+        '  "b": {"url": "http://x.test/mcp", "command": "y"}\n }\n}'
+    )
+    assert f"{tmp_path / 'servers.json'}:4: server 'b': " in _error_for(tmp_path, text)
+
+
+@pytest.mark.parametrize("value", ["Infinity", "NaN", "1e309"])
+def test_a_timeout_that_is_not_a_finite_number_is_refused(tmp_path: Path, value: str) -> None:
+    text = '{"mcpServers": {"a": {"command": "echo", "timeout": %s}}}' % value
+    message = _error_for(tmp_path, text)
+    assert "server 'a'" in message and "'timeout'" in message and "finite number" in message
+
+
 def test_missing_file_says_how_to_choose_one(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="COPILOT_SERVERS"):
         load_servers(tmp_path / "nope.json")
