@@ -32,6 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from index.atomic import write_text_atomic
+from index.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -159,8 +160,15 @@ def write_manifest(path: Path, inputs: BuildInputs, signature: str, tools: int) 
 
 def forget_manifest(path: Path) -> None:
     """Before a build changes the store: a build that fails half-way must not leave a manifest behind."""
-    with contextlib.suppress(FileNotFoundError):
+    try:
         path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as error:  # the home is a file, or the manifest a directory
+        raise ConfigError(
+            f"{path}: cannot remove the last build's record ({error.strerror or error}); COPILOT_HOME must be a "
+            "writable directory holding index/ (move what is in the way, or set COPILOT_HOME elsewhere)."
+        ) from None
 
 
 def unchanged_since_last_build(path: Path, inputs: BuildInputs, chroma_dir: Path) -> BuildManifest | None:

@@ -149,7 +149,12 @@ class ChromaStore:
             path.mkdir(parents=True, exist_ok=True)
             return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
         except Exception as error:  # noqa: BLE001
-            raise IndexStoreError(f"cannot open the index at {path} ({error}).") from None
+            from index.hints import index_command
+
+            raise IndexStoreError(
+                f"cannot open the index at {path} ({error}). If its files are damaged, remove {path} and build it "
+                f"again: {index_command(self.settings, 'build')}"
+            ) from None
 
     # -- collections -------------------------------------------------------------------------
 

@@ -162,3 +162,29 @@ def test_a_chroma_server_is_never_shortcut(tmp_path: Path, catalog: Path, server
     assert build_inputs(settings, catalog, load_catalog(catalog), servers) is None
     local = build_inputs(CopilotSettings(home=tmp_path / "home"), catalog, load_catalog(catalog), servers)
     assert local is not None and local.store == str(tmp_path / "home" / "index" / "chroma")
+
+
+def test_a_home_that_is_a_file_is_one_clear_error(tmp_path: Path, catalog: Path, servers: Path) -> None:
+    occupied = tmp_path / "home-file"
+    occupied.write_text("not a directory")
+    env = cli_env(COPILOT_HOME=str(occupied), COPILOT_CATALOG=str(catalog), COPILOT_SERVERS=str(servers))
+    result = run_cli("index", "build", env=env, timeout=240)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"error: {occupied / 'index' / FILE_NAME}: cannot remove the last build's record (Not a directory); "
+        "COPILOT_HOME must be a writable directory holding index/ (move what is in the way, or set COPILOT_HOME elsewhere)."
+    )
+
+
+def test_a_damaged_store_says_to_remove_it_and_build_again(
+    home: Path, catalog: Path, servers: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _build(home, catalog, servers, caplog)
+    database = home / "index" / "chroma" / "chroma.sqlite3"
+    with database.open("r+b") as handle:
+        handle.truncate(10_000)
+    env = cli_env(COPILOT_HOME=str(home), COPILOT_CATALOG=str(catalog), COPILOT_SERVERS=str(servers))
+    result = run_cli("index", "search", "current time", env=env, timeout=240)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"remove {home / 'index' / 'chroma'} and build it again" in result.stderr
+    assert "-m index build" in result.stderr
