@@ -76,7 +76,7 @@ INITIALIZE_FAILED = "initialize failed"
 HTTP_ERROR = "HTTP error"
 START_FAILED = "could not start"
 LIST_FAILED = "tools/list failed"
-BAD_RESPONSE = "bad tools/list reply"
+BAD_RESPONSE = "bad reply"  # to initialize or tools/list: the reason names which
 ERROR = "error"
 #: Not a failure: the entry is the copilot itself, skipped (listed with the disabled servers).
 SELF_ENTRY = "the copilot itself"
