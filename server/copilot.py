@@ -620,7 +620,7 @@ class Copilot:
         if not tools and note is None:
             note = (
                 "Nothing matched. Rephrase the query as the task you want done (what, on which kind of "
-                "data or service), or drop the server filter."
+                "data or service)" + (", or drop the server filter." if only is not None else ".")
             )
         self._warm([t.server for t in tools if t.kind == "tool"])
         return RouteAnswer(

@@ -308,6 +308,10 @@ def test_first_routes_are_lexical_while_the_model_loads(built_home: Path) -> Non
     first = index.route("convert a word document to pdf", wait_for_model=False)
     assert first.mode == "lexical-startup"
     assert first.hits[0].tool == "convert_to_pdf"
+    assert all(hit.score > 0 for hit in first.hits) and not first.weak
+    # No word in common with any tool: no arbitrary hits, a weak match instead.
+    nothing = index.route("zzqx 🕒", wait_for_model=False)
+    assert nothing.mode == "lexical-startup" and nothing.hits == [] and nothing.weak
     loader = index._model_loader  # noqa: SLF001 -- the background load the first route started
     assert loader is not None
     loader.join(timeout=240)

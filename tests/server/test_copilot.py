@@ -109,3 +109,17 @@ async def test_a_route_before_start_up_indexing_has_run_says_to_wait_not_to_buil
     async with Copilot.running(_settings(tmp_path / "fresh-2", tmp_path, auto_index=False), servers) as copilot:
         routed = await copilot.route("echo the given text back", 3, None, None)
         assert routed.is_error and "python -m index" in routed.content[0].text
+
+
+async def test_nothing_found_suggests_dropping_the_server_filter_only_when_one_was_given(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    home = copy_home(built_index, tmp_path / "home")
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    async with Copilot.running(_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+        unfiltered = await copilot.route("a prompt to greet people", 3, None, None, kind="prompt")
+        filtered = await copilot.route("a prompt to greet people", 3, "alpha", None, kind="prompt")
+    assert unfiltered.structured_content["tools"] == [] == filtered.structured_content["tools"]
+    assert "Nothing matched" in unfiltered.content[0].text and "server filter" not in unfiltered.content[0].text
+    assert "or drop the server filter." in filtered.content[0].text
