@@ -565,6 +565,25 @@ def _suggest(name: str, choices: Iterable[str]) -> str:
     return f" Did you mean: {', '.join(matches)}?" if matches else ""
 
 
+def _earlier_records(out: Path, servers: Mapping[str, ServerConfig], console: Console) -> Catalog | None:
+    """A full crawl's base: the catalog it replaces, less the servers gone from the server list, so
+    that a server failing now (a timeout, a network hiccup) keeps its earlier records. A catalog
+    that cannot be read is replaced, as the crawl is there to write a new one."""
+    if not out.exists():
+        return None
+    try:
+        earlier = load_catalog(out)
+    except CopilotError as error:
+        console.print(f"note: {escape(str(error))} It is replaced by this crawl.", highlight=False)
+        return None
+    listed = set(servers)
+    return Catalog(
+        source=earlier.source,
+        servers={name: info for name, info in earlier.servers.items() if name in listed},
+        tools=[record for record in earlier.tools if record.server in listed],
+    )
+
+
 def select_servers(servers: Mapping[str, ServerConfig], only: list[str] | None, source: str) -> dict[str, ServerConfig]:
     """The servers named by ``--only`` (all when None); unknown names fail with suggestions."""
     if not only:
@@ -599,9 +618,11 @@ def crawl_command(args: argparse.Namespace) -> int:
     selected = select_servers(loaded.servers, args.only, str(servers_path))
     out = Path(args.out) if args.out else settings.catalog_file()
     log_dir = Path(args.log_dir) if args.log_dir else settings.home / "crawl-logs"
+    console = make_console(stderr=True)
     # Read the catalog to merge into before starting anything: a broken one must not be overwritten.
     base = load_catalog(out) if args.only and out.exists() else None
-    console = make_console(stderr=True)
+    if not args.only:
+        base = _earlier_records(out, loaded.servers, console)
     if not any(config.is_enabled for config in selected.values()):
         reasons = "; ".join(f"{name}: {config.reason or 'disabled'}" for name, config in selected.items())
         console.print(f"error: no enabled server to crawl ({escape(reasons) or 'the server list is empty'}).")
@@ -617,6 +638,16 @@ def crawl_command(args: argparse.Namespace) -> int:
         console.print(f"error: no server could be crawled; {escape(str(out))} was left unchanged. Logs: {escape(str(log_dir))}")
         return 1
     catalog = report.to_catalog(base, source=f"crawl of {servers_path.name}")
+    if not args.only:  # in the server list's order, whatever the earlier catalog's was
+        rank = {name: i for i, name in enumerate(loaded.servers)}
+        catalog.servers = dict(sorted(catalog.servers.items(), key=lambda item: rank.get(item[0], len(rank))))
+        catalog.tools.sort(key=lambda record: rank.get(record.server, len(rank)))
+    kept = sorted({r.server for r in catalog.tools} - set(report.servers))
+    if kept:
+        console.print(
+            f"kept the earlier records of {len(kept)} server(s) whose crawl failed now: {escape(', '.join(kept))}",
+            highlight=False,
+        )
     catalog.save(out)
     console.print(
         f"wrote {escape(str(out))}: {count_kinds(catalog.tools)} from {len(catalog.servers)} servers; "

@@ -228,6 +228,28 @@ def test_only_replaces_just_the_named_servers(tmp_path: Path, monkeypatch: pytes
     assert merged.servers["alpha"].description == "fixture server alpha"
 
 
+def test_a_full_crawl_keeps_the_earlier_records_of_a_server_failing_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    servers = write_servers(
+        tmp_path / "servers.json", {"beta": fixture_entry("beta", "crash-at-start"), "alpha": fixture_entry("alpha")}
+    )
+    old = Catalog(
+        source="earlier",
+        servers={name: CatalogServer(description=f"old {name}", tool_count=1) for name in ("gone", "alpha", "beta")},
+        tools=[ToolRecord(server=name, name="old_tool") for name in ("gone", "alpha", "beta")],
+    )
+    out = old.save(tmp_path / "catalog.json")
+    code = _run_cli("--servers", str(servers), "--out", str(out), "--log-dir", str(tmp_path / "logs"), "--timeout", "30")
+    assert code == 0
+    assert "kept the earlier records of 1 server(s) whose crawl failed now: beta" in capsys.readouterr().err
+    crawled = load_catalog(out)
+    assert list(crawled.servers) == ["beta", "alpha"]  # the server list's order; "gone" left the list
+    assert [r.name for r in crawled.tools if r.server == "beta"] == ["old_tool"]
+    assert {r.name for r in crawled.tools if r.server == "alpha"} >= FIXTURE_TOOLS
+
+
 def test_unknown_only_name_suggests_the_nearest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     servers = write_servers(tmp_path / "servers.json", {"word-document-server": fixture_entry("w")})
     code = _run_cli("--servers", str(servers), "--only", "word-documents", "--out", str(tmp_path / "c.json"))
