@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
@@ -89,6 +90,10 @@ class ServerConfig(BaseModel):
     def _one_launch_method(self) -> ServerConfig:
         if bool(self.command) == bool(self.url):
             raise ValueError("give either 'command' (stdio) or 'url' (remote), not both or neither")
+        if self.url is not None:
+            parsed = urlsplit(self.url)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise ValueError(f"'url' must be an http:// or https:// address of an MCP endpoint (got {self.url[:80]!r})")
         return self
 
     @property

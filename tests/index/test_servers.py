@@ -162,6 +162,8 @@ def test_bad_json_names_file_and_line(tmp_path: Path) -> None:
         ({"command": "x", "args": "--flag"}, "args"),
         ({"command": "x", "env": {"A": 1}}, "env.A"),
         ({"command": "x", "timeout": -5}, "timeout"),
+        ({"url": "notaurl"}, "'url' must be an http:// or https:// address"),
+        ({"url": "ftp://x.test/mcp"}, "'url' must be an http:// or https:// address"),
         ("npx foo", "expected an object"),
     ],
 )
