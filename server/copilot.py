@@ -546,8 +546,10 @@ class Copilot:
             )
         limit = self.settings.max_top_k
         try:
+            if isinstance(top_k, bool) or (isinstance(top_k, float) and not top_k.is_integer()):
+                raise ValueError(top_k)
             k = int(top_k) if top_k is not None else 5
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise QueryError(f"top_k must be an integer between 1 and {limit}, got {top_k!r}.") from None
         note = None
         if not 1 <= k <= limit:

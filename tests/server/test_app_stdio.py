@@ -167,6 +167,10 @@ async def test_route_empty_query_is_a_helpful_error(copilot: Copilot) -> None:
     for not_text in (123, ["time"], {"q": "time"}):
         result = await copilot.route(not_text)
         assert result.is_error and "query must be a string" in text_of(result), not_text
+    for not_count in (2.5, True, "three"):
+        result = await copilot.route("echo the given text back", top_k=not_count)
+        assert result.is_error and "top_k must be an integer between 1 and" in text_of(result), not_count
+    assert not (await copilot.route("echo the given text back", top_k=3.0)).is_error
 
 
 async def test_route_reports_background_indexing_in_progress(copilot: Copilot) -> None:
