@@ -573,6 +573,19 @@ class Copilot:
                 abandon_on_cancel=True,
             )
             hits = found.hits
+        except QueryError:
+            status = self.indexer.status()
+            if only is not None and only in status.failed_servers:
+                raise QueryError(
+                    f"server {only!r} is in the servers file, but its tools are not indexed: its crawl failed "
+                    f"({status.failed_servers[only]}). Search without the server filter, or fix the server "
+                    "(its log is in the copilot's logs) and search again."
+                ) from None
+            if only is not None and only in status.pending_servers:
+                raise QueryError(
+                    f"server {only!r} is being indexed in the background; search again in a minute."
+                ) from None
+            raise
         except IndexNotBuiltError as error:
             status = self.indexer.status()
             if status.in_progress:

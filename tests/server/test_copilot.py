@@ -63,6 +63,10 @@ async def test_servers_unknown_to_the_index_are_crawled_and_indexed_in_the_backg
         routed = await copilot.route("structured weather report for a city", 3, "delta", None)
         assert not routed.is_error
         assert _servers_of(routed) == {"delta"}
+        failed = await copilot.route("echo the given text back", 3, "broken", None)
+        assert failed.is_error and "server 'broken' is in the servers file, but its tools are not indexed: its crawl failed" in (
+            failed.content[0].text
+        )
 
     state = json.loads((home / STATE_FILE_NAME).read_text())
     assert state["delta"] == servers.servers["delta"].launch_hash()
