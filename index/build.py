@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,8 @@ from index.servers import ServersFile, load_servers
 from index.settings import DEFAULT_CATALOG, CopilotSettings
 
 if TYPE_CHECKING:  # the search code (numpy, Chroma) is imported only when the store must be opened
+    from rich.console import Console
+
     from index.tool_index import Progress, ToolIndex
     from index.trust.review import ReviewResult
     from index.trust.settings import TrustSettings
@@ -65,14 +68,24 @@ def check_servers_file(settings: CopilotSettings) -> ServersFile:
     return load_servers(settings.servers_file())
 
 
+#: Off a terminal, a plain progress line at least every this fraction of the work.
+PLAIN_PROGRESS_STEP = 0.1
+
+
 @contextmanager
 def progress_bar(description: str, enabled: bool = True) -> Iterator[Progress]:
-    """A rich progress bar on stderr, shown only once there is something to do."""
+    """Progress on stderr, shown only once there is something to do: a rich bar on a terminal,
+    plain lines anywhere else (rich does not redraw a bar off a terminal: a long build was silent)."""
     from index.console import make_console
+
+    console = make_console(stderr=True)
+    if enabled and not console.is_terminal:
+        yield _plain_progress(console, description)
+        return
+
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
     from rich.progress import Progress as RichProgress
 
-    console = make_console(stderr=True)
     bar = RichProgress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=False, disable=not enabled,
@@ -93,6 +106,24 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator[Progress]:
     finally:
         if task_id is not None:
             bar.stop()
+
+
+def _plain_progress(console: Console, description: str) -> Progress:
+    """One line at the start, then one per step of the work done (about every 10%), and one at the end."""
+    started = time.perf_counter()
+    shown: int | None = None
+    next_line = 0
+
+    def update(done: int, total: int) -> None:
+        nonlocal shown, next_line
+        if total <= 0 or done == shown or (done < next_line and done < total):
+            return
+        step = max(1, math.ceil(total * PLAIN_PROGRESS_STEP))
+        seconds = f" in {time.perf_counter() - started:.1f} s" if done >= total else ""
+        console.print(f"{description}: {done} of {total} ({done * 100 // total}%){seconds}", highlight=False)
+        shown, next_line = done, (done // step + 1) * step
+
+    return update
 
 
 def build_inputs(

@@ -4,16 +4,35 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from index.console import HelpFormatter
-from index.errors import CopilotError
+from index.errors import ConfigError, CopilotError
+
+# One line per paragraph: HelpFormatter keeps line breaks, and help must not be hard-wrapped off a terminal.
+DESCRIPTION = """\
+Find the right MCP tool for a task: crawl your MCP servers for their tools, build a local search index of them, search it, and review the tools held back by the trust checks.
+
+typical use: python -m index crawl && python -m index build && python -m index search "convert a document to pdf"
+"""
+
+#: Exit status after the reader of our output went away (``... | head``): 1, as in Python's documented
+#: recipe and as rich exits when a table meets a closed pipe, so every command answers alike.
+BROKEN_PIPE_EXIT = 1
 
 
 def _crawl(args: argparse.Namespace) -> int:
     from index.crawl import crawl_command
+
+    # Checked here, not only in crawl_servers, so the message names the flags the user typed.
+    if args.concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1 (got {args.concurrency}).")
+    if not args.timeout > 0 or math.isinf(args.timeout):
+        raise ConfigError(f"--timeout must be a positive number of seconds (got {args.timeout}).")
 
     return crawl_command(args)
 
@@ -37,7 +56,7 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m index", description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m index", description=DESCRIPTION, formatter_class=HelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -82,10 +101,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        return args.handler(args)
+        status = args.handler(args)
+        sys.stdout.flush()  # inside the try: a reader gone before the last write is a broken pipe too
+        return status
+    except BrokenPipeError:
+        _silence_stdout()
+        return BROKEN_PIPE_EXIT
     except CopilotError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at devnull so Python's flush at exit cannot fail again.
+
+    The recipe of Python's documentation (library/signal.html, "Note on SIGPIPE").
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout replaced by something without a file descriptor
+        pass

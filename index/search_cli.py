@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from index.display import printable
 from index.errors import QueryError
-from index.query import check_top_k
+from index.query import MAX_TOP_K, check_top_k
 from index.tool_index import SearchHit, ToolIndex
 
 
@@ -20,9 +21,16 @@ def _hit_summary(hit: SearchHit) -> dict[str, Any]:
 
 def _print_table(query: str, hits: list[SearchHit], index: ToolIndex) -> None:
     from index.console import make_console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{len(hits)} of {index.tool_count} tools for {query!r}", title_justify="left")
+    def cell(text: str) -> str:
+        # Names and descriptions come from child servers: rich must not read them as markup
+        # ("Dict[str, str]" would vanish, "[/red]" would crash) nor the terminal as control codes.
+        return escape(printable(text))
+
+    title = f"{len(hits)} of {index.tool_count} tools for {cell(repr(query))}"
+    table = Table(title=title, title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("server", overflow="fold")
     table.add_column("tool", overflow="fold")
@@ -33,7 +41,9 @@ def _print_table(query: str, hits: list[SearchHit], index: ToolIndex) -> None:
         description = " ".join(hit.description.split())
         if len(description) > 160:
             description = description[:157] + "..."
-        table.add_row(str(rank), hit.server, hit.tool, f"{hit.score:.3f}", ", ".join(hit.required), description)
+        table.add_row(
+            str(rank), cell(hit.server), cell(hit.tool), f"{hit.score:.3f}", cell(", ".join(hit.required)), cell(description)
+        )
     make_console().print(table)
 
 
@@ -83,6 +93,8 @@ def run_batch(index: ToolIndex, path: Path, top_k: int, server: str | None, out:
 
 
 def search_command(args: argparse.Namespace) -> int:
+    if not 1 <= args.top_k <= MAX_TOP_K:  # named as the user typed it; check_top_k speaks of the parameter
+        raise QueryError(f"--top-k must be between 1 and {MAX_TOP_K}, not {args.top_k}.")
     top_k = check_top_k(args.top_k)
     batch: Path | None = getattr(args, "batch", None)
     if batch is not None and args.query is not None:

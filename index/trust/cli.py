@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
 
 from index.console import make_console
+from index.display import printable, shell_word
 from index.records import ToolRecord
 from index.trust.definition import change_diff
 from index.trust.review import ReviewResult, TrustReviewer, Verdict
@@ -22,6 +24,11 @@ _REASONS = {
     "new server": "server added to the servers file (quarantined)",
     "poisoning": "looks like tool poisoning",
 }
+
+
+def _shown(text: str) -> str:
+    """A child-supplied name for a rich console: controls made visible, then markup escaped."""
+    return escape(printable(text))
 
 
 def _print_findings(console: Console, findings: Sequence[Finding], *, indent: str = "    ") -> None:
@@ -67,17 +74,17 @@ def trust_command(args: argparse.Namespace) -> int:
     )
     for verdict in held:
         console.print(
-            f"\n[bold]{escape(verdict.id)}[/]: {escape(_REASONS.get(verdict.reason or '', verdict.reason or ''))}",
+            f"\n[bold]{_shown(verdict.id)}[/]: {_shown(_REASONS.get(verdict.reason or '', verdict.reason or ''))}",
             highlight=False,
         )
         for line in verdict.summary:
-            console.print(f"  {escape(line)}", highlight=False)
+            console.print(f"  {_shown(line)}", highlight=False)
         _print_findings(console, verdict.findings, indent="  ")
         pins = data.tools.get(verdict.id)
         if args.diff and pins is not None and pins.pending is not None:
             _print_diff(console, change_diff(pins.approved.definition if pins.approved else None, pins.pending.definition))
         target = verdict.server if verdict.reason == "new server" else verdict.id
-        console.print(f"  approve with: python -m index approve {escape(target)}", highlight=False)
+        console.print(f"  approve with: python -m index approve {escape(shell_word(target))}", highlight=False)
     return 1 if held else 0
 
 
@@ -87,7 +94,7 @@ def approve_command(args: argparse.Namespace) -> int:
     for target in args.targets:
         approved += reviewer.approve(target)
     for item in approved:
-        print(f"approved {item}")
+        print(f"approved {printable(item)}")
     return 0
 
 
@@ -98,9 +105,9 @@ def print_review_summary(console: Console, results: dict[str, ReviewResult]) -> 
         return
     console.print(f"[red]held back {len(held)} tool(s)[/] (hidden from route, refused by execute):", highlight=False)
     for verdict in held:
-        console.print(f"  {escape(verdict.id)}: {escape(_REASONS.get(verdict.reason or '', ''))}", highlight=False)
+        console.print(f"  {_shown(verdict.id)}: {_shown(_REASONS.get(verdict.reason or '', ''))}", highlight=False)
         for line in verdict.summary:
-            console.print(f"    {escape(line)}", highlight=False)
+            console.print(f"    {_shown(line)}", highlight=False)
         _print_findings(console, [f for f in verdict.findings if f.severity == "high"])
     console.print(
         escape("review them with 'python -m index trust' and approve with 'python -m index approve SERVER[/TOOL]'."),
@@ -108,16 +115,65 @@ def print_review_summary(console: Console, results: dict[str, ReviewResult]) -> 
     )
 
 
+class _OtherTools(Mapping[str, str]):
+    """``ScanContext.other_tools`` of one server as a view over the index of all tools (no copy)."""
+
+    def __init__(self, servers_by_name: Mapping[str, dict[str, None]], server: str, size: int) -> None:
+        self._servers_by_name = servers_by_name
+        self._server = server
+        self._size = size
+
+    def __getitem__(self, name: str) -> str:
+        # The servers of a name are distinct, in first-seen order: the answer is the first or second.
+        for server in self._servers_by_name.get(name, ()):
+            if server != self._server:
+                return server
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, servers in self._servers_by_name.items() if servers.keys() != {self._server})
+
+    def __len__(self) -> int:
+        return self._size
+
+
+class _ScanContexts:
+    """What ``ScanContext.from_records(records, server)`` gives, for every server, from one pass.
+
+    ``from_records`` reads all records; calling it per record made a crawl's scan notes quadratic
+    (20,000 tools: minutes). Here each server's context is a view over one shared index.
+    """
+
+    def __init__(self, records: Sequence[ToolRecord]) -> None:
+        self._servers_by_name: dict[str, dict[str, None]] = {}  # an ordered set: first-seen server first
+        self._own: dict[str, set[str]] = {}
+        for record in records:
+            self._servers_by_name.setdefault(record.name, {})[record.server] = None
+            self._own.setdefault(record.server, set()).add(record.name)
+        self._only_here = Counter(next(iter(servers)) for servers in self._servers_by_name.values() if len(servers) == 1)
+        self._contexts: dict[str, ScanContext] = {}
+
+    def of(self, server: str) -> ScanContext:
+        if server not in self._contexts:
+            others = len(self._servers_by_name) - self._only_here[server]
+            self._contexts[server] = ScanContext(
+                other_tools=_OtherTools(self._servers_by_name, server, others),
+                own_tools=frozenset(self._own.get(server, ())),
+            )
+        return self._contexts[server]
+
+
 def print_scan_notes(console: Console, records: Sequence[ToolRecord]) -> None:
     """Medium findings (reported, not held back) of freshly crawled tools."""
     noted = 0
+    contexts = _ScanContexts(records)
     for record in records:
-        findings = [f for f in scan_tool(record, ScanContext.from_records(records, record.server)) if f.severity == "medium"]
+        findings = [f for f in scan_tool(record, contexts.of(record.server)) if f.severity == "medium"]
         if findings:
             if not noted:
                 console.print("[yellow]scan notes[/] (reported, not held back):", highlight=False)
             noted += 1
-            console.print(f"  {escape(record.id)}", highlight=False)
+            console.print(f"  {_shown(record.id)}", highlight=False)
             _print_findings(console, findings)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
+from index.display import printable
 from index.errors import CopilotError
 from index.records import ToolRecord
 from index.suggest import nearest_names
@@ -225,7 +226,7 @@ class TrustReviewer:
 
         self.store.update(change)
         for verdict in result.newly_held:
-            logger.warning("tool held back: %s", verdict.message())
+            logger.warning("tool held back: %s", printable(verdict.message()))  # a child's names may hold ESC
         return result
 
     @staticmethod

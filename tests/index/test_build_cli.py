@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from index_support import make_catalog
 
+from index.build import progress_bar
 from tests.support.cli import PROJECT, cli_env, line_with, run_cli, single_error
 
 pytestmark = pytest.mark.timeout(300)
@@ -46,6 +47,11 @@ def test_missing_index_names_the_exact_command_and_that_command_builds_it(tmp_pa
     assert built.returncode == 0, built.stderr
     total = len(make_catalog().tools)
     line_with(built.stdout, f"tools: {total} indexed -- {total} added, 0 updated, 0 removed, 0 unchanged")
+    # Off a terminal the progress is plain lines on stderr (a rich bar would stay silent until the end).
+    work = total + len(make_catalog().servers)  # tool and server documents
+    progress = [line for line in built.stderr.splitlines() if line.startswith("embedding: ")]
+    assert progress[0] == f"embedding: 0 of {work} (0%)", built.stderr
+    assert progress[-1].startswith(f"embedding: {work} of {work} (100%) in "), built.stderr
 
     found = run_cli("index", "search", "weather forecast for a city", env=cli_env(**settings))
     assert found.returncode == 0, found.stderr
@@ -68,7 +74,7 @@ def test_missing_catalog_says_to_crawl_first(tmp_path: Path) -> None:
     [
         ('{"mcpServers": {"time": {"command": "uvx",}}}', "servers.json:1:"),
         ('{"mcpServers": {\n "time": {"args": ["x"]}\n}}', "servers.json:2: server 'time': "),
-        ('{"servers": []}', "servers.json:1: no 'mcpServers' object found"),
+        ('{"servers": []}', "servers.json:1: 'servers' must be an object mapping each server's name to its entry (got list)"),
     ],
 )
 def test_a_broken_servers_file_fails_the_build_before_anything_is_embedded(
@@ -80,3 +86,24 @@ def test_a_broken_servers_file_fails_the_build_before_anything_is_embedded(
     assert where in single_error(result)
     assert result.returncode == 2 and result.stdout == ""
     assert not (tmp_path / "home" / "index").exists()  # failed before touching the index
+
+
+def test_progress_off_a_terminal_is_a_line_per_tenth_of_the_work(capsys: pytest.CaptureFixture[str]) -> None:
+    with progress_bar("embedding") as progress:  # stderr is pytest's capture: not a terminal
+        progress(0, 0)  # nothing to do yet: nothing shown
+        for done in range(0, 1001, 7):
+            progress(done, 1000)
+        progress(1000, 1000)
+        progress(1000, 1000)
+    lines = capsys.readouterr().err.splitlines()
+    shown = [int(line.split()[1]) for line in lines]
+    assert lines[0] == "embedding: 0 of 1000 (0%)" and lines[1] == "embedding: 105 of 1000 (10%)"
+    assert shown == [0, 105, 203, 301, 406, 504, 602, 700, 805, 903, 1000]
+    assert lines[-1].startswith("embedding: 1000 of 1000 (100%) in ") and lines[-1].endswith(" s")
+
+
+def test_progress_shows_nothing_when_disabled(capsys: pytest.CaptureFixture[str]) -> None:
+    with progress_bar("embedding", enabled=False) as progress:
+        progress(0, 10)
+        progress(10, 10)
+    assert capsys.readouterr().err == ""

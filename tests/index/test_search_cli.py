@@ -14,6 +14,8 @@ from index_support import make_catalog, make_records
 import index.build
 import index.settings
 from index.cli import main
+from index.records import ToolRecord
+from tests.support.cli import cli_env
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -100,7 +102,8 @@ def test_search_json_carries_full_hits(env_home: Path, capsys: pytest.CaptureFix
     [
         (["search", "   "], "the query is empty"),
         (["search", "?!?"], "no words to search for"),
-        (["search", "weather", "--top-k", "0"], "top_k must be between 1"),
+        (["search", "weather", "--top-k", "0"], "--top-k must be between 1 and 100, not 0"),
+        (["search", "weather", "--top-k", "101"], "--top-k must be between 1 and 100, not 101"),
         (["search", "weather", "--server", "wether"], "Did you mean 'weather'"),
         (["search"], "give a QUERY"),
     ],
@@ -168,3 +171,119 @@ def test_search_on_an_unbuilt_index_in_a_real_process(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith("error: no tool index") and "python -m index build" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+# Tool names and descriptions come from child servers; a hostile or merely unlucky one must not be able
+# to break the table (rich markup), hide text (markup-like brackets) or drive the terminal (ESC, NUL...).
+HOSTILE = [
+    ToolRecord(
+        server="weather",
+        name="parse_headers",
+        description="Parse HTTP headers into a Dict[str, str]; files are [type='file'] entries. Ends a [/red] tag.",
+        input_schema={"type": "object", "properties": {"raw[0]": {"type": "string"}}, "required": ["raw[0]"]},
+    ),
+    ToolRecord(
+        server="weather",
+        name="ring_bell\x1b]0;pwned\x07\x1b[2J",
+        description="Ring the terminal bell and clear\x1b[2J the screen\x00 with\x9b31m a fake\rline.",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def hostile_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("hostile-home")
+    catalog = make_catalog(make_records() + HOSTILE).save(home / "catalog.json")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COPILOT_HOME", str(home))
+        assert main(["build", "--catalog", str(catalog)]) == 0
+    return home
+
+
+def test_the_table_shows_markup_like_text_as_written(
+    hostile_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COPILOT_HOME", str(hostile_home))
+    capsys.readouterr()
+    assert main(["search", "parse HTTP headers into a dict [/red]", "--top-k", "3"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "parse_headers" in line)
+    assert "Parse HTTP headers into a Dict[str, str]; files are [type='file'] entries. Ends a [/red] tag." in row
+    assert "raw[0]" in row
+    assert "'parse HTTP headers into a dict [/red]'" in out  # the query in the title too
+
+
+def test_the_table_shows_control_characters_visibly(
+    hostile_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COPILOT_HOME", str(hostile_home))
+    capsys.readouterr()
+    assert main(["search", "ring the terminal bell and clear the screen", "--top-k", "3", "--server", "weather"]) == 0
+    out = capsys.readouterr().out
+    assert not any(char in out for char in "\x1b\x07\x00\x9b\r"), repr(out)
+    row = next(line for line in out.splitlines() if "ring_bell" in line)
+    assert r"ring_bell\x1b]0;pwned\x07\x1b[2J" in row
+    # Line breaks in a description are layout (it is shown on one line); the other controls are shown.
+    assert r"clear\x1b[2J the screen\x00 with\x9b31m a fake line." in row
+
+
+def test_top_level_help_is_written_for_users(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "Argument parsing" not in out and "``" not in out
+    assert "Find the right MCP tool for a task" in out and "python -m index search" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--concurrency", "0"], "error: --concurrency must be at least 1 (got 0)."),
+        (["--timeout", "0"], "error: --timeout must be a positive number of seconds (got 0.0)."),
+    ],
+)
+def test_crawl_errors_name_the_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path))
+    assert main(["crawl", "--out", str(tmp_path / "catalog.json"), *flags]) == 2
+    assert capsys.readouterr().err.strip() == message
+    assert not (tmp_path / "catalog.json").exists()
+
+
+def _search_process(home: Path, *args: str, stdin: int | None, stdout: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "index", "search", *args],
+        cwd=PROJECT, env=cli_env(COPILOT_HOME=str(home)), stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_batch_output_to_a_reader_that_stops_after_one_line(env_home: Path) -> None:
+    """``... --batch - | head -1``: the reader goes away between two answers; no traceback, exit 1."""
+    process = _search_process(env_home, "--batch", "-", "--top-k", "1", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    process.stdin.write(json.dumps({"query": "time zone"}) + "\n")
+    process.stdin.flush()
+    first = json.loads(process.stdout.readline())
+    assert first["query"] == "time zone"
+    process.stdout.close()  # like head -1 exiting; the next answer meets a closed pipe
+    process.stdin.write(json.dumps({"query": "bar chart"}) + "\n")
+    process.stdin.close()
+    err = process.stderr.read()
+    assert process.wait(timeout=120) == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+
+
+@pytest.mark.parametrize("output", [["--json"], []], ids=["json", "table"])
+def test_search_output_to_a_closed_pipe(env_home: Path, output: list[str]) -> None:
+    """The reader is gone before the answer is written (``... | head -0``): no traceback, exit 1."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        process = _search_process(env_home, "weather forecast", *output, stdin=subprocess.DEVNULL, stdout=write_end)
+    finally:
+        os.close(write_end)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
