@@ -20,6 +20,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import logging
 import secrets
 import threading
 import time
@@ -28,8 +29,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from index.servers import ServerConfig
+from index.suggest import nearest_names
 from index.trust.overrides import effective_annotations, needs_confirmation
 from server.errors import ConfirmationRequiredError, PolicyDeniedError
+
+logger = logging.getLogger(__name__)
 
 
 def _split(pattern: str) -> tuple[str, str]:
@@ -90,9 +94,37 @@ class Policy:
         self.read_only = read_only
         self.confirm = confirm
         self._servers: Mapping[str, ServerConfig] = servers or {}
+        self._patterns = {
+            "COPILOT_ALLOW": [p for p in allow if p],
+            "COPILOT_DENY": [p for p in deny if p],
+            "COPILOT_UNTRUSTED": self._untrusted,
+            "COPILOT_READ_ONLY_ALLOW": [p for p in read_only_allow if p],
+        }
+        self.warn_unmatched()
 
     def update_servers(self, servers: Mapping[str, ServerConfig]) -> None:
         self._servers = servers
+        self.warn_unmatched()
+
+    def unmatched(self) -> list[str]:
+        """One sentence per allow/deny/untrusted pattern naming no server of the servers file (a typo
+        there would silently leave a server allowed, or trusted)."""
+        names = list(self._servers)
+        if not names:
+            return []
+        found = []
+        for setting, patterns in self._patterns.items():
+            for pattern in patterns:
+                server = _split(pattern)[0] if setting != "COPILOT_UNTRUSTED" else pattern
+                if not any(fnmatch.fnmatchcase(name, server) for name in names):
+                    close = nearest_names(server, names)
+                    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+                    found.append(f"{setting} pattern {pattern!r} names no server of the servers file: it has no effect.{hint}")
+        return found
+
+    def warn_unmatched(self) -> None:
+        for sentence in self.unmatched():
+            logger.warning("%s", sentence)
 
     # -- allow / deny -------------------------------------------------------------------------
     def tool_allowed(self, server: str, tool: str) -> bool:

@@ -174,3 +174,16 @@ def test_params_order_does_not_change_the_binding() -> None:
     store = ConfirmationStore()
     token = store.issue("s", "t", {"a": 1, "b": 2})
     store.redeem(token, "s", "t", {"b": 2, "a": 1})
+
+
+def test_patterns_naming_no_server_are_reported_with_the_nearest_name(caplog: pytest.LogCaptureFixture) -> None:
+    servers = {name: ServerConfig(name=name, command="x") for name in ("time", "files")}
+    with caplog.at_level("WARNING", logger="server.policy"):
+        policy = Policy(deny=["tim/*", "files/delete_*"], allow=["*"], untrusted=["filez"], servers=servers)
+    assert policy.unmatched() == [
+        "COPILOT_DENY pattern 'tim/*' names no server of the servers file: it has no effect. Did you mean 'time'?",
+        "COPILOT_UNTRUSTED pattern 'filez' names no server of the servers file: it has no effect. Did you mean 'files'?",
+    ]
+    assert [r.getMessage() for r in caplog.records] == policy.unmatched()
+    policy.update_servers({**servers, "tim": ServerConfig(name="tim", command="x")})
+    assert len(policy.unmatched()) == 1
