@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import AsyncIterator
@@ -50,6 +49,7 @@ from index.children.connect import (
 from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, keep_log_bounded
 from index.children.stdio import MAX_STDERR_LOG_BYTES
 from index.errors import ConfigError, CopilotError
+from index.filenames import safe_file_name
 from index.kinds import list_other_kinds
 from index.records import Catalog, CatalogServer, ToolRecord, load_catalog
 from index.servers import ServerConfig, load_servers
@@ -143,8 +143,8 @@ class CrawlReport(BaseModel):
 
 
 def log_file_name(server: str) -> str:
-    """``Ant Design Components`` -> ``Ant_Design_Components.log``: safe on every file system."""
-    return (re.sub(r"[^A-Za-z0-9._-]+", "_", server).strip("._") or "server") + ".log"
+    """``time`` -> ``time.log``; an unsafe name is cleaned and suffixed with a hash (as the pool's logs)."""
+    return safe_file_name(server) + ".log"
 
 
 def scrub_machine_paths(value: Any, workdir: Path, config: ServerConfig | None = None) -> Any:

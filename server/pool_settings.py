@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +9,7 @@ from pydantic import Field
 
 from index.children.connect import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE
 from index.children.stdio import MAX_STDERR_LOG_BYTES
+from index.filenames import safe_file_name
 from index.settings import CopilotSettings, check_writable_directory
 
 if TYPE_CHECKING:
@@ -79,11 +78,3 @@ class PoolSettings(CopilotSettings):
 
     def server_log(self, server: str) -> Path:
         return self.log_root() / f"{safe_file_name(server)}.log"
-
-
-def safe_file_name(name: str) -> str:
-    """A server name usable as one path component (distinct names stay distinct)."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
-    if cleaned == name:
-        return name
-    return f"{cleaned or 'server'}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"

@@ -388,9 +388,11 @@ async def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
 
 
 def test_log_file_names_are_safe() -> None:
-    assert log_file_name("Ant Design Components") == "Ant_Design_Components.log"
-    assert log_file_name("../etc/passwd") == "etc_passwd.log"
+    assert log_file_name("Ant Design Components").startswith("Ant_Design_Components-")
+    assert log_file_name("../etc/passwd").startswith("etc_passwd-") and "/" not in log_file_name("../etc/passwd")
     assert log_file_name("time") == "time.log"
+    # Names that clean up alike keep their own logs (and work dirs).
+    assert log_file_name("a b") != log_file_name("a_b") == "a_b.log"
 
 
 def test_machine_paths_are_scrubbed_from_records(tmp_path: Path) -> None:
