@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from index.display import printable
 from index.errors import QueryError
+from index.hints import index_command
 from index.query import MAX_TOP_K, check_top_k
 from index.tool_index import SearchHit, ToolIndex
 
@@ -60,8 +61,6 @@ def _batch_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _parse_batch_line(line: str) -> str:
-    if not line.strip():
-        raise QueryError('empty line; expected {"query": "..."}')
     try:
         item = json.loads(line)
     except json.JSONDecodeError as error:
@@ -74,9 +73,16 @@ def _parse_batch_line(line: str) -> str:
 
 
 def run_batch(index: ToolIndex, path: Path, top_k: int, server: str | None, out: TextIO, err: TextIO) -> int:
-    """One answer line per input line, in order; a bad line gets an ``error`` entry (and file:line on stderr)."""
+    """One answer line per input line, in order; a bad line gets an ``error`` entry (and file:line on
+    stderr), a blank one a ``skipped`` entry."""
     failures = 0
+    if server is not None:
+        index.search("check the server filter", top_k=1, server=server)  # an unknown name: one error, not one per line
     for number, line in _batch_lines(path):
+        if not line.strip():
+            # Nothing asked (a doubled last newline, say): answered, to keep one answer per line, not an error.
+            out.write(json.dumps({"query": None, "line": number, "skipped": "blank line"}) + "\n")
+            continue
         query: Any = None
         answer: dict[str, Any]
         try:
@@ -109,6 +115,12 @@ def search_command(args: argparse.Namespace) -> int:
     hits = index.search(args.query, top_k=top_k, server=args.server)
     if args.json:
         print(json.dumps({"query": args.query, "results": [h.model_dump() for h in hits]}, ensure_ascii=False, indent=1))
+    elif not hits and index.tool_count == 0:
+        print(
+            f"the index at {index.location} holds no tools: build it from a catalog with "
+            f"{index_command(index.settings, 'build')}",
+            file=sys.stderr,
+        )
     elif not hits:
         print("no tools matched.", file=sys.stderr)
     else:

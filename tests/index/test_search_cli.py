@@ -139,11 +139,13 @@ def test_batch_keeps_order_and_answers_bad_lines(env_home: Path, tmp_path: Path,
     assert answers[3]["results"][0]["tool"] == "get_directions"
     assert answers[6]["results"][0]["tool"] == "bing_search"
     errored = [i for i, a in enumerate(answers) if "error" in a]
-    assert errored == [1, 2, 4, 5, 7]
+    assert errored == [1, 2, 4, 7]
+    assert answers[5] == {"query": None, "line": 6, "skipped": "blank line"}  # answered, not an error
     assert answers[1]["line"] == 2 and "not valid JSON" in answers[1]["error"]
     assert "query" in answers[2]["error"] and answers[4]["query"] == "   "
-    for number in (2, 3, 5, 6, 8):
+    for number in (2, 3, 5, 8):
         assert f"{batch}:{number}: " in captured.err
+    assert f"{batch}:6: " not in captured.err
     assert "Traceback" not in captured.err
 
 
@@ -154,6 +156,14 @@ def test_clean_batch_exits_0(env_home: Path, tmp_path: Path, capsys: pytest.Capt
     answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [a["query"] for a in answers] == ["time zone", "bar chart"]
     assert answers[1]["results"][0]["tool"] == "generate_bar_chart"
+
+
+def test_batch_with_an_unknown_server_is_one_error(env_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    batch = tmp_path / "ok.jsonl"
+    batch.write_text(json.dumps({"query": "time zone"}) + "\n" + json.dumps({"query": "bar chart"}) + "\n", encoding="utf-8")
+    assert main(["search", "--batch", str(batch), "--server", "word-document-servr"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("error: ") == 1 and "Did you mean 'word-document-server'?" in captured.err
 
 
 def test_batch_file_missing(env_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -287,3 +297,18 @@ def test_search_output_to_a_closed_pipe(env_home: Path, output: list[str]) -> No
     _, err = process.communicate(timeout=120)
     assert process.returncode == 1
     assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+
+
+def test_an_empty_index_says_so_and_how_to_fill_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from index.records import Catalog  # noqa: PLC0415
+
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("COPILOT_CHROMA_URL", raising=False)
+    empty = Catalog(tools=[]).save(tmp_path / "empty.json")
+    assert main(["build", "--catalog", str(empty)]) == 0
+    capsys.readouterr()
+    assert main(["search", "convert a document to pdf"]) == 0
+    err = capsys.readouterr().err
+    assert "holds no tools: build it from a catalog with" in err and "-m index build" in err
