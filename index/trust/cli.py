@@ -12,7 +12,10 @@ from rich.markup import escape
 
 from index.console import make_console
 from index.display import printable, shell_word
+from index.errors import ConfigError
+from index.hints import index_command
 from index.records import ToolRecord
+from index.suggest import nearest_names
 from index.trust.definition import change_diff
 from index.trust.review import ReviewResult, TrustReviewer, Verdict
 from index.trust.scan import Finding, ScanContext, scan_tool, visible
@@ -61,6 +64,12 @@ def trust_command(args: argparse.Namespace) -> int:
     settings = TrustSettings.load()
     reviewer = settings.reviewer()
     held = [v for v in reviewer.held() if not args.server or v.server == args.server]
+    if args.server and not held:
+        known = {tool_id.split("/", 1)[0] for tool_id in reviewer.store.load().tools} | {v.server for v in reviewer.held()}
+        if args.server not in known:
+            close = nearest_names(args.server, sorted(known))
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise ConfigError(f"--server {args.server!r}: the trust store knows no such server.{hint}")
     if args.json:
         print(json.dumps([_verdict_json(v, reviewer) for v in held], indent=1, ensure_ascii=False))
         return 1 if held else 0
@@ -84,7 +93,10 @@ def trust_command(args: argparse.Namespace) -> int:
         if args.diff and pins is not None and pins.pending is not None:
             _print_diff(console, change_diff(pins.approved.definition if pins.approved else None, pins.pending.definition))
         target = verdict.server if verdict.reason == "new server" else verdict.id
-        console.print(f"  approve with: python -m index approve {escape(shell_word(target))}", highlight=False)
+        # The same home (and index settings) as this listing, so the command works as printed.
+        console.print(
+            f"  approve with: {escape(index_command(settings))} approve {escape(shell_word(target))}", highlight=False
+        )
     return 1 if held else 0
 
 
