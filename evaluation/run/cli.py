@@ -245,6 +245,8 @@ def _validate(args: argparse.Namespace) -> None:
         raise ConfigError(f"--task-timeout {args.task_timeout:g}: must be positive.")
     if args.max_turns < 1:
         raise ConfigError(f"--max-turns {args.max_turns}: must be at least 1.")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit {args.limit}: must be at least 1 (leave it out to run every selected task).")
     if args.repeats is not None and args.repeats < 1:
         raise ConfigError(f"--repeats {args.repeats}: must be at least 1.")
     if args.task_files is not None and not args.task_files.is_dir():

@@ -294,6 +294,7 @@ def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, 
         (["--agent", "my-agent"], "run other agents with --agent-cmd"),
         (["--concurrency", "0", "--agent-cmd", "true"], "--concurrency 0"),
         (["--repeats", "0", "--agent-cmd", "true"], "--repeats 0: must be at least 1"),
+        (["--limit", "0", "--agent-cmd", "true"], "--limit 0: must be at least 1"),
         (["--confirm", "deny", "--agent-cmd", "true"], "--confirm deny: applies to the built-in agent"),
     ],
 )
