@@ -64,11 +64,20 @@ def _print_summary(summary: JudgeSummary, console: Console) -> None:
             )
         return
     lo, hi = summary.ci95
-    console.print(
-        f"[bold]{summary.success}/{summary.n_tasks}[/] tasks succeeded: "
-        f"{summary.success_rate:.1%} (95% CI {lo:.1%}-{hi:.1%}); "
-        f"{summary.abstain} abstain, {len(summary.missing_trajectories)} without trajectory (counted as failures)"
-    )
+    unjudged = f", {len(summary.errors)} not judged" if summary.errors else ""
+    if summary.errors and summary.judged_now + summary.resumed == 0:
+        # No verdict at all: a 0% headline would read as an agent that failed every task.
+        console.print(
+            f"[bold red]nothing could be judged[/]: {len(summary.errors)} task(s) not judged (see below); "
+            "no success rate."
+        )
+    else:
+        console.print(
+            f"[bold]{summary.success}/{summary.n_tasks}[/] tasks succeeded: "
+            f"{summary.success_rate:.1%} (95% CI {lo:.1%}-{hi:.1%}); "
+            f"{summary.abstain} abstain, {len(summary.missing_trajectories)} without trajectory{unjudged} "
+            "(counted as failures)"
+        )
     console.print(
         f"judged {summary.judged_now} now, {summary.resumed} already done; "
         f"{summary.llm_requests} LLM requests, {summary.cache_hits} cached replies; {summary.judging_seconds:.1f}s"

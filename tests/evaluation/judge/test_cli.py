@@ -62,6 +62,20 @@ def test_cli_judges_and_reports_problems(
     assert report["missing_trajectories"] == ["t2"]
 
 
+def test_a_run_where_nothing_could_be_judged_prints_no_success_rate(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    llm.handler = lambda request: Reply(status=500)
+    code = main([str(logs), "--max-retries", "0", *_common(tmp_path, llm.base_url)])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 1
+    assert "nothing could be judged: 1 task(s) not judged (see below); no success rate." in err
+    assert "tasks succeeded" not in err and "not judged t1: " in err
+
+
 def test_empty_directory_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "logs").mkdir()
     code = main([str(tmp_path / "logs"), *_common(tmp_path, "http://127.0.0.1:9/v1")])
