@@ -383,11 +383,10 @@ class ToolIndex:
         scored = self._scores(snapshot, parsed, "bm25" if mode == "lexical-startup" else method, mask, weights, operations)
         positions = top_indices(scored.scores, top_k, mask)
         result = SearchResult(hits=[], mode=mode, operations=operations)
-        if mode == "lexical-startup" and positions:
-            # Keywords alone: a tool sharing no word with the query is no answer, only noise.
-            matched = [p for p in positions if scored.scores[p] > 0]
-            result.weak = not matched
-            positions = matched
+        if mode == "lexical-startup" and positions and not any(scored.scores[p] > 0 for p in positions):
+            # Keywords alone, and no tool shares a word with the query: the ranking is arbitrary.
+            result.weak = True
+            positions = []
         if method == "hybrid" and mode == "hybrid" and positions:
             verdict = judge(scored.scores, scored.dense, scored.lexical, positions, mask)
             if trim:

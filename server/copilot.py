@@ -283,7 +283,8 @@ class Copilot:
         try:
             async with pool, anyio.create_task_group() as task_group:
                 copilot._task_group = task_group
-                copilot._startup_indexing = settings.auto_index
+                # Only when there is something to index (with no server, nothing will build the index).
+                copilot._startup_indexing = settings.auto_index and any(c.is_enabled for c in servers_file.servers.values())
                 task_group.start_soon(copilot._background)
                 task_group.start_soon(copilot.telemetry.keep_status, copilot, settings.home)
                 if start_now:

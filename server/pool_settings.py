@@ -51,9 +51,10 @@ class PoolSettings(CopilotSettings):
     )
 
     def start_timeout(self, config: ServerConfig) -> float:
-        """Seconds ``config``'s child gets to start and answer ``initialize``: the server's own
-        ``timeout`` (as the crawl uses it, e.g. for a slow first ``npx`` install), else ``init_timeout``."""
-        return config.timeout or self.init_timeout
+        """Seconds ``config``'s child gets to start and answer ``initialize``: ``init_timeout``, or the
+        server's own ``timeout`` when that is longer (a slow first ``npx`` install). A shorter one is
+        for its calls: it must not cut off a start that takes longer than a call."""
+        return max(config.timeout or 0.0, self.init_timeout)
 
     def work_root(self) -> Path:
         return self.workdir if self.workdir is not None else self.home / "work"

@@ -276,12 +276,13 @@ async def test_failed_start_names_exit_code_and_stderr(settings: PoolSettings) -
         assert "fatal: fixture configured to crash at start" in log.read_text()
 
 
-async def test_a_servers_own_timeout_bounds_its_start(settings: PoolSettings) -> None:
-    assert settings.init_timeout == 60.0
-    servers = {"hang": fixture_config("hang", "hang-at-start", timeout=1.0)}
+async def test_a_servers_own_longer_timeout_extends_its_start(settings: PoolSettings) -> None:
+    settings.init_timeout = 0.5
+    servers = {"hang": fixture_config("hang", "hang-at-start", timeout=2.0), "quick": fixture_config("quick", timeout=0.1)}
     async with running_pool(servers, settings) as pool:
-        with anyio.fail_after(30), pytest.raises(ServerUnavailableError, match=r"did not answer initialize within 1s"):
+        with anyio.fail_after(30), pytest.raises(ServerUnavailableError, match=r"did not answer initialize within 2s"):
             await pool.call_tool("hang", "echo", {"text": "x"})
+    assert settings.start_timeout(servers["quick"]) == 0.5  # a short call timeout leaves the start its own
 
 
 async def test_failed_start_is_not_retried_within_the_backoff(settings: PoolSettings) -> None:
