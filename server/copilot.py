@@ -227,8 +227,8 @@ class Copilot:
         self.started = anyio.Event()
         self.sessions = SessionLogs(settings, copilot_version=copilot_version(), index_info=self.index_info)
         self._task_group: anyio.abc.TaskGroup | None = None
-        #: Start-up indexing is scheduled but has not planned yet: a route that finds no index then
-        #: is told to wait for it, not to build the index by hand.
+        #: The start-up work (indexing included) is scheduled and not over: a route that finds no
+        #: index meanwhile is told to wait for it, not to build the index by hand.
         self._startup_indexing = False
         self._tool_count: int | None = None
         #: The children's prompts, resources and exposed tools (``server.aggregate``), set by ``server.app``.
