@@ -246,6 +246,8 @@ def serve(argv: Sequence[str] | None = None) -> int:
 
             check_exposure(settings)
             listener = bind_listener(settings)  # a port in use fails here, before anything starts
+            # Port 0 picked one: the status file, logs and run file name the port really served.
+            settings.http_port = listener.getsockname()[1]
         from index.tool_index import ToolIndex
         from server.app import build_app
         from server.copilot import Shutdown

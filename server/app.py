@@ -323,7 +323,9 @@ def build_app(
         ) as copilot:
             copilot.transport = transport
             if transport == "http":
-                copilot.http_url = f"http://{settings.http_host}:{settings.http_port}/mcp"
+                from server.http import MCP_PATH, url_host
+
+                copilot.http_url = f"http://{url_host(settings.http_host)}:{settings.http_port}{MCP_PATH}"
             async with aggregation.running(copilot):
                 copilot.aggregation = aggregation
                 await use_generated_route_description(server, copilot, aggregation)

@@ -814,16 +814,23 @@ class Copilot:
         else:
             result = await unless_client_gone(host.client_gone, child_call)
             if result is None:
+                # A stop ends every response stream at once: that is not the client leaving.
+                why = (
+                    f"the copilot is shutting down ({self.shutdown_reason})"
+                    if self.shutdown_reason is not None
+                    else "the HTTP client closed the request"
+                )
                 raise CallCancelledError(
-                    f"Call to {call.server}/{call.tool} cancelled: the HTTP client closed the request. The server's "
-                    "request was cancelled too."
+                    f"Call to {call.server}/{call.tool} cancelled: {why}. The server's request was cancelled too."
                 )
         return cap_result(result, self.limits)
 
     def _cancelled_error(
         self, call: SuspendedCall | None = None, *, http: anyio.Event | None = None
     ) -> CallCancelledError:
-        if http is not None and http.is_set():
+        if self.shutdown_reason is not None:
+            why = f"the copilot is shutting down ({self.shutdown_reason})"
+        elif http is not None and http.is_set():
             why = "the HTTP client closed the request"
         elif http is not None:
             # The transport may cancel the handler itself when the request's connection closes,
@@ -834,8 +841,6 @@ class Copilot:
                 f"the host did not answer the server's question within {self.settings.input_timeout:g}s "
                 "(COPILOT_INPUT_TIMEOUT)"
             )
-        elif self.shutdown_reason is not None:
-            why = f"the copilot is shutting down ({self.shutdown_reason})"
         else:
             why = "the host cancelled it"
         return CallCancelledError(f"Call cancelled: {why}. The server's request was cancelled too.")

@@ -56,16 +56,25 @@ def origin_allowed(origin: str, extra: list[str]) -> bool:
 class GuardMiddleware:
     """Rejects requests with a foreign Origin (403) or without the bearer token (401)."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None, allowed_origins: list[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, allowed_origins: list[str], allowed_hosts: frozenset[str] | None = None
+    ) -> None:
         self.app = app
         self._token = token.encode() if token else None
         self._allowed_origins = allowed_origins
+        #: On loopback, the Host names a request may carry (DNS rebinding), for every path: the
+        #: SDK checks them for /mcp only, not for /metrics beside it.
+        self._allowed_hosts = allowed_hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        if self._allowed_hosts is not None and _host_name(headers.get("host", "")) not in self._allowed_hosts:
+            logger.warning("refused a request for Host %r (DNS rebinding?)", headers.get("host", ""))
+            await _reply(send, 421, "Misdirected Request: invalid Host header (the copilot answers loopback names only).")
+            return
         origin = headers.get("origin")
         if origin is not None and not origin_allowed(origin, self._allowed_origins):
             logger.warning("refused a request from Origin %r", origin)
@@ -82,6 +91,27 @@ class GuardMiddleware:
                 )
                 return
         await self.app(scope, receive, send)
+
+
+def _host_name(host: str) -> str:
+    """The name in a ``Host`` header, without its port: ``[::1]:8000`` -> ``[::1]``, ``localhost:80`` -> ``localhost``."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def loopback_host_names(settings: ServerSettings) -> frozenset[str]:
+    """The Host names a loopback copilot answers: the loopback names and the address it is bound to."""
+    bound = settings.http_host.lower()
+    if ":" in bound and not bound.startswith("["):
+        bound = f"[{bound}]"
+    return frozenset({*(name for name in LOOPBACK_NAMES if name != "::1"), bound})
+
+
+def url_host(host: str) -> str:
+    """``host`` as it goes in a URL: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 async def _reply(send: Send, status: int, message: str, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -111,7 +141,7 @@ def transport_security(settings: ServerSettings) -> TransportSecuritySettings:
     if not settings.binds_loopback:
         # The public Host name is not known here; Origin and the token are checked by GuardMiddleware.
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    hosts = sorted(LOOPBACK_NAMES - {"::1"})
+    hosts = sorted(loopback_host_names(settings))
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
@@ -135,7 +165,10 @@ def build_asgi(app: MCPServer[Any], settings: ServerSettings, telemetry: Any = N
 
         starlette_app = ObservabilityRoutes(starlette_app, telemetry)  # /metrics, behind the same guard
     return GuardMiddleware(
-        ClientGoneMiddleware(starlette_app), token=settings.token, allowed_origins=settings.allowed_origins
+        ClientGoneMiddleware(starlette_app),
+        token=settings.token,
+        allowed_origins=settings.allowed_origins,
+        allowed_hosts=loopback_host_names(settings) if settings.binds_loopback else None,
     )
 
 
@@ -215,7 +248,7 @@ async def serve_http(
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
             if not self.should_exit:  # accepting requests now (uvicorn is silent about given sockets)
-                logger.info("serving MCP over streamable HTTP on http://%s:%d%s", settings.http_host, port, MCP_PATH)
+                logger.info("serving MCP over streamable HTTP on http://%s:%d%s", url_host(settings.http_host), port, MCP_PATH)
 
     check_exposure(settings)
     if listener is None:

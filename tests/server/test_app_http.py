@@ -95,6 +95,25 @@ async def test_foreign_origins_are_rejected(served: Served) -> None:
     assert await _post(served, {**auth, "Origin": "http://localhost:3000"}) == 200
 
 
+async def test_a_foreign_host_is_refused_on_every_path(served: Served) -> None:
+    """DNS rebinding: a page on attacker.example resolving to 127.0.0.1 sends its own Host and no Origin."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    port = served.url.split(":")[2].split("/")[0]
+    assert await _post(served, {**auth, "Host": f"attacker.example:{port}"}) == 421
+    async with httpx2.AsyncClient(timeout=30) as http:
+        metrics = served.url.removesuffix("/mcp") + "/metrics"
+        assert (await http.get(metrics, headers={**auth, "Host": f"attacker.example:{port}"})).status_code == 421
+        assert (await http.get(metrics, headers={**auth, "Host": f"localhost:{port}"})).status_code == 200
+
+
+async def test_status_names_the_port_picked_for_port_0(served: Served) -> None:
+    from tests.server.test_operations import status_command  # noqa: PLC0415
+
+    shown = await anyio.to_thread.run_sync(status_command, served.logs.parent / "home")
+    assert shown.returncode == 0, shown.stderr
+    assert f"(http at {served.url})" in shown.stdout, shown.stdout
+
+
 async def test_route_then_execute_over_http(served: Served) -> None:
     running = await _connected(served)
     try:

@@ -173,3 +173,49 @@ async def test_stdout_carries_only_protocol_messages(built_index: Path, tmp_path
     assert {t["name"] for t in answered[2]["result"]["tools"]} == {"route", "execute"}
     assert answered[3]["result"]["content"][0]["text"] == "x"
     assert code == 0
+
+
+async def test_sigterm_during_an_http_call_is_logged_as_the_stop_not_as_the_client_leaving(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from server.telemetry.status import read_statuses  # noqa: PLC0415
+    from tests.server.copilot_harness import HttpCopilot, http_client_for  # noqa: PLC0415
+
+    servers, env, logs = _setup(tmp_path, built_index)
+    home = Path(env["COPILOT_HOME"])
+    process = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], env, tmp_path, tmp_path / "err.log")
+    await process.start()
+    assert process.url is not None
+    running = RunningClient(http_client_for(process.url, token=None))
+    client = await running.start()
+
+    def in_flight() -> bool:
+        statuses, _ = read_statuses(home, remove_stale=False)
+        return any(child.server == "alpha" and child.in_flight for status in statuses for child in status.children)
+
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def long_call() -> None:
+                try:
+                    await client.call_tool("execute", {"server_name": "alpha", "tool_name": "sleep", "params": {"seconds": 60}})
+                except Exception:  # noqa: BLE001 -- the stop cuts the response off; the log is what is checked
+                    pass
+
+            group.start_soon(long_call)
+            with anyio.fail_after(60):
+                while not await anyio.to_thread.run_sync(in_flight):
+                    await anyio.sleep(0.1)
+            assert process.process is not None
+            os.kill(process.process.pid, signal.SIGTERM)
+            with anyio.fail_after(60):
+                await process.process.wait()
+            group.cancel_scope.cancel()
+    finally:
+        await running.stop()
+        await process.stop()
+    events = [event for path in sorted(logs.glob("*.jsonl")) for event in read_events(path)]
+    [call] = [e for e in events if e.event == "execute" and e.tool == "sleep"]
+    assert call.error_kind == "cancelled" and "the copilot is shutting down (SIGTERM)" in (call.error or ""), call
+    assert "client closed" not in (call.error or "")
