@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from index.errors import CopilotError
 
@@ -89,6 +89,17 @@ class TaskEntry(BaseModel):
     answers: str = ""
     metadata: AnnotatorMetadata = Field(default_factory=AnnotatorMetadata, alias="Annotator Metadata")
 
+    @field_validator("task_id")
+    @classmethod
+    def _one_path_component(cls, value: str) -> str:
+        # The runner names each task's log and workspace after its id: "../x" would write, and a
+        # retry delete, outside --out.
+        if value in (".", "..") or any(char in value for char in "/\\\0") or value != value.strip():
+            raise ValueError(
+                "must be usable as a file name (no '/', '\\', NUL, surrounding spaces, '.' or '..')"
+            )
+        return value
+
 
 EntryT = TypeVar("EntryT", bound=TaskEntry)
 
@@ -143,7 +154,7 @@ def _entry_error(path: Path, number: int, raw: object, error: ValidationError) -
     field = ".".join(str(part) for part in first["loc"])
     task_id = raw.get("task_id")
     which = f"entry {number}" + (f" (task_id {task_id!r})" if field != "task_id" and task_id is not None else "")
-    message = "expected an object" if first["type"] in ("model_type", "dict_type") else first["msg"]
+    message = "expected an object" if first["type"] in ("model_type", "dict_type") else first["msg"].removeprefix("Value error, ")
     got = "" if first["type"] == "missing" else f" (got {first['input']!r:.60})"
     return f"{path}: {which}: {field}: {message}{got}."
 

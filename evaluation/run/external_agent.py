@@ -142,6 +142,19 @@ async def run_external_agent(
     return result
 
 
+#: Most bytes of an agent's stdout read as its answer: a flooding agent must not make the
+#: runner hold (or log) all of it; the end is kept, where an answer is printed.
+MAX_STDOUT_ANSWER_BYTES = 1_000_000
+
+
+def _read_bounded(path: Path, limit: int) -> str:
+    with path.open("rb") as handle:
+        size = handle.seek(0, 2)
+        handle.seek(max(size - limit, 0))
+        tail = handle.read(limit).decode("utf-8", errors="replace")
+    return tail if size <= limit else f"[... the first {size - limit:,} bytes of the agent's output omitted ...]\n{tail}"
+
+
 def _read_answer(result: ExternalResult, answer_file: Path, stdout_path: Path) -> None:
     try:
         written = answer_file.read_text(encoding="utf-8", errors="replace").strip()
@@ -152,7 +165,7 @@ def _read_answer(result: ExternalResult, answer_file: Path, stdout_path: Path) -
         return
     if result.exit_code != 0 or result.timed_out:
         return  # a crashed agent's partial stdout is not an answer
-    stdout = stdout_path.read_text(encoding="utf-8", errors="replace").strip()
+    stdout = _read_bounded(stdout_path, MAX_STDOUT_ANSWER_BYTES).strip()
     if not stdout:
         return
     parsed = _headless_json(stdout)

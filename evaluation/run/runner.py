@@ -59,6 +59,7 @@ from evaluation.run.workspace import (
     write_task_servers,
 )
 from index.errors import CopilotError
+from server.bounded import cap_for_log
 from server.trajectory import FinalAnswer, SessionEnd, SessionStart, TrajectoryWriter, parse_event
 from index.console import make_console
 
@@ -319,7 +320,7 @@ class BenchmarkRunner:
         else:
             await self._run_command(task, question, launch, paths, writer, outcome)
         if outcome.answer and not outcome.answer_logged:
-            writer.write(FinalAnswer(text=outcome.answer, **outcome.extra))
+            writer.write(FinalAnswer(text=_bounded_answer(outcome.answer), **outcome.extra))
         changes = await anyio.to_thread.run_sync(lambda: diff(workspace, before))
         writer.write(changes)
 
@@ -425,7 +426,7 @@ class BenchmarkRunner:
                     async with copilot_session(launch, stderr, agent_config.startup_timeout, answerer) as session:
                         outcome.answer = await agent.run(session, question)
                         # Logged at once, before the copilot's session ends: the log stays in time order.
-                        writer.write(FinalAnswer(text=outcome.answer))
+                        writer.write(FinalAnswer(text=_bounded_answer(outcome.answer)))
                         outcome.answer_logged = True
                 except Exception as error:  # noqa: BLE001 -- classified below, never re-raised
                     kind, message = _classify(error)
@@ -536,3 +537,13 @@ def _count_tool_calls(trajectory: Path) -> int:
     except OSError:
         return 0
     return count
+
+
+#: Longest final answer logged: the copilot's own bound on one logged string
+#: (``COPILOT_LOG_MAX_FIELD_CHARS``'s default); what is beyond is cut with a note.
+MAX_ANSWER_CHARS = 100_000
+
+
+def _bounded_answer(text: str) -> str:
+    capped, _ = cap_for_log(text, field_chars=MAX_ANSWER_CHARS, total_chars=MAX_ANSWER_CHARS)
+    return str(capped)

@@ -72,8 +72,19 @@ def test_task_and_label_files_fail_clearly(tmp_path: Path) -> None:
         (["a"], "entry 1: expected an object with task_id and Question (got str 'a')."),
         ([{"Question": "q"}], "entry 1: task_id: Field required."),
         ([{"task_id": "a", "Question": "q"}, {"task_id": "a", "Question": "r"}], "entry 2: duplicate task_id 'a'."),
+        # The runner names files after task ids: one that leaves --out is refused, not written (or deleted) there.
+        (
+            [{"task_id": "../../victim", "Question": "q"}],
+            "entry 1: task_id: must be usable as a file name (no '/', '\\', NUL, surrounding spaces, '.' or '..') "
+            "(got '../../victim').",
+        ),
+        (
+            [{"task_id": "..", "Question": "q"}],
+            "entry 1: task_id: must be usable as a file name (no '/', '\\', NUL, surrounding spaces, '.' or '..') "
+            "(got '..').",
+        ),
     ],
-    ids=["wrong-type", "metadata-not-object", "entry-not-object", "no-task-id", "duplicate"],
+    ids=["wrong-type", "metadata-not-object", "entry-not-object", "no-task-id", "duplicate", "path-traversal", "dot-dot"],
 )
 def test_judge_and_runner_refuse_the_same_entries_with_the_same_line(tmp_path: Path, entries, message) -> None:
     from evaluation.run.tasks import load_tasks as load_run_tasks  # noqa: PLC0415

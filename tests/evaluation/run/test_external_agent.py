@@ -81,6 +81,19 @@ async def test_stdout_is_the_answer_without_an_answer_file(tmp_path: Path) -> No
     assert (tmp_path / "stderr.log").read_text() == "progress noise\n"
 
 
+async def test_a_flood_on_stdout_is_read_bounded_keeping_its_end(tmp_path: Path) -> None:
+    from evaluation.run.external_agent import MAX_STDOUT_ANSWER_BYTES  # noqa: PLC0415
+    from evaluation.run.runner import MAX_ANSWER_CHARS, _bounded_answer  # noqa: PLC0415
+
+    flood = 3 * MAX_STDOUT_ANSWER_BYTES
+    result = await run(tmp_path, f"head -c {flood} /dev/zero | tr '\\0' x; echo; echo 'the answer'")
+    assert result.answer is not None and result.answer.endswith("the answer")
+    assert result.answer.startswith(f"[... the first {flood + 12 - MAX_STDOUT_ANSWER_BYTES:,} bytes of the agent's output omitted")
+    assert len(result.answer) < MAX_STDOUT_ANSWER_BYTES + 100
+    logged = _bounded_answer(result.answer)  # what the trajectory's final_answer holds
+    assert len(logged) < MAX_ANSWER_CHARS + 100 and logged.endswith("characters cut]")
+
+
 async def test_headless_json_output_gives_answer_usage_and_cost(tmp_path: Path) -> None:
     payload = {
         "type": "result", "subtype": "success", "is_error": False, "result": "Paris",
