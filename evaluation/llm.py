@@ -63,9 +63,12 @@ def resolve_llm_settings(
     env: Mapping[str, str] | None = None,
     env_names: Mapping[str, tuple[str, ...]] | None = None,
     require_model: bool = True,
+    model_flag: str = "--model",
+    jury: bool = True,
 ) -> LLMSettings:
     """Flags win over the environment. ``env_names`` overrides which variables are read, e.g.
-    ``{"model": ("JUDGE_MODEL",)}`` so a runner's agent model and judge model stay apart."""
+    ``{"model": ("JUDGE_MODEL",)}`` so a runner's agent model and judge model stay apart;
+    ``model_flag`` and ``jury`` word the error as the command at hand takes its model."""
     env = os.environ if env is None else env
     names = {"base_url": ("OPENAI_BASE_URL",), "api_key": ("OPENAI_API_KEY",), "model": ("MODEL",)}
     names.update(env_names or {})
@@ -79,7 +82,8 @@ def resolve_llm_settings(
     models = split_models(model or from_env("model"))
     if require_model and not models:
         hint = " or ".join(names["model"]) or "an environment variable"
-        raise LLMError(f"no model given: pass --model NAME (a comma-separated list makes a jury) or set {hint}.")
+        listed = " (a comma-separated list makes a jury)" if jury else ""
+        raise LLMError(f"no model given: pass {model_flag} NAME{listed} or set {hint}.")
     return LLMSettings(
         base_url=(base_url or from_env("base_url") or OPENAI_DEFAULT_URL).rstrip("/"),
         api_key=api_key or from_env("api_key"),

@@ -64,6 +64,7 @@ class JudgeOptions(BaseModel):
             timeout=get("timeout"),  # type: ignore[arg-type]
             max_retries=get("max_retries"),  # type: ignore[arg-type]
             env_names=env_names,
+            model_flag=f"--{prefix}model",
         )
         values: dict[str, object] = {
             "llm": llm,

@@ -45,7 +45,7 @@ CLIENT_INFO = Implementation(name="mcp-copilot-benchmark-agent", version="1")
 
 class AgentConfig(BaseModel):
     model: str
-    temperature: float = 0.7
+    temperature: float = Field(default=0.7, ge=0, le=2, description="Sampling temperature (OpenAI's range).")
     max_turns: int = Field(default=50, ge=1, description="Model calls per task.")
     max_tool_result_chars: int = Field(default=10_000, ge=100, description="As the paper's max_tool_tokens (characters).")
     tool_timeout: float = Field(default=300.0, gt=0, description="Seconds per route/execute call (the paper's value).")

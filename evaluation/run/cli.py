@@ -15,6 +15,7 @@ import argparse
 import importlib.metadata
 import json
 import logging
+import math
 import shlex
 import signal
 import sys
@@ -241,8 +242,9 @@ def _agent_config(args: argparse.Namespace, model: str, base_url: str) -> AgentC
 def _validate(args: argparse.Namespace) -> None:
     if args.concurrency < 1:
         raise ConfigError(f"--concurrency {args.concurrency}: must be at least 1.")
-    if args.task_timeout <= 0:
-        raise ConfigError(f"--task-timeout {args.task_timeout:g}: must be positive.")
+    for flag, seconds in (("--task-timeout", args.task_timeout), ("--llm-timeout", args.llm_timeout)):
+        if not (seconds > 0 and math.isfinite(seconds)):  # NaN fails every comparison: "<= 0" let it through
+            raise ConfigError(f"{flag} {seconds:g}: must be a positive number of seconds.")
     if args.max_turns < 1:
         raise ConfigError(f"--max-turns {args.max_turns}: must be at least 1.")
     if args.limit is not None and args.limit < 1:
@@ -269,9 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as stop:
         by = stop.args[0] if stop.args and isinstance(stop.args[0], str) else "SIGINT"
+        saved = args.out / "repeat-*" / "summary.json" if args.repeats else args.out / "summary.json"
         print(
-            f"interrupted ({by}): finished tasks are saved in {args.out / 'summary.json'}; "
-            "rerun the same command to resume.",
+            f"interrupted ({by}): finished tasks are saved in {saved}; rerun the same command to resume.",
             file=sys.stderr,
         )
         return 130
@@ -344,7 +346,7 @@ def _builtin_agent(
     """The built-in agent's settings, model client and key (all ``None`` with ``--agent-cmd``)."""
     if args.agent_cmd is not None:
         return None, None, None
-    llm_settings = resolve_llm_settings(args.base_url, args.api_key, args.model, timeout=args.llm_timeout)
+    llm_settings = resolve_llm_settings(args.base_url, args.api_key, args.model, timeout=args.llm_timeout, jury=False)
     agent_config = _agent_config(args, llm_settings.model, llm_settings.base_url)
     if price_table is not None and price_for(price_table, agent_config.model) is None:
         console.print(f"warning: {args.price_table} has no price for {agent_config.model}; cost not logged", markup=False)

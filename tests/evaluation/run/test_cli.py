@@ -295,6 +295,8 @@ def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, 
         (["--concurrency", "0", "--agent-cmd", "true"], "--concurrency 0"),
         (["--repeats", "0", "--agent-cmd", "true"], "--repeats 0: must be at least 1"),
         (["--limit", "0", "--agent-cmd", "true"], "--limit 0: must be at least 1"),
+        (["--task-timeout", "nan", "--agent-cmd", "true"], "--task-timeout nan: must be a positive number of seconds"),
+        (["--llm-timeout", "0", "--agent-cmd", "true"], "--llm-timeout 0: must be a positive number of seconds"),
         (["--confirm", "deny", "--agent-cmd", "true"], "--confirm deny: applies to the built-in agent"),
     ],
 )
@@ -318,6 +320,8 @@ def test_out_of_range_agent_option_names_the_flag(bench, capsys) -> None:
     assert run_cli(bench, "--model", "m", "--base-url", "http://127.0.0.1:9", "--max-tool-chars", "5") == 2
     err = capsys.readouterr().err
     assert "--max-tool-chars 5: Input should be greater than or equal to 100" in err and "Traceback" not in err
+    assert run_cli(bench, "--model", "m", "--base-url", "http://127.0.0.1:9", "--temperature", "-1") == 2
+    assert "--temperature -1.0: Input should be greater than or equal to 0" in capsys.readouterr().err
 
 
 def test_missing_task_list_and_no_model(bench, capsys, monkeypatch) -> None:
@@ -327,7 +331,12 @@ def test_missing_task_list_and_no_model(bench, capsys, monkeypatch) -> None:
     assert "nope.json: task list not found" in capsys.readouterr().err
     bench["tasks"] = bench["files"] / "all_annotations.json"
     assert run_cli(bench) == 2
-    assert "no model given" in capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no model given: pass --model NAME or set MODEL." in err  # the agent takes one model, not a jury
+    monkeypatch.delenv("JUDGE_MODEL", raising=False)
+    assert run_cli(bench, "--agent-cmd", "true", "--judge") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no model given: pass --judge-model NAME (a comma-separated list makes a jury) or set JUDGE_MODEL." in err
 
 
 def test_one_run_directory_holds_one_agent(bench, capsys) -> None:
@@ -368,7 +377,9 @@ def test_a_bad_judge_tools_file_or_task_id_stops_the_run_before_any_task(bench, 
     assert not (bench["tmp"] / "agent-runs.log").exists()  # no task ran
 
 
-def _start_run(bench: dict[str, Path], ignore: tuple[signal.Signals, ...]) -> tuple[subprocess.Popen, Path]:
+def _start_run(
+    bench: dict[str, Path], ignore: tuple[signal.Signals, ...], *extra: str
+) -> tuple[subprocess.Popen, Path]:
     """A run whose one task's agent waits forever, started as a background job or under nohup
     would be (``ignore``: signals ignored from the start); returns once the agent is running."""
     fifo = bench["tmp"] / "ready.fifo"
@@ -384,7 +395,7 @@ def _start_run(bench: dict[str, Path], ignore: tuple[signal.Signals, ...]) -> tu
     process = subprocess.Popen(
         [sys.executable, "-m", "evaluation.run", "--tasks", str(bench["tasks"]), "--out", str(bench["out"]),
          "--servers", str(bench["servers"]), "--copilot-home", str(bench["home"]),
-         "--agent-cmd", agent, "--only", "task-answer-2"],
+         "--agent-cmd", agent, "--only", "task-answer-2", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore_signals,
     )
     try:
@@ -421,6 +432,19 @@ def test_sigterm_and_sighup_stop_a_background_run_cleanly(bench, stop) -> None:
             process.kill()
     _assert_stopped_cleanly(bench, process, pid_file, err)
     assert f"interrupted ({stop.name})" in err
+    assert f"finished tasks are saved in {bench['out'] / 'summary.json'};" in " ".join(err.split())
+
+
+def test_an_interrupted_repeated_run_names_where_its_summaries_are(bench) -> None:
+    process, _ = _start_run(bench, (signal.SIGINT,), "--repeats", "2")
+    try:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert f"finished tasks are saved in {bench['out'] / 'repeat-*' / 'summary.json'};" in " ".join(err.split())
 
 
 def test_a_nohup_run_survives_sighup_and_stops_on_sigterm(bench) -> None:
