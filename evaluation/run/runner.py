@@ -211,13 +211,17 @@ class BenchmarkRunner:
                     record = await self.run_task(task)
                 records.append(record)
                 self._done += 1
+                counted = f"[{self._done}/{len(tasks)}]"
                 if record.status != "completed":
                     self._failed += 1
                     progress.console.print(
-                        f"[red]✗[/red] {escape(record.task_id[:8])} {record.status}"
+                        f"[red]✗[/red] {counted} {escape(record.task_id)} {record.status}"
                         f" ({record.error_kind}): {escape((record.error or '')[:200])}",
                         highlight=False,
                     )
+                elif not self.console.is_terminal:
+                    # Off a terminal the bar is drawn once, at the end: a line per task is the progress.
+                    progress.console.print(f"✓ {counted} {escape(record.task_id)} completed", highlight=False)
                 progress.update(bar, advance=1, description=self._describe(limiter.borrowed_tokens))
 
             async with anyio.create_task_group() as group:

@@ -341,6 +341,8 @@ def test_missing_task_list_and_no_model(bench, capsys, monkeypatch) -> None:
 
 def test_one_run_directory_holds_one_agent(bench, capsys) -> None:
     assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2") == 0
+    # Off a terminal (captured here), each finished task is a line: the bar is drawn only at the end.
+    assert "✓ [1/1] task-answer-2 completed" in capsys.readouterr().err
     assert run_cli(bench, "--base-url", "http://127.0.0.1:9/v1", "--model", "m") == 2
     assert "holds a run of echo; this command runs copilot with model m" in capsys.readouterr().err
 
