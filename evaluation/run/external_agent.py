@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import signal
@@ -26,6 +27,7 @@ from pydantic import BaseModel
 
 from evaluation.run.agent import stderr_tail
 from evaluation.run.models import ErrorKind
+from index.children.watchdog import TAG_VARIABLE, tagged
 from index.errors import ConfigError
 from server.trajectory import Usage
 
@@ -103,6 +105,10 @@ async def run_external_agent(
     timeout: float,
 ) -> ExternalResult:
     """Run one rendered command to completion or until ``timeout``; never raises for its failures."""
+    # Inherited by everything the agent starts, also what leaves its session (setsid, daemons): the
+    # tag finds those at the end, as the copilot's guard finds its children's.
+    tag = f"agent-{secrets.token_hex(8)}"
+    env = {**env, TAG_VARIABLE: tag}
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
         try:
             process = await anyio.open_process(
@@ -124,7 +130,7 @@ async def run_external_agent(
         finally:
             # Also on cancellation (Ctrl-C): no agent, copilot or child server may outlive the task.
             with anyio.CancelScope(shield=True):
-                await _kill_tree(process.pid, process)
+                await _kill_tree(process.pid, process, tag)
     result = ExternalResult(exit_code=process.returncode, timed_out=timed_out)
     _read_answer(result, answer_file, stdout_path)
     tail = stderr_tail(stderr_path, lines=3, chars=400)
@@ -200,13 +206,13 @@ def _headless_json(stdout: str) -> tuple[str, Usage | None, bool] | None:
     return data["result"], usage, bool(data.get("is_error"))
 
 
-async def _kill_tree(pid: int, process: Any) -> None:
+async def _kill_tree(pid: int, process: Any, tag: str | None = None) -> None:
     """Stop the agent's process group and every descendant (the copilot and its children).
 
     Runs after every task, not only on timeout: an agent that exits while its copilot is still
     running must not leave processes behind.
     """
-    members = await anyio.to_thread.run_sync(_tree_and_group, pid)
+    members = await anyio.to_thread.run_sync(_tree_and_group, pid, tag)
     _signal_all(pid, members, signal.SIGTERM)
     with anyio.move_on_after(_KILL_GRACE):
         if process.returncode is None:
@@ -221,9 +227,10 @@ async def _kill_tree(pid: int, process: Any) -> None:
                 await process.wait()
 
 
-def _tree_and_group(pid: int) -> list[psutil.Process]:
-    """Descendants of ``pid`` plus everything still in its process group (orphans included)."""
-    found: dict[int, psutil.Process] = {}
+def _tree_and_group(pid: int, tag: str | None = None) -> list[psutil.Process]:
+    """Descendants of ``pid``, everything still in its process group (orphans included) and every
+    process carrying ``tag`` (those that left the group and the tree)."""
+    found: dict[int, psutil.Process] = {p.pid: p for p in tagged(tag)} if tag else {}
     try:
         for child in psutil.Process(pid).children(recursive=True):
             found[child.pid] = child

@@ -135,3 +135,17 @@ async def test_timeout_kills_the_agent_and_everything_it_started(tmp_path: Path)
     assert "within 2 s" in (result.error or "")
     child = int(pid_file.read_text())
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_a_process_that_left_the_agents_session_and_tree_is_stopped_too(tmp_path: Path) -> None:
+    pid_file = tmp_path / "escaped.pid"
+    # Started in its own session, then orphaned when the agent exits at once: neither in the agent's
+    # process group nor in its tree any more, only its inherited environment tells where it came from.
+    command = (
+        f"setsid sh -c 'echo $$ > {shlex.quote(str(pid_file))}; exec sleep 300' & "
+        f"while [ ! -s {shlex.quote(str(pid_file))} ]; do :; done; echo answer"
+    )
+    result = await run(tmp_path, command, timeout=30.0)
+    assert (result.answer, result.error) == ("answer", None)
+    escaped = int(pid_file.read_text())
+    assert not psutil.pid_exists(escaped) or psutil.Process(escaped).status() == psutil.STATUS_ZOMBIE
