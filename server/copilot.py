@@ -684,11 +684,14 @@ class Copilot:
         """
         if self.pool.is_running(server):
             return await self._pick_live(server, tool)
-        record = await self._in_thread(self.index.get, server, tool)
+        record = await self._in_thread(self.index.get, server, tool)  # tools only
         if record is not None:
             return ToolInfo(record.name, record.description, dict(record.input_schema), record.annotations)
         records = await self._indexed_records()
-        names = [r.name for r in records.values() if r.server == server]
+        names = [r.name for r in records.values() if r.server == server and r.kind == "tool"]
+        other = next((r for r in records.values() if r.server == server and r.name == tool and r.kind != "tool"), None)
+        if other is not None:  # a prompt or resource of that name: execute runs tools only
+            raise self._unknown_tool(server, tool, names, records, kind=other.kind)
         if not names:
             return await self._pick_live(server, tool)
         raise self._unknown_tool(server, tool, names, records)
@@ -712,11 +715,22 @@ class Copilot:
     async def _indexed_records(self) -> Mapping[str, Any]:
         return await self._in_thread(self.index.records) or {}
 
-    def _unknown_tool(self, server: str, tool: str, names: list[str], records: Mapping[str, Any]) -> UnknownToolError:
+    def _unknown_tool(
+        self, server: str, tool: str, names: list[str], records: Mapping[str, Any], *, kind: str | None = None
+    ) -> UnknownToolError:
         hint = did_you_mean(suggest(tool, names))
-        message = f"Unknown tool '{shown_name(tool)}' on server '{server}'.{hint}"
+        if kind is not None:
+            what = kind.replace("_", " ")
+            message = (
+                f"'{shown_name(tool)}' on server '{server}' is a {what}, not a tool: execute runs tools only (a host "
+                f"gets prompts with prompts/get and reads resources with resources/read).{hint}"
+            )
+        else:
+            message = f"Unknown tool '{shown_name(tool)}' on server '{server}'.{hint}"
         visible = set(self.routable_servers())
-        elsewhere = sorted({r.server for r in records.values() if r.name == tool and r.server in visible} - {server})
+        elsewhere = sorted(
+            {r.server for r in records.values() if r.name == tool and r.kind == "tool" and r.server in visible} - {server}
+        )
         if elsewhere:
             message += f" A tool named '{shown_name(tool)}' exists on: {', '.join(elsewhere[:10])}."
         listed = ", ".join(sorted(names)[:_LISTED_NAMES]) + (" …" if len(names) > _LISTED_NAMES else "")

@@ -407,6 +407,20 @@ async def test_list_results_carry_ttls_for_session_less_clients(host: Host) -> N
 
 
 
+async def test_execute_on_a_prompt_or_resource_name_says_what_it_is(served: Served, tmp_path: Path) -> None:
+    env = copilot_env(copy_home(served.home, tmp_path / "home"), COPILOT_AUTO_INDEX="false", COPILOT_LOG_DIR=str(tmp_path / "logs"))
+    running = RunningClient(stdio_client_for(served.servers, env, tmp_path / "stderr.log", mode="legacy"))
+    client = await running.start()
+    try:  # jotter is not running: its indexed records answer
+        prompt = await client.call_tool("execute", {"server_name": "jotter", "tool_name": "greeting"})
+        resource = await client.call_tool("execute", {"server_name": "jotter", "tool_name": "readme"})
+    finally:
+        await running.stop()
+    assert prompt.is_error and "'greeting' on server 'jotter' is a prompt, not a tool" in text_of(prompt)
+    assert resource.is_error and "'readme' on server 'jotter' is a resource, not a tool" in text_of(resource)
+    assert "Did you mean 'greeting'" not in text_of(prompt)
+
+
 # -- allow/deny for prompts (a copilot of their own) ------------------------------------------------
 @pytest.mark.parametrize(
     "rule", [{"COPILOT_DENY": "jotter/greet*"}, {"COPILOT_ALLOW": "alpha,jotter/review_*"}], ids=["deny", "allow"]
