@@ -41,10 +41,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown benchmark(s) {unknown}; choose from {sorted(BENCHMARKS)}", file=sys.stderr)
         return 2
     status = 0
-    for name in names or list(BENCHMARKS):
-        print(f"\n=== bench {name} ===", flush=True)
-        module = importlib.import_module(BENCHMARKS[name])
-        status |= int(module.main(extra) or 0)
+    try:
+        for name in names or list(BENCHMARKS):
+            print(f"\n=== bench {name} ===", flush=True)
+            module = importlib.import_module(BENCHMARKS[name])
+            status |= int(module.main(extra) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     return status
 
 

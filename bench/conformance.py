@@ -185,6 +185,8 @@ def serve_copilot(home: Path, servers: Path, log: Path) -> Iterator[str]:
 def run_suite(suite: Suite, url: str, out: Path, scenarios: Sequence[str] = ()) -> dict[str, Scenario]:
     """Run every server scenario (or only ``scenarios``) against ``url``; results by scenario."""
     runs = list(scenarios) or [""]
+    if out.exists():
+        shutil.rmtree(out)  # a kept directory's earlier results are not this run's
     for scenario in runs:
         command = [str(suite.conformance), "server", "--url", url, "-o", str(out)]
         command += ["--scenario", scenario] if scenario else ["--suite", "all"]
@@ -210,7 +212,7 @@ def read_results(out: Path) -> dict[str, Scenario]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench conformance", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m bench conformance", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
     parser.add_argument("--scenario", nargs="+", default=[], help="run only these scenarios")
     parser.add_argument("--keep", type=Path, help="keep the copilot's home, log and the suite's results here")
     args = parser.parse_args(list(argv) if argv is not None else None)
@@ -227,6 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with serve_copilot(home, servers, root / "copilot.log") as url:
             results = run_suite(suite, url, root / "results", args.scenario)
     unexpected = 0
+    missing = [name for name in args.scenario if name not in results]
+    if missing:
+        print(f"no result for scenario(s) {', '.join(missing)}: unknown to the suite, or it failed to run", file=sys.stderr)
+        unexpected += len(missing)
     print(f"\n{'scenario':<32} result")
     print("-" * 80)
     for name, scenario in sorted(results.items()):

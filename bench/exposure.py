@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from bench.args import existing_file, positive_int
 from bench.speed import DEFAULT_ANNOTATIONS, load_queries
 from index.console import HelpFormatter
 from index.records import load_catalog
@@ -90,10 +91,10 @@ def _no_warming() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench exposure", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m bench exposure", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
     parser.add_argument("--home", type=Path, help="COPILOT_HOME with (or for) the index; default: a temp dir")
-    parser.add_argument("--annotations", type=Path, default=DEFAULT_ANNOTATIONS)
-    parser.add_argument("--routes", type=int, nargs="+", default=[1, 3, 10], help="route calls before tools/list")
+    parser.add_argument("--annotations", type=existing_file, default=DEFAULT_ANNOTATIONS)
+    parser.add_argument("--routes", type=positive_int, nargs="+", default=[1, 3, 10], help="route calls before tools/list")
     args = parser.parse_args(list(argv) if argv is not None else None)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _no_warming()

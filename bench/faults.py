@@ -46,6 +46,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from bench.args import non_negative_float, positive_int
 from index.console import HelpFormatter
 
 REPO = Path(__file__).resolve().parents[1]
@@ -378,9 +379,9 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.faults", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
-    parser.add_argument("--sessions", type=int, default=300, help="abandoned HTTP sessions in the descriptor test")
-    parser.add_argument("--settle", type=float, default=10.0, help="seconds processes get to die before counting")
+    parser = argparse.ArgumentParser(prog="python -m bench.faults", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
+    parser.add_argument("--sessions", type=positive_int, default=300, help="abandoned HTTP sessions in the descriptor test")
+    parser.add_argument("--settle", type=non_negative_float, default=10.0, help="seconds processes get to die before counting")
     args = parser.parse_args(argv)
     return anyio.run(run, args)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 
+from bench.args import non_negative_float, positive_int
 from evaluation.judge.options import JudgeOptions
 from evaluation.judge.pipeline import judge_paths
 from evaluation.llm import LLMSettings
@@ -76,10 +77,10 @@ async def timed_run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.judge", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
-    parser.add_argument("--tasks", type=int, default=95)
-    parser.add_argument("--delay", type=float, default=0.2, help="seconds the endpoint takes per reply")
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser = argparse.ArgumentParser(prog="python -m bench.judge", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
+    parser.add_argument("--tasks", type=positive_int, default=95)
+    parser.add_argument("--delay", type=non_negative_float, default=0.2, help="seconds the endpoint takes per reply")
+    parser.add_argument("--concurrency", type=positive_int, default=16)
     args = parser.parse_args(argv)
 
     async def run() -> int:

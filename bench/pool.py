@@ -27,6 +27,7 @@ from typing import Any
 
 import anyio
 
+from bench.args import non_negative_float, positive_int
 from index.children.connect import open_session
 from index.console import HelpFormatter
 from index.errors import CopilotError
@@ -203,11 +204,11 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.pool", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
-    parser.add_argument("--iterations", type=int, default=300, help="warm calls per mode and server")
-    parser.add_argument("--spawn-iterations", type=int, default=5, help="spawn-per-call calls per server")
-    parser.add_argument("--servers", type=int, default=8, help="servers in the concurrency test")
-    parser.add_argument("--sleep", type=float, default=0.5, help="seconds each concurrent call sleeps")
+    parser = argparse.ArgumentParser(prog="python -m bench.pool", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
+    parser.add_argument("--iterations", type=positive_int, default=300, help="warm calls per mode and server")
+    parser.add_argument("--spawn-iterations", type=positive_int, default=5, help="spawn-per-call calls per server")
+    parser.add_argument("--servers", type=positive_int, default=8, help="servers in the concurrency test")
+    parser.add_argument("--sleep", type=non_negative_float, default=0.5, help="seconds each concurrent call sleeps")
     parser.add_argument("--no-real", action="store_true", help="only the fixture server (no uvx/npx servers)")
     args = parser.parse_args(argv)
     return anyio.run(run, args)

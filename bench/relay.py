@@ -50,6 +50,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from bench.args import checkout, positive_int
 from index.console import HelpFormatter
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -308,10 +309,10 @@ def at_issue_speed(added: float, plain_direct: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
-    parser.add_argument("--iterations", type=int, default=300, help="measured calls per mode and tool")
+    parser = argparse.ArgumentParser(prog="python -m bench.relay", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
+    parser.add_argument("--iterations", type=positive_int, default=300, help="measured calls per mode and tool")
     parser.add_argument("--warmup", type=int, default=20, help="unmeasured calls per mode and tool first")
-    parser.add_argument("--baseline", metavar="DIR", help="also measure the copilot of another checkout (e.g. main)")
+    parser.add_argument("--baseline", type=checkout, metavar="DIR", help="also measure the copilot of another checkout (e.g. main)")
     parser.add_argument("--profile", metavar="FILE", help="run the copilot under cProfile, stats to FILE")
     parser.add_argument("--tools", nargs="+", choices=sorted(TOOLS), help="measure only these tools")
     args = parser.parse_args(argv)

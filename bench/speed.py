@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 import index.tool_index as tool_index_module
+from bench.args import existing_file, positive_int
 from bench.retrieval import route_queries
 from index.console import HelpFormatter
 from index.errors import CopilotError
@@ -239,15 +240,15 @@ def write_synthetic_index(home: Path, base_index: ToolIndex, count: int) -> floa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
-    parser.add_argument("--tools-json", type=Path, default=DEFAULT_TOOLS)
-    parser.add_argument("--annotations", type=Path, default=DEFAULT_ANNOTATIONS)
-    parser.add_argument("--trajectories", type=Path, default=DEFAULT_TRAJECTORIES)
-    parser.add_argument("--rounds", type=int, default=3, help="passes over the queries (default 3)")
+    parser = argparse.ArgumentParser(prog="python -m bench.speed", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
+    parser.add_argument("--tools-json", type=existing_file, default=DEFAULT_TOOLS)
+    parser.add_argument("--annotations", type=existing_file, default=DEFAULT_ANNOTATIONS)
+    parser.add_argument("--trajectories", type=existing_file, default=DEFAULT_TRAJECTORIES)
+    parser.add_argument("--rounds", type=positive_int, default=3, help="passes over the queries (default 3)")
     parser.add_argument("--scale", type=int, default=0, metavar="N", help="also measure N synthetic tools (e.g. 100000)")
     parser.add_argument("--skip-build", action="store_true", help="skip the cold/no-change build timing")
     parser.add_argument("--only", choices=["build"], help="only the builds: cold once, then nothing changed --repeat times")
-    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="no-change builds to time (default 1; median and range shown)")
+    parser.add_argument("--repeat", type=positive_int, default=1, metavar="N", help="no-change builds to time (default 1; median and range shown)")
     args = parser.parse_args(argv)
     # Every query is measured embedding included: the per-index query cache would hide it.
     tool_index_module.QUERY_CACHE_SIZE = 0

