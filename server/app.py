@@ -164,8 +164,11 @@ def _end_reason(copilot: Copilot, log: SessionLog) -> str:
         return copilot.shutdown_reason
     idle = copilot.settings.http_session_idle_timeout
     # The transport closes an idle session only after this long without a message; a client's own
-    # DELETE or disconnect comes sooner (it would otherwise have found the session gone).
-    if copilot.transport == "http" and time.monotonic() - log.last_activity >= idle:
+    # DELETE or disconnect comes sooner (it would otherwise have found the session gone). The
+    # transport's clock starts when a message arrives, ours a little later, when it is handled:
+    # up to a second (or half the timeout) of slack, or a 1 s timeout reads as the client leaving.
+    slack = min(1.0, idle / 2)
+    if copilot.transport == "http" and time.monotonic() - log.last_activity >= idle - slack:
         return f"idle for {idle:g}s (COPILOT_HTTP_SESSION_IDLE_TIMEOUT)"
     return "client disconnected"
 
