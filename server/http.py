@@ -103,10 +103,7 @@ def _host_name(host: str) -> str:
 
 def loopback_host_names(settings: ServerSettings) -> frozenset[str]:
     """The Host names a loopback copilot answers: the loopback names and the address it is bound to."""
-    bound = settings.http_host.lower()
-    if ":" in bound and not bound.startswith("["):
-        bound = f"[{bound}]"
-    return frozenset({*(name for name in LOOPBACK_NAMES if name != "::1"), bound})
+    return frozenset({*(name for name in LOOPBACK_NAMES if name != "::1"), url_host(settings.http_host.lower())})
 
 
 def url_host(host: str) -> str:

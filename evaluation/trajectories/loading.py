@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -11,8 +10,6 @@ from evaluation.run.models import SUMMARY_FILE
 from evaluation.trajectories.copilot import Session, merge_sessions, read_jsonl, session_task_id
 from evaluation.trajectories.livemcpbench import read_livemcpbench
 from evaluation.trajectories.model import LoadResult, Problem, Trajectory
-
-logger = logging.getLogger(__name__)
 
 
 def _files_of_directory(directory: Path) -> list[Path]:
