@@ -19,6 +19,12 @@ Secrets: the hostile child reads ``/proc/<pid>/environ`` of every ancestor and c
 values it finds in the copilot's (target 0); the baseline is the plain client process holding
 the same secrets. Descriptors: open files of an HTTP copilot after 1 and after ``--sessions``
 sessions that never send DELETE (target: no growth; the baseline is the count after one).
+
+However the benchmark ends -- finished, failed, Ctrl-C, SIGTERM or SIGHUP -- it stops every process
+it started (the hostile ones ignore SIGTERM and leave their sessions) and removes its temporary
+directory. Each process carries ``BENCH_FAULTS_RUN`` in its environment, inherited by whatever it
+starts; set the variable beforehand to find them from outside. A line ``<scenario>: N processes up``
+says when a scenario's processes are running.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -57,6 +65,13 @@ SECRETS = {
     "GITHUB_TOKEN": "ghp-bench-github-token-0123456789",
 }
 _POLL = 0.05
+#: In the environment of every process the benchmark starts (and so of what those start), so any
+#: exit path can find them again, also the ones that left their process group and tree.
+RUN_TAG_VARIABLE = "BENCH_FAULTS_RUN"
+#: Ends the line that says a scenario's processes are running (see :func:`_report_up`).
+UP_MARKER = "processes up"
+#: Seconds the final clean-up may spend killing what the run started.
+_CLEANUP_DEADLINE = 15.0
 
 
 @dataclass
@@ -108,6 +123,111 @@ async def _file(path: Path, timeout: float = 60.0) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def _report_up(scenario: str, count: int) -> None:
+    """Progress for people, and for a test the moment a run has hostile processes to leave behind."""
+    print(f"  {scenario}: {count} {UP_MARKER}", flush=True)
+
+
+# -- every exit path: stop what the run started, remove its files ----------------------------------
+def run_tag() -> str:
+    """This run's ``BENCH_FAULTS_RUN`` value (the caller's, if set), exported for every child."""
+    tag = os.environ.get(RUN_TAG_VARIABLE) or f"faults-{os.getpid()}-{secrets.token_hex(6)}"
+    os.environ[RUN_TAG_VARIABLE] = tag
+    return tag
+
+
+def _tagged(tag: str) -> list[psutil.Process]:
+    """Live processes whose environment holds ``BENCH_FAULTS_RUN=<tag>``."""
+    needle = f"\0{RUN_TAG_VARIABLE}={tag}\0".encode()
+    found = []
+    for pid in psutil.pids():
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if needle in b"\0" + handle.read():
+                    found.append(psutil.Process(pid))
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
+def _leftovers(tag: str, scratch: Path) -> list[psutil.Process]:
+    """What this run started that still runs: tagged processes anywhere, this process's
+    descendants that work in ``scratch`` (a copilot hides its environment from others), and
+    everything below both."""
+    roots: dict[int, psutil.Process] = {p.pid: p for p in _tagged(tag)}
+    with suppress(psutil.Error):
+        for child in psutil.Process().children(recursive=True):
+            with suppress(psutil.Error):
+                if any(str(scratch) in part for part in child.cmdline()):
+                    roots[child.pid] = child
+    found = dict(roots)
+    for root in roots.values():
+        with suppress(psutil.Error):
+            found.update((p.pid, p) for p in root.children(recursive=True))
+    return [p for p in found.values() if _running(p)]
+
+
+def _kill_with_group(process: psutil.Process) -> None:
+    """SIGKILL ``process``, and its whole process group when it leads one (never ours)."""
+    with suppress(OSError, psutil.Error):
+        if os.getpgid(process.pid) == process.pid != os.getpgrp():
+            os.killpg(process.pid, signal.SIGKILL)
+    with suppress(psutil.Error):
+        process.kill()
+
+
+def stop_everything(tag: str, scratch: Path, deadline: float = _CLEANUP_DEADLINE) -> list[psutil.Process]:
+    """SIGKILL every process this run started until none is left (or ``deadline`` seconds passed,
+    rescanning: a dying copilot's watchdog may still be sweeping); what survived."""
+    end = time.monotonic() + deadline
+    while (left := _leftovers(tag, scratch)) and time.monotonic() < end:
+        for process in left:
+            _kill_with_group(process)
+        while any(_running(p) for p in left) and time.monotonic() < end:
+            time.sleep(_POLL)  # zombies count as gone: a container's init may never reap orphans
+    return _leftovers(tag, scratch)
+
+
+def _clean_up(tag: str, scratch: Path) -> None:
+    """The end of every run: no process of it left, no temporary file. Synchronous, so it runs to
+    the end even while the run is being cancelled; a second Ctrl-C meanwhile is ignored rather
+    than abandon hostile processes halfway (it is bounded by ``_CLEANUP_DEADLINE``). SIGTERM and
+    SIGHUP are still held by :func:`run`'s receiver here, so they cannot cut it short either."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        survivors = stop_everything(tag, scratch)
+        if survivors:
+            pids = ", ".join(str(p.pid) for p in survivors)
+            print(f"warning: {len(survivors)} process(es) of this run survived SIGKILL: {pids}", file=sys.stderr)
+        try:
+            shutil.rmtree(scratch)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            print(f"warning: could not remove {scratch}: {error}; delete it by hand", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGINT, before if before is not None else signal.SIG_DFL)
+
+
+def _handled_signals() -> list[signal.Signals]:
+    """SIGTERM, and SIGHUP unless it was ignored when we started (``nohup``: keep running)."""
+    handled = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        handled.append(signal.SIGHUP)
+    return handled
+
+
+async def _stop_on_signal(received: AsyncIterator[int], scope: anyio.CancelScope, stopped_by: list[str]) -> None:
+    """SIGTERM/SIGHUP (a CI timeout, a closed terminal) stop the run as Ctrl-C does: cancelled,
+    so every scenario's own clean-up runs, then :func:`_clean_up`."""
+    async for signum in received:
+        stopped_by.append(signal.Signals(signum).name)
+        scope.cancel()
+        return
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -116,7 +236,9 @@ def _free_port() -> int:
 
 # -- a copilot with hostile servers ----------------------------------------------------------------
 def _hostile(*flags: str) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [str(HOSTILE), *flags]}
+    # The copilot passes its children an allowlisted environment: the run's tag goes in explicitly.
+    env = {RUN_TAG_VARIABLE: os.environ[RUN_TAG_VARIABLE]} if RUN_TAG_VARIABLE in os.environ else {}
+    return {"command": sys.executable, "args": [str(HOSTILE), *flags], "env": env}
 
 
 def _setup(root: Path) -> tuple[Path, dict[str, str]]:
@@ -189,6 +311,7 @@ async def stdio_scenario(root: Path, settle: float, how: str) -> Row:
         async with _stdio_copilot(root) as (client, copilot), anyio.create_task_group() as group:
             escaped = await _provoke(client, root, group)
             tracked = [*copilot.children(recursive=True), *_processes(escaped)]
+            _report_up("stdio copilot" if how == "SIGKILL" else "stdio copilot (SIGTERM twice)", len(tracked) + 1)
             if how == "SIGKILL":
                 os.kill(copilot.pid, signal.SIGKILL)
             else:  # a second SIGTERM once the shutdown has begun
@@ -228,6 +351,7 @@ async def http_scenario(root: Path, settle: float, signum: signal.Signals) -> Ro
             ):
                 escaped = await _provoke(client, root, group)
                 tracked = [*psutil.Process(process.pid).children(recursive=True), *_processes(escaped)]
+                _report_up(f"HTTP copilot ({signum.name})", len(tracked) + 1)
                 os.kill(process.pid, signum)
                 await anyio.to_thread.run_sync(process.wait, 60)
                 left = await _survivors(tracked, settle)
@@ -245,6 +369,7 @@ async def host_close_scenario(root: Path, settle: float) -> Row:
         await _execute(client, "evil", "echo", text="start")
         await _execute(client, "evil", "detach", how="setsid", ignore_sigterm=True)
         tracked = [copilot, *copilot.children(recursive=True)]
+        _report_up("stdio copilot (host's stop)", len(tracked))
         closing = time.perf_counter()
     exited = time.perf_counter() - closing
     left = await _survivors(tracked, settle)
@@ -256,12 +381,15 @@ async def host_close_scenario(root: Path, settle: float) -> Row:
 
 # -- the baseline: the SDK's stdio_client in a plain process ---------------------------------------
 _PLAIN_CLIENT = """
-import anyio, json, sys
+import anyio, json, os, sys
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
 async def main():
-    params = StdioServerParameters(command=sys.executable, args=sys.argv[2:])
+    env = get_default_environment()  # what the SDK gives a server, plus the run's tag (no secret)
+    if sys.argv[2] in os.environ:
+        env[sys.argv[2]] = os.environ[sys.argv[2]]
+    params = StdioServerParameters(command=sys.executable, args=sys.argv[3:], env=env)
     async with Client(stdio_client(params)) as client:
         found = json.loads((await client.call_tool("steal", {})).content[0].text)
         pids = [int((await client.call_tool("detach", {"how": how, "ignore_sigterm": True})).content[0].text)
@@ -278,12 +406,13 @@ async def baseline_scenario(root: Path, settle: float) -> tuple[Row, int]:
     report = root / "plain.json"
     env = {**os.environ, **SECRETS}
     owner = subprocess.Popen(
-        [sys.executable, "-c", _PLAIN_CLIENT, str(report), str(HOSTILE), "--ignore-signals", *look_for],
+        [sys.executable, "-c", _PLAIN_CLIENT, str(report), RUN_TAG_VARIABLE, str(HOSTILE), "--ignore-signals", *look_for],
         env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         data = json.loads(await _file(report))
         tracked = [*psutil.Process(owner.pid).children(recursive=True), *_processes(data["pids"])]
+        _report_up("baseline (plain MCP SDK client)", len(tracked) + 1)
         owner.kill()
         owner.wait()
         left = await _survivors(tracked, settle)
@@ -341,39 +470,59 @@ async def descriptor_scenario(root: Path, sessions: int) -> tuple[int, int]:
 
 
 async def run(args: argparse.Namespace) -> int:
+    """The whole matrix; whatever ends it, :func:`_clean_up` runs last. SIGTERM and SIGHUP end it
+    as ``KeyboardInterrupt`` (the signal's name as its argument), as Ctrl-C does."""
+    tag = run_tag()
+    stopped_by: list[str] = []
+    status = 1
+    # Held from before the first file to after the clean-up: SIGTERM/SIGHUP never kill the run
+    # outright, which would skip every clean-up.
+    with anyio.open_signal_receiver(*_handled_signals()) as received:
+        scratch = Path(tempfile.mkdtemp(prefix="bench-faults-"))
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_stop_on_signal, received, group.cancel_scope, stopped_by)
+                status = await _matrix(args, scratch)
+                group.cancel_scope.cancel()
+        finally:
+            _clean_up(tag, scratch)
+    if stopped_by:
+        raise KeyboardInterrupt(stopped_by[0])
+    return status
+
+
+async def _matrix(args: argparse.Namespace, base: Path) -> int:
     rows: list[Row] = []
-    with tempfile.TemporaryDirectory(prefix="bench-faults-") as scratch:
-        base = Path(scratch)
 
-        def fresh(name: str) -> Path:
-            path = base / name
-            path.mkdir()
-            return path
+    def fresh(name: str) -> Path:
+        path = base / name
+        path.mkdir()
+        return path
 
-        print("fault matrix: processes still alive after the copilot stopped (target 0)", flush=True)
-        baseline, leaked = await baseline_scenario(fresh("baseline"), args.settle)
-        rows.append(baseline)
-        rows.append(await stdio_scenario(fresh("stdio-kill"), args.settle, "SIGKILL"))
-        rows.append(await http_scenario(fresh("http-kill"), args.settle, signal.SIGKILL))
-        rows.append(await http_scenario(fresh("http-hup"), args.settle, signal.SIGHUP))
-        rows.append(await stdio_scenario(fresh("stdio-twice"), args.settle, "SIGTERM twice"))
-        rows.append(await host_close_scenario(fresh("host-close"), args.settle))
-        print(f"{'scenario':46} {'survivors':>9} {'of':>4}")
-        for row in rows:
-            survivors = "error" if row.survivors < 0 else str(row.survivors)
-            print(f"{row.scenario:46} {survivors:>9} {row.tracked:>4}  {row.note}")
-        found = await secrets_scenario(fresh("secrets"))
+    print("fault matrix: processes still alive after the copilot stopped (target 0)", flush=True)
+    baseline, leaked = await baseline_scenario(fresh("baseline"), args.settle)
+    rows.append(baseline)
+    rows.append(await stdio_scenario(fresh("stdio-kill"), args.settle, "SIGKILL"))
+    rows.append(await http_scenario(fresh("http-kill"), args.settle, signal.SIGKILL))
+    rows.append(await http_scenario(fresh("http-hup"), args.settle, signal.SIGHUP))
+    rows.append(await stdio_scenario(fresh("stdio-twice"), args.settle, "SIGTERM twice"))
+    rows.append(await host_close_scenario(fresh("host-close"), args.settle))
+    print(f"{'scenario':46} {'survivors':>9} {'of':>4}")
+    for row in rows:
+        survivors = "error" if row.survivors < 0 else str(row.survivors)
+        print(f"{row.scenario:46} {survivors:>9} {row.tracked:>4}  {row.note}")
+    found = await secrets_scenario(fresh("secrets"))
+    print(
+        f"\nsecrets: the hostile child found {found} of {len(SECRETS)} secret values in the copilot's "
+        f"/proc/<pid>/environ (target 0); baseline, same run: {leaked} of {len(SECRETS)} in a plain MCP SDK "
+        "client's environ"
+    )
+    if Path("/proc/self/fd").is_dir():
+        after_one, after_all = await descriptor_scenario(fresh("fds"), args.sessions)
         print(
-            f"\nsecrets: the hostile child found {found} of {len(SECRETS)} secret values in the copilot's "
-            f"/proc/<pid>/environ (target 0); baseline, same run: {leaked} of {len(SECRETS)} in a plain MCP SDK "
-            "client's environ"
+            f"descriptors: {after_all} open files after {args.sessions} abandoned HTTP sessions, {after_one} "
+            f"after 1 (baseline, same run): {after_all - after_one:+d} (target: no growth)"
         )
-        if Path("/proc/self/fd").is_dir():
-            after_one, after_all = await descriptor_scenario(fresh("fds"), args.sessions)
-            print(
-                f"descriptors: {after_all} open files after {args.sessions} abandoned HTTP sessions, {after_one} "
-                f"after 1 (baseline, same run): {after_all - after_one:+d} (target: no growth)"
-            )
     bad = [row for row in rows[1:] if row.survivors != 0]
     return 1 if bad or found else 0
 
@@ -387,4 +536,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as stop:
+        by = stop.args[0] if stop.args and isinstance(stop.args[0], str) else "SIGINT"
+        print(f"interrupted ({by})", file=sys.stderr)
+        sys.exit(130)

@@ -11,7 +11,8 @@ first hybrid and the shipped ranker; then the candidates tried, the embedding mo
 cross-validated weights (fold by fold), weak-match and trimming effects, the shipped ranker run
 through the real Chroma-backed ``ToolIndex`` with its latency against plain dense in the same
 run, and the size of the generated route description. The shipped ranker's misses go to
-``bench/results/retrieval-misses.jsonl``.
+``bench/results/retrieval-misses.jsonl``; a ``--quick`` run's to ``retrieval-misses-quick.jsonl``,
+so a smoke run never replaces the full run's misses.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ DEFAULT_TOOLS = SHARED / "tools" / "LiveMCPTool" / "tools.json"
 DEFAULT_ANNOTATIONS = SHARED / "annotated_data" / "all_annotations.json"
 DEFAULT_TRAJECTORIES = SHARED / "sample_trajectories.json"
 RESULTS_DIR = PROJECT_DIR / "bench" / "results"
+#: The query sets whose misses are written (the generated task-level variant repeats agent-steps).
+MISSES_SETS = ("agent-steps", "questions", "real-agent")
 BASELINE = "dense"
 
 
@@ -105,6 +108,28 @@ def _sets(args: argparse.Namespace, known: set[str]) -> dict[str, QuerySet]:
     return sets
 
 
+def misses_path(quick: bool, results_dir: Path = RESULTS_DIR) -> Path:
+    """Where the shipped ranker's per-query misses go.
+
+    A ``--quick`` run sees every 4th query only; writing its partial misses over the full run's
+    file would silently replace what the README's figures are read from, so it has its own file.
+    """
+    return results_dir / ("retrieval-misses-quick.jsonl" if quick else "retrieval-misses.jsonl")
+
+
+def save_misses(
+    sets: dict[str, QuerySet], results: dict[str, dict[str, Ranked]], quick: bool, results_dir: Path = RESULTS_DIR
+) -> Path:
+    """Write the shipped ranker's misses on the real-query sets to :func:`misses_path`, say where."""
+    misses = misses_path(quick, results_dir)
+    misses.unlink(missing_ok=True)
+    total = sum(_write_misses(misses, sets[n].queries, results[n][SHIPPED], n) for n in MISSES_SETS)
+    print(f"\nmisses of the shipped ranker (no relevant tool in its top 3): {total} queries -> {misses}")
+    if quick:
+        print(f"(a --quick run: every 4th query; the full run's misses in {misses_path(False, results_dir)} are left as they are)")
+    return misses
+
+
 def _write_misses(path: Path, queries: Sequence[Query], ranked: Ranked, set_name: str) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
@@ -134,7 +159,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mpnet-dir", type=Path, help="an all-mpnet-base-v2 directory (assembled from its PyPI part wheels)")
     parser.add_argument("--home", type=Path, help="index and embedding cache (default: COPILOT_HOME/bench/livemcpbench)")
     parser.add_argument("--json", type=output_file, dest="json_out", help="also write the numbers as JSON here")
-    parser.add_argument("--quick", action="store_true", help="every 4th query only (a smoke run)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"every 4th query only (a smoke run); its misses go to {misses_path(True).name}, "
+        f"leaving the full run's {misses_path(False).name} as it is",
+    )
     args = parser.parse_args(argv)
     for path in (args.tools_json, args.annotations):
         if not path.exists():
@@ -306,10 +336,7 @@ def _run(args: argparse.Namespace) -> int:
     _route_description_size(catalog, report)
 
     # -- misses ---------------------------------------------------------------------------------------------
-    misses = RESULTS_DIR / "retrieval-misses.jsonl"
-    misses.unlink(missing_ok=True)
-    total = sum(_write_misses(misses, sets[n].queries, results[n][SHIPPED], n) for n in ("agent-steps", "questions", "real-agent"))
-    print(f"\nmisses of the shipped ranker (no relevant tool in its top 3): {total} queries -> {misses}")
+    save_misses(sets, results, args.quick)
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=1, default=str))
     return 0

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from evaluation.run.agent import AgentConfig
+from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, MIN_AGENT_LOG_BYTES
 from evaluation.run.confirm import CLIENT_POLICIES, DEFAULT_POLICY, ConfirmPolicy
 from evaluation.run.external_agent import check_template
 from evaluation.judge.options import JudgeOptions, add_judge_arguments
@@ -113,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TEMPLATE",
         help="run this command per task; placeholders {question} {question_file} {mcp_config} {workspace} "
         "{task_id} {answer_file} are substituted shell-quoted",
+    )
+    agent.add_argument(
+        "--max-agent-log-bytes",
+        type=int,
+        metavar="N",
+        help="with --agent-cmd: most bytes kept of each of the agent's stdout and stderr logs, its first and last "
+        f"halves with a note of what was cut between them (default {DEFAULT_MAX_AGENT_LOG_BYTES}, "
+        f"{DEFAULT_MAX_AGENT_LOG_BYTES // 2**20} MiB)",
     )
     agent.add_argument("--base-url", help="OpenAI-compatible endpoint of the built-in agent (or OPENAI_BASE_URL)")
     agent.add_argument("--api-key", help="its API key (or OPENAI_API_KEY)")
@@ -255,6 +264,18 @@ def _validate(args: argparse.Namespace) -> None:
         raise ConfigError(f"--task-files {args.task_files}: no such directory.")
     if args.agent_cmd is not None:
         check_template(args.agent_cmd)
+    _check_log_cap(args)
+
+
+def _check_log_cap(args: argparse.Namespace) -> None:
+    if args.max_agent_log_bytes is None:
+        return
+    if args.agent_cmd is None:
+        raise ConfigError(
+            "--max-agent-log-bytes: applies to --agent-cmd agents (the built-in agent writes no stdout/stderr logs)."
+        )
+    if args.max_agent_log_bytes < MIN_AGENT_LOG_BYTES:
+        raise ConfigError(f"--max-agent-log-bytes {args.max_agent_log_bytes}: must be at least {MIN_AGENT_LOG_BYTES}.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -312,6 +333,7 @@ def _main(args: argparse.Namespace, console: Console) -> int:
         allow_missing_files=args.allow_missing_files,
         agent=agent_label,
         agent_cmd=args.agent_cmd,
+        max_agent_log_bytes=args.max_agent_log_bytes or DEFAULT_MAX_AGENT_LOG_BYTES,
         agent_config=agent_config,
         api_key=api_key,
         price_table=price_table,

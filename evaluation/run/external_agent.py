@@ -2,8 +2,8 @@
 
 The template's placeholders are substituted shell-safely (each value ``shlex.quote``-d), the
 command runs under ``/bin/sh`` in the task's workspace, in its own process group, with stdout
-and stderr kept in files. A missing program, a non-zero exit or a timeout is a failed task with
-the reason, never an exception out of the runner.
+and stderr kept in files of bounded size (:mod:`evaluation.run.bounded_log`). A missing program,
+a non-zero exit or a timeout is a failed task with the reason, never an exception out of the runner.
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import psutil
 from pydantic import BaseModel
 
 from evaluation.run.agent import stderr_tail
+from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, BoundedLog, LogCut, pump
 from evaluation.run.models import ErrorKind
 from index.children.watchdog import TAG_VARIABLE, tagged
 from index.errors import ConfigError
@@ -35,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 PLACEHOLDERS = ("question", "question_file", "mcp_config", "workspace", "task_id", "answer_file")
 _KILL_GRACE = 5.0
+#: Seconds between looks at whether the agent exited (see :func:`_wait_exit`).
+_EXIT_POLL = 0.02
 _SHELL_WORDS = frozenset(
     {"cd", "exec", "env", "export", "if", "for", "while", "(", "{", "!", "time", "nice", "timeout", "nohup", "command"}
 )
@@ -48,6 +52,8 @@ class ExternalResult(BaseModel):
     error: str | None = None
     error_kind: ErrorKind | None = None
     usage: Usage | None = None
+    #: Log file name -> what was cut from it (only logs that passed ``--max-agent-log-bytes``).
+    logs_cut: dict[str, LogCut] = {}
 
 
 def check_template(template: str) -> None:
@@ -103,36 +109,38 @@ async def run_external_agent(
     stderr_path: Path,
     answer_file: Path,
     timeout: float,
+    max_log_bytes: int = DEFAULT_MAX_AGENT_LOG_BYTES,
 ) -> ExternalResult:
-    """Run one rendered command to completion or until ``timeout``; never raises for its failures."""
+    """Run one rendered command to completion or until ``timeout``; never raises for its failures.
+
+    Its stdout and stderr go to ``stdout_path`` and ``stderr_path``, each at most ``max_log_bytes``
+    (head and tail, with a note of what was cut between them).
+    """
     # Inherited by everything the agent starts, also what leaves its session (setsid, daemons): the
     # tag finds those at the end, as the copilot's guard finds its children's.
     tag = f"agent-{secrets.token_hex(8)}"
     env = {**env, TAG_VARIABLE: tag}
-    with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
+    stdout_log = BoundedLog(stdout_path, "stdout", max_log_bytes)
+    stderr_log = BoundedLog(stderr_path, "stderr", max_log_bytes)
+    try:
         try:
             process = await anyio.open_process(
                 ["/bin/sh", "-c", command],
                 stdin=subprocess.DEVNULL,
-                stdout=stdout,
-                stderr=stderr,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 cwd=cwd,
                 env=dict(env),
                 start_new_session=True,
             )
         except OSError as error:
             return ExternalResult(error=f"cannot start the agent command: {error}", error_kind="agent_not_found")
-        timed_out = False
-        try:
-            with anyio.move_on_after(timeout) as scope:
-                await process.wait()
-            timed_out = scope.cancelled_caught
-        finally:
-            # Also on cancellation (Ctrl-C): no agent, copilot or child server may outlive the task.
-            with anyio.CancelScope(shield=True):
-                await _kill_tree(process.pid, process, tag)
-    result = ExternalResult(exit_code=process.returncode, timed_out=timed_out)
-    _read_answer(result, answer_file, stdout_path)
+        timed_out = await _supervise(process, stdout_log, stderr_log, timeout, tag)
+    finally:
+        # Also on cancellation (Ctrl-C): the logs get their tails and the note of what was cut.
+        cuts = {log.path.name: cut for log in (stdout_log, stderr_log) if (cut := log.close()) is not None}
+    result = ExternalResult(exit_code=process.returncode, timed_out=timed_out, logs_cut=cuts)
+    _read_answer(result, answer_file, stdout_path, cuts.get(stdout_path.name))
     tail = stderr_tail(stderr_path, lines=3, chars=400)
     if timed_out:
         result.error, result.error_kind = f"the agent did not finish within {timeout:g} s (--task-timeout)", "timeout"
@@ -148,20 +156,61 @@ async def run_external_agent(
     return result
 
 
+async def _supervise(
+    process: anyio.abc.Process, stdout_log: BoundedLog, stderr_log: BoundedLog, timeout: float, tag: str
+) -> bool:
+    """Copy the agent's output into its logs until it exits or ``timeout``, then stop its whole
+    tree; whether it timed out."""
+    try:
+        async with anyio.create_task_group() as pumps:
+            pumps.start_soon(pump, process.stdout, stdout_log)
+            pumps.start_soon(pump, process.stderr, stderr_log)
+            try:
+                with anyio.move_on_after(timeout) as scope:
+                    await _wait_exit(process)
+            finally:
+                # Also on cancellation (Ctrl-C): no agent, copilot or child server may outlive the task.
+                with anyio.CancelScope(shield=True):
+                    await _kill_tree(process.pid, process, tag)
+                # With the tree gone the pipes end and the pumps finish; something that escaped even
+                # the tag and still holds a pipe must not keep the task waiting.
+                pumps.cancel_scope.deadline = anyio.current_time() + _KILL_GRACE
+    finally:
+        with anyio.CancelScope(shield=True):
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    await stream.aclose()
+    return scope.cancelled_caught
+
+
+async def _wait_exit(process: anyio.abc.Process) -> None:
+    """Until the agent's shell exited. Polls ``returncode``: asyncio's ``wait()`` also waits for the
+    pipes to close, which anything the agent left running (holding its stdout) would delay."""
+    while process.returncode is None:
+        await anyio.sleep(_EXIT_POLL)
+
+
 #: Most bytes of an agent's stdout read as its answer: a flooding agent must not make the
 #: runner hold (or log) all of it; the end is kept, where an answer is printed.
 MAX_STDOUT_ANSWER_BYTES = 1_000_000
 
 
-def _read_bounded(path: Path, limit: int) -> str:
+def _read_bounded(path: Path, limit: int, cut: LogCut | None = None) -> str:
+    """The end of the agent's stdout, at most ``limit`` bytes, saying how much came before it.
+
+    A capped log (``cut``) is read from its kept tail only: the note and the head before it are
+    the runner's, not the end of what the agent wrote.
+    """
     with path.open("rb") as handle:
         size = handle.seek(0, 2)
-        handle.seek(max(size - limit, 0))
-        tail = handle.read(limit).decode("utf-8", errors="replace")
-    return tail if size <= limit else f"[... the first {size - limit:,} bytes of the agent's output omitted ...]\n{tail}"
+        keep = min(limit, size if cut is None else cut.tail)
+        handle.seek(size - keep)
+        tail = handle.read(keep).decode("utf-8", errors="replace")
+    written = size if cut is None else cut.written
+    return tail if written <= keep else f"[... the first {written - keep:,} bytes of the agent's output omitted ...]\n{tail}"
 
 
-def _read_answer(result: ExternalResult, answer_file: Path, stdout_path: Path) -> None:
+def _read_answer(result: ExternalResult, answer_file: Path, stdout_path: Path, cut: LogCut | None = None) -> None:
     try:
         written = answer_file.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
@@ -171,7 +220,7 @@ def _read_answer(result: ExternalResult, answer_file: Path, stdout_path: Path) -
         return
     if result.exit_code != 0 or result.timed_out:
         return  # a crashed agent's partial stdout is not an answer
-    stdout = _read_bounded(stdout_path, MAX_STDOUT_ANSWER_BYTES).strip()
+    stdout = _read_bounded(stdout_path, MAX_STDOUT_ANSWER_BYTES, cut).strip()
     if not stdout:
         return
     parsed = _headless_json(stdout)
@@ -215,16 +264,14 @@ async def _kill_tree(pid: int, process: Any, tag: str | None = None) -> None:
     members = await anyio.to_thread.run_sync(_tree_and_group, pid, tag)
     _signal_all(pid, members, signal.SIGTERM)
     with anyio.move_on_after(_KILL_GRACE):
-        if process.returncode is None:
-            await process.wait()
+        await _wait_exit(process)
     alive = [p for p in members if _alive(p)]
     if alive:
         _, alive = await anyio.to_thread.run_sync(lambda: psutil.wait_procs(alive, timeout=_KILL_GRACE))
     if alive or process.returncode is None:
         _signal_all(pid, alive, signal.SIGKILL)
         with anyio.move_on_after(_KILL_GRACE):
-            if process.returncode is None:
-                await process.wait()
+            await _wait_exit(process)
 
 
 def _tree_and_group(pid: int, tag: str | None = None) -> list[psutil.Process]:

@@ -10,9 +10,11 @@ Per task, in ``<out>``:
 - ``tasks/<task_id>/`` — the workspace (``workspace/``, also the child servers' ``HOME``, see
   :mod:`evaluation.run.child_home`), their working and temp directories (``work/<server>/tmp``) and
   stderr logs (``children/``), the per-task ``servers.json`` and ``mcp_config.json``, the
-  question and answer files, the agent's stdout/stderr, the copilot's stderr, and the built-in
+  question and answer files, the agent's stdout/stderr (each capped at ``--max-agent-log-bytes``,
+  head and tail: :mod:`evaluation.run.bounded_log`), the copilot's stderr, and the built-in
   agent's conversation (``messages.json``). Only ``workspace/`` is listed as the task's output.
-- ``summary.json`` — one record per finished task (see :mod:`evaluation.run.models`).
+- ``summary.json`` — one record per finished task (see :mod:`evaluation.run.models`); an agent log
+  that was capped is named there and in ``session_end`` (``agent_logs_cut``: bytes cut per log).
 
 Every failure of a task — missing inputs, a missing agent program, a model endpoint that refuses
 tools, a copilot that does not start, a timeout, even a runner bug — is recorded for that task;
@@ -41,6 +43,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from evaluation.run.agent import AgentConfig, AgentError, CopilotAgent, copilot_session, stderr_tail
+from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES
 from evaluation.run.child_home import child_environment, shared_locations
 from evaluation.run.confirm import DEFAULT_POLICY, ConfirmPolicy, elicitation_answerer
 from evaluation.run.copilot_launch import CopilotLaunch, copilot_launch
@@ -83,6 +86,8 @@ class RunnerConfig(BaseModel):
     #: ``copilot`` (built-in agent) or the label of the ``--agent-cmd`` agent.
     agent: str = BUILTIN_AGENT
     agent_cmd: str | None = None
+    #: Most bytes kept of each of the ``--agent-cmd`` agent's stdout and stderr logs (head and tail).
+    max_agent_log_bytes: int = DEFAULT_MAX_AGENT_LOG_BYTES
     agent_config: AgentConfig | None = None
     api_key: str | None = None
     price_table: dict[str, ModelPrice] | None = None
@@ -151,6 +156,8 @@ class _Outcome:
     cost: float | None = None
     answer_logged: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Agent log file name -> bytes cut from it (``--max-agent-log-bytes``).
+    logs_cut: dict[str, int] = field(default_factory=dict)
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         self.status = "timeout" if kind == "timeout" else "failed"
@@ -254,7 +261,14 @@ class BenchmarkRunner:
         except Exception as error:  # a runner bug must cost one task, not the run
             outcome.fail("internal", f"{type(error).__name__}: {error} ({self._save_traceback(paths)})")
         if writer is not None:
-            writer.write(SessionEnd(reason=_end_reason(outcome), status=outcome.status, error_kind=outcome.error_kind))
+            # ``agent_logs_cut`` tells a reader of the trajectory that the agent's logs are partial.
+            end = SessionEnd(
+                reason=_end_reason(outcome),
+                status=outcome.status,
+                error_kind=outcome.error_kind,
+                agent_logs_cut=outcome.logs_cut or None,
+            )
+            writer.write(end)
             writer.close()
         record = TaskRecord(
             task_id=task.task_id,
@@ -269,6 +283,7 @@ class BenchmarkRunner:
             output_tokens=outcome.output_tokens,
             cost=outcome.cost,
             trajectory=paths.trajectory.name,
+            agent_logs_cut=outcome.logs_cut or None,
         )
         self.manifest.record(record)
         return record
@@ -479,7 +494,14 @@ class BenchmarkRunner:
             stderr_path=paths.file("agent.stderr.log"),
             answer_file=answer_file,
             timeout=self.config.task_timeout,
+            max_log_bytes=self.config.max_agent_log_bytes,
         )
+        outcome.logs_cut = {name: cut.cut for name, cut in result.logs_cut.items()}
+        for name, cut in result.logs_cut.items():
+            logger.info(
+                "task %s: the agent wrote %d bytes to %s; %d cut from its middle (--max-agent-log-bytes)",
+                task.task_id, cut.written, name, cut.cut,
+            )  # fmt: skip
         if result.usage is not None:
             writer.write(result.usage)
             outcome.input_tokens, outcome.output_tokens = result.usage.input_tokens, result.usage.output_tokens

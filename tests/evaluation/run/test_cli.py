@@ -207,6 +207,32 @@ def test_missing_agent_program_fails_each_task_without_crashing(bench, capsys) -
     assert "agent_not_found" in captured.err
 
 
+def test_a_flooding_agents_logs_are_capped_and_the_cut_is_recorded(bench) -> None:
+    # 5 MB on each stream, the answer printed last on stdout: a real process, as a chatty agent would.
+    flood = 5_000_000
+    agent = (
+        f"echo agent-start; head -c {flood} /dev/zero | tr '\\0' x; echo; echo 'the answer'; "
+        f"echo err-start >&2; head -c {flood} /dev/zero | tr '\\0' y >&2; echo >&2; echo err-end >&2"
+    )
+    cap = 65_536
+    args = ("--agent-cmd", agent, "--only", "task-answer-2", "--max-agent-log-bytes", str(cap))
+    assert run_cli(bench, *args) == 0
+    task_dir = bench["out"] / "tasks" / "task-answer-2"
+    stdout, stderr = (task_dir / "agent.stdout.log").read_bytes(), (task_dir / "agent.stderr.log").read_bytes()
+    assert len(stdout) < cap + 300 and len(stderr) < cap + 300
+    assert stdout.startswith(b"agent-start\n") and stdout.endswith(b"x\nthe answer\n")
+    assert stderr.startswith(b"err-start\n") and stderr.endswith(b"y\nerr-end\n")
+    written_out, written_err = len("agent-start\n") + flood + len("\nthe answer\n"), len("err-start\n") + flood + len("\nerr-end\n")
+    assert f"{written_out - cap:,} of the {written_out:,} bytes the agent wrote to stdout were cut here".encode() in stdout
+    record = summary(bench).tasks["task-answer-2"]
+    assert record.status == "completed"
+    assert record.agent_logs_cut == {"agent.stdout.log": written_out - cap, "agent.stderr.log": written_err - cap}
+    end = read_events(bench["out"] / "task-answer-2.jsonl")[-1]
+    assert end["event"] == "session_end" and end["agent_logs_cut"] == record.agent_logs_cut
+    final = [e["text"] for e in read_events(bench["out"] / "task-answer-2.jsonl") if e["event"] == "final_answer"]
+    assert len(final) == 1 and final[0].endswith("the answer")  # the answer on stdout survives the cap
+
+
 def test_task_timeout_is_reported_per_task(bench) -> None:
     assert run_cli(bench, "--agent-cmd", "sleep 60", "--only", "task-answer-2", "--task-timeout", "1") == 0
     record = summary(bench).tasks["task-answer-2"]
@@ -298,6 +324,8 @@ def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, 
         (["--task-timeout", "nan", "--agent-cmd", "true"], "--task-timeout nan: must be a positive number of seconds"),
         (["--llm-timeout", "0", "--agent-cmd", "true"], "--llm-timeout 0: must be a positive number of seconds"),
         (["--confirm", "deny", "--agent-cmd", "true"], "--confirm deny: applies to the built-in agent"),
+        (["--max-agent-log-bytes", "10", "--agent-cmd", "true"], "--max-agent-log-bytes 10: must be at least 1024"),
+        (["--max-agent-log-bytes", "65536", "--model", "m"], "--max-agent-log-bytes: applies to --agent-cmd agents"),
     ],
 )
 def test_bad_arguments_give_one_clear_error(bench, capsys, args, message) -> None:

@@ -149,3 +149,46 @@ async def test_a_process_that_left_the_agents_session_and_tree_is_stopped_too(tm
     assert (result.answer, result.error) == ("answer", None)
     escaped = int(pid_file.read_text())
     assert not psutil.pid_exists(escaped) or psutil.Process(escaped).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_a_flooding_agents_logs_keep_their_head_and_tail_within_the_cap(tmp_path: Path) -> None:
+    # A real process writing 20 MB to each stream, far past the default cap, then failing: the
+    # runner's disk holds the head and the tail of each, and the error still quotes the last stderr line.
+    from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES  # noqa: PLC0415
+
+    flood = 20_000_000
+    command = (
+        f"echo out-start; head -c {flood} /dev/zero | tr '\\0' x; echo; echo out-end; "
+        f"echo err-start >&2; head -c {flood} /dev/zero | tr '\\0' y >&2; echo >&2; echo 'fatal: gave up' >&2; exit 4"
+    )
+    result = await run(tmp_path, command)
+    assert (result.exit_code, result.error_kind) == (4, "agent_failed")
+    assert "fatal: gave up" in (result.error or "")
+    for name, first, last in (("stdout.log", b"out-start\n", b"x\nout-end\n"), ("stderr.log", b"err-start\n", b"y\nfatal: gave up\n")):
+        data = (tmp_path / name).read_bytes()
+        assert len(data) <= DEFAULT_MAX_AGENT_LOG_BYTES + 300, name
+        assert data.startswith(first) and data.endswith(last), name
+        cut = result.logs_cut[name]
+        assert cut.head + cut.tail == DEFAULT_MAX_AGENT_LOG_BYTES and cut.cut == cut.written - DEFAULT_MAX_AGENT_LOG_BYTES
+        assert f"{cut.cut:,} of the {cut.written:,} bytes the agent wrote" in data.decode()
+
+
+async def test_an_answer_on_stdout_is_read_from_a_capped_logs_tail(tmp_path: Path) -> None:
+    flood = 3_000_000
+    answer_file = tmp_path / "answer.txt"
+    result = await run_external_agent(
+        f"head -c {flood} /dev/zero | tr '\\0' x; echo; echo 'the answer'",
+        cwd=tmp_path, env=dict(os.environ), stdout_path=tmp_path / "stdout.log", stderr_path=tmp_path / "stderr.log",
+        answer_file=answer_file, timeout=30.0, max_log_bytes=4096,
+    )  # fmt: skip
+    cut = result.logs_cut["stdout.log"]
+    assert (cut.written, cut.tail) == (flood + 12, 2048)
+    # Only the agent's own bytes (the tail), never the runner's note or the head before it.
+    assert result.answer == f"[... the first {flood + 12 - 2048:,} bytes of the agent's output omitted ...]\n" + "x" * 2036 + "\nthe answer"
+    assert result.error is None and result.logs_cut.keys() == {"stdout.log"}
+
+
+async def test_output_under_the_cap_is_logged_whole_and_nothing_is_recorded_as_cut(tmp_path: Path) -> None:
+    result = await run(tmp_path, "printf 'abc'; printf 'def' >&2")
+    assert (tmp_path / "stdout.log").read_bytes() == b"abc" and (tmp_path / "stderr.log").read_bytes() == b"def"
+    assert result.logs_cut == {} and result.answer == "abc"
