@@ -13,14 +13,25 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+from mcp_types import (
+    INTERNAL_ERROR,
+    CallToolResult,
+    InputRequiredResult,
+    SubscriptionsListenResult,
+    TextContent,
+    ToolAnnotations,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from index.self_entry import COPILOT_SERVER_NAME
@@ -152,7 +163,10 @@ def session_log(copilot: Copilot, ctx: ServerRequestContext[Any, Any]) -> Sessio
     log = copilot.sessions.get(key)
     if log is not None:
         return log
-    log = copilot.sessions.open(key, _client_info(ctx))
+    # The transport's own id (the ``mcp-session-id`` header of an HTTP session; none on stdio or for
+    # session-less 2026-era requests) links what a host reports to this trajectory.
+    transport_id = connection.session_id if connection is not None else None
+    log = copilot.sessions.open(key, _client_info(ctx), transport_session_id=transport_id)
     if connection is not None:
         connection.exit_stack.callback(lambda: copilot.sessions.end(key, _end_reason(copilot, log)))
     return log
@@ -194,6 +208,80 @@ async def session_middleware(ctx: ServerRequestContext[Any, Any], call_next: Cal
             logger.exception("could not start the session's trajectory log")
         copilot.mark_started()
     return result
+
+
+# -- stopping with requests in flight ---------------------------------------------------------------
+class InFlightRequests:
+    """The MCP requests being handled now, so a stopping copilot answers each one before it exits.
+
+    Over HTTP a stop would otherwise leave uvicorn waiting for calls that may run for minutes (a slow
+    child tool) and then cut their streams off without an answer. :meth:`stop` cancels every one:
+    ``execute`` logs its call as cancelled (and cancels the child's request), and the host gets a
+    real answer saying the copilot is shutting down, so it knows to call again later.
+    """
+
+    def __init__(self) -> None:
+        self._scopes: set[anyio.CancelScope] = set()
+        #: Set when a request ends while stop() waits (made there: the app is built before any event loop).
+        self._changed: anyio.Event | None = None
+        #: Why the copilot stops, once :meth:`stop` was called; later requests are answered at once.
+        self.stopping: str | None = None
+
+    async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Any]) -> Any:
+        if ctx.request_id is None:  # a notification: nothing to answer
+            return await call_next(ctx)
+        if self.stopping is not None:
+            return stopped_answer(ctx, self.stopping)
+        with anyio.CancelScope() as scope:
+            self._scopes.add(scope)
+            try:
+                return await call_next(ctx)
+            finally:
+                self._scopes.discard(scope)
+                if self._changed is not None:
+                    self._changed.set()
+        # Only reached when stop() cancelled this request (our scope swallowed the cancellation).
+        return stopped_answer(ctx, self.stopping or "shutdown")
+
+    async def stop(self, reason: str, timeout: float) -> int:
+        """Cancel every request in flight and wait (at most ``timeout`` s) until each has its answer.
+
+        Returns how many were still running after ``timeout`` (a handler that ignores cancellation).
+        """
+        self.stopping = reason
+        cancelled = len(self._scopes)
+        for scope in list(self._scopes):
+            scope.cancel()
+        with anyio.move_on_after(timeout):
+            while self._scopes:
+                self._changed = anyio.Event()
+                await self._changed.wait()
+        if cancelled:
+            logger.info("answered %d request(s) in flight: the copilot is shutting down (%s)", cancelled, reason)
+        return len(self._scopes)
+
+
+def stopped_answer(
+    ctx: ServerRequestContext[Any, Any], reason: str
+) -> CallToolResult | SubscriptionsListenResult:
+    """What a request cut short by the copilot stopping is answered: for ``tools/call`` an error
+    result the model reads (as every other failed call), for a ``subscriptions/listen`` stream its
+    graceful end (the client listens again); anything else raises a JSON-RPC error."""
+    why = f"the copilot is shutting down ({reason}); call again once it is back."
+    if ctx.method == "tools/call":
+        return CallToolResult(content=[TextContent(type="text", text=f"Call cancelled: {why}")], is_error=True)
+    if ctx.method == "subscriptions/listen":
+        return SubscriptionsListenResult(_meta={SUBSCRIPTION_ID_META_KEY: ctx.request_id})
+    raise MCPError(code=INTERNAL_ERROR, message=f"Request cancelled: {why}")
+
+
+#: The registry :func:`build_app` installed in each app (read by ``server.http`` when it stops).
+_IN_FLIGHT: weakref.WeakKeyDictionary[MCPServer[Any], InFlightRequests] = weakref.WeakKeyDictionary()
+
+
+def in_flight_requests(app: MCPServer[Any]) -> InFlightRequests:
+    """The requests ``app`` is handling now (an empty registry for an app not built by :func:`build_app`)."""
+    return _IN_FLIGHT.setdefault(app, InFlightRequests())
 
 
 # -- tools ----------------------------------------------------------------------------------------
@@ -317,6 +405,7 @@ def build_app(
     """The MCP server; its lifespan runs the :class:`Copilot` (``start_now`` for HTTP, see ``mark_started``)
     and the :class:`Aggregation` of the children's prompts, resources and exposed tools."""
     aggregation = Aggregation(settings, _session_key)
+    in_flight = InFlightRequests()
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[Copilot]) -> AsyncIterator[Copilot]:
@@ -342,9 +431,11 @@ def build_app(
         lifespan=lifespan,
         tools=build_tools(livemcpbench_alias=settings.livemcpbench_alias),
         log_level=settings.log_level.upper(),  # type: ignore[arg-type]
-        middleware=[session_middleware],
+        # Innermost, so a request answered because the copilot stops still counts as session activity.
+        middleware=[session_middleware, in_flight.middleware],
         subscriptions=aggregation.bus,
     )
+    _IN_FLIGHT[app] = in_flight
     aggregation.install(app)
     install_handlers(app)
     return app

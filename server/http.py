@@ -18,6 +18,7 @@ import signal
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,6 +52,38 @@ def origin_allowed(origin: str, extra: list[str]) -> bool:
     return parts.scheme in ("http", "https") and (
         host in _LOOPBACK_ORIGIN_HOSTS or f"[{host}]" in _LOOPBACK_ORIGIN_HOSTS
     )
+
+
+@dataclass
+class Stopping:
+    """Why the HTTP copilot stops: ``None`` while it serves, the signal's name once it stops."""
+
+    reason: str | None = None
+
+
+class StoppingGate:
+    """Once the copilot is stopping, answers every new HTTP request 503 and closes its connection.
+
+    The listening socket is closed first, but a client can still send on a kept-alive connection
+    (a legacy client reopens its GET stream as soon as the copilot ends it): such a request must not
+    start anything a stopping copilot would then wait for.
+    """
+
+    def __init__(self, app: ASGIApp, stopping: Stopping) -> None:
+        self.app = app
+        self._stopping = stopping
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        reason = self._stopping.reason
+        if scope["type"] != "http" or reason is None:
+            await self.app(scope, receive, send)
+            return
+        await _reply(
+            send,
+            503,
+            f"Service Unavailable: the copilot is shutting down ({reason}); connect again once it is back.",
+            extra_headers=[(b"connection", b"close")],
+        )
 
 
 class GuardMiddleware:
@@ -150,7 +183,10 @@ def transport_security(settings: ServerSettings) -> TransportSecuritySettings:
     )
 
 
-def build_asgi(app: MCPServer[Any], settings: ServerSettings, telemetry: Any = None) -> ASGIApp:
+def build_asgi(
+    app: MCPServer[Any], settings: ServerSettings, telemetry: Any = None, stopping: Stopping | None = None
+) -> ASGIApp:
+    """The copilot's ASGI app; with ``stopping``, requests are refused (behind the guard) once it is set."""
     starlette_app: ASGIApp = app.streamable_http_app(
         streamable_http_path=MCP_PATH,
         transport_security=transport_security(settings),
@@ -161,8 +197,11 @@ def build_asgi(app: MCPServer[Any], settings: ServerSettings, telemetry: Any = N
         from server.telemetry.endpoints import ObservabilityRoutes
 
         starlette_app = ObservabilityRoutes(starlette_app, telemetry)  # /metrics, behind the same guard
+    inner: ASGIApp = ClientGoneMiddleware(starlette_app)
+    if stopping is not None:
+        inner = StoppingGate(inner, stopping)
     return GuardMiddleware(
-        ClientGoneMiddleware(starlette_app),
+        inner,
         token=settings.token,
         allowed_origins=settings.allowed_origins,
         allowed_hosts=loopback_host_names(settings) if settings.binds_loopback else None,
@@ -197,6 +236,37 @@ def bind_listener(settings: ServerSettings) -> socket.socket:
     return listener
 
 
+#: uvicorn's bound on its shutdown: what still runs then is cancelled mid-response (logged as an ERROR).
+GRACEFUL_SHUTDOWN_TIMEOUT = 5
+#: How long a stop waits for the requests it cancelled to be answered: well within uvicorn's bound.
+DRAIN_TIMEOUT = 2.0
+
+
+def close_event_streams(app: MCPServer[Any]) -> None:
+    """End the GET event stream of every handshake-era session.
+
+    An open GET stream is a response that never completes, so uvicorn would wait for it until its
+    timeout and then cut it off. The SDK's own ``close_standalone_sse_stream`` completes it cleanly;
+    the session itself ends with the lifespan. The session manager keeps no public list of its
+    sessions, hence the private attribute (read defensively).
+    """
+    sessions: dict[str, Any] = getattr(app.session_manager, "_server_instances", {})
+    for transport in list(sessions.values()):
+        transport.close_standalone_sse_stream()
+    logger.debug("closed the event streams of %d HTTP session(s)", len(sessions))
+
+
+async def drain(app: MCPServer[Any], stopping: Stopping, reason: str) -> None:
+    """Answer every request in flight and end every open stream, refusing anything new meanwhile."""
+    from server.app import in_flight_requests  # not at the top: binding the port must stay light
+
+    stopping.reason = reason
+    left = await in_flight_requests(app).stop(reason, DRAIN_TIMEOUT)
+    if left:
+        logger.warning("%d request(s) still running %gs after they were cancelled", left, DRAIN_TIMEOUT)
+    close_event_streams(app)
+
+
 #: Signals that stop the HTTP server: SIGHUP too (a closed terminal or a service manager's stop),
 #: whose default action would kill the copilot without stopping its children.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -220,6 +290,9 @@ async def serve_http(
     from index.children.guard import child_guard
 
     class Server(uvicorn.Server):
+        #: Why it stops: the signal's name.
+        stop_reason = "shutdown"
+
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             if threading.current_thread() is not threading.main_thread():
@@ -240,7 +313,16 @@ async def serve_http(
                 return
             logger.info("received %s, shutting down", name)
             on_signal(name)
+            self.stop_reason = name
             self.should_exit = True
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Stop listening before answering what is in flight (uvicorn closes them again,
+            # harmlessly), so no new connection arrives while the copilot drains.
+            for server in self.servers:
+                server.close()
+            await drain(app, stopping, self.stop_reason)
+            await super().shutdown(sockets=sockets)
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
@@ -250,13 +332,14 @@ async def serve_http(
     check_exposure(settings)
     if listener is None:
         listener = bind_listener(settings)
+    stopping = Stopping()
     config = uvicorn.Config(
-        build_asgi(app, settings, telemetry),
+        build_asgi(app, settings, telemetry, stopping),
         host=settings.http_host,
         port=settings.http_port,
         log_level=settings.log_level.lower(),
         lifespan="on",
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_TIMEOUT,
         access_log=False,
     )
     port = listener.getsockname()[1]

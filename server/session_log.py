@@ -137,6 +137,11 @@ class SessionLog:
             logger.exception("could not write to trajectory log %s", self.writer.path)
 
 
+def _transport_note(start: SessionStart) -> str:
+    """`` (mcp-session-id <id>)`` when the transport named the session (HTTP): the id hosts show."""
+    return f" (mcp-session-id {start.transport_session_id})" if start.transport_session_id else ""
+
+
 class SessionLogs:
     """Creates, finds and ends the trajectory of each MCP session (thread-safe)."""
 
@@ -159,8 +164,14 @@ class SessionLogs:
         with self._lock:
             return self._sessions.get(key)
 
-    def open(self, key: Hashable, client: dict[str, Any] | None) -> SessionLog:
-        """The session's log; a new one is stamped now and written by :meth:`SessionLog.begin`."""
+    def open(
+        self, key: Hashable, client: dict[str, Any] | None, *, transport_session_id: str | None = None
+    ) -> SessionLog:
+        """The session's log; a new one is stamped now and written by :meth:`SessionLog.begin`.
+
+        ``transport_session_id`` is the transport's own id of the session (an HTTP session's
+        ``mcp-session-id``): recorded in ``session_start`` and in the log line naming the file.
+        """
         with self._lock:
             existing = self._sessions.get(key)
             if existing is not None:
@@ -168,6 +179,7 @@ class SessionLogs:
             settings = self._settings
             start = SessionStart(
                 session_id=uuid.uuid4().hex,
+                transport_session_id=transport_session_id,
                 task_id=settings.task_id,
                 question=settings.question,
                 category=settings.category,
@@ -182,7 +194,7 @@ class SessionLogs:
                 field_chars=settings.log_max_field_chars,
                 event_chars=settings.log_max_event_chars,
             )
-        logger.info("session %s: trajectory in %s", start.session_id[:8], log.path)
+        logger.info("session %s%s: trajectory in %s", start.session_id[:8], _transport_note(start), log.path)
         return log
 
     def end(self, key: Hashable, reason: str) -> None:

@@ -33,6 +33,9 @@ class _Event(BaseModel):
 class SessionStart(_Event):
     event: Literal["session_start"] = "session_start"
     session_id: str
+    #: The transport's id of the session: an HTTP session's ``mcp-session-id`` header (none on stdio
+    #: and for session-less 2026-07-28 requests), what a host's errors and the copilot's log name.
+    transport_session_id: str | None = None
     task_id: str | None = None
     question: str | None = None
     category: str | None = None

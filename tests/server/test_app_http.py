@@ -6,6 +6,7 @@ One copilot process (``python -m server --http``) serves the whole module.
 from __future__ import annotations
 
 import sys
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ import httpx2
 import mcp_types as types
 import pytest
 import pytest_asyncio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.server.copilot_harness import (
     HttpCopilot,
@@ -202,6 +206,71 @@ async def test_each_handshake_session_writes_its_own_trajectory(served: Served) 
         _, events = starts[name][0]
         echoes = [e for e in events if e.event == "execute" and e.tool == "echo"]
         assert [e.params for e in echoes] == [{"text": name}]
+
+
+def _client_noting_session_ids(url: str, client_name: str, mode: str, seen: set[str]) -> Any:
+    """An SDK client (as ``http_client_for``) that notes every ``mcp-session-id`` the copilot answers with."""
+
+    async def note(response: httpx2.Response) -> None:
+        if session_id := response.headers.get("mcp-session-id"):
+            seen.add(session_id)
+
+    async def connect(stack: AsyncExitStack) -> Client:
+        http = await stack.enter_async_context(create_mcp_http_client())
+        http.event_hooks["response"].append(note)
+        client = Client(
+            streamable_http_client(url, http_client=http),
+            client_info=types.Implementation(name=client_name, version="1.0"),
+            mode=mode,
+        )
+        return await stack.enter_async_context(client)
+
+    return connect
+
+
+async def test_the_http_session_id_leads_to_the_sessions_trajectory(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The ``mcp-session-id`` a host sees (and names in its errors) is in its trajectory's
+    ``session_start`` and in the copilot's log line naming that file; session-less 2026-07-28
+    requests have none."""
+    home = copy_home(built_index, tmp_path / "home")
+    servers = write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")})
+    logs = tmp_path / "logs"
+    env = copilot_env(home, COPILOT_LOG_DIR=str(logs), COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false")
+    process = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], env, tmp_path, tmp_path / "stderr.log")
+    await process.start()
+    assert process.url is not None
+    seen: dict[str, set[str]] = {"legacy": set(), "2026-07-28": set()}
+    try:
+        for mode, ids in seen.items():
+            running = RunningClient(_client_noting_session_ids(process.url, f"ids-{mode}", mode, ids))
+            client = await running.start()
+            try:
+                result = await client.call_tool(
+                    "execute", {"server_name": "alpha", "tool_name": "echo", "params": {"text": mode}}
+                )
+                assert text_of(result) == mode
+            finally:
+                await running.stop()
+    finally:
+        await process.stop()  # the copilot's log is complete once it has exited
+    [session_id] = seen["legacy"]
+    assert seen["2026-07-28"] == set()
+    starts = {}
+    for path in logs.glob("*.jsonl"):
+        start = read_events(path)[0]
+        starts[start.client["name"]] = (path, start)
+    log = (tmp_path / "stderr.log").read_text(encoding="utf-8")
+
+    path, start = starts["ids-legacy"]
+    assert start.transport_session_id == session_id
+    assert f"session {start.session_id[:8]} (mcp-session-id {session_id}): trajectory in {path}" in log, log
+
+    path, start = starts["ids-2026-07-28"]
+    assert start.transport_session_id is None
+    assert f"session {start.session_id[:8]}: trajectory in {path}" in log, log
 
 
 async def test_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) -> None:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
+from mcp_types import CallToolResult
 
 from tests.server.copilot_harness import (
     RunningClient,
@@ -93,6 +96,7 @@ async def test_initialize_starts_no_child_and_closing_stdin_stops_every_child(
 
     events = read_events(_session_file(logs))
     assert events[0].event == "session_start" and events[0].client["name"] == "lifecycle"
+    assert events[0].transport_session_id is None  # stdio has no transport session id
     assert events[-1].event == "session_end" and events[-1].reason == "client disconnected"
     refusal = [e for e in events if e.event == "execute" and e.tool == "delete_item"]
     assert refusal[0].error_kind == "policy_denied"
@@ -175,47 +179,74 @@ async def test_stdout_carries_only_protocol_messages(built_index: Path, tmp_path
     assert code == 0
 
 
-async def test_sigterm_during_an_http_call_is_logged_as_the_stop_not_as_the_client_leaving(
+BLOCKING_SERVER = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "blocking_server.py"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_sigterm_answers_the_http_call_in_flight_and_stops_without_waiting(
     built_index: Path,  # noqa: F811
     tmp_path: Path,
+    mode: str,
 ) -> None:
-    from server.telemetry.status import read_statuses  # noqa: PLC0415
+    """SIGTERM with an ``execute`` in flight: the host gets an answer saying why (so it can call
+    again), the child's call is cancelled and the child stopped, the trajectory logs the stop (not
+    the client leaving), and uvicorn is left nothing to wait for: no "graceful shutdown exceeded"
+    ERROR, no traceback. The other streams a host holds open end too: a legacy client's GET event
+    stream, a 2026-07-28 client's ``subscriptions/listen`` stream (gracefully: its loop just ends)."""
     from tests.server.copilot_harness import HttpCopilot, http_client_for  # noqa: PLC0415
+    from tests.server.relay_harness import Progress, execute_args  # noqa: PLC0415
 
-    servers, env, logs = _setup(tmp_path, built_index)
-    home = Path(env["COPILOT_HOME"])
-    process = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], env, tmp_path, tmp_path / "err.log")
+    record = tmp_path / "blocker.record"
+    home = copy_home(built_index, tmp_path / "home")
+    blocker = {"command": sys.executable, "args": [str(BLOCKING_SERVER), "--record", str(record)]}
+    servers = write_servers(tmp_path / "servers.json", {"blocker": blocker})
+    logs = tmp_path / "logs"
+    stderr = tmp_path / "err.log"
+    env = copilot_env(home, COPILOT_LOG_DIR=str(logs), **QUIET)
+    process = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], env, tmp_path, stderr)
     await process.start()
-    assert process.url is not None
-    running = RunningClient(http_client_for(process.url, token=None))
+    assert process.url is not None and process.process is not None
+    running = RunningClient(http_client_for(process.url, token=None, mode=mode))
     client = await running.start()
-
-    def in_flight() -> bool:
-        statuses, _ = read_statuses(home, remove_stale=False)
-        return any(child.server == "alpha" and child.in_flight for status in statuses for child in status.children)
-
+    answers: list[CallToolResult] = []
+    listens_ended: list[str] = []
+    progress = Progress()
     try:
-        async with anyio.create_task_group() as group:
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as group:
 
-            async def long_call() -> None:
-                try:
-                    await client.call_tool("execute", {"server_name": "alpha", "tool_name": "sleep", "params": {"seconds": 60}})
-                except Exception:  # noqa: BLE001 -- the stop cuts the response off; the log is what is checked
-                    pass
+                async def blocked() -> None:
+                    arguments = execute_args("blocker", "block", {"label": mode})
+                    answers.append(await client.call_tool("execute", arguments, progress_callback=progress))
 
-            group.start_soon(long_call)
-            with anyio.fail_after(60):
-                while not await anyio.to_thread.run_sync(in_flight):
-                    await anyio.sleep(0.1)
-            assert process.process is not None
-            os.kill(process.process.pid, signal.SIGTERM)
-            with anyio.fail_after(60):
-                await process.process.wait()
-            group.cancel_scope.cancel()
+                async def listening(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+                    async with client.listen(tools_list_changed=True) as subscription:
+                        task_status.started()
+                        async for _ in subscription:
+                            pass  # an abrupt end raises SubscriptionLost instead of ending the loop
+                    listens_ended.append("gracefully")
+
+                if mode != "legacy":
+                    await group.start(listening)
+                group.start_soon(blocked)
+                await progress.started.wait()  # the child is blocked in its call
+                children = descendants(psutil.Process(process.process.pid))
+                os.kill(process.process.pid, signal.SIGTERM)
+            code = await process.process.wait()  # the call was answered first: the group waited for it
     finally:
         await running.stop()
         await process.stop()
+    [answer] = answers
+    assert listens_ended == ([] if mode == "legacy" else ["gracefully"])
+    assert answer.is_error
+    assert text_of(answer) == "Call cancelled: the copilot is shutting down (SIGTERM); call again once it is back."
+    assert code == 0
+    assert children and alive(children) == []
+    assert f"cancelled {mode}" in record.read_text(encoding="utf-8").splitlines()  # cancelled, not just killed
+    log = stderr.read_text(encoding="utf-8")
+    assert not re.search(r"\bERROR\b|Traceback", log), log
     events = [event for path in sorted(logs.glob("*.jsonl")) for event in read_events(path)]
-    [call] = [e for e in events if e.event == "execute" and e.tool == "sleep"]
+    [call] = [e for e in events if e.event == "execute" and e.tool == "block"]
     assert call.error_kind == "cancelled" and "the copilot is shutting down (SIGTERM)" in (call.error or ""), call
     assert "client closed" not in (call.error or "")
+    assert [e.reason for e in events if e.event == "session_end"] == ["SIGTERM"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.trajectory import ExecuteEvent, SessionEnd, TrajectoryWriter, parse_event
+from server.trajectory import ExecuteEvent, SessionEnd, SessionStart, TrajectoryWriter, parse_event
 
 
 def _lines(path: Path) -> list[str]:
@@ -44,3 +44,13 @@ def test_a_closed_writer_appends_nothing_and_writers_share_a_file(tmp_path: Path
     one.close()
     one.write(SessionEnd(reason="after close"))
     assert [parse_event(line).reason for line in _lines(path)] == ["first", "second"]
+
+
+def test_session_start_names_the_transport_session_only_when_there_is_one(tmp_path: Path) -> None:
+    writer = TrajectoryWriter(tmp_path / "session.jsonl")
+    writer.write(SessionStart(session_id="a" * 32, transport_session_id="6e1bdb1c3dd34d5ba2c1c00ca775f65c"))
+    writer.write(SessionStart(session_id="b" * 32))  # stdio, or a log written before the field existed
+    http, stdio = (parse_event(line) for line in _lines(writer.path))
+    assert http.transport_session_id == "6e1bdb1c3dd34d5ba2c1c00ca775f65c"
+    assert stdio.transport_session_id is None
+    assert "transport_session_id" not in _lines(writer.path)[1]
