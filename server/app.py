@@ -38,6 +38,7 @@ from index.self_entry import COPILOT_SERVER_NAME
 from index.servers import ServersFile
 from server.aggregate.notify import SHARED_SESSION
 from server.aggregate.service import Aggregation
+from server.arguments import unknown_arguments, unknown_arguments_message
 from server.copilot import Copilot, Shutdown, copilot_version
 from server.formatting import RouteAnswer
 from server.pool_settings import PoolSettings
@@ -106,6 +107,7 @@ ROUTE_SCHEMA: dict[str, Any] = {
         },
     },
     "required": ["query"],
+    "additionalProperties": False,
 }
 
 EXECUTE_SCHEMA: dict[str, Any] = {
@@ -127,6 +129,7 @@ EXECUTE_SCHEMA: dict[str, Any] = {
         },
     },
     "required": ["server_name", "tool_name"],
+    "additionalProperties": False,
 }
 
 
@@ -297,6 +300,7 @@ async def route(
         _session_log_or_none(copilot, ctx.request_context),
         kind=kind,
         annotate=annotator.annotate if annotator else None,
+        argument_error=_argument_error(ctx.request_context, ROUTE_SCHEMA),
     )
     if annotator is not None:
         await annotator.finish()
@@ -338,7 +342,17 @@ async def execute_in(
         host=copilot.relay.host(rc),
         state=state,
         responses=responses,
+        argument_error=_argument_error(rc, EXECUTE_SCHEMA),
     )
+
+
+def _argument_error(rc: ServerRequestContext[Any, Any], schema: Mapping[str, Any]) -> str | None:
+    """What is wrong with the names of a call's arguments to ``route``/``execute``, if anything."""
+    unknown = unknown_arguments(rc.params, schema)
+    if not unknown:
+        return None
+    name = rc.params.get("name") if isinstance(rc.params, Mapping) else None
+    return unknown_arguments_message(name if isinstance(name, str) else "this tool", unknown, schema)
 
 
 def _tool(fn: Callable[..., Any], name: str, description: str, schema: dict[str, Any], **kwargs: Any) -> Tool:

@@ -29,6 +29,7 @@ from server.errors import (
     ConfirmationRequiredError,
     ExecuteError,
     InputExpiredError,
+    InvalidParamsError,
     PolicyDeniedError,
     ServerUnavailableError,
     UnknownServerError,
@@ -503,15 +504,19 @@ class Copilot:
         *,
         kind: Any = None,
         annotate: Callable[[RouteAnswer], None] | None = None,
+        argument_error: str | None = None,
     ) -> CallToolResult:
         """Search; ``kind`` picks tools (default), prompts, resources or any; ``annotate`` may add
-        to the answer before it is rendered (how to use each hit directly, see ``server.aggregate``)."""
+        to the answer before it is rendered (how to use each hit directly, see ``server.aggregate``).
+        ``argument_error`` says what was wrong with the request's argument names (then nothing is searched)."""
         await self.begin_session(log)
         start = time.perf_counter()
         call_id = log.next_call_id() if log else ""
         text_query = query.strip() if isinstance(query, str) else ""
         answer: RouteAnswer | None = None
         try:
+            if argument_error is not None:
+                raise QueryError(argument_error)
             self.refresh_servers()
             answer = await self._route(text_query if isinstance(query, str) else query, top_k, server, kind)
             if annotate is not None:
@@ -750,6 +755,7 @@ class Copilot:
         host: HostLink | None = None,
         state: str | None = None,
         responses: InputResponses | None = None,
+        argument_error: str | None = None,
     ) -> CallToolResult | InputRequiredResult:
         """Check, confirm and run one call; ``host`` relays progress, logs and the child's questions.
 
@@ -758,6 +764,7 @@ class Copilot:
 
         ``state``/``responses`` are a 2026-07-28 host's ``requestState``/``inputResponses`` when it
         retries after an ``input_required`` answer (a confirmation, or a child's question).
+        ``argument_error`` says what was wrong with the request's argument names (then nothing runs).
         """
         await self.begin_session(log)
         round_state = decode_state(state)
@@ -768,6 +775,8 @@ class Copilot:
         kind: str | None = None
         flags: list[Any] = []
         try:
+            if argument_error is not None:
+                raise InvalidParamsError(argument_error)
             if host is not None and isinstance(server_name, str) and server_name in self.servers:
                 # Checking the call may start the server (one the index does not know yet): a
                 # legacy host's roots must be known before, so it starts in the user's directory.

@@ -174,6 +174,23 @@ async def test_route_empty_query_is_a_helpful_error(copilot: Copilot) -> None:
     assert not (await copilot.route("echo the given text back", top_k=3.0)).is_error
 
 
+async def test_argument_names_route_and_execute_do_not_take_are_named_with_what_was_meant(copilot: Copilot) -> None:
+    misspelled = await copilot.client.call_tool("route", {"qeury": "echo the given text back"})
+    assert misspelled.is_error
+    assert text_of(misspelled) == (
+        "route has no argument 'qeury' (did you mean 'query'?). route takes: query (required), top_k, server, kind."
+    )
+    # The tool's own arguments beside params, not in it: the copilot says where they go and calls nothing.
+    beside = await copilot.execute("alpha", "echo", text="hello")
+    assert beside.is_error
+    assert text_of(beside).startswith("execute has no argument 'text'. execute takes: server_name (required)")
+    assert "go inside params" in text_of(beside)
+    short = await copilot.client.call_tool("execute", {"server": "alpha", "tool": "echo", "params": {"text": "x"}})
+    assert "'server' (did you mean 'server_name'?), 'tool' (did you mean 'tool_name'?)" in text_of(short)
+    assert "go inside params" not in text_of(short)
+    assert not (await copilot.execute("alpha", "echo", {"text": "hello"})).is_error
+
+
 async def test_route_reports_background_indexing_in_progress(copilot: Copilot) -> None:
     # "late" is not in the index and hangs at start, so its crawl stays in progress once it has
     # begun (the first session starts the background work; run alone, this test may come first).

@@ -1,0 +1,48 @@
+"""Arguments of the copilot's own tools that their schema does not name.
+
+The SDK reads ``route``/``execute`` arguments with a model that ignores names it does not know, so
+a misspelled ``qeury`` read as "the query is empty", and an ``execute`` with the tool's arguments
+beside ``params`` instead of inside it read as "missing required parameter" -- both misleading
+the model about what it sent. The copilot checks its children's params the same way
+(:mod:`server.validation`): an unknown name is an error that says which, and what was meant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from server.bounded import shown_name
+from server.validation import suggest
+
+#: Unknown names listed in one message (a model may send dozens).
+_LISTED = 5
+
+
+def unknown_arguments(request_params: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> list[str]:
+    """Names in a ``tools/call`` request's ``arguments`` that ``schema`` does not declare, in the order sent."""
+    arguments = request_params.get("arguments") if isinstance(request_params, Mapping) else None
+    if not isinstance(arguments, Mapping):
+        return []
+    known = schema.get("properties", {})
+    return [str(name) for name in arguments if name not in known]
+
+
+def unknown_arguments_message(tool: str, unknown: Sequence[str], schema: Mapping[str, Any]) -> str:
+    """What to tell the model about ``unknown`` argument names of the copilot's ``tool``."""
+    known = list(schema.get("properties", {}))
+    required = set(schema.get("required", ()))
+    parts = []
+    for name in unknown[:_LISTED]:
+        close = suggest(name, known, limit=1)
+        parts.append(f"'{shown_name(name)}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+    listed = ", ".join(parts)
+    more = f" and {len(unknown) - _LISTED} more" if len(unknown) > _LISTED else ""
+    takes = ", ".join(f"{name} (required)" if name in required else name for name in known)
+    message = f"{tool} has no argument {listed}{more}. {tool} takes: {takes}."
+    if "params" in known and any(not suggest(name, known) for name in unknown):
+        message += " The tool's own arguments go inside params, e.g. params={\"name\": \"value\"}."
+    return message
+
+
+__all__ = ["unknown_arguments", "unknown_arguments_message"]
