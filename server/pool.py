@@ -74,6 +74,7 @@ from server.errors import (
     UnknownServerError,
 )
 from server.pool_settings import PoolSettings
+from server.telemetry.metrics import RESTART_AFTER
 from server.telemetry.tracing import sdk_tracing_on
 from server.validation import did_you_mean, suggest
 
@@ -114,7 +115,9 @@ class PoolListener:
         """``server``'s child said the resource ``uri`` (its own URI) changed."""
 
     def child_started(self, server: str, restart: bool) -> None:
-        """A process of ``server`` is ready (``restart``: not the first one in this pool)."""
+        """A process of ``server`` is ready (``restart``: not the first one in this pool, whatever
+        ended the one before -- a crash, an idle stop, an eviction: a new process knows no
+        subscriptions and may offer other items. ``status()`` counts only failures as restarts)."""
 
 
 def _tools_digest(tools: list[types.Tool], held_back: frozenset[str]) -> str:
@@ -168,6 +171,14 @@ class _ServerState:
     calls: int = 0
     errors: int = 0
     starts: int = 0
+    #: Starts that brought the server back after its process failed (crashed, timed out, exited
+    #: on its own); a start after the copilot stopped it on purpose (idle, evicted) is no restart.
+    restarts: int = 0
+    idle_stops: int = 0  # children stopped for idleness (COPILOT_IDLE_TIMEOUT)
+    #: The last child started (its end decides whether the next start is a restart).
+    last_child: _Child | None = None
+    #: The last process that ran failed and no start has brought the server back yet.
+    restart_due: bool = False
     last_used: float | None = None  # wall clock, for status()
     last_error: str | None = None
     start_error: ChildStartError | None = None
@@ -216,6 +227,8 @@ class _Child:
     cut_off_because: str | None = None
     blocked: dict[str, Any] = field(default_factory=dict)  # tool -> the guard's verdict (held back)
     stop_reason: str | None = None  # why the pool stopped it, as a kind (idle, evicted, replaced, crashed, ...)
+    stop_reported: bool = False  # the observer heard it stopped
+    restart: bool = False  # it brings the server back after its previous process failed
     started_at: float | None = None  # monotonic, when it became ready
     created_at: float = field(default_factory=time.monotonic)
 
@@ -291,6 +304,11 @@ def _counting_errors(state: _ServerState) -> Iterator[None]:
         state.errors += 1
         state.last_error = str(error)
         raise
+
+
+def _end_reason(child: _Child) -> str:
+    """Why a child that ran ended, as a kind: the pool's reason, else it ended on its own ("crashed")."""
+    return child.stop_reason or "crashed"
 
 
 def _error_result(text: str) -> types.CallToolResult:
@@ -618,7 +636,8 @@ class ChildPool:
         self._servers = new
 
     def status(self) -> dict[str, Any]:
-        """Per configured server: running, pid, calls, errors, last_used, restarts and more."""
+        """Per configured server: running, pid, calls, errors, last_used, restarts (starts after its
+        process crashed or timed out), idle_stops (children stopped for idleness) and more."""
         report: dict[str, Any] = {}
         for name, config in self._servers.items():
             child = self._children.get(name)
@@ -644,7 +663,8 @@ class ChildPool:
                     if state.last_used is not None
                     else None
                 ),
-                "restarts": max(state.starts - 1, 0),
+                "restarts": state.restarts,
+                "idle_stops": state.idle_stops,
                 "last_error": state.last_error,
                 "stderr_log": str(self.settings.server_log(name)) if config.transport == "stdio" else None,
             }
@@ -683,18 +703,41 @@ class ChildPool:
                     f"server '{server}' failed to start {since:.0f}s ago (a failed start is retried after "
                     f"{self.settings.restart_backoff:g}s): {state.start_error}"
                 )
+        self._end_last_child(state)
         previous = self._children.get(server)
         if previous is not None:
             self._retire(previous, "replaced", "it was replaced by a new process")
         child = _Child(server, config, root=self.link.user_root() if self.link is not None else None)
         child.restart_note, state.lost_state = state.lost_state, None
+        child.restart = state.restart_due
         self._children[server] = child
         self._alive.add(child)
         state.starts += 1
+        state.last_child = child
         if evict:
             self._evict_over_cap(keep=child)
         self._task_group.start_soon(self._run_child, child, name=f"mcp child {server}")
         return child
+
+    def _end_last_child(self, state: _ServerState) -> None:
+        """Before a new process of a server starts: settle how the last one ended.
+
+        Whether the new start is a restart (the last process that ran failed), and the
+        observer's ``child_stopped`` for it now if its runner has not said it yet, so a
+        ``child_started`` never comes before the stop of the process it replaces.
+        """
+        last = state.last_child
+        if last is None or last.started_at is None:
+            return  # none yet, or it never started: the verdict on the one before stands
+        if last.stop_reason is None and not last.usable:
+            last.stop_reason = "crashed"  # it ended on its own; its runner may not have noticed yet
+        state.restart_due = _end_reason(last) in RESTART_AFTER
+        self._report_stopped(last)
+
+    def _report_stopped(self, child: _Child) -> None:
+        if child.started_at is not None and not child.stop_reported:
+            child.stop_reported = True
+            self._notify("child_stopped", child, None)
 
     async def _run_child(self, child: _Child) -> None:
         """Own one child's session for its whole life; never raises (the pool outlives children)."""
@@ -723,6 +766,9 @@ class ChildPool:
                 child.connection = connection
                 child.last_used = child.started_at = time.monotonic()
                 state.start_error = None
+                if child.restart:
+                    state.restarts += 1
+                    state.restart_due = False
                 state.start_seconds = child.started_at - child.created_at
                 child.ready.set()
                 self._notify("child_started", child, None)
@@ -750,8 +796,7 @@ class ChildPool:
             child.start_error = error
             logger.exception("server '%s': unexpected error in its session", child.name)
         finally:
-            if child.started_at is not None:
-                self._notify("child_stopped", child, None)
+            self._report_stopped(child)
             child.broken = True
             child.ready.set()
             child.done.set()
@@ -870,8 +915,7 @@ class ChildPool:
                 self.observer.child_started(child.name, child.config, child.pid, seconds, error)
             else:
                 uptime = time.monotonic() - child.started_at if child.started_at is not None else 0.0
-                reason = child.stop_reason or ("crashed" if child.broken and not child.stop.is_set() else "exited")
-                self.observer.child_stopped(child.name, reason, uptime)
+                self.observer.child_stopped(child.name, _end_reason(child), uptime)
         except Exception:  # noqa: BLE001 -- telemetry must never break the pool
             logger.exception("pool observer failed on %s", event)
 
@@ -933,6 +977,7 @@ class ChildPool:
             for child in list(self._children.values()):
                 if child.in_flight == 0 and child.running and now - child.last_used >= idle_timeout:
                     logger.info("stopping server '%s': idle for %.0fs", child.name, now - child.last_used)
+                    self._state(child.name).idle_stops += 1
                     self._retire(child, "idle", f"it was idle for {idle_timeout:g}s (COPILOT_IDLE_TIMEOUT)")
 
     async def _rotate_child_logs(self) -> None:

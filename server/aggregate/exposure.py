@@ -26,34 +26,38 @@ from server.aggregate.catalog import ChildCatalog
 Mode = Literal["meta", "routed", "all"]
 
 
+Pair = tuple[str, str]
+
+
 class Exposure:
     def __init__(self, mode: Mode, catalog: ChildCatalog, *, max_tools: int = 50) -> None:
         self.mode = mode
         self._catalog = catalog
         self._max_tools = max_tools
-        self._routed: dict[Hashable, OrderedDict[str, tuple[str, str]]] = {}
+        # Per session, the (server, tool) pairs route returned, oldest first. Pairs, not names: a
+        # pair's name follows the pool (names.py), so it is looked up when listed or called.
+        self._routed: dict[Hashable, OrderedDict[Pair, None]] = {}
 
     # -- routed mode ------------------------------------------------------------------------------
-    def add_routed(self, key: Hashable, pairs: Iterable[tuple[str, str]]) -> bool:
+    def add_routed(self, key: Hashable, pairs: Iterable[Pair]) -> bool:
         """Expose these (server, tool) pairs to session ``key``; whether its list changed."""
         if self.mode != "routed":
             return False
         exposed = self._routed.setdefault(key, OrderedDict())
-        before = list(exposed)
-        for server, tool in pairs:
-            name = self._catalog.exposed_name(server, tool)
-            exposed.pop(name, None)
-            exposed[name] = (server, tool)
+        before = set(exposed)
+        for pair in pairs:
+            exposed.pop(pair, None)
+            exposed[pair] = None
         while len(exposed) > self._max_tools:
             exposed.popitem(last=False)
-        return sorted(exposed) != sorted(before)
+        return set(exposed) != before
 
     def forget(self, key: Hashable) -> None:
         self._routed.pop(key, None)
 
     def sessions_with(self, server: str) -> list[Hashable]:
         """Sessions whose listed tools include one of ``server``'s (routed mode)."""
-        return [key for key, exposed in self._routed.items() if any(s == server for s, _ in exposed.values())]
+        return [key for key, exposed in self._routed.items() if any(s == server for s, _ in exposed)]
 
     # -- listing and resolving --------------------------------------------------------------------
     async def tools(self, key: Hashable) -> list[types.Tool]:
@@ -66,17 +70,20 @@ class Exposure:
         return []
 
     async def _routed_records(self, key: Hashable) -> list[ToolRecord]:
-        return await self._catalog.tools_named(list(self._routed.get(key, {}).values()))
+        return await self._catalog.tools_named(list(self._routed.get(key, {})))
 
-    async def resolve(self, key: Hashable, name: str) -> tuple[str, str] | None:
+    async def resolve(self, key: Hashable, name: str) -> Pair | None:
         """The (server, tool) that exposed ``name`` stands for in session ``key``, if any."""
         if self.mode == "routed":
-            return self._routed.get(key, {}).get(name)
+            await self._catalog.refresh()
+            return next(
+                (pair for pair in self._routed.get(key, {}) if self._catalog.exposed_name(*pair) == name), None
+            )
         if self.mode == "all":
-            pair = self._catalog.names.resolve(name)
-            if pair is None:  # called before this process listed its tools (names are deterministic)
+            pair = await self._catalog.resolve_name(name)
+            if pair is None:  # not listed since the pool changed (or at all): names are deterministic
                 await self.tools(key)
-                pair = self._catalog.names.resolve(name)
+                pair = await self._catalog.resolve_name(name)
             if pair is not None and self._catalog.visible(*pair):
                 return pair
         return None

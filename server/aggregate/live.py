@@ -1,8 +1,9 @@
 """Keeping the index current while children change, in the background.
 
 The pool tells :class:`LiveUpdater` when a server listed tools that differ from before (after its
-``notifications/tools/list_changed``, or a restart that lists different tools) and when a child
-says its prompts or resources changed. The updater re-lists what is needed (prompts/resources
+``notifications/tools/list_changed``, or a restart that lists different tools), when a child
+says its prompts or resources changed, and when a child restarted (crash, idle stop then start:
+a new process may offer other prompts and resources). The updater re-lists what is needed (prompts/resources
 through :meth:`ChildPool.request`; tools arrive already listed, through the pool's one listing
 path and its trust guard), writes the server's records to the index in a worker thread -- one
 server at a time, repeated changes of a server coalesced -- and then calls ``on_changed`` so
@@ -70,6 +71,13 @@ class LiveUpdater(PoolListener):
     def list_changed(self, server: str, kind: Literal["prompts", "resources"]) -> None:
         self._others.add(server)
         self._kick()
+
+    def child_started(self, server: str, restart: bool) -> None:
+        # A new process may offer other prompts and resources than the one before (its tools are
+        # re-listed by the pool itself); the first process's are what the crawl indexed.
+        if restart:
+            self._others.add(server)
+            self._kick()
 
     def _kick(self) -> None:
         self._wake.set()

@@ -10,12 +10,14 @@ eras (:mod:`server.aggregate.notify`). Its :meth:`running` context lives inside 
 keeps the index current as children change (:mod:`server.aggregate.live`).
 
 Mistakes get protocol errors a client can act on: an unknown tool or prompt name and a bad
-cursor are ``-32602`` (with the nearest names), an unknown resource ``-32002``; a child's own
-error is passed on with its code.
+cursor are ``-32602`` (with the nearest names), an unknown resource ``-32002`` (with the nearest
+URI), also when it is the child that says it has no such resource; a child's other errors are
+passed on with their codes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
@@ -36,7 +38,7 @@ from index.records import ToolRecord
 from server.aggregate.catalog import ChildCatalog
 from server.aggregate.exposure import Exposure
 from server.aggregate.live import Change, LiveUpdater
-from server.aggregate.names import NameTable, parse_resource_uri, resource_uri
+from server.aggregate.names import NameTable, parse_resource_uri
 from server.aggregate.notify import Broadcaster
 from server.aggregate.pages import page
 from server.aggregate.subscriptions import ResourceSubscriptions
@@ -49,6 +51,9 @@ logger = logging.getLogger(__name__)
 META_TOOLS = frozenset({"route", "execute", "execute-tool"})
 #: JSON-RPC code of "resource not found" (MCP 2025-11-25, resources).
 RESOURCE_NOT_FOUND = -32002
+#: What children answer ``resources/read`` of a URI they do not have: the spec's code, or -32602
+#: (invalid params), which the Python SDK's servers send.
+_NOT_FOUND_CODES = frozenset({RESOURCE_NOT_FOUND, INVALID_PARAMS})
 #: ``ttlMs`` of list results for 2026-07-28 clients. The copilot's own tools never change in
 #: ``meta`` mode; listed child items change with the children (and a list_changed says so).
 _TTL_STATIC_MS = 300_000
@@ -221,13 +226,11 @@ class Aggregation:
             )
         server, tool = pair
         # The same path as execute: validation, policies, confirmation, trajectory logging.
-        as_execute = params.model_copy(
-            update={
-                "name": "execute",
-                "arguments": {"server_name": server, "tool_name": tool, "params": dict(params.arguments or {})},
-            }
-        )
-        return await self._app._handle_call_tool(ctx, as_execute)
+        arguments = {"server_name": server, "tool_name": tool, "params": dict(params.arguments or {})}
+        as_execute = params.model_copy(update={"name": "execute", "arguments": arguments})
+        # The raw params too: execute checks the argument names the request itself carries.
+        raw = {**(ctx.params or {}), "name": "execute", "arguments": arguments}
+        return await self._app._handle_call_tool(dataclasses.replace(ctx, params=raw), as_execute)
 
     def annotate_route(self, ctx: ServerRequestContext[Any, Any]) -> RouteAnnotator:
         """What ``route`` adds to its answer for this request's session (see :class:`RouteAnnotator`)."""
@@ -244,11 +247,11 @@ class Aggregation:
 
     async def _resolve_prompt(self, name: str) -> tuple[str, str]:
         catalog, _ = self._ready()
-        pair = self.names.resolve(name)
+        pair = await catalog.resolve_name(name)
         if pair is None:  # names are deterministic: one listing gives out every current name
             records = await catalog.records({"prompt"})
             known = [catalog.exposed_name(r.server, r.name) for r in records]
-            pair = self.names.resolve(name)
+            pair = await catalog.resolve_name(name)
             if pair is None:
                 hint = did_you_mean(suggest(name, known))
                 raise MCPError(
@@ -290,16 +293,19 @@ class Aggregation:
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor, ttl_ms=_TTL_CHILDREN_MS)
 
     async def _resolve_resource(self, uri: str) -> tuple[str, str, ToolRecord | None]:
-        """(server, the child's URI, its record if indexed) of a URI the copilot listed."""
+        """(server, the child's URI, its record if indexed) of a URI the copilot listed, else ``-32002``."""
         catalog, _ = self._ready()
         parsed = parse_resource_uri(uri)
         # Every record, not only visible ones: a denied resource must be found to be refused.
         records = await catalog.records({"resource", "resource_template"}, visible_only=False)
-        if parsed is None:  # a bare URI of a server exposed without prefixes
-            candidates = [r for r in records if catalog.bare(r.server)]
+        if parsed is None:  # a bare URI: only what an unprefixed server lists under its own URI
+            original = uri
+            candidates = [
+                r for r in records if r.uri and catalog.bare(r.server) and catalog.host_uri(r.server, r.uri) == r.uri
+            ]
         else:
-            candidates = [r for r in records if r.server == parsed[0]]
-        original = parsed[1] if parsed is not None else uri
+            server, original = parsed
+            candidates = [r for r in records if r.server == server]
         candidates.sort(key=lambda r: not catalog.visible(r.server, r.name))  # a usable match first
         for record in candidates:
             if record.kind == "resource" and record.uri == original:
@@ -309,9 +315,17 @@ class Aggregation:
                 return record.server, original, record
         if parsed is not None and catalog.visible(parsed[0], original):
             return parsed[0], original, None  # not (yet) indexed: the child decides whether it exists
-        raise MCPError(
+        raise await self._not_found(uri)
+
+    async def _not_found(self, uri: str, detail: str = "") -> MCPError:
+        """``-32002`` for ``uri``, naming the nearest URI (or template) the host can use, if any."""
+        catalog, _ = self._ready()
+        records = await catalog.records({"resource", "resource_template"})
+        known = [catalog.host_uri(r.server, r.uri) for r in records if r.uri]
+        hint = did_you_mean(suggest(uri, known, limit=1))
+        return MCPError(
             RESOURCE_NOT_FOUND,
-            f"Resource not found: {uri}. List resources with resources/list (or templates with "
+            f"Resource not found: {uri}.{detail}{hint} List resources with resources/list (or templates with "
             "resources/templates/list) and pass a URI exactly as listed.",
             {"uri": uri},
         )
@@ -335,14 +349,22 @@ class Aggregation:
         catalog, _ = self._ready()
         uri = str(params.uri)
         server, original = await self._resource_target(uri)
-        result: types.ReadResourceResult = await self._forward(
-            server, "resources/read", lambda session: session.read_resource(original)
-        )
-        bare = catalog.bare(server)
-        contents = [
-            item.model_copy(update={"uri": uri if str(item.uri) == original else (str(item.uri) if bare else resource_uri(server, str(item.uri)))})
-            for item in result.contents
-        ]
+        try:
+            result: types.ReadResourceResult = await self.copilot.pool.request(
+                server, "resources/read", lambda session: session.read_resource(original)
+            )
+        except MCPError as error:
+            if error.code in _NOT_FOUND_CODES:
+                # The child has no such resource: the spec's code, and the host's URI, not the child's.
+                raise await self._not_found(uri, f" Server '{server}' says: {error.message}") from None
+            raise _child_error(error, "resources/read", server) from None
+        except CopilotError as error:
+            raise _copilot_error(error, f"resources/read on server '{server}'") from None
+
+        def host(child_uri: str) -> str:  # the URI read as the host spelled it; any other as the catalog lists it
+            return uri if child_uri == original else catalog.host_uri(server, child_uri)
+
+        contents = [item.model_copy(update={"uri": host(str(item.uri))}) for item in result.contents]
         return types.ReadResourceResult(contents=contents, meta=result.meta, ttl_ms=0)
 
     # -- subscriptions --------------------------------------------------------------------------
@@ -446,7 +468,7 @@ class RouteAnnotator:
             elif hit.kind == "prompt":
                 hit.direct_name = catalog.exposed_name(hit.server, hit.tool)
             elif hit.uri:
-                hit.uri = hit.uri if catalog.bare(hit.server) else resource_uri(hit.server, hit.uri)
+                hit.uri = catalog.host_uri(hit.server, hit.uri)
         self._changed = exposure.add_routed(self._key, routed)
 
     async def finish(self) -> None:

@@ -14,7 +14,7 @@ is an ``ExecuteError`` kind, ``reason`` a pool stop reason.
 | ``copilot_execute_duration_seconds`` | histogram | server |
 | ``copilot_results_flagged_total`` | counter | server |
 | ``copilot_child_starts_total`` | counter | server, outcome (ok, failed) |
-| ``copilot_child_restarts_total`` | counter | server |
+| ``copilot_child_restarts_total`` | counter | server (starts after a crash or timeout, not after an idle stop) |
 | ``copilot_child_stops_total`` | counter | server, reason |
 | ``copilot_child_evictions_total`` | counter | server, reason (lru, idle) |
 | ``copilot_live_children`` | gauge | |
@@ -31,6 +31,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 UNKNOWN = "(unknown)"
+#: Stop reasons (the pool's) after which the server's next start is a restart: its process failed.
+#: A start after the copilot stopped a child on purpose (idle, evicted, replaced, ...) is not one.
+RESTART_AFTER = frozenset({"crashed", "timeout"})
 #: Seconds: tool calls range from a millisecond (warm local child) to minutes (a slow remote one).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -73,7 +76,8 @@ class CopilotMetrics:
         )
         self.child_starts = Counter("copilot_child_starts", "child server starts", ["server", "outcome"], registry=r)
         self.child_restarts = Counter(
-            "copilot_child_restarts", "child starts after the first for the same server", ["server"], registry=r
+            "copilot_child_restarts", "child starts after the server's previous process crashed or timed out", ["server"],
+            registry=r,
         )
         self.child_stops = Counter("copilot_child_stops", "child server stops by reason", ["server", "reason"], registry=r)
         self.child_evictions = Counter(
@@ -81,7 +85,7 @@ class CopilotMetrics:
         )
         self._readers: dict[str, tuple[str, Callable[[], float | None]]] = {}
         self.registry.register(_Gauges(self._readers))
-        self._started: set[str] = set()
+        self._last_stop: dict[str, str] = {}  # server -> why its last process stopped
 
     def bind_servers(self, known_servers: Callable[[], Iterable[str]]) -> None:
         """Where the configured server names come from (label values are limited to them)."""
@@ -112,12 +116,12 @@ class CopilotMetrics:
     def child_started(self, server: str, ok: bool) -> None:
         label = self.server_label(server)
         self.child_starts.labels(label, "ok" if ok else "failed").inc()
-        if ok:
-            if server in self._started:
-                self.child_restarts.labels(label).inc()
-            self._started.add(server)
+        # The pool reports a process's stop before the start of the one replacing it.
+        if ok and self._last_stop.pop(server, None) in RESTART_AFTER:
+            self.child_restarts.labels(label).inc()
 
     def child_stopped(self, server: str, reason: str) -> None:
+        self._last_stop[server] = reason
         label = self.server_label(server)
         self.child_stops.labels(label, reason).inc()
         if reason in ("evicted", "idle"):

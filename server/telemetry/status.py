@@ -31,7 +31,10 @@ class ChildStatus(BaseModel):
     calls: int = 0
     errors: int = 0
     in_flight: int = 0
+    #: Starts after the server's previous process crashed or timed out.
     restarts: int = 0
+    #: Children stopped for idleness (started again on the next call: not restarts).
+    idle_stops: int = 0
     last_used: str | None = None
     last_error: str | None = None
 

@@ -245,15 +245,17 @@ async def test_requests_the_kernel_reads_its_own_way_get_the_same_answers(
     tmp_path: Path,
 ) -> None:
     """A level the spec does not know is refused as the SDK refuses it; arguments the tool's model
-    reads (a JSON string for ``params``, a key it does not have) are read the same way."""
+    reads (a JSON string for ``params``; a key it does not have, which the copilot refuses by name) are
+    read the same way."""
     discover = (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": _ENVELOPE}}) + "\n").encode()
     add = {"server_name": "alpha", "tool_name": "add"}
     lines = [
         discover,  # the SDK serves the stream's first request: the fast path learns the era
         _modern_call(2, {**add, "params": {"a": 1, "b": 2}}),
         _modern_call(3, {**add, "params": {"a": 1, "b": 2}}, **{"io.modelcontextprotocol/logLevel": "loud"}),
-        _modern_call(4, {**add, "params": '{"a": 4, "b": 5}', "unknown_key": True}),
+        _modern_call(4, {**add, "params": '{"a": 4, "b": 5}'}),
         _modern_call(5, {"server_name": "alpha", "tool_name": "add", "params": {"a": "x"}}),
+        _modern_call(6, {**add, "params": {"a": 4, "b": 5}, "unknown_key": True}),
     ]
     answers = {}
     for name, settings in (("fast", {}), ("sdk", {"COPILOT_FAST_RELAY": "false"})):
@@ -266,7 +268,9 @@ async def test_requests_the_kernel_reads_its_own_way_get_the_same_answers(
         )
         answers[name] = await raw_stdio_answers(servers, env, root, lines, one_by_one=True)
         taken = FAST_LINE.findall((root / "copilot.stderr.log").read_text(encoding="utf-8"))
-        assert taken == ([] if name == "sdk" else ["2", "4", "5"])
+        assert taken == ([] if name == "sdk" else ["2", "4", "5", "6"])
     assert answers["fast"] == answers["sdk"]
     assert answers["fast"][3]["error"]["code"] == -32602
     assert "9" in json.dumps(answers["fast"][4]["result"]["content"])
+    refused = answers["fast"][6]["result"]
+    assert refused["isError"] and "execute has no argument 'unknown_key'" in refused["content"][0]["text"]

@@ -247,3 +247,53 @@ async def test_a_flood_of_list_changed_costs_a_few_listings(
         relists = await listings() - listed
         assert 1 <= relists <= (time.monotonic() - started) / RELIST_INTERVAL + 2
         assert aggregation.live.updates == 0  # the tools did not change: nothing was re-indexed
+
+
+async def _restart(copilot: Copilot, server: str) -> None:
+    """Kill ``server``'s child and start a new process with a call (a crash, as the pool sees it)."""
+    connection = copilot.pool.connection(server)
+    assert connection is not None
+    connection.kill()
+    with anyio.fail_after(WAIT):
+        await connection.closed.wait()
+    await _execute(copilot, server, "echo", {"text": "a new process"})
+
+
+async def test_a_restarted_child_has_its_prompts_and_resources_listed_again(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Prompts and resources a child added at runtime are gone from its next process: after the
+    restart the copilot lists them again, re-indexes, and tells hosts; a restart that changes
+    nothing is quiet."""
+    home = copy_home(built_index, tmp_path / "home")
+    async with running(home, tmp_path, {"jotter": changing_entry("jotter")}) as (copilot, aggregation):
+        heard: list[str] = []
+        aggregation.bus.subscribe(lambda event: heard.append(type(event).__name__))
+
+        def indexed(kind: str) -> set[str]:
+            return {r.name for r in copilot.index.records_of({kind}, server="jotter")}
+
+        await _execute(copilot, "jotter", "add_prompt", {"name": "haiku", "text": "Write a haiku."})
+        await _execute(copilot, "jotter", "add_resource", {"name": "shopping", "text": "milk, eggs"})
+        with anyio.fail_after(WAIT):
+            await aggregation.live.settled()
+        assert "haiku" in indexed("prompt") and "shopping" in indexed("resource")
+        assert {"PromptsListChanged", "ResourcesListChanged"} <= set(heard)
+
+        heard.clear()
+        await _restart(copilot, "jotter")  # the new process has only the prompts/resources it starts with
+        with anyio.fail_after(WAIT):
+            await aggregation.live.settled()
+        assert "haiku" not in indexed("prompt") and "greeting" in indexed("prompt")
+        assert "shopping" not in indexed("resource") and "readme" in indexed("resource")
+        assert sorted(set(heard)) == ["PromptsListChanged", "ResourcesListChanged"]
+        prompts = await aggregation.catalog.records({"prompt"})
+        assert "haiku" not in {r.name for r in prompts}
+
+        heard.clear()
+        updates = aggregation.live.updates
+        await _restart(copilot, "jotter")  # the same prompts and resources again: nothing to tell
+        with anyio.fail_after(WAIT):
+            await aggregation.live.settled()
+        assert aggregation.live.updates == updates and heard == []
