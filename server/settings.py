@@ -118,6 +118,26 @@ class ServerSettings(CopilotSettings):
         gt=0,
         description="Seconds an HTTP session may stay idle before it is closed (its trajectory gets session_end).",
     )
+    http_max_body_bytes: int = Field(
+        # As much as the largest message the copilot takes from a child: an execute's params must
+        # fit (the SDK's own 4 MiB would refuse a legitimate 5 MB file write).
+        default=16 * 1024 * 1024,
+        ge=64 * 1024,
+        description="Largest HTTP request body accepted; a larger one gets 413 and is not read further.",
+    )
+    http_max_sessions: int = Field(
+        # Sessions a client never ends live until the idle timeout; the SDK's own bound, 10,000,
+        # lets them hold some 150 MB (and an initialize of up to 64 KiB each, kept twice).
+        default=1000,
+        ge=1,
+        description="Most handshake-era HTTP sessions open at once; another initialize gets 503 until one ends.",
+    )
+    http_read_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds an HTTP client may take to send a request's line and headers, or pause while "
+        "sending its body, before it gets 408 and is disconnected.",
+    )
 
     # Trajectory logging -------------------------------------------------------------------
     task_id: str | None = Field(default=None, description="Benchmark task id written to session_start.")
@@ -162,7 +182,10 @@ class ServerSettings(CopilotSettings):
     )
     expose_unprefixed: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Servers (globs) whose tools and prompts keep their own names when no other name is taken.",
+        description=(
+            "Servers (globs) whose tools, prompts and resource URIs keep their own names unless another such "
+            "server whose name sorts first has them (the rest are prefixed)."
+        ),
     )
     list_page_size: int = Field(
         default=100, ge=1, description="Items per page of tools/list, prompts/list, resources/list (nextCursor)."
