@@ -194,7 +194,7 @@ async def _serve_stdio(app: Any, shutdown: Any, fast: bool, telemetry: Any) -> N
 
 
 async def _serve_http(app: Any, settings: Any, shutdown: Any, listener: Any, telemetry: Any) -> None:
-    from server.http import serve_http
+    from server.http.serve import serve_http
 
     def on_signal(name: str) -> None:
         shutdown.reason = name
@@ -242,7 +242,8 @@ def serve(argv: Sequence[str] | None = None) -> int:
     try:
         servers_file = load_servers(settings.servers_file())
         if args.http:
-            from server.http import bind_listener, check_exposure
+            from server.http.guard import check_exposure
+            from server.http.serve import bind_listener
 
             check_exposure(settings)
             listener = bind_listener(settings)  # a port in use fails here, before anything starts

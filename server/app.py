@@ -278,7 +278,7 @@ def stopped_answer(
     raise MCPError(code=INTERNAL_ERROR, message=f"Request cancelled: {why}")
 
 
-#: The registry :func:`build_app` installed in each app (read by ``server.http`` when it stops).
+#: The registry :func:`build_app` installed in each app (read by ``server.http.serve`` when it stops).
 _IN_FLIGHT: weakref.WeakKeyDictionary[MCPServer[Any], InFlightRequests] = weakref.WeakKeyDictionary()
 
 
@@ -429,7 +429,8 @@ def build_app(
         ) as copilot:
             copilot.transport = transport
             if transport == "http":
-                from server.http import MCP_PATH, url_host
+                from server.http.common import MCP_PATH
+                from server.http.guard import url_host
 
                 copilot.http_url = f"http://{url_host(settings.http_host)}:{settings.http_port}{MCP_PATH}"
             async with aggregation.running(copilot):

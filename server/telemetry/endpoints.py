@@ -1,6 +1,6 @@
 """HTTP routes beside ``/mcp``: ``GET /metrics`` (Prometheus text format).
 
-Mounted inside the copilot's :class:`~server.http.GuardMiddleware`, so the same bearer token
+Mounted inside the copilot's :class:`~server.http.guard.GuardMiddleware`, so the same bearer token
 and Origin checks apply as for ``/mcp``.
 """
 

@@ -1,10 +1,10 @@
-"""The Host names a loopback copilot answers, and how its URL is written (server.http)."""
+"""The Host names a loopback copilot answers, and how its URL is written (server.http.guard)."""
 
 from __future__ import annotations
 
 import pytest
 
-from server.http import _host_name, loopback_host_names, transport_security, url_host
+from server.http.guard import _host_name, loopback_host_names, transport_security, url_host
 from server.settings import ServerSettings
 
 

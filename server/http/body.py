@@ -1,0 +1,333 @@
+"""Request bodies of the HTTP copilot: capped, never waited for forever, one JSON-RPC message each."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import pydantic_core
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server.bounded import shown_name
+from server.http.common import CONNECTION_CLOSE, MCP_PATH, jsonrpc_error, reply, send_json
+from server.http.guard import Stopping
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BodyRead:
+    """What reading a request's body came to: all of it, or why not."""
+
+    outcome: Literal["complete", "too_large", "stalled", "gone", "stopping"]
+    body: bytes = b""
+
+
+#: Most bytes of a handshake-era POST without ``mcp-session-id``: an ``initialize`` (nothing else
+#: opens a session), a few hundred bytes in practice, a few KB with a data-URI icon. The SDK keeps
+#: that request, body and parsed message, for as long as the session lasts: 16 MB ones would cost
+#: 32 MB per session, for up to COPILOT_HTTP_MAX_SESSIONS sessions.
+MAX_OPENING_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class BodyLimit:
+    """The most bytes a request's body may have, and how a refusal explains it."""
+
+    max_bytes: int
+    explained: str
+
+
+class RequestBodyGate:
+    """Reads a request's body before the app does: never more than its limit, never waiting forever.
+
+    The SDK would read it itself, but caps it at 4 MiB (below what an ``execute`` may carry to a
+    child), answers more with a bare ``Request body too large``, waits forever for a body that
+    stalls, and logs a traceback (ERROR) for a client that leaves in the middle of one. Here a body
+    over the limit (declared or streamed) is answered 413 at once, one that stalls for
+    ``read_timeout`` gets 408 (both close the connection: what the client still sends is dropped
+    unread, see ``guarded_http_protocol``), a client gone mid-body gets nothing (nobody is left to
+    answer), and a stop ends the wait (503).
+
+    A complete body is handed on as one message, then ``receive`` is the client's again (the SDK's
+    event streams wait on it for the disconnect).
+    """
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int, read_timeout: float, stopping: Stopping | None = None) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.read_timeout = read_timeout
+        self._stopping = stopping or Stopping()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(scope) if scope["type"] == "http" else {}
+        if not _has_body(headers):
+            # GET, DELETE: nothing to read, and a DELETE whose client does not wait for the answer
+            # must still end its session (a read would only see the disconnect).
+            await self.app(scope, receive, send)
+            return
+        limit = self._limit(scope, headers)
+        declared = _declared_length(headers)
+        if declared is not None and declared > limit.max_bytes:
+            await self._refuse_too_large(send, limit, declared)
+            return
+        read = await self._read(receive, limit.max_bytes)
+        if read.outcome != "complete":
+            await self._refuse(send, read, limit)
+            return
+        if _is_mcp_post(scope):
+            if (problem := _media_type_problem(headers)) is not None:
+                await send_json(send, 415, problem)
+                return
+            if _handshake_era(headers):
+                send = EnvelopeCheck(send, read.body)
+        pending = [{"type": "http.request", "body": read.body, "more_body": False}]
+        del read  # the SDK makes its own copies; ours must not live as long as the request
+
+        async def replay() -> Message:
+            return pending.pop() if pending else await receive()
+
+        await self.app(scope, replay, send)
+
+    def _limit(self, scope: Scope, headers: dict[str, str]) -> BodyLimit:
+        if _opens_session(scope, headers) and self.max_bytes > MAX_OPENING_BYTES:
+            return BodyLimit(
+                MAX_OPENING_BYTES,
+                f"a request without mcp-session-id (an initialize) takes at most {MAX_OPENING_BYTES:,} bytes: "
+                "the copilot keeps it as long as the session lasts",
+            )
+        return BodyLimit(
+            self.max_bytes,
+            f"the copilot takes at most {self.max_bytes:,} bytes per request (COPILOT_HTTP_MAX_BODY_BYTES); pass "
+            "large data by reference (a file path or URL) rather than inline",
+        )
+
+    async def _read(self, receive: Receive, max_bytes: int) -> BodyRead:
+        chunks: list[bytes] = []
+        size = 0
+        with anyio.CancelScope() as reading:
+            self._stopping.body_reads.add(reading)
+            if self._stopping.reason is not None:  # stopped between the StoppingGate and here
+                reading.cancel()
+            try:
+                while True:
+                    message = await self._next(receive)
+                    if message is None:
+                        return BodyRead("stalled")
+                    if message["type"] != "http.request":
+                        return BodyRead("gone")
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > max_bytes:
+                        return BodyRead("too_large")
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        return BodyRead("complete", b"".join(chunks))
+            finally:
+                self._stopping.body_reads.discard(reading)
+        return BodyRead("stopping")
+
+    async def _next(self, receive: Receive) -> Message | None:
+        """The client's next message, or ``None`` when it sent nothing for ``read_timeout``."""
+        with anyio.move_on_after(self.read_timeout):
+            return await receive()
+        return None
+
+    async def _refuse(self, send: Send, read: BodyRead, limit: BodyLimit) -> None:
+        if read.outcome == "gone":
+            logger.debug("an HTTP client left in the middle of its request's body")
+        elif read.outcome == "too_large":
+            await self._refuse_too_large(send, limit, None)
+        elif read.outcome == "stalled":
+            logger.info("answered 408 to an HTTP client that sent nothing of its body for %gs", self.read_timeout)
+            message = (
+                f"Request Timeout: nothing of the request's body arrived for {self.read_timeout:g}s "
+                "(COPILOT_HTTP_READ_TIMEOUT)."
+            )
+            await send_json(send, 408, jsonrpc_error(INVALID_REQUEST, message), [CONNECTION_CLOSE])
+        else:
+            await reply(send, 503, self._stopping.shutting_down_message(), [CONNECTION_CLOSE])
+
+    async def _refuse_too_large(self, send: Send, limit: BodyLimit, declared: int | None) -> None:
+        logger.warning("refused an HTTP request whose body is over %d bytes", limit.max_bytes)
+        size = f"this one has {declared:,}" if declared is not None else "this one has more"
+        message = f"Request body too large: {limit.explained}; {size}."
+        await send_json(send, 413, jsonrpc_error(INVALID_REQUEST, message), [CONNECTION_CLOSE])
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _has_body(headers: dict[str, str]) -> bool:
+    return "transfer-encoding" in headers or headers.get("content-length", "0").strip() not in ("", "0")
+
+
+def _is_mcp_post(scope: Scope) -> bool:
+    return scope.get("method") == "POST" and scope.get("path") == MCP_PATH
+
+
+def _handshake_era(headers: dict[str, str]) -> bool:
+    """Whether the SDK serves the request on its handshake-era transport (as it decides: by header)."""
+    version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+    return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def _opens_session(scope: Scope, headers: dict[str, str]) -> bool:
+    """A handshake-era POST without a session id: an ``initialize`` (any other gets 400 anyway)."""
+    return _is_mcp_post(scope) and "mcp-session-id" not in headers and _handshake_era(headers)
+
+
+def _declared_length(headers: dict[str, str]) -> int | None:
+    try:
+        return int(headers.get("content-length", ""))
+    except ValueError:
+        return None  # absent (chunked), or garbage the HTTP parser refuses itself
+
+
+def _media_type_problem(headers: dict[str, str]) -> dict[str, Any] | None:
+    """The JSON-RPC error for a POST to the MCP path that is not JSON (the SDK's own refusal is a
+    plain-text 400 no MCP client shows), else ``None``."""
+    content_type = headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() == "application/json":
+        return None
+    message = (
+        "Unsupported Media Type: POST each JSON-RPC message with 'Content-Type: application/json' "
+        f"(this request's is {shown_name(content_type) or 'missing'!r})."
+    )
+    return jsonrpc_error(INVALID_REQUEST, message)
+
+
+class EnvelopeCheck:
+    """``send`` of a handshake-era POST to the MCP path, correcting the SDK's answer to a body that
+    is not one JSON-RPC message.
+
+    The SDK answers such a body (a batch, a bare value, an envelope it cannot validate) with
+    ``-32602`` and a dump of pydantic's errors, and a request whose ``id`` is neither a string nor an
+    integer (``null``, ``1.5``, ``true``) with 202, taking it for a notification: no answer ever
+    comes, and the client waits for one until its own timeout. Only those answers are looked at (a
+    400 carrying ``-32602`` without an id; a 202 to a body that names an ``"id"``), and only then is
+    the body parsed again: a well-formed request costs nothing more (a second parse of a 3 MB
+    ``execute`` takes 0.2 s). The body is let go once the answer has started.
+
+    (The 2026-07-28 entry checks its bodies itself, correctly.)
+    """
+
+    def __init__(self, send: Send, body: bytes) -> None:
+        self._send = send
+        self._body: bytes | None = body
+        self._held: Message | None = None  # the start of an answer that may be replaced
+
+    async def __call__(self, message: Message) -> None:
+        if self._body is None:
+            await self._send(message)
+        elif message["type"] == "http.response.start" and message["status"] in (400, 202):
+            self._held = message  # decided with the body of the answer, which follows
+        elif self._held is not None and message["type"] == "http.response.body" and not message.get("more_body"):
+            await self._decide(self._held, message)
+        else:
+            await self._pass_on(message)
+
+    async def _decide(self, start: Message, answer: Message) -> None:
+        body, self._body, self._held = self._body, None, None
+        assert body is not None
+        problem = _envelope_correction(start["status"], answer.get("body", b""), body)
+        if problem is None:
+            await self._send(start)
+            await self._send(answer)
+            return
+        logger.debug("answered an HTTP request that is not one JSON-RPC message: %s", problem["error"]["message"])
+        kept = [(name, value) for name, value in start["headers"] if name.lower() not in _BODY_HEADERS]
+        await send_json(self._send, 400, problem, kept)
+
+    async def _pass_on(self, message: Message) -> None:
+        self._body = None
+        if self._held is not None:
+            held, self._held = self._held, None
+            await self._send(held)
+        await self._send(message)
+
+
+_BODY_HEADERS = frozenset({b"content-type", b"content-length"})
+
+
+def _envelope_correction(status: int, answer: bytes, body: bytes) -> dict[str, Any] | None:
+    """What to answer instead of the SDK's ``status`` and ``answer`` to ``body``, else ``None``."""
+    if status == 202:
+        # A notification or a response: only a body naming an "id" can be a request the SDK took
+        # for a notification (parsing every notification again would cost for nothing).
+        return envelope_problem(body) if b'"id"' in body else None
+    try:
+        error = json.loads(answer)
+    except ValueError:
+        return None
+    if not isinstance(error, dict) or error.get("id") is not None:
+        return None
+    if not isinstance(error.get("error"), dict) or error["error"].get("code") != INVALID_PARAMS:
+        return None  # a parse error (its message is clear), or an answer about something else
+    return envelope_problem(body)
+
+
+def envelope_problem(body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error for a body that is not one JSON-RPC 2.0 message, else ``None``."""
+    try:
+        message = pydantic_core.from_json(body)
+    except ValueError as error:  # invalid JSON or UTF-8, too deeply nested, a number out of range
+        return jsonrpc_error(PARSE_ERROR, f"Parse error: {error}")
+    if isinstance(message, list):
+        return jsonrpc_error(
+            INVALID_REQUEST,
+            "Invalid Request: the body is a JSON array (a batch); POST each JSON-RPC message on its own "
+            "(MCP has no batches since 2025-06-18).",
+        )
+    if not isinstance(message, dict):
+        shown = f"Invalid Request: the body must be one JSON-RPC message object, not {_json_kind(message)}."
+        return jsonrpc_error(INVALID_REQUEST, shown)
+    return _message_problem(message)
+
+
+def _message_problem(message: dict[str, Any]) -> dict[str, Any] | None:
+    request_id = message.get("id")
+    valid_id = isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool))
+    if message.get("jsonrpc") != "2.0":
+        shown_id = request_id if valid_id else None
+        return jsonrpc_error(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0".', shown_id)
+    if "method" in message:
+        if "id" in message and not valid_id:
+            return jsonrpc_error(
+                INVALID_REQUEST,
+                f'Invalid Request: "id" must be a string or an integer, not {_json_kind(request_id)} (a message '
+                'without "id" is a notification, which gets no answer).',
+            )
+        if not isinstance(message["method"], str):
+            return jsonrpc_error(INVALID_REQUEST, 'Invalid Request: "method" must be a string.', request_id)
+        if not isinstance(message.get("params", {}), dict | None):
+            return jsonrpc_error(INVALID_PARAMS, 'Invalid params: "params" must be an object.', request_id)
+    elif "id" not in message or ("result" in message) == ("error" in message):
+        return jsonrpc_error(
+            INVALID_REQUEST,
+            'Invalid Request: a JSON-RPC message has a "method" (a request, or a notification without "id"), '
+            'or an "id" with either a "result" or an "error" (a response).',
+        )
+    try:
+        jsonrpc_message_adapter.validate_python(message, by_name=False)  # as the SDK will
+    except ValidationError:
+        return jsonrpc_error(INVALID_REQUEST, "Invalid Request: not a valid JSON-RPC 2.0 message.")
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    """How a JSON value is named in a message: ``a JSON string``, ``null``, ``1.5``."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return shown_name(json.dumps(value))
+    kinds = {str: "a JSON string", list: "a JSON array", dict: "a JSON object"}
+    return kinds.get(type(value), "a JSON value")
