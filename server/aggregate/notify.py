@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Hashable, Iterable
 from typing import Any, Literal
 
+import anyio
+
 from mcp.server.connection import Connection
 from mcp.server.subscriptions import (
     PromptsListChanged,
@@ -35,13 +37,18 @@ _METHODS: dict[ListKind, str] = {
     "resources": "notifications/resources/list_changed",
 }
 _EVENTS = {"tools": ToolsListChanged, "prompts": PromptsListChanged, "resources": ResourcesListChanged}
+#: Seconds one session may take to accept a notification. A client that never reads its event
+#: stream fills its buffer at last; waiting on it would stall every other session's notifications
+#: and the live index's worker that sends them.
+NOTIFY_TIMEOUT = 5.0
 
 
 class Broadcaster:
     """Handshake-era connections by session key, and the bus of 2026-era listen streams."""
 
-    def __init__(self, bus: SubscriptionBus) -> None:
+    def __init__(self, bus: SubscriptionBus, notify_timeout: float = NOTIFY_TIMEOUT) -> None:
         self.bus = bus
+        self.notify_timeout = notify_timeout
         self._connections: weakref.WeakValueDictionary[Hashable, Connection] = weakref.WeakValueDictionary()
 
     def register(self, key: Hashable, connection: Connection) -> None:
@@ -65,15 +72,14 @@ class Broadcaster:
         the shared key or everyone is meant; see ``server.aggregate.exposure``.
         """
         wanted = None if keys is None else set(keys)
-        for key, connection in list(self._connections.items()):
-            if wanted is not None and key not in wanted:
-                continue
-            if not connection.initialized.is_set():
-                continue  # not allowed before the client's notifications/initialized
-            try:
-                await connection.outbound.notify(_METHODS[kind], None)
-            except Exception:  # noqa: BLE001 -- best effort: a client that left misses it
-                logger.debug("could not send %s to a session", _METHODS[kind], exc_info=True)
+        connections = [
+            connection
+            for key, connection in list(self._connections.items())
+            if (wanted is None or key in wanted)
+            # not allowed before the client's notifications/initialized
+            and connection.initialized.is_set()
+        ]
+        await self._notify_all(connections, _METHODS[kind], None)
         if wanted is None or SHARED_SESSION in wanted:
             await self._publish(kind)
 
@@ -81,17 +87,35 @@ class Broadcaster:
         """Tell the subscribers ``keys`` that ``uri`` changed: handshake sessions by notification,
         2026-era listen streams (any other key) through the bus, which filters by URI itself."""
         streams = False
+        connections = []
         for key in keys:
             connection = self._connections.get(key)
             if connection is None:
                 streams = True
-                continue
-            try:
-                await connection.outbound.notify("notifications/resources/updated", {"uri": uri})
-            except Exception:  # noqa: BLE001 -- best effort
-                logger.debug("could not send resources/updated to a session", exc_info=True)
+            else:
+                connections.append(connection)
+        await self._notify_all(connections, "notifications/resources/updated", {"uri": uri})
         if streams:
             await self._publish_event(ResourceUpdated(uri=uri))
+
+    async def _notify_all(self, connections: list[Connection], method: str, params: dict[str, Any] | None) -> None:
+        """``method`` to every connection at once, each given at most :attr:`notify_timeout`."""
+
+        async def notify(connection: Connection) -> None:
+            with anyio.move_on_after(self.notify_timeout) as scope:
+                try:
+                    await connection.outbound.notify(method, params)
+                except Exception:  # noqa: BLE001 -- best effort: a client that left misses it
+                    logger.debug("could not send %s to a session", method, exc_info=True)
+            if scope.cancelled_caught:
+                logger.debug("a session took over %gs to accept %s; it misses it", self.notify_timeout, method)
+
+        if len(connections) == 1:
+            await notify(connections[0])  # the common case, without a task group
+            return
+        async with anyio.create_task_group() as group:
+            for connection in connections:
+                group.start_soon(notify, connection)
 
     async def _publish(self, kind: ListKind) -> None:
         await self._publish_event(_EVENTS[kind]())
