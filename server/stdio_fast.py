@@ -21,14 +21,16 @@ It takes a request only where that is equivalent, and leaves it to the SDK other
   through the ``input_required`` round trip, which stays with the SDK);
 - ``_meta`` carries nothing but a progress token (and the 2026-07-28 envelope), so a host's trace
   context is continued by the SDK, and no OpenTelemetry tracer provider is installed;
-- the line is JSON the SDK's reader would read the same way: no UTF-16 surrogate escapes, nesting
-  well within its 200-level limit, exactly the keys of a ``tools/call`` request, each of a type
-  the kernel's validation accepts (a 2026-07-28 ``logLevel`` among the spec's levels).
+- the line is JSON the SDK's reader would read the same way: decoded as it decodes it (invalid
+  UTF-8 replaced, a byte order mark kept, so refused), no UTF-16 surrogate escapes, nesting well
+  within its 200-level limit, exactly the keys of a ``tools/call`` request, each of a type the
+  kernel's validation accepts (a 2026-07-28 ``logLevel`` among the spec's levels).
 
 During a fast call the copilot's requests to a 2025-era host (elicitation, sampling, roots) go
 through the SDK's dispatcher, which also reads the host's answers. ``notifications/cancelled`` for a
-fast call cancels it (no answer is written, as the SDK does); at the end of input the calls still
-running are cancelled and answered with "Connection closed", as the SDK does.
+fast call cancels it where the SDK's reader would read it as such a notification (no answer is
+written, as the SDK does); at the end of input the calls still running are cancelled and answered
+with "Connection closed", as the SDK does.
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ class _PipeOutbound:
         await self._write(jsonrpc_line(message))
 
 
-@dataclass
+@dataclass(eq=False)
 class _Call:
     request: FastRequest
     params: dict[str, Any]
@@ -197,7 +199,10 @@ class FastExecute:
         self._connection: Connection | None = None
         self._runner: ServerRunner[Any] | None = None
         self._modern_outbound = NotifyOnlyOutbound(_PipeOutbound(write))
+        #: Calls by (coerced) id, for cancellation: a later call with the same id replaces one, as in the SDK.
         self._calls: dict[types.RequestId, _Call] = {}
+        #: Every call still running (two with one id included), for the end of input.
+        self._running: set[_Call] = set()
         self._group: anyio.abc.TaskGroup | None = None
         self._idle = anyio.Event()
         self._idle.set()
@@ -243,35 +248,32 @@ class FastExecute:
         """Serve ``line`` here (``True``) or leave it to the SDK (``False``)."""
         if self._lifespan is None or self._group is None:
             return False
-        if b'"tools/call"' not in line:
-            if self._calls and b'"notifications/cancelled"' in line and self._cancel(line):
+        if b'"tools/call"' in line:
+            call = self._eligible(line)
+            if call is not None:
+                self._calls[coerce_request_id(call.request.request_id)] = call
+                self._running.add(call)
+                self._idle = anyio.Event() if self._idle.is_set() else self._idle
+                behind, self._behind_sdk = self._behind_sdk, False
+                self.taken += 1
+                if self._on_taken is not None:
+                    self._on_taken()
+                self._group.start_soon(self._serve, call, behind)
                 return True
-            self._behind_sdk = True
-            return False
-        call = self._eligible(line)
-        if call is None:
             logger.debug("a tools/call request goes the SDK's way (not one the fast path serves identically)")
-            self._behind_sdk = True
-            return False
-        self._calls[coerce_request_id(call.request.request_id)] = call
-        self._idle = anyio.Event() if self._idle.is_set() else self._idle
-        behind, self._behind_sdk = self._behind_sdk, False
-        self.taken += 1
-        if self._on_taken is not None:
-            self._on_taken()
-        self._group.start_soon(self._serve, call, behind)
-        return True
+        # (A cancellation whose reason names "tools/call" is still one.)
+        if self._calls and b'"notifications/cancelled"' in line and self._cancel(line):
+            return True
+        self._behind_sdk = True
+        return False
 
     def _eligible(self, line: bytes) -> _Call | None:
-        if line.count(b"{") + line.count(b"[") > _MAX_BRACKETS or _SURROGATE_ESCAPE.search(line):
-            return None
         if sdk_tracing_on():
             return None
-        try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
+        message = _read_as_the_sdk(line)
+        if message is None:
             return None
-        if not isinstance(message, dict) or message.keys() - _REQUEST_KEYS or message.get("jsonrpc") != "2.0":
+        if message.keys() - _REQUEST_KEYS or message.get("jsonrpc") != "2.0":
             return None
         request_id = message.get("id")
         params = message.get("params")
@@ -310,12 +312,15 @@ class FastExecute:
         return _Call(request, params, route)
 
     def _cancel(self, line: bytes) -> bool:
-        """``notifications/cancelled`` for a fast call: cancel it (the SDK never knew it)."""
-        try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
+        """``notifications/cancelled`` for a fast call: cancel it (the SDK never knew it).
+
+        Only a line the SDK's reader would read as that notification (a request by that name, one
+        with a valid id, the SDK answers; a line it cannot read, it drops) cancels the call.
+        """
+        message = _read_as_the_sdk(line)
+        if message is None or message.get("jsonrpc") != "2.0" or message.get("method") != "notifications/cancelled":
             return False
-        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+        if as_request_id(message.get("id")) is not None:
             return False
         params = message.get("params")
         request_id = as_request_id(params.get("requestId")) if isinstance(params, dict) else None
@@ -329,7 +334,7 @@ class FastExecute:
 
     async def finish(self) -> None:
         """End of input: cancel the fast calls still running (each is answered "Connection closed")."""
-        for call in list(self._calls.values()):
+        for call in list(self._running):
             call.scope.cancel()
         with anyio.move_on_after(_CLOSING_WAIT, shield=True):
             await self._idle.wait()
@@ -356,11 +361,11 @@ class FastExecute:
                     answered = True
                     logger.debug("answered execute request %r on the fast path", request.request_id)
                     await self._answer({"jsonrpc": "2.0", "id": request.request_id, "result": result})
+            if call.scope.cancelled_caught and not answered and not request.cancel_requested.is_set():
+                await self._answer_closed(request)  # cut off at the end of input (``finish``)
         except anyio.get_cancelled_exc_class():
             if not answered and not request.cancel_requested.is_set():
-                closed = types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed")
-                with anyio.move_on_after(_CLOSING_WRITE, shield=True):
-                    await self._answer_error(request.request_id, closed)
+                await self._answer_closed(request)
             raise
         except Exception as exc:
             error = handler_exception_to_error_data(exc)
@@ -373,7 +378,8 @@ class FastExecute:
             if not request.cancel_requested.is_set():
                 await self._answer_error(request.request_id, error)
         finally:
-            if not self._calls:
+            self._running.discard(call)
+            if not self._running:
                 self._idle.set()
 
     async def _handle(self, call: _Call) -> dict[str, Any]:
@@ -432,10 +438,31 @@ class FastExecute:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             logger.debug("dropped the answer to %r: the host's pipe is closed", message.get("id"))
 
+    async def _answer_closed(self, request: FastRequest) -> None:
+        closed = types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed")
+        with anyio.move_on_after(_CLOSING_WRITE, shield=True):
+            await self._answer_error(request.request_id, closed)
+
     async def _answer_error(self, request_id: types.RequestId, error: types.ErrorData) -> None:
         await self._answer(
             {"jsonrpc": "2.0", "id": request_id, "error": error.model_dump(by_alias=True, mode="json", exclude_none=True)}
         )
+
+
+def _read_as_the_sdk(line: bytes) -> dict[str, Any] | None:
+    """``line`` as a JSON object, if the SDK's reader reads it as the same JSON; else ``None``.
+
+    It decodes as ``server.stdio_pipes`` decodes for the SDK (invalid UTF-8 replaced; a byte order
+    mark stays, and neither JSON reader takes it) -- the decoding ``json.loads`` does for bytes
+    anyway, so it costs nothing more.
+    """
+    if line.count(b"{") + line.count(b"[") > _MAX_BRACKETS or _SURROGATE_ESCAPE.search(line):
+        return None
+    try:
+        message = json.loads(line.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    return message if isinstance(message, dict) else None
 
 
 def _without_tracing(runner: ServerRunner[Any], inner: CallNext) -> CallNext:

@@ -12,6 +12,14 @@ Like the SDK, it keeps the protocol channel private while serving: the wire move
 above 2, fd 0 reads from the null device and fd 1 writes to stderr, so a stray ``print`` of a
 library (or a child that inherits fd 1) cannot corrupt the stream; both are restored on exit. When
 stdin or stdout is a terminal or a regular file it yields ``None`` and the SDK's own transport is used.
+
+Unlike the SDK's reader, which reads a line of any length into memory, a line longer than
+:data:`MAX_LINE_BYTES` is discarded as it streams in (only its head and tail are kept, to find the
+request's id) and handed to ``PipeLines.on_oversized``; the SDK's streamable HTTP transport
+likewise refuses bodies over 4 MiB. And where the SDK's writer would wait forever for a host that
+closed its input but never reads the answers, or fail with a traceback when the host closed its end
+of stdout, :class:`PipeWriter` gives the last answers :data:`LAST_WRITES_SECONDS` once the input
+ended, and a host that stopped listening ends the session (its output is dropped) as if it had left.
 """
 
 from __future__ import annotations
@@ -21,13 +29,22 @@ import fcntl
 import logging
 import os
 import stat
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
+import anyio
+
 logger = logging.getLogger(__name__)
 
 _READ_CHUNK = 256 * 1024
+#: The longest line (one JSON-RPC message) read from the host; a longer one is discarded unread.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: Bytes kept of each end of a discarded line (a request's id is at its head or its tail).
+_KEPT = 4096
+#: Seconds the answers written once the host's input ended may wait, in all, for the host to read them.
+LAST_WRITES_SECONDS = 5.0
 
 
 def _is_pipe_or_socket(fd: int) -> bool:
@@ -42,14 +59,25 @@ class PipeLines:
     """``async for line in stdin``: text lines of a non-blocking pipe (what ``stdio_server`` reads).
 
     ``take`` sees each line first and may keep it (``server.stdio_fast``: ``execute`` served beside
-    the SDK); ``at_end`` is awaited once the input ended, before the SDK hears of it.
+    the SDK); ``at_end`` is awaited once the input ended, before the SDK hears of it. A line over
+    ``max_line`` bytes is never held whole: ``on_oversized(head, tail, size)`` is awaited for it
+    instead, and reading goes on with the next line. When ``given`` is a deque, each line handed to
+    the SDK is appended to it first (``server.stdio.AnswerUnparseable`` takes them back one per
+    message the SDK's reader delivers).
     """
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: asyncio.StreamReader, max_line: int = MAX_LINE_BYTES) -> None:
         self._reader = reader
         self._buffer = bytearray()
+        #: Bytes at the start of ``_buffer`` already searched for a newline (none there).
+        self._scanned = 0
+        self._max_line = max_line
         self.take: Callable[[bytes], bool] | None = None
         self.at_end: Callable[[], Awaitable[None]] | None = None
+        self.on_oversized: Callable[[bytes, bytes, int], Awaitable[None]] | None = None
+        self.given: deque[bytes] | None = None
+        #: Called once the input ended (``stdio_files``: bounds the writes still to come).
+        self.on_end: Callable[[], None] | None = None
 
     def __aiter__(self) -> PipeLines:
         return self
@@ -58,46 +86,131 @@ class PipeLines:
         while True:
             line = await self._next_line()
             if line is None:
+                if self.on_end is not None:
+                    self.on_end()
                 if self.at_end is not None:
                     at_end, self.at_end = self.at_end, None
                     await at_end()
                 raise StopAsyncIteration
             if self.take is None or not self.take(line):
+                if self.given is not None:
+                    self.given.append(line)
                 return line.decode("utf-8", "replace")
 
     async def _next_line(self) -> bytes | None:
         while True:
-            newline = self._buffer.find(b"\n")
+            newline = self._buffer.find(b"\n", self._scanned)
             if newline >= 0:
                 line = bytes(self._buffer[: newline + 1])
                 del self._buffer[: newline + 1]
+                self._scanned = 0
                 return line
+            # Search only what arrives next: a long line costs one pass, not one per chunk.
+            self._scanned = len(self._buffer)
+            if self._scanned > self._max_line:
+                await self._discard_line()
+                continue
             chunk = await self._reader.read(_READ_CHUNK)
             if not chunk:
                 if self._buffer:
                     rest = bytes(self._buffer)
                     self._buffer.clear()
+                    self._scanned = 0
                     return rest
                 return None
             self._buffer += chunk
 
+    async def _discard_line(self) -> None:
+        """Skip the rest of the overlong line begun in ``_buffer``, keeping its head and tail."""
+        head, tail, size = bytes(self._buffer[:_KEPT]), bytes(self._buffer[-_KEPT:]), len(self._buffer)
+        self._buffer.clear()
+        self._scanned = 0
+        while chunk := await self._reader.read(_READ_CHUNK):
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                size += newline
+                tail = (tail + chunk[:newline])[-_KEPT:]
+                self._buffer += chunk[newline + 1 :]
+                break
+            size += len(chunk)
+            tail = (tail + chunk)[-_KEPT:]
+        logger.warning("discarded a %d-byte line of the host's, over the %d-byte limit", size, self._max_line)
+        if self.on_oversized is not None:
+            await self.on_oversized(head, tail, size)
+
 
 class PipeWriter:
-    """``await stdout.write(text)`` / ``await stdout.flush()`` on a non-blocking pipe."""
+    """``await stdout.write(text)`` / ``await stdout.flush()`` on a non-blocking pipe.
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    Once the host's input ended (``input_ended``), the writes still to come wait at most
+    :data:`LAST_WRITES_SECONDS` in all for the host to read them. When the host stops listening --
+    it closed its end of the pipe, or that time ran out -- the output is ``lost``: the rest is
+    dropped and ``on_lost`` is called (``stdio_files`` ends the input: the session ends as if the
+    host had left).
+    """
+
+    def __init__(self, writer: asyncio.StreamWriter, on_lost: Callable[[], None] | None = None) -> None:
         self._writer = writer
+        self._transport = writer.transport
+        #: Below this many buffered bytes the writer is never paused: ``drain`` returns at once.
+        self._low_water = writer.transport.get_write_buffer_limits()[0]
+        self._on_lost = on_lost
+        self._deadline: float | None = None
+        #: Scopes of the drains waiting for the host to read (given the deadline once input ends).
+        self._waiting: set[anyio.CancelScope] = set()
+        self.lost = False
+
+    def input_ended(self) -> None:
+        if self._deadline is None:
+            self._deadline = anyio.current_time() + LAST_WRITES_SECONDS
+            for scope in self._waiting:
+                scope.deadline = self._deadline
 
     async def write(self, text: str) -> None:
-        self._writer.write(text.encode("utf-8"))
+        if not self.lost:
+            self._writer.write(text.encode("utf-8"))
 
     async def flush(self) -> None:
-        await self._writer.drain()
+        if self._deadline is None and not self._transport.is_closing():
+            if self._transport.get_write_buffer_size() <= self._low_water:
+                return  # not paused: ``drain`` would return at once
+        await self._drain()
 
     async def send(self, data: bytes) -> None:
         """Write whole lines at once: they never interleave with the SDK's writes."""
+        if self.lost:
+            return
         self._writer.write(data)
-        await self._writer.drain()
+        if self._deadline is None and not self._transport.is_closing():
+            if self._transport.get_write_buffer_size() <= self._low_water:
+                return  # not paused: ``drain`` would return at once
+        await self._drain()
+
+    async def _drain(self) -> None:
+        """``drain``, bounded once the input ended; a host that stopped listening loses the output."""
+        if self.lost:
+            return
+        try:
+            with anyio.CancelScope(deadline=self._deadline or float("inf")) as scope:
+                self._waiting.add(scope)
+                try:
+                    await self._writer.drain()
+                    return
+                finally:
+                    self._waiting.discard(scope)
+            if scope.cancelled_caught:  # (an outer cancellation propagates instead)
+                waited = f"{LAST_WRITES_SECONDS:g} s"
+                self._lose(f"the host has not read the copilot's answers in the {waited} since its input ended")
+        except ConnectionError:
+            self._lose("the host closed its end of the copilot's output")
+
+    def _lose(self, why: str) -> None:
+        if self.lost:
+            return
+        self.lost = True
+        logger.warning("%s: the rest of the copilot's output is dropped", why)
+        if self._on_lost is not None:
+            self._on_lost()
 
 
 def _claim(fd: int, diversion: int) -> int:
@@ -132,11 +245,21 @@ async def stdio_files() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
         transports.append(write_transport)
         writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
         out_fd, private_out = private_out, -1
+
+        def end_input() -> None:
+            # The host no longer hears us: read no more (closing the transport would free the
+            # descriptor restored below) and let the session end as at the end of input.
+            read_transport.pause_reading()
+            reader.feed_eof()
+
+        lines, out = PipeLines(reader), PipeWriter(writer, on_lost=end_input)
+        lines.on_end = out.input_ended
         try:
-            yield PipeLines(reader), PipeWriter(writer)
+            yield lines, out
         finally:
-            with suppress(Exception):
-                await asyncio.wait_for(writer.drain(), 5)
+            if not out.lost:
+                with suppress(Exception):
+                    await asyncio.wait_for(writer.drain(), LAST_WRITES_SECONDS)
             # Give the wire back to fds 0 and 1 (blocking again), as the SDK does on exit.
             for private, fd in ((out_fd, 1), (in_fd, 0)):
                 with suppress(OSError):
