@@ -342,6 +342,25 @@ class HttpCopilot:
         return code
 
 
+def raw_mcp_headers(token: str) -> dict[str, str]:
+    """Headers of a hand-made MCP POST (raw HTTP tests): both answer forms accepted, the bearer token."""
+    return {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+    }
+
+
+def raw_initialize(client_name: str) -> dict[str, Any]:
+    """A hand-made handshake-era ``initialize`` request (raw HTTP tests)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": client_name, "version": "0"}},
+    }
+
+
 def http_client_for(url: str, *, token: str | None, client_name: str = "copilot-http-tests", **options: Any):
     async def connect(stack: AsyncExitStack) -> Client:
         headers = {"Authorization": f"Bearer {token}"} if token else None

@@ -9,23 +9,22 @@ import anyio
 import httpx2
 import pytest
 
-from tests.server.copilot_harness import HttpCopilot, copilot_env, free_port, read_events, write_servers
+from tests.server.copilot_harness import (
+    HttpCopilot,
+    copilot_env,
+    free_port,
+    raw_initialize,
+    raw_mcp_headers,
+    read_events,
+    write_servers,
+)
 from tests.support.processes import hostile_entry
 
 pytestmark = pytest.mark.timeout(240)
 
 TOKEN = "session-test-token-0123456789"
-HEADERS = {
-    "Accept": "application/json, text/event-stream",
-    "Content-Type": "application/json",
-    "Authorization": f"Bearer {TOKEN}",
-}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "leaver", "version": "0"}},
-}
+HEADERS = raw_mcp_headers(TOKEN)
+INITIALIZE = raw_initialize("leaver")
 ABANDONED = 300
 
 

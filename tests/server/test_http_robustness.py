@@ -33,6 +33,8 @@ from tests.server.copilot_harness import (
     copilot_env,
     fixture_entry,
     http_client_for,
+    raw_initialize,
+    raw_mcp_headers,
     text_of,
     write_servers,
 )
@@ -42,17 +44,8 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)
 TOKEN = "robustness-token-0123456789"
 READ_TIMEOUT = 2
 MAX_BODY = 16 * 1024 * 1024  # the default
-MCP_HEADERS = {
-    "Accept": "application/json, text/event-stream",
-    "Content-Type": "application/json",
-    "Authorization": f"Bearer {TOKEN}",
-}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "rough", "version": "0"}},
-}
+MCP_HEADERS = raw_mcp_headers(TOKEN)
+INITIALIZE = raw_initialize("rough")
 #: Bounds every wait on the copilot; the timeouts under test are 2 s.
 WAIT = 30
 MIB = 1024 * 1024
