@@ -446,8 +446,10 @@ def build_app(
         lifespan=lifespan,
         tools=build_tools(livemcpbench_alias=settings.livemcpbench_alias),
         log_level=settings.log_level.upper(),  # type: ignore[arg-type]
-        # Innermost, so a request answered because the copilot stops still counts as session activity.
-        middleware=[session_middleware, in_flight.middleware],
+        # After the session middleware, so a request answered because the copilot stops still counts
+        # as session activity. Only HTTP stops with requests in flight (stdio ends with its input),
+        # so the stdio hot path does not pay for a cancel scope per request.
+        middleware=[session_middleware, in_flight.middleware] if transport == "http" else [session_middleware],
         subscriptions=aggregation.bus,
     )
     _IN_FLIGHT[app] = in_flight

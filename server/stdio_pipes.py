@@ -170,21 +170,31 @@ class PipeWriter:
         if not self.lost:
             self._writer.write(text.encode("utf-8"))
 
+    def last_writes_left(self) -> float:
+        """Seconds the last writes may still take: what is left of the deadline once input ended."""
+        if self._deadline is None:
+            return LAST_WRITES_SECONDS
+        return max(self._deadline - anyio.current_time(), 0.0)
+
+    def _flowing(self) -> bool:
+        """Not paused and no deadline to give: ``drain`` would return at once."""
+        return (
+            self._deadline is None
+            and not self._transport.is_closing()
+            and self._transport.get_write_buffer_size() <= self._low_water
+        )
+
     async def flush(self) -> None:
-        if self._deadline is None and not self._transport.is_closing():
-            if self._transport.get_write_buffer_size() <= self._low_water:
-                return  # not paused: ``drain`` would return at once
-        await self._drain()
+        if not self._flowing():
+            await self._drain()
 
     async def send(self, data: bytes) -> None:
         """Write whole lines at once: they never interleave with the SDK's writes."""
         if self.lost:
             return
         self._writer.write(data)
-        if self._deadline is None and not self._transport.is_closing():
-            if self._transport.get_write_buffer_size() <= self._low_water:
-                return  # not paused: ``drain`` would return at once
-        await self._drain()
+        if not self._flowing():
+            await self._drain()
 
     async def _drain(self) -> None:
         """``drain``, bounded once the input ended; a host that stopped listening loses the output."""
@@ -259,7 +269,8 @@ async def stdio_files() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
         finally:
             if not out.lost:
                 with suppress(Exception):
-                    await asyncio.wait_for(writer.drain(), LAST_WRITES_SECONDS)
+                    # What is left of the writer's own deadline: LAST_WRITES_SECONDS in all, not twice.
+                    await asyncio.wait_for(writer.drain(), out.last_writes_left())
             # Give the wire back to fds 0 and 1 (blocking again), as the SDK does on exit.
             for private, fd in ((out_fd, 1), (in_fd, 0)):
                 with suppress(OSError):

@@ -133,10 +133,6 @@ class NameTable:
             return None
         return pair
 
-    def names(self) -> list[str]:
-        """Every name that stands for a pair of the current pool."""
-        return [name for name in list(self._by_name) if self.resolve(name) is not None]
-
     # -- internals ------------------------------------------------------------------------------
     def _add(self, pair: Pair, bare: bool) -> None:
         if pair in self._pool:

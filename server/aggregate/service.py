@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -52,8 +53,15 @@ META_TOOLS = frozenset({"route", "execute", "execute-tool"})
 #: JSON-RPC code of "resource not found" (MCP 2025-11-25, resources).
 RESOURCE_NOT_FOUND = -32002
 #: What children answer ``resources/read`` of a URI they do not have: the spec's code, or -32602
-#: (invalid params), which the Python SDK's servers send.
-_NOT_FOUND_CODES = frozenset({RESOURCE_NOT_FOUND, INVALID_PARAMS})
+#: (invalid params) saying so, as the Python SDK's servers do ("Unknown resource: …"); any other
+#: -32602 (a template argument the child refused, say) stays the child's own error.
+_NOT_FOUND_MESSAGE = re.compile(r"unknown resource|resource not found|not found", re.IGNORECASE)
+
+
+def _says_not_found(error: MCPError) -> bool:
+    return error.code == RESOURCE_NOT_FOUND or (
+        error.code == INVALID_PARAMS and _NOT_FOUND_MESSAGE.search(error.message or "") is not None
+    )
 #: ``ttlMs`` of list results for 2026-07-28 clients. The copilot's own tools never change in
 #: ``meta`` mode; listed child items change with the children (and a list_changed says so).
 _TTL_STATIC_MS = 300_000
@@ -354,7 +362,7 @@ class Aggregation:
                 server, "resources/read", lambda session: session.read_resource(original)
             )
         except MCPError as error:
-            if error.code in _NOT_FOUND_CODES:
+            if _says_not_found(error):
                 # The child has no such resource: the spec's code, and the host's URI, not the child's.
                 raise await self._not_found(uri, f" Server '{server}' says: {error.message}") from None
             raise _child_error(error, "resources/read", server) from None

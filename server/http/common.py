@@ -12,8 +12,13 @@ MCP_PATH = "/mcp"
 CONNECTION_CLOSE = (b"connection", b"close")
 
 
+#: JSON-RPC code of a refusal by the HTTP layer (401, 403, 421, 503): implementation-defined server error.
+REFUSED = -32000
+
+
 async def reply(send: Send, status: int, message: str, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    await send_json(send, status, {"error": message}, extra_headers)
+    """A refusal as a JSON-RPC error: MCP clients show such a body's message (see :func:`jsonrpc_error`)."""
+    await send_json(send, status, jsonrpc_error(REFUSED, message), extra_headers)
 
 
 async def send_json(

@@ -372,6 +372,8 @@ async def test_refusals_of_the_guard_close_the_connection(served: Served, http: 
     no_token = {k: v for k, v in MCP_HEADERS.items() if k != "Authorization"}
     response = await http.post(served.url, content=b"x" * 100_000, headers=no_token)
     assert response.status_code == 401 and response.headers["connection"] == "close"
+    # A JSON-RPC error, so an MCP client shows what to do rather than "Server returned an error response".
+    assert _error_of(response)["message"].startswith("Unauthorized: send 'Authorization: Bearer <token>'")
 
 
 # --- Copilots of their own ------------------------------------------------------------------------
@@ -411,5 +413,6 @@ async def test_a_stop_answers_a_stalled_body_at_once(tmp_path: Path) -> None:
         raw = await _read_all(stalled)
         assert await _read_all(half_a_head) == b""
     assert raw.startswith(b"HTTP/1.1 503") and b"the copilot is shutting down (SIGTERM)" in raw, raw
+    assert b'"jsonrpc": "2.0"' in raw, raw
     assert await served.process.stop() == 0
     assert _errors_logged(served.stderr) == []
