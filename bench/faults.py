@@ -55,6 +55,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.args import non_negative_float, positive_int
+from index.children.watchdog import tagged
 from index.console import HelpFormatter
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,27 +137,11 @@ def run_tag() -> str:
     return tag
 
 
-def _tagged(tag: str) -> list[psutil.Process]:
-    """Live processes whose environment holds ``BENCH_FAULTS_RUN=<tag>``."""
-    needle = f"\0{RUN_TAG_VARIABLE}={tag}\0".encode()
-    found = []
-    for pid in psutil.pids():
-        if pid == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as handle:
-                if needle in b"\0" + handle.read():
-                    found.append(psutil.Process(pid))
-        except (OSError, psutil.Error):
-            continue
-    return found
-
-
 def _leftovers(tag: str, scratch: Path) -> list[psutil.Process]:
     """What this run started that still runs: tagged processes anywhere, this process's
     descendants that work in ``scratch`` (a copilot hides its environment from others), and
     everything below both."""
-    roots: dict[int, psutil.Process] = {p.pid: p for p in _tagged(tag)}
+    roots: dict[int, psutil.Process] = {p.pid: p for p in tagged(tag, variable=RUN_TAG_VARIABLE)}
     with suppress(psutil.Error):
         for child in psutil.Process().children(recursive=True):
             with suppress(psutil.Error):

@@ -32,15 +32,14 @@ def unknown_arguments_message(tool: str, unknown: Sequence[str], schema: Mapping
     """What to tell the model about ``unknown`` argument names of the copilot's ``tool``."""
     known = list(schema.get("properties", {}))
     required = set(schema.get("required", ()))
-    parts = []
-    for name in unknown[:_LISTED]:
-        close = suggest(name, known, limit=1)
-        parts.append(f"'{shown_name(name)}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
-    listed = ", ".join(parts)
+    listed = unknown[:_LISTED]
+    meant = {name: suggest(name, known, limit=1) for name in listed}
+    parts = [f"'{shown_name(n)}'" + (f" (did you mean '{meant[n][0]}'?)" if meant[n] else "") for n in listed]
     more = f" and {len(unknown) - _LISTED} more" if len(unknown) > _LISTED else ""
     takes = ", ".join(f"{name} (required)" if name in required else name for name in known)
-    message = f"{tool} has no argument {listed}{more}. {tool} takes: {takes}."
-    if "params" in known and any(not suggest(name, known) for name in unknown):
+    message = f"{tool} has no argument {', '.join(parts)}{more}. {tool} takes: {takes}."
+    # A name close to none of execute's own is most likely one of the tool's arguments.
+    if "params" in known and any(not close for close in meant.values()):
         message += " The tool's own arguments go inside params, e.g. params={\"name\": \"value\"}."
     return message
 

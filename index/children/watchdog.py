@@ -39,9 +39,10 @@ def _identity(process: psutil.Process) -> tuple[int, float] | None:
         return None
 
 
-def tagged(tag: str, *, exact: bool = True) -> list[psutil.Process]:
-    """Live processes whose environment has ``MCP_COPILOT_CHILD=<tag>`` (``<tag>…`` unless ``exact``)."""
-    needle = f"\0{TAG_VARIABLE}={tag}{chr(0) if exact else ''}".encode()
+def tagged(tag: str, *, exact: bool = True, variable: str = TAG_VARIABLE) -> list[psutil.Process]:
+    """Live processes whose environment has ``<variable>=<tag>`` (``<tag>…`` unless ``exact``);
+    ``variable`` is ``MCP_COPILOT_CHILD`` unless given."""
+    needle = f"\0{variable}={tag}{chr(0) if exact else ''}".encode()
     found = []
     for pid in psutil.pids():
         if pid == os.getpid():
@@ -55,7 +56,7 @@ def tagged(tag: str, *, exact: bool = True) -> list[psutil.Process]:
                 found.append(psutil.Process(pid))
             else:  # pragma: no cover - macOS
                 process = psutil.Process(pid)
-                value = process.environ().get(TAG_VARIABLE, "")
+                value = process.environ().get(variable, "")
                 if value == tag or (not exact and value.startswith(tag)):
                     found.append(process)
         except (OSError, psutil.Error):

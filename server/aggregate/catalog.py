@@ -138,11 +138,6 @@ class ChildCatalog:
     def bare(self, server: str) -> bool:
         return any(fnmatch.fnmatchcase(server, pattern) for pattern in self._unprefixed)
 
-    def exposed_name(self, server: str, name: str) -> str:
-        """The name hosts use for ``server``'s tool or prompt ``name`` (see :mod:`server.aggregate.names`)."""
-        self._current_pool()
-        return self._exposed(server, name)
-
     async def resolve_name(self, exposed: str) -> tuple[str, str] | None:
         """The (server, name) an exposed name stands for in the current pool, if any."""
         await self.refresh()
@@ -154,7 +149,20 @@ class ChildCatalog:
         self._current_pool()
         return self._host_uri(server, uri)
 
-    # The conversions below follow a records() call, which learned the pool: no check per item.
+    def ensure_current(self) -> None:
+        """Learn the pool now if it changed (see :meth:`host_uri`): once before many lookups."""
+        self._current_pool()
+
+    # The conversions below follow a records(), refresh() or ensure_current() call, which learned
+    # the pool: no check per item (a check reads the index state and the routable servers).
+    def learned_name(self, server: str, name: str) -> str:
+        """The name hosts use for ``server``'s tool or prompt ``name`` (see :mod:`server.aggregate.names`), in the pool just learned."""
+        return self._exposed(server, name)
+
+    def learned_uri(self, server: str, uri: str) -> str:
+        """:meth:`host_uri` for items of the pool just learned."""
+        return self._host_uri(server, uri)
+
     def _exposed(self, server: str, name: str) -> str:
         return self.names.name(server, name, bare=self.bare(server))
 

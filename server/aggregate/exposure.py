@@ -77,7 +77,7 @@ class Exposure:
         if self.mode == "routed":
             await self._catalog.refresh()
             return next(
-                (pair for pair in self._routed.get(key, {}) if self._catalog.exposed_name(*pair) == name), None
+                (pair for pair in self._routed.get(key, {}) if self._catalog.learned_name(*pair) == name), None
             )
         if self.mode == "all":
             pair = await self._catalog.resolve_name(name)

@@ -258,7 +258,7 @@ class Aggregation:
         pair = await catalog.resolve_name(name)
         if pair is None:  # names are deterministic: one listing gives out every current name
             records = await catalog.records({"prompt"})
-            known = [catalog.exposed_name(r.server, r.name) for r in records]
+            known = [catalog.learned_name(r.server, r.name) for r in records]
             pair = await catalog.resolve_name(name)
             if pair is None:
                 hint = did_you_mean(suggest(name, known))
@@ -309,7 +309,7 @@ class Aggregation:
         if parsed is None:  # a bare URI: only what an unprefixed server lists under its own URI
             original = uri
             candidates = [
-                r for r in records if r.uri and catalog.bare(r.server) and catalog.host_uri(r.server, r.uri) == r.uri
+                r for r in records if r.uri and catalog.bare(r.server) and catalog.learned_uri(r.server, r.uri) == r.uri
             ]
         else:
             server, original = parsed
@@ -329,7 +329,7 @@ class Aggregation:
         """``-32002`` for ``uri``, naming the nearest URI (or template) the host can use, if any."""
         catalog, _ = self._ready()
         records = await catalog.records({"resource", "resource_template"})
-        known = [catalog.host_uri(r.server, r.uri) for r in records if r.uri]
+        known = [catalog.learned_uri(r.server, r.uri) for r in records if r.uri]
         hint = did_you_mean(suggest(uri, known, limit=1))
         return MCPError(
             RESOURCE_NOT_FOUND,
@@ -468,15 +468,17 @@ class RouteAnnotator:
     def annotate(self, answer: Any) -> None:
         catalog, exposure = self._aggregation._ready()
         routed: list[tuple[str, str]] = []
+        if any(hit.kind != "tool" or exposure.mode != "meta" for hit in answer.tools):
+            catalog.ensure_current()  # once, not per hit
         for hit in answer.tools:
             if hit.kind == "tool":
                 if exposure.mode != "meta":
-                    hit.direct_name = catalog.exposed_name(hit.server, hit.tool)
+                    hit.direct_name = catalog.learned_name(hit.server, hit.tool)
                     routed.append((hit.server, hit.tool))
             elif hit.kind == "prompt":
-                hit.direct_name = catalog.exposed_name(hit.server, hit.tool)
+                hit.direct_name = catalog.learned_name(hit.server, hit.tool)
             elif hit.uri:
-                hit.uri = catalog.host_uri(hit.server, hit.uri)
+                hit.uri = catalog.learned_uri(hit.server, hit.uri)
         self._changed = exposure.add_routed(self._key, routed)
 
     async def finish(self) -> None:
