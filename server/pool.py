@@ -74,7 +74,6 @@ from server.errors import (
     UnknownServerError,
 )
 from server.pool_settings import PoolSettings
-from server.telemetry.metrics import RESTART_AFTER
 from server.telemetry.tracing import sdk_tracing_on
 from server.validation import did_you_mean, suggest
 
@@ -154,12 +153,24 @@ class ListingGuard(Protocol):
         ...
 
 
+#: Stop reasons after which the server's next start is a restart: its process failed.
+#: A start after the copilot stopped a child on purpose (idle, evicted, replaced, ...) is not one.
+RESTART_AFTER = frozenset({"crashed", "timeout"})
+
+
 class PoolObserver(Protocol):
     """Told when children start (or fail to) and stop, with why (``server.telemetry``)."""
 
     def child_started(
-        self, server: str, config: ServerConfig, pid: int | None, seconds: float, error: BaseException | None
-    ) -> None: ...
+        self,
+        server: str,
+        config: ServerConfig,
+        pid: int | None,
+        seconds: float,
+        error: BaseException | None,
+        restart: bool = False,
+    ) -> None:
+        """``restart``: the start brought the server back after its process failed (see RESTART_AFTER)."""
 
     def child_stopped(self, server: str, reason: str, uptime: float) -> None: ...
 
@@ -912,7 +923,7 @@ class ChildPool:
         try:
             if event == "child_started":
                 seconds = (child.started_at or time.monotonic()) - child.created_at
-                self.observer.child_started(child.name, child.config, child.pid, seconds, error)
+                self.observer.child_started(child.name, child.config, child.pid, seconds, error, restart=child.restart)
             else:
                 uptime = time.monotonic() - child.started_at if child.started_at is not None else 0.0
                 self.observer.child_stopped(child.name, _end_reason(child), uptime)

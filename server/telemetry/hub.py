@@ -136,10 +136,16 @@ class Telemetry:
 
     # -- the pool's observer ------------------------------------------------------------------
     def child_started(
-        self, server: str, config: ServerConfig, pid: int | None, seconds: float, error: BaseException | None
+        self,
+        server: str,
+        config: ServerConfig,
+        pid: int | None,
+        seconds: float,
+        error: BaseException | None,
+        restart: bool = False,
     ) -> None:
         self._changed = True
-        self.metrics.child_started(server, error is None)
+        self.metrics.child_started(server, error is None, restart)
         end = time.time_ns()
         attributes = {"copilot.server": server, "copilot.transport": config.transport, "copilot.outcome": "failed" if error else "ok"}
         if pid is not None:

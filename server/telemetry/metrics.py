@@ -31,9 +31,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 UNKNOWN = "(unknown)"
-#: Stop reasons (the pool's) after which the server's next start is a restart: its process failed.
-#: A start after the copilot stopped a child on purpose (idle, evicted, replaced, ...) is not one.
-RESTART_AFTER = frozenset({"crashed", "timeout"})
 #: Seconds: tool calls range from a millisecond (warm local child) to minutes (a slow remote one).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -85,7 +82,6 @@ class CopilotMetrics:
         )
         self._readers: dict[str, tuple[str, Callable[[], float | None]]] = {}
         self.registry.register(_Gauges(self._readers))
-        self._last_stop: dict[str, str] = {}  # server -> why its last process stopped
 
     def bind_servers(self, known_servers: Callable[[], Iterable[str]]) -> None:
         """Where the configured server names come from (label values are limited to them)."""
@@ -113,15 +109,14 @@ class CopilotMetrics:
     def flagged(self, server: str) -> None:
         self.results_flagged.labels(self.server_label(server)).inc()
 
-    def child_started(self, server: str, ok: bool) -> None:
+    def child_started(self, server: str, ok: bool, restart: bool = False) -> None:
+        """``restart``: the pool's verdict, the start brought the server back after its process failed."""
         label = self.server_label(server)
         self.child_starts.labels(label, "ok" if ok else "failed").inc()
-        # The pool reports a process's stop before the start of the one replacing it.
-        if ok and self._last_stop.pop(server, None) in RESTART_AFTER:
+        if ok and restart:
             self.child_restarts.labels(label).inc()
 
     def child_stopped(self, server: str, reason: str) -> None:
-        self._last_stop[server] = reason
         label = self.server_label(server)
         self.child_stops.labels(label, reason).inc()
         if reason in ("evicted", "idle"):

@@ -43,8 +43,10 @@ class Watch:
         self.stops: list[tuple[str, str]] = []
         self._event = anyio.Event()
 
-    def child_started(self, server: str, config: ServerConfig, pid: int | None, seconds: float, error: Any) -> None:
-        self.telemetry.child_started(server, config, pid, seconds, error)
+    def child_started(
+        self, server: str, config: ServerConfig, pid: int | None, seconds: float, error: Any, restart: bool = False
+    ) -> None:
+        self.telemetry.child_started(server, config, pid, seconds, error, restart)
 
     def child_stopped(self, server: str, reason: str, uptime: float) -> None:
         self.telemetry.child_stopped(server, reason, uptime)
