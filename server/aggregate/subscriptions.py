@@ -17,8 +17,10 @@ spelling; leaving one spelling leaves the others subscribed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from contextlib import asynccontextmanager
 
+import anyio
 import anyio.abc
 
 from server.aggregate.notify import Broadcaster
@@ -42,6 +44,10 @@ class ResourceSubscriptions(PoolListener):
         self._by_session: dict[Hashable, dict[str, Target]] = {}
         #: Per child resource: how many (session, host URI) subscriptions hold it.
         self._refs: dict[Target, int] = {}
+        #: The child resources the children are subscribed to now (as far as the copilot asked).
+        self._at_child: set[Target] = set()
+        #: Per child resource being changed: whose turn it is to talk to the child about it.
+        self._turns: dict[Target, anyio.Lock] = {}
 
     async def subscribe(self, key: Hashable, uri: str, server: str, original: str) -> None:
         """Subscribe session ``key`` to ``uri``; raises the child's error if it refuses."""
@@ -49,16 +55,19 @@ class ResourceSubscriptions(PoolListener):
         if uri in subscribed:
             return
         target = (server, original)
-        if self._refs.get(target, 0) == 0:
-            await self._subscribe_at_child(target)
-        if uri in subscribed:
-            return  # the same subscription, asked twice at once: counted once
-        if self._by_session.get(key) is not subscribed:  # the session ended while the child answered
-            if self._refs.get(target, 0) == 0:
-                self._task_group.start_soon(self._unsubscribe_at_child, target)
-            return
-        self._refs[target] = self._refs.get(target, 0) + 1
-        subscribed[uri] = target
+        async with self._turn(target):
+            if uri in subscribed:
+                return  # the same subscription, asked twice at once: counted once
+            if self._by_session.get(key) is not subscribed:
+                return  # the session ended while waiting its turn
+            if target not in self._at_child:
+                await self._subscribe_at_child(target)
+                self._at_child.add(target)
+            if self._by_session.get(key) is not subscribed:  # the session ended while the child answered
+                await self._settle(target)
+                return
+            self._refs[target] = self._refs.get(target, 0) + 1
+            subscribed[uri] = target
 
     async def unsubscribe(self, key: Hashable, uri: str) -> None:
         target = self._by_session.get(key, {}).pop(uri, None)
@@ -72,10 +81,31 @@ class ResourceSubscriptions(PoolListener):
 
     async def _release(self, target: Target) -> None:
         self._refs[target] = self._refs.get(target, 1) - 1
-        if self._refs[target] > 0:
-            return
-        del self._refs[target]
-        await self._unsubscribe_at_child(target)
+        if self._refs[target] <= 0:
+            del self._refs[target]
+        async with self._turn(target):
+            await self._settle(target)
+
+    @asynccontextmanager
+    async def _turn(self, target: Target) -> AsyncIterator[None]:
+        """One subscribe or unsubscribe at a time per child resource, so the child's state
+        (``_at_child``) follows the hosts' subscriptions in the order they changed: an unsubscribe
+        still on its way must not land after a later subscribe of another host."""
+        lock = self._turns.setdefault(target, anyio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            # Released with nobody waiting (a waiter is handed the lock, so it stays locked).
+            idle = not lock.locked() and not lock.statistics().tasks_waiting
+            if idle and target not in self._refs and target not in self._at_child and self._turns.get(target) is lock:
+                del self._turns[target]
+
+    async def _settle(self, target: Target) -> None:
+        """Unsubscribe at the child if no host holds ``target`` any more (called in its turn)."""
+        if target in self._at_child and self._refs.get(target, 0) == 0:
+            self._at_child.discard(target)
+            await self._unsubscribe_at_child(target)
 
     async def _subscribe_at_child(self, target: Target) -> None:
         server, original = target
@@ -109,14 +139,22 @@ class ResourceSubscriptions(PoolListener):
             await self._broadcaster.resource_updated(host_uri, found[host_uri])
 
     def child_started(self, server: str, restart: bool) -> None:
-        if restart:
-            for target in [t for t, count in self._refs.items() if count > 0 and t[0] == server]:
+        # A new process knows no subscriptions (after a crash, or a stop for being idle).
+        gone = [target for target in self._at_child if target[0] == server]
+        self._at_child.difference_update(gone)
+        for target in sorted(gone):
+            if self._refs.get(target, 0) > 0:
                 self._task_group.start_soon(self._renew, target)
 
     async def _renew(self, target: Target) -> None:
-        try:
-            await self._subscribe_at_child(target)
-        except Exception as error:  # noqa: BLE001 -- reported; the hosts keep their subscription
-            logger.warning(
-                "could not renew the subscription to %s of restarted server '%s': %s", target[1], target[0], error
-            )
+        async with self._turn(target):
+            if target in self._at_child or self._refs.get(target, 0) == 0:
+                return  # subscribed again meanwhile, or nobody holds it any more
+            try:
+                await self._subscribe_at_child(target)
+            except Exception as error:  # noqa: BLE001 -- reported; the hosts keep their subscription
+                logger.warning(
+                    "could not renew the subscription to %s of restarted server '%s': %s", target[1], target[0], error
+                )
+                return
+            self._at_child.add(target)
