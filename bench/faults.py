@@ -446,6 +446,11 @@ async def descriptor_scenario(root: Path, sessions: int) -> tuple[int, int]:
                 initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
                 await http.post(url, json=initialized, headers={**headers, **session})
                 if index == 0:
+                    # The first session starts the copilot's start-up work (the index opened, its
+                    # threads), which holds files of its own for good: count once it is done.
+                    with anyio.fail_after(120):
+                        while "start-up work done" not in (root / "stderr.log").read_text(encoding="utf-8"):
+                            await anyio.sleep(_POLL)
                     counts.append(len(os.listdir(f"/proc/{process.pid}/fd")))
             counts.append(len(os.listdir(f"/proc/{process.pid}/fd")))
         return counts[0], counts[1]
