@@ -90,6 +90,14 @@ class CompletionService:
                 raise self._fatal from None
             except openai.OpenAIError as error:
                 raise LLMError(describe_api_error(error, self.settings.base_url)) from None
+            except ValueError as error:
+                # The client parses the body only after its retries: a reply declared JSON that is
+                # not (cut off by a proxy, an overloaded server) escaped as a JSONDecodeError
+                # traceback for the whole run. It is one failed request: the task stays unjudged.
+                raise LLMError(
+                    f"{self.settings.base_url} answered a body that is not valid JSON ({error}); "
+                    "the task stays unjudged (a rerun retries it)"
+                ) from None
             latency_ms = (time.perf_counter() - started) * 1000
         try:
             text = _reply_text(response, self.settings.base_url)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 from collections.abc import Collection
 from pathlib import Path
 
@@ -57,6 +58,7 @@ class JudgeOptions(BaseModel):
             return getattr(args, dest + name, default)
 
         env_names = _env_names(prefix)
+        _check_endpoint_limits(prefix, get("timeout"), get("max_retries"))
         llm = resolve_llm_settings(
             get("base_url"),  # type: ignore[arg-type]
             get("api_key"),  # type: ignore[arg-type]
@@ -103,6 +105,15 @@ class JudgeOptions(BaseModel):
     def judge_name(self) -> str:
         models = self.llm.models
         return models[0] if len(models) == 1 else f"jury({','.join(models)})"
+
+
+def _check_endpoint_limits(prefix: str, timeout: object, max_retries: object) -> None:
+    """Refuse limits the ``openai`` client would misread: a timeout of 0 or less made the probe
+    say "did not answer within -5 s", NaN and a negative retry count ended in tracebacks."""
+    if isinstance(timeout, float) and not (math.isfinite(timeout) and timeout > 0):
+        raise JudgeError(f"--{prefix}timeout: must be a positive number of seconds (got {timeout:g}).")
+    if isinstance(max_retries, int) and max_retries < 0:
+        raise JudgeError(f"--{prefix}max-retries: must be 0 or more (got {max_retries}).")
 
 
 def _env_names(prefix: str) -> dict[str, tuple[str, ...]]:

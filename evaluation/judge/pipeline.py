@@ -7,6 +7,7 @@ Library use (the benchmark runner): ``await judge_paths(paths, options)``.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 from pydantic import BaseModel, Field
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from evaluation.report.build import build_report
@@ -154,7 +156,57 @@ def _plan(
     return jobs, list(universe.values())
 
 
-def _progress(options: JudgeOptions) -> Progress:
+#: Off a terminal, a progress line at least every this fraction of the tasks (and at the end).
+PLAIN_PROGRESS_STEP = 0.1
+
+
+class _PlainProgress:
+    """Progress as plain lines, for stderr that is not a terminal (a log file, CI, ``| tee``).
+
+    rich draws its bar there only once, when the bar stops: a judge run of an hour logged nothing
+    until it ended. This keeps rich's ``Progress`` calls the pipeline makes and prints one line
+    about every tenth of the tasks instead.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.started = time.perf_counter()
+        self.total = 0
+        self.done = 0
+        self.next_line = 0
+
+    def __enter__(self) -> _PlainProgress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: int, tally: str = "") -> int:
+        self.total = total
+        if total:
+            self.console.print(f"judging {total} task(s)", highlight=False)
+        self.next_line = max(1, math.ceil(total * PLAIN_PROGRESS_STEP))
+        return 0
+
+    def update(self, task_id: int, advance: int = 0, tally: str = "") -> None:
+        self.done += advance
+        if not advance or self.total <= 0 or (self.done < self.next_line and self.done < self.total):
+            return
+        step = max(1, math.ceil(self.total * PLAIN_PROGRESS_STEP))
+        self.next_line = (self.done // step + 1) * step
+        elapsed = f" in {time.perf_counter() - self.started:.1f}s" if self.done >= self.total else ""
+        counts = f": {tally}" if tally else ""
+        self.console.print(
+            f"judging: {self.done} of {self.total} ({self.done * 100 // self.total}%){counts}{elapsed}",
+            highlight=False,
+            markup=False,
+        )
+
+
+def _progress(options: JudgeOptions) -> Progress | _PlainProgress:
+    console = make_console(stderr=True)
+    if options.show_progress and not console.is_terminal:
+        return _PlainProgress(console)
     return Progress(
         TextColumn("[bold]judging[/]"),
         BarColumn(),
@@ -162,7 +214,7 @@ def _progress(options: JudgeOptions) -> Progress:
         TextColumn("{task.fields[tally]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=make_console(stderr=True),
+        console=console,
         disable=not options.show_progress,
     )
 

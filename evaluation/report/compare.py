@@ -129,6 +129,22 @@ def _by_category(task_ids: list[str], category: dict[str, str], won_a: list[bool
     ]
 
 
+def _unjudged_warnings(runs: Sequence[tuple[str, Report, set[str]]]) -> list[str]:
+    """Tasks the judge never decided (its requests failed) count as failures: a difference may
+    then be the judge endpoint's, not the agents'. Said first, before the figures it affects."""
+    warnings = []
+    for name, report, common in runs:
+        unjudged = [task_id for task_id in report.not_judged if task_id in common]
+        if unjudged:
+            listed = ", ".join(unjudged[:5]) + (", ..." if len(unjudged) > 5 else "")
+            warnings.append(
+                f"UNJUDGED: {len(unjudged)} of the compared tasks of {name} were never judged (the judge's requests "
+                f"failed: {listed}) and count as failures here; rerun the judge on that run (it retries only "
+                "those tasks), then compare again."
+            )
+    return warnings
+
+
 def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
     """Paired comparison on the tasks both runs hold; raises :class:`CompareError` when there are none."""
     rows_a = {row.task_id: row for row in a.tasks}
@@ -156,6 +172,7 @@ def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float
             f"comparison uses those only ({len(missing_in_b)} only in {name_a}, {len(missing_in_a)} only in {name_b})."
             + (" With so little overlap the comparison says little about the runs as a whole." if overlap < LOW_OVERLAP else "")
         )
+    warnings += _unjudged_warnings([(name_a, a, set(task_ids)), (name_b, b, set(task_ids))])
     if (a.judge.models, a.judge.prompt, a.judge.prompt_version) != (b.judge.models, b.judge.prompt, b.judge.prompt_version):
         warnings.append(
             f"the runs were judged differently ({', '.join(a.judge.models)}/{a.judge.prompt} vs "
@@ -197,7 +214,7 @@ def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float
 
 def render(comparison: Comparison, a: Report, b: Report) -> str:
     c = comparison
-    out = [f"WARNING: {warning}" for warning in c.warnings if warning.startswith("ONLY")]
+    out = [f"WARNING: {warning}" for warning in c.warnings if warning.startswith(("ONLY", "UNJUDGED"))]
     out += [
         f"A = {c.run_a}: {c.success_a}/{c.n_tasks} = {c.rate_a:.1%} (95% CI {c.ci95_a[0]:.1%}-{c.ci95_a[1]:.1%})",
         f"B = {c.run_b}: {c.success_b}/{c.n_tasks} = {c.rate_b:.1%} (95% CI {c.ci95_b[0]:.1%}-{c.ci95_b[1]:.1%})",

@@ -62,6 +62,9 @@ class Entry(BaseModel):
     on_frontier: bool = False
     #: task id -> solved (a repeated run: solved in most repeats).
     outcomes: dict[str, bool] = Field(default_factory=dict)
+    #: Tasks the judge never decided (its requests failed), counted as failures; for repeated
+    #: runs, task attempts.
+    not_judged: int = 0
 
 
 class FrontierStep(BaseModel):
@@ -138,6 +141,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
             prompt=first.prompt if first else "",
             judge_key=(first.judge_config or f"{first.judge}/{first.prompt}") if first else "",
             outcomes={t.task_id: t.successes * 2 > t.n for t in repeats.tasks},
+            not_judged=sum(t.outcomes.count("not_judged") for t in repeats.tasks),
         )
     try:
         report = load_report(directory)
@@ -168,6 +172,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
         prompt=report.judge.prompt,
         judge_key=_judge_key(report),
         outcomes={row.task_id: row.verdict == "success" for row in report.tasks},
+        not_judged=len(report.not_judged),
     )
 
 
@@ -220,6 +225,13 @@ def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Lea
         warnings.append(
             f"the runs were judged by different judges or prompts ({listed}): their success rates are not comparable; "
             "judge them again with the same --model and --prompt."
+        )
+    unjudged = [e for e in entries if e.not_judged]
+    if unjudged:
+        listed = ", ".join(f"{e.name}: {e.not_judged} of {e.n_tasks * e.repeats}" for e in unjudged)
+        warnings.append(
+            f"tasks never judged (the judge's requests failed) count as failures ({listed}): those rates are lower bounds; "
+            "rerun the judge on those runs (it retries only the unjudged tasks), then the leaderboard."
         )
     missing = [e.name for e in entries if getattr(e, axis) is None]
     if missing:

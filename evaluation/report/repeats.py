@@ -149,6 +149,13 @@ def _warnings(reports: Sequence[Report], names: Sequence[str]) -> list[str]:
     universes = {frozenset(row.task_id for row in r.tasks) for r in reports}
     if len(universes) > 1:
         warnings.append("the repeats hold different task sets; a task missing from a repeat counts as a failed attempt.")
+    unjudged = [f"{name}: {len(r.not_judged)}" for name, r in zip(names, reports, strict=True) if r.not_judged]
+    if unjudged:
+        # The judge's failed requests, not the agent's: pass@k would be too low with no word of why.
+        warnings.append(
+            f"tasks never judged (the judge's requests failed) count as failed attempts ({', '.join(unjudged)}); "
+            "rerun the judge (it retries only those tasks)."
+        )
     agents = {(r.agent, r.model) for r in reports if r.agent}
     if len(agents) > 1:
         warnings.append(f"the repeats were run by different agents or models ({sorted(map(str, agents))}).")

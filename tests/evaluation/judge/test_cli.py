@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.judge.cli import main
-from evaluation.judge.options import JudgeOptions, add_judge_arguments
+from evaluation.judge.options import JudgeError, JudgeOptions, add_judge_arguments
 from tests.evaluation.judge_helpers import (
     livemcpbench_entry,
     task_entry,
@@ -178,6 +178,35 @@ def test_bad_task_file_and_bad_option(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 2 and "--concurrency" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--timeout", "0", "--timeout: must be a positive number of seconds (got 0)."),
+        ("--timeout", "-5", "--timeout: must be a positive number of seconds (got -5)."),
+        ("--timeout", "nan", "--timeout: must be a positive number of seconds (got nan)."),
+        ("--max-retries", "-1", "--max-retries: must be 0 or more (got -1)."),
+    ],
+)
+def test_endpoint_limits_that_cannot_work_are_refused_before_any_request(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, says: str
+) -> None:
+    # Once: "did not answer within -5 s" for a live endpoint, tracebacks for nan and -1.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "q")
+    code = main([str(logs), option, value, *_common(tmp_path, llm.base_url)])
+    assert code == 2 and capsys.readouterr().err == f"error: {says}\n"
+    assert llm.requests == [] and not (logs / "judge").exists()
+
+
+def test_prefixed_endpoint_limits_name_the_runner_option() -> None:
+    parser = argparse.ArgumentParser()
+    add_judge_arguments(parser, prefix="judge-")
+    args = parser.parse_args(["--judge-model", "m", "--judge-timeout", "0"])
+    with pytest.raises(JudgeError, match="^--judge-timeout: must be a positive number"):
+        JudgeOptions.from_args(args, prefix="judge-")
+
+
 def test_a_tools_file_or_task_list_of_the_wrong_shape_is_one_line_before_any_judging(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -272,3 +301,47 @@ def test_several_run_directories_are_judged_as_repeats(tmp_path: Path, capsys) -
     assert [r["name"] for r in report["repeats"]] == ["monday", "tuesday"]
     assert report["tasks"][0]["outcomes"] == ["success", "failure"] and report["pass_at_k"]["2"] == 1.0
     assert (runs[0] / "judge" / "report.json").is_file()
+
+
+def test_progress_off_a_terminal_is_plain_lines_as_tasks_finish(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # rich draws its bar off a terminal only once, when it stops: a judge run logged to a file
+    # showed nothing until it ended. capsys's stderr is not a terminal.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(20):
+        write_copilot_log(logs / f"t{i:02}.jsonl", f"t{i:02}", f"question {i}")
+    llm.handler = lambda request: Reply(content="Status: success")
+    common = [arg for arg in _common(tmp_path, llm.base_url) if arg != "--no-progress"]
+    assert main([str(logs), "--concurrency", "3", *common]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "judging 20 task(s)"
+    steps = [line for line in lines if line.startswith("judging: ")]
+    assert [line.split(" (")[0] for line in steps] == [f"judging: {n} of 20" for n in range(2, 21, 2)]
+    assert steps[0] == "judging: 2 of 20 (10%): success 2"
+    assert steps[-1].startswith("judging: 20 of 20 (100%): success 20 in ") and steps[-1].endswith("s")
+    assert not any("━" in line for line in lines)  # no bar drawn at the end either
+    assert main([str(logs), *common]) == 0  # all done already: no progress lines at all
+    assert not any(line.startswith("judging") for line in capsys.readouterr().err.splitlines())
+
+
+def test_repeats_with_unjudged_tasks_say_so(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A repeat whose judge requests failed counted those tasks as failed attempts: pass@k too low
+    # in repeats.json/.md with no word of why.
+    runs = []
+    for day in ("monday", "tuesday"):
+        run = tmp_path / day
+        run.mkdir()
+        write_copilot_log(run / "t.jsonl", "t", "question t", answer=f"answer on {day}")
+        runs.append(run)
+    llm.handler = lambda request: Reply(status=500) if "tuesday" in str(request) else Reply(content="Status: success")
+    args = [*map(str, runs), "--repeats", "--out", str(tmp_path / "both"), "--max-retries", "0"]
+    assert main([*args, *_common(tmp_path, llm.base_url)]) == 1
+    report = json.loads((tmp_path / "both" / "repeats.json").read_text())
+    assert report["tasks"][0]["outcomes"] == ["success", "not_judged"]
+    [warning] = [w for w in report["warnings"] if w.startswith("tasks never judged")]
+    assert "(tuesday: 1)" in warning
+    assert f"warning: {warning}" in " ".join(capsys.readouterr().err.split())

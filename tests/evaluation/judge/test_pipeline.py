@@ -357,6 +357,22 @@ async def test_a_reply_without_text_is_a_failed_request_not_a_cached_abstain(
     assert rerun.judged_now == 1 and rerun.success == 1 and rerun.exit_code == 0
 
 
+@pytest.mark.parametrize("body", [b'{"choices": [{"message": {"content": "Stat', b"{not json", b""], ids=["cut", "bad", "empty"])
+async def test_a_reply_that_is_not_valid_json_is_a_failed_request(
+    llm: ScriptedOpenAI, tmp_path: Path, body: bytes
+) -> None:
+    # A body declared JSON that does not parse (a proxy cutting the reply) once escaped as a
+    # JSONDecodeError traceback for the whole run.
+    logs = _logs(tmp_path, "t1", "t2")
+    llm.handler = lambda request: Reply(raw=("application/json", body))
+    failed = await judge_paths([logs], _options(llm, tmp_path, max_retries=0))
+    assert sorted(f.task_id for f in failed.errors) == ["t1", "t2"] and failed.exit_code == 1
+    assert all("not valid JSON" in f.error and llm.base_url in f.error for f in failed.errors)
+    llm.handler = lambda request: Reply(content="Status: success")
+    rerun = await judge_paths([logs], _options(llm, tmp_path))
+    assert rerun.judged_now == 2 and rerun.success == 2 and rerun.exit_code == 0
+
+
 async def test_tasks_outside_the_list_are_reported_not_judged(llm: ScriptedOpenAI, tmp_path: Path) -> None:
     logs = _logs(tmp_path, "t1", "t2")
     write_copilot_log(logs / "zz.jsonl", "zz", "question zz")

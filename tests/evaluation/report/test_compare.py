@@ -106,3 +106,30 @@ async def test_runs_without_common_tasks_are_refused(
     assert main([str(a), str(b)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "have no task in common (5 and 5 tasks)" in err
+
+
+async def test_tasks_the_judge_never_decided_are_called_out_first(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Their "not_judged" counted as failures: B "won" tasks A's judge never saw, with no warning.
+    categories = {f"t{i}": "work" for i in range(6)}
+    a_logs = tmp_path / "a"
+    a_logs.mkdir()
+    for task_id in categories:
+        write_copilot_log(a_logs / f"{task_id}.jsonl", task_id, f"question {task_id}")
+    tasks = write_tasks(tmp_path / "tasks-a.json", [task_entry(t, f"question {t}", c) for t, c in categories.items()])
+    llm.handler = lambda request: (
+        Reply(status=500) if question_of(request) in {"question t0", "question t1"} else Reply(content="Status: success")
+    )
+    summary = await judge_paths(
+        [a_logs], options(llm, tmp_path, tasks_file=tasks, out_dir=a_logs / "judge", cache_dir=tmp_path / "c", max_retries=0)
+    )
+    assert sorted(f.task_id for f in summary.errors) == ["t0", "t1"]
+    b = await _judged_run(llm, tmp_path, "b", set(categories), categories)
+    assert main([str(summary.out_dir), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"WARNING: UNJUDGED: 2 of the compared tasks of {summary.out_dir} were never judged (the judge's requests "
+        "failed: t0, t1) and count as failures here; rerun the judge on that run"
+    )
+    assert not any(w.startswith("UNJUDGED") and str(b) in w for w in json.loads((tmp_path / "cmp.json").read_text())["warnings"])

@@ -135,3 +135,27 @@ async def test_a_run_with_no_success_and_runs_over_different_tasks(llm: Scripted
     [warning] = [w for w in board["warnings"] if "different task sets" in w]
     assert "copilot none-m: 20" in warning and "copilot other-m: 3" in warning and "3 in all" in warning
     assert (out / "leaderboard.png").stat().st_size > 0
+
+
+async def test_runs_with_unjudged_tasks_are_flagged(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    # A judge endpoint that failed on some tasks left them "not judged", counted as failures: the
+    # board ranked that run lower with no word of why.
+    good = await judged_run(llm, tmp_path, "good-m", 0.05, 15)
+    flaky = tmp_path / "flaky-m"
+    flaky.mkdir()
+    for task in TASKS:
+        write_copilot_log(flaky / f"{task}.jsonl", task, f"question {task}", agent="copilot", model="flaky-m",
+                          usage=[(1000, 100, 0.01)])
+    tasks = write_tasks(tmp_path / "tasks-flaky.json", [task_entry(t, f"question {t}") for t in TASKS])
+    failing = {"question t00", "question t01", "question t02"}
+    llm.handler = lambda request: Reply(status=500) if question_of(request) in failing else Reply(content="Status: success")
+    await judge_paths(
+        [flaky], options(llm, tmp_path, tasks_file=tasks, out_dir=flaky / "judge", cache_dir=tmp_path / "cache", max_retries=0)
+    )
+    assert main([str(good), str(flaky), "--out", str(tmp_path / "board")]) == 0
+    board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
+    entries = {e["name"]: e for e in board["entries"]}
+    assert (entries["copilot flaky-m"]["not_judged"], entries["copilot good-m"]["not_judged"]) == (3, 0)
+    [warning] = [w for w in board["warnings"] if w.startswith("tasks never judged")]
+    assert "(copilot flaky-m: 3 of 20)" in warning and "rerun the judge" in warning
+    assert f"- warning: {warning}" in (tmp_path / "board" / "leaderboard.md").read_text()
