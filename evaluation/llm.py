@@ -105,6 +105,17 @@ def make_client(
     )
 
 
+#: The longest the ``openai`` client waits between two attempts: a server's ``Retry-After`` is
+#: followed up to two minutes (``openai._constants.MAX_RETRY_AFTER_DELAY``).
+RETRY_WAIT_CAP = 120.0
+
+
+def request_deadline(timeout: float, max_retries: int) -> float:
+    """Seconds one request may take in all: each attempt's timeout and the waits between them
+    (the client's ``timeout`` bounds each read of the reply, not the whole of it)."""
+    return timeout * (max_retries + 1) + RETRY_WAIT_CAP * max_retries
+
+
 def client_for(settings: LLMSettings) -> openai.AsyncOpenAI:
     return make_client(settings.base_url, settings.api_key, settings.timeout, settings.max_retries)
 

@@ -17,7 +17,15 @@ import openai
 from pydantic import BaseModel
 
 from evaluation.judge.cache import CachedCompletion, CompletionCache, request_key
-from evaluation.llm import EndpointError, LLMError, LLMSettings, client_for, describe_api_error, probe_endpoint
+from evaluation.llm import (
+    EndpointError,
+    LLMError,
+    LLMSettings,
+    client_for,
+    describe_api_error,
+    probe_endpoint,
+    request_deadline,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,12 +83,21 @@ class CompletionService:
                 raise self._fatal
             started = time.perf_counter()
             self.requests += 1
+            deadline = request_deadline(self.settings.timeout, self.settings.max_retries)
             try:
-                response = await self._client.chat.completions.create(
-                    model=model,
-                    messages=messages,
-                    temperature=TEMPERATURE,  # type: ignore[arg-type]
-                )
+                # The client's timeout bounds each read, not the request: a server that sends a
+                # byte now and then (a proxy keeping a dead upstream alive) would hold it forever.
+                with anyio.fail_after(deadline):
+                    response = await self._client.chat.completions.create(
+                        model=model,
+                        messages=messages,
+                        temperature=TEMPERATURE,  # type: ignore[arg-type]
+                    )
+            except TimeoutError:
+                raise LLMError(
+                    f"{self.settings.base_url} did not finish its answer within {deadline:g} s ({self.settings.timeout:g} s "
+                    f"per attempt, {self.settings.max_retries} retries); the task stays unjudged (a rerun retries it)"
+                ) from None
             except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as error:
                 # Every further request would fail the same way: stop the run, keep what is done.
                 self._fatal = EndpointError(

@@ -41,6 +41,7 @@ class Reply:
     status: int = 200
     delay: float = 0.0
     hang: bool = False
+    trickle: bool = False  # send the headers, then a byte of the body now and then, never all of it
     headers: dict[str, str] = field(default_factory=dict)
     prompt_tokens: int = 10
     completion_tokens: int = 5
@@ -109,6 +110,22 @@ class ScriptedOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _trickle(self) -> None:
+                # Whitespace is valid before a JSON body: each byte restarts the client's read
+                # timeout, and the body never ends (as a proxy keeping a dead upstream alive).
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "1000000")
+                self.end_headers()
+                for _ in range(6000):  # at most ~120 s
+                    if outer._released.wait(timeout=0.02):
+                        return
+                    try:
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                    except OSError:
+                        return  # the client gave up
+
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
@@ -124,6 +141,9 @@ class ScriptedOpenAI:
                 reply = outer._next_reply(body)
                 if reply.hang:
                     outer._released.wait(timeout=120)
+                    return
+                if reply.trickle:
+                    self._trickle()
                     return
                 if reply.delay:
                     outer._released.wait(timeout=reply.delay)

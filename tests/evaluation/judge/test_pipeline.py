@@ -373,6 +373,17 @@ async def test_a_reply_that_is_not_valid_json_is_a_failed_request(
     assert rerun.judged_now == 2 and rerun.success == 2 and rerun.exit_code == 0
 
 
+async def test_an_answer_that_never_ends_is_bounded_by_the_timeout(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    # Each trickled byte restarts the client's read timeout: without a bound on the whole
+    # request the judge waited as long as the server kept sending.
+    logs = _logs(tmp_path, "t1")
+    llm.handler = lambda request: Reply(trickle=True)
+    with anyio.fail_after(60):
+        failed = await judge_paths([logs], _options(llm, tmp_path, max_retries=0, timeout=1.0))
+    assert [f.task_id for f in failed.errors] == ["t1"] and failed.exit_code == 1
+    assert "did not finish its answer within 1 s" in failed.errors[0].error
+
+
 async def test_tasks_outside_the_list_are_reported_not_judged(llm: ScriptedOpenAI, tmp_path: Path) -> None:
     logs = _logs(tmp_path, "t1", "t2")
     write_copilot_log(logs / "zz.jsonl", "zz", "question zz")
