@@ -173,9 +173,10 @@ async def _initialize(
     if scope.cancelled_caught:
         where = config.display_target
         lines = tail()
+        unended = config.redact(streams.process.unterminated_stdout()) if streams.process is not None else ""
         raise InitializeTimeoutError(
             f"server '{name}' ({where}) did not answer initialize within {init_timeout:g}s; it may be "
-            f"waiting for input, downloading, or hung.{format_tail(lines)}",
+            f"waiting for input, downloading, or hung.{unended}{format_tail(lines)}",
             server=name,
             stderr_tail=lines,
         )
@@ -195,9 +196,10 @@ async def _initialize(
     returncode = await streams.process.wait_exit(2.0)
     what = f"exited with {describe_exit(returncode)}" if returncode is not None else "closed its stdout without exiting"
     lines = tail()
+    unended = config.redact(streams.process.unterminated_stdout())
     raise ChildExitedError(
         f"server '{name}' ({command_line}) {what} before answering "
-        f"initialize.{format_tail(lines)}\nFull log: {streams.process.log_path}",
+        f"initialize.{unended}{format_tail(lines)}\nFull log: {streams.process.log_path}",
         server=name,
         returncode=returncode,
         stderr_tail=lines,
@@ -281,7 +283,7 @@ async def open_session(
                     stdio_streams(config, workdir, stderr_path, max_message_bytes, shutdown_grace, on_spawn, root)
                 )
             else:
-                streams = await stack.enter_async_context(remote_streams(config))
+                streams = await stack.enter_async_context(remote_streams(config, max_message_bytes))
             given = callbacks or ClientCallbacks()
             session = await stack.enter_async_context(
                 ClientSession(

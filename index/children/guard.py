@@ -6,12 +6,18 @@ runs no cleanup at all; and a host that signals only the copilot's pid never rea
 So, for every stdio child:
 
 - on Linux it starts through :mod:`index.children.exec_guard`, which sets ``PR_SET_PDEATHSIG``
-  (SIGKILL when the copilot dies) and then ``exec``s the server's command;
+  (SIGKILL when the copilot dies) and ``PR_SET_CHILD_SUBREAPER`` (what it double-forks stays in
+  its tree) and then ``exec``s the server's command;
 - its environment carries ``MCP_COPILOT_CHILD=<copilot tag>:<n>``, which whatever it starts
   inherits, so its descendants can be found even after they left its group and its tree;
 - it is registered with one watchdog process per copilot (:mod:`index.children.watchdog`), which
   records its descendant tree while it runs and kills groups, trees and tagged processes as soon
   as the copilot exits, SIGKILL included.
+
+Before the first child starts, the process that starts it gets the copilot's protection of its
+secrets on Linux (:meth:`ChildGuard.protect_owner`, :mod:`index.children.secrecy`): otherwise a child reads
+its parent's secrets in ``/proc/<ppid>/environ``. The copilot's start-up does this itself; this
+covers every other process that starts children through here, such as ``python -m index crawl``.
 
 :func:`child_guard` is the process-wide instance. Its :meth:`ChildGuard.kill_all` is synchronous
 (signal handlers, ``atexit``), and :meth:`ChildGuard.close` stops the watchdog on a clean exit.
@@ -20,6 +26,7 @@ So, for every stdio child:
 from __future__ import annotations
 
 import atexit
+import ctypes
 import itertools
 import logging
 import os
@@ -32,7 +39,10 @@ from contextlib import suppress
 from pathlib import Path
 
 import psutil
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from index.children.secrecy import protect_secrets
 from index.children.watchdog import TAG_VARIABLE, tagged
 
 __all__ = ["TAG_VARIABLE", "ChildGuard", "child_guard", "descendants", "kill_tree"]
@@ -42,6 +52,21 @@ logger = logging.getLogger(__name__)
 _HERE = Path(__file__).resolve().parent
 #: Seconds the watchdog gets to sweep and exit after a clean ``close``.
 _WATCHDOG_EXIT_WAIT = 3.0
+PR_GET_DUMPABLE = 3
+
+
+class _ProtectSetting(BaseSettings):
+    """``COPILOT_PROTECT_PROCESS`` read as the copilot's settings read it (environment, ``.env``)."""
+
+    model_config = SettingsConfigDict(env_prefix="COPILOT_", env_file=".env", extra="ignore")
+    protect_process: bool = True
+
+
+def _protection_wanted() -> bool:
+    try:
+        return _ProtectSetting().protect_process
+    except (ValidationError, SettingsError):
+        return True  # the copilot refuses to start on a bad value; anything else errs on the safe side
 
 
 def pdeathsig_available() -> bool:
@@ -89,6 +114,22 @@ class ChildGuard:
         self._children: dict[int, str] = {}  # leader pid -> its tag
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
+        self._protection_checked = False
+
+    # -- before the first child -----------------------------------------------------------------
+    def protect_owner(self) -> None:
+        """Keep this process's secrets from its children before the first one starts (Linux).
+
+        A no-op when it is non-dumpable already (the copilot's start-up protected it). Otherwise
+        ``index.children.secrecy.protect_secrets``: the secrets in ``/proc/<pid>/environ`` are blanked and,
+        unless ``COPILOT_PROTECT_PROCESS`` is false, the process becomes non-dumpable. Once per process.
+        """
+        if self._protection_checked or not pdeathsig_available():
+            return
+        self._protection_checked = True
+        if ctypes.CDLL(None, use_errno=True).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0:
+            return
+        protect_secrets(non_dumpable=_protection_wanted())
 
     # -- starting a child -----------------------------------------------------------------------
     def new_tag(self) -> str:

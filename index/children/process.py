@@ -84,6 +84,10 @@ class ChildProcess:
         self.tag = tag
         self.junk_lines = 0
         self.oversized_lines = 0
+        #: Bytes of the stdout line the child has begun and not ended (kept current by the stdout
+        #: reader) and its first bytes: a reply written without its newline is never read.
+        self.unterminated_bytes = 0
+        self.unterminated_head = b""
         self.log: IO[bytes] | None = None
         #: How closing treats it: seconds to exit after stdin closes, then seconds between SIGTERM and
         #: SIGKILL. The pool shortens both when the copilot exits (the host kills it 2 s after stdin).
@@ -187,6 +191,17 @@ class ChildProcess:
         self.log_offset = 0
         self.note(f"log rotated at {size:,} bytes: its last {max_bytes:,} bytes are in {backup.name}")
         return True
+
+    def unterminated_stdout(self) -> str:
+        """A sentence about a stdout line the child began and never ended, or ``""``."""
+        if not self.unterminated_bytes:
+            return ""
+        shown = self.unterminated_head.decode("utf-8", "replace")
+        more = "…" if self.unterminated_bytes > len(self.unterminated_head) else ""
+        return (
+            f" It wrote {self.unterminated_bytes:,} bytes to stdout without ending the line ({shown!r}{more}); "
+            "an MCP stdio server must end every message with a newline, and a line is read only then."
+        )
 
     def stderr_tail(self, max_lines: int = 15, max_chars: int = 300) -> list[str]:
         """The last lines this child wrote to its stderr log during this session."""

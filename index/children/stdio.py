@@ -143,6 +143,7 @@ async def stdio_streams(
         log.flush()
         log_offset = log.tell()
         guard = child_guard()
+        guard.protect_owner()  # before the child can look at /proc/<its parent>/environ
         tag = env[TAG_VARIABLE] = guard.new_tag()
         try:
             # The spawn and the task group below have no await between them, so a cancellation

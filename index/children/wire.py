@@ -236,6 +236,9 @@ class StdoutReader:
                             head, tail = bytes(buffer[:_SNIPPET]), bytes(buffer[-_SNIPPET:])
                             buffer = bytearray()
                     if newline < 0:
+                        # What a timeout reports: a child that wrote its reply without the newline.
+                        self.child.unterminated_bytes = dropped if discarding else len(buffer)
+                        self.child.unterminated_head = head[:_SHOWN] if discarding else bytes(buffer[:_SHOWN])
                         break
                     start = newline + 1
                     if discarding:
