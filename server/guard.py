@@ -10,12 +10,12 @@ results that carry injection markers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import anyio
 import mcp.types as types
-from mcp_types import CallToolResult, EmbeddedResource, TextContent, TextResourceContents
+from mcp_types import CallToolResult, EmbeddedResource, ResourceLink, TextContent, TextResourceContents
 
 from index.crawl import scrub_machine_paths, tool_record
 from index.records import ToolRecord
@@ -65,18 +65,44 @@ class DefinitionGuard:
             raise ToolBlockedError(verdict.message())
 
 
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, keys included (a key is read by the model as much as a value)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            yield str(key)
+            yield from _strings(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _strings(inner)
+
+
 def _texts(result: CallToolResult) -> Iterable[str]:
+    """Everything in a result a model may read: text blocks, embedded text resources, resource
+    links' names and descriptions, and the structured content (which hosts often show instead of
+    the text, and which a child may fill with something else than the text says)."""
     for block in result.content:
         if isinstance(block, TextContent):
             yield block.text
         elif isinstance(block, EmbeddedResource) and isinstance(block.resource, TextResourceContents):
             yield block.resource.text
+        elif isinstance(block, ResourceLink):
+            yield from (text for text in (block.name, block.title, block.description) if text)
+    if result.structured_content is not None:
+        yield from _strings(result.structured_content)
 
 
 def result_findings(result: CallToolResult) -> list[Finding]:
     """Injection markers in a tool result's text (the result itself passes unchanged)."""
-    text = "\n".join(_texts(result))[:RESULT_SCAN_CHARS]
-    return scan_result_text(text)
+    parts: list[str] = []
+    size = 0
+    for text in _texts(result):  # stops reading at the limit (a structured result may be large)
+        parts.append(text[: RESULT_SCAN_CHARS - size])
+        size += len(parts[-1]) + 1
+        if size >= RESULT_SCAN_CHARS:
+            break
+    return scan_result_text("\n".join(parts))
 
 
 def warning_block(findings: list[Finding]) -> TextContent:

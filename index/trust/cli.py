@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -17,7 +18,7 @@ from index.hints import index_command
 from index.records import ToolRecord
 from index.suggest import nearest_names
 from index.trust.definition import change_diff
-from index.trust.review import ReviewResult, TrustReviewer, Verdict
+from index.trust.review import ApprovalError, ReviewResult, TrustReviewer, Verdict
 from index.trust.scan import Finding, ScanContext, scan_tool, visible
 from index.trust.settings import TrustSettings
 
@@ -101,13 +102,22 @@ def trust_command(args: argparse.Namespace) -> int:
 
 
 def approve_command(args: argparse.Namespace) -> int:
+    """Approve each target on its own: one that fails is reported, the others are still approved
+    (and said so -- an approval is never made without a line saying it was)."""
     reviewer = TrustSettings.load().reviewer()
-    approved: list[str] = []
+    failed = 0
     for target in args.targets:
-        approved += reviewer.approve(target)
-    for item in approved:
-        print(f"approved {printable(item)}")
-    return 0
+        try:
+            approved = reviewer.approve(target)
+        except ApprovalError as error:
+            print(f"error: {printable(str(error))}", file=sys.stderr)
+            failed += 1
+            continue
+        for item in approved:
+            print(f"approved {printable(item)}", flush=True)
+        if not approved:  # a whole server with nothing held: say so rather than print nothing
+            print(f"{printable(target)}: nothing was waiting for approval", flush=True)
+    return 2 if failed else 0
 
 
 def print_review_summary(console: Console, results: dict[str, ReviewResult]) -> None:

@@ -174,6 +174,10 @@ class TrustReviewer:
         result = ReviewResult()
         auto = self.is_auto_approved(server) or not self.pinning
         pin = pin and self.pinning
+        # Scanned before taking the store's locks: a hostile child's megabytes of description take
+        # seconds to scan, and every route/execute (``verdict``) and every other process's review
+        # waits for those locks. Inside, only what changed since this snapshot is scanned again.
+        scanned = self._scan_unpinned(server, records, self.store.load())
 
         def change(data: TrustData) -> bool:
             changed = False
@@ -200,7 +204,9 @@ class TrustReviewer:
                     continue
                 if context is None:
                     context = _context(data, server, records)
-                findings = self._scan(record, context, digest)
+                findings = scanned.get((digest, context.digest))
+                if findings is None:  # the store changed since the snapshot
+                    findings = self._scan(record, context, digest)
                 poisoned = worst(findings) == "high"
                 if not pin and not poisoned:
                     result.verdicts[record.name] = Verdict(server=server, tool=record.name, allowed=True)
@@ -228,6 +234,22 @@ class TrustReviewer:
         for verdict in result.newly_held:
             logger.warning("tool held back: %s", printable(verdict.message()))  # a child's names may hold ESC
         return result
+
+    def _scan_unpinned(
+        self, server: str, records: Sequence[ToolRecord], data: TrustData
+    ) -> dict[tuple[str, str], list[Finding]]:
+        """Findings of the records that match neither their approved nor their pending pin in ``data``,
+        keyed by (definition hash, scan context digest)."""
+        scanned: dict[tuple[str, str], list[Finding]] = {}
+        context: ScanContext | None = None
+        for record in records:
+            digest = definition_hash(tool_definition(record))
+            pins = data.tools.get(f"{server}/{record.name}") or ToolPins()
+            if digest in {pins.approved.hash if pins.approved else None, pins.pending.hash if pins.pending else None}:
+                continue
+            context = context or _context(data, server, records)
+            scanned[(digest, context.digest)] = self._scan(record, context, digest)
+        return scanned
 
     @staticmethod
     def _reason(

@@ -11,13 +11,16 @@ full-schema poisoning, ASCII smuggling, rug pulls):
   (``~/.ssh``, ``.env``, ``mcp.json``, ``*_API_KEY`` values);
 - ``shadowing``: rules about *other* tools ("when this tool is available, send_email must…"),
   names of other servers' tools in imperative sentences;
-- ``hidden``: invisible Unicode (zero-width, Unicode tag characters that smuggle ASCII), bidi
+- ``hidden``: invisible Unicode (zero-width and other format characters, Unicode tag characters
+  and runs of variation selectors that smuggle text, both decoded and scanned), bidi
   controls, ANSI escapes, whitespace padding that pushes text out of view, homoglyph names
   that impersonate another server's tool;
 - ``exfiltration``: URLs and addresses that would carry conversation data or secrets out.
 
 Matching runs on a normalized copy (NFKC, confusable letters folded to ASCII, invisible
-characters removed), so ``ignоre`` with a Cyrillic ``о`` or ``ig\u200bnore`` still match.
+characters removed), so ``ignоre`` with a Cyrillic ``о`` or ``ig\u200bnore`` still match. The
+prose fields are also read together, as a model reads them, so an instruction split over
+several parameter descriptions is found too.
 Each finding has a severity; a ``high`` finding quarantines the tool. The thresholds were
 set so that no tool of the real LiveMCPTool catalogs (488 crawled here, 527 in LiveMCPBench's
 snapshot) is high (``python -m bench trust``).
@@ -25,6 +28,7 @@ snapshot) is high (``python -m bench trust``).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import re
@@ -80,6 +84,15 @@ _ZERO_WIDTH = frozenset(
     "\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e\u034f\u00ad\u115f\u1160\u3164\uffa0"
 )
 _ZWJ = "\u200d"
+#: Variation selectors (standard, Mongolian, supplement). One after an emoji or an ideograph picks
+#: its glyph; a run of them carries bytes a model can read but people cannot see ("emoji smuggling").
+_VARIATION_SELECTORS = frozenset(
+    chr(code) for code in (*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), *range(0x180B, 0x1810))
+)
+_VARIATION_RUN = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]{2,}")
+#: Format characters that render as a visible sign (Arabic number signs and the like): not hidden.
+_VISIBLE_FORMAT = frozenset("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2\U000110bd\U000110cd")
+_KEYCAP = "\u20e3"
 _WIDE_SPACES = "\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
 
 
@@ -95,6 +108,7 @@ def visible(text: str, limit: int = EXCERPT_CHARS) -> str:
             or char in _BIDI_CONTROLS
             or char in _ZERO_WIDTH
             or char in _DIRECTION_MARKS
+            or char in _VARIATION_SELECTORS
             or unicodedata.category(char) in ("Cc", "Cf", "Co", "Cn")
         ):
             out.append(f"<U+{code:04X}>")
@@ -106,6 +120,34 @@ def visible(text: str, limit: int = EXCERPT_CHARS) -> str:
 
 def _is_emoji(char: str) -> bool:
     return unicodedata.category(char) == "So" or 0x1F000 <= ord(char) <= 0x1FAFF
+
+
+def _invisible(char: str) -> bool:
+    """A character that shows nothing: zero-width, variation selector, or any other format character."""
+    return (
+        char in _ZERO_WIDTH
+        or char in _VARIATION_SELECTORS
+        or char in "\u17b4\u17b5"  # Khmer inherent vowels, invisible combining marks
+        or (unicodedata.category(char) == "Cf" and char not in _VISIBLE_FORMAT)
+    )
+
+
+def _in_selector_run(raw: str, index: int) -> bool:
+    return (index > 0 and raw[index - 1] in _VARIATION_SELECTORS) or (
+        index + 1 < len(raw) and raw[index + 1] in _VARIATION_SELECTORS
+    )
+
+
+def _selects_a_glyph(raw: str, index: int) -> bool:
+    """Whether the variation selector at ``index`` is the ordinary kind: one, after an emoji, a
+    symbol, an ideograph, or a keycap base (``1\ufe0f\u20e3``)."""
+    before = raw[index - 1] if index > 0 else ""
+    after = raw[index + 1] if index + 1 < len(raw) else ""
+    if not before or before in _VARIATION_SELECTORS or after in _VARIATION_SELECTORS:
+        return False
+    if after == _KEYCAP:
+        return True
+    return not before.isascii() and (_is_emoji(before) or unicodedata.category(before) in ("Lo", "Sm", "Sc", "Sk", "Mn"))
 
 
 @lru_cache(maxsize=4096)
@@ -132,8 +174,11 @@ def skeleton(text: str) -> str:
     folded = unicodedata.normalize("NFKC", text)
     out = []
     for char in folded:
-        if char in _ZERO_WIDTH or char in _BIDI_CONTROLS or char in _DIRECTION_MARKS or ord(char) in _TAG_CHARS:
+        if char.isascii():  # (most of any text: no category lookup for it)
+            out.append(char)
             continue
+        if _invisible(char) or char in _BIDI_CONTROLS or char in _DIRECTION_MARKS or ord(char) in _TAG_CHARS:
+            continue  # also every other format character and variation selector: ig\u206anore is ignore
         out.append(char if char.isascii() else _ascii_lookalike(char))
     return "".join(out)
 
@@ -141,6 +186,24 @@ def skeleton(text: str) -> str:
 def decode_tag_characters(text: str) -> str:
     """The ASCII text smuggled in Unicode tag characters (U+E0020..U+E007E), if any."""
     return "".join(chr(ord(c) - 0xE0000) for c in text if 0xE0020 <= ord(c) <= 0xE007E)
+
+
+def _selector_byte(char: str) -> int:
+    code = ord(char)
+    return code - 0xFE00 if code < 0xE0100 else code - 0xE0100 + 16
+
+
+def decode_variation_selectors(text: str) -> str:
+    """Bytes smuggled in runs of variation selectors (U+FE00..FE0F = 0..15, U+E0100..E01EF = 16..255)."""
+    runs = (bytes(_selector_byte(c) for c in run.group(0)) for run in _VARIATION_RUN.finditer(text))
+    return " ".join(run.decode("utf-8", errors="replace") for run in runs)
+
+
+def _smuggled(text: str) -> str:
+    """Text hidden in invisible characters (tag characters, variation-selector runs), if any."""
+    if text.isascii():
+        return ""
+    return " ".join(part for part in (decode_tag_characters(text), decode_variation_selectors(text)) if part)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,7 +382,10 @@ class ScanContext:
         return hashlib.sha256(json.dumps(shape, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-_SKIPPED_SCHEMA_KEYS = frozenset({"$schema", "$id", "$ref", "type", "format", "additionalProperties"})
+#: Schema keywords whose value is a name or a reference, skipped when it looks like one -- but a
+#: model reads them all the same, so a value with spaces in it (prose) is scanned.
+_KEYWORD_VALUES = frozenset({"$schema", "$id", "$ref", "type", "format"})
+_TOKEN = re.compile(r"[\x21-\x7e]{1,200}")  # printable ASCII without spaces
 
 
 def _schema_texts(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -328,14 +394,16 @@ def _schema_texts(value: Any, path: str) -> Iterator[tuple[str, str]]:
     elif isinstance(value, Mapping):
         for key, inner in value.items():
             key = str(key)
-            if key in _SKIPPED_SCHEMA_KEYS:
+            if key in _KEYWORD_VALUES and isinstance(inner, str) and _TOKEN.fullmatch(inner):
                 continue
             if key == "properties" and isinstance(inner, Mapping):
                 for name, prop in inner.items():
                     yield f"{path}.properties", str(name)
                     yield from _schema_texts(prop, f"{path}.properties.{name}")
-            else:
-                yield from _schema_texts(inner, f"{path}.{key}")
+                continue
+            if not _TOKEN.fullmatch(key):  # a key that is prose ($defs names, unknown keywords)
+                yield f"{path} (a key)", key
+            yield from _schema_texts(inner, f"{path}.{key}")  # additionalProperties, $defs: schemas too
     elif isinstance(value, list):
         for position, inner in enumerate(value):
             yield from _schema_texts(inner, f"{path}[{position}]")
@@ -376,13 +444,26 @@ class _Collector:
 _BOUNDARY = re.compile(r"[.!?](?=\s|$)|[\n。！？]")
 
 
-def _sentence_around(text: str, start: int, end: int) -> str:
-    """The sentence holding ``text[start:end]`` (dots inside paths and URLs do not end it)."""
-    left = 0
-    for boundary in _BOUNDARY.finditer(text, 0, start):
+#: Characters a sentence may reach on either side of a match. Without a bound, a description
+#: that is one endless "sentence" full of matches costs (matches x length) per rule: 46 KB of
+#: "see ~/.ssh/config here" took 34 s, and twice that the next size up.
+SENTENCE_REACH = 600
+
+
+def _sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """Where the sentence holding ``text[start:end]`` starts and ends (dots inside paths and URLs
+    do not end it), at most :data:`SENTENCE_REACH` characters either side."""
+    left = max(0, start - SENTENCE_REACH)
+    for boundary in _BOUNDARY.finditer(text, left, start):
         left = boundary.end()
-    after = _BOUNDARY.search(text, end)
-    return text[left : after.start() if after else len(text)]
+    right = min(len(text), end + SENTENCE_REACH)
+    after = _BOUNDARY.search(text, end, right)
+    return left, after.start() if after else right
+
+
+def _sentence_around(text: str, start: int, end: int) -> str:
+    left, right = _sentence_bounds(text, start, end)
+    return text[left:right]
 
 
 def _negated_before(text: str, position: int, window: int = 25) -> bool:
@@ -400,11 +481,18 @@ def _hidden_characters(raw: str, where: str, out: _Collector, *, in_name: bool) 
     if bidi:
         out.add("hidden.bidi", "hidden", "high", where,
                 f"{len(bidi)} bidirectional control character(s) (they reorder how text is displayed)", raw)
+    if (runs := _VARIATION_RUN.findall(raw)):
+        out.add("hidden.variation-selectors", "hidden", "high", where,
+                f"{sum(map(len, runs))} variation selector(s) in a row (they smuggle bytes a model reads but people do not see)",
+                decode_variation_selectors(raw) or raw)
     zero_width = [
         i for i, c in enumerate(raw)
-        if c in _ZERO_WIDTH
+        if not c.isascii()
+        and c not in _BIDI_CONTROLS and c not in _DIRECTION_MARKS and ord(c) not in _TAG_CHARS  # reported above
+        and _invisible(c)
         and not (c == _ZWJ and 0 < i < len(raw) - 1 and (_is_emoji(raw[i - 1]) or _is_emoji(raw[i + 1])))
         and not (c == "\ufeff" and i == 0)
+        and not (c in _VARIATION_SELECTORS and (_in_selector_run(raw, i) or _selects_a_glyph(raw, i)))
     ]
     if zero_width:
         severity: Severity = "high" if in_name or len(zero_width) >= 3 else "medium"
@@ -568,13 +656,19 @@ def _exfiltration(text: str, where: str, out: _Collector) -> None:
         severity = "high" if _CONVERSATION.search(sentence) or _WHOLE.search(sentence) else "medium"
         out.add("exfiltration.send-to", "exfiltration", severity, where, "asks to send data to an address or URL", sentence)
         break
+    verbs: list[int] | None = None
     for match in _CONVERSATION_DUMP.finditer(text):
-        sentence = _sentence_around(text, match.start(), match.end())
-        verb = _TAKE_VERB.search(sentence)
-        if verb is not None and not _negated_before(sentence, verb.start()):
-            out.add("exfiltration.conversation", "exfiltration", "high", where,
-                    "asks for the conversation or system prompt to be passed on", sentence)
-            break
+        left, right = _sentence_bounds(text, match.start(), match.end())
+        # The verbs are found once for the whole text: results are scanned on the event loop, and
+        # searching each match's sentence again took 4 s for 200 KB of "the whole conversation".
+        verbs = verbs if verbs is not None else [verb.start() for verb in _TAKE_VERB.finditer(text)]
+        position = bisect.bisect_left(verbs, left)
+        if position < len(verbs) and verbs[position] < right:
+            sentence = text[left:right]
+            if not _negated_before(sentence, verbs[position] - left):
+                out.add("exfiltration.conversation", "exfiltration", "high", where,
+                        "asks for the conversation or system prompt to be passed on", sentence)
+                break
 
 
 def _name_rules(record: ToolRecord, context: ScanContext, out: _Collector) -> None:
@@ -613,7 +707,7 @@ def scan_text(
         return collector.findings
     _hidden_characters(text, where, collector, in_name=in_name)
     normalized = skeleton(text)
-    hidden = decode_tag_characters(text)
+    hidden = _smuggled(text)
     for candidate, label in ((normalized, where), (hidden, f"{where} (hidden characters)")):
         if not candidate:
             continue
@@ -631,9 +725,47 @@ def scan_tool(record: ToolRecord, context: ScanContext | None = None) -> list[Fi
     out = _Collector()
     _name_rules(record, context, out)
     _length_rules(record, out)
-    for where, text in tool_texts(record):
+    texts = list(tool_texts(record))
+    for where, text in texts:
         scan_text(text, where, out, context=context, in_name=where == "name")
+    _split_across_fields(texts, out)
     return sorted(out.findings, key=lambda f: -SEVERITY_ORDER[f.severity])
+
+
+#: The field named by a finding in text that is only an attack when its fields are read together.
+ACROSS_FIELDS = "description and schema, read together"
+
+
+#: Characters at each end of a field that the reading across fields keeps (a split sentence meets there).
+EDGE_CHARS = 500
+
+
+def _edges(text: str) -> str:
+    """``text``, or only its two ends when it is long: each field's inside is scanned on its own
+    already, and a line break between the ends keeps a match from spanning the cut."""
+    return text if len(text) <= 2 * EDGE_CHARS else f"{text[:EDGE_CHARS]}\n{text[-EDGE_CHARS:]}"
+
+
+def _split_across_fields(texts: list[tuple[str, str]], out: _Collector) -> None:
+    """High findings that only show when the prose fields are read in a row, as a model reads them.
+
+    A model reads the whole definition at once, so "Ignore all" in one parameter's description
+    and "previous instructions" in the next is one instruction to it, though neither field
+    holds one. Only ``high`` findings of rules no single field already raised are added.
+    """
+    prose = [_edges(text.strip()) for where, text in texts if where != "name" and not where.endswith(".properties")]
+    prose = [text for text in prose if text]
+    if len(prose) < 2:
+        return
+    combined = _Collector()
+    joined = skeleton(" ".join(prose))
+    _instructions(joined, ACROSS_FIELDS, combined)
+    _secrets(joined, ACROSS_FIELDS, combined)
+    _exfiltration(joined, ACROSS_FIELDS, combined)
+    raised = {finding.rule for finding in out.findings if finding.severity == "high"}
+    for finding in combined.findings:
+        if finding.severity == "high" and finding.rule not in raised:
+            out.findings.append(finding)
 
 
 def scan_result_text(text: str) -> list[Finding]:
@@ -643,7 +775,7 @@ def scan_result_text(text: str) -> list[Finding]:
         return []
     _hidden_characters(text, "result", out, in_name=False)
     normalized = skeleton(text)
-    for candidate, label in ((normalized, "result"), (decode_tag_characters(text), "result (hidden characters)")):
+    for candidate, label in ((normalized, "result"), (_smuggled(text), "result (hidden characters)")):
         if candidate:
             _instructions(candidate, label, out)
             _exfiltration(candidate, label, out)
