@@ -22,6 +22,7 @@ import anyio
 from mcp_types import CallToolResult, InputRequiredResult, InputResponses
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
+from index.records import ToolRecord
 from index.servers import ServerConfig, ServersFile, load_servers
 from server.bounded import shown_name
 from server.errors import (
@@ -36,7 +37,7 @@ from server.errors import (
     UnknownToolError,
 )
 from server.formatting import RouteAnswer, RoutedTool, render_route
-from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block
+from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block, withheld_message
 from server.indexing import BackgroundIndexer
 from server.policy import ConfirmationStore, Policy, Risk
 from server.relay.confirm import approved, confirmation_request, confirmation_round
@@ -116,7 +117,7 @@ def _hidden_note(note: str | None, held: list[str], refused_read_only: int) -> s
     """Say why matching tools are missing: held back by trust checks, or not read-only."""
     parts = [note] if note else []
     if held:
-        parts.append(f"{len(held)} matching tool(s) are hidden: " + " ".join(held[:3]))
+        parts.append(f"{len(held)} match(es) are hidden: " + " ".join(held[:3]))
     if refused_read_only:
         parts.append(
             f"{refused_read_only} matching tool(s) are hidden because the copilot runs in read-only mode and they do "
@@ -164,6 +165,14 @@ class _ExecuteRecord:
                 self.call_id, self.server, self.tool, self.params, to_log_result(result), _ms(self.start),
                 error=error, error_kind=kind, flags=flags_for_log(flags or []) or None,
             )
+
+
+def _item_record(hit: Any) -> ToolRecord:
+    """A prompt or resource ``route`` found, as the record the trust scan reads."""
+    return ToolRecord(
+        server=hit.server, name=hit.tool, kind=hit.kind, uri=getattr(hit, "uri", None), title=hit.title,
+        description=hit.description or "", input_schema=dict(hit.input_schema or {}),
+    )
 
 
 def _ms(start: float) -> float:
@@ -614,6 +623,9 @@ class Copilot:
             is_tool = getattr(hit, "kind", "tool") == "tool"  # prompts and resources run nothing
             if is_tool and self.guard is not None and (verdict := self.guard.blocked(hit.server, hit.tool)) is not None:
                 held.append(verdict.message())
+                continue
+            if not is_tool and self.guard is not None and (findings := self.guard.withheld(_item_record(hit))):
+                held.append(withheld_message(_item_record(hit), findings))
                 continue
             if is_tool and self.policy.read_only and not self.policy.read_only_permits(hit.server, hit.tool, hit.annotations):
                 refused_read_only += 1

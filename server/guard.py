@@ -21,7 +21,8 @@ from index.crawl import scrub_machine_paths, tool_record
 from index.records import ToolRecord
 from index.servers import ServerConfig
 from index.trust.review import TrustReviewer, Verdict
-from index.trust.scan import Finding, scan_result_text
+from index.display import printable
+from index.trust.scan import Finding, scan_result_text, scan_tool
 from server.errors import ToolBlockedError
 from server.pool_settings import PoolSettings
 
@@ -29,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 #: Characters of a result scanned for injection markers (beyond this the rest is not scanned).
 RESULT_SCAN_CHARS = 200_000
+#: Prompt and resource definitions whose scan is remembered (scanned again once forgotten).
+_ITEMS_REMEMBERED = 4096
 
 
 class DefinitionGuard:
@@ -37,6 +40,7 @@ class DefinitionGuard:
     def __init__(self, reviewer: TrustReviewer, pool_settings: PoolSettings) -> None:
         self.reviewer = reviewer
         self._pool_settings = pool_settings
+        self._items: dict[str, list[Finding]] = {}
 
     def records(self, server: str, config: ServerConfig, tools: Iterable[types.Tool]) -> list[ToolRecord]:
         """Live tools as catalog records, with this machine's paths scrubbed exactly as the crawl does."""
@@ -59,10 +63,44 @@ class DefinitionGuard:
         """Why ``server/tool`` may not be used now (from the shared pins file), or ``None``."""
         return self.reviewer.verdict(server, tool)
 
+    def withheld(self, record: ToolRecord) -> list[Finding]:
+        """The high findings that withhold a prompt or resource from hosts and from ``route`` (none:
+        usable; tools go through pins and :meth:`blocked` instead).
+
+        Prompts and resources run nothing, so they are not pinned for approval, but their names and
+        descriptions reach the model as a tool's do (in ``route`` answers and the copilot's lists):
+        one that carries instructions is withheld, as a tool with a high finding is quarantined.
+        """
+        if record.kind == "tool":
+            return []
+        key = record.model_dump_json(include={"server", "kind", "name", "uri", "title", "description", "input_schema"})
+        found = self._items.get(key)
+        if found is None:
+            found = [finding for finding in scan_tool(record) if finding.severity == "high"]
+            if len(self._items) >= _ITEMS_REMEMBERED:
+                self._items.clear()
+            self._items[key] = found
+            if found:
+                logger.warning("%s withheld: %s", printable(withheld_name(record)), printable(found[0].line()))
+        return found
+
     def check(self, server: str, tool: str) -> None:
         verdict = self.blocked(server, tool)
         if verdict is not None:
             raise ToolBlockedError(verdict.message())
+
+
+def withheld_name(record: ToolRecord) -> str:
+    """How a withheld prompt or resource is named to people: ``prompt 'server/name'``."""
+    what = record.kind.replace("_", " ")
+    return f"{what} '{record.server}/{record.name if record.kind == 'prompt' else record.uri or record.name}'"
+
+
+def withheld_message(record: ToolRecord, findings: list[Finding]) -> str:
+    return (
+        f"{withheld_name(record)} is withheld: its definition carries instructions for the model "
+        f"({findings[0].line()}); the trust scan withholds such items from every host."
+    )
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -38,6 +38,7 @@ class ChildCatalog:
         routable_servers: Callable[[], list[str]],
         allowed: Callable[[str, str], bool],
         tool_usable: Callable[[str, str], bool] = lambda server, tool: True,
+        item_usable: Callable[[ToolRecord], bool] = lambda record: True,
         unprefixed: Collection[str] = (),
     ) -> None:
         self._index = index
@@ -45,6 +46,7 @@ class ChildCatalog:
         self._routable = routable_servers
         self._allowed = allowed
         self._tool_usable = tool_usable
+        self._item_usable = item_usable
         self._unprefixed = list(unprefixed)
         self.bare_uris = BareUris()
         self._learned: _PoolKey | None = None
@@ -66,7 +68,7 @@ class ChildCatalog:
                 or (
                     r.server in visible
                     and self._allowed(r.server, r.name)
-                    and (r.kind != "tool" or self._tool_usable(r.server, r.name))
+                    and (self._tool_usable(r.server, r.name) if r.kind == "tool" else self._item_usable(r))
                 )
             )
         ]

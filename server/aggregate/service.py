@@ -36,6 +36,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from index.errors import CopilotError
 from index.records import ToolRecord
+from index.trust.scan import Finding
 from server.aggregate.catalog import ChildCatalog
 from server.aggregate.exposure import Exposure
 from server.aggregate.live import Change, LiveUpdater
@@ -43,6 +44,7 @@ from server.aggregate.names import NameTable, parse_resource_uri
 from server.aggregate.notify import Broadcaster
 from server.aggregate.pages import page
 from server.aggregate.subscriptions import ResourceSubscriptions
+from server.guard import withheld_message
 from server.settings import ServerSettings
 from server.validation import did_you_mean, suggest
 
@@ -110,6 +112,8 @@ class Aggregation:
             # Tools the trust guard holds back (changed since approved, quarantined) are not exposed.
             tool_usable=lambda server, tool: getattr(copilot, "guard", None) is None
             or copilot.guard.blocked(server, tool) is None,
+            # Prompts and resources whose definitions carry instructions are withheld likewise.
+            item_usable=lambda record: not self._withheld(record),
             unprefixed=self.settings.expose_unprefixed,
         )
         self.exposure = Exposure(self.settings.expose, self.catalog, max_tools=self.settings.expose_max_tools)
@@ -272,7 +276,15 @@ class Aggregation:
                 "settings.",
                 {"name": name},
             )
+        records = await catalog.records({"prompt"}, visible_only=False)
+        record = next((r for r in records if (r.server, r.name) == pair), None)
+        if record is not None and (findings := self._withheld(record)):
+            raise MCPError(INVALID_PARAMS, withheld_message(record, findings), {"name": name})
         return pair
+
+    def _withheld(self, record: ToolRecord) -> list[Finding]:
+        guard = getattr(self.copilot, "guard", None)
+        return guard.withheld(record) if guard is not None else []
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -349,6 +361,8 @@ class Aggregation:
                 "settings.",
                 {"uri": uri},
             )
+        if record is not None and (findings := self._withheld(record)):
+            raise MCPError(RESOURCE_NOT_FOUND, withheld_message(record, findings), {"uri": uri})
         return server, original
 
     async def _read_resource(
