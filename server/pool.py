@@ -1031,10 +1031,12 @@ class ChildPool:
         reason = f"{doing} did not finish within {limit:g}s, so it was killed"
         cut_off = f"another call to it ({doing}) did not finish within {limit:g}s"
         child.cut_off_because = child.cut_off_because or cut_off
+        # Read before the process is stopped: an answer written without its newline is never read.
+        unended = child.config.redact(child.process.unterminated_stdout()) if child.process is not None else ""
         self._break(child, reason, kind="timeout")
         return ChildTimeoutError(
-            f"server '{child.name}' did not finish {doing} within {limit:g}s. The server was stopped (it may "
-            "be stuck) and will be restarted on the next call; any state it kept is lost. Retry with "
+            f"server '{child.name}' did not finish {doing} within {limit:g}s.{unended} The server was stopped (it "
+            "may be stuck) and will be restarted on the next call; any state it kept is lost. Retry with "
             "smaller inputs or use another tool."
         )
 

@@ -155,6 +155,18 @@ async def test_hang_past_timeout_kills_and_restarts(settings: PoolSettings) -> N
         assert text_of(await pool.call_tool("alpha", "counter", {})) == "1"
 
 
+async def test_an_answer_without_its_newline_is_named_in_the_timeout(settings: PoolSettings) -> None:
+    # The child answered, but never ended the line: "it may be stuck" alone sent users looking elsewhere.
+    escaping = Path(__file__).resolve().parents[1] / "fixtures" / "escaping_server.py"
+    config = ServerConfig(name="forgetful", command=sys.executable, args=[str(escaping)])
+    async with running_pool({"forgetful": config}, settings) as pool:
+        with anyio.fail_after(20), pytest.raises(ChildTimeoutError) as caught:
+            await pool.call_tool("forgetful", "forget_newline", {}, timeout=1.0)
+    message = str(caught.value)
+    assert "did not finish the call to 'forget_newline' within 1s. It wrote" in message
+    assert "bytes to stdout without ending the line ('{\"jsonrpc\": \"2.0\", \"id\": " in message
+
+
 async def test_server_timeout_in_config_overrides_the_default(settings: PoolSettings) -> None:
     async with running_pool({"alpha": fixture_config("alpha", timeout=0.5)}, settings) as pool:
         with anyio.fail_after(20), pytest.raises(ChildTimeoutError, match="within 0.5s"):
