@@ -50,7 +50,7 @@ from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, keep_log_bo
 from index.children.stdio import MAX_STDERR_LOG_BYTES
 from index.errors import ConfigError, CopilotError
 from index.filenames import safe_file_name
-from index.kinds import list_other_kinds
+from index.kinds import describe_schema_error, list_other_kinds
 from index.records import Catalog, CatalogServer, ToolRecord, load_catalog
 from index.servers import ServerConfig, load_servers
 from index.settings import CopilotSettings
@@ -274,7 +274,7 @@ def _failure(
         reason = f"answered {phase} with error {error.code}: {error.message}"
         return LIST_FAILED, reason, f"server '{name}' {reason}.", []
     if isinstance(error, ValidationError):
-        reason = f"its {phase} reply does not follow the MCP schema ({error.error_count()} problems)"
+        reason = f"its {phase} reply does not follow the MCP schema: {describe_schema_error(error)}"
         return BAD_RESPONSE, reason, f"server '{name}': {reason}: {error}", []
     if isinstance(error, CopilotError):
         return ERROR, _first_line(str(error), name), str(error), []

@@ -133,6 +133,25 @@ async def list_resource_templates(session: ClientSession, warnings: list[str]) -
     )
 
 
+#: Problems of a reply named in a crawl's "bad reply" reason; the rest are counted.
+SHOWN_SCHEMA_PROBLEMS = 2
+
+
+def describe_schema_error(error: ValidationError) -> str:
+    """The first problems of a reply that broke the MCP schema, where and what (``tools[0].inputSchema.type:
+    should be 'object' (got 'string')``): enough for the user or the server's author to find the tool."""
+    problems = []
+    for item in error.errors()[:SHOWN_SCHEMA_PROBLEMS]:
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in item["loc"]).lstrip(".")
+        message = str(item["msg"]).replace("Input should", "should", 1)
+        shown = item.get("input")
+        if item["type"] != "missing" and isinstance(shown, str | int | float | bool) and len(repr(shown)) <= 60:
+            message += f" (got {shown!r})"
+        problems.append(f"{where}: {message}" if where else message)
+    more = error.error_count() - len(problems)
+    return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
+
+
 async def _guarded(what: str, call: Callable[[], Awaitable[list[Any]]], warnings: list[str]) -> list[Any]:
     """A list method's items, or none with a warning when the child answers it wrongly."""
     try:
@@ -142,7 +161,7 @@ async def _guarded(what: str, call: Callable[[], Awaitable[list[Any]]], warnings
             raise
         warnings.append(f"{what} failed: error {error.code}: {error.message}")
     except ValidationError as error:
-        warnings.append(f"{what}: reply does not follow the MCP schema ({error.error_count()} problems)")
+        warnings.append(f"{what}: reply does not follow the MCP schema: {describe_schema_error(error)}")
     return []
 
 

@@ -7,6 +7,7 @@ the copilot's environment, and an invalid file fails with file, line, server and
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import logging
@@ -297,6 +298,42 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
+#: How close an unknown key must be to one of ours (difflib ratio) to be taken for a misspelling of it:
+#: close enough for 'enabeld', 'timout', 'arg', 'trust'; far enough that other hosts' own keys
+#: ('autoApprove', 'envFile', 'disabledTools', 'serverUrl') pass quietly, as the README promises.
+_TYPO_CUTOFF = 0.8
+
+
+def _our_key(key: str) -> str | None:
+    """The key of ours ``key`` looks like a misspelling of (case, ``-``/``_`` and camelCase aside), else None."""
+    ours = [field for field in ServerConfig.model_fields if field != "name"]
+    if key in ours:
+        return None
+    folded = key.lower().replace("-", "").replace("_", "")
+    for field in ours:
+        if field.replace("_", "") == folded:
+            return field
+    close = difflib.get_close_matches(key.lower(), ours, n=1, cutoff=_TYPO_CUTOFF)
+    return close[0] if close else None
+
+
+def _misspelled_keys(raw: Mapping[str, Any]) -> dict[str, str]:
+    """Keys of an entry that are not ours but look like ours (``{'enabeld': 'enabled'}``).
+
+    Unknown keys are ignored so other hosts' configs load as they are; a misspelt key of ours
+    would be ignored just as quietly -- ``"enabeld": false`` starts a server the user turned off.
+    """
+    misspelled = {}
+    for key in raw:
+        if isinstance(key, str) and (ours := _our_key(key)) is not None and ours not in raw:
+            misspelled[key] = ours
+    return misspelled
+
+
+def _misspelling_hint(misspelled: Mapping[str, str]) -> str:
+    return "; ".join(f"'{key}' is not a known key: did you mean '{ours}'?" for key, ours in misspelled.items())
+
+
 def parse_servers(
     text: str, source: str = "<servers>", environ: Mapping[str, str] | None = None
 ) -> ServersFile:
@@ -348,17 +385,24 @@ def parse_servers(
         missing: set[str] = set()
         used: dict[str, str] = {}
         expanded = _expand_entry(raw, environ, missing, used)
+        misspelled = _misspelled_keys(raw)
         try:
             config = ServerConfig.model_validate({**expanded, "name": name})
         except ValidationError as error:
             line = _error_line(text, line, error)
-            raise ConfigError(f"{source}:{line}: server '{name}': {_describe(error)}.") from None
+            hint = f" ({_misspelling_hint(misspelled)})" if misspelled else ""
+            raise ConfigError(f"{source}:{line}: server '{name}': {_describe(error)}{hint}.") from None
         config._expanded = used
         launch = launches_copilot(config)
         if launch:
             shown = config.redact(launch)
             logger.warning("%s:%d: skipping server '%s': it is this copilot (%s); %s.", source, line, name, shown, SELF_ENTRY_ADVICE)
             continue
+        for key, ours in misspelled.items():
+            logger.warning(
+                "%s:%d: server '%s': '%s' is not a known key and is ignored: did you mean '%s'?",
+                source, _line_of(text, key, line), name, key, ours,
+            )
         if missing and config.is_enabled:
             names = ", ".join(sorted(missing))
             logger.warning("%s:%d: server '%s' disabled: environment variable(s) %s not set", source, line, name, names)
@@ -373,7 +417,8 @@ def load_servers(path: str | Path, environ: Mapping[str, str] | None = None) -> 
     """Load a ``servers.json`` or Claude-Desktop-style config file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: Windows editors (Notepad, PowerShell 5's Out-File) start UTF-8 files with a BOM.
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(f"{path}: server list not found. Pass --servers FILE or set COPILOT_SERVERS.") from None
     except OSError as error:

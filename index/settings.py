@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -9,7 +10,8 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 import platformdirs
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
+from pydantic_core import PydanticUseDefault
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from index.errors import ConfigError
@@ -38,6 +40,19 @@ EmbeddingPrecision = Literal["int8", "float32"]
 DEFAULT_EMBEDDING_PRECISION: EmbeddingPrecision = "int8"
 
 
+#: Chroma's rule for collection names (3-512 characters of these, alphanumeric at both ends), with room
+#: for the ``-servers`` suffix of the server collection made beside it (index.store).
+_COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,502}[A-Za-z0-9]")
+
+
+def _is_ip_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _default_home() -> Path:
     return Path(platformdirs.user_data_dir("mcp-copilot", appauthor=False))
 
@@ -61,6 +76,30 @@ class CopilotSettings(BaseSettings):
     chroma_url: str | None = Field(default=None, description="Use a Chroma server instead of the embedded store.")
     collection: str = Field(default="tools", description="Chroma collection name.")
     log_dir: Path | None = Field(default=None, description="Trajectory logs (default: HOME/logs).")
+
+    @field_validator(
+        "home", "servers", "catalog", "embedding_model", "embedding_precision", "chroma_url", "collection", "log_dir",
+        mode="before",
+    )
+    @classmethod
+    def _empty_means_unset(cls, value: Any) -> Any:
+        """``COPILOT_HOME=`` (an empty line in ``.env``, ``VAR=$UNSET`` in a script) is the default, as
+        ``${VAR:-default}`` would be: as a path it would be the working directory (an index under
+        ``./index``, ``.`` read as the server list) and as a name an error that does not say why."""
+        if isinstance(value, str) and not value.strip():
+            raise PydanticUseDefault()
+        return value
+
+    @field_validator("collection")
+    @classmethod
+    def _chroma_collection_name(cls, value: str) -> str:
+        # Checked here, not when Chroma refuses it: a build would embed every tool first (a minute).
+        if not _COLLECTION_NAME.fullmatch(value) or ".." in value or _is_ip_address(value):
+            raise ValueError(
+                "must be 3-504 characters of letters, digits, '.', '_' and '-', begin and end with a letter or "
+                "digit, and contain no '..' (Chroma's rule for collection names; '<name>-servers' is made beside it)"
+            )
+        return value
 
     @classmethod
     def load(cls, flags: Mapping[str, str] | None = None, **values: Any) -> Self:

@@ -147,6 +147,14 @@ class ChromaStore:
         path = self.settings.index_dir / "chroma"
         try:
             path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            # Not damaged files but an unusable COPILOT_HOME (a file, a read-only or missing mount):
+            # removing the index would not help, choosing another home does.
+            raise IndexStoreError(
+                f"cannot use {path} for the index ({error.strerror or error}); COPILOT_HOME "
+                f"({self.settings.home}) must be a writable directory: fix it or set COPILOT_HOME elsewhere."
+            ) from None
+        try:
             return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
         except Exception as error:  # noqa: BLE001
             from index.hints import index_command

@@ -625,12 +625,26 @@ def _shadowing(text: str, where: str, out: _Collector, context: ScanContext) -> 
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)+|[a-z]+(?:[A-Z][a-z0-9]+)+")
+#: Runs of identifier characters. ``_IDENTIFIER`` is searched within each run only, and only in runs
+#: of at most ``_LONGEST_WORD`` characters: searched over a whole text it backtracks from every
+#: position to the end of the word, and one 2 MB "word" in a description froze a crawl for minutes.
+_WORD = re.compile(r"[A-Za-z0-9_-]+")
+_LONGEST_WORD = 256  # twice the longest tool name a host accepts
+
+
+def _identifiers(text: str) -> set[str]:
+    return {
+        name
+        for word in _WORD.findall(text)
+        if len(word) <= _LONGEST_WORD
+        for name in _IDENTIFIER.findall(word)
+    }
 
 
 def _tool_name_mentions(text: str, context: ScanContext) -> list[str]:
     """Distinctive names of other servers' tools (``send_email``, ``getWeather``) found in ``text``."""
     found = []
-    for token in set(_IDENTIFIER.findall(text)):
+    for token in _identifiers(text):
         if token in context.other_tools and token not in context.own_tools and len(token) >= 6:
             found.append(token)
     return sorted(found)

@@ -20,6 +20,7 @@ from index.records import Catalog, CatalogServer, ToolRecord, load_catalog
 from index.servers import ServerConfig, parse_servers
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fixture_server.py"
+SCHEMA_BREAKER = Path(__file__).resolve().parents[1] / "fixtures" / "schema_breaking_server.py"
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 FIXTURE_TOOLS = {
     "echo", "add", "counter", "sleep", "crash", "huge", "get_env", "write_file", "delete_item", "structured", "fail",
@@ -376,6 +377,20 @@ async def test_a_child_flooding_stderr_during_its_crawl_keeps_its_log_bounded(
     assert log.stat().st_size < MAX_STDERR_LOG_BYTES  # 12 MB were written to it
     assert log.with_name(log.name + ".1").stat().st_size == MAX_STDERR_LOG_BYTES
     assert "log rotated at" in log.read_text(encoding="utf-8", errors="replace")
+
+
+async def test_a_reply_breaking_the_mcp_schema_is_reported_with_where_and_what(tmp_path: Path) -> None:
+    # It said only "(5 problems)": neither the user nor the server's author could tell which tool.
+    entry = {"command": sys.executable, "args": [str(SCHEMA_BREAKER)], "name": "breaker"}
+    servers = {"breaker": ServerConfig.model_validate(entry)}
+    with anyio.fail_after(60):
+        report = await crawl_servers(servers, timeout=30, log_dir=tmp_path / "logs", progress=False)
+    outcome = report.outcomes["breaker"]
+    assert outcome.kind == "bad reply"
+    assert outcome.reason == (
+        "its tools/list reply does not follow the MCP schema: tools[1].inputSchema.type: should be 'object' "
+        "(got 'string'); tools[2].inputSchema: Field required (and 2 more)"
+    )
 
 
 async def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:

@@ -136,6 +136,33 @@ def test_missing_variable_disables_the_server_and_says_which() -> None:
     assert "API_KEY" in (config.reason or "")
 
 
+def test_a_misspelt_key_of_ours_is_named_with_its_line_and_the_key_meant(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Unknown keys are ignored for other hosts' sake, so "enabeld": false would start a server the
+    # user turned off without a word: the warning names file, line, server and the key meant.
+    text = (
+        '{\n "mcpServers": {\n  "a": {\n   "command": "echo",\n   "enabeld": false,\n'
+        '   "worksIn": "roots",\n   "autoApprove": [], "envFile": ".env", "serverUrl": "x"\n  }\n }\n}'
+    )
+    path = tmp_path / "servers.json"
+    path.write_text(text, encoding="utf-8")
+    with caplog.at_level("WARNING", logger="index.servers"):
+        config = load_servers(path, environ={}).servers["a"]
+    assert config.is_enabled  # still ignored: only the warning is new
+    warnings = [record.getMessage() for record in caplog.records]
+    assert warnings == [
+        f"{path}:5: server 'a': 'enabeld' is not a known key and is ignored: did you mean 'enabled'?",
+        f"{path}:6: server 'a': 'worksIn' is not a known key and is ignored: did you mean 'works_in'?",
+    ]
+
+
+def test_an_invalid_entry_with_a_misspelt_key_suggests_the_key_meant(tmp_path: Path) -> None:
+    message = _error_for(tmp_path, json.dumps({"mcpServers": {"a": {"comand": "echo", "args": []}}}, indent=2))
+    assert "give either 'command' (stdio) or 'url' (remote)" in message
+    assert "'comand' is not a known key: did you mean 'command'?" in message
+
+
 # --- invalid files -------------------------------------------------------------------------------
 
 
@@ -221,6 +248,13 @@ def test_a_timeout_that_is_not_a_finite_number_is_refused(tmp_path: Path, value:
     text = '{"mcpServers": {"a": {"command": "echo", "timeout": %s}}}' % value
     message = _error_for(tmp_path, text)
     assert "server 'a'" in message and "'timeout'" in message and "finite number" in message
+
+
+def test_a_file_saved_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    # Notepad and Windows PowerShell's Out-File write UTF-8 with a BOM; json refused it ("not valid JSON").
+    path = tmp_path / "servers.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"mcpServers": {"a": {"command": "echo"}}}).encode())
+    assert list(load_servers(path, environ={}).servers) == ["a"]
 
 
 def test_missing_file_says_how_to_choose_one(tmp_path: Path) -> None:

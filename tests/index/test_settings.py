@@ -1,0 +1,86 @@
+"""``COPILOT_*`` settings of the index: empty values and collection names a user can get wrong."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from index_support import make_catalog
+
+from index.errors import ConfigError
+from index.settings import DEFAULT_CATALOG, DEFAULT_EMBEDDING_MODEL, PROJECT_DIR, CopilotSettings, _default_home
+from tests.support.cli import cli_env, run_cli, single_error
+
+pytestmark = pytest.mark.timeout(120)
+
+EMPTIED = (
+    "COPILOT_HOME", "COPILOT_SERVERS", "COPILOT_CATALOG", "COPILOT_EMBEDDING_MODEL", "COPILOT_EMBEDDING_PRECISION",
+    "COPILOT_CHROMA_URL", "COPILOT_COLLECTION", "COPILOT_LOG_DIR",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_dotenv_nor_servers_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A working directory of its own: no .env and no servers.json of the caller's are read.
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_setting_is_the_default_not_the_working_directory(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``COPILOT_HOME=`` in a .env file or ``COPILOT_SERVERS=$UNSET`` in a script: as Path('') they
+    # were '.', so a build wrote its index under ./index and the server list was read from '.'.
+    for name in EMPTIED:
+        monkeypatch.setenv(name, value)
+    settings = CopilotSettings.load()
+    assert settings.home == _default_home() and settings.home.is_absolute()
+    assert settings.servers_file() == PROJECT_DIR / "servers.json"
+    assert settings.catalog_file() == DEFAULT_CATALOG
+    assert settings.embedding_model == DEFAULT_EMBEDDING_MODEL and settings.embedding_precision == "int8"
+    assert settings.chroma_url is None and settings.collection == "tools" and settings.log_dir is None
+
+
+@pytest.mark.parametrize("name", ["tools-v2", "my.index_1", "a" * 504])
+def test_a_collection_name_chroma_takes_is_kept(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COPILOT_COLLECTION", name)
+    assert CopilotSettings.load().collection == name
+
+
+@pytest.mark.parametrize("name", ["my tools", "ab", "-tools", "tools.", "a..b", "10.0.0.1", "a" * 505])
+def test_a_collection_name_chroma_refuses_is_an_error_naming_the_variable(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COPILOT_COLLECTION", name)
+    with pytest.raises(ConfigError) as caught:
+        CopilotSettings.load()
+    message = str(caught.value)
+    assert message.startswith("COPILOT_COLLECTION: must be 3-504 characters of letters, digits")
+    assert "Chroma's rule for collection names" in message
+
+
+def test_build_refuses_a_bad_collection_name_before_embedding_anything(tmp_path: Path) -> None:
+    # Chroma refused the name only when the build wrote the embeddings: a minute of work for the
+    # bundled catalog, then an error that named Chroma's rule but not the variable to change.
+    catalog = make_catalog().save(tmp_path / "catalog.json")
+    home = tmp_path / "home"
+    env = cli_env(COPILOT_HOME=str(home), COPILOT_COLLECTION="my tools")
+    result = run_cli("index", "build", "--catalog", str(catalog), env=env)
+    assert single_error(result).startswith("error: COPILOT_COLLECTION: must be 3-504 characters")
+    assert "(got 'my tools')" in result.stderr
+    assert not (home / "index" / "chroma").exists()
+
+
+def test_search_with_a_home_that_is_not_a_directory_names_copilot_home(tmp_path: Path) -> None:
+    # It said "If its files are damaged, remove …/index/chroma": there were no files to remove.
+    home = tmp_path / "home"
+    home.write_text("a file where the data directory should be", encoding="utf-8")
+    result = run_cli("index", "search", "weather forecast", env=cli_env(COPILOT_HOME=str(home)))
+    assert single_error(result) == (
+        f"error: cannot use {home / 'index' / 'chroma'} for the index ({os.strerror(errno.ENOTDIR)}); COPILOT_HOME ({home}) "
+        "must be a writable directory: fix it or set COPILOT_HOME elsewhere."
+    )
