@@ -104,6 +104,27 @@ def built_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+def crawl_into(home: Path, servers_file: Path, root: Path) -> None:
+    """Crawl every server of ``servers_file`` for real and add them to the index in ``home``."""
+    import anyio
+
+    from index.crawl import crawl_servers
+    from index.servers import parse_servers
+    from index.settings import CopilotSettings
+    from index.tool_index import ToolIndex
+
+    servers = parse_servers(servers_file.read_text(encoding="utf-8")).servers
+
+    async def crawl() -> Any:
+        return await crawl_servers(
+            servers, concurrency=1, timeout=60, log_dir=root / "logs", workdir_root=root / "work", progress=False
+        )
+
+    report = anyio.run(crawl)
+    assert not report.failed, [o.message for o in report.failed]
+    ToolIndex.open(CopilotSettings(home=home)).sync(report.records, servers=list(servers))
+
+
 def copy_home(built: Path, target: Path) -> Path:
     shutil.copytree(built, target, ignore=shutil.ignore_patterns("crawl-*"))
     return target

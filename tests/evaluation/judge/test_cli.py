@@ -280,16 +280,21 @@ def test_summary_prints_error_texts_with_brackets_verbatim(tmp_path: Path) -> No
     assert "[/odd]" in text
 
 
-def test_several_run_directories_are_judged_as_repeats(tmp_path: Path, capsys) -> None:
-    from tests.evaluation.judge_helpers import write_copilot_log  # noqa: PLC0415
-    from tests.support.scripted_openai import Reply, ScriptedOpenAI  # noqa: PLC0415
-
+def _two_days(tmp_path: Path) -> list[Path]:
+    """Two run directories (monday, tuesday), each with task ``t`` answered that day."""
     runs = []
     for day in ("monday", "tuesday"):
         run = tmp_path / day
         run.mkdir()
         write_copilot_log(run / "t.jsonl", "t", "question t", answer=f"answer on {day}")
         runs.append(run)
+    return runs
+
+
+def test_several_run_directories_are_judged_as_repeats(tmp_path: Path, capsys) -> None:
+    from tests.support.scripted_openai import Reply, ScriptedOpenAI  # noqa: PLC0415
+
+    runs = _two_days(tmp_path)
     verdict = lambda request: Reply(content="Status: success" if "monday" in str(request) else "Status: failure")  # noqa: E731
     with ScriptedOpenAI(handler=verdict) as llm:
         args = [*map(str, runs), "--repeats", "--base-url", llm.base_url, "--model", "j", "--no-progress",
@@ -331,12 +336,7 @@ def test_repeats_with_unjudged_tasks_say_so(
 ) -> None:
     # A repeat whose judge requests failed counted those tasks as failed attempts: pass@k too low
     # in repeats.json/.md with no word of why.
-    runs = []
-    for day in ("monday", "tuesday"):
-        run = tmp_path / day
-        run.mkdir()
-        write_copilot_log(run / "t.jsonl", "t", "question t", answer=f"answer on {day}")
-        runs.append(run)
+    runs = _two_days(tmp_path)
     llm.handler = lambda request: Reply(status=500) if "tuesday" in str(request) else Reply(content="Status: success")
     args = [*map(str, runs), "--repeats", "--out", str(tmp_path / "both"), "--max-retries", "0"]
     assert main([*args, *_common(tmp_path, llm.base_url)]) == 1

@@ -20,13 +20,13 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from index.servers import load_servers
-from index.settings import CopilotSettings
 from server.app import build_app
 from server.settings import ServerSettings
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     changing_entry,
     copy_home,
+    crawl_into,
     text_of,
     write_servers,
 )
@@ -39,22 +39,9 @@ SERVERS = {"jotter": changing_entry("jotter"), "twin": changing_entry("twin")}
 @pytest.fixture(scope="module")
 def twins_home(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
     """The test index plus ``twin``, crawled for real: a second server with jotter's very names and URIs."""
-    from index.crawl import crawl_servers
-    from index.servers import parse_servers
-    from index.tool_index import ToolIndex
-
     root = tmp_path_factory.mktemp("twins")
     home = copy_home(built_index, root / "home")
-    twin = parse_servers(write_servers(root / "twin.json", {"twin": SERVERS["twin"]}).read_text()).servers
-
-    async def crawl() -> Any:
-        return await crawl_servers(
-            twin, concurrency=1, timeout=60, log_dir=root / "logs", workdir_root=root / "work", progress=False
-        )
-
-    report = anyio.run(crawl)
-    assert not report.failed, [o.message for o in report.failed]
-    ToolIndex.open(CopilotSettings(home=home)).sync(report.records, servers=["twin"])
+    crawl_into(home, write_servers(root / "twin.json", {"twin": SERVERS["twin"]}), root)
     return home
 
 

@@ -11,7 +11,6 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -19,12 +18,12 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from index.servers import load_servers
-from index.settings import CopilotSettings
 from server.app import build_app
 from server.settings import ServerSettings
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     copy_home,
+    crawl_into,
     write_servers,
 )
 
@@ -48,10 +47,6 @@ SPEC = {
 @pytest.fixture(scope="module")
 def glossary(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:  # noqa: F811
     """(home, servers file): the test index plus the glossary child, crawled for real."""
-    from index.crawl import crawl_servers
-    from index.servers import parse_servers
-    from index.tool_index import ToolIndex
-
     root = tmp_path_factory.mktemp("withheld")
     spec = root / "spec.json"
     spec.write_text(json.dumps(SPEC), encoding="utf-8")
@@ -59,16 +54,7 @@ def glossary(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
         root / "servers.json", {"glossary": {"command": sys.executable, "args": [str(POISON_SERVER), str(spec)]}}
     )
     home = copy_home(built_index, root / "home")
-    parsed = parse_servers(servers.read_text()).servers
-
-    async def crawl() -> Any:
-        return await crawl_servers(
-            parsed, concurrency=1, timeout=60, log_dir=root / "logs", workdir_root=root / "work", progress=False
-        )
-
-    report = anyio.run(crawl)
-    assert not report.failed, [o.message for o in report.failed]
-    ToolIndex.open(CopilotSettings(home=home)).sync(report.records, servers=["glossary"])
+    crawl_into(home, servers, root)
     return home, servers
 
 
