@@ -76,6 +76,13 @@ class CopilotSettings(BaseSettings):
     chroma_url: str | None = Field(default=None, description="Use a Chroma server instead of the embedded store.")
     collection: str = Field(default="tools", description="Chroma collection name.")
     log_dir: Path | None = Field(default=None, description="Trajectory logs (default: HOME/logs).")
+    # Here, not in the server's settings: every process that starts children (the copilot, a
+    # crawl, the benchmark runner) keeps its secrets from them (index.children.secrecy).
+    protect_process: bool = Field(
+        default=True,
+        description="On Linux, mark the copilot non-dumpable so its children cannot read its environment or memory "
+        "through /proc; false only to attach a debugger or profiler.",
+    )
 
     @field_validator(
         "home", "servers", "catalog", "embedding_model", "embedding_precision", "chroma_url", "collection", "log_dir",

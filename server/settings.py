@@ -75,11 +75,6 @@ class ServerSettings(CopilotSettings):
         description="Base64 bytes of images, audio and binary resources one tool result may carry (rest dropped).",
     )
     max_top_k: int = Field(default=20, ge=1, description="Upper bound of route's top_k.")
-    protect_process: bool = Field(
-        default=True,
-        description="On Linux, mark the copilot non-dumpable so its children cannot read its environment or memory "
-        "through /proc; false only to attach a debugger or profiler.",
-    )
 
     # Relaying between host and children ---------------------------------------------------
     roots: Annotated[list[Path], NoDecode] = Field(

@@ -39,10 +39,10 @@ from contextlib import suppress
 from pathlib import Path
 
 import psutil
-from pydantic import ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from index.children.secrecy import protect_secrets
+from index.errors import ConfigError
+from index.settings import CopilotSettings
 from index.children.watchdog import TAG_VARIABLE, tagged
 
 __all__ = ["TAG_VARIABLE", "ChildGuard", "child_guard", "descendants", "kill_tree"]
@@ -55,18 +55,12 @@ _WATCHDOG_EXIT_WAIT = 3.0
 PR_GET_DUMPABLE = 3
 
 
-class _ProtectSetting(BaseSettings):
-    """``COPILOT_PROTECT_PROCESS`` read as the copilot's settings read it (environment, ``.env``)."""
-
-    model_config = SettingsConfigDict(env_prefix="COPILOT_", env_file=".env", extra="ignore")
-    protect_process: bool = True
-
-
 def _protection_wanted() -> bool:
+    """``COPILOT_PROTECT_PROCESS`` as every entry point reads it (environment, ``.env``)."""
     try:
-        return _ProtectSetting().protect_process
-    except (ValidationError, SettingsError):
-        return True  # the copilot refuses to start on a bad value; anything else errs on the safe side
+        return CopilotSettings.load().protect_process
+    except ConfigError:
+        return True  # the entry point refuses a bad value itself; until then, err on the safe side
 
 
 def pdeathsig_available() -> bool:
