@@ -110,10 +110,16 @@ def make_client(
 RETRY_WAIT_CAP = 120.0
 
 
+#: Seconds an attempt may take beyond twice its timeout (connecting and sending, each bounded by
+#: the timeout too, come before the reply is read) before the whole request is given up.
+_ATTEMPT_SLACK = 5.0
+
+
 def request_deadline(timeout: float, max_retries: int) -> float:
-    """Seconds one request may take in all: each attempt's timeout and the waits between them
-    (the client's ``timeout`` bounds each read of the reply, not the whole of it)."""
-    return timeout * (max_retries + 1) + RETRY_WAIT_CAP * max_retries
+    """Seconds one request may take in all (the client's ``timeout`` bounds each read of the reply,
+    not the whole of it): generous enough that the client's own timeout, whose message is
+    clearer, always comes first for a server that sends nothing."""
+    return (2 * timeout + _ATTEMPT_SLACK) * (max_retries + 1) + RETRY_WAIT_CAP * max_retries
 
 
 def client_for(settings: LLMSettings) -> openai.AsyncOpenAI:

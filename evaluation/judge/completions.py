@@ -95,8 +95,8 @@ class CompletionService:
                     )
             except TimeoutError:
                 raise LLMError(
-                    f"{self.settings.base_url} did not finish its answer within {deadline:g} s ({self.settings.timeout:g} s "
-                    f"per attempt, {self.settings.max_retries} retries); the task stays unjudged (a rerun retries it)"
+                    f"{self.settings.base_url} did not finish its answer within {deadline:g} s (timeout {self.settings.timeout:g} s "
+                    f"for each wait, {self.settings.max_retries} retries); the task stays unjudged (a rerun retries it)"
                 ) from None
             except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as error:
                 # Every further request would fail the same way: stop the run, keep what is done.

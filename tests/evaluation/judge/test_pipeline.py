@@ -381,7 +381,7 @@ async def test_an_answer_that_never_ends_is_bounded_by_the_timeout(llm: Scripted
     with anyio.fail_after(60):
         failed = await judge_paths([logs], _options(llm, tmp_path, max_retries=0, timeout=1.0))
     assert [f.task_id for f in failed.errors] == ["t1"] and failed.exit_code == 1
-    assert "did not finish its answer within 1 s" in failed.errors[0].error
+    assert "did not finish its answer within 7 s (timeout 1 s for each wait, 0 retries)" in failed.errors[0].error
 
 
 async def test_tasks_outside_the_list_are_reported_not_judged(llm: ScriptedOpenAI, tmp_path: Path) -> None:
