@@ -17,6 +17,23 @@ from server.validation import suggest
 
 #: Unknown names listed in one message (a model may send dozens).
 _LISTED = 5
+#: Names models give the tool's arguments (what ``params`` holds), as other agent frameworks call
+#: them. Fuzzy matching gets some of them wrong (``tool_input`` is closest to ``tool_name``, a
+#: string), so these always point to ``params``.
+_PARAMS_ALIASES = frozenset(
+    {
+        "arg", "args", "argument", "arguments", "input", "inputs", "kwargs", "param", "parameter",
+        "parameters", "payload", "tool_arg", "tool_args", "tool_arguments", "tool_input", "tool_inputs",
+        "tool_param", "tool_params", "tool_parameters",
+    }
+)
+
+
+def _meant(name: str, known: list[str]) -> list[str]:
+    """The argument ``name`` most likely stands for (none when no known name is close)."""
+    if "params" in known and name.casefold().replace("-", "_") in _PARAMS_ALIASES:
+        return ["params"]
+    return suggest(name, known, limit=1)
 
 
 def unknown_arguments(request_params: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> list[str]:
@@ -33,7 +50,7 @@ def unknown_arguments_message(tool: str, unknown: Sequence[str], schema: Mapping
     known = list(schema.get("properties", {}))
     required = set(schema.get("required", ()))
     listed = unknown[:_LISTED]
-    meant = {name: suggest(name, known, limit=1) for name in listed}
+    meant = {name: _meant(name, known) for name in listed}
     parts = [f"'{shown_name(n)}'" + (f" (did you mean '{meant[n][0]}'?)" if meant[n] else "") for n in listed]
     more = f" and {len(unknown) - _LISTED} more" if len(unknown) > _LISTED else ""
     takes = ", ".join(f"{name} (required)" if name in required else name for name in known)

@@ -8,6 +8,7 @@ adapts it to tool calls.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -173,6 +174,14 @@ def _item_record(hit: Any) -> ToolRecord:
         server=hit.server, name=hit.tool, kind=hit.kind, uri=getattr(hit, "uri", None), title=hit.title,
         description=hit.description or "", input_schema=dict(hit.input_schema or {}),
     )
+
+
+def _not_a_token(confirm: Any) -> str:
+    """Why a ``confirm`` that is not a token string (``true``, a blank string) confirmed nothing."""
+    if confirm is None or confirm == "":
+        return ""
+    got = "a blank string" if isinstance(confirm, str) else json.dumps(confirm, default=str, ensure_ascii=False)[:40]
+    return f" The confirm you gave ({got}) is not a token: confirm takes only the token string this answer gives."
 
 
 def _ms(start: float) -> float:
@@ -983,9 +992,9 @@ class Copilot:
         token = self.confirmations.issue(call.server, call.tool, call.params)
         minutes = max(1, round(self.settings.confirm_ttl / 60))
         error = ConfirmationRequiredError(
-            f"Confirmation required: {risk.reason}. Ask the user whether to run {call.server}/{call.tool} with "
-            f"these params. Only if they agree, call execute again with the same server_name, tool_name and "
-            f'params plus confirm="{token}" (valid once, for {minutes} min).'
+            f"Confirmation required: {risk.reason}.{_not_a_token(confirm)} Ask the user whether to run "
+            f"{call.server}/{call.tool} with these params. Only if they agree, call execute again with the same "
+            f'server_name, tool_name and params plus confirm="{token}" (valid once, for {minutes} min).'
         )
         error.token = token
         raise error

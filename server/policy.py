@@ -31,6 +31,7 @@ from typing import Any, Literal
 from index.servers import ServerConfig
 from index.suggest import nearest_names
 from index.trust.overrides import effective_annotations, needs_confirmation
+from server.bounded import shown_name
 from server.errors import ConfirmationRequiredError, PolicyDeniedError
 
 logger = logging.getLogger(__name__)
@@ -238,21 +239,22 @@ class ConfirmationStore:
     def redeem(self, token: str, server: str, tool: str, params: Mapping[str, Any]) -> None:
         """Consume ``token`` for exactly this call; raise when it is unknown, expired, used or for another call."""
         now = self._clock()
+        shown = shown_name(token, 80)  # a model may send anything as a token: never echo it whole
         with self._lock:
             pending = self._pending.get(token)
             if pending is None:
                 raise ConfirmationRequiredError(
-                    f"The confirm token '{token}' is unknown or was already used. Call execute again without "
+                    f"The confirm token '{shown}' is unknown or was already used. Call execute again without "
                     "'confirm' to get a new token, and ask the user before using it."
                 )
             if pending.expires <= now:
                 del self._pending[token]
                 raise ConfirmationRequiredError(
-                    f"The confirm token '{token}' expired. Call execute again without 'confirm' to get a new one."
+                    f"The confirm token '{shown}' expired. Call execute again without 'confirm' to get a new one."
                 )
             if pending.binding != _binding(server, tool, params):
                 raise ConfirmationRequiredError(
-                    f"The confirm token '{token}' confirms a different call ({pending.label} with other params). "
+                    f"The confirm token '{shown}' confirms a different call ({pending.label} with other params). "
                     "A token only confirms the exact server, tool and params it was issued for; call execute "
                     "without 'confirm' to get a token for this call."
                 )

@@ -129,10 +129,13 @@ def cap_result(result: CallToolResult, limits: ResultLimits | int) -> CallToolRe
     blocks = list(content)
     if len(blocks) > limits.blocks:
         blocks = _cap_blocks(blocks, limits.blocks, cuts)
-    if binary_total > limits.binary_bytes:
-        blocks = _cap_binary(blocks, limits.binary_bytes, cuts)
+    # Text before binary: the notes that stand in for dropped binary blocks are the copilot's own
+    # text, never counted against (or cut by) the text cap.
     if text_total > limits.chars:
         blocks = _cap_text(blocks, limits.chars, cuts)
+    # Blocks the block cap dropped are no longer counted: what they carried was reported there.
+    if binary_total > limits.binary_bytes and sum(map(_block_binary, blocks)) > limits.binary_bytes:
+        blocks = _cap_binary(blocks, limits.binary_bytes, cuts)
     if structured_size > limits.chars:
         structured = _cap_structured(structured, structured_size, limits.chars, cuts)
     blocks.append(TextContent(type="text", text="\n".join(cuts.notes)))

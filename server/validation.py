@@ -18,12 +18,18 @@ from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 from rapidfuzz import fuzz, process
 
+from server.bounded import shown_name
 from server.errors import InvalidParamsError
 
 logger = logging.getLogger(__name__)
 
 #: rapidfuzz WRatio score (0-100) below which a name is not worth suggesting.
 SUGGESTION_CUTOFF = 60.0
+#: Problems listed one by one in an invalid-params message; the rest are counted by kind, so a
+#: model that sends hundreds of wrong keys gets a message it can read, not one as long as its call.
+MAX_LISTED_PROBLEMS = 10
+#: Parameters described in "Expected parameters" (route's answer carries the whole schema).
+MAX_DESCRIBED_PARAMETERS = 40
 #: Names longer than this are not compared (fuzzy matching is quadratic in the name's length).
 MAX_SUGGESTED_NAME = 256
 _VALUE_PREVIEW = 60
@@ -91,6 +97,12 @@ def coerce_params(params: Any) -> dict[str, Any]:
                 f"'params' must be a JSON object of the tool's arguments; the string given is not valid JSON "
                 f'({error.msg} at character {error.pos}). Pass an object such as {{"name": "value"}}.'
             ) from None
+        if isinstance(parsed, str) and parsed.lstrip().startswith("{"):
+            # Encoded twice (a JSON string holding the object's JSON): models do this too.
+            try:
+                parsed = json.loads(parsed)
+            except json.JSONDecodeError:
+                pass
         if isinstance(parsed, Mapping):
             return dict(parsed)
         params = parsed
@@ -195,7 +207,7 @@ def describe_expected(schema: Mapping[str, Any]) -> str:
         return "no parameters"
     required = set(_required(schema))
     parts = []
-    for name, sub in props.items():
+    for name, sub in list(props.items())[:MAX_DESCRIBED_PARAMETERS]:
         need = "required" if name in required else "optional"
         text = f"{name} ({describe_type(sub)}, {need})"
         description = sub.get("description") if isinstance(sub, Mapping) else None
@@ -203,6 +215,8 @@ def describe_expected(schema: Mapping[str, Any]) -> str:
             short = " ".join(description.split())
             text += f": {short[:120]}{'…' if len(short) > 120 else ''}"
         parts.append(text)
+    if len(props) > MAX_DESCRIBED_PARAMETERS:
+        parts.append(f"… and {len(props) - MAX_DESCRIBED_PARAMETERS} more (route's answer has the full input schema)")
     return "; ".join(parts)
 
 
@@ -215,9 +229,11 @@ def _path_of(error: schema_errors.ValidationError) -> str:
 
 def _describe_error(error: schema_errors.ValidationError) -> ParamProblem:
     path = _path_of(error)
-    where = f"'{path}'" if path else "params"
+    where = f"'{shown_name(path)}'" if path else "params"
     kind = "invalid"
-    got = f"got {_json_type(error.instance)} {_preview(error.instance)}"
+    # null is its own type's only value: "got null", not "got null null".
+    shown = "" if error.instance is None else f" {_preview(error.instance)}"
+    got = f"got {_json_type(error.instance)}{shown}"
     if error.validator in ("type", "anyOf", "oneOf"):
         kind = "wrong_type"
         message = f"{where} should be {describe_type(error.schema)}, {got}"
@@ -328,7 +344,7 @@ def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[
             if name not in props:
                 hint = did_you_mean(suggest(name, props))
                 problems.append(
-                    ParamProblem("unknown", name, f"unknown parameter '{name}'{'.' + hint if hint else ''}")
+                    ParamProblem("unknown", name, f"unknown parameter '{shown_name(name)}'{'.' + hint if hint else ''}")
                 )
 
     validator = validator_for_schema(schema)
@@ -355,6 +371,36 @@ def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[
     return problems
 
 
+_KIND_NAMES = {"missing": "missing", "unknown": "unknown", "wrong_type": "mistyped", "invalid": "invalid"}
+
+
+def _count_by_kind(problems: list[ParamProblem]) -> str:
+    """``3 more problem(s): 2 unknown, 1 mistyped parameter(s)`` -- what was left out of the list."""
+    counts: dict[str, int] = {}
+    for problem in problems:
+        counts[problem.kind] = counts.get(problem.kind, 0) + 1
+    kinds = ", ".join(f"{count} {_KIND_NAMES.get(kind, kind)}" for kind, count in counts.items())
+    return f"{len(problems)} more problem(s): {kinds} parameter(s)"
+
+
+def _nested_hint(schema: Mapping[str, Any], params: Mapping[str, Any]) -> str | None:
+    """A hint when the tool's arguments were wrapped in one more object (``params={"params": {...}}``).
+
+    Only for an unknown key whose value is an object made of the tool's own parameter names: then
+    the fix is certain, and saying it saves the model from guessing from the list of problems.
+    """
+    props = _properties(schema)
+    for key, value in params.items():
+        if key in props or not isinstance(value, Mapping) or not value:
+            continue
+        if all(isinstance(name, str) and name in props for name in value):
+            return (
+                f"The tool's arguments are nested one level too deep, inside '{shown_name(key)}': pass them "
+                f"directly as params, e.g. params={_preview(dict(value))}."
+            )
+    return None
+
+
 def check_params(server: str, tool: str, schema: Mapping[str, Any] | None, params: Mapping[str, Any]) -> None:
     """Raise :class:`InvalidParamsError` naming every problem and the expected parameters."""
     if not isinstance(schema, Mapping):
@@ -363,7 +409,12 @@ def check_params(server: str, tool: str, schema: Mapping[str, Any] | None, param
     if not problems:
         return
     lines = [f"Invalid params for {server}/{tool}:"]
-    lines += [f"- {problem.message}" for problem in problems]
+    lines += [f"- {problem.message}" for problem in problems[:MAX_LISTED_PROBLEMS]]
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        lines.append(f"- … and {_count_by_kind(problems[MAX_LISTED_PROBLEMS:])}")
+    nested = _nested_hint(schema, params)
+    if nested:
+        lines.append(nested)
     lines.append(f"Expected parameters: {describe_expected(schema)}.")
     lines.append(
         f'Call execute again with server_name="{server}", tool_name="{tool}" and params that match this schema.'
