@@ -134,7 +134,8 @@ def read_json_file(
 
     ``not_found_hint`` (e.g. ``" (expected …)"``) is appended to the not-found message."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a list saved by a Windows editor starts with a BOM, which json.loads refuses.
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise error_class(f"{path}: {what} not found{not_found_hint}.") from None
     except OSError as error:
@@ -172,15 +173,18 @@ def read_task_entries(
     if not data:
         raise error_class(f"{path}: the task list holds no task (expected a JSON list of tasks with 'task_id' and 'Question').")
     entries: list[EntryT] = []
-    seen: set[str] = set()
+    #: task_id -> the entry (1-based) that first had it, so a duplicate names both places to look.
+    seen: dict[str, int] = {}
     for number, raw in enumerate(data, 1):
         try:
             entry = model.model_validate(raw)
         except ValidationError as error:
             raise error_class(_entry_error(path, number, raw, error)) from None
         if entry.task_id in seen:
-            raise error_class(f"{path}: entry {number}: duplicate task_id {entry.task_id!r}.")
-        seen.add(entry.task_id)
+            raise error_class(
+                f"{path}: entry {number}: duplicate task_id {entry.task_id!r} (also entry {seen[entry.task_id]})."
+            )
+        seen[entry.task_id] = number
         entries.append(entry)
     return entries
 

@@ -40,6 +40,7 @@ from evaluation.run.tasks import BenchmarkTask, load_tasks, select_tasks
 from evaluation.run.index_ready import ensure_index, refuse_partial
 from evaluation.run.layout import run_directories
 from evaluation.run.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig
+from evaluation.run.run_lock import run_lock
 from evaluation.run.summary_view import summary_table
 from index.errors import ConfigError, CopilotError
 from index.servers import ServersFile, load_servers
@@ -321,45 +322,42 @@ def _main(args: argparse.Namespace, console: Console) -> int:
             load_tool_descriptions(judge_options.tools_file)
 
     out = _run_directory(args.out)
-    config = RunnerConfig(
-        out=out,
-        tasks_file=args.tasks.resolve(),
-        task_files=task_files,
-        servers_file=servers_file,
-        copilot_home=(args.copilot_home or settings.home).resolve(),
-        concurrency=args.concurrency,
-        task_timeout=args.task_timeout,
-        retry_failed=args.retry_failed,
-        allow_missing_files=args.allow_missing_files,
-        agent=agent_label,
-        agent_cmd=args.agent_cmd,
-        max_agent_log_bytes=args.max_agent_log_bytes or DEFAULT_MAX_AGENT_LOG_BYTES,
-        agent_config=agent_config,
-        api_key=api_key,
-        price_table=price_table,
-        catalog_hash=_catalog_hash(settings),
-        runner_version=runner_version(),
-        cwd=Path.cwd(),
-        confirm=confirm,
-        inherit_env=sorted({name for cfg in servers.enabled().values() for name in cfg.inherit_env}),
-    )
-    repeats = [_open_repeat(directory, args, all_tasks, selected, config) for directory in run_directories(out, args.repeats)]
-    for repeat in repeats:
-        if repeat.resumed:
-            console.print(
-                f"resuming {repeat.out}: {len(repeat.resumed)} task(s) finished earlier are skipped, "
-                f"{len(repeat.pending)} to run",
-                markup=False,
-                highlight=False,
-            )
-    work = _Work(config, repeats, servers, args.allow_partial_index, llm, console)
-    records = work.run()
-    _print_end(selected, repeats, records, out, console)
-    for repeat in repeats:
-        repeat.write_tasks(all_tasks, selected)
-    if args.judge:
-        return anyio.run(run_judge, args, [r.out for r in repeats], out, console)
-    return 0
+    # Held until the run (and its judging) ends: a second run on this --out stops before any task.
+    with run_lock(out):
+        config = RunnerConfig(
+            out=out,
+            tasks_file=args.tasks.resolve(),
+            task_files=task_files,
+            servers_file=servers_file,
+            copilot_home=(args.copilot_home or settings.home).resolve(),
+            concurrency=args.concurrency,
+            task_timeout=args.task_timeout,
+            retry_failed=args.retry_failed,
+            allow_missing_files=args.allow_missing_files,
+            agent=agent_label,
+            agent_cmd=args.agent_cmd,
+            max_agent_log_bytes=args.max_agent_log_bytes or DEFAULT_MAX_AGENT_LOG_BYTES,
+            agent_config=agent_config,
+            api_key=api_key,
+            price_table=price_table,
+            catalog_hash=_catalog_hash(settings),
+            runner_version=runner_version(),
+            cwd=Path.cwd(),
+            confirm=confirm,
+            inherit_env=sorted({name for cfg in servers.enabled().values() for name in cfg.inherit_env}),
+        )
+        repeats = [_open_repeat(directory, args, all_tasks, selected, config) for directory in run_directories(out, args.repeats)]
+        for repeat in repeats:
+            if repeat.resumed:
+                console.print(_resume_note(repeat), markup=False, highlight=False)
+        work = _Work(config, repeats, servers, args.allow_partial_index, llm, console)
+        records = work.run()
+        _print_end(selected, repeats, records, out, console)
+        for repeat in repeats:
+            repeat.write_tasks(all_tasks, selected)
+        if args.judge:
+            return anyio.run(run_judge, args, [r.out for r in repeats], out, console)
+        return 0
 
 
 def _builtin_agent(
@@ -430,7 +428,10 @@ class _Work:
                 repeat.manifest.save()
         records: list[TaskRecord] = []
         for repeat in self.repeats:
-            runner = BenchmarkRunner(config.model_copy(update={"out": repeat.out}), repeat.manifest, llm=self.llm, console=self.console)
+            label = repeat.out.name if len(self.repeats) > 1 else ""
+            runner = BenchmarkRunner(
+                config.model_copy(update={"out": repeat.out}), repeat.manifest, llm=self.llm, console=self.console, label=label
+            )
             records += await runner.run(repeat.pending)
         return records
 
@@ -448,6 +449,16 @@ def _print_end(selected: list[BenchmarkTask], repeats: list[_Repeat], records: l
         markup=False,
         highlight=False,
     )
+
+
+def _resume_note(repeat: _Repeat) -> str:
+    """What a resumed run skips; failed ones are named as such, since a rerun after fixing the cause
+    (an endpoint that was down, a missing agent program) would otherwise silently run nothing."""
+    note = f"resuming {repeat.out}: {len(repeat.resumed)} task(s) finished earlier are skipped, {len(repeat.pending)} to run"
+    failed = sum(1 for task_id in repeat.resumed if repeat.manifest.summary.tasks[task_id].status != "completed")
+    if failed:
+        note += f" ({failed} of the skipped failed or timed out: --retry-failed reruns them)"
+    return note
 
 
 class _Repeat:

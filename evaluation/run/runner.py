@@ -171,8 +171,12 @@ class BenchmarkRunner:
         manifest: RunManifest,
         llm: openai.AsyncOpenAI | None = None,
         console: Console | None = None,
+        label: str = "",
     ) -> None:
         self.config = config
+        #: Names this runner's lines (``repeat-2``) when one command runs several repeats: their
+        #: ``[k/N]`` counts restart per repeat and the same task ids recur.
+        self.label = label
         self.manifest = manifest
         self.llm = llm
         self.console = console or make_console(stderr=True)
@@ -218,7 +222,7 @@ class BenchmarkRunner:
                     record = await self.run_task(task)
                 records.append(record)
                 self._done += 1
-                counted = f"[{self._done}/{len(tasks)}]"
+                counted = f"{self.label} [{self._done}/{len(tasks)}]".lstrip()
                 if record.status != "completed":
                     self._failed += 1
                     progress.console.print(

@@ -71,7 +71,11 @@ def test_task_and_label_files_fail_clearly(tmp_path: Path) -> None:
         ([{"task_id": "a", "Question": "q", "Annotator Metadata": "x"}], "entry 1 (task_id 'a'): Annotator Metadata: expected an object (got 'x')."),
         (["a"], "entry 1: expected an object with task_id and Question (got str 'a')."),
         ([{"Question": "q"}], "entry 1: task_id: Field required."),
-        ([{"task_id": "a", "Question": "q"}, {"task_id": "a", "Question": "r"}], "entry 2: duplicate task_id 'a'."),
+        # Both entries are named: in a 95-entry list the first one is otherwise hard to find.
+        (
+            [{"task_id": "a", "Question": "q"}, {"task_id": "b", "Question": "q"}, {"task_id": "a", "Question": "r"}],
+            "entry 3: duplicate task_id 'a' (also entry 1).",
+        ),
         # The runner names files after task ids: one that leaves --out is refused, not written (or deleted) there.
         (
             [{"task_id": "../../victim", "Question": "q"}],
@@ -123,3 +127,12 @@ def test_an_empty_task_list_is_refused_by_judge_and_runner(tmp_path: Path) -> No
         load_tasks(path)
     with pytest.raises(ConfigError, match="the task list holds no task"):
         load_run_tasks(path)
+
+
+def test_a_task_list_saved_with_a_bom_loads_in_judge_and_runner(tmp_path: Path) -> None:
+    from evaluation.run.tasks import load_tasks as load_run_tasks  # noqa: PLC0415
+
+    path = tmp_path / "tasks.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps([{"task_id": "a", "Question": "q?"}]).encode())
+    assert list(load_tasks(path)) == ["a"]
+    assert [task.task_id for task in load_run_tasks(path)] == ["a"]

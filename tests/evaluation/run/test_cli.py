@@ -163,7 +163,11 @@ def test_resume_skips_finished_tasks_and_retry_failed_reruns_failures(bench, cap
     assert run_cli(bench, "--agent-cmd", agent_cmd(bench)) == 0
     assert log.read_text().split() == ["task-write-1", "task-answer-2"]  # nothing ran again
     assert summary(bench).tasks == first
-    assert "3 task(s) finished earlier are skipped, 0 to run" in capsys.readouterr().err
+    # The skipped failure is named with the way to rerun it (the fix may be in place by now).
+    assert (
+        "3 task(s) finished earlier are skipped, 0 to run (1 of the skipped failed or timed out: "
+        "--retry-failed reruns them)"
+    ) in " ".join(capsys.readouterr().err.split())
 
     (bench["files"] / "music").mkdir()
     (bench["files"] / "music" / "song.wav").write_bytes(b"RIFF")
@@ -313,9 +317,10 @@ def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--only", "task-nope"], "--only task-nope: no such task id. Did you mean"),
+        (["--only", "task-nope"], "--only task-nope: no such task id (the task list holds 3 tasks"),
         (["--only", "task-"], "prefix matches 3 tasks"),
-        (["--category", "Gardening"], "unknown category. Known: Leisure, Lifestyle, Office"),
+        (["--category", "Gardening"], "unknown category. Categories in the task list: Leisure, Lifestyle, Office"),
+        (["--category", "Ofice"], "--category Ofice: unknown category. Did you mean Office?"),
         (["--agent-cmd", "agent {prompt}"], "unknown placeholder"),
         (["--agent", "my-agent"], "run other agents with --agent-cmd"),
         (["--concurrency", "0", "--agent-cmd", "true"], "--concurrency 0"),
@@ -465,6 +470,29 @@ def test_sigterm_and_sighup_stop_a_background_run_cleanly(bench, stop) -> None:
     assert f"finished tasks are saved in {bench['out'] / 'summary.json'};" in " ".join(err.split())
 
 
+def test_a_second_run_on_the_same_out_stops_before_any_task(bench, capsys) -> None:
+    # Started again while the first is still running (another terminal, a nohup job): without a
+    # lock both ran every task, each deleting the other's workspace and trajectory mid-task.
+    process, pid_file = _start_run(bench, ignore=())
+    try:
+        assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2") == 2
+        err = " ".join(capsys.readouterr().err.split())
+        out = bench["out"].resolve()
+        assert f"error: another run is using {out} (pid {process.pid}, since " in err
+        assert "wait for it to finish (or stop it), or pass another --out." in err
+        assert not (bench["tmp"] / "agent-runs.log").exists()  # the second run ran nothing
+        assert pid_file.exists() and (out / "tasks" / "task-answer-2" / "workspace").is_dir()  # nor reset the first's
+        process.send_signal(signal.SIGTERM)
+        _, first_err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, first_err
+    # The lock went with its holder: the next run resumes normally.
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2") == 0
+    assert (bench["tmp"] / "agent-runs.log").read_text().split() == ["task-answer-2"]
+
+
 def test_an_interrupted_repeated_run_names_where_its_summaries_are(bench) -> None:
     process, _ = _start_run(bench, (signal.SIGINT,), "--repeats", "2")
     try:
@@ -511,6 +539,10 @@ def test_repeats_are_judged_each_and_reported_as_pass_at_k(bench, capsys) -> Non
                  "--judge-no-progress", "--judge-cache-dir", str(bench["tmp"] / "judge-cache")]
         assert run_cli(bench, "--agent-cmd", agent, "--repeats", "3", "--allow-missing-files", *judge) == 0
         requests = len(judge_llm.requests)
+        # Off a terminal each task is a line; with repeats it names its repeat (counts restart per repeat).
+        lines = capsys.readouterr().err.splitlines()
+        for number in (1, 2, 3):
+            assert sum(line.startswith(f"✓ repeat-{number} [") for line in lines) == 3, lines
         # A rerun resumes every repeat: no task runs again, no verdict is asked for again.
         assert run_cli(bench, "--agent-cmd", agent, "--allow-missing-files", *judge) == 0
         assert len(judge_llm.requests) == requests
