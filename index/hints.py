@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 #: Settings an ``index`` command depends on, as the variables that set them.
 _INDEX_VARIABLES = {
     "home": "COPILOT_HOME",
+    # The servers file decides what ``index crawl`` crawls and what ``index build`` keeps: without
+    # it the pasted command would crawl the project's pool instead of the one the copilot serves.
+    "servers": "COPILOT_SERVERS",
     "catalog": "COPILOT_CATALOG",
     "embedding_model": "COPILOT_EMBEDDING_MODEL",
     "embedding_precision": "COPILOT_EMBEDDING_PRECISION",
@@ -51,5 +54,7 @@ def index_command(settings: CopilotSettings | None, *args: str) -> str:
         for field, variable in _INDEX_VARIABLES.items():
             value = getattr(settings, field, None)
             if field in settings.model_fields_set and value is not None:
-                prefix.append(f"{variable}={shlex.quote(str(value))}")
+                # A relative path was relative to the copilot's directory, not the user's shell's.
+                shown = value.absolute() if isinstance(value, Path) else value
+                prefix.append(f"{variable}={shlex.quote(str(shown))}")
     return " ".join([*prefix, python_command("-m", "index", *args)])

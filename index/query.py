@@ -10,7 +10,9 @@ LiveMCPBench's agents ask for tools as::
 The ``server`` part is a *kind* of service in the agent's words (matched against server
 descriptions), the ``tool`` part the operation (matched against tools). Also understood: the
 same ``server:``/``tool:`` lines without the tags, a JSON object with ``server``/``tool`` keys,
-a block inside a Markdown code fence, an unclosed block, and plain text (which serves as both).
+a block inside a Markdown code fence, an unclosed block, both fields on one line, a block whose
+newlines arrived escaped (``\\n``), several blocks in one query (each is an operation), and plain
+text (which serves as both).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import re
 from pydantic import BaseModel
 
 from index.errors import QueryError
-from index.text import has_words
 
 #: Longer than any sensible tool request: the rest is cut off (the embedder reads only the first
 #: ~128 tokens anyway, and BM25 over a pasted document is slow and mostly noise).
@@ -39,11 +40,30 @@ _FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
 #: Untagged fields count only when a line starts with ``tool:`` (a plain sentence may say "server:").
 _TOOL_LINE = re.compile(r"^\s*[-*]?\s*tool\s*(?:name)?\s*[:：]", re.IGNORECASE | re.MULTILINE)
 _EXAMPLE = "e.g. 'convert a Word document to PDF'"
+#: A letter or digit of any script: "погода в Москве" and "طقس" are queries (the keyword index reads
+#: only Latin letters, digits and CJK, but the embedding model reads them), "?!?" and "🌤️" are not.
+_TEXT = re.compile(r"[^\W_]")
 #: How agents list several operations in one query ("add slides + save presentation").
 _OPERATION_JOINER = re.compile(r"\s+\+\s+|\s*[;；]\s*")
 #: Inside a ``tool:`` field a comma lists operations too ("beat tracking, MFCC extraction");
 #: in plain text it rarely does ("Beijing, China"), so there it is left alone.
 _FIELD_OPERATION_JOINER = re.compile(r"\s+\+\s+|\s*[;；，、]\s*|\s*,\s+")
+#: ``tool:`` written on the ``server:`` line ("<tool_assistant>server: maps tool: directions</tool_assistant>").
+_INLINE_TOOL = re.compile(r"\s+[-*]?\s*tool\s*(?:name)?\s*[:：]\s*", re.IGNORECASE)
+#: Untagged one-line fields: ``server: maps tool: directions``.
+_INLINE_FIELDS = re.compile(r"^\s*[-*]?\s*server\s*(?:name)?\s*[:：].*?\s[-*]?\s*tool\s*(?:name)?\s*[:：]", re.IGNORECASE)
+#: A newline escaped twice (``\\n`` as two characters) next to a tag or a field, as agents send
+#: when they JSON-encode the block once too often; only these are undone, never ``\\n`` in a path.
+_ESCAPED_NEWLINE = re.compile(
+    r"(?:\\r)?\\n(?=\s*[-*]?\s*(?:server|tool)\s*(?:name)?\s*[:：]|\s*</?tool_assistant>|\s*$)"
+    r"|(?<=<tool_assistant>)\s*(?:\\r)?\\n",
+    re.IGNORECASE,
+)
+#: Quoted text (a search phrase, a file name) is one operation even when it holds commas; an
+#: apostrophe counts as a quote only at a word boundary ("today's news, weather" still splits).
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|「[^」]*」|(?<!\w)'[^']*'(?!\w)")
+#: A place or name after a comma ("Paris, France"): one capitalised word after a capitalised word.
+_NAME_CONTINUATION = re.compile(r"[A-Z][\w.-]*")
 
 
 class ParsedQuery(BaseModel):
@@ -62,6 +82,11 @@ class ParsedQuery(BaseModel):
         return self.server or self.tool
 
 
+def _has_text(text: str) -> bool:
+    """Whether ``text`` has anything to search for (a letter or digit of any script)."""
+    return _TEXT.search(text) is not None
+
+
 def _fields(block: str) -> dict[str, str]:
     """``server:``/``tool:`` fields of a block; a field's value runs until the next field."""
     matches = list(_FIELD.finditer(block))
@@ -72,7 +97,25 @@ def _fields(block: str) -> dict[str, str]:
         key = match.group(1).lower()
         if value and key not in fields:
             fields[key] = value
+    if "tool" not in fields and "server" in fields:
+        # Both fields on one line: the server value then holds the tool field.
+        server, *tool = _INLINE_TOOL.split(fields["server"], maxsplit=1)
+        if tool and _has_text(tool[0]):
+            fields["server"], fields["tool"] = server, tool[0]
     return fields
+
+
+def _unescape_newlines(text: str) -> str:
+    """A block whose newlines arrived as the two characters ``\\n`` (and no real ones), as lines."""
+    if "\n" in text or "\\n" not in text:
+        return text
+    return _ESCAPED_NEWLINE.sub("\n", text)
+
+
+def _block_fields(text: str) -> list[dict[str, str]]:
+    """The fields of each ``<tool_assistant>`` block of ``text`` that names a tool, in order."""
+    found = [_fields(segment) for segment in _TAG.split(text) if _FIELD.search(segment)]
+    return [fields for fields in found if "tool" in fields]
 
 
 def _json_fields(text: str) -> dict[str, str] | None:
@@ -111,15 +154,24 @@ def parse_query(query: object) -> ParsedQuery:
     tool_field = False  # the operation came from a ``tool:`` field, where commas list operations
     if _FENCE.search(text):
         text = _FENCE.sub("", text).strip() or text
+    text = _unescape_newlines(text)
     json_fields = _json_fields(text)
     block = _BLOCK.search(text)
-    if json_fields is not None:
+    blocks = _block_fields(text) if block else []
+    if json_fields is None and len(blocks) > 1:
+        # Several blocks in one query: every one is an operation (the first alone used to be
+        # searched and the others silently dropped).
+        tool = " + ".join(dict.fromkeys(fields["tool"] for fields in blocks))  # a repeated block once
+        servers = list(dict.fromkeys(fields["server"] for fields in blocks if "server" in fields))
+        server = "; ".join(servers) or None
+        tool_field = True
+    elif json_fields is not None:
         server = json_fields.get("server")
         tool = json_fields.get("tool") or json_fields.get("query") or ""
         tool_field = bool(tool)
         if not tool:
             tool = " ".join(json_fields.values())
-    elif block or _TOOL_LINE.search(text):
+    elif block or _TOOL_LINE.search(text) or _INLINE_FIELDS.match(text):
         fields = _fields(block.group(1) if block else text)
         server = fields.get("server")
         tool = fields.get("tool") or ""
@@ -129,9 +181,9 @@ def parse_query(query: object) -> ParsedQuery:
             tool = " ".join(_FIELD.sub(" ", _TAG.sub(" ", text)).split())
     elif _TAG.search(text):
         tool = " ".join(_TAG.sub(" ", text).split())
-    if server is not None and not has_words(server):
+    if server is not None and not _has_text(server):
         server = None
-    if not has_words(tool):
+    if not _has_text(tool):
         raise QueryError(
             f"the query {query.strip()[:80]!r} has no words to search for; describe the tool you need ({_EXAMPLE})."
         )
@@ -142,11 +194,42 @@ def parse_query(query: object) -> ParsedQuery:
 def split_operations(tool: str, joiner: re.Pattern[str] = _OPERATION_JOINER) -> list[str]:
     """The distinct operations ``tool`` lists (at most :data:`MAX_OPERATIONS`), or [] for one operation."""
     found: list[str] = []
-    for piece in joiner.split(tool):
+    for piece in _pieces(tool, joiner):
         piece = " ".join(piece.split()).strip(" .")
-        if has_words(piece) and piece.lower() not in (f.lower() for f in found):
+        if _has_text(piece) and piece.lower() not in (f.lower() for f in found):
             found.append(piece)
     return found[:MAX_OPERATIONS] if len(found) >= 2 else []
+
+
+def _pieces(tool: str, joiner: re.Pattern[str]) -> list[str]:
+    """``tool`` split at ``joiner``, except inside quotes and before a name after a comma ("Paris, France")."""
+    quoted = [match.span() for match in _QUOTED.finditer(tool)]
+    splits = [m for m in joiner.finditer(tool) if not any(begin < m.start() < end for begin, end in quoted)]
+    kept: list[re.Match[str]] = []
+    for index, match in enumerate(splits):
+        after_end = splits[index + 1].start() if index + 1 < len(splits) else len(tool)
+        is_comma = match.group().strip() in (",", "，")
+        if is_comma and _continues_name(tool[: match.start()], tool[match.end() : after_end]):
+            continue
+        kept.append(match)
+    pieces: list[str] = []
+    start = 0
+    for match in kept:
+        pieces.append(tool[start : match.start()])
+        start = match.end()
+    pieces.append(tool[start:])
+    return pieces
+
+
+def _continues_name(previous: str, piece: str) -> bool:
+    """``piece`` is one capitalised word following a capitalised word: "Paris, France", not an operation."""
+    words, before = piece.split(), previous.split()
+    return (
+        len(words) == 1
+        and bool(before)
+        and _NAME_CONTINUATION.fullmatch(words[0].strip(" .")) is not None
+        and _NAME_CONTINUATION.fullmatch(before[-1]) is not None
+    )
 
 
 def check_top_k(top_k: object) -> int:

@@ -156,6 +156,9 @@ class BackgroundIndexer:
 
     async def _run(self, servers: Mapping[str, ServerConfig]) -> None:
         plan, catalog = await anyio.to_thread.run_sync(self._plan, servers, abandon_on_cancel=True)
+        # A server that needs no indexing now (removed from the file, disabled, or indexed since) has
+        # not failed: route's answers would otherwise report an old failure forever.
+        self._failed = {name: why for name, why in self._failed.items() if name in plan.servers}
         if not plan.servers:
             logger.info("index is up to date with the servers file")
             return
@@ -172,6 +175,8 @@ class BackgroundIndexer:
             # Catalog servers become searchable before the (slower) crawl of the others.
             await anyio.to_thread.run_sync(self._sync, records, plan.from_catalog, abandon_on_cancel=True)
             self._pending = list(plan.crawl)
+            for name in plan.from_catalog:
+                self._failed.pop(name, None)
             logger.info("indexed %d tool(s) of %d server(s) from the catalog", len(records), len(plan.from_catalog))
         if plan.crawl:
             records, failures = await self._crawl({name: servers[name] for name in plan.crawl})
@@ -184,6 +189,8 @@ class BackgroundIndexer:
                 state = _load_state(self._state_path)
                 state.update({name: servers[name].launch_hash() for name in ok})
                 _save_state(self._state_path, state)
+                for name in ok:
+                    self._failed.pop(name, None)  # crawled fine this time
             logger.info("indexed %d tool(s) of %d crawled server(s)", len(records), len(ok))
 
     def _load_catalog(self) -> Catalog | None:

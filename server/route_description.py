@@ -22,6 +22,13 @@ from index.text import STOPWORDS, humanize, split_identifier
 MAX_SERVERS_PER_CATEGORY = 10
 #: Keywords (kinds of service) per category: more for big categories, at most this many.
 MAX_KEYWORDS_PER_CATEGORY = 12
+#: Characters of category lines: the description must stay a few hundred tokens for a pool of any
+#: size (hosts put it in every prompt; LiveMCPBench's 8 categories take ~1,200). Categories that
+#: do not fit are only named, smallest last, on one line of at most :data:`MAX_MORE_CHARS`.
+MAX_CATEGORY_CHARS = 1600
+MAX_MORE_CHARS = 300
+#: A category name longer than this (a servers file may hold anything) is cut.
+MAX_CATEGORY_NAME_CHARS = 40
 
 _GENERIC = frozenset(
     """get list set create add delete remove update search find fetch read write run make new info information
@@ -82,23 +89,57 @@ def _label(name: str) -> str:
     return " ".join(words) or name
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _category_name(category: str) -> str:
+    name = " ".join(category.split()) or "Other"
+    return name if len(name) <= MAX_CATEGORY_NAME_CHARS else name[: MAX_CATEGORY_NAME_CHARS - 1] + "…"
+
+
+def _category_line(category: str, members: list[PoolServer], pool: list[PoolServer]) -> str:
+    keywords = ", ".join(_keywords(members, pool))
+    named = sorted(members, key=lambda s: (-len(s.tools), s.name))
+    labels = ", ".join(_label(s.name) for s in named[:MAX_SERVERS_PER_CATEGORY])
+    more = f" +{len(named) - MAX_SERVERS_PER_CATEGORY} more" if len(named) > MAX_SERVERS_PER_CATEGORY else ""
+    # A category whose servers have no English words (or none yet indexed) has no keywords.
+    return f"- {_category_name(category)}: " + (f"{keywords}; " if keywords else "") + f"{labels}{more}"
+
+
+def _more_line(groups: list[tuple[str, list[PoolServer]]]) -> str:
+    """Categories left out of the detailed lines, by name and size, within :data:`MAX_MORE_CHARS`."""
+    shown: list[str] = []
+    for index, (category, members) in enumerate(groups):
+        entry = f"{_category_name(category)} ({_plural(len(members), 'server')})"
+        rest = len(groups) - index - 1
+        if len(", ".join([*shown, entry])) + len(f" +{rest} more") > MAX_MORE_CHARS:
+            return "- Also: " + ", ".join(shown) + f" +{len(groups) - index} more categories"
+        shown.append(entry)
+    return "- Also: " + ", ".join(shown)
+
+
 def describe_pool(servers: Iterable[PoolServer]) -> str:
     """The full route description for these (routable) servers."""
     pool = sorted(servers, key=lambda s: s.name)
     lines = [INTRO]
     if pool:
         tool_count = sum(len(s.tools) for s in pool)
-        counted = f"{tool_count} tools on {len(pool)} servers" if tool_count else f"{len(pool)} servers"
+        servers_counted = _plural(len(pool), "server")
+        counted = f"{_plural(tool_count, 'tool')} on {servers_counted}" if tool_count else servers_counted
         lines.append(f"The pool has {counted}, by category (typical words; servers):")
         groups: dict[str, list[PoolServer]] = defaultdict(list)
         for server in pool:
             groups[server.category or "Other"].append(server)
-        for category, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
-            keywords = ", ".join(_keywords(members, pool))
-            named = sorted(members, key=lambda s: (-len(s.tools), s.name))
-            labels = ", ".join(_label(s.name) for s in named[:MAX_SERVERS_PER_CATEGORY])
-            more = f" +{len(named) - MAX_SERVERS_PER_CATEGORY} more" if len(named) > MAX_SERVERS_PER_CATEGORY else ""
-            lines.append(f"- {category}: {keywords}; {labels}{more}")
+        ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+        used = 0
+        for position, (category, members) in enumerate(ordered):
+            line = _category_line(category, members, pool)
+            if used + len(line) > MAX_CATEGORY_CHARS and position > 0:
+                lines.append(_more_line(ordered[position:]))
+                break
+            lines.append(line)
+            used += len(line) + 1
     else:
         lines.append("The pool is empty right now (no server is indexed or allowed).")
     lines.append(GUIDANCE)
