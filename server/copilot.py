@@ -24,6 +24,7 @@ from mcp_types import CallToolResult, InputRequiredResult, InputResponses
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
 from index.records import ToolRecord
+from index.query import MAX_TOP_K
 from index.servers import ServerConfig, ServersFile, load_servers
 from server.bounded import shown_name
 from server.errors import (
@@ -588,7 +589,7 @@ class Copilot:
             only = self._resolve_server(server.strip()).name
         filtered = bool(self.settings.allow or self.settings.deny or self.settings.read_only or self.guard is not None)
         # Over-fetch when allow/deny lists may remove hits, so k allowed tools remain.
-        fetch = k * 3 if filtered else k
+        fetch = min(k * 3, MAX_TOP_K) if filtered else k
         try:
             found = await anyio.to_thread.run_sync(
                 lambda: self.index.route(

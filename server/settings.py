@@ -17,6 +17,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from index.errors import ConfigError
+from index.query import MAX_TOP_K
 from index.settings import CopilotSettings, check_writable_directory
 from index.trust.settings import split_list
 
@@ -74,7 +75,7 @@ class ServerSettings(CopilotSettings):
         ge=1000,
         description="Base64 bytes of images, audio and binary resources one tool result may carry (rest dropped).",
     )
-    max_top_k: int = Field(default=20, ge=1, description="Upper bound of route's top_k.")
+    max_top_k: int = Field(default=20, ge=1, le=MAX_TOP_K, description="Upper bound of route's top_k.")
 
     # Relaying between host and children ---------------------------------------------------
     roots: Annotated[list[Path], NoDecode] = Field(

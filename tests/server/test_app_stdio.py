@@ -73,6 +73,7 @@ async def copilot(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -
     env = copilot_env(
         home,
         COPILOT_DENY="alpha/write_file",
+        COPILOT_MAX_TOP_K="40",  # with the deny list, route over-fetches three times that
         COPILOT_MAX_RESULT_CHARS="5000",
         COPILOT_CRAWL_TIMEOUT="600",
         COPILOT_LOG_FILE=str(log_file),
@@ -159,6 +160,13 @@ async def test_route_never_returns_servers_missing_from_the_servers_file(copilot
     servers = {t["server"] for t in structured(routed)["tools"]}
     assert servers <= {"alpha", "beta", "crashy", "slow"}, servers
     assert "gamma" not in servers
+
+
+async def test_a_large_top_k_with_filters_is_answered(copilot: Copilot) -> None:
+    # Filters make route fetch three times top_k from the index, which takes at most 100: 40 failed
+    # with "top_k must be between 1 and 100, not 120".
+    routed = structured(await copilot.route("echo the given text back", top_k=40))
+    assert routed["tools"] and all(t["tool"] != "write_file" or t["server"] != "alpha" for t in routed["tools"])
 
 
 async def test_route_empty_query_is_a_helpful_error(copilot: Copilot) -> None:
