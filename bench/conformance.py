@@ -37,7 +37,7 @@ from pathlib import Path
 import anyio
 from platformdirs import user_cache_dir
 
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 from index.settings import PROJECT_DIR
 
 SUITE_PACKAGE = "@modelcontextprotocol/conformance@0.1.16"
@@ -109,10 +109,10 @@ def install_suite(cache: Path | None = None) -> Suite:
 
 def prepare_home(home: Path) -> Path:
     """A COPILOT_HOME whose index holds the conformance child; returns its servers file."""
-    from index.crawl import crawl_servers
-    from index.servers import load_servers
+    from index.catalog.crawl import crawl_servers
+    from index.catalog.servers import load_servers
     from index.settings import CopilotSettings
-    from index.tool_index import ToolIndex
+    from index.search.tool_index import ToolIndex
 
     servers = home / "servers.json"
     home.mkdir(parents=True, exist_ok=True)

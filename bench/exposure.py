@@ -32,9 +32,9 @@ from mcp import Client
 
 from bench.args import existing_file, positive_int
 from bench.speed import DEFAULT_ANNOTATIONS, load_queries
-from index.console import HelpFormatter
-from index.records import load_catalog
-from index.servers import load_servers
+from index.cli.console import HelpFormatter
+from index.catalog.records import load_catalog
+from index.catalog.servers import load_servers
 from index.settings import DEFAULT_CATALOG, PROJECT_DIR
 from server.app import build_app
 from server.copilot import Copilot
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-exposure-") as temp:
         home = args.home or Path(temp)
-        from index.tool_index import ToolIndex
+        from index.search.tool_index import ToolIndex
 
         index = ToolIndex.open(ServerSettings(home=home))
         report = index.sync(catalog.tools, catalog=str(DEFAULT_CATALOG), catalog_digest=catalog.digest())

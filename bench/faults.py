@@ -56,7 +56,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.args import non_negative_float, positive_int
 from index.children.watchdog import tagged
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = REPO / "tests" / "fixtures" / "hostile_server.py"

@@ -20,7 +20,7 @@ from bench.args import non_negative_float, positive_int
 from evaluation.judge.options import JudgeOptions
 from evaluation.judge.pipeline import judge_paths
 from evaluation.llm import LLMSettings
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 from tests.evaluation.judge_helpers import task_entry, write_copilot_log, write_tasks
 from tests.support.scripted_openai import Reply, ScriptedOpenAI
 

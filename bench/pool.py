@@ -29,10 +29,10 @@ import anyio
 
 from bench.args import non_negative_float, positive_int
 from index.children.connect import open_session
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 from index.errors import CopilotError
-from index.servers import ServerConfig
-from server.pool import ChildPool, PoolSettings
+from index.catalog.servers import ServerConfig
+from server.pool.sessions import ChildPool, PoolSettings
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "fixture_server.py"
 

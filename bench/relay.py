@@ -51,7 +51,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from bench.args import checkout, positive_int
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 FIXTURE = PROJECT_DIR / "tests" / "fixtures" / "relay_server.py"

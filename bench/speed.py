@@ -7,7 +7,7 @@
    the hybrid ``ToolIndex.search`` against baselines measured in the same run and interleaved
    query by query -- plain dense brute force (embed + one matrix product), Chroma's own HNSW
    query, and the same hybrid with the model in float32 (``COPILOT_EMBEDDING_PRECISION``; the
-   shipped model is int8, see :mod:`index.quantized`).
+   shipped model is int8, see :mod:`index.models.quantized`).
 2. Build time of that index from the snapshot, as a user runs it (``python -m index build`` in a
    fresh process): cold into an empty store (and cold in float32, the baseline), then again with
    nothing changed (answered from the build manifest), then once more without the manifest
@@ -33,17 +33,17 @@ from pathlib import Path
 
 import numpy as np
 
-import index.tool_index as tool_index_module
+import index.search.tool_index as tool_index_module
 from bench.args import existing_file, positive_int
 from bench.retrieval import route_queries
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 from index.errors import CopilotError
-from index.livemcpbench import load_livemcpbench
-from index.records import Catalog, ToolRecord, load_catalog
+from index.catalog.livemcpbench import load_livemcpbench
+from index.catalog.records import Catalog, ToolRecord, load_catalog
 from index.settings import DEFAULT_CATALOG, PROJECT_DIR, CopilotSettings, livemcpbench_dir
-from index.store import ChromaStore, IndexState
-from index.text import DOCUMENT_VERSION, server_document, tool_document
-from index.tool_index import ToolIndex
+from index.storage.store import ChromaStore, IndexState
+from index.search.text import DOCUMENT_VERSION, server_document, tool_document
+from index.search.tool_index import ToolIndex
 
 SHARED = livemcpbench_dir()
 DEFAULT_TOOLS = SHARED / "tools" / "LiveMCPTool" / "tools.json"

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from bench.args import existing_file, positive_int
 from bench.retrieval.sets import agent_step_set
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 from index.errors import CopilotError
-from index.livemcpbench import load_livemcpbench
+from index.catalog.livemcpbench import load_livemcpbench
 from index.settings import PROJECT_DIR, CopilotSettings, livemcpbench_dir
 
 DEFAULT_TOOLS = livemcpbench_dir() / "tools" / "LiveMCPTool" / "tools.json"
@@ -37,7 +37,7 @@ _PROBE = r"""
 import json, sys, threading, time
 started = time.perf_counter()
 from index.settings import CopilotSettings
-from index.tool_index import ToolIndex
+from index.search.tool_index import ToolIndex
 home, wait, queries = sys.argv[1], sys.argv[2] == "wait", json.loads(sys.stdin.read())
 index = ToolIndex.open(CopilotSettings(home=home))
 threading.Thread(target=index.warm, daemon=True).start()
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"skipped: {args.tools_json} not found (LiveMCPBench data).", file=sys.stderr)
         return 0
     try:
-        from index.tool_index import ToolIndex
+        from index.search.tool_index import ToolIndex
 
         catalog = load_livemcpbench(args.tools_json)
         known = {t.name for t in catalog.tools}

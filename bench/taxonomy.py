@@ -25,8 +25,8 @@ THRESHOLDS = (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from index.console import HelpFormatter  # noqa: PLC0415
-    from index.embedding import get_embedder  # noqa: PLC0415
+    from index.cli.console import HelpFormatter  # noqa: PLC0415
+    from index.models.embedding import get_embedder  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(
         prog="python -m bench taxonomy", description=(__doc__ or "").strip().split("\n\n")[0], formatter_class=HelpFormatter

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.args import existing_file, output_file
-from index.console import HelpFormatter
-from index.livemcpbench import load_livemcpbench
-from index.records import Catalog, ToolRecord, load_catalog
+from index.cli.console import HelpFormatter
+from index.catalog.livemcpbench import load_livemcpbench
+from index.catalog.records import Catalog, ToolRecord, load_catalog
 from index.settings import DEFAULT_CATALOG, livemcpbench_dir
 from index.trust.definition import definition_hash, tool_definition
 from index.trust.scan import SEVERITY_ORDER, ScanContext, scan_tool, worst

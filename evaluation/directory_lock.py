@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from index.errors import ConfigError, CopilotError
-from server.trajectory import utc_now
+from server.trajectory.records import utc_now
 
 
 @contextmanager

@@ -7,9 +7,9 @@ from typing import Any
 
 #: Exported lazily: importing ``index`` must stay cheap (no numpy, Chroma or torch).
 _LAZY_EXPORTS = {
-    "ToolIndex": "index.tool_index",
-    "SearchHit": "index.tool_index",
-    "BuildReport": "index.tool_index",
+    "ToolIndex": "index.search.tool_index",
+    "SearchHit": "index.search.tool_index",
+    "BuildReport": "index.search.tool_index",
 }
 
 

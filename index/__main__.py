@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from index.cli import main
+from index.cli.args import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -41,7 +41,7 @@ DEFAULT_EMBEDDING_PRECISION: EmbeddingPrecision = "int8"
 
 
 #: Chroma's rule for collection names (3-512 characters of these, alphanumeric at both ends), with room
-#: for the ``-servers`` suffix of the server collection made beside it (index.store).
+#: for the ``-servers`` suffix of the server collection made beside it (index.storage.store).
 _COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,502}[A-Za-z0-9]")
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 
 #: Nothing may reach the network or print banners at run time (set before any import of them).
 _QUIET_ENVIRONMENT = {
@@ -177,7 +177,7 @@ async def _watch_signals(serving: Any, shutdown: Any) -> None:
 async def _serve_stdio(app: Any, shutdown: Any, fast: bool, telemetry: Any) -> None:
     import anyio
 
-    from server.stdio import serve_stdio
+    from server.stdio.serve import serve_stdio
 
     def on_stopped() -> None:
         # After a signal the client may keep stdin open, and the SDK's stdin reader thread cannot
@@ -211,9 +211,9 @@ def serve(argv: Sequence[str] | None = None) -> int:
     import anyio
 
     from index.errors import CopilotError
-    from index.servers import load_servers
+    from index.catalog.servers import load_servers
     from index.trust.settings import TrustSettings
-    from server.pool_settings import PoolSettings
+    from server.pool.settings import PoolSettings
     from server.settings import ServerSettings
 
     try:
@@ -249,7 +249,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
             listener = bind_listener(settings)  # a port in use fails here, before anything starts
             # Port 0 picked one: the status file, logs and run file name the port really served.
             settings.http_port = listener.getsockname()[1]
-        from index.tool_index import ToolIndex
+        from index.search.tool_index import ToolIndex
         from server.app import build_app
         from server.copilot import Shutdown
 

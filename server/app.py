@@ -34,16 +34,16 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from index.self_entry import COPILOT_SERVER_NAME
-from index.servers import ServersFile
+from index.catalog.self_entry import COPILOT_SERVER_NAME
+from index.catalog.servers import ServersFile
 from server.aggregate.notify import SHARED_SESSION
 from server.aggregate.service import Aggregation
-from server.arguments import unknown_arguments, unknown_arguments_message
+from server.execute.arguments import unknown_arguments, unknown_arguments_message
 from server.copilot import Copilot, Shutdown, copilot_version
-from server.formatting import RouteAnswer
-from server.pool_settings import PoolSettings
+from server.route.answer import RouteAnswer
+from server.pool.settings import PoolSettings
 from server.relay.hub import install_handlers
-from server.session_log import SessionLog
+from server.trajectory.session_log import SessionLog
 from server.settings import ServerSettings
 
 logger = logging.getLogger(__name__)

@@ -23,9 +23,9 @@ import anyio
 from mcp_types import CallToolResult, InputRequiredResult, InputResponses
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
-from index.records import ToolRecord
-from index.query import MAX_TOP_K
-from index.servers import ServerConfig, ServersFile, load_servers
+from index.catalog.records import ToolRecord
+from index.search.query import MAX_TOP_K
+from index.catalog.servers import ServerConfig, ServersFile, load_servers
 from server.bounded import shown_name
 from server.errors import (
     CallCancelledError,
@@ -38,22 +38,22 @@ from server.errors import (
     UnknownServerError,
     UnknownToolError,
 )
-from server.formatting import RouteAnswer, RoutedTool, render_route
+from server.route.answer import RouteAnswer, RoutedTool, render_route
 from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block, withheld_message
-from server.indexing import BackgroundIndexer
+from server.route.indexing import BackgroundIndexer
 from server.policy import ConfirmationStore, Policy, Risk
 from server.relay.confirm import approved, confirmation_request, confirmation_round
 from server.relay.disconnect import unless_client_gone
 from server.relay.host import HostLink
 from server.relay.hub import Relay
 from server.relay.suspended import Finished, SuspendedCall, decode_state
-from server.results import ResultLimits, cap_result, text_result, to_log_result
-from server.route_description import PoolServer, describe_pool_from_config
-from server.session_log import SessionLog, SessionLogs
+from server.execute.results import ResultLimits, cap_result, text_result, to_log_result
+from server.route.description import PoolServer, describe_pool_from_config
+from server.trajectory.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
 from server.telemetry import Telemetry, instrumented
-from server.trajectory import RouteHit
-from server.validation import check_params, coerce_params, did_you_mean, suggest
+from server.trajectory.records import RouteHit
+from server.execute.validation import check_params, coerce_params, did_you_mean, suggest
 
 logger = logging.getLogger(__name__)
 
@@ -278,10 +278,10 @@ class Copilot:
         resort) and every open session log gets its ``session_end``.
         """
         from index.children.guard import child_guard
-        from index.tool_index import ToolIndex  # heavy dependencies load lazily, not at import
+        from index.search.tool_index import ToolIndex  # heavy dependencies load lazily, not at import
         from index.trust.settings import TrustSettings
-        from server.pool import ChildPool
-        from server.pool_settings import PoolSettings
+        from server.pool.sessions import ChildPool
+        from server.pool.settings import PoolSettings
 
         index = index if index is not None else ToolIndex.open(settings)
         relay = relay_for(settings)
@@ -363,7 +363,7 @@ class Copilot:
     def _learn_start_times(self) -> None:
         """Tell the pool how long each server took to start in the catalog's crawl (same launch only),
         so ``route`` does not warm slow starters before the pool has timed a start of its own."""
-        from index.records import load_catalog
+        from index.catalog.records import load_catalog
 
         try:
             catalog = load_catalog(self.settings.catalog_file())
@@ -387,7 +387,7 @@ class Copilot:
 
     # -- route's description --------------------------------------------------------------------
     def route_description(self) -> str:
-        """route's tool description for the routable servers (see :mod:`server.route_description`)."""
+        """route's tool description for the routable servers (see :mod:`server.route.description`)."""
         routable = {name: self.servers[name] for name in self.routable_servers()}
         return describe_pool_from_config(routable, self._indexed_pool)
 

@@ -17,14 +17,14 @@ import anyio
 import mcp.types as types
 from mcp_types import CallToolResult, EmbeddedResource, ResourceLink, TextContent, TextResourceContents
 
-from index.crawl import scrub_machine_paths, tool_record
-from index.records import ToolRecord
-from index.servers import ServerConfig
+from index.catalog.crawl import scrub_machine_paths, tool_record
+from index.catalog.records import ToolRecord
+from index.catalog.servers import ServerConfig
 from index.trust.review import TrustReviewer, Verdict
-from index.display import printable
+from index.cli.display import printable
 from index.trust.scan import Finding, scan_result_text, scan_tool
 from server.errors import ToolBlockedError
-from server.pool_settings import PoolSettings
+from server.pool.settings import PoolSettings
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from index.servers import ServerConfig
-from index.suggest import nearest_names
+from index.catalog.servers import ServerConfig
+from index.cli.suggest import nearest_names
 from index.trust.overrides import effective_annotations, needs_confirmation
 from server.bounded import shown_name
 from server.errors import ConfirmationRequiredError, PolicyDeniedError

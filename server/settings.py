@@ -17,7 +17,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from index.errors import ConfigError
-from index.query import MAX_TOP_K
+from index.search.query import MAX_TOP_K
 from index.settings import CopilotSettings, check_writable_directory
 from index.trust.settings import split_list
 
@@ -164,7 +164,7 @@ class ServerSettings(CopilotSettings):
     )
     fast_relay: bool = Field(
         default=True,
-        description="Over stdio pipes, serve execute beside the SDK's dispatcher where that is equivalent (server.stdio_fast).",
+        description="Over stdio pipes, serve execute beside the SDK's dispatcher where that is equivalent (server.stdio.fast).",
     )
 
     # What hosts see of the children (server.aggregate) ----------------------------------------

@@ -25,7 +25,7 @@ import pytest
 from index.trust.scan import Finding
 import server.copilot  # noqa: F401 -- defines or imports every ExecuteError subclass
 from server.errors import ExecuteError
-from server.trajectory import ExecuteResult, RouteHit, TrajectoryEvent, WorkspaceFile, parse_event
+from server.trajectory.records import ExecuteResult, RouteHit, TrajectoryEvent, WorkspaceFile, parse_event
 from tests.support.cli import PROJECT, cli_env
 
 README = PROJECT / "README.md"
@@ -81,10 +81,10 @@ def run_snippet(directory: Path, user_home: Path) -> subprocess.CompletedProcess
 @pytest.fixture(scope="module")
 def project_with_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A directory with a servers file (the clock server only) and a HOME whose data dir holds its index."""
-    from index.crawl import crawl_servers
-    from index.servers import parse_servers
+    from index.catalog.crawl import crawl_servers
+    from index.catalog.servers import parse_servers
     from index.settings import CopilotSettings
-    from index.tool_index import ToolIndex
+    from index.search.tool_index import ToolIndex
 
     root = tmp_path_factory.mktemp("readme-sdk")
     project, user_home = root / "project", root / "home"

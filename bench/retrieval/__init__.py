@@ -56,10 +56,10 @@ from bench.retrieval.sets import (
     real_agent_set,
     route_queries,
 )
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 from index.errors import CopilotError
-from index.ranking import HYBRID
-from index.livemcpbench import load_livemcpbench
+from index.search.ranking import HYBRID
+from index.catalog.livemcpbench import load_livemcpbench
 from index.settings import PROJECT_DIR, CopilotSettings, livemcpbench_dir
 
 __all__ = ["main", "route_queries"]
@@ -345,7 +345,7 @@ def _run(args: argparse.Namespace) -> int:
 def _weak_and_trim(space: Space, sets: dict[str, QuerySet], off: QuerySet, report: dict) -> None:
     """Weak-match flags and trimmed tails at the shipped thresholds, plus their cross-validation."""
     from bench.retrieval.lab import parts, scored
-    from index.confidence import TRIM_FLOOR, TRIM_MARGIN, WEAK_DENSE, WEAK_LEXICAL, judge
+    from index.search.confidence import TRIM_FLOOR, TRIM_MARGIN, WEAK_DENSE, WEAK_LEXICAL, judge
 
     def verdicts(queries: Sequence[Query], **thresholds: float) -> list[tuple[bool, int, bool, bool]]:
         """(weak, kept of top 5, relevant in top 5, relevant in kept) per query."""
@@ -396,9 +396,9 @@ def _real_index(
     args: argparse.Namespace, catalog, home: Path, sets: dict[str, QuerySet], results: dict[str, dict[str, Ranked]], report: dict
 ) -> None:
     """The shipped ranker through ToolIndex on Chroma; latency interleaved with plain dense."""
-    import index.tool_index as tool_index_module
-    from index.build import progress_bar
-    from index.tool_index import ToolIndex
+    import index.search.tool_index as tool_index_module
+    from index.storage.build import progress_bar
+    from index.search.tool_index import ToolIndex
 
     index = ToolIndex.open(CopilotSettings(home=home))
     with progress_bar("embedding") as progress:
@@ -437,8 +437,8 @@ def _real_index(
 
 
 def _route_description_size(catalog, report: dict) -> None:
-    from index.embedding import get_embedder
-    from server.route_description import describe_pool_from_records
+    from index.models.embedding import get_embedder
+    from server.route.description import describe_pool_from_records
 
     text = describe_pool_from_records(catalog.tools)
     tokenizer = get_embedder().load().tokenizer

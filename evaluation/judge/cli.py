@@ -23,7 +23,7 @@ from evaluation.judge.options import JudgeError
 from evaluation.judge.pipeline import JudgeSummary, default_out_dir, judge_paths
 from evaluation.judge.repeats import RepeatsSummary, judge_repeats, repeat_directories
 from evaluation.report.tables import interval, pct
-from index.console import HelpFormatter, make_console
+from index.cli.console import HelpFormatter, make_console
 from index.errors import CopilotError
 
 

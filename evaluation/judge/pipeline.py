@@ -34,7 +34,7 @@ from evaluation.taxonomy.diagnose import Case, diagnose
 from evaluation.taxonomy.model import Diagnosis
 from evaluation.tasks import UNCATEGORISED, Task, load_human_labels, load_tasks
 from evaluation.trajectories import LoadResult, load_trajectories
-from index.console import make_console
+from index.cli.console import make_console
 from index.errors import CopilotError
 from index.settings import CopilotSettings
 

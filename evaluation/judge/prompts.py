@@ -18,7 +18,7 @@ from typing import Literal
 
 from evaluation.judge.tool_descriptions import ToolDescriptions
 from evaluation.trajectories import ToolCall, Trajectory
-from server.trajectory import WorkspaceFile
+from server.trajectory.records import WorkspaceFile
 
 PromptKind = Literal["livemcpeval", "evidence"]
 PROMPT_KINDS: tuple[PromptKind, ...] = ("livemcpeval", "evidence")

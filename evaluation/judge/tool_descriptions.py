@@ -1,6 +1,6 @@
 """Descriptions of the tools a trajectory used, for the judge prompt.
 
-Read from a copilot catalog snapshot (``index.records``) or LiveMCPBench's ``tools.json`` (read
+Read from a copilot catalog snapshot (``index.catalog.records``) or LiveMCPBench's ``tools.json`` (read
 by the index's own importer, which validates every entry). A file of neither shape, or one that
 lists no tool, is an error naming the file and the entry: the judge would otherwise run without
 descriptions and nobody would notice.
@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from index.errors import CatalogError
-from index.livemcpbench import load_livemcpbench
-from index.records import Catalog, load_catalog
+from index.catalog.livemcpbench import load_livemcpbench
+from index.catalog.records import Catalog, load_catalog
 
 #: ``(server, tool) -> description``
 ToolDescriptions = dict[tuple[str, str], str]

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from evaluation.judge.verdicts import KeyPointVerdict
-from server.trajectory import utc_now
+from server.trajectory.records import utc_now
 
 logger = logging.getLogger(__name__)
 

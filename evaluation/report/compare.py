@@ -19,7 +19,7 @@ from evaluation.report.files import load_report
 from evaluation.report.models import Report
 from evaluation.report.stats import McNemar, holm, mcnemar_exact, paired_difference_interval, wilson_interval
 from evaluation.tasks import CATEGORIES
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 from index.errors import CopilotError
 
 DEFAULT_ALPHA = 0.05

@@ -27,7 +27,7 @@ from evaluation.report.render import esc, html_page, html_table, markdown_table,
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
 from evaluation.report.stats import mcnemar_exact, paired_difference_interval
 from evaluation.report.tables import Table, interval, num, pct
-from index.console import HelpFormatter
+from index.cli.console import HelpFormatter
 from index.errors import CopilotError
 
 DEFAULT_ALPHA = 0.05

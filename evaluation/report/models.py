@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from evaluation.report.stats import Confusion, wilson_interval
 from evaluation.taxonomy.model import CLASSES, Diagnosis, ErrorClass
-from server.trajectory import utc_now
+from server.trajectory.records import utc_now
 
 Outcome = Literal["success", "failure", "abstain", "not_judged", "no_trajectory"]
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from evaluation.report.models import EfficiencyGroup, Outcome, Report
 from evaluation.report.stats import mean_interval, pass_at_k, pass_hat_k, sample_sd
 from evaluation.tasks import CATEGORIES
-from server.trajectory import utc_now
+from server.trajectory.records import utc_now
 
 REPEATS_REPORT = "repeats.json"
 

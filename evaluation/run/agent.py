@@ -30,7 +30,7 @@ from evaluation.run.copilot_launch import CopilotLaunch
 from evaluation.llm import describe_api_error
 from evaluation.run.models import ErrorKind, ModelPrice
 from index.errors import CopilotError
-from server.trajectory import Usage
+from server.trajectory.records import Usage
 
 logger = logging.getLogger(__name__)
 

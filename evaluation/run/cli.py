@@ -43,9 +43,9 @@ from evaluation.run.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig
 from evaluation.run.run_lock import run_lock
 from evaluation.run.summary_view import summary_table
 from index.errors import ConfigError, CopilotError
-from index.servers import ServersFile, load_servers
+from index.catalog.servers import ServersFile, load_servers
 from index.settings import CopilotSettings
-from index.console import HelpFormatter, make_console
+from index.cli.console import HelpFormatter, make_console
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ def write_run_tasks(tasks: list[BenchmarkTask], out: Path) -> Path:
 
 def _catalog_hash(settings: CopilotSettings) -> str | None:
     """The digest of the catalog the index is built from (logged with every task)."""
-    from index.records import load_catalog  # noqa: PLC0415 -- only when running
+    from index.catalog.records import load_catalog  # noqa: PLC0415 -- only when running
 
     try:
         return load_catalog(settings.catalog_file()).digest()

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from mcp import types
 from mcp.client.session import ElicitationFnT
 
-from server.trajectory import ConfirmationEvent
+from server.trajectory.records import ConfirmationEvent
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, BoundedLog, 
 from evaluation.run.models import ErrorKind
 from index.children.watchdog import TAG_VARIABLE, tagged
 from index.errors import ConfigError
-from server.trajectory import Usage
+from server.trajectory.records import Usage
 
 logger = logging.getLogger(__name__)
 

@@ -19,15 +19,15 @@ from rich.console import Console
 
 from evaluation.run.models import IndexCoverage
 from index.errors import ConfigError
-from index.servers import ServersFile
+from index.catalog.servers import ServersFile
 
 logger = logging.getLogger(__name__)
 
 
 async def ensure_index(servers: ServersFile, copilot_home: Path, console: Console) -> IndexCoverage:
     """Index the enabled servers the index lacks; returns what is still missing afterwards."""
-    from index.tool_index import ToolIndex  # noqa: PLC0415 -- heavy (Chroma, the embedding model)
-    from server.indexing import BackgroundIndexer  # noqa: PLC0415
+    from index.search.tool_index import ToolIndex  # noqa: PLC0415 -- heavy (Chroma, the embedding model)
+    from server.route.indexing import BackgroundIndexer  # noqa: PLC0415
     from server.settings import ServerSettings  # noqa: PLC0415
 
     from index.trust.settings import TrustSettings  # noqa: PLC0415

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from evaluation.run.models import SUMMARY_FILE
 from index.errors import ConfigError
-from server.trajectory import utc_now
+from server.trajectory.records import utc_now
 
 REPEATS_FILE = "repeats.json"
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from evaluation.tasks import read_json_file
 from index.errors import ConfigError
-from server.trajectory import utc_now
+from server.trajectory.records import utc_now
 
 logger = logging.getLogger(__name__)
 

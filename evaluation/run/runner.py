@@ -63,8 +63,8 @@ from evaluation.run.workspace import (
 )
 from index.errors import CopilotError
 from server.bounded import cap_for_log
-from server.trajectory import FinalAnswer, SessionEnd, SessionStart, TrajectoryWriter, parse_event
-from index.console import make_console
+from server.trajectory.records import FinalAnswer, SessionEnd, SessionStart, TrajectoryWriter, parse_event
+from index.cli.console import make_console
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from evaluation.run.child_home import merge_entry_env
 from index.errors import ConfigError
-from server.trajectory import WorkspaceChanges, WorkspaceFile
+from server.trajectory.records import WorkspaceChanges, WorkspaceFile
 
 logger = logging.getLogger(__name__)
 

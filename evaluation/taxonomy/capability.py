@@ -45,7 +45,7 @@ class CapabilityCheck(Protocol):
 
 def tool_part(query: str) -> str:
     """What the query asks of the tool (the ``tool:`` field), as the index would search it."""
-    from index.query import parse_query  # noqa: PLC0415
+    from index.search.query import parse_query  # noqa: PLC0415
 
     try:
         return parse_query(query).tool
@@ -55,7 +55,7 @@ def tool_part(query: str) -> str:
 
 class IndexCapabilityCheck:
     """Both checks, with whatever is available: a built ``index`` (``ToolIndex``), ``descriptions``
-    (``(server, tool) -> text``) and an ``embedder`` (``index.embedding.Embedder``)."""
+    (``(server, tool) -> text``) and an ``embedder`` (``index.models.embedding.Embedder``)."""
 
     def __init__(
         self,
@@ -137,9 +137,9 @@ class IndexCapabilityCheck:
 
 def open_capability_check(descriptions: Mapping[tuple[str, str], str], settings: Any | None = None) -> IndexCapabilityCheck:
     """The check with the copilot's own index and model (``COPILOT_HOME``), when there is one."""
-    from index.embedding import get_embedder  # noqa: PLC0415 -- loads torch
+    from index.models.embedding import get_embedder  # noqa: PLC0415 -- loads torch
     from index.settings import CopilotSettings  # noqa: PLC0415
-    from index.tool_index import ToolIndex  # noqa: PLC0415
+    from index.search.tool_index import ToolIndex  # noqa: PLC0415
 
     settings = settings or CopilotSettings.load()
     try:

@@ -1,4 +1,4 @@
-"""The copilot's JSONL trajectory logs (format: ``server.trajectory``).
+"""The copilot's JSONL trajectory logs (format: ``server.trajectory.records``).
 
 A task may span several files or sessions (a retried run); they are merged by task id in time
 order. A file without ``session_end`` (the agent crashed) is still read. A malformed line, or
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from evaluation.tasks import canonical_category
 from evaluation.trajectories.model import CONFIRMATION_REQUIRED, Confirmation, LoadResult, Problem, ToolCall, Trajectory, UsageTotals
-from server.trajectory import (
+from server.trajectory.records import (
     ConfirmationEvent,
     ExecuteEvent,
     FinalAnswer,

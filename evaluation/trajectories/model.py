@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from server.trajectory import WorkspaceFile
+from server.trajectory.records import WorkspaceFile
 
 #: Execute error kinds that mean the server itself could not serve the call.
 UNAVAILABLE_KINDS = frozenset({"server_unavailable", "child_crashed", "timeout"})

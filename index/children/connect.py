@@ -54,8 +54,8 @@ from index.children.errors import (
     format_tail,
 )
 from index.children.remote import remote_streams
-from index.self_entry import COPILOT_SERVER_NAME, SELF_ENTRY_ADVICE, is_copilot_answer
-from index.servers import ServerConfig
+from index.catalog.self_entry import COPILOT_SERVER_NAME, SELF_ENTRY_ADVICE, is_copilot_answer
+from index.catalog.servers import ServerConfig
 from index.children.stdio import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE, Streams, stdio_streams
 
 __all__ = [

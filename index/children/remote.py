@@ -17,8 +17,8 @@ import anyio
 import httpx2
 from mcp.shared.message import SessionMessage
 
-from index.redact import redact_url
-from index.servers import ServerConfig
+from index.catalog.redact import redact_url
+from index.catalog.servers import ServerConfig
 from index.children.stdio import DEFAULT_MAX_MESSAGE_BYTES, Streams
 
 #: Bytes an SSE event may hold beyond the message in it (``event:``, ``id:``, ``data:`` fields):

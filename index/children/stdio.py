@@ -32,7 +32,7 @@ from index.children.errors import ChildStartError, CommandNotFoundError
 from index.children.guard import TAG_VARIABLE, child_guard
 from index.children.process import ChildProcess, describe_exit
 from index.children.wire import JUNK_LINES_LOGGED, PendingRequests, StdoutReader
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 
 logger = logging.getLogger(__name__)
 

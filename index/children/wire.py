@@ -110,7 +110,7 @@ class PendingRequests:
 
 def jsonrpc_line(message: Mapping[str, Any]) -> bytes:
     """One JSON-RPC message as a line, for messages written beside the SDK (``index.children.direct``,
-    ``server.stdio_fast``); what the JSON module refuses (NaN) takes the SDK's serializer, and a lone
+    ``server.stdio.fast``); what the JSON module refuses (NaN) takes the SDK's serializer, and a lone
     surrogate (no UTF-8 for it) is replaced."""
     try:
         text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -11,12 +11,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from index.console import make_console
-from index.display import printable, shell_word
+from index.cli.console import make_console
+from index.cli.display import printable, shell_word
 from index.errors import ConfigError
-from index.hints import index_command
-from index.records import ToolRecord
-from index.suggest import nearest_names
+from index.cli.hints import index_command
+from index.catalog.records import ToolRecord
+from index.cli.suggest import nearest_names
 from index.trust.definition import change_diff
 from index.trust.review import ApprovalError, ReviewResult, TrustReviewer, Verdict
 from index.trust.scan import Finding, ScanContext, scan_tool, visible
@@ -200,7 +200,7 @@ def print_scan_notes(console: Console, records: Sequence[ToolRecord]) -> None:
 
 
 def add_commands(add: object) -> None:
-    """Register ``trust`` and ``approve`` with ``index.cli``'s subcommand helper."""
+    """Register ``trust`` and ``approve`` with ``index.cli.args``'s subcommand helper."""
     trust = add("trust", trust_command, "List tools held back (changed, new, quarantined, poisoned) with diffs.")  # type: ignore[operator]
     trust.add_argument("--server", help="only this server")
     trust.add_argument("--no-diff", dest="diff", action="store_false", help="do not show the full diffs")

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from index.records import ToolRecord
+from index.catalog.records import ToolRecord
 
 #: The keys of a definition, in the order changes are reported.
 FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")

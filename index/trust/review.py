@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from index.display import printable
+from index.cli.display import printable
 from index.errors import CopilotError
-from index.records import ToolRecord
-from index.suggest import nearest_names
+from index.catalog.records import ToolRecord
+from index.cli.suggest import nearest_names
 from index.trust.definition import change_summary, definition_hash, tool_definition
 from index.trust.scan import Finding, ScanContext, scan_tool, worst
 from index.trust.scan_cache import ScanCache

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from index.records import ToolRecord
+from index.catalog.records import ToolRecord
 
 Severity = Literal["high", "medium", "low"]
 Category = Literal["instructions", "secrets", "shadowing", "hidden", "exfiltration"]

@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from index.atomic import write_text_atomic
-from index.records import ToolRecord
+from index.storage.atomic import write_text_atomic
+from index.catalog.records import ToolRecord
 from index.trust import scan as scan_module
 from index.trust.scan import Finding, ScanContext, scan_tool
 

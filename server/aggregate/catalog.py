@@ -20,7 +20,7 @@ import anyio
 import mcp.types as types
 
 from index.errors import IndexNotBuiltError
-from index.records import RECORD_KINDS, ToolRecord
+from index.catalog.records import RECORD_KINDS, ToolRecord
 from server.aggregate.names import BareUris, NameTable, resource_uri
 
 #: What the learned pool was made from: the index build and the visible servers.

@@ -20,7 +20,7 @@ from typing import Literal
 
 import mcp.types as types
 
-from index.records import ToolRecord
+from index.catalog.records import ToolRecord
 from server.aggregate.catalog import ChildCatalog
 
 Mode = Literal["meta", "routed", "all"]

@@ -21,12 +21,12 @@ import anyio
 import anyio.abc
 import mcp.types as types
 
-from index.crawl import scrub_machine_paths, tool_record
+from index.catalog.crawl import scrub_machine_paths, tool_record
 from index.errors import IndexNotBuiltError
-from index.kinds import list_other_kinds
-from index.records import ToolRecord
-from index.servers import ServerConfig
-from server.pool import PoolListener
+from index.catalog.kinds import list_other_kinds
+from index.catalog.records import ToolRecord
+from index.catalog.servers import ServerConfig
+from server.pool.sessions import PoolListener
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def _kind_change(kind: str) -> Change:
 
 
 class LiveUpdater(PoolListener):
-    """A :class:`~server.pool.PoolListener` that re-indexes changed servers; see the module docstring."""
+    """A :class:`~server.pool.sessions.PoolListener` that re-indexes changed servers; see the module docstring."""
 
     def __init__(
         self,

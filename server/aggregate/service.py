@@ -35,7 +35,7 @@ from mcp.shared.uri_template import UriTemplate
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from index.errors import CopilotError
-from index.records import ToolRecord
+from index.catalog.records import ToolRecord
 from index.trust.scan import Finding
 from server.aggregate.catalog import ChildCatalog
 from server.aggregate.exposure import Exposure
@@ -46,7 +46,7 @@ from server.aggregate.pages import page
 from server.aggregate.subscriptions import ResourceSubscriptions
 from server.guard import withheld_message
 from server.settings import ServerSettings
-from server.validation import did_you_mean, suggest
+from server.execute.validation import did_you_mean, suggest
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 
 from server.aggregate.notify import Broadcaster
-from server.pool import PoolListener
+from server.pool.sessions import PoolListener
 
 logger = logging.getLogger(__name__)
 

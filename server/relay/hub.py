@@ -19,7 +19,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 from server.relay.call import CallRelay, answer_child, log_from_child
 from server.relay.host import LOG_LEVEL_STATE_KEY, HostLink
 from server.relay.roots import Roots

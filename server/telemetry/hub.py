@@ -3,7 +3,7 @@
 The copilot's ``route`` and ``execute`` are wrapped by :func:`instrumented` (a span that is
 current while the call runs, then metrics); inside, ``execute`` reports what it learned with
 :meth:`Telemetry.outcome`. The child pool reports starts and stops through the
-:class:`~server.pool.PoolObserver` methods. A background task keeps the status file fresh.
+:class:`~server.pool.sessions.PoolObserver` methods. A background task keeps the status file fresh.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 from server.telemetry import tracing
 from server.telemetry.metrics import CopilotMetrics
 from server.telemetry.status import (
@@ -92,7 +92,7 @@ class Telemetry:
             _OUTCOME.reset(token)
 
     def fast_call(self) -> None:
-        """An ``execute`` was served on the stdio fast path (``server.stdio_fast``)."""
+        """An ``execute`` was served on the stdio fast path (``server.stdio.fast``)."""
         self.counts["execute_fast"] += 1
 
     def outcome(self, **values: Any) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from index.console import HelpFormatter, make_console
+from index.cli.console import HelpFormatter, make_console
 from server.telemetry.status import CopilotStatus, read_statuses
 
 

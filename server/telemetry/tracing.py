@@ -51,7 +51,7 @@ def _provider_named_in_environment() -> bool:
 def sdk_tracing_on() -> bool:
     """Whether a tracer provider is installed, so the SDK's protocol spans are recorded.
 
-    The copilot's paths beside the SDK (``server.stdio_fast``, ``index.children.direct``) would skip
+    The copilot's paths beside the SDK (``server.stdio.fast``, ``index.children.direct``) would skip
     those spans, so they step aside then. Asked on every tool call: the installed provider is read
     first, without the environment lookup ``trace.get_tracer_provider()`` makes until one is.
     """

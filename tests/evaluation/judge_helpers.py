@@ -11,7 +11,7 @@ from typing import Any
 from evaluation.judge.options import JudgeOptions
 from evaluation.llm import LLMSettings
 from index.settings import livemcpbench_dir
-from server.trajectory import (
+from server.trajectory.records import (
     ConfirmationEvent,
     ExecuteEvent,
     ExecuteResult,

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from index.embedding import Embedder, get_embedder
-from index.records import Catalog, CatalogServer, ToolRecord
+from index.models.embedding import Embedder, get_embedder
+from index.catalog.records import Catalog, CatalogServer, ToolRecord
 from index.settings import CopilotSettings, livemcpbench_dir
-from index.tool_index import ToolIndex
+from index.search.tool_index import ToolIndex
 
 LIVEMCPBENCH_TOOLS = livemcpbench_dir() / "tools/LiveMCPTool/tools.json"
 

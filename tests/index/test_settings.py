@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from index_support import make_catalog
+from tests.index.index_support import make_catalog
 
 from index.errors import ConfigError
 from index.settings import DEFAULT_CATALOG, DEFAULT_EMBEDDING_MODEL, PROJECT_DIR, CopilotSettings, _default_home

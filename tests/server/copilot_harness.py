@@ -31,9 +31,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult, Implementation
 
-from index.servers import ServerConfig, parse_servers
+from index.catalog.servers import ServerConfig, parse_servers
 from index.settings import CopilotSettings
-from server.trajectory import parse_event
+from server.trajectory.records import parse_event
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_SERVER = REPO / "tests" / "fixtures" / "fixture_server.py"
@@ -71,8 +71,8 @@ def write_servers(path: Path, entries: dict[str, dict[str, Any]]) -> Path:
 
 def build_test_index(home: Path) -> None:
     """Crawl the indexed fixture servers and build the index in ``home`` (real crawl, real model)."""
-    from index.crawl import crawl_servers
-    from index.tool_index import ToolIndex
+    from index.catalog.crawl import crawl_servers
+    from index.search.tool_index import ToolIndex
 
     entries = {
         name: {"command": sys.executable, "args": [str(FIXTURE_SERVER), "--name", name, *args]}
@@ -108,10 +108,10 @@ def crawl_into(home: Path, servers_file: Path, root: Path) -> None:
     """Crawl every server of ``servers_file`` for real and add them to the index in ``home``."""
     import anyio
 
-    from index.crawl import crawl_servers
-    from index.servers import parse_servers
+    from index.catalog.crawl import crawl_servers
+    from index.catalog.servers import parse_servers
     from index.settings import CopilotSettings
-    from index.tool_index import ToolIndex
+    from index.search.tool_index import ToolIndex
 
     servers = parse_servers(servers_file.read_text(encoding="utf-8")).servers
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 from server.bounded import cap_for_log, shown_name
-from server.pool import ChildPool, PoolSettings
-from server.session_log import SessionLogs
+from server.pool.sessions import ChildPool, PoolSettings
+from server.trajectory.session_log import SessionLogs
 from server.settings import ServerSettings
-from server.trajectory import ExecuteResult, parse_event
+from server.trajectory.records import ExecuteResult, parse_event
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fixture_server.py"
 
@@ -90,7 +90,7 @@ async def test_a_running_childs_stderr_log_is_rotated_by_size(tmp_path: Path) ->
 
 
 async def test_huge_names_are_not_echoed_back_whole(tmp_path: Path) -> None:
-    from index.servers import load_servers
+    from index.catalog.servers import load_servers
     from server.copilot import Copilot
     from tests.server.copilot_harness import fixture_entry, write_servers
 

@@ -13,9 +13,9 @@ import anyio
 import pytest
 
 import server.copilot as copilot_module
-from index.servers import load_servers
+from index.catalog.servers import load_servers
 from server.copilot import Copilot
-from server.indexing import STATE_FILE_NAME
+from server.route.indexing import STATE_FILE_NAME
 from server.settings import ServerSettings
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture

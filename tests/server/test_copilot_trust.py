@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 import server.copilot as copilot_module
-from index.servers import load_servers
+from index.catalog.servers import load_servers
 from index.trust.review import TrustReviewer
 from index.trust.store import TrustStore
 from server.copilot import Copilot

@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from server.pool_settings import PoolSettings
+from server.pool.settings import PoolSettings
 from tests.server.copilot_harness import (
     HttpCopilot,
     RunningClient,
@@ -32,7 +32,7 @@ from tests.support.cli import cli_env, line_with, run_cli, single_error
 
 pytestmark = pytest.mark.timeout(120)
 
-#: A bad value for every constrained pool setting (server/pool_settings.py), as a user would type them;
+#: A bad value for every constrained pool setting (server/pool/settings.py), as a user would type them;
 #: the test fails when a new setting is added without one.
 BAD_POOL_SETTINGS = {
     "COPILOT_CALL_TIMEOUT": "-5",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from index.servers import ServerConfig, parse_servers
+from index.catalog.servers import ServerConfig, parse_servers
 from server.errors import ConfirmationRequiredError, PolicyDeniedError
 from server.policy import ConfirmationStore, Policy
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from index.servers import load_servers, parse_servers
-from server.pool import ChildPool, PoolSettings
+from index.catalog.servers import load_servers, parse_servers
+from server.pool.sessions import ChildPool, PoolSettings
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fixture_server.py"
 PROJECT_SERVERS = Path(__file__).resolve().parents[2] / "servers.json"

@@ -13,7 +13,7 @@ from evaluation.judge.judging import majority
 from evaluation.judge.options import JudgeError
 from evaluation.judge.pipeline import judge_paths
 from evaluation.judge.prompts import KEY_POINTS_SYSTEM, RETRY_MESSAGE
-from server.trajectory import WorkspaceFile
+from server.trajectory.records import WorkspaceFile
 from tests.evaluation.judge_helpers import (
     livemcpbench_entry,
     options,

@@ -9,7 +9,7 @@ import pytest
 
 from evaluation.judge.tool_descriptions import load_tool_descriptions
 from index.errors import CatalogError
-from index.records import Catalog, ToolRecord
+from index.catalog.records import Catalog, ToolRecord
 from index.settings import livemcpbench_dir
 
 pytestmark = pytest.mark.timeout(30)

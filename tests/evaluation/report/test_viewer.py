@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.judge.cli import main as judge_main
-from server.trajectory import ConfirmationEvent, WorkspaceFile
+from server.trajectory.records import ConfirmationEvent, WorkspaceFile
 from tests.evaluation.judge_helpers import status_by_question, task_entry, write_copilot_log, write_tasks
 from tests.support.browser import browser_page
 from tests.support.scripted_openai import ScriptedOpenAI

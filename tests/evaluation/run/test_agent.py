@@ -13,7 +13,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from evaluation.run.agent import SYSTEM_PROMPT, AgentConfig, AgentError, CopilotAgent, render_tool_result, truncate
 from evaluation.llm import make_client
 from evaluation.run.models import ModelPrice
-from server.trajectory import Usage
+from server.trajectory.records import Usage
 from tests.evaluation.run.support import route_execute_answer, tool_results
 from tests.support.scripted_openai import Reply, ScriptedOpenAI, ToolCall
 

@@ -16,7 +16,7 @@ import pytest
 
 from evaluation.run.cli import main
 from evaluation.run.models import RunSummary
-from server.trajectory import parse_event
+from server.trajectory.records import parse_event
 from tests.evaluation.run.support import read_events, write_tasks
 from tests.support.cli import cli_env, line_with
 from tests.support.cli import run_cli as run_real_cli
@@ -30,8 +30,8 @@ FIXTURE_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_ser
 @pytest.fixture(scope="module")
 def built_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copilot home whose index covers the bench's two servers (built once from a small catalog)."""
-    from index.build import build_index  # noqa: PLC0415
-    from index.records import Catalog, CatalogServer, ToolRecord  # noqa: PLC0415
+    from index.storage.build import build_index  # noqa: PLC0415
+    from index.catalog.records import Catalog, CatalogServer, ToolRecord  # noqa: PLC0415
     from index.settings import CopilotSettings  # noqa: PLC0415
 
     root = tmp_path_factory.mktemp("built-home")

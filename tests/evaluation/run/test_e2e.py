@@ -26,7 +26,7 @@ from tests.support.scripted_openai import Reply, ScriptedOpenAI, ToolCall
 pytestmark = [
     pytest.mark.timeout(300),
     pytest.mark.skipif(
-        importlib.util.find_spec("index.build") is None or importlib.util.find_spec("server.app") is None,
+        importlib.util.find_spec("index.storage.build") is None or importlib.util.find_spec("server.app") is None,
         reason="the copilot server and the index builder are not installed yet",
     ),
 ]

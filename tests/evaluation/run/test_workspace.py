@@ -198,7 +198,7 @@ def test_rewrite_gives_every_stdio_child_the_task_home(tmp_path: Path) -> None:
 
 
 def test_the_copilot_starts_children_with_the_task_home(tmp_path: Path) -> None:
-    from index.servers import load_servers
+    from index.catalog.servers import load_servers
 
     source = tmp_path / "servers.json"
     source.write_text(json.dumps(_servers(fx={"command": sys.executable, "args": ["-c", "pass"]})))
@@ -220,7 +220,7 @@ def test_write_task_servers_reports_bad_files(tmp_path: Path) -> None:
 
 
 def test_rewritten_file_is_accepted_by_the_copilot_loader(tmp_path: Path) -> None:
-    from index.servers import load_servers
+    from index.catalog.servers import load_servers
 
     source = tmp_path / "servers.json"
     source.write_text(

@@ -22,7 +22,7 @@ DESCRIPTIONS = {
 
 @pytest.fixture(scope="module")
 def check() -> IndexCapabilityCheck:
-    from index.embedding import get_embedder  # noqa: PLC0415
+    from index.models.embedding import get_embedder  # noqa: PLC0415
 
     return IndexCapabilityCheck(None, DESCRIPTIONS, get_embedder())
 

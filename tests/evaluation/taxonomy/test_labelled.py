@@ -18,7 +18,7 @@ LABELLED = Path(__file__).resolve().parents[2] / "fixtures" / "trajectories"
 
 @pytest.fixture(scope="module")
 def embedder():
-    from index.embedding import get_embedder  # noqa: PLC0415
+    from index.models.embedding import get_embedder  # noqa: PLC0415
 
     return get_embedder()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.trajectories import load_trajectories
-from server.trajectory import WorkspaceFile
+from server.trajectory.records import WorkspaceFile
 from tests.evaluation.judge_helpers import write_copilot_log
 
 pytestmark = pytest.mark.timeout(30)

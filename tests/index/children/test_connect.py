@@ -21,7 +21,7 @@ from index.children.connect import (
     open_session,
 )
 from index.errors import CrawlError
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 
 FIXTURE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "fixture_server.py"
 

@@ -11,7 +11,7 @@ import pytest
 
 from index.children.connect import open_session
 from index.children.environment import looks_secret_name, strip_url_credentials
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
 

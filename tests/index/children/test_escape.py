@@ -12,7 +12,7 @@ import pytest
 
 from index.children.connect import ChildExitedError, InitializeTimeoutError, open_session
 from index.children.guard import TAG_VARIABLE
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 from tests.support.processes import kill_leftovers, wait_gone
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]

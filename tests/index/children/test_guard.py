@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from index.children.connect import InitializeTimeoutError, open_session
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 from tests.support.processes import HOSTILE_SERVER, as_processes, kill_leftovers, wait_for_file, wait_gone
 
 pytestmark = pytest.mark.timeout(90)
@@ -68,7 +68,7 @@ _OWNER = """
 import anyio, json, sys
 from pathlib import Path
 from index.children.connect import open_session
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 
 async def main():
     config = ServerConfig(name="hostile", command=sys.executable, args=[sys.argv[1], "--ignore-signals"])

@@ -14,7 +14,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from index.children.connect import open_session
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 from tests.support.processes import wait_for_file
 
 pytestmark = pytest.mark.timeout(60)

@@ -24,7 +24,7 @@ _OWNER = """
 import anyio, os, sys
 from pathlib import Path
 from index.children.connect import open_session
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 
 async def main():
     config = ServerConfig(

@@ -11,7 +11,7 @@ from mcp.shared.exceptions import MCPError
 
 from index.children.connect import open_session
 from index.children.wire import COPILOT_ORIGIN
-from index.servers import ServerConfig
+from index.catalog.servers import ServerConfig
 from tests.support.processes import HOSTILE_SERVER
 
 pytestmark = pytest.mark.timeout(90)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from index.build import screen_catalog
-from index.records import Catalog, ToolRecord
+from index.storage.build import screen_catalog
+from index.catalog.records import Catalog, ToolRecord
 from index.settings import CopilotSettings
 from index.trust.definition import definition_hash, tool_definition
 from index.trust.scan import ScanContext, scan_tool

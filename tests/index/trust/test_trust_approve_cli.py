@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from index.records import ToolRecord
+from index.catalog.records import ToolRecord
 from index.trust.review import TrustReviewer
 from index.trust.store import TrustStore
 from tests.index.trust.test_trust_cli import run

@@ -14,8 +14,8 @@ from typing import overload
 
 from rich.console import Console
 
-from index.console import make_console
-from index.records import ToolRecord
+from index.cli.console import make_console
+from index.catalog.records import ToolRecord
 from index.settings import PROJECT_DIR
 from index.trust.cli import print_review_summary, print_scan_notes
 from index.trust.review import TrustReviewer

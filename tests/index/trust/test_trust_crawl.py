@@ -1,5 +1,5 @@
 """The scan at crawl and build time: ``python -m index crawl`` pins what it sees and reports held-back
-tools; ``index build`` screens a catalog without pinning it (index.crawl.review_crawl, index.build)."""
+tools; ``index build`` screens a catalog without pinning it (index.catalog.crawl.review_crawl, index.storage.build)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from index.build import screen_catalog
-from index.records import Catalog, ToolRecord
+from index.storage.build import screen_catalog
+from index.catalog.records import Catalog, ToolRecord
 from index.settings import PROJECT_DIR, CopilotSettings
 
 SHAPESHIFTER = PROJECT_DIR / "tests" / "fixtures" / "shapeshifter_server.py"

@@ -15,15 +15,15 @@ from typing import Any
 import anyio
 import pytest
 
-from index.records import ToolRecord
-from index.servers import ServerConfig
+from index.catalog.records import ToolRecord
+from index.catalog.servers import ServerConfig
 from index.trust.review import TrustReviewer
 from index.trust.scan import Finding, ScanContext, scan_result_text, scan_text, scan_tool
 from index.trust.scan_cache import ScanCache
 from index.trust.store import TrustStore
 from server.errors import ToolBlockedError
 from server.guard import DefinitionGuard
-from server.pool import ChildPool, PoolSettings
+from server.pool.sessions import ChildPool, PoolSettings
 
 ACROSS_FIELDS = "description and schema, read together"
 POISON_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "poison_server.py"

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from index.errors import ConfigError
-from index.records import load_catalog
-from index.servers import load_servers, parse_servers
+from index.catalog.records import load_catalog
+from index.catalog.servers import load_servers, parse_servers
 from index.settings import DEFAULT_CATALOG, PROJECT_DIR
 from index.trust.overrides import effective_annotations, override_for, unknown_override_names
 from server.policy import Policy

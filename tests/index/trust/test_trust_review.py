@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from index.records import ToolRecord
+from index.catalog.records import ToolRecord
 from index.trust.definition import change_diff, change_summary, definition_hash, tool_definition
 from index.trust.review import ApprovalError, TrustReviewer
 from index.trust.store import TrustStore

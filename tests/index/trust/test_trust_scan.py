@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from index.livemcpbench import load_livemcpbench
-from index.records import Catalog, ToolRecord, load_catalog
+from index.catalog.livemcpbench import load_livemcpbench
+from index.catalog.records import Catalog, ToolRecord, load_catalog
 from index.settings import DEFAULT_CATALOG, livemcpbench_dir
 from index.trust.scan import (
     SEVERITY_ORDER,

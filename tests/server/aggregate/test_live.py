@@ -16,10 +16,10 @@ import anyio
 import mcp.types as types
 import pytest
 
-from index.servers import load_servers
+from index.catalog.servers import load_servers
 from server.aggregate.service import Aggregation
 from server.copilot import Copilot
-from server.pool import RELIST_INTERVAL
+from server.pool.sessions import RELIST_INTERVAL
 from server.settings import ServerSettings
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
@@ -121,7 +121,7 @@ async def test_a_change_the_child_announced_is_known_before_its_answer_is(
 ) -> None:
     """The child sends list_changed, then answers the call: when the call returns, the pool has
     already heard the change (the answer, taken beside the session, must not overtake it)."""
-    from server.pool import PoolListener
+    from server.pool.sessions import PoolListener
 
     class Heard(PoolListener):
         def __init__(self) -> None:

@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from index.servers import load_servers
+from index.catalog.servers import load_servers
 from server.app import build_app
 from server.settings import ServerSettings
 from tests.server.copilot_harness import (

@@ -1,7 +1,7 @@
 """Which call a child's request belongs to, what a host without the capability answers, and roots.
 
 (server.relay.call, server.relay.roots) -- pure decisions; the end-to-end behaviour is in
-``tests/server/test_relay_execute.py`` and ``test_relay_http.py``.
+``tests/server/relay/test_relay_execute.py`` and ``test_relay_http.py``.
 """
 
 from __future__ import annotations

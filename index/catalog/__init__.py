@@ -1,0 +1,1 @@
+"""What is known about servers and their tools: server lists, crawling, records and catalog snapshots."""

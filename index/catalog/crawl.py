@@ -1,0 +1,658 @@
+"""Crawl MCP servers into a tool catalog snapshot: start each one, ``initialize``, ``tools/list``
+(and ``prompts/list``, ``resources/list``, ``resources/templates/list`` when it declares them).
+
+``python -m index crawl`` runs :func:`crawl_servers` over the enabled servers of a server list and
+writes a :class:`~index.catalog.records.Catalog`. The copilot server calls :func:`crawl_servers` too, in the
+background, for servers its catalog does not know yet.
+
+Every server is crawled in its own short session (``index.children.connect.open_session``): a clean
+environment, its own work and temp dir, stderr appended to ``<log-dir>/<server>.log``. At most
+``concurrency`` children are alive at once, each under a hard deadline; a server that fails is
+reported (what happened, the last lines of its stderr) and never stops the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, Field, ValidationError
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from index.children.connect import (
+    ChildConnection,
+    ChildExitedError,
+    ChildStartError,
+    CommandNotFoundError,
+    InitializeFailedError,
+    InitializeTimeoutError,
+    RemoteConnectError,
+    SelfEntryError,
+    describe_exit,
+    open_session,
+    read_log_tail,
+)
+from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, keep_log_bounded
+from index.children.stdio import MAX_STDERR_LOG_BYTES
+from index.errors import ConfigError, CopilotError
+from index.catalog.filenames import safe_file_name
+from index.catalog.kinds import describe_schema_error, list_other_kinds
+from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog
+from index.catalog.servers import ServerConfig, load_servers
+from index.settings import CopilotSettings
+from index.cli.suggest import nearest_names
+from index.cli.console import make_console
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONCURRENCY = 4
+DEFAULT_TIMEOUT = 120.0
+#: Extra seconds past a server's deadline for closing its session and killing its process group.
+TEARDOWN_GRACE = 8.0
+#: ``tools/list`` pages followed per server; a server that keeps returning cursors is cut here.
+MAX_PAGES = 100
+#: stderr lines kept per failed server (the full log stays in the log dir).
+STDERR_TAIL_LINES = 12
+
+# Failure kinds shown in the summary table.
+COMMAND_NOT_FOUND = "command not found"
+CRASHED = "crashed"
+TIMED_OUT = "timed out"
+INITIALIZE_FAILED = "initialize failed"
+HTTP_ERROR = "HTTP error"
+START_FAILED = "could not start"
+LIST_FAILED = "tools/list failed"
+BAD_RESPONSE = "bad reply"  # to initialize or tools/list: the reason names which
+ERROR = "error"
+#: Not a failure: the entry is the copilot itself, skipped (listed with the disabled servers).
+SELF_ENTRY = "the copilot itself"
+SELF_ENTRY_REASON = "this is the copilot itself"
+
+
+class ServerOutcome(BaseModel):
+    """How crawling one server went."""
+
+    server: str
+    ok: bool
+    tool_count: int = 0
+    seconds: float = 0.0
+    start_seconds: float | None = Field(
+        default=None, description="Seconds from launch to the answer to initialize (None if it never answered)."
+    )
+    kind: str | None = Field(default=None, description="Failure kind (None when ok), e.g. 'timed out'.")
+    reason: str = Field(default="", description="One line: what went wrong.")
+    message: str = Field(default="", description="The full error message, with advice.")
+    stderr_tail: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    log_path: Path | None = None
+
+
+class CrawlReport(BaseModel):
+    """Tool records of the servers that answered, and an outcome for every server tried."""
+
+    records: list[ToolRecord] = Field(default_factory=list)
+    servers: dict[str, CatalogServer] = Field(default_factory=dict, description="Servers crawled successfully.")
+    outcomes: dict[str, ServerOutcome] = Field(default_factory=dict, description="Every server tried, in order.")
+    skipped: dict[str, str] = Field(default_factory=dict, description="Disabled servers not tried, with reasons.")
+
+    @property
+    def succeeded(self) -> list[str]:
+        return [name for name, outcome in self.outcomes.items() if outcome.ok]
+
+    @property
+    def failed(self) -> list[ServerOutcome]:
+        return [outcome for outcome in self.outcomes.values() if not outcome.ok]
+
+    def to_catalog(self, base: Catalog | None = None, *, source: str = "crawl") -> Catalog:
+        """A catalog of this crawl, or ``base`` with just the servers crawled now replaced.
+
+        Servers that failed now keep their records from ``base``: a failed re-crawl loses nothing.
+        """
+        by_server: dict[str, list[ToolRecord]] = {}
+        servers: dict[str, CatalogServer] = {}
+        if base is not None:
+            servers.update(base.servers)
+            for record in base.tools:
+                by_server.setdefault(record.server, []).append(record)
+                servers.setdefault(record.server, CatalogServer())
+        for name, info in self.servers.items():
+            servers[name] = info
+            by_server[name] = []
+        for record in self.records:
+            by_server[record.server].append(record)
+        tools = [record for name in servers for record in by_server.get(name, [])]
+        return Catalog(source=source, servers=servers, tools=tools)
+
+
+# ---------------------------------------------------------------------------------------------
+# one server
+
+
+def log_file_name(server: str) -> str:
+    """``time`` -> ``time.log``; an unsafe name is cleaned and suffixed with a hash (as the pool's logs)."""
+    return safe_file_name(server) + ".log"
+
+
+def scrub_machine_paths(value: Any, workdir: Path, config: ServerConfig | None = None) -> Any:
+    """``value`` with this machine's paths inside strings replaced: the child's work dir (or its
+    configured ``cwd``) becomes ``<workdir>``, the home dir (the copilot's, or the ``HOME`` the entry
+    gives the child) ``~`` -- servers often mention their root or cwd in descriptions, and pinned
+    definitions must not change with the directory a child runs in."""
+    pairs = {(str(workdir.resolve()), "<workdir>"), (str(workdir), "<workdir>")}
+    homes = [str(Path.home())]
+    if config is not None:
+        if config.cwd:
+            pairs.add((config.cwd, "<workdir>"))
+        if config.env.get("HOME"):
+            homes.append(config.env["HOME"])
+    for home in homes:
+        if len(home) > 1:
+            pairs.add((home.rstrip("/") or home, "~"))
+    replacements = sorted(pairs, key=lambda pair: -len(pair[0]))
+
+    def scrub(item: Any) -> Any:
+        if isinstance(item, str):
+            for old, new in replacements:
+                item = item.replace(old, new)
+            return item
+        if isinstance(item, list):
+            return [scrub(inner) for inner in item]
+        if isinstance(item, dict):
+            return {key: scrub(inner) for key, inner in item.items()}
+        return item
+
+    return scrub(value)
+
+
+def tool_record(tool: types.Tool, config: ServerConfig, server_description: str) -> ToolRecord:
+    """Convert a listed tool to a catalog record (annotations as camelCase MCP keys)."""
+    annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+    title = tool.title or (tool.annotations.title if tool.annotations else None)
+    return ToolRecord(
+        server=config.name,
+        name=tool.name,
+        title=title,
+        description=tool.description or "",
+        input_schema=dict(tool.input_schema or {"type": "object", "properties": {}}),
+        output_schema=dict(tool.output_schema) if tool.output_schema else None,
+        annotations=annotations or None,
+        server_description=server_description,
+        category=config.category,
+    )
+
+
+def _server_description(config: ServerConfig, initialize_result: types.InitializeResult) -> str:
+    """The configured description, else the server's own ``instructions`` (first paragraph)."""
+    if config.description:
+        return config.description
+    instructions = (initialize_result.instructions or "").strip()
+    if instructions:
+        first = instructions.split("\n\n", 1)[0].strip()
+        return first if len(first) <= 300 else first[:299] + "…"
+    server_info = initialize_result.server_info
+    return (server_info.description or "") if server_info is not None else ""
+
+
+async def list_all_tools(connection: ChildConnection, warnings: list[str]) -> list[types.Tool]:
+    """``tools/list`` following ``nextCursor`` until the last page (duplicate names dropped)."""
+    tools: dict[str, types.Tool] = {}
+    cursor: str | None = None
+    seen_cursors: set[str] = set()
+    for _ in range(MAX_PAGES):
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        result = await connection.session.list_tools(params=params)
+        for tool in result.tools:
+            if tool.name in tools:
+                warnings.append(f"tool '{tool.name}' listed twice; kept the first")
+                continue
+            tools[tool.name] = tool
+        cursor = result.next_cursor
+        if not cursor:
+            break
+        if cursor in seen_cursors:
+            warnings.append(f"tools/list returned cursor {cursor!r} twice; stopped paging")
+            break
+        seen_cursors.add(cursor)
+    else:
+        warnings.append(f"tools/list still had more pages after {MAX_PAGES}; kept the first {MAX_PAGES}")
+    return list(tools.values())
+
+
+def _first_line(message: str, server: str) -> str:
+    """The message's first line without the stderr tail and the ``server 'x':`` prefix
+    (the summary shows both separately)."""
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    for marker in (" Last stderr lines:", " It wrote nothing to stderr."):
+        line = line.split(marker, 1)[0]
+    prefix = f"server '{server}'"
+    if line.startswith(prefix):
+        line = line[len(prefix) :].lstrip(":").strip()
+    return line
+
+
+def _failure(
+    config: ServerConfig, error: BaseException, *, phase: str, limit: float
+) -> tuple[str, str, str, list[str]]:
+    """(kind, one-line reason, full message, stderr tail) for an exception from one server."""
+    name = config.name
+    if isinstance(error, ChildStartError):
+        kind = {
+            CommandNotFoundError: COMMAND_NOT_FOUND,
+            ChildExitedError: CRASHED,
+            InitializeTimeoutError: TIMED_OUT,
+            InitializeFailedError: INITIALIZE_FAILED,
+            RemoteConnectError: HTTP_ERROR,
+            SelfEntryError: SELF_ENTRY,
+        }.get(type(error), START_FAILED)
+        if isinstance(error, ChildExitedError):
+            reason = f"exited with {describe_exit(error.returncode)} before answering initialize"
+        elif isinstance(error, InitializeTimeoutError):
+            reason = f"no answer to initialize within {limit:g} s"
+        else:
+            reason = _first_line(str(error), name)
+        return kind, reason, str(error), error.stderr_tail
+    if isinstance(error, TimeoutError):
+        reason = f"no answer to {phase} within {limit:g} s"
+        return TIMED_OUT, reason, f"server '{name}': {reason}; raise its 'timeout' or --timeout if it is slow.", []
+    if isinstance(error, MCPError):
+        if error.code == types.CONNECTION_CLOSED:
+            return CRASHED, f"closed the connection during {phase}", f"server '{name}' closed the connection during {phase}.", []
+        reason = f"answered {phase} with error {error.code}: {error.message}"
+        return LIST_FAILED, reason, f"server '{name}' {reason}.", []
+    if isinstance(error, ValidationError):
+        reason = f"its {phase} reply does not follow the MCP schema: {describe_schema_error(error)}"
+        return BAD_RESPONSE, reason, f"server '{name}': {reason}: {error}", []
+    if isinstance(error, CopilotError):
+        return ERROR, _first_line(str(error), name), str(error), []
+    reason = f"{type(error).__name__}: {error}"
+    return ERROR, reason, f"server '{name}' failed during {phase}: {reason}", []
+
+
+@asynccontextmanager
+async def _bounded_logs() -> AsyncIterator[Callable[[ChildProcess], None]]:
+    """``on_spawn`` for a crawled child: its stderr log rotates at the pool's size while it runs."""
+    async with anyio.create_task_group() as group:
+
+        def watch(process: ChildProcess) -> None:
+            group.start_soon(keep_log_bounded, process, MAX_STDERR_LOG_BYTES, LOG_CHECK_INTERVAL)
+
+        try:
+            yield watch
+        finally:
+            group.cancel_scope.cancel()
+
+
+async def crawl_server(
+    config: ServerConfig, *, timeout: float, log_dir: Path, workdir: Path
+) -> tuple[ServerOutcome, list[ToolRecord], CatalogServer | None]:
+    """Crawl one server; never raises for the server's own failures (they are in the outcome)."""
+    limit = config.timeout or timeout
+    log_path = log_dir / log_file_name(config.name) if config.transport == "stdio" else None
+    log_offset = log_path.stat().st_size if log_path is not None and log_path.exists() else 0
+    started = anyio.current_time()
+    deadline = started + limit
+    warnings: list[str] = []
+    phase = "initialize"
+    tools: list[types.Tool] | None = None
+    others: list[ToolRecord] = []
+    try:
+        # The hard stop also bounds a start or a teardown that hangs; open_session kills the group.
+        with anyio.CancelScope(deadline=deadline + TEARDOWN_GRACE):
+            async with _bounded_logs() as watch, open_session(
+                config, workdir=workdir, stderr_path=log_path, init_timeout=limit, on_spawn=watch
+            ) as connection:
+                start_seconds = round(anyio.current_time() - started, 2)
+                phase = "tools/list"
+                with anyio.fail_after(max(deadline - anyio.current_time(), 0.01)):
+                    tools = await list_all_tools(connection, warnings)
+                initialize_result = connection.initialize_result
+                phase = "prompts/resources listing"
+                with anyio.move_on_after(max(deadline - anyio.current_time(), 0.01)) as others_scope:
+                    try:
+                        others = await list_other_kinds(
+                            connection.session,
+                            initialize_result.capabilities,
+                            config,
+                            _server_description(config, initialize_result),
+                            warnings,
+                        )
+                    except Exception as error:  # noqa: BLE001 -- its tools are crawled; the rest is a bonus
+                        warnings.append(f"listing prompts/resources failed ({type(error).__name__}: {error})")
+                if others_scope.cancelled_caught:
+                    warnings.append("listing prompts/resources took past the deadline; indexed its tools only")
+                junk = connection.process.junk_lines if connection.process is not None else 0
+        if tools is None:
+            raise TimeoutError
+    except Exception as error:  # noqa: BLE001 - every failure of a child is reported, none aborts the crawl
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        kind, reason, message, tail = _failure(config, error, phase=phase, limit=limit)
+        if not tail and log_path is not None:
+            tail = read_log_tail(log_path, log_offset, max_lines=STDERR_TAIL_LINES)
+        reason, message, tail = config.redact(reason), config.redact(message), [config.redact(x) for x in tail]
+        logger.debug("%s: %s (%s)", config.name, kind, message, exc_info=kind == ERROR)
+        outcome = ServerOutcome(
+            server=config.name, ok=False, seconds=round(anyio.current_time() - started, 2), kind=kind,
+            reason=reason, message=message, stderr_tail=tail[-STDERR_TAIL_LINES:], warnings=warnings,
+            log_path=log_path,
+        )
+        return outcome, [], None
+
+    if junk:
+        warnings.append(f"printed {junk} non-protocol line(s) on stdout; ignored (see its log)")
+    if not tools:
+        warnings.append("listed no tools")
+    description = _server_description(config, initialize_result)
+    records = [
+        ToolRecord.model_validate(
+            scrub_machine_paths(tool_record(tool, config, description).model_dump(), workdir, config)
+        )
+        for tool in tools
+    ]
+    tool_count = len(records)
+    records += [ToolRecord.model_validate(scrub_machine_paths(r.model_dump(), workdir)) for r in others]
+    info = CatalogServer(
+        description=description, category=config.category, launch_hash=config.launch_hash(), tool_count=tool_count,
+        start_seconds=start_seconds,
+    )
+    outcome = ServerOutcome(
+        server=config.name, ok=True, tool_count=tool_count, seconds=round(anyio.current_time() - started, 2),
+        start_seconds=start_seconds, warnings=warnings, log_path=log_path,
+    )
+    return outcome, records, info
+
+
+# ---------------------------------------------------------------------------------------------
+# many servers
+
+
+class _Display:
+    """The progress bar on stderr (or nothing, for background crawls)."""
+
+    def __init__(self, total: int, console: Console | None) -> None:
+        self.console = console
+        self.running: list[str] = []
+        self.progress: Progress | None = None
+        if console is not None:
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("[bold]crawl[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.description}"),
+                console=console,
+                transient=False,
+            )
+            self.task = self.progress.add_task("", total=total)
+
+    def __enter__(self) -> _Display:
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description="")
+            self.progress.stop()
+
+    def _describe(self) -> str:
+        shown = ", ".join(self.running[:3]) + (f" +{len(self.running) - 3}" if len(self.running) > 3 else "")
+        return escape(shown)
+
+    def started(self, name: str) -> None:
+        self.running.append(name)
+        if self.progress is not None:
+            self.progress.update(self.task, description=self._describe())
+
+    def finished(self, outcome: ServerOutcome) -> None:
+        self.running.remove(outcome.server)
+        if self.progress is None:
+            return
+        if outcome.kind == SELF_ENTRY:
+            line = f"[yellow]skipped[/] {escape(outcome.server)}: {escape(outcome.reason)}"
+        elif outcome.ok:
+            line = (
+                f"[green]ok[/]     {escape(outcome.server)}: {outcome.tool_count} tools "
+                f"(started in {outcome.start_seconds or 0:.1f} s, {outcome.seconds:.1f} s in all)"
+            )
+        else:
+            line = f"[red]failed[/] {escape(outcome.server)}: {escape(outcome.kind or '')} - {escape(outcome.reason)}"
+        self.progress.console.print(line, highlight=False)
+        self.progress.update(self.task, advance=1, description=self._describe())
+
+
+async def crawl_servers(
+    servers: Mapping[str, ServerConfig],
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    timeout: float = DEFAULT_TIMEOUT,
+    log_dir: Path,
+    workdir_root: Path | None = None,
+    progress: bool | Console = True,
+    on_result: Callable[[ServerOutcome], None] | None = None,
+) -> CrawlReport:
+    """Crawl the enabled ``servers`` (disabled ones are listed in ``report.skipped``).
+
+    ``workdir_root`` holds one work dir per child (a temporary dir, removed afterwards, when not
+    given). ``progress`` shows a rich progress bar on stderr (or on the given console).
+    ``on_result`` is called as each server finishes.
+    """
+    if concurrency < 1:
+        raise ConfigError(f"concurrency must be at least 1 (got {concurrency}).")
+    if not timeout > 0 or math.isinf(timeout):
+        raise ConfigError(f"timeout must be a positive number of seconds (got {timeout}).")
+    report = CrawlReport()
+    enabled = {}
+    for name, config in servers.items():
+        if config.is_enabled:
+            enabled[name] = config
+        else:
+            report.skipped[name] = config.reason or "disabled in the server list"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    console = progress if isinstance(progress, Console) else (make_console(stderr=True) if progress else None)
+    results: dict[str, tuple[ServerOutcome, list[ToolRecord], CatalogServer | None]] = {}
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    work_context: AbstractContextManager[str | Path] = (
+        nullcontext(workdir_root) if workdir_root is not None else tempfile.TemporaryDirectory(prefix="mcp-crawl-")
+    )
+    with work_context as work, _Display(len(enabled), console) as display:
+
+        async def crawl_one(name: str, config: ServerConfig) -> None:
+            async with limiter:
+                display.started(name)
+                workdir = Path(work) / log_file_name(name).removesuffix(".log")
+                result = await crawl_server(config, timeout=timeout, log_dir=log_dir, workdir=workdir)
+                results[name] = result
+                display.finished(result[0])
+                if on_result is not None:
+                    on_result(result[0])
+
+        async with anyio.create_task_group() as group:
+            for name, config in enabled.items():
+                group.start_soon(crawl_one, name, config)
+
+    for name in enabled:  # the server list's order, not completion order
+        outcome, records, info = results[name]
+        if outcome.kind == SELF_ENTRY:
+            report.skipped[name] = f"{SELF_ENTRY_REASON}: {outcome.reason}"
+            continue
+        report.outcomes[name] = outcome
+        report.records.extend(records)
+        if info is not None:
+            report.servers[name] = info
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+
+def count_kinds(records: Iterable[ToolRecord]) -> str:
+    """``"20 tools"``, or ``"20 tools, 2 prompts, 3 resources"`` when there are others."""
+    counts = {"tools": 0, "prompts": 0, "resources": 0}
+    for record in records:
+        counts["tools" if record.kind == "tool" else "prompts" if record.kind == "prompt" else "resources"] += 1
+    return ", ".join(f"{n} {what}" for what, n in counts.items() if n or what == "tools")
+
+
+def print_summary(report: CrawlReport, console: Console) -> None:
+    """A table of the servers that failed and why, then one line of totals."""
+    if report.failed:
+        table = Table(title="servers that could not be crawled", title_justify="left", show_lines=True)
+        table.add_column("server", style="bold", no_wrap=True)
+        table.add_column("failure", style="red", no_wrap=True)
+        table.add_column("why", overflow="fold")
+        table.add_column("last stderr lines", style="dim", overflow="fold")
+        for outcome in report.failed:
+            tail = "\n".join(outcome.stderr_tail[-4:])
+            table.add_row(escape(outcome.server), outcome.kind or "", escape(outcome.reason), escape(tail))
+        console.print(table)
+    warned = [outcome for outcome in report.outcomes.values() if outcome.ok and outcome.warnings]
+    for outcome in warned:
+        console.print(f"[yellow]note[/] {escape(outcome.server)}: {escape('; '.join(outcome.warnings))}", highlight=False)
+    itself = [name for name, reason in report.skipped.items() if reason.startswith(SELF_ENTRY_REASON)]
+    disabled = [name for name in report.skipped if name not in itself]
+    if disabled:
+        console.print(f"skipped {len(disabled)} disabled server(s): {escape(', '.join(disabled))}", highlight=False)
+    if itself:
+        console.print(f"skipped {len(itself)} entry(ies) that are the copilot itself: {escape(', '.join(itself))}", highlight=False)
+    _print_start_times(report, console)
+    console.print(
+        f"crawled {len(report.succeeded)} of {len(report.outcomes)} server(s), {count_kinds(report.records)}; "
+        f"{len(report.failed)} failed",
+        highlight=False,
+    )
+
+
+#: Servers that take at least this long to answer initialize are listed after a crawl.
+SLOW_START_SECONDS = 5.0
+
+
+def _print_start_times(report: CrawlReport, console: Console) -> None:
+    """Start times (launch to initialize answered): the median, and every slow starter by name."""
+    starts = sorted(
+        ((o.start_seconds, o.server) for o in report.outcomes.values() if o.ok and o.start_seconds is not None),
+        reverse=True,
+    )
+    if not starts:
+        return
+    median = starts[len(starts) // 2][0]
+    slow = [f"{escape(server)} {seconds:.1f} s" for seconds, server in starts if seconds >= SLOW_START_SECONDS]
+    line = f"start times (launch to initialize): median {median:.1f} s, slowest {starts[0][0]:.1f} s"
+    if slow:
+        line += f"; {len(slow)} slow to start (>= {SLOW_START_SECONDS:g} s): " + ", ".join(slow)
+    console.print(line, highlight=False)
+
+
+def _suggest(name: str, choices: Iterable[str]) -> str:
+    matches = nearest_names(name, choices)
+    return f" Did you mean: {', '.join(matches)}?" if matches else ""
+
+
+def _earlier_records(out: Path, servers: Mapping[str, ServerConfig], console: Console) -> Catalog | None:
+    """A full crawl's base: the catalog it replaces, less the servers gone from the server list, so
+    that a server failing now (a timeout, a network hiccup) keeps its earlier records. A catalog
+    that cannot be read is replaced, as the crawl is there to write a new one."""
+    if not out.exists():
+        return None
+    try:
+        earlier = load_catalog(out)
+    except CopilotError as error:
+        console.print(f"note: {escape(str(error))} It is replaced by this crawl.", highlight=False)
+        return None
+    listed = set(servers)
+    return Catalog(
+        source=earlier.source,
+        servers={name: info for name, info in earlier.servers.items() if name in listed},
+        tools=[record for record in earlier.tools if record.server in listed],
+    )
+
+
+def select_servers(servers: Mapping[str, ServerConfig], only: list[str] | None, source: str) -> dict[str, ServerConfig]:
+    """The servers named by ``--only`` (all when None); unknown names fail with suggestions."""
+    if not only:
+        return dict(servers)
+    unknown = [name for name in only if name not in servers]
+    if unknown:
+        hints = " ".join(f"'{name}' is not in {source}.{_suggest(name, servers)}" for name in unknown)
+        raise ConfigError(f"{hints} Names are the keys under 'mcpServers'.")
+    return {name: servers[name] for name in dict.fromkeys(only)}
+
+
+def review_crawl(records: list[ToolRecord], console: Console) -> None:
+    """Pin what the crawl saw and scan it: held-back tools and medium findings are printed."""
+    from index.trust.cli import print_review_summary, print_scan_notes
+    from index.trust.review import review_by_server
+    from index.trust.settings import TrustSettings
+
+    try:
+        results = review_by_server(TrustSettings.load().reviewer(), records, pin=True)
+    except CopilotError as error:
+        console.print(f"[yellow]warning[/]: tools were not checked against their pins: {escape(str(error))}")
+        return
+    print_review_summary(console, results)
+    print_scan_notes(console, records)
+
+
+def crawl_command(args: argparse.Namespace) -> int:
+    """``python -m index crawl``: returns 0 when at least one server was crawled."""
+    settings = CopilotSettings.load()
+    servers_path = Path(args.servers) if args.servers else settings.servers_file()
+    loaded = load_servers(servers_path)
+    selected = select_servers(loaded.servers, args.only, str(servers_path))
+    out = Path(args.out) if args.out else settings.catalog_file()
+    log_dir = Path(args.log_dir) if args.log_dir else settings.home / "crawl-logs"
+    console = make_console(stderr=True)
+    # Read the catalog to merge into before starting anything: a broken one must not be overwritten.
+    base = load_catalog(out) if args.only and out.exists() else None
+    if not args.only:
+        base = _earlier_records(out, loaded.servers, console)
+    if not any(config.is_enabled for config in selected.values()):
+        reasons = "; ".join(f"{name}: {config.reason or 'disabled'}" for name, config in selected.items())
+        console.print(f"error: no enabled server to crawl ({escape(reasons) or 'the server list is empty'}).")
+        return 1
+    report = anyio.run(
+        partial(
+            crawl_servers, selected, concurrency=args.concurrency, timeout=args.timeout, log_dir=log_dir, progress=console
+        )
+    )
+    print_summary(report, console)
+    review_crawl(report.records, console)
+    if not report.succeeded:
+        console.print(f"error: no server could be crawled; {escape(str(out))} was left unchanged. Logs: {escape(str(log_dir))}")
+        return 1
+    catalog = report.to_catalog(base, source=f"crawl of {servers_path.name}")
+    if not args.only:  # in the server list's order, whatever the earlier catalog's was
+        rank = {name: i for i, name in enumerate(loaded.servers)}
+        catalog.servers = dict(sorted(catalog.servers.items(), key=lambda item: rank.get(item[0], len(rank))))
+        catalog.tools.sort(key=lambda record: rank.get(record.server, len(rank)))
+    kept = sorted({r.server for r in catalog.tools} - set(report.servers))
+    if kept:
+        console.print(
+            f"kept the earlier records of {len(kept)} server(s) whose crawl failed now: {escape(', '.join(kept))}",
+            highlight=False,
+        )
+    catalog.save(out)
+    console.print(
+        f"wrote {escape(str(out))}: {count_kinds(catalog.tools)} from {len(catalog.servers)} servers; "
+        f"each child's stderr is in {escape(str(log_dir))}/<server>.log",
+        highlight=False,
+    )
+    return 0
+

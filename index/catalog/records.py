@@ -1,0 +1,159 @@
+"""Tool records and catalog snapshots (the README's "Tool index and search").
+
+A catalog is a JSON file: ``{"version": 1, "created": ..., "source": ..., "servers": {name:
+{description, category, launch_hash}}, "tools": [ToolRecord, ...]}``. The crawler writes it,
+``import-livemcpbench`` writes it from the paper's snapshot, ``index build`` reads it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, computed_field
+
+from index.errors import CatalogError
+
+CATALOG_VERSION = 1
+
+#: What a record describes: a tool (``tools/list``), a prompt (``prompts/list``), a resource
+#: (``resources/list``) or a resource template (``resources/templates/list``).
+RecordKind = Literal["tool", "prompt", "resource", "resource_template"]
+RECORD_KINDS: tuple[RecordKind, ...] = ("tool", "prompt", "resource", "resource_template")
+#: Fields only prompts and resources use; left out of the content hash while unset, so adding
+#: them kept every existing tool's hash (and embedding) valid.
+_KIND_FIELDS = {"kind": "tool", "uri": None, "mime_type": None}
+
+
+class ToolRecord(BaseModel):
+    """One tool, prompt or resource of one server, as its list method returned it.
+
+    Prompts and resources are typed like tools so one index searches them all: a prompt's
+    arguments are its ``input_schema`` (properties, required), a resource template's URI
+    variables likewise; ``uri`` is the child's own resource URI or URI template.
+    """
+
+    server: str
+    name: str
+    kind: RecordKind = "tool"
+    uri: str | None = None
+    mime_type: str | None = None
+    title: str | None = None
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    server_description: str = ""
+    category: str = ""
+
+    @property
+    def id(self) -> str:
+        """``server/name`` for tools; ``prompt:server/name``, ``resource:server/URI`` and
+        ``resource_template:server/URI-template`` for the others (resource names need not be unique)."""
+        if self.kind == "tool":
+            return f"{self.server}/{self.name}"
+        if self.kind == "prompt":
+            return f"prompt:{self.server}/{self.name}"
+        return f"{self.kind}:{self.server}/{self.uri or self.name}"
+
+    @property
+    def required(self) -> list[str]:
+        required = self.input_schema.get("required") or []
+        return [str(r) for r in required] if isinstance(required, list) else []
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def content_hash(self) -> str:
+        """Hash of everything that is embedded or shown; a rebuild re-embeds only on change."""
+        payload = self.model_dump(mode="json", exclude={"content_hash"})
+        for key, default in _KIND_FIELDS.items():
+            if payload.get(key) == default:
+                del payload[key]
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+class CatalogServer(BaseModel):
+    description: str = ""
+    category: str = ""
+    launch_hash: str | None = None
+    tool_count: int = 0
+    #: Seconds the crawl measured from launch to the answer to initialize (with the package caches
+    #: as they were: a first npx/uvx run includes the download): how slow the server is to start.
+    start_seconds: float | None = None
+
+
+class Catalog(BaseModel):
+    version: int = CATALOG_VERSION
+    created: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    source: str = ""
+    servers: dict[str, CatalogServer] = Field(default_factory=dict)
+    tools: list[ToolRecord] = Field(default_factory=list)
+
+    def digest(self) -> str:
+        """Identifies the tool set (not the crawl time): logged with every benchmark run."""
+        hashes = sorted(f"{t.id}:{t.content_hash}" for t in self.tools)
+        return hashlib.sha256("\n".join(hashes).encode()).hexdigest()[:16]
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically (a temp file, then rename); failures are a :class:`CatalogError`."""
+        path = Path(path)
+        text = self.model_dump_json(indent=1, exclude={"tools": {"__all__": {"content_hash"}}})
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.suffix == ".gz":
+                tmp.write_bytes(gzip.compress(text.encode()))
+            else:
+                tmp.write_text(text + "\n", encoding="utf-8")
+            tmp.replace(path)
+        except OSError as error:
+            raise CatalogError(f"{path}: cannot write the catalog ({error}).") from None
+        return path
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+    except FileNotFoundError:
+        from index.cli.hints import index_command
+
+        raise CatalogError(
+            f"{path}: catalog not found. Create one with: {index_command(None, 'crawl', '--out', str(path))}"
+        ) from None
+    except (OSError, EOFError, zlib.error) as error:  # unreadable, a directory, or a corrupt/truncated .gz
+        raise CatalogError(f"{path}: cannot read the catalog ({error}).") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise CatalogError(f"{path}:{error.lineno}: catalog is not valid JSON ({error.msg}).") from None
+    except UnicodeDecodeError as error:
+        raise CatalogError(f"{path}: catalog is not UTF-8 text ({error.reason} at byte {error.start}).") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tools"), list):
+        # Reading such a file as an empty catalog would let ``build`` empty the index.
+        got = f"a JSON {type(data).__name__}" if not isinstance(data, dict) else f"keys {sorted(data)[:6]}"
+        hint = (
+            ": this is a servers file; crawl it into a catalog with python -m index crawl --servers FILE --out CATALOG"
+            if isinstance(data, dict) and ("mcpServers" in data or "servers" in data)
+            else ""
+        )
+        raise CatalogError(f"{path}: not a catalog snapshot (expected a JSON object with a 'tools' list, got {got}){hint}.")
+    version = data.get("version", CATALOG_VERSION)
+    if isinstance(version, int) and not isinstance(version, bool) and version > CATALOG_VERSION:
+        raise CatalogError(
+            f"{path}: catalog version {version} was written by a newer copilot (this one reads up to "
+            f"{CATALOG_VERSION}); upgrade, or crawl the servers again with this one."
+        )
+    try:
+        return Catalog.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise CatalogError(f"{path}: not a catalog snapshot ({where}: {first['msg']}).") from None

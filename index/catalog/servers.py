@@ -1,0 +1,430 @@
+"""Server lists in Claude-Desktop ``mcpServers`` form: loading, validation, child environments.
+
+The same loader reads the project's ``servers.json`` and any user's Claude Desktop / Claude
+Code / Cursor config: unknown keys are ignored, ``${VAR}`` and ``${VAR:-default}`` expand from
+the copilot's environment, and an invalid file fails with file, line, server and what is wrong.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from index.children.environment import inherited_environment
+from index.errors import ConfigError
+from index.catalog.redact import Redactor
+from index.catalog.self_entry import SELF_ENTRY_ADVICE, launches_copilot
+from index.trust.overrides import AnnotationOverride
+
+logger = logging.getLogger(__name__)
+
+Transport = Literal["stdio", "streamable-http", "sse"]
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+#: Filled in when a child starts, not from the environment: the child's own data directory
+#: (``$COPILOT_WORKDIR/<server>``: per copilot, per task in benchmark runs), for servers that would
+#: otherwise keep their data inside a shared package cache (the memory server) or the user's home.
+SERVER_DIR_VARIABLE = "COPILOT_SERVER_DIR"
+_LATE_PLACEHOLDER = "${" + SERVER_DIR_VARIABLE + "}"
+#: Also filled in when a child starts: the directory of the user's files a ``works_in: roots`` server
+#: works in (the first of the host's roots, or ``COPILOT_ROOTS``); the child's own directory when
+#: none is known -- e.g. the filesystem server's allowed directory instead of ``/``.
+ROOT_VARIABLE = "COPILOT_ROOT"
+_ROOT_PLACEHOLDER = "${" + ROOT_VARIABLE + "}"
+_LATE_VARIABLES = frozenset({SERVER_DIR_VARIABLE, ROOT_VARIABLE})
+
+class ServerConfig(BaseModel):
+    """One entry of ``mcpServers``: a stdio command or a remote ``url``."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    name: str
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    type: str | None = Field(default=None, description="Claude Code's transport key: stdio | http | sse.")
+    description: str = ""
+    category: str = ""
+    enabled: bool = True
+    disabled: bool = False
+    reason: str | None = Field(default=None, description="Why the server is disabled.")
+    timeout: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Seconds per call (and per crawl)."
+    )
+    cwd: str | None = None
+    works_in: Literal["own", "roots"] = Field(
+        default="own",
+        description=(
+            "Where the server reads and writes the user's files: 'roots' runs it in the first of the host's roots "
+            "(or COPILOT_ROOTS); 'own' in its own work dir. An explicit 'cwd' wins over both."
+        ),
+    )
+    stateful: bool = True
+    trusted: bool = True
+    inherit_env: list[str] = Field(
+        default_factory=list,
+        description="Names (globs) of the copilot's environment variables this child gets unchanged, credentials "
+        "included (a private package index with a password, an authenticating proxy).",
+    )
+    annotations: dict[str, AnnotationOverride] = Field(
+        default_factory=dict, description="Annotation overrides per tool name or glob (index.trust.overrides)."
+    )
+    confirm: list[str] = Field(default_factory=list, description="Tools (names or globs) that always need confirmation.")
+
+    #: Values filled in from the copilot's environment (value -> its ``${VAR}``), shown as placeholders.
+    _expanded: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_launch_method(self) -> ServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("give either 'command' (stdio) or 'url' (remote), not both or neither")
+        if self.url is not None:
+            parsed = urlsplit(self.url)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise ValueError(f"'url' must be an http:// or https:// address of an MCP endpoint (got {self.url[:80]!r})")
+        return self
+
+    @property
+    def is_enabled(self) -> bool:
+        return self.enabled and not self.disabled
+
+    @property
+    def transport(self) -> Transport:
+        if self.command:
+            return "stdio"
+        kind = (self.type or "").lower()
+        if kind == "sse" or (not kind and self.url and self.url.rstrip("/").endswith("/sse")):
+            return "sse"
+        return "streamable-http"
+
+    def redact(self, text: str) -> str:
+        """``text`` with this entry's filled-in ``${VAR}`` values and any URL credentials masked."""
+        return Redactor(self._expanded)(text)
+
+    @property
+    def display_command(self) -> str:
+        """The launch line as it may be shown to people and models (secrets as placeholders)."""
+        return self.redact(" ".join([self.command or "", *self.args]).strip())
+
+    @property
+    def display_url(self) -> str:
+        return self.redact(self.url or "")
+
+    @property
+    def display_target(self) -> str:
+        """The launch line of a stdio server, the URL of a remote one; safe to show."""
+        return self.display_command if self.command else self.display_url
+
+    def for_workdir(self, workdir: Path, root: Path | None = None) -> ServerConfig:
+        """This entry with ``${COPILOT_SERVER_DIR}`` filled in as ``workdir`` (the child's own directory)
+        and ``${COPILOT_ROOT}`` as ``root`` (the user's directory it works in; ``workdir`` without one)."""
+        text = json.dumps([self.command, self.args, self.env, self.cwd])
+        if _LATE_PLACEHOLDER not in text and _ROOT_PLACEHOLDER not in text:
+            return self
+        directory = str(workdir)
+        user_root = str(root) if root is not None else directory
+
+        def fill(value: str) -> str:
+            return value.replace(_LATE_PLACEHOLDER, directory).replace(_ROOT_PLACEHOLDER, user_root)
+
+        return self.model_copy(
+            update={
+                "command": fill(self.command) if self.command else self.command,
+                "args": [fill(arg) for arg in self.args],
+                "env": {key: fill(value) for key, value in self.env.items()},
+                "cwd": fill(self.cwd) if self.cwd else self.cwd,
+            }
+        )
+
+    def launch_hash(self) -> str:
+        """Changes exactly when the way to start or reach the server changes."""
+        launch = {
+            "command": self.command, "args": self.args, "env": self.env,
+            "url": self.url, "headers": self.headers, "cwd": self.cwd, "transport": self.transport,
+        }
+        if self.inherit_env:  # only when set, so existing entries keep their hash
+            launch["inherit_env"] = self.inherit_env
+        return hashlib.sha256(json.dumps(launch, sort_keys=True).encode()).hexdigest()[:16]
+
+    def child_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment a stdio child starts with: the inherited allowlist plus ``env``.
+
+        Credentials are not inherited (``index.children.environment``): variables whose names say
+        token/password/secret/auth/key are dropped and ``user:pass@`` is removed from URLs, except
+        for the variables this entry lists in ``inherit_env``. ``PATH`` ends with the copilot's own
+        scripts directory, so ``uvx`` from the ``uv`` dependency is found even when the copilot's
+        virtualenv is not activated.
+        """
+        child = inherited_environment(os.environ if base is None else base, self.inherit_env)
+        child.update(self.env)
+        return child
+
+
+class ServersFile(BaseModel):
+    """A loaded server list; ``servers`` keeps the file's order."""
+
+    path: Path | None = None
+    servers: dict[str, ServerConfig]
+
+    def enabled(self) -> dict[str, ServerConfig]:
+        return {name: cfg for name, cfg in self.servers.items() if cfg.is_enabled}
+
+
+def expand_variables(
+    value: str, environ: Mapping[str, str], missing: set[str], used: dict[str, str] | None = None
+) -> str:
+    """Expand ``${VAR}`` / ``${VAR:-default}``; names that are unset are added to ``missing``.
+
+    ``used`` collects the values taken from ``environ`` (value -> ``${VAR}``), to be redacted.
+    """
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in _LATE_VARIABLES:
+            return match.group(0)  # filled in when the child starts (ServerConfig.for_workdir)
+        if name in environ:
+            if used is not None and environ[name]:
+                used[environ[name]] = f"${{{name}}}"
+            return environ[name]
+        if default is not None:
+            return default
+        missing.add(name)
+        return ""
+
+    return _VAR.sub(substitute, value)
+
+
+def _expand_entry(
+    raw: dict[str, Any], environ: Mapping[str, str], missing: set[str], used: dict[str, str]
+) -> dict[str, Any]:
+    out = dict(raw)
+    for key in ("command", "url", "cwd"):
+        if isinstance(out.get(key), str):
+            out[key] = expand_variables(out[key], environ, missing, used)
+    if isinstance(out.get("args"), list):
+        out["args"] = [expand_variables(a, environ, missing, used) if isinstance(a, str) else a for a in out["args"]]
+    for key in ("env", "headers"):
+        if isinstance(out.get(key), dict):
+            out[key] = {
+                k: expand_variables(v, environ, missing, used) if isinstance(v, str) else v
+                for k, v in out[key].items()
+            }
+    return out
+
+
+def _line_of(text: str, name: str, after: int = 0) -> int:
+    """Line of the first ``"name":`` key in the file at or after line ``after`` (1 when not found)."""
+    start = 0
+    for _ in range(max(after - 1, 0)):
+        start = text.find("\n", start) + 1 or len(text)
+    match = re.search(r'"' + re.escape(name) + r'"\s*:', text[start:])
+    return text.count("\n", 0, start + match.start()) + 1 if match else (after or 1)
+
+
+def _entry_lines(text: str, container: str) -> dict[str, list[int]]:
+    """Lines of each key of the top-level ``container`` object (each server's name), in file order.
+
+    A key listed twice has two lines (``json.loads`` keeps only the last entry); keys of the same
+    name deeper in the file (an ``env`` variable named like a server) are not counted.
+    """
+    lines: dict[str, list[int]] = {}
+    depth, line, top_key = 0, 1, None
+    key: str | None = None
+    key_line = 0
+    i, end = 0, len(text)
+    while i < end:
+        char = text[i]
+        if char == '"':
+            j = i + 1
+            while j < end and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            try:
+                key = json.loads(text[i : j + 1])
+            except ValueError:
+                key = None
+            key_line = line
+            line += text.count("\n", i, j + 1)
+            i = j + 1
+            continue
+        if char == "\n":
+            line += 1
+        elif char == ":" and isinstance(key, str):  # the string just read was a key
+            if depth == 1:
+                top_key = key
+            elif depth == 2 and top_key == container:
+                lines.setdefault(key, []).append(key_line)
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+        if char not in " \t\r\n":
+            key = None
+        i += 1
+    return lines
+
+
+def _error_line(text: str, server_line: int, error: ValidationError) -> int:
+    """For the nested ``annotations``/``confirm`` keys, the line of the innermost key the error points
+    at (searched from the server's own line); the server's line for every other key."""
+    location = error.errors()[0]["loc"]
+    if not location or location[0] not in ("annotations", "confirm"):
+        return server_line
+    line = server_line
+    for part in location:
+        if isinstance(part, str):
+            line = _line_of(text, part, line)
+    return line
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        message = str(item["msg"]).removeprefix("Value error, ")
+        where = ".".join(str(p) for p in item["loc"])
+        parts.append(f"'{where}': {message}" if where else message)
+    return "; ".join(parts)
+
+
+#: How close an unknown key must be to one of ours (difflib ratio) to be taken for a misspelling of it:
+#: close enough for 'enabeld', 'timout', 'arg', 'trust'; far enough that other hosts' own keys
+#: ('autoApprove', 'envFile', 'disabledTools', 'serverUrl') pass quietly, as the README promises.
+_TYPO_CUTOFF = 0.8
+
+
+def _our_key(key: str) -> str | None:
+    """The key of ours ``key`` looks like a misspelling of (case, ``-``/``_`` and camelCase aside), else None."""
+    ours = [field for field in ServerConfig.model_fields if field != "name"]
+    if key in ours:
+        return None
+    folded = key.lower().replace("-", "").replace("_", "")
+    for field in ours:
+        if field.replace("_", "") == folded:
+            return field
+    close = difflib.get_close_matches(key.lower(), ours, n=1, cutoff=_TYPO_CUTOFF)
+    return close[0] if close else None
+
+
+def _misspelled_keys(raw: Mapping[str, Any]) -> dict[str, str]:
+    """Keys of an entry that are not ours but look like ours (``{'enabeld': 'enabled'}``).
+
+    Unknown keys are ignored so other hosts' configs load as they are; a misspelt key of ours
+    would be ignored just as quietly -- ``"enabeld": false`` starts a server the user turned off.
+    """
+    misspelled = {}
+    for key in raw:
+        if isinstance(key, str) and (ours := _our_key(key)) is not None and ours not in raw:
+            misspelled[key] = ours
+    return misspelled
+
+
+def _misspelling_hint(misspelled: Mapping[str, str]) -> str:
+    return "; ".join(f"'{key}' is not a known key: did you mean '{ours}'?" for key, ours in misspelled.items())
+
+
+def parse_servers(
+    text: str, source: str = "<servers>", environ: Mapping[str, str] | None = None
+) -> ServersFile:
+    """Parse a server list from JSON text; ``source`` names the file in error messages."""
+    environ = os.environ if environ is None else environ
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"{source}:{error.lineno}:{error.colno}: not valid JSON ({error.msg}). "
+            "Fix the file; it must be an object with an 'mcpServers' mapping."
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}:1: expected a JSON object with an 'mcpServers' mapping.")
+    entries = data.get("mcpServers", data.get("servers"))
+    if entries is not None and not isinstance(entries, dict):
+        key = "mcpServers" if "mcpServers" in data else "servers"
+        raise ConfigError(
+            f"{source}:{_line_of(text, key)}: '{key}' must be an object mapping each server's name to its entry "
+            f'(got {type(entries).__name__}). Expected {{"mcpServers": {{"name": {{"command": ..., "args": [...]}}}}}}.'
+        )
+    if not isinstance(entries, dict):
+        raise ConfigError(
+            f"{source}:1: no 'mcpServers' object found (keys present: {sorted(data)[:8]}). "
+            'Expected {"mcpServers": {"name": {"command": ..., "args": [...]}}}.'
+        )
+    entry_lines = _entry_lines(text, "mcpServers" if "mcpServers" in data else "servers")
+    for name, lines in entry_lines.items():
+        if len(lines) > 1:
+            raise ConfigError(
+                f"{source}:{lines[1]}: server '{name}' is listed twice (also on line {lines[0]}); only one entry "
+                "would be used: remove or rename the other."
+            )
+    servers: dict[str, ServerConfig] = {}
+    for name, raw in entries.items():
+        line = entry_lines[name][0] if name in entry_lines else _line_of(text, name)
+        if not name.strip():
+            raise ConfigError(
+                f"{source}:{line}: a server with an empty name: give the entry a name (route shows it and execute "
+                "calls the server by it)."
+            )
+        if "/" in name:
+            raise ConfigError(
+                f"{source}:{line}: server '{name}': a name cannot contain '/' (tools are named server/tool in route's "
+                f"answers and in --allow/--deny patterns); rename it, e.g. '{name.replace('/', '-')}'."
+            )
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{source}:{line}: server '{name}': expected an object, got {type(raw).__name__}.")
+        missing: set[str] = set()
+        used: dict[str, str] = {}
+        expanded = _expand_entry(raw, environ, missing, used)
+        misspelled = _misspelled_keys(raw)
+        try:
+            config = ServerConfig.model_validate({**expanded, "name": name})
+        except ValidationError as error:
+            line = _error_line(text, line, error)
+            hint = f" ({_misspelling_hint(misspelled)})" if misspelled else ""
+            raise ConfigError(f"{source}:{line}: server '{name}': {_describe(error)}{hint}.") from None
+        config._expanded = used
+        launch = launches_copilot(config)
+        if launch:
+            shown = config.redact(launch)
+            logger.warning("%s:%d: skipping server '%s': it is this copilot (%s); %s.", source, line, name, shown, SELF_ENTRY_ADVICE)
+            continue
+        for key, ours in misspelled.items():
+            logger.warning(
+                "%s:%d: server '%s': '%s' is not a known key and is ignored: did you mean '%s'?",
+                source, _line_of(text, key, line), name, key, ours,
+            )
+        if missing and config.is_enabled:
+            names = ", ".join(sorted(missing))
+            logger.warning("%s:%d: server '%s' disabled: environment variable(s) %s not set", source, line, name, names)
+            config = config.model_copy(
+                update={"enabled": False, "reason": f"environment variable(s) not set: {names}"}
+            )
+        servers[name] = config
+    return ServersFile(servers=servers)
+
+
+def load_servers(path: str | Path, environ: Mapping[str, str] | None = None) -> ServersFile:
+    """Load a ``servers.json`` or Claude-Desktop-style config file."""
+    path = Path(path)
+    try:
+        # utf-8-sig: Windows editors (Notepad, PowerShell 5's Out-File) start UTF-8 files with a BOM.
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: server list not found. Pass --servers FILE or set COPILOT_SERVERS.") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read server list ({error.strerror}).") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: server list is not UTF-8 text ({error.reason} at byte {error.start}).") from None
+    loaded = parse_servers(text, source=str(path), environ=environ)
+    loaded.path = path
+    return loaded

@@ -1,0 +1,127 @@
+"""Argument parsing for ``python -m index``; each subcommand's work lives in its own module."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from index.cli.console import HelpFormatter
+from index.errors import ConfigError, CopilotError
+
+# One line per paragraph: HelpFormatter keeps line breaks, and help must not be hard-wrapped off a terminal.
+DESCRIPTION = """\
+Find the right MCP tool for a task: crawl your MCP servers for their tools, build a local search index of them, search it, and review the tools held back by the trust checks.
+
+typical use: python -m index crawl && python -m index build && python -m index search "convert a document to pdf"
+"""
+
+#: Exit status after the reader of our output went away (``... | head``): 1, as in Python's documented
+#: recipe and as rich exits when a table meets a closed pipe, so every command answers alike.
+BROKEN_PIPE_EXIT = 1
+
+
+def _crawl(args: argparse.Namespace) -> int:
+    from index.catalog.crawl import crawl_command
+
+    # Checked here, not only in crawl_servers, so the message names the flags the user typed.
+    if args.concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1 (got {args.concurrency}).")
+    if not args.timeout > 0 or math.isinf(args.timeout):
+        raise ConfigError(f"--timeout must be a positive number of seconds (got {args.timeout}).")
+
+    return crawl_command(args)
+
+
+def _import(args: argparse.Namespace) -> int:
+    from index.catalog.livemcpbench import import_command
+
+    return import_command(args)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from index.storage.build import build_command
+
+    return build_command(args)
+
+
+def _search(args: argparse.Namespace) -> int:
+    from index.cli.search import search_command
+
+    return search_command(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m index", description=DESCRIPTION, formatter_class=HelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    crawl = add("crawl", _crawl, "Start each enabled server, list its tools, write a catalog snapshot.")
+    crawl.add_argument("--servers", type=Path, help="servers.json or a Claude-Desktop config (default: COPILOT_SERVERS or the project's)")
+    crawl.add_argument("--only", nargs="+", metavar="NAME", help="crawl only these servers")
+    crawl.add_argument("--out", type=Path, help="catalog to write (default: COPILOT_CATALOG or the bundled snapshot)")
+    crawl.add_argument("--concurrency", type=int, default=4, help="live children at once (default 4)")
+    crawl.add_argument("--timeout", type=float, default=120.0, help="hard timeout per server in seconds (default 120)")
+    crawl.add_argument("--log-dir", type=Path, help="where each child's stderr is written")
+
+    imp = add("import-livemcpbench", _import, "Convert LiveMCPBench's tools.json snapshot into a catalog.")
+    imp.add_argument("tools_json", type=Path, metavar="PATH/tools.json")
+    imp.add_argument("--out", type=Path, help="catalog to write (default: COPILOT_HOME/livemcpbench-catalog.json)")
+
+    build = add("build", _build, "Embed a catalog into the persistent Chroma index (re-embeds only changes).")
+    build.add_argument("--catalog", type=Path, help="catalog snapshot (default: COPILOT_CATALOG or the bundled one)")
+
+    search = add("search", _search, "Search the last built index.")
+    search.add_argument("query", nargs="?", help="plain text or <tool_assistant> server: ... tool: ... </tool_assistant>")
+    search.add_argument("--batch", type=Path, metavar="FILE.jsonl", help='one {"query": ...} per line; JSON lines out')
+    search.add_argument("--top-k", type=int, default=5)
+    search.add_argument("--server", help="only tools of this server")
+    search.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    from index.trust.cli import add_commands
+
+    add_commands(add)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        status = args.handler(args)
+        sys.stdout.flush()  # inside the try: a reader gone before the last write is a broken pipe too
+        return status
+    except BrokenPipeError:
+        _silence_stdout()
+        return BROKEN_PIPE_EXIT
+    except CopilotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at devnull so Python's flush at exit cannot fail again.
+
+    The recipe of Python's documentation (library/signal.html, "Note on SIGPIPE").
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout replaced by something without a file descriptor
+        pass

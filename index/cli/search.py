@@ -1,0 +1,129 @@
+"""``python -m index search``: one query (table or JSON) or a JSONL batch, on the last built index."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from index.cli.display import printable
+from index.errors import QueryError
+from index.cli.hints import index_command
+from index.search.query import MAX_TOP_K, check_top_k
+from index.search.tool_index import SearchHit, ToolIndex
+
+
+def _hit_summary(hit: SearchHit) -> dict[str, Any]:
+    return {"server": hit.server, "tool": hit.tool, "score": hit.score}
+
+
+def _print_table(query: str, hits: list[SearchHit], index: ToolIndex) -> None:
+    from index.cli.console import make_console
+    from rich.markup import escape
+    from rich.table import Table
+
+    def cell(text: str) -> str:
+        # Names and descriptions come from child servers: rich must not read them as markup
+        # ("Dict[str, str]" would vanish, "[/red]" would crash) nor the terminal as control codes.
+        return escape(printable(text))
+
+    title = f"{len(hits)} of {index.tool_count} tools for {cell(repr(query))}"
+    table = Table(title=title, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("server", overflow="fold")
+    table.add_column("tool", overflow="fold")
+    table.add_column("score", justify="right")
+    table.add_column("required", overflow="fold")
+    table.add_column("description", overflow="fold")
+    for rank, hit in enumerate(hits, 1):
+        description = " ".join(hit.description.split())
+        if len(description) > 160:
+            description = description[:157] + "..."
+        table.add_row(
+            str(rank), cell(hit.server), cell(hit.tool), f"{hit.score:.3f}", cell(", ".join(hit.required)), cell(description)
+        )
+    make_console().print(table)
+
+
+def _batch_lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        handle = sys.stdin if str(path) == "-" else path.open(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise QueryError(f"{path}: batch file not found.") from None
+    except OSError as error:
+        raise QueryError(f"{path}: cannot read the batch file ({error}).") from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            yield number, line
+
+
+def _parse_batch_line(line: str) -> str:
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise QueryError(f'not valid JSON ({error.msg}); expected {{"query": "..."}}') from None
+    if not isinstance(item, dict) or "query" not in item:
+        raise QueryError('expected an object with a "query" field, e.g. {"query": "convert a document to pdf"}')
+    if not isinstance(item["query"], str):
+        raise QueryError(f'"query" must be a string, not {type(item["query"]).__name__}')
+    return item["query"]
+
+
+def run_batch(index: ToolIndex, path: Path, top_k: int, server: str | None, out: TextIO, err: TextIO) -> int:
+    """One answer line per input line, in order; a bad line gets an ``error`` entry (and file:line on
+    stderr), a blank one a ``skipped`` entry."""
+    failures = 0
+    if server is not None:
+        index.search("check the server filter", top_k=1, server=server)  # an unknown name: one error, not one per line
+    for number, line in _batch_lines(path):
+        if not line.strip():
+            # Nothing asked (a doubled last newline, say): answered, to keep one answer per line, not an error.
+            out.write(json.dumps({"query": None, "line": number, "skipped": "blank line"}) + "\n")
+            continue
+        query: Any = None
+        answer: dict[str, Any]
+        try:
+            query = _parse_batch_line(line)
+            hits = index.search(query, top_k=top_k, server=server)
+            answer = {"query": query, "results": [_hit_summary(h) for h in hits]}
+        except QueryError as error:
+            failures += 1
+            print(f"{path}:{number}: {error}", file=err)
+            answer = {"query": query, "line": number, "error": str(error)}
+        out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+        out.flush()
+    return 1 if failures else 0
+
+
+def search_command(args: argparse.Namespace) -> int:
+    if not 1 <= args.top_k <= MAX_TOP_K:  # named as the user typed it; check_top_k speaks of the parameter
+        raise QueryError(f"--top-k must be between 1 and {MAX_TOP_K}, not {args.top_k}.")
+    top_k = check_top_k(args.top_k)
+    batch: Path | None = getattr(args, "batch", None)
+    if batch is not None and args.query is not None:
+        raise QueryError("give either a QUERY or --batch FILE.jsonl, not both.")
+    if batch is None and args.query is None:
+        raise QueryError('give a QUERY (e.g. python -m index search "convert a document to pdf") or --batch FILE.jsonl.')
+    index = ToolIndex.open()
+    if batch is not None:
+        index.ensure_built()
+        index.warm()
+        return run_batch(index, batch, top_k, args.server, sys.stdout, sys.stderr)
+    hits = index.search(args.query, top_k=top_k, server=args.server)
+    if args.json:
+        print(json.dumps({"query": args.query, "results": [h.model_dump() for h in hits]}, ensure_ascii=False, indent=1))
+    elif not hits and index.tool_count == 0:
+        print(
+            f"the index at {index.location} holds no tools: build it from a catalog with "
+            f"{index_command(index.settings, 'build')}",
+            file=sys.stderr,
+        )
+    elif not hits:
+        print("no tools matched.", file=sys.stderr)
+    else:
+        _print_table(args.query, hits, index)
+    return 0
+

@@ -1,0 +1,633 @@
+"""``ToolIndex``: the search API the copilot server (``route``) and the CLIs use.
+
+Opening is cheap; the first search (or :meth:`ToolIndex.warm`, which the server calls from a
+background thread) loads the embedding model and copies the index from Chroma into memory:
+tool and server embedding matrices (numpy) and a BM25 index. Chroma stays the store of record;
+an index rebuilt by another process is picked up within a few seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel
+
+from index.storage.build_report import BuildReport
+from index.models.embedding import Embedder, get_embedder
+from index.search.confidence import judge
+from index.errors import CatalogError, IndexNotBuiltError, QueryError
+from index.cli.hints import index_command
+from index.search.lexical import LexicalIndex
+from index.search.query import ParsedQuery, check_top_k, parse_query
+from index.search.ranking import (
+    HYBRID,
+    Method,
+    SearchSpace,
+    Weights,
+    best_of,
+    compute_signals,
+    fuse,
+    operation_signals,
+    similarities,
+    top_indices,
+)
+from index.catalog.records import RECORD_KINDS, RecordKind, ToolRecord
+from index.settings import DEFAULT_EMBEDDING_MODEL, CopilotSettings
+from index.storage.store import ChromaStore, IndexState, StoredTool
+from index.cli.suggest import nearest_names
+from index.search.text import DOCUMENT_VERSION, server_document, tokenize, tool_document
+
+logger = logging.getLogger(__name__)
+
+#: How often a long-lived index looks for a rebuild made by another process.
+STALE_CHECK_SECONDS = 5.0
+
+#: Query embeddings remembered per index (384 floats each: ~1.5 MB at this size).
+QUERY_CACHE_SIZE = 1024
+
+#: ``progress(done, total)`` while embedding during a sync.
+Progress = Callable[[int, int], None]
+
+
+class SearchHit(BaseModel):
+    server: str
+    tool: str
+    kind: RecordKind = "tool"
+    uri: str | None = None
+    mime_type: str | None = None
+    title: str | None = None
+    description: str
+    input_schema: dict[str, Any]
+    required: list[str]
+    annotations: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    score: float
+
+
+SearchMode = Literal["hybrid", "dense", "bm25", "two-level", "lexical-startup"]
+
+
+class SearchResult(BaseModel):
+    """Hits plus what the caller should tell the model about them."""
+
+    hits: list[SearchHit]
+    #: ``lexical-startup``: the embedding model was still loading, so only BM25 ranked these.
+    mode: SearchMode = "hybrid"
+    #: The best match scored low on every signal: the pool probably has no tool for this.
+    weak: bool = False
+    #: Hits left out because they scored far below the best one (fewer than top_k returned).
+    trimmed: int = 0
+    #: Servers (best first) whose description is closest to the query, for a weak answer.
+    related_servers: list[str] = []
+    related_categories: list[str] = []
+    #: The operations a query listed, each also searched on its own (empty for one operation).
+    operations: list[str] = []
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    state: IndexState
+    space: SearchSpace
+    servers: list[str]  # server of each tool, aligned with space.ids
+    records_json: list[str]
+    position: dict[str, int]
+    server_index: dict[str, int]
+    kinds: np.ndarray  # kind of each record ("tool", "prompt", ...), aligned with space.ids
+    kind_set: frozenset[str]
+    server_first: dict[str, int]  # a position of each server's tools (its category and description)
+    parsed: dict[int, ToolRecord] = field(default_factory=dict)
+
+    def record(self, position: int) -> ToolRecord:
+        """The full record, parsed on first use (a dict write is atomic, so threads may race harmlessly)."""
+        record = self.parsed.get(position)
+        if record is None:
+            record = self.parsed[position] = ToolRecord.model_validate_json(self.records_json[position])
+        return record
+
+
+@dataclass(frozen=True)
+class _Scored:
+    scores: np.ndarray
+    dense: np.ndarray | None = None
+    lexical: np.ndarray | None = None
+    server_scores: np.ndarray | None = None  # one per server (for suggestions)
+
+
+def _best_signal(values: list[np.ndarray | None]) -> np.ndarray | None:
+    """One raw signal's best value over the whole query and its operations (for the weak-match verdict)."""
+    present = [v for v in values if v is not None]
+    return best_of(present) if present else None
+
+
+def _build_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def build_advice(settings: CopilotSettings) -> str:
+    """The exact command that builds the index ``settings`` describe (crawling first without a catalog)."""
+    build = index_command(settings, "build")
+    if settings.catalog_file().exists():
+        return f"build it with: {build}"
+    return (
+        f"there is no catalog at {settings.catalog_file()} to build it from; crawl the servers, then build: "
+        f"{index_command(settings, 'crawl')} && {build}"
+    )
+
+
+class ToolIndex:
+    """Thread-safe search over the built index; see the module docstring for the life cycle."""
+
+    def __init__(self, settings: CopilotSettings, *, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self._embedder = embedder
+        self._store = ChromaStore(settings)
+        self._lock = threading.RLock()
+        self._snapshot: _Snapshot | None = None
+        self._checked_at = 0.0
+        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._model_loader: threading.Thread | None = None
+        self._cache_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, settings: CopilotSettings | None = None, *, embedder: Embedder | None = None) -> ToolIndex:
+        """Cheap: validates the model setting, loads neither the model nor Chroma."""
+        index = cls(settings or CopilotSettings.load(), embedder=embedder)
+        _ = index.embedder  # an unusable COPILOT_EMBEDDING_MODEL fails here, not on the first query
+        return index
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = get_embedder(self.settings.embedding_model, self.settings.embedding_precision)
+        return self._embedder
+
+    @property
+    def model_name(self) -> str:
+        return self.embedder.label
+
+    @property
+    def location(self) -> str:
+        return self._store.location
+
+    @property
+    def tool_count(self) -> int:
+        """Number of indexed tools (0 when nothing is built yet)."""
+        snapshot = self._current(required=False)
+        return snapshot.space.size if snapshot else 0
+
+    @property
+    def built(self) -> bool:
+        return self._current(required=False) is not None
+
+    def ensure_built(self) -> None:
+        """Raise :class:`IndexNotBuiltError` (saying how to build) when nothing is built."""
+        self._current(required=True)
+
+    def state(self) -> IndexState | None:
+        """Which model/catalog built the index, or None when nothing is built."""
+        snapshot = self._current(required=False)
+        return snapshot.state if snapshot else None
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def warm(self) -> None:
+        """Load the model and the in-memory search structures, so the first query is fast."""
+        self._current(required=False)
+        self.embedder.embed_queries(["warm up"])
+        tokenize("预热")  # loads jieba's dictionary now rather than during a query
+
+    def _current(self, *, required: bool) -> _Snapshot | None:
+        snapshot = self._snapshot
+        now = time.monotonic()
+        if snapshot is not None and now - self._checked_at < STALE_CHECK_SECONDS:
+            return snapshot
+        # A sync (the copilot re-indexing a changed server) holds the lock while it embeds and
+        # reloads: searches keep answering from the current snapshot instead of waiting for it.
+        if not self._lock.acquire(blocking=snapshot is None):
+            return snapshot
+        try:
+            snapshot = self._snapshot
+            if snapshot is None or time.monotonic() - self._checked_at >= STALE_CHECK_SECONDS:
+                state = self._store.read_state()
+                if state is None:
+                    snapshot = None
+                elif snapshot is None or snapshot.state.build_id != state.build_id:
+                    snapshot = self._load(state)
+                self._snapshot = snapshot
+                self._checked_at = time.monotonic()
+        finally:
+            self._lock.release()
+        if snapshot is None and required:
+            raise IndexNotBuiltError(f"no tool index at {self.location}: {build_advice(self.settings)}")
+        return snapshot
+
+    def _load(self, state: IndexState) -> _Snapshot:
+        started = time.perf_counter()
+        loaded = self._store.load_tools()
+        ids, tool_vectors = loaded.ids, loaded.vectors
+        server_names, server_vectors = self._store.load_servers()
+        server_index = {name: i for i, name in enumerate(server_names)}
+        missing = sorted(set(loaded.servers) - server_index.keys())
+        if missing:
+            # A server without an embedded description still ranks by its tools (zero server signal).
+            logger.warning("index has no server entry for %s", ", ".join(missing[:5]))
+            dimension = tool_vectors.shape[1] if tool_vectors.size else server_vectors.shape[1]
+            server_names = server_names + missing
+            server_vectors = np.vstack([server_vectors.reshape(-1, dimension), np.zeros((len(missing), dimension), np.float32)])
+            server_index = {name: i for i, name in enumerate(server_names)}
+        space = SearchSpace(
+            ids=ids,
+            tool_vectors=tool_vectors,
+            tool_servers=np.asarray([server_index[s] for s in loaded.servers], dtype=np.int32),
+            server_names=server_names,
+            server_vectors=server_vectors,
+            lexical=LexicalIndex(loaded.tokens),
+        )
+        logger.debug("loaded %d tools from %s in %.2f s", len(ids), self.location, time.perf_counter() - started)
+        return _Snapshot(
+            state=state,
+            space=space,
+            servers=loaded.servers,
+            records_json=loaded.records_json,
+            position={tool_id: i for i, tool_id in enumerate(ids)},
+            server_index=server_index,
+            kinds=np.asarray(loaded.kinds, dtype=object),
+            kind_set=frozenset(loaded.kinds),
+            server_first={name: i for i, name in reversed(list(enumerate(loaded.servers)))},
+        )
+
+    def _replace_snapshot(self, state: IndexState) -> None:
+        """After a sync: an index in use is reloaded right away (searches meanwhile use the old
+        snapshot, see ``_current``); an unused one is loaded by its first search."""
+        with self._lock:
+            self._snapshot = self._load(state) if self._snapshot is not None else None
+            self._checked_at = time.monotonic() if self._snapshot is not None else 0.0
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def records(self) -> dict[str, ToolRecord]:
+        """id -> record of every indexed tool (empty when nothing is built)."""
+        snapshot = self._current(required=False)
+        if snapshot is None:
+            return {}
+        return {tool_id: snapshot.record(i) for i, tool_id in enumerate(snapshot.space.ids)}
+
+    def records_of(self, kinds: Collection[str] = RECORD_KINDS, *, server: str | None = None) -> list[ToolRecord]:
+        """Records of these kinds (e.g. ``{"prompt"}``), of one ``server`` if given, in id order;
+        only those are parsed."""
+        snapshot = self._current(required=False)
+        if snapshot is None:
+            return []
+        wanted = set(kinds)
+        return [
+            snapshot.record(i)
+            for i, kind in enumerate(snapshot.kinds)
+            if kind in wanted and (server is None or snapshot.servers[i] == server)
+        ]
+
+    def get(self, server: str, tool: str) -> ToolRecord | None:
+        snapshot = self._current(required=False)
+        if snapshot is None:
+            return None
+        position = snapshot.position.get(f"{server}/{tool}")
+        return snapshot.record(position) if position is not None else None
+
+    def server_names(self) -> list[str]:
+        snapshot = self._current(required=False)
+        return sorted(set(snapshot.servers)) if snapshot else []
+
+    # -- search ------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        top_k: int = 5,
+        server: str | None = None,
+        servers: Collection[str] | None = None,
+        *,
+        method: Method = "hybrid",
+        kinds: Collection[str] = ("tool",),
+    ) -> list[SearchHit]:
+        """Best tools for ``query`` (plain text or a ``<tool_assistant>`` block).
+
+        ``server`` restricts to one server (an unknown name is a :class:`QueryError` with
+        suggestions); ``servers`` restricts to a set (names not in the index are ignored);
+        ``kinds`` to tools (the default), prompts, resources and/or resource templates.
+        Always ``top_k`` hits (when the index has them); :meth:`route` is the copilot's variant.
+        """
+        return self.route(
+            query, top_k, server, servers, method=method, kinds=kinds, trim=False, wait_for_model=True
+        ).hits
+
+    def route(
+        self,
+        query: str,
+        top_k: int = 5,
+        server: str | None = None,
+        servers: Collection[str] | None = None,
+        *,
+        method: Method = "hybrid",
+        kinds: Collection[str] = ("tool",),
+        trim: bool = True,
+        wait_for_model: bool = True,
+        weights: Weights = HYBRID,
+    ) -> SearchResult:
+        """:meth:`search` plus what ``route`` tells the model: weak matches, trimmed hits, start-up mode.
+
+        ``trim`` drops hits scoring far below the best (see :mod:`index.search.confidence`);
+        ``wait_for_model=False`` answers with BM25 alone while the embedding model is still
+        loading (the load is started in the background) instead of waiting for it.
+        """
+        parsed = parse_query(query)
+        top_k = check_top_k(top_k)
+        snapshot = self._current(required=True)
+        assert snapshot is not None
+        if snapshot.state.model != self.model_name:
+            raise IndexNotBuiltError(
+                f"the index at {self.location} was built with the embedding model {snapshot.state.model!r}, "
+                f"but COPILOT_EMBEDDING_MODEL and COPILOT_EMBEDDING_PRECISION now mean {self.model_name!r}; "
+                f"rebuild it with: {index_command(self.settings, 'build')}"
+            )
+        mask = self._mask(snapshot, server, servers)
+        if not snapshot.kind_set <= set(kinds):  # an index of tools only needs no mask for tools
+            by_kind = np.isin(snapshot.kinds, list(kinds))
+            mask = by_kind if mask is None else mask & by_kind
+        if snapshot.space.size == 0 or (mask is not None and not mask.any()):
+            return SearchResult(hits=[], mode=method)
+        mode: SearchMode = method
+        if method != "bm25" and not wait_for_model and not self.embedder.loaded:
+            self.load_model_in_background()
+            mode = "lexical-startup"
+        # The hybrid (also while it answers lexically at start-up) searches each listed operation too.
+        operations = list(parsed.operations) if method == "hybrid" else []
+        scored = self._scores(snapshot, parsed, "bm25" if mode == "lexical-startup" else method, mask, weights, operations)
+        positions = top_indices(scored.scores, top_k, mask)
+        result = SearchResult(hits=[], mode=mode, operations=operations)
+        if mode == "lexical-startup" and positions and not any(scored.scores[p] > 0 for p in positions):
+            # Keywords alone, and no tool shares a word with the query: the ranking is arbitrary.
+            result.weak = True
+            positions = []
+        if method == "hybrid" and mode == "hybrid" and positions:
+            verdict = judge(scored.scores, scored.dense, scored.lexical, positions, mask)
+            if trim:
+                result.trimmed = len(positions) - verdict.keep
+                positions = positions[: verdict.keep]
+            # The weak threshold is calibrated for the bundled model's similarities only (both precisions).
+            if verdict.weak and self.embedder.name == DEFAULT_EMBEDDING_MODEL:
+                result.weak = True
+                allowed = None if mask is None else {snapshot.servers[i] for i in np.flatnonzero(mask)}
+                result.related_servers = self._related_servers(snapshot, scored.server_scores, allowed)
+                result.related_categories = list(
+                    dict.fromkeys(c for c in (self._category(snapshot, s) for s in result.related_servers) if c)
+                )
+        result.hits = [self._hit(snapshot, position, scored.scores) for position in positions]
+        return result
+
+    @staticmethod
+    def _hit(snapshot: _Snapshot, position: int, scores: np.ndarray) -> SearchHit:
+        record = snapshot.record(position)
+        return SearchHit(
+            server=record.server,
+            tool=record.name,
+            kind=record.kind,
+            uri=record.uri,
+            mime_type=record.mime_type,
+            title=record.title,
+            description=record.description,
+            input_schema=record.input_schema,
+            required=record.required,
+            annotations=record.annotations,
+            output_schema=record.output_schema,
+            score=round(float(scores[position]), 4),
+        )
+
+    def load_model_in_background(self) -> None:
+        """Start loading the embedding model in a daemon thread (once); searches meanwhile are lexical."""
+        with self._lock:
+            if self._model_loader is not None or self.embedder.loaded:
+                return
+
+            def load() -> None:
+                try:
+                    self.embedder.load()
+                except Exception:  # noqa: BLE001 -- the next search that needs the model reports it
+                    logger.exception("loading the embedding model failed")
+
+            self._model_loader = threading.Thread(target=load, name="copilot-model-load", daemon=True)
+            self._model_loader.start()
+
+    def _scores(
+        self,
+        snapshot: _Snapshot,
+        parsed: ParsedQuery,
+        method: Method,
+        mask: np.ndarray | None,
+        weights: Weights,
+        operations: list[str],
+    ) -> _Scored:
+        space = snapshot.space
+        if method == "bm25":
+            lexical = best_of([space.lexical.scores(text) for text in [parsed.tool, *operations]])
+            return _Scored(scores=lexical, lexical=lexical)
+        if parsed.server:
+            tool_vector, server_vector = self._query_vectors([parsed.tool, parsed.server])
+        else:
+            tool_vector = server_vector = self._query_vectors([parsed.tool])[0]
+        if method in ("dense", "two-level"):
+            dense = similarities(space.tool_vectors, tool_vector)
+            if method == "dense":
+                return _Scored(scores=dense, dense=dense)
+            server = similarities(space.server_vectors, server_vector)[space.tool_servers] if space.server_names else np.zeros_like(dense)
+            return _Scored(scores=np.clip(dense, 0.0, None) * np.clip(server, 0.0, None), dense=dense)
+        whole = compute_signals(
+            space, tool_vector=tool_vector, server_vector=server_vector, lexical_text=parsed.tool, weights=weights
+        )
+        signals = [whole, *operation_signals(whole, space.lexical, operations, weights)]
+        server_scores = similarities(space.server_vectors, server_vector) if space.server_names else None
+        return _Scored(
+            scores=best_of([fuse(s, weights, mask) for s in signals]),
+            dense=whole.dense,
+            lexical=_best_signal([s.lexical for s in signals]),
+            server_scores=server_scores,
+        )
+
+    @staticmethod
+    def _related_servers(
+        snapshot: _Snapshot, server_scores: np.ndarray | None, allowed: set[str] | None, count: int = 3
+    ) -> list[str]:
+        if server_scores is None or not len(server_scores):
+            return []
+        present = set(snapshot.servers) if allowed is None else allowed
+        order = np.argsort(-server_scores, kind="stable")
+        return [snapshot.space.server_names[i] for i in order if snapshot.space.server_names[i] in present][:count]
+
+    @staticmethod
+    def _category(snapshot: _Snapshot, server: str) -> str:
+        position = snapshot.server_first.get(server)
+        return snapshot.record(position).category if position is not None else ""
+
+    def _query_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Embeddings of query texts; agents repeat queries, so recent ones are remembered."""
+        with self._cache_lock:
+            found = {text: self._query_cache.get(text) for text in texts}
+            for text, vector in found.items():
+                if vector is not None:
+                    self._query_cache.move_to_end(text)
+        missing = [text for text, vector in found.items() if vector is None]
+        if missing:
+            vectors = self.embedder.embed_queries(missing)
+            with self._cache_lock:
+                for text, vector in zip(missing, vectors, strict=True):
+                    vector.setflags(write=False)
+                    found[text] = self._query_cache[text] = vector
+                while len(self._query_cache) > QUERY_CACHE_SIZE:
+                    self._query_cache.popitem(last=False)
+        return [found[text] for text in texts]  # type: ignore[misc]
+
+    def _mask(self, snapshot: _Snapshot, server: str | None, servers: Collection[str] | None) -> np.ndarray | None:
+        allowed: set[int] | None = None
+        if servers is not None:
+            allowed = {snapshot.server_index[s] for s in servers if s in snapshot.server_index}
+        if server is not None:
+            if server not in snapshot.server_index:
+                raise QueryError(self._unknown_server_message(snapshot, server))
+            wanted = {snapshot.server_index[server]}
+            allowed = wanted if allowed is None else allowed & wanted
+        if allowed is None:
+            return None
+        return np.isin(snapshot.space.tool_servers, np.fromiter(allowed, dtype=np.int32, count=len(allowed)))
+
+    @staticmethod
+    def _unknown_server_message(snapshot: _Snapshot, server: str) -> str:
+        names = sorted(set(snapshot.servers))
+        close = nearest_names(server, names)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        return f"no server named {server!r} in the index.{hint} ({len(names)} servers are indexed.)"
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def sync(
+        self,
+        records: Sequence[ToolRecord],
+        *,
+        servers: Collection[str] | None = None,
+        catalog: str = "",
+        catalog_digest: str = "",
+        progress: Progress | None = None,
+    ) -> BuildReport:
+        """Make the index hold ``records``: embed new/changed ones, delete the ones that disappeared.
+
+        With ``servers``, only tools of those servers are deleted when absent from ``records``
+        (a partial crawl must not drop everything else). The model is loaded only when
+        something needs embedding.
+        """
+        started = time.perf_counter()
+        wanted: dict[str, ToolRecord] = {}
+        for record in records:
+            if record.id in wanted:
+                raise CatalogError(f"tool {record.id!r} appears twice in the catalog; tool names must be unique per server.")
+            wanted[record.id] = record
+        with self._lock:
+            report = BuildReport(model=self.model_name, location=self.location)
+            state = self._store.read_state()
+            if state is not None and (state.model != self.model_name or state.document_version != DOCUMENT_VERSION):
+                logger.info("index was built with %s (documents v%s); re-embedding everything", state.model, state.document_version)
+                self._store.reset()
+                state = None
+                report.full_rebuild = True
+            stored = self._store.stored_tools()
+            scope = set(servers) if servers is not None else None
+            to_embed = [r for r in wanted.values() if (old := stored.get(r.id)) is None or old.content_hash != r.content_hash]
+            to_delete = [s.id for s in stored.values() if s.id not in wanted and (scope is None or s.server in scope)]
+            report.added = sum(1 for r in to_embed if r.id not in stored)
+            report.updated = len(to_embed) - report.added
+            report.removed = len(to_delete)
+            report.unchanged = len(wanted) - len(to_embed)
+
+            server_docs, remaining_servers = self._server_documents(wanted, stored, set(to_delete))
+            stored_servers = self._store.stored_servers()
+            servers_to_embed = {n: d for n, d in server_docs.items() if stored_servers.get(n) != _hash(d)}
+            servers_to_delete = sorted(n for n in stored_servers if n not in remaining_servers)
+            report.servers_embedded = len(servers_to_embed)
+            report.servers_removed = len(servers_to_delete)
+
+            total = len(to_embed) + len(servers_to_embed)
+            done = 0
+
+            def advance(count: int) -> None:
+                nonlocal done
+                done += count
+                if progress is not None:
+                    progress(done, total)
+
+            if progress is not None:
+                progress(0, total)
+            if to_embed:
+                documents = [tool_document(r) for r in to_embed]
+                vectors = self.embedder.embed(documents, progress=advance)
+                self._store.upsert_tools(to_embed, documents, vectors)
+            self._store.delete_tools(to_delete)
+            if servers_to_embed:
+                names = sorted(servers_to_embed)
+                documents = [servers_to_embed[n] for n in names]
+                vectors = self.embedder.embed(documents, progress=advance)
+                self._store.upsert_servers(names, documents, [_hash(d) for d in documents], vectors)
+            self._store.delete_servers(servers_to_delete)
+
+            report.total = len(stored) + report.added - report.removed
+            if state is not None and not catalog:
+                # A partial sync (the copilot indexing new servers) keeps the last build's catalog.
+                catalog, catalog_digest = state.catalog, state.catalog_digest
+            if report.changed or state is None or state.catalog != catalog or state.catalog_digest != catalog_digest:
+                new_state = IndexState(
+                    model=self.model_name,
+                    document_version=DOCUMENT_VERSION,
+                    catalog=catalog,
+                    catalog_digest=catalog_digest,
+                    built_at=_now(),
+                    build_id=_build_id() if report.changed or state is None else state.build_id,
+                    tool_count=report.total,
+                )
+                self._store.write_state(new_state)
+                self._replace_snapshot(new_state)
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+
+    @staticmethod
+    def _server_documents(
+        wanted: dict[str, ToolRecord], stored: dict[str, StoredTool], deleted: set[str]
+    ) -> tuple[dict[str, str], set[str]]:
+        """(documents of the servers this sync describes, every server that still has tools)."""
+        tool_names: dict[str, set[str]] = {}
+        for item in stored.values():
+            if item.id not in deleted:
+                tool_names.setdefault(item.server, set()).add(item.tool)
+        describing: dict[str, ToolRecord] = {}
+        for record in wanted.values():
+            tool_names.setdefault(record.server, set()).add(record.name)
+            describing.setdefault(record.server, record)
+        documents = {
+            name: server_document(name, record.server_description, record.category, sorted(tool_names[name]))
+            for name, record in describing.items()
+        }
+        return documents, set(tool_names)

@@ -1,0 +1,347 @@
+"""The persistent store of record: Chroma, embedded under ``COPILOT_HOME`` or a Chroma server.
+
+Two collections: ``<name>`` holds one entry per tool (id ``server/tool``, its embedding, the
+embedded text and the full record as metadata), ``<name>-servers`` one entry per server
+(embedding of its description). The tool collection's metadata says which model, document
+format and catalog built the index. Embeddings are always passed in explicitly: Chroma's own
+default embedding function downloads a model and is never used.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+from index.models.embedding import force_offline
+from index.errors import ConfigError, CopilotError
+from index.catalog.records import ToolRecord
+from index.settings import CopilotSettings
+from index.search.text import tokenize, tool_lexical_text
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+logger = logging.getLogger(__name__)
+
+_PAGE = 5000
+
+
+class IndexStoreError(CopilotError):
+    """The Chroma store cannot be opened, reached or read."""
+
+
+class IndexState(BaseModel):
+    """What built the index (kept in the tool collection's metadata)."""
+
+    model: str
+    document_version: int
+    catalog: str = ""
+    catalog_digest: str = ""
+    built_at: str = ""
+    build_id: str = ""
+    tool_count: int = 0
+
+
+@dataclass(frozen=True)
+class LoadedTools:
+    ids: list[str]
+    servers: list[str]
+    records_json: list[str]  # parsed on demand: 100,000 parsed records would take ~1 GB
+    tokens: list[list[str]]
+    vectors: np.ndarray
+    kinds: list[str]  # "tool", "prompt", "resource" or "resource_template", aligned with ids
+
+
+class StoredTool(BaseModel):
+    id: str
+    server: str
+    tool: str
+    content_hash: str
+
+
+def parse_chroma_url(url: str) -> tuple[str, int, bool]:
+    """``http://host:port`` -> (host, port, ssl); the default port is Chroma's 8000."""
+    parsed = urlparse(url if "://" in url else f"http://{url}")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(f"COPILOT_CHROMA_URL={url!r} is not an http(s)://host:port URL of a Chroma server.")
+    ssl = parsed.scheme == "https"
+    try:
+        port = parsed.port or (443 if ssl else 8000)
+    except ValueError:
+        raise ConfigError(f"COPILOT_CHROMA_URL={url!r} has an invalid port.") from None
+    return parsed.hostname, port, ssl
+
+
+def _record_metadata(record: ToolRecord) -> dict[str, Any]:
+    kind = {} if record.kind == "tool" else {"kind": record.kind}  # tools stored before kinds existed have none
+    return {
+        **kind,
+        "server": record.server,
+        "tool": record.name,
+        "content_hash": record.content_hash,
+        "record": record.model_dump_json(exclude={"content_hash"}),
+        # BM25 tokens, so loading the index needs neither re-tokenizing nor jieba's dictionary.
+        "lexical": " ".join(tokenize(tool_lexical_text(record))),
+    }
+
+
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Chroma's own exceptions (server gone, disk full, corrupt files) become an IndexStoreError."""
+
+    @functools.wraps(method)
+    def wrapper(self: ChromaStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except CopilotError:
+            raise
+        except Exception as error:  # noqa: BLE001 -- chromadb raises many unrelated types
+            raise IndexStoreError(f"index store {self.location}: {method.__name__} failed ({error}).") from error
+
+    return wrapper
+
+
+class ChromaStore:
+    """Thin, typed access to the two collections; the client is created on first use."""
+
+    def __init__(self, settings: CopilotSettings) -> None:
+        self.settings = settings
+        self.collection_name = settings.collection
+        self.server_collection_name = f"{settings.collection}-servers"
+        self._client: ClientAPI | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def location(self) -> str:
+        return self.settings.chroma_url or str(self.settings.index_dir / "chroma")
+
+    def client(self) -> ClientAPI:
+        with self._lock:
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
+
+    def _connect(self) -> ClientAPI:
+        force_offline()
+        import chromadb
+        from chromadb.config import Settings
+
+        chroma_settings = Settings(anonymized_telemetry=False)
+        if self.settings.chroma_url:
+            host, port, ssl = parse_chroma_url(self.settings.chroma_url)
+            try:
+                return chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=chroma_settings)
+            except Exception as error:  # noqa: BLE001 -- chromadb raises several kinds here
+                raise IndexStoreError(
+                    f"cannot reach the Chroma server at {self.settings.chroma_url} ({error}); "
+                    "start it (chroma run --path DIR --port PORT) or unset COPILOT_CHROMA_URL."
+                ) from None
+        path = self.settings.index_dir / "chroma"
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            # Not damaged files but an unusable COPILOT_HOME (a file, a read-only or missing mount):
+            # removing the index would not help, choosing another home does.
+            raise IndexStoreError(
+                f"cannot use {path} for the index ({error.strerror or error}); COPILOT_HOME "
+                f"({self.settings.home}) must be a writable directory: fix it or set COPILOT_HOME elsewhere."
+            ) from None
+        try:
+            return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+        except Exception as error:  # noqa: BLE001
+            from index.cli.hints import index_command
+
+            raise IndexStoreError(
+                f"cannot open the index at {path} ({error}). If its files are damaged, remove {path} and build it "
+                f"again: {index_command(self.settings, 'build')}"
+            ) from None
+
+    # -- collections -------------------------------------------------------------------------
+
+    def _get(self, name: str) -> Collection | None:
+        client = self.client()
+        try:
+            return client.get_collection(name, embedding_function=None)
+        except Exception as error:  # noqa: BLE001 -- "does not exist" is NotFoundError/ValueError by version
+            if "does not exist" in str(error).lower() or type(error).__name__ == "NotFoundError":
+                return None
+            raise IndexStoreError(f"cannot read the index at {self.location} ({error}).") from None
+
+    def _get_or_create(self, name: str) -> Collection:
+        try:
+            return self.client().get_or_create_collection(
+                name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+            )
+        except Exception as error:  # noqa: BLE001
+            raise IndexStoreError(f"cannot create collection {name!r} at {self.location} ({error}).") from None
+
+    def tools(self, *, create: bool = False) -> Collection | None:
+        return self._get_or_create(self.collection_name) if create else self._get(self.collection_name)
+
+    def servers(self, *, create: bool = False) -> Collection | None:
+        return self._get_or_create(self.server_collection_name) if create else self._get(self.server_collection_name)
+
+    @_guarded
+    def reset(self) -> None:
+        """Drop both collections (the model or document format changed: nothing is reusable)."""
+        client = self.client()
+        for name in (self.collection_name, self.server_collection_name):
+            if self._get(name) is not None:
+                client.delete_collection(name)
+
+    # -- state -------------------------------------------------------------------------------
+
+    @_guarded
+    def read_state(self) -> IndexState | None:
+        collection = self.tools()
+        if collection is None:
+            return None
+        metadata = dict(collection.metadata or {})
+        if "model" not in metadata:
+            return None
+        try:
+            return IndexState.model_validate(metadata)
+        except ValidationError:
+            logger.warning("index at %s has unreadable build metadata; treating it as unbuilt", self.location)
+            return None
+
+    @_guarded
+    def write_state(self, state: IndexState) -> None:
+        collection = self.tools(create=True)
+        assert collection is not None
+        collection.modify(metadata=state.model_dump())
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _pages(self, collection: Collection, include: list[str]) -> Iterator[dict[str, Any]]:
+        total = collection.count()
+        for offset in range(0, total, _PAGE):
+            yield dict(collection.get(include=include, limit=_PAGE, offset=offset))  # type: ignore[arg-type]
+
+    @_guarded
+    def stored_tools(self) -> dict[str, StoredTool]:
+        """id -> (server, content hash) of every stored tool, without embeddings."""
+        collection = self.tools()
+        if collection is None:
+            return {}
+        stored: dict[str, StoredTool] = {}
+        for page in self._pages(collection, ["metadatas"]):
+            for tool_id, metadata in zip(page["ids"], page["metadatas"] or [], strict=True):
+                stored[tool_id] = StoredTool(
+                    id=tool_id,
+                    server=str(metadata.get("server", "")),
+                    tool=str(metadata.get("tool", "")),
+                    content_hash=str(metadata.get("content_hash", "")),
+                )
+        return stored
+
+    @_guarded
+    def load_tools(self) -> LoadedTools:
+        """Every tool's server, record JSON, BM25 tokens and embedding, in id order (stable across processes)."""
+        collection = self.tools()
+        rows: list[tuple[str, str, str, list[str], Any, str]] = []
+        if collection is not None:
+            for page in self._pages(collection, ["metadatas", "embeddings"]):
+                embeddings = page["embeddings"]
+                for tool_id, metadata, vector in zip(page["ids"], page["metadatas"] or [], embeddings, strict=True):
+                    raw = str(metadata["record"])
+                    lexical = metadata.get("lexical")
+                    if lexical is not None:
+                        tokens = str(lexical).split()
+                    else:  # written before tokens were stored
+                        tokens = tokenize(tool_lexical_text(ToolRecord.model_validate_json(raw)))
+                    kind = str(metadata.get("kind") or "tool")
+                    rows.append((tool_id, str(metadata.get("server", "")), raw, tokens, vector, kind))
+        rows.sort(key=lambda row: row[0])
+        matrix = np.asarray([row[4] for row in rows], dtype=np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
+        return LoadedTools(
+            ids=[row[0] for row in rows],
+            servers=[row[1] for row in rows],
+            records_json=[row[2] for row in rows],
+            tokens=[row[3] for row in rows],
+            vectors=matrix,
+            kinds=[row[5] for row in rows],
+        )
+
+    @_guarded
+    def stored_servers(self) -> dict[str, str]:
+        """server -> hash of its embedded document."""
+        collection = self.servers()
+        if collection is None:
+            return {}
+        hashes: dict[str, str] = {}
+        for page in self._pages(collection, ["metadatas"]):
+            for name, metadata in zip(page["ids"], page["metadatas"] or [], strict=True):
+                hashes[name] = str(metadata.get("content_hash", ""))
+        return hashes
+
+    @_guarded
+    def load_servers(self) -> tuple[list[str], np.ndarray]:
+        collection = self.servers()
+        if collection is None:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        rows: list[tuple[str, Any]] = []
+        for page in self._pages(collection, ["embeddings"]):
+            rows.extend(zip(page["ids"], page["embeddings"], strict=True))
+        rows.sort(key=lambda row: row[0])
+        matrix = np.asarray([row[1] for row in rows], dtype=np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
+        return [row[0] for row in rows], matrix
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _batch_size(self) -> int:
+        try:
+            return max(1, min(int(self.client().get_max_batch_size()), _PAGE))
+        except Exception:  # noqa: BLE001 -- older servers do not report it
+            return 1000
+
+    @_guarded
+    def upsert_tools(self, records: Sequence[ToolRecord], documents: Sequence[str], vectors: np.ndarray) -> None:
+        collection = self.tools(create=True)
+        assert collection is not None
+        step = self._batch_size()
+        for start in range(0, len(records), step):
+            chunk = records[start : start + step]
+            collection.upsert(
+                ids=[r.id for r in chunk],
+                embeddings=vectors[start : start + step],
+                metadatas=[_record_metadata(r) for r in chunk],
+                documents=list(documents[start : start + step]),
+            )
+
+    @_guarded
+    def delete_tools(self, ids: Sequence[str]) -> None:
+        collection = self.tools()
+        if collection is None or not ids:
+            return
+        step = self._batch_size()
+        for start in range(0, len(ids), step):
+            collection.delete(ids=list(ids[start : start + step]))
+
+    @_guarded
+    def upsert_servers(self, names: Sequence[str], documents: Sequence[str], hashes: Sequence[str], vectors: np.ndarray) -> None:
+        collection = self.servers(create=True)
+        assert collection is not None
+        step = self._batch_size()
+        for start in range(0, len(names), step):
+            end = start + step
+            collection.upsert(
+                ids=list(names[start:end]),
+                embeddings=vectors[start:end],
+                metadatas=[{"content_hash": h} for h in hashes[start:end]],
+                documents=list(documents[start:end]),
+            )
+
+    @_guarded
+    def delete_servers(self, names: Sequence[str]) -> None:
+        collection = self.servers()
+        if collection is not None and names:
+            collection.delete(ids=list(names))

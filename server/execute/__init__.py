@@ -1,0 +1,1 @@
+"""``execute``: the params check against the tool's schema, and results on their way back."""

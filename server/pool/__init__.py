@@ -1,0 +1,1 @@
+"""The pool of persistent child sessions and its settings."""

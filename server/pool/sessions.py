@@ -1,0 +1,1145 @@
+"""The child session pool: one persistent MCP client session per child server.
+
+A child is started lazily on its first call (or :meth:`ChildPool.warm`, which only ever takes a
+free slot), kept across calls so stateful servers keep their state, stopped after ``idle_timeout``
+and evicted when ``max_live_children`` are running (never while it has calls in flight; children
+that never served a call first, ``stateful`` ones last). Calls to different servers run
+concurrently; each server has a concurrency limit; every call has a timeout. When a child that
+served calls is gone (idle, evicted, crashed, timed out), the first result of its successor says
+the server was restarted and its state lost.
+
+MCP client sessions are context managers bound to the task that entered them, so each child
+lives in its own *runner* task in the pool's task group: the runner opens
+:func:`index.children.connect.open_session`, signals ``ready``, and waits until it is asked to stop or the
+child's transport ends; leaving ``open_session`` kills the child's whole process tree. Callers
+only borrow the session. A child that crashes or times out is marked broken; the next call starts
+a fresh one. Nothing a child does can raise out of the pool except the ``server.errors`` below.
+
+Changes in a child: ``notifications/tools/list_changed`` drops the child's cached tool list and
+re-lists it in the background through :meth:`ChildPool.list_tools` (at most once a second), and a
+restarted child is listed again at once; every listing takes the one path ``_list``, where the
+``guard`` reviews it against the pinned definitions (held-back tools are refused by
+:meth:`ChildPool.call_tool`). A listing that differs from the server's previous one -- also one
+made by an earlier process, so a restart that lists other tools counts -- then goes to every
+:class:`PoolListener` with the held-back names, whose definitions must not be used. Prompts and
+resources ``list_changed`` and ``resources/updated`` notifications go to the listeners as they are.
+
+Errors: :class:`UnknownServerError` (not configured), :class:`ServerUnavailableError` (disabled,
+missing command, failed start -- with the reason and the last stderr lines),
+:class:`ChildCrashedError` (exited during the call), :class:`ChildTimeoutError` (the call took too
+long; the child is killed because it may be wedged, and calls in flight on it say so). A JSON-RPC
+error answered by the child -- or made up by the copilot for a reply it could not read -- is
+returned as a ``CallToolResult`` with ``is_error`` set, so the model sees what went wrong.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar
+
+import anyio
+import anyio.abc
+import mcp.types as types
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from index.children.connect import (
+    ChildConnection,
+    ChildProcess,
+    ChildStartError,
+    ClientCallbacks,
+    describe_exit,
+    open_session,
+)
+from index.children.direct import typed_result
+from index.children.process import LOG_CHECK_INTERVAL
+from index.children.wire import COPILOT_ORIGIN
+from index.catalog.servers import ServerConfig
+from server.bounded import shown_name
+from server.errors import (
+    ChildCrashedError,
+    ChildTimeoutError,
+    ServerUnavailableError,
+    ToolBlockedError,
+    UnknownServerError,
+)
+from server.pool.settings import PoolSettings
+from server.telemetry.tracing import sdk_tracing_on
+from server.execute.validation import did_you_mean, suggest
+
+__all__ = ["ChildLink", "ChildPool", "ListingGuard", "PoolListener", "PoolObserver", "PoolSettings"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds to wait for a crashed child's exit code before reporting without it.
+_EXIT_CODE_WAIT = 2.0
+#: Characters of one child log message written to its log file.
+_LOG_LINE_CHARS = 2000
+#: When the copilot exits, children get this long to exit after their stdin closes (at most
+#: ``shutdown_grace``), then this long after SIGTERM before SIGKILL, all in parallel: the whole
+#: stop fits in the 2 s a host waits after closing the copilot's stdin before it sends SIGTERM.
+EXIT_GRACE = 0.5
+EXIT_KILL_GRACE = 0.5
+#: Most children started by warm() and not called yet at once.
+MAX_WARM_UNUSED = 2
+#: Seconds between two re-listings of one server's changed tools (a flood of list_changed costs one per interval).
+RELIST_INTERVAL = 1.0
+
+_T = TypeVar("_T")
+
+class PoolListener:
+    """Told about changes in children (override what you need). Called on the event loop; must
+    not block or raise."""
+
+    def tools_listed(self, server: str, tools: list[types.Tool], held_back: frozenset[str]) -> None:
+        """``server`` listed tools that differ from its previous listing (or its first one).
+
+        ``held_back``: names whose listed definition the guard did not approve (changed since it
+        was pinned, or new and not yet reviewed); their listed definition must not be used."""
+
+    def list_changed(self, server: str, kind: Literal["prompts", "resources"]) -> None:
+        """``server``'s child said its prompts or resources changed."""
+
+    def resource_updated(self, server: str, uri: str) -> None:
+        """``server``'s child said the resource ``uri`` (its own URI) changed."""
+
+    def child_started(self, server: str, restart: bool) -> None:
+        """A process of ``server`` is ready (``restart``: not the first one in this pool, whatever
+        ended the one before -- a crash, an idle stop, an eviction: a new process knows no
+        subscriptions and may offer other items. ``status()`` counts only failures as restarts)."""
+
+
+def _tools_digest(tools: list[types.Tool], held_back: frozenset[str]) -> str:
+    payload = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
+    return hashlib.sha256(json.dumps([payload, sorted(held_back)], sort_keys=True).encode()).hexdigest()
+
+
+class ChildLink(Protocol):
+    """Answers what children send the copilot on their own (``server.relay.hub.Relay`` implements it).
+
+    ``calls`` are the relays of the child's calls in flight (what ``call_tool`` was given), oldest first.
+    """
+
+    def user_root(self) -> Path | None:
+        """The user's directory: where ``works_in: roots`` children run, what ``${COPILOT_ROOT}`` names."""
+        ...
+
+    async def answer(
+        self, server: str, calls: list[Any], request: types.InputRequest
+    ) -> types.InputResponse | types.ErrorData: ...
+
+    async def log(self, server: str, calls: list[Any], params: types.LoggingMessageNotificationParams) -> None: ...
+
+
+class ListingGuard(Protocol):
+    """Checks a child's tool listing against pinned definitions (``server.guard.DefinitionGuard``)."""
+
+    async def review_listing(self, server: str, config: ServerConfig, tools: list[types.Tool]) -> Mapping[str, Any]:
+        """Held-back tools of this listing: tool name -> verdict (with a ``message()``)."""
+        ...
+
+    def blocked(self, server: str, tool: str) -> Any:
+        """The current verdict for a tool (``None`` once it is approved)."""
+        ...
+
+
+#: Stop reasons after which the server's next start is a restart: its process failed.
+#: A start after the copilot stopped a child on purpose (idle, evicted, replaced, ...) is not one.
+RESTART_AFTER = frozenset({"crashed", "timeout"})
+
+
+class PoolObserver(Protocol):
+    """Told when children start (or fail to) and stop, with why (``server.telemetry``)."""
+
+    def child_started(
+        self,
+        server: str,
+        config: ServerConfig,
+        pid: int | None,
+        seconds: float,
+        error: BaseException | None,
+        restart: bool = False,
+    ) -> None:
+        """``restart``: the start brought the server back after its process failed (see RESTART_AFTER)."""
+
+    def child_stopped(self, server: str, reason: str, uptime: float) -> None: ...
+
+
+@dataclass
+class _ServerState:
+    """Per-server bookkeeping that outlives any one child process."""
+
+    calls: int = 0
+    errors: int = 0
+    starts: int = 0
+    #: Starts that brought the server back after its process failed (crashed, timed out, exited
+    #: on its own); a start after the copilot stopped it on purpose (idle, evicted) is no restart.
+    restarts: int = 0
+    idle_stops: int = 0  # children stopped for idleness (COPILOT_IDLE_TIMEOUT)
+    #: The last child started (its end decides whether the next start is a restart).
+    last_child: _Child | None = None
+    #: The last process that ran failed and no start has brought the server back yet.
+    restart_due: bool = False
+    last_used: float | None = None  # wall clock, for status()
+    last_error: str | None = None
+    start_error: ChildStartError | None = None
+    failed_at: float = 0.0  # monotonic
+    slots: anyio.Semaphore | None = None
+    listed_digest: str | None = None  # of the last tool listing passed to listeners
+    relisted_at: float = float("-inf")  # monotonic: the last re-list after a change
+    #: Seconds the last successful start took (spawn to initialized): slow starters are not warmed.
+    start_seconds: float | None = None
+    #: Why a child that had served calls is gone, until the next child's first result says so.
+    lost_state: str | None = None
+
+
+@dataclass(eq=False)
+class _Child:
+    """One child process/connection and the runner task that owns it."""
+
+    name: str
+    config: ServerConfig
+    #: The user's directory it was started in (``works_in: roots`` servers); ``None`` when none was known.
+    root: Path | None = None
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    connection: ChildConnection | None = None
+    process: ChildProcess | None = None
+    start_error: BaseException | None = None
+    broken: bool = False  # crashed, timed out or exited: never used for a new call
+    retired: bool = False  # replaced/removed/evicted: stops when its last call finishes
+    in_flight: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    tools: list[types.Tool] | None = None
+    relist_pending: bool = False  # a tools/list_changed re-list is scheduled
+    #: Relays of the calls in flight (see ``ChildPool.call_tool``), oldest first.
+    calls: list[Any] = field(default_factory=list)
+    #: The requests it is answering now, in words ("the call to 'crash'"), oldest first: an exit
+    #: noticed by the session task before the caller describes it the caller's way.
+    busy_with: list[str] = field(default_factory=list)
+    served: int = 0  # calls this process answered
+    warmed: bool = False  # started by warm() and not used since
+    #: Why the copilot stopped it, in words (in-flight calls cut off with it say so; the next child's first result too).
+    stopped_because: str | None = None
+    #: The note for this child's first result: its server was restarted and lost its state.
+    restart_note: str | None = None
+    #: Set when the copilot kills it on purpose while calls may be in flight (they say why).
+    cut_off_because: str | None = None
+    blocked: dict[str, Any] = field(default_factory=dict)  # tool -> the guard's verdict (held back)
+    stop_reason: str | None = None  # why the pool stopped it, as a kind (idle, evicted, replaced, crashed, ...)
+    stop_reported: bool = False  # the observer heard it stopped
+    restart: bool = False  # it brings the server back after its previous process failed
+    started_at: float | None = None  # monotonic, when it became ready
+    created_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def usable(self) -> bool:
+        """Starting or running, and fit for new calls (a child that exited while idle is not)."""
+        if self.broken or self.retired or self.stop.is_set() or self.done.is_set():
+            return False
+        return self.connection is None or not self.connection.closed.is_set()
+
+    @property
+    def running(self) -> bool:
+        return self.usable and self.ready.is_set() and self.connection is not None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+
+async def _wait_either(first: anyio.Event, second: anyio.Event) -> None:
+    async with anyio.create_task_group() as group:
+
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(wait, first)
+        group.start_soon(wait, second)
+
+
+def _take_free(slots: anyio.Semaphore) -> bool:
+    try:
+        slots.acquire_nowait()
+    except anyio.WouldBlock:
+        return False
+    return True
+
+
+def _how_it_ended(code: int | None) -> str:
+    """A child process's end, once its output closed (``None``: it has not exited yet)."""
+    return describe_exit(code) if code is not None else "closed its output"
+
+
+def _exit_words(child: _Child, connection: ChildConnection | None, code: int | None) -> str:
+    """How a child's unexpected exit reads: the same whether its session or a caller notices it first."""
+    during = f" during {child.busy_with[0]}" if child.busy_with else ""
+    if connection is None or connection.process is None:
+        return f"its connection closed{during}" if during else "it exited on its own (connection closed)"
+    if during:
+        return f"it crashed ({_how_it_ended(code)}){during}"
+    return f"it exited on its own ({_how_it_ended(code)})"
+
+
+@contextmanager
+def _busy(child: _Child, doing: str) -> Iterator[None]:
+    child.busy_with.append(doing)
+    try:
+        yield
+    finally:
+        child.busy_with.remove(doing)
+
+
+def _tail_text(lines: list[str]) -> str:
+    return (" Last stderr lines:\n  " + "\n  ".join(lines)) if lines else ""
+
+
+@contextmanager
+def _counting_errors(state: _ServerState) -> Iterator[None]:
+    """Count a child's failures (not the caller's mistakes) in ``status()``."""
+    try:
+        yield
+    except (ChildCrashedError, ChildTimeoutError, ServerUnavailableError) as error:
+        state.errors += 1
+        state.last_error = str(error)
+        raise
+
+
+def _end_reason(child: _Child) -> str:
+    """Why a child that ran ended, as a kind: the pool's reason, else it ended on its own ("crashed")."""
+    return child.stop_reason or "crashed"
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+class ChildPool:
+    """Persistent MCP client sessions to the configured child servers; see the module docstring."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, ServerConfig],
+        settings: PoolSettings | None = None,
+        *,
+        guard: ListingGuard | None = None,
+        observer: PoolObserver | None = None,
+        link: ChildLink | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else PoolSettings()
+        #: Checks every tool listing against the pinned definitions (``server.guard``).
+        self.guard = guard
+        #: Told when children start and stop (metrics, traces).
+        self.observer = observer
+        #: Answers what children ask and log on their own (``server.relay``).
+        self.link = link
+        self._servers: dict[str, ServerConfig] = dict(servers)
+        self._children: dict[str, _Child] = {}  # the current child of each server
+        self._alive: set[_Child] = set()  # every child whose runner has not finished
+        self._states: dict[str, _ServerState] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._closing = False
+        self._listeners: list[PoolListener] = []
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ChildPool:
+        self._closing = False
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._stop_idle_children, name="child pool idle reaper")
+        self._task_group.start_soon(self._rotate_child_logs, name="child pool log rotation")
+        atexit.register(self.kill_all)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Stop every child (process groups included), also when the owner is being cancelled."""
+        self._closing = True
+        group, self._task_group = self._task_group, None
+        try:
+            if group is not None:
+                for child in list(self._alive):
+                    # In parallel, within a host's budget: hosts SIGTERM the copilot 2 s after closing
+                    # its stdin and SIGKILL it 2 s later (the parent-death guard covers the rest).
+                    child.stop_reason = child.stop_reason or "shutdown"
+                    child.cut_off_because = child.cut_off_because or "the copilot is shutting down"
+                    if child.process is not None:
+                        child.process.hurry(min(self.settings.shutdown_grace, EXIT_GRACE), EXIT_KILL_GRACE)
+                    child.stop.set()
+                # Each runner's open_session shuts its child down shielded and bounded; cancelling
+                # the group only hurries runners still starting. The group's own scope is shielded
+                # (a new scope would break LIFO exit) so an outer cancellation cannot cut this short.
+                group.cancel_scope.cancel()
+                group.cancel_scope.shield = True
+                await group.__aexit__(None, None, None)
+        finally:
+            self.kill_all()  # last resort for anything that outlived its runner
+            self._children.clear()
+            atexit.unregister(self.kill_all)
+
+    def kill_all(self) -> None:
+        """SIGKILL every child's process group now. Synchronous: for signal handlers and atexit."""
+        for child in list(self._alive):
+            if child.process is not None:
+                child.process.kill()
+
+    # -- public API -------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        timeout: float | None = None,
+        relay: Any = None,
+    ) -> types.CallToolResult:
+        """Call ``tool`` on ``server``'s child (starting it if needed) and return its result unchanged.
+
+        ``relay`` (a ``server.relay.call.CallRelay``) receives what the child sends during the call:
+        its ``progress`` callback goes on the request, its ``timeout_scope`` is set to the call's
+        timeout, and the pool's ``link`` gets it among the child's calls in flight.
+        """
+        self._state(server).calls += 1
+        async with self._borrow(server, timeout) as (child, limit):
+            if self.guard is not None:
+                await self._check_definition(child, tool, limit)
+            result = await self._call(child, tool, arguments, limit, relay)
+        return self._served(child, result)
+
+    async def request(
+        self,
+        server: str,
+        doing: str,
+        operation: Callable[[ClientSession], Awaitable[_T]],
+        *,
+        timeout: float | None = None,
+    ) -> _T:
+        """Run ``operation`` on ``server``'s session (starting it if needed), like a tool call.
+
+        For the other MCP requests a proxy forwards (prompts, resources, completion): the same
+        slots, timeout and crash handling as :meth:`call_tool`. ``doing`` names the request in
+        errors ("resources/read"). A JSON-RPC error the child answers is raised unchanged
+        (:class:`MCPError`), so its code can be passed on.
+        """
+        async with self._borrow(server, timeout) as (child, limit):
+            assert child.connection is not None
+            session = child.connection.session
+            with anyio.move_on_after(limit) as scope, _busy(child, doing):
+                try:
+                    return await operation(session)
+                except MCPError as error:
+                    if error.code == types.CONNECTION_CLOSED:
+                        raise await self._crashed(child, doing) from None
+                    raise
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    raise await self._crashed(child, doing) from None
+            assert scope.cancelled_caught
+            raise self._timed_out(child, doing, limit)
+
+    def capabilities(self, server: str) -> types.ServerCapabilities | None:
+        """What ``server``'s running child declared at ``initialize`` (``None`` when not running)."""
+        connection = self.connection(server)
+        return connection.initialize_result.capabilities if connection is not None else None
+
+    async def list_tools(self, server: str) -> list[types.Tool]:
+        """The tools of ``server``'s live session (listed once per child process, and again after
+        the child says they changed); held-back definitions are listed but refused by ``call_tool``."""
+        config = self._config(server)
+        running = self._children.get(server)
+        if running is not None and running.running and running.tools is not None:
+            self._touch(running)  # a use like any other: keeps it from being idle or evicted first
+            return list(running.tools)  # listed by this process already: nothing to start or wait for
+        state = self._state(server)
+        limit = config.timeout or self.settings.call_timeout
+        with _counting_errors(state):
+            child = await self._acquire(server, config)
+            try:
+                if child.tools is None:
+                    child.tools = await self._list(child, limit)
+                return list(child.tools)
+            finally:
+                self._release(child)
+
+    def subscribe(self, listener: PoolListener) -> None:
+        """Tell ``listener`` about changed tool listings and prompts/resources changes."""
+        self._listeners.append(listener)
+
+    def _announce_listing(self, child: _Child, tools: list[types.Tool]) -> None:
+        """Tell the listeners when ``child``'s server lists other tools (or held back others) than before."""
+        state = self._state(child.name)
+        held_back = frozenset(child.blocked)
+        digest = _tools_digest(tools, held_back)
+        if digest != state.listed_digest:
+            state.listed_digest = digest
+            self._tell("tools_listed", child.name, list(tools), held_back)
+
+    async def _on_child_message(self, child: _Child, message: Any) -> None:
+        """A child's notification (on its session's reader: hand work off, never await the session)."""
+        if isinstance(message, types.ToolListChangedNotification):
+            logger.info("server '%s' says its tools changed; listing them again", child.name)
+            child.tools = None
+            if not child.relist_pending and self._task_group is not None and not self._closing:
+                child.relist_pending = True
+                self._task_group.start_soon(self._relist, child, name=f"re-list tools of {child.name}")
+            return
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self._tell("resource_updated", child.name, str(message.params.uri))
+            return
+        kind: Literal["prompts", "resources"] | None = None
+        if isinstance(message, types.PromptListChangedNotification):
+            kind = "prompts"
+        elif isinstance(message, types.ResourceListChangedNotification):
+            kind = "resources"
+        if kind is None:
+            return
+        logger.info("server '%s' says its %s changed", child.name, kind)
+        self._tell("list_changed", child.name, kind)
+
+    def _tell(self, method: str, *args: Any) -> None:
+        for listener in list(self._listeners):
+            try:
+                getattr(listener, method)(*args)
+            except Exception:  # noqa: BLE001 -- a listener's bug must not break the pool
+                logger.exception("pool listener failed in %s%r", method, args)
+
+    async def _relist(self, child: _Child) -> None:
+        # A child announcing changes nonstop gets listed at most once per interval.
+        state = self._state(child.name)
+        wait = state.relisted_at + RELIST_INTERVAL - time.monotonic()
+        if wait > 0:
+            await anyio.sleep(wait)
+        child.relist_pending = False
+        state.relisted_at = time.monotonic()
+        if self._children.get(child.name) is not child or not child.running:
+            return  # stopped meanwhile: its next process is listed when it is used
+        try:
+            await self.list_tools(child.name)
+        except Exception as error:  # noqa: BLE001 -- reported in status(); the next call lists again
+            logger.warning("could not list the changed tools of '%s': %s", child.name, error)
+
+    @asynccontextmanager
+    async def _borrow(self, server: str, timeout: float | None) -> AsyncIterator[tuple[_Child, float]]:
+        """A slot and the running child of ``server`` for one request, and the request's time limit."""
+        config = self._config(server)
+        state = self._state(server)
+        limit = timeout if timeout is not None else (config.timeout or self.settings.call_timeout)
+        with _counting_errors(state):
+            if state.slots is None:
+                state.slots = anyio.Semaphore(self.settings.per_server_concurrency)
+            if not _take_free(state.slots):  # a free slot (most calls) costs no timed wait
+                with anyio.move_on_after(limit) as queue_scope:
+                    await state.slots.acquire()
+                if queue_scope.cancelled_caught:
+                    raise ChildTimeoutError(
+                        f"server '{server}' is busy: {self.settings.per_server_concurrency} calls were already "
+                        f"running and none finished within {limit:g}s. Try again later or call another server."
+                    )
+            try:
+                child = await self._acquire(server, config)
+                try:
+                    yield child, limit
+                finally:
+                    self._release(child)
+            finally:
+                state.slots.release()
+
+    def warm(self, server: str) -> bool:
+        """Start ``server``'s child in the background, if that costs no other child; never raises.
+
+        Warming is a guess, so it is cheap to be wrong about: it only takes a free slot (or the slot
+        of another warmed child nobody called yet), keeps at most :data:`MAX_WARM_UNUSED` such
+        children, and skips servers whose last start took longer than ``warm_max_start``. It never
+        evicts a child that served a call. Returns whether a start began.
+        """
+        child = self._children.get(server)
+        if child is not None and child.usable:
+            return False
+        try:
+            config = self._config(server)
+        except Exception:  # noqa: BLE001 -- warming is a hint; the next call reports the problem
+            return False
+        state = self._state(server)
+        if state.start_seconds is not None and state.start_seconds > self.settings.warm_max_start:
+            logger.debug("not warming '%s': its last start took %.1fs", server, state.start_seconds)
+            return False
+        if state.start_error is not None and time.monotonic() - state.failed_at < self.settings.restart_backoff:
+            return False
+        unused = sorted((c for c in self._live() if c.warmed and c.in_flight == 0), key=lambda c: c.last_used)
+        needs_room = len(self._live()) >= self.settings.max_live_children
+        if needs_room or len(unused) >= MAX_WARM_UNUSED:
+            if not unused:
+                return False  # every slot holds a child that is or was in use
+            never_called = "it was started speculatively for a search result and never called"
+            self._retire(unused[0], "unused", never_called)
+        try:
+            self._start(server, config, evict=False).warmed = True
+        except Exception as error:  # noqa: BLE001
+            logger.info("not warming server '%s': %s", server, error)
+            return False
+        return True
+
+    def expect_start_times(self, seconds: Mapping[str, float]) -> None:
+        """Start times measured elsewhere (the catalog's crawl), used until the pool times a start itself."""
+        for name, value in seconds.items():
+            state = self._state(name)
+            if state.start_seconds is None:
+                state.start_seconds = value
+
+    async def notify_roots_changed(self) -> None:
+        """Tell every running child that the roots changed (it may ask ``roots/list`` again)."""
+        for child in list(self._children.values()):
+            if child.running and child.connection is not None:
+                with anyio.move_on_after(5):
+                    try:
+                        await child.connection.session.send_roots_list_changed()  # pyright: ignore[reportDeprecated]
+                    except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        pass
+
+    def is_running(self, server: str) -> bool:
+        child = self._children.get(server)
+        return child is not None and child.running
+
+    def started_without_root(self, server: str) -> bool:
+        """``server`` works in the user's roots but its child started before any root was known."""
+        child = self._children.get(server)
+        return child is not None and child.usable and child.config.works_in == "roots" and child.root is None
+
+    def restart_in_root(self, server: str) -> None:
+        """Retire a child that started before the user's root was known, once one is: the next call
+        starts it there (its calls in flight finish first)."""
+        if self.started_without_root(server) and self.link is not None and self.link.user_root() is not None:
+            child = self._children[server]
+            logger.info("server '%s' started before the user's root was known; restarting it there", server)
+            self._retire(child, "replaced", "it was restarted in the user's root, which was not known when it started")
+
+    def connection(self, server: str) -> ChildConnection | None:
+        """The live connection of ``server``'s child, if it is running (for diagnostics and benchmarks)."""
+        child = self._children.get(server)
+        return child.connection if child is not None and child.running else None
+
+    def update_servers(self, servers: Mapping[str, ServerConfig]) -> None:
+        """Adopt a new server list: children of removed or relaunched servers are stopped."""
+        new = dict(servers)
+        for name, child in list(self._children.items()):
+            config = new.get(name)
+            if config is None or not config.is_enabled or config.launch_hash() != child.config.launch_hash():
+                what = "removed from" if config is None else "changed in"
+                logger.info("server '%s' was %s the servers file; stopping its child", name, what)
+                kind = "removed" if config is None else "reconfigured"
+                self._retire(child, kind, f"its entry was {what} the servers file")
+        for name, state in self._states.items():
+            old, config = self._servers.get(name), new.get(name)
+            if old is not None and config is not None and old.launch_hash() != config.launch_hash():
+                state.start_error = None  # a fixed launch config deserves an immediate retry
+        self._servers = new
+
+    def status(self) -> dict[str, Any]:
+        """Per configured server: running, pid, calls, errors, last_used, restarts (starts after its
+        process crashed or timed out), idle_stops (children stopped for idleness) and more."""
+        report: dict[str, Any] = {}
+        for name, config in self._servers.items():
+            child = self._children.get(name)
+            state = self._states.get(name, _ServerState())
+            if child is not None and child.running:
+                phase = "running"
+            elif child is not None and child.usable:
+                phase = "starting"
+            elif state.start_error is not None:
+                phase = "failed"
+            else:
+                phase = "stopped" if config.is_enabled else "disabled"
+            report[name] = {
+                "running": phase == "running",
+                "state": phase,
+                "pid": child.pid if child is not None and child.usable else None,
+                "transport": config.transport,
+                "calls": state.calls,
+                "errors": state.errors,
+                "in_flight": child.in_flight if child is not None else 0,
+                "last_used": (
+                    datetime.fromtimestamp(state.last_used, UTC).isoformat(timespec="seconds")
+                    if state.last_used is not None
+                    else None
+                ),
+                "restarts": state.restarts,
+                "idle_stops": state.idle_stops,
+                "last_error": state.last_error,
+                "stderr_log": str(self.settings.server_log(name)) if config.transport == "stdio" else None,
+            }
+        return report
+
+    # -- starting and stopping children -------------------------------------------------------
+
+    def _config(self, server: str) -> ServerConfig:
+        config = self._servers.get(server)
+        if config is None:
+            hint = did_you_mean(suggest(server, self._servers))
+            raise UnknownServerError(
+                f"unknown server '{shown_name(server)}'.{hint} Use route to find servers and tools."
+            )
+        if not config.is_enabled:
+            reason = f": {config.reason}" if config.reason else ""
+            raise ServerUnavailableError(f"server '{server}' is disabled{reason}. Use another server's tool.")
+        return config
+
+    def _state(self, server: str) -> _ServerState:
+        state = self._states.get(server)
+        if state is None:
+            state = self._states[server] = _ServerState()
+        return state
+
+    def _start(self, server: str, config: ServerConfig, *, evict: bool = True) -> _Child:
+        if self._task_group is None or self._closing:
+            raise ServerUnavailableError(
+                f"server '{server}' cannot start: the child pool is not running (the copilot is shutting down)."
+            )
+        state = self._state(server)
+        if state.start_error is not None:
+            since = time.monotonic() - state.failed_at
+            if since < self.settings.restart_backoff:
+                raise ServerUnavailableError(
+                    f"server '{server}' failed to start {since:.0f}s ago (a failed start is retried after "
+                    f"{self.settings.restart_backoff:g}s): {state.start_error}"
+                )
+        self._end_last_child(state)
+        previous = self._children.get(server)
+        if previous is not None:
+            self._retire(previous, "replaced", "it was replaced by a new process")
+        child = _Child(server, config, root=self.link.user_root() if self.link is not None else None)
+        child.restart_note, state.lost_state = state.lost_state, None
+        child.restart = state.restart_due
+        self._children[server] = child
+        self._alive.add(child)
+        state.starts += 1
+        state.last_child = child
+        if evict:
+            self._evict_over_cap(keep=child)
+        self._task_group.start_soon(self._run_child, child, name=f"mcp child {server}")
+        return child
+
+    def _end_last_child(self, state: _ServerState) -> None:
+        """Before a new process of a server starts: settle how the last one ended.
+
+        Whether the new start is a restart (the last process that ran failed), and the
+        observer's ``child_stopped`` for it now if its runner has not said it yet, so a
+        ``child_started`` never comes before the stop of the process it replaces.
+        """
+        last = state.last_child
+        if last is None or last.started_at is None:
+            return  # none yet, or it never started: the verdict on the one before stands
+        if last.stop_reason is None and not last.usable:
+            last.stop_reason = "crashed"  # it ended on its own; its runner may not have noticed yet
+        state.restart_due = _end_reason(last) in RESTART_AFTER
+        self._report_stopped(last)
+
+    def _report_stopped(self, child: _Child) -> None:
+        if child.started_at is not None and not child.stop_reported:
+            child.stop_reported = True
+            self._notify("child_stopped", child, None)
+
+    async def _run_child(self, child: _Child) -> None:
+        """Own one child's session for its whole life; never raises (the pool outlives children)."""
+        state = self._state(child.name)
+        settings = self.settings
+
+        def spawned(process: ChildProcess) -> None:
+            child.process = process
+
+        async def on_message(message: Any) -> None:
+            await self._on_child_message(child, message)
+
+        try:
+            async with open_session(
+                child.config,
+                workdir=settings.server_workdir(child.name),
+                stderr_path=settings.server_log(child.name),
+                init_timeout=settings.start_timeout(child.config),
+                max_message_bytes=settings.max_message_bytes,
+                shutdown_grace=settings.shutdown_grace,
+                on_spawn=spawned,
+                message_handler=on_message,
+                callbacks=self._callbacks(child),
+                root=child.root,
+            ) as connection:
+                child.connection = connection
+                child.last_used = child.started_at = time.monotonic()
+                state.start_error = None
+                if child.restart:
+                    state.restarts += 1
+                    state.restart_due = False
+                state.start_seconds = child.started_at - child.created_at
+                child.ready.set()
+                self._notify("child_started", child, None)
+                logger.info("server '%s' started (pid %s) in %.1fs", child.name, connection.pid, state.start_seconds)
+                self._tell("child_started", child.name, state.starts > 1)
+                if state.listed_digest is not None and self._task_group is not None:
+                    # A restart: the new process may list other tools than the last one did.
+                    child.relist_pending = True
+                    self._task_group.start_soon(self._relist, child, name=f"list tools of restarted {child.name}")
+                await _wait_either(child.stop, connection.closed)
+                if not child.stop.is_set():
+                    child.broken = True
+                    code = await connection.wait_exit(_EXIT_CODE_WAIT)
+                    child.stopped_because = child.stopped_because or _exit_words(child, connection, code)
+                    logger.warning(
+                        "server '%s' stopped: %s; it will be restarted on the next call", child.name, child.stopped_because
+                    )
+        except ChildStartError as error:
+            child.start_error = error
+            self._notify("child_started", child, error)
+            state.start_error, state.failed_at = error, time.monotonic()
+            state.last_error = str(error)
+            logger.warning("server '%s' failed to start: %s", child.name, error)
+        except Exception as error:  # a bug or an unexpected transport failure must not kill the pool
+            child.start_error = error
+            logger.exception("server '%s': unexpected error in its session", child.name)
+        finally:
+            self._report_stopped(child)
+            child.broken = True
+            child.ready.set()
+            child.done.set()
+            self._alive.discard(child)
+            if self._children.get(child.name) is child:
+                del self._children[child.name]
+            self._note_lost_state(child, state)
+
+    def _note_lost_state(self, child: _Child, state: _ServerState) -> None:
+        """A child that served calls is gone: the next child's first result must say its state is lost."""
+        if self._closing or not child.config.stateful:
+            return
+        if child.served == 0:
+            # It never answered, so it had no state of its own; a note it was carrying moves on.
+            lost = child.restart_note
+        else:
+            lost = (
+                f"[copilot] Server '{child.name}' was restarted since its last call: "
+                f"{child.stopped_because or 'its process ended'}. Any state it kept from earlier calls "
+                "(open documents, sessions, a game in progress, counters) is lost."
+            )
+        if lost is None:
+            return
+        successor = self._children.get(child.name)
+        if successor is not None and successor.served == 0:
+            successor.restart_note = lost
+        else:
+            state.lost_state = lost
+
+    def _served(self, child: _Child, result: types.CallToolResult) -> types.CallToolResult:
+        """Count a call the child answered; its first result after a restart carries the restart note."""
+        child.served += 1
+        note, child.restart_note = child.restart_note, None
+        if note is None:
+            return result
+        # First, so the model reads it before the result, and a size cap that cuts the end keeps it.
+        return result.model_copy(update={"content": [types.TextContent(type="text", text=note), *result.content]})
+
+    def _callbacks(self, child: _Child) -> ClientCallbacks | None:
+        """The child session's answers to the child's own requests, relayed through ``link``."""
+        link = self.link
+        if link is None:
+            return None
+
+        async def answer(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+            return await link.answer(child.name, list(child.calls), request)
+
+        async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+            return await answer(types.CreateMessageRequest(params=params))
+
+        async def elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
+            return await answer(types.ElicitRequest(params=params))
+
+        async def list_roots(context: Any) -> Any:
+            return await answer(types.ListRootsRequest())
+
+        async def log(params: types.LoggingMessageNotificationParams) -> None:
+            text = params.data if isinstance(params.data, str) else repr(params.data)
+            line = f"log {params.level}{f' {params.logger}' if params.logger else ''}: {text[:_LOG_LINE_CHARS]}"
+            if child.process is not None:
+                child.process.note(line)
+            else:
+                logger.info("server '%s' %s", child.name, line)
+            await link.log(child.name, list(child.calls), params)
+
+        return ClientCallbacks(sampling=sampling, elicitation=elicitation, list_roots=list_roots, logging=log)
+
+    async def _acquire(self, server: str, config: ServerConfig) -> _Child:
+        """The server's running child, started if needed, with this call counted as in flight."""
+        child = self._children.get(server)
+        if child is None or not child.usable:
+            child = self._start(server, config)
+        child.in_flight += 1
+        child.warmed = False
+        try:
+            if not child.ready.is_set():
+                # open_session bounds the start by init_timeout; this only guards against a bug.
+                with anyio.fail_after(self.settings.start_timeout(config) + 30):
+                    await child.ready.wait()
+            if child.start_error is not None:
+                error = child.start_error
+                if isinstance(error, ChildStartError):
+                    raise ServerUnavailableError(f"{error}") from None
+                raise ServerUnavailableError(
+                    f"server '{server}' could not be started ({type(error).__name__}: {error})."
+                ) from None
+            if child.connection is None or child.connection.closed.is_set():
+                tail = child.connection.stderr_tail(8) if child.connection is not None else []
+                raise ServerUnavailableError(f"server '{server}' exited right after starting.{_tail_text(tail)}")
+        except BaseException:
+            self._release(child)
+            raise
+        return child
+
+    def _touch(self, child: _Child) -> None:
+        child.last_used = time.monotonic()
+        state = self._states.get(child.name)
+        if state is not None:
+            state.last_used = time.time()
+
+    def _release(self, child: _Child) -> None:
+        child.in_flight -= 1
+        self._touch(child)
+        if child.in_flight == 0 and child.retired:
+            child.stop.set()
+        if child.process is not None:
+            child.process.rotate_log_if_over(self.settings.child_log_max_bytes)
+        self._evict_over_cap()
+
+    def _notify(self, event: str, child: _Child, error: BaseException | None) -> None:
+        if self.observer is None:
+            return
+        try:
+            if event == "child_started":
+                seconds = (child.started_at or time.monotonic()) - child.created_at
+                self.observer.child_started(child.name, child.config, child.pid, seconds, error, restart=child.restart)
+            else:
+                uptime = time.monotonic() - child.started_at if child.started_at is not None else 0.0
+                self.observer.child_stopped(child.name, _end_reason(child), uptime)
+        except Exception:  # noqa: BLE001 -- telemetry must never break the pool
+            logger.exception("pool observer failed on %s", event)
+
+    def _retire(self, child: _Child, reason: str = "retired", because: str | None = None) -> None:
+        """Take ``child`` out of service; it stops now, or after its last in-flight call.
+
+        ``reason`` is the kind the observer counts; ``because`` says it in words, for the note on
+        the next child's first result.
+        """
+        child.stop_reason = child.stop_reason or reason
+        child.retired = True
+        child.stopped_because = child.stopped_because or because
+        if self._children.get(child.name) is child:
+            del self._children[child.name]
+        if child.in_flight == 0:
+            child.stop.set()
+
+    def _break(self, child: _Child, reason: str, *, kill: bool = True, kind: str = "crashed") -> None:
+        """Take a misbehaving child out of service right away (its in-flight calls fail, saying ``reason``)."""
+        child.stop_reason = child.stop_reason or kind
+        if not child.broken:
+            logger.warning("stopping server '%s': %s", child.name, reason)
+        child.broken = True
+        child.stopped_because = child.stopped_because or reason
+        if self._children.get(child.name) is child:
+            del self._children[child.name]
+        if kill and child.connection is not None:
+            child.connection.kill()
+        child.stop.set()
+
+    def _live(self) -> list[_Child]:
+        return [child for child in self._alive if not child.stop.is_set()]
+
+    def _evict_over_cap(self, keep: _Child | None = None) -> None:
+        """Over ``max_live_children``: stop idle children, those that never served a call first, then
+        the least recently used ones that keep no state, and ``stateful`` ones last."""
+        live = self._live()
+        excess = len(live) - self.settings.max_live_children
+        if excess <= 0:
+            return
+        idle = sorted(
+            (child for child in live if child.in_flight == 0 and child is not keep and child.ready.is_set()),
+            key=lambda child: (child.served > 0, child.config.stateful, child.last_used),
+        )
+        cap = self.settings.max_live_children
+        for child in idle[:excess]:
+            logger.info("stopping server '%s' to make room (COPILOT_MAX_LIVE_CHILDREN=%d reached)", child.name, cap)
+            because = f"it was stopped to make room for another server (COPILOT_MAX_LIVE_CHILDREN={cap})"
+            self._retire(child, "evicted", because)
+        if len(idle) < excess:
+            logger.info("%d children running, over max_live_children: the busy ones stop when idle", len(live))
+
+    async def _stop_idle_children(self) -> None:
+        idle_timeout = self.settings.idle_timeout
+        interval = min(max(idle_timeout / 4, 0.05), 30.0)
+        while True:
+            await anyio.sleep(interval)
+            now = time.monotonic()
+            for child in list(self._children.values()):
+                if child.in_flight == 0 and child.running and now - child.last_used >= idle_timeout:
+                    logger.info("stopping server '%s': idle for %.0fs", child.name, now - child.last_used)
+                    self._state(child.name).idle_stops += 1
+                    self._retire(child, "idle", f"it was idle for {idle_timeout:g}s (COPILOT_IDLE_TIMEOUT)")
+
+    async def _rotate_child_logs(self) -> None:
+        """Keep every running child's stderr log bounded, also for children that flood it between calls."""
+        while True:
+            await anyio.sleep(LOG_CHECK_INTERVAL)
+            for child in list(self._alive):
+                if child.process is not None:
+                    child.process.rotate_log_if_over(self.settings.child_log_max_bytes)
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def _crashed(self, child: _Child, doing: str) -> ChildCrashedError:
+        connection = child.connection
+        if child.cut_off_because is not None:
+            # Not this call's fault: the copilot stopped the child for another reason.
+            self._break(child, child.cut_off_because)
+            return ChildCrashedError(
+                f"server '{child.name}' was stopped during {doing} because {child.cut_off_because}; this call was "
+                "cut off with it. It will be restarted on the next call; any state it kept is lost. Retry the call."
+            )
+        # Out of service now, killed only after its exit code is known (a kill would mask it).
+        child.broken = True
+        if self._children.get(child.name) is child:
+            del self._children[child.name]
+        if connection is None or connection.process is None:
+            self._break(child, _exit_words(child, connection, None))
+            return ChildCrashedError(
+                f"the connection to server '{child.name}' closed during {doing}. "
+                "It will be reconnected on the next call."
+            )
+        code = await connection.wait_exit(_EXIT_CODE_WAIT)
+        self._break(child, _exit_words(child, connection, code))
+        return ChildCrashedError(
+            f"server '{child.name}' crashed during {doing} ({_how_it_ended(code)}). It will be restarted on the next call; "
+            f"any state it kept is lost.{_tail_text(connection.stderr_tail(8))}"
+        )
+
+    def _timed_out(self, child: _Child, doing: str, limit: float) -> ChildTimeoutError:
+        reason = f"{doing} did not finish within {limit:g}s, so it was killed"
+        cut_off = f"another call to it ({doing}) did not finish within {limit:g}s"
+        child.cut_off_because = child.cut_off_because or cut_off
+        # Read before the process is stopped: an answer written without its newline is never read.
+        unended = child.config.redact(child.process.unterminated_stdout()) if child.process is not None else ""
+        self._break(child, reason, kind="timeout")
+        return ChildTimeoutError(
+            f"server '{child.name}' did not finish {doing} within {limit:g}s.{unended} The server was stopped (it "
+            "may be stuck) and will be restarted on the next call; any state it kept is lost. Retry with "
+            "smaller inputs or use another tool."
+        )
+
+    async def _call(
+        self, child: _Child, tool: str, arguments: dict[str, Any] | None, limit: float, relay: Any = None
+    ) -> types.CallToolResult:
+        assert child.connection is not None
+        session = child.connection.session
+        doing = f"the call to '{tool}'"
+        with anyio.move_on_after(limit) as scope, _busy(child, doing), self._in_flight(child, relay, scope):
+            try:
+                # Not session.call_tool: the copilot passes the child's result on as it is, without
+                # checking its structured content against the tool's output schema (the host may).
+                progress = relay.progress if relay is not None else None
+                direct = child.connection.direct
+                if direct is not None and not sdk_tracing_on():
+                    # Beside the session (index.children.direct): same checks, far less framing.
+                    params: dict[str, Any] = {"name": tool} if arguments is None else {"name": tool, "arguments": arguments}
+                    raw = await direct.request("tools/call", params, on_progress=progress)
+                    return typed_result(session.protocol_version, "tools/call", raw, types.CallToolResult)
+                request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments))
+                return await session.send_request(request, types.CallToolResult, progress_callback=progress)
+            except MCPError as error:
+                if error.code == types.CONNECTION_CLOSED:
+                    raise await self._crashed(child, doing) from None
+                if error.data == COPILOT_ORIGIN:  # the child's reply was unreadable; the message says why
+                    return _error_result(f"{error.message} (calling '{tool}')")
+                return _error_result(
+                    f"server '{child.name}' answered '{tool}' with error {error.code}: {error.message}"
+                )
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                raise await self._crashed(child, doing) from None
+            except (ValidationError, RuntimeError, ValueError) as error:
+                # A malformed or unsupported result: the child is alive, the model should hear why.
+                logger.warning("server '%s': unreadable result for '%s'", child.name, tool, exc_info=True)
+                return _error_result(
+                    f"server '{child.name}' returned a result for '{tool}' that could not be read: {error}"
+                )
+        assert scope.cancelled_caught
+        raise self._timed_out(child, doing, limit)
+
+    @staticmethod
+    @contextmanager
+    def _in_flight(child: _Child, relay: Any, scope: anyio.CancelScope) -> Iterator[None]:
+        if relay is None:
+            yield
+            return
+        relay.timeout_scope = scope
+        child.calls.append(relay)
+        try:
+            yield
+        finally:
+            child.calls.remove(relay)
+            relay.close()
+
+    async def _check_definition(self, child: _Child, tool: str, limit: float) -> None:
+        """Refuse a call to a tool whose live definition is held back (listing the child first if needed)."""
+        if child.tools is None:
+            child.tools = await self._list(child, limit)
+        verdict = child.blocked.get(tool)
+        if verdict is not None and self.guard is not None and self.guard.blocked(child.name, tool) is None:
+            del child.blocked[tool]  # approved since this child listed it
+            verdict = None
+        if verdict is not None:
+            raise ToolBlockedError(verdict.message())
+
+    async def _reviewed(self, child: _Child, tools: list[types.Tool]) -> list[types.Tool]:
+        """Every listing passes the guard: held-back tools are remembered and refused by ``call_tool``;
+        then the listeners hear of it (with the held-back names, whose definitions they must not use)."""
+        if self.guard is not None:
+            child.blocked = dict(await self.guard.review_listing(child.name, child.config, tools))
+        self._announce_listing(child, tools)
+        return tools
+
+    async def _list(self, child: _Child, limit: float) -> list[types.Tool]:
+        # The guard's review runs after the child's time limit: the copilot's own work (the pins
+        # file, its lock, the poisoning scan) must not count against the child, or be cut by it.
+        return await self._reviewed(child, await self._listing(child, limit))
+
+    async def _listing(self, child: _Child, limit: float) -> list[types.Tool]:
+        """Every page of the child's ``tools/list``, within ``limit`` seconds."""
+        assert child.connection is not None
+        session = child.connection.session
+        tools: list[types.Tool] = []
+        with anyio.move_on_after(limit) as scope, _busy(child, "tools/list"):
+            try:
+                cursor: str | None = None
+                while True:
+                    params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                    page = await session.list_tools(params=params)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        return tools
+            except MCPError as error:
+                if error.code == types.CONNECTION_CLOSED:
+                    raise await self._crashed(child, "tools/list") from None
+                if error.data == COPILOT_ORIGIN:
+                    raise ServerUnavailableError(f"{error.message} (listing its tools)") from None
+                raise ServerUnavailableError(
+                    f"server '{child.name}' failed to list its tools: error {error.code}: {error.message}"
+                ) from None
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                raise await self._crashed(child, "tools/list") from None
+        assert scope.cancelled_caught
+        raise self._timed_out(child, "tools/list", limit)

@@ -1,0 +1,1 @@
+"""``route``: its answer, its generated description, and background indexing of new servers."""

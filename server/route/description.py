@@ -1,0 +1,176 @@
+"""``route``'s tool description, generated from the pool: what it holds and how to ask.
+
+The paper's "Query Error" failures come from agents that do not know what the pool holds or ask
+for several operations at once. The description the host shows the model therefore lists the
+pool's categories with the kinds of service in each (the words most typical of their tools and
+servers, then server names) and says how to query: one operation per query, one query per
+sub-step. It is regenerated whenever the routable servers change (the copilot then tells hosts
+with ``notifications/tools/list_changed``). ``python -m bench retrieval`` prints its size.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from index.search.text import STOPWORDS, humanize, split_identifier
+
+#: Servers named per category before "+N more".
+MAX_SERVERS_PER_CATEGORY = 10
+#: Keywords (kinds of service) per category: more for big categories, at most this many.
+MAX_KEYWORDS_PER_CATEGORY = 12
+#: Characters of category lines: the description must stay a few hundred tokens for a pool of any
+#: size (hosts put it in every prompt; LiveMCPBench's 8 categories take ~1,200). Categories that
+#: do not fit are only named, smallest last, on one line of at most :data:`MAX_MORE_CHARS`.
+MAX_CATEGORY_CHARS = 1600
+MAX_MORE_CHARS = 300
+#: A category name longer than this (a servers file may hold anything) is cut.
+MAX_CATEGORY_NAME_CHARS = 40
+
+_GENERIC = frozenset(
+    """get list set create add delete remove update search find fetch read write run make new info information
+    data tool tools server servers mcp model context protocol provides provide using use based api apis
+    file files support supports allows enable enables access simple powerful official unofficial via
+    including like etc one multiple various comprehensive specific detailed current details by id name names
+    query result results return returns value values item items page type getter retrieve retrieves""".split()
+) | STOPWORDS
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
+
+INTRO = "Search the tool pool for the tool that does one step of your task."
+GUIDANCE = """\
+How to ask: one operation per query, one query per sub-step. For "summarize today's news into a PDF"
+search "get today's news headlines", then "create a PDF document" -- not both at once. Name the kind
+of service and the operation, in this form:
+<tool_assistant>
+server: <kind of service, e.g. spreadsheet tools>
+tool: <one operation, e.g. read the rows of an Excel sheet>
+</tool_assistant>
+or in plain words ("current time in Tokyo"). Returns the best tools (server, tool name,
+description, input schema); fewer than top_k when the rest are clearly irrelevant, and a note
+with related servers when nothing fits well. Then call execute with one of them."""
+
+
+@dataclass
+class PoolServer:
+    name: str
+    description: str = ""
+    category: str = ""
+    tools: list[str] = field(default_factory=list)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text) if w.lower() not in _GENERIC and len(w) > 2]
+
+
+def _keywords(servers: list[PoolServer], all_servers: list[PoolServer]) -> list[str]:
+    wanted = min(MAX_KEYWORDS_PER_CATEGORY, 4 + len(servers) // 3)
+    """Words typical of these servers' tools and descriptions (tf-idf across categories)."""
+    document_frequency: Counter[str] = Counter()
+    by_category: dict[str, Counter[str]] = defaultdict(Counter)
+    for server in all_servers:
+        words = [w for t in server.tools for w in _words(" ".join(split_identifier(t)))] + _words(server.description)
+        by_category[server.category or "Other"].update(words)
+    for counts in by_category.values():
+        document_frequency.update(counts.keys())
+    category = servers[0].category or "Other"
+    counts = by_category[category]
+    total = len(by_category)
+    scored = sorted(
+        counts, key=lambda w: (-(counts[w] * math.log((1 + total) / document_frequency[w])), w)
+    )
+    return scored[:wanted]
+
+
+def _label(name: str) -> str:
+    words = [w for w in humanize(name).split() if w not in ("mcp", "server")]
+    return " ".join(words) or name
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _category_name(category: str) -> str:
+    name = " ".join(category.split()) or "Other"
+    return name if len(name) <= MAX_CATEGORY_NAME_CHARS else name[: MAX_CATEGORY_NAME_CHARS - 1] + "…"
+
+
+def _category_line(category: str, members: list[PoolServer], pool: list[PoolServer]) -> str:
+    keywords = ", ".join(_keywords(members, pool))
+    named = sorted(members, key=lambda s: (-len(s.tools), s.name))
+    labels = ", ".join(_label(s.name) for s in named[:MAX_SERVERS_PER_CATEGORY])
+    more = f" +{len(named) - MAX_SERVERS_PER_CATEGORY} more" if len(named) > MAX_SERVERS_PER_CATEGORY else ""
+    # A category whose servers have no English words (or none yet indexed) has no keywords.
+    return f"- {_category_name(category)}: " + (f"{keywords}; " if keywords else "") + f"{labels}{more}"
+
+
+def _more_line(groups: list[tuple[str, list[PoolServer]]]) -> str:
+    """Categories left out of the detailed lines, by name and size, within :data:`MAX_MORE_CHARS`."""
+    shown: list[str] = []
+    for index, (category, members) in enumerate(groups):
+        entry = f"{_category_name(category)} ({_plural(len(members), 'server')})"
+        rest = len(groups) - index - 1
+        if len(", ".join([*shown, entry])) + len(f" +{rest} more") > MAX_MORE_CHARS:
+            return "- Also: " + ", ".join(shown) + f" +{len(groups) - index} more categories"
+        shown.append(entry)
+    return "- Also: " + ", ".join(shown)
+
+
+def describe_pool(servers: Iterable[PoolServer]) -> str:
+    """The full route description for these (routable) servers."""
+    pool = sorted(servers, key=lambda s: s.name)
+    lines = [INTRO]
+    if pool:
+        tool_count = sum(len(s.tools) for s in pool)
+        servers_counted = _plural(len(pool), "server")
+        counted = f"{_plural(tool_count, 'tool')} on {servers_counted}" if tool_count else servers_counted
+        lines.append(f"The pool has {counted}, by category (typical words; servers):")
+        groups: dict[str, list[PoolServer]] = defaultdict(list)
+        for server in pool:
+            groups[server.category or "Other"].append(server)
+        ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+        used = 0
+        for position, (category, members) in enumerate(ordered):
+            line = _category_line(category, members, pool)
+            if used + len(line) > MAX_CATEGORY_CHARS and position > 0:
+                lines.append(_more_line(ordered[position:]))
+                break
+            lines.append(line)
+            used += len(line) + 1
+    else:
+        lines.append("The pool is empty right now (no server is indexed or allowed).")
+    lines.append(GUIDANCE)
+    return "\n".join(lines)
+
+
+def describe_pool_from_records(records: Iterable, routable: Iterable[str] | None = None) -> str:
+    """:func:`describe_pool` from index records (``ToolRecord``-like), limited to ``routable`` servers."""
+    allowed = set(routable) if routable is not None else None
+    servers: dict[str, PoolServer] = {}
+    for record in records:
+        if allowed is not None and record.server not in allowed:
+            continue
+        server = servers.setdefault(
+            record.server, PoolServer(record.server, record.server_description, record.category)
+        )
+        server.tools.append(record.name)
+    return describe_pool(servers.values())
+
+
+def describe_pool_from_config(servers: Mapping[str, object], indexed: Mapping[str, PoolServer] | None = None) -> str:
+    """From the servers file (names, descriptions, categories), with tool names from the index when known."""
+    pool = []
+    for name, config in servers.items():
+        known = (indexed or {}).get(name)
+        pool.append(
+            PoolServer(
+                name,
+                str(getattr(config, "description", "") or (known.description if known else "")),
+                str(getattr(config, "category", "") or (known.category if known else "")),
+                list(known.tools) if known else [],
+            )
+        )
+    return describe_pool(pool)

@@ -1,0 +1,273 @@
+"""Serving the copilot over stdio: the SDK's transport, plus an answer to every request it cannot read.
+
+The SDK's stdio transport hands a line it cannot parse (a lone surrogate escape such as
+``"\\ud800"``, JSON nested deeper than its 200-level limit, JSON that is no JSON-RPC message) to the
+server as an exception, and the server drops it: the host waits for its own timeout. Over HTTP the
+same request gets a 400 with a JSON-RPC parse error. :class:`AnswerUnparseable` sits between the
+transport and the server and answers such a request at once -- ``-32700`` when the line is not
+JSON the SDK reads, ``-32600`` when it is JSON but not a valid request (a batch, a request without
+``"jsonrpc": "2.0"``, params that are no object) -- carrying the request's id when it can be
+recovered, so the host's pending call fails now, else ``"id": null`` as JSON-RPC prescribes, and
+saying what was wrong with it. What JSON-RPC does not answer is not answered: a notification, a
+reply (even a malformed one), a blank line.
+
+On pipes (``server.stdio.pipes``) it also sees the raw lines, and answers a request whose id is
+neither a string nor an integer (``null``, ``1.5``, an object), which the SDK's reader takes for a
+notification and drops, with ``-32600`` and ``"id": null``; and a line over
+``server.stdio.pipes.MAX_LINE_BYTES`` is answered with ``-32600`` without being read.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from collections import deque
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from index.children.wire import describe_unreadable, request_id_of
+from server.stdio.fast import FastExecute, execute_tools
+from server.stdio.pipes import MAX_LINE_BYTES, stdio_files
+
+logger = logging.getLogger(__name__)
+
+_UNKNOWN = object()
+
+
+def _text_of(error: Exception, line: bytes | None) -> str | None:
+    """The line behind ``error`` as the SDK's reader read it: from ``line`` (the raw bytes, when
+    known) or, for invalid JSON, from the error (pydantic keeps the text as the error's input)."""
+    if line is not None:
+        return line.decode("utf-8", "replace")
+    if isinstance(error, ValidationError):
+        for detail in error.errors():
+            if detail.get("type") == "json_invalid" and isinstance(detail.get("input"), str):
+                return str(detail["input"])
+    return None
+
+
+def _value_of(error: ValidationError) -> Any:
+    """The JSON value the SDK's reader parsed and refused: the input of an error about the whole
+    message (a value that is no object, a member it lacks); ``_UNKNOWN`` when none says."""
+    for detail in error.errors():
+        loc = detail.get("loc", ())
+        if len(loc) == 1 or (len(loc) == 2 and detail.get("type") == "missing"):
+            return detail.get("input")
+    return _UNKNOWN
+
+
+def is_blank(error: Exception, line: bytes | None = None) -> bool:
+    """Whether ``error`` is the SDK's reader failing on a blank line (no message at all)."""
+    text = _text_of(error, line)
+    return text is not None and not text.strip()
+
+
+def parse_error_reply(error: Exception, line: bytes | None = None) -> types.JSONRPCError | None:
+    """The error answering the line behind ``error`` (``line``: its raw bytes, when known); ``None``
+    for what JSON-RPC does not answer -- a blank line, a notification, a (malformed) response."""
+    if not isinstance(error, ValidationError):
+        return _error(None, types.PARSE_ERROR, "Parse error: the request could not be read.")
+    text = _text_of(error, line)
+    if text is not None:
+        if not text.strip():
+            return None
+        raw = text.strip().encode("utf-8", "surrogatepass")
+        try:
+            # (Past a byte order mark, which neither reader takes, only to find the request's id.)
+            parsed: Any = json.loads(text.strip().removeprefix("\ufeff"))
+        except (ValueError, RecursionError):
+            parsed = None
+    else:
+        value = _value_of(error)
+        parsed = None if value is _UNKNOWN else value
+        raw = b"" if value is _UNKNOWN else json.dumps(value).encode()
+    if isinstance(parsed, dict) and ("id" not in parsed or "method" not in parsed):
+        return None  # a notification, or a reply to a request of ours: JSON-RPC answers neither
+    if any(detail.get("type") == "json_invalid" for detail in error.errors()):
+        code, kind = types.PARSE_ERROR, "Parse error"
+    else:
+        code, kind = types.INVALID_REQUEST, "Invalid request"
+    if text is not None and text.strip().startswith("\ufeff"):
+        why = "it begins with a byte order mark (U+FEFF), which must not precede a JSON-RPC message"
+    elif isinstance(parsed, list):
+        why = "it is a batch (a JSON array), which MCP does not support: send each message on its own line"
+    elif code == types.INVALID_REQUEST and parsed is not None and not isinstance(parsed, dict):
+        why = f"it is JSON but not a JSON-RPC message object ({_shown(parsed)})"
+    else:
+        why = describe_unreadable(raw, error)
+    message = f"{kind}: the request could not be read: {why}."
+    return _error(request_id_of(raw, parsed), code, message)
+
+
+def invalid_id_reply(line: bytes) -> types.JSONRPCError | None:
+    """The error answering ``line``, which the SDK's reader took for a notification, when it has an id
+    (of a type JSON-RPC ids of MCP requests cannot have); ``None`` when it is a notification."""
+    try:
+        parsed = json.loads(line.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(parsed, dict) or "id" not in parsed:
+        return None
+    message = (
+        f"Invalid request: the request could not be read: its id is {_shown(parsed['id'])}, "
+        "but a request's id must be a string or an integer."
+    )
+    return _error(None, types.INVALID_REQUEST, message)
+
+
+def oversized_reply(head: bytes, tail: bytes, size: int) -> types.JSONRPCError | None:
+    """The error answering a line over ``MAX_LINE_BYTES`` that was discarded unread (``head`` and
+    ``tail``: its ends); ``None`` when it does not look like a request (a reply of the host's)."""
+    if b'"method"' not in head and b'"method"' not in tail:
+        return None
+    message = (
+        f"Invalid request: the request is {size:,} bytes long, over the {MAX_LINE_BYTES:,} bytes the copilot "
+        "reads in one message; it was discarded unread."
+    )
+    return _error(request_id_of(head + tail), types.INVALID_REQUEST, message)
+
+
+def _summary(error: Exception) -> str:
+    if isinstance(error, ValidationError) and error.errors():
+        detail = error.errors()[0]
+        where = ".".join(str(part) for part in detail.get("loc", ()))
+        return f"{where + ': ' if where else ''}{detail.get('msg', '')}"
+    return str(error)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else f"{text[:40]}…"
+
+
+def _error(request_id: types.RequestId | None, code: int, message: str) -> types.JSONRPCError:
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
+
+
+def _wire(reply: types.JSONRPCError) -> bytes:
+    """``reply`` as the SDK's stdio writer puts it on the wire."""
+    return reply.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+
+
+class AnswerUnparseable:
+    """A read stream that answers the exceptions of the one it wraps instead of passing them on.
+
+    ``lines`` (on pipes): the raw lines the SDK's reader was given, one per item it delivers, in
+    order; with them, requests whose id the SDK's reader could not take are answered too.
+    """
+
+    def __init__(self, inner: Any, write: Any, lines: deque[bytes] | None = None) -> None:
+        self._inner = inner
+        self._write = write
+        self._lines = lines
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            line = self._lines.popleft() if self._lines else None
+            if isinstance(item, Exception):
+                reply = parse_error_reply(item, line)
+                if reply is None:
+                    if is_blank(item, line):
+                        logger.debug("skipped a blank line")
+                    else:
+                        logger.warning("dropped a notification or reply that could not be read: %s", _summary(item))
+                    continue
+                logger.warning("answered an unparseable request (id %r): %s", reply.id, reply.error.message)
+                await self._write.send(SessionMessage(reply))
+                continue
+            message = item.message
+            if (
+                line is not None
+                and isinstance(message, types.JSONRPCNotification)
+                and not message.method.startswith("notifications/")
+            ):
+                reply = invalid_id_reply(line)
+                if reply is not None:
+                    logger.warning("answered a request with an invalid id: %s", reply.error.message)
+                    await self._write.send(SessionMessage(reply))
+                    continue
+            return item
+
+    def __aiter__(self) -> AnswerUnparseable:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> AnswerUnparseable:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Callable[[], None] | None = None) -> None:
+    """``app.run_stdio_async()`` with unparseable requests answered, on non-blocking pipes when it can.
+
+    ``server.stdio.pipes`` serves stdin/stdout from the event loop (no worker thread per message)
+    when they are pipes or sockets; otherwise the SDK's own file wrappers are used. On pipes,
+    ``fast`` serves ``execute`` beside the SDK's dispatcher where that is equivalent
+    (``server.stdio.fast``); ``on_taken`` is called for each call it takes.
+    """
+    # MCPServer exposes no public way to run its low-level server on our own streams.
+    server = app._lowlevel_server  # noqa: SLF001
+    async with stdio_files() as files:
+        if files is None:
+            async with stdio_server() as (read_stream, write_stream):
+                await server.run(
+                    AnswerUnparseable(read_stream, write_stream), write_stream, server.create_initialization_options()
+                )
+            return
+        stdin, stdout = files
+        stdin.given = lines = deque()
+
+        async def answer_oversized(head: bytes, tail: bytes, size: int) -> None:
+            reply = oversized_reply(head, tail, size)
+            if reply is None:
+                return
+            logger.warning("answered an overlong request (id %r): %s", reply.id, reply.error.message)
+            try:
+                await stdout.send(_wire(reply))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                logger.debug("dropped the answer to an overlong request: the host's pipe is closed")
+
+        stdin.on_oversized = answer_oversized
+        if not fast:
+            async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+                answering = AnswerUnparseable(read_stream, write_stream, lines)
+                await server.run(answering, write_stream, server.create_initialization_options())
+            return
+        async with FastExecute.serving(server, stdout.send, execute_tools(app), on_taken=on_taken) as fast_path:
+            stdin.take, stdin.at_end = fast_path.take, fast_path.finish
+            async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+                answering = AnswerUnparseable(read_stream, write_stream, lines)
+                await server.run(answering, write_stream, server.create_initialization_options())

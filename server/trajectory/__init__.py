@@ -1,0 +1,1 @@
+"""Trajectory logs: the records and the writer, one JSONL file per MCP session."""

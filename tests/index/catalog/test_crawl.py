@@ -1,0 +1,422 @@
+"""``python -m index crawl`` and ``crawl_servers`` against real fixture MCP servers in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import re
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from index.cli.args import main as index_main
+from index.catalog.crawl import CrawlReport, crawl_servers, log_file_name, scrub_machine_paths
+from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog
+from index.catalog.servers import ServerConfig, parse_servers
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
+SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
+PROJECT_DIR = Path(__file__).resolve().parents[3]
+FIXTURE_TOOLS = {
+    "echo", "add", "counter", "sleep", "crash", "huge", "get_env", "write_file", "delete_item", "structured", "fail",
+}
+SECRET = "sk-test-do-not-leak-0123456789"
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def fixture_entry(name: str, mode: str = "healthy", *extra_args: str, **keys: Any) -> dict[str, Any]:
+    args = [str(FIXTURE), "--name", name, "--mode", mode, *extra_args]
+    return {"command": sys.executable, "args": args, "description": f"fixture server {name}", "category": "Test", **keys}
+
+
+def write_servers(path: Path, entries: dict[str, dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"mcpServers": entries}, indent=2), encoding="utf-8")
+    return path
+
+
+# --- one crawl of a mixed pool through the CLI, in a subprocess (shared by several tests) -----------
+
+
+class MixedCrawl:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.env_dump = root / "healthy-env.json"
+        self.servers = write_servers(
+            root / "servers.json",
+            {
+                "healthy": fixture_entry("healthy", "healthy", "--dump-env", str(root / "healthy-env.json")),
+                "crashy": fixture_entry("crashy", "crash-at-start"),
+                "hangs": fixture_entry("hangs", "hang-at-start", timeout=3),
+                "noisy": fixture_entry("noisy", "junk-stdout"),
+                "paged": fixture_entry("paged", "paginated"),
+                "off": fixture_entry("off", enabled=False, reason="switched off for the test"),
+                # A Claude Desktop config also holds the copilot's own entry: seen in the file...
+                "copilot": {"command": sys.executable, "args": ["-m", "server"]},
+                # ...or, behind a wrapper, only at the handshake (it answers as 'mcp-copilot').
+                "wrapped-copilot": {
+                    "command": "/bin/sh",
+                    "args": ["-c", 'exec "$0" -m server', sys.executable],
+                    "env": {"COPILOT_HOME": str(root / "nested-home"), "COPILOT_AUTO_INDEX": "false",
+                            "COPILOT_WARM_INDEX": "false"},
+                },
+            },
+        )
+        self.out = root / "catalog.json"
+        self.logs = root / "logs"
+        env = {**os.environ, "OPENAI_API_KEY": SECRET, "COPILOT_HOME": str(root / "home"), "COLUMNS": "40"}
+        self.result = subprocess.run(
+            [sys.executable, "-m", "index", "crawl", "--servers", str(self.servers), "--out", str(self.out),
+             "--log-dir", str(self.logs), "--concurrency", "2", "--timeout", "60"],
+            cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=80,
+        )
+        self.stderr = self.result.stderr
+
+    def catalog(self) -> Catalog:
+        return load_catalog(self.out)
+
+    def tools_of(self, server: str) -> dict[str, ToolRecord]:
+        return {record.name: record for record in self.catalog().tools if record.server == server}
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> MixedCrawl:
+    return MixedCrawl(tmp_path_factory.mktemp("mixed-crawl"))
+
+
+def test_crawl_succeeds_when_some_servers_fail(mixed: MixedCrawl) -> None:
+    assert mixed.result.returncode == 0, mixed.stderr
+    assert "Traceback" not in mixed.stderr
+    assert mixed.result.stdout == ""  # everything for people goes to stderr
+    assert "crawled 3 of 5 server(s)" in mixed.stderr
+
+
+def test_healthy_server_tools_land_in_the_catalog_with_schemas_and_annotations(mixed: MixedCrawl) -> None:
+    tools = mixed.tools_of("healthy")
+    assert set(tools) >= FIXTURE_TOOLS
+    add = tools["add"]
+    assert add.description == "Add two integers and return the sum."
+    assert add.input_schema["properties"]["a"]["type"] == "integer"
+    assert add.required == ["a", "b"]
+    assert add.server_description == "fixture server healthy" and add.category == "Test"
+    assert tools["delete_item"].annotations == {"destructiveHint": True, "readOnlyHint": False}
+    assert tools["echo"].annotations is None
+    assert add.output_schema is not None and add.output_schema["properties"]["result"]["type"] == "integer"
+    info = mixed.catalog().servers["healthy"]
+    assert info.tool_count == len(tools) and info.category == "Test" and info.launch_hash
+
+
+def test_start_times_are_measured_recorded_and_summarized(mixed: MixedCrawl) -> None:
+    servers = mixed.catalog().servers
+    assert set(servers) == {"healthy", "noisy", "paged"}
+    for name, info in servers.items():
+        # Launch to initialize answered: a Python fixture takes a fraction of a second to seconds.
+        assert info.start_seconds is not None and 0 < info.start_seconds < 60, (name, info)
+    assert re.search(r"start times \(launch to initialize\): median [0-9.]+ s, slowest [0-9.]+ s", mixed.stderr)
+    assert re.search(r"ok +healthy: \d+ tools \(started in [0-9.]+ s, [0-9.]+ s in all\)", mixed.stderr)
+
+
+def test_crash_at_start_is_reported_with_exit_code_and_stderr(mixed: MixedCrawl) -> None:
+    row = _summary_row(mixed.stderr, "crashy")
+    assert "crashed" in row and "exit code 3" in row
+    assert "fatal: fixture configured to crash at start" in row
+    assert "crashy" not in mixed.catalog().servers
+
+
+def test_hang_is_cut_by_the_servers_own_timeout(mixed: MixedCrawl) -> None:
+    row = _summary_row(mixed.stderr, "hangs")
+    assert "timed out" in row and "within 3 s" in row  # its own timeout (3 s) beat --timeout 60
+    assert "hangs" not in mixed.catalog().servers
+
+
+def test_junk_on_stdout_is_tolerated_and_noted(mixed: MixedCrawl) -> None:
+    assert set(mixed.tools_of("noisy")) >= FIXTURE_TOOLS
+    assert "noisy: printed 1 non-protocol line(s) on stdout" in mixed.stderr
+    assert "not JSON-RPC" in (mixed.logs / "noisy.log").read_text(encoding="utf-8")
+
+
+def test_paginated_tools_list_is_followed_to_the_end(mixed: MixedCrawl) -> None:
+    assert set(mixed.tools_of("paged")) == set(mixed.tools_of("healthy"))
+
+
+def test_disabled_servers_are_skipped_and_named(mixed: MixedCrawl) -> None:
+    assert "skipped 1 disabled server(s): off" in mixed.stderr
+    assert not (mixed.logs / "off.log").exists()
+
+
+def test_entries_that_are_the_copilot_itself_are_skipped_with_one_line_each(mixed: MixedCrawl) -> None:
+    lines = mixed.stderr.splitlines()
+    [static] = [line for line in lines if "copilot'" in line and "skipping" in line]
+    assert static.startswith(f"WARNING index.catalog.servers: {mixed.servers}:")
+    assert f"skipping server 'copilot': it is this copilot ({sys.executable} -m server)" in static
+    [handshake] = [line for line in lines if line.startswith("skipped wrapped-copilot:")]
+    assert "is this copilot (it answered initialize as 'mcp-copilot')" in handshake
+    assert "skipped 1 entry(ies) that are the copilot itself: wrapped-copilot" in mixed.stderr
+    assert not {"copilot", "wrapped-copilot"} & set(mixed.catalog().servers)
+    assert not any(line.startswith("│ wrapped-copilot ") for line in lines)  # not in the failures table
+
+
+def test_child_stderr_lands_in_its_log_file(mixed: MixedCrawl) -> None:
+    assert "fatal: fixture configured to crash at start" in (mixed.logs / "crashy.log").read_text(encoding="utf-8")
+    # Whether the hanging child got to print before its 3 s ran out depends on the machine's load;
+    # that its session was ended and recorded does not.
+    assert "session closed" in (mixed.logs / "hangs.log").read_text(encoding="utf-8")
+
+
+def test_child_gets_clean_environment_and_own_temp_dir(mixed: MixedCrawl) -> None:
+    dumped = json.loads(mixed.env_dump.read_text(encoding="utf-8"))
+    env, cwd = dumped["env"], Path(dumped["cwd"])
+    assert "OPENAI_API_KEY" not in env and "COPILOT_HOME" not in env
+    assert SECRET not in json.dumps(env)
+    assert Path(env["TMPDIR"]) == cwd / "tmp"
+    assert cwd.name == "healthy"
+    assert not cwd.exists(), "the crawl's temporary work dirs are removed afterwards"
+
+
+def test_catalog_holds_no_paths_of_the_crawl(mixed: MixedCrawl) -> None:
+    text = mixed.out.read_text(encoding="utf-8")
+    assert str(mixed.root) not in text
+    assert SECRET not in text
+
+
+def _summary_row(stderr: str, server: str) -> str:
+    """The summary-table row (all its wrapped lines) of ``server``."""
+    lines = stderr.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("│ " + server + " "))
+    row = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("│ " + " " * len(server)):
+            break
+        row.append(line)
+    return " ".join(" ".join(part.split()) for part in row)
+
+
+# --- CLI behaviour in-process ---------------------------------------------------------------------
+
+
+def _run_cli(*args: str) -> int:
+    return index_main(["crawl", *args])
+
+
+def test_only_replaces_just_the_named_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    servers = write_servers(
+        tmp_path / "servers.json",
+        {"alpha": fixture_entry("alpha"), "beta": fixture_entry("beta", "crash-at-start"), "gamma": fixture_entry("gamma")},
+    )
+    old = Catalog(
+        source="earlier",
+        servers={name: CatalogServer(description=f"old {name}", tool_count=1) for name in ("alpha", "beta", "gamma")},
+        tools=[ToolRecord(server=name, name="old_tool", description=f"old {name}") for name in ("alpha", "beta", "gamma")],
+    )
+    out = old.save(tmp_path / "catalog.json")
+    code = _run_cli("--servers", str(servers), "--only", "alpha", "beta", "--out", str(out),
+                    "--log-dir", str(tmp_path / "logs"), "--timeout", "30")
+    assert code == 0
+    merged = load_catalog(out)
+    by_server: dict[str, set[str]] = {}
+    for record in merged.tools:
+        by_server.setdefault(record.server, set()).add(record.name)
+    assert by_server["alpha"] >= FIXTURE_TOOLS and "old_tool" not in by_server["alpha"]  # re-crawled
+    assert by_server["beta"] == {"old_tool"}  # failed now: its earlier records are kept
+    assert by_server["gamma"] == {"old_tool"}  # not named: untouched
+    assert list(merged.servers) == ["alpha", "beta", "gamma"]
+    assert merged.servers["alpha"].description == "fixture server alpha"
+
+
+def test_a_full_crawl_keeps_the_earlier_records_of_a_server_failing_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    servers = write_servers(
+        tmp_path / "servers.json", {"beta": fixture_entry("beta", "crash-at-start"), "alpha": fixture_entry("alpha")}
+    )
+    old = Catalog(
+        source="earlier",
+        servers={name: CatalogServer(description=f"old {name}", tool_count=1) for name in ("gone", "alpha", "beta")},
+        tools=[ToolRecord(server=name, name="old_tool") for name in ("gone", "alpha", "beta")],
+    )
+    out = old.save(tmp_path / "catalog.json")
+    code = _run_cli("--servers", str(servers), "--out", str(out), "--log-dir", str(tmp_path / "logs"), "--timeout", "30")
+    assert code == 0
+    assert "kept the earlier records of 1 server(s) whose crawl failed now: beta" in capsys.readouterr().err
+    crawled = load_catalog(out)
+    assert list(crawled.servers) == ["beta", "alpha"]  # the server list's order; "gone" left the list
+    assert [r.name for r in crawled.tools if r.server == "beta"] == ["old_tool"]
+    assert {r.name for r in crawled.tools if r.server == "alpha"} >= FIXTURE_TOOLS
+
+
+def test_unknown_only_name_suggests_the_nearest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    servers = write_servers(tmp_path / "servers.json", {"word-document-server": fixture_entry("w")})
+    code = _run_cli("--servers", str(servers), "--only", "word-documents", "--out", str(tmp_path / "c.json"))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "error: 'word-documents' is not in" in err and "Did you mean: word-document-server?" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_nothing_crawled_exits_non_zero_and_keeps_the_catalog(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    servers = write_servers(tmp_path / "servers.json", {"broken": fixture_entry("broken", "crash-at-start")})
+    out = Catalog(tools=[ToolRecord(server="x", name="kept")]).save(tmp_path / "catalog.json")
+    before = out.read_text(encoding="utf-8")
+    code = _run_cli("--servers", str(servers), "--out", str(out), "--log-dir", str(tmp_path / "logs"))
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "no server could be crawled" in err and "left unchanged" in err
+    assert "Traceback" not in err
+    assert out.read_text(encoding="utf-8") == before
+
+
+def test_invalid_server_list_is_an_error_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    servers = tmp_path / "servers.json"
+    servers.write_text('{"mcpServers": {"a": {"args": []}}}', encoding="utf-8")
+    code = _run_cli("--servers", str(servers), "--out", str(tmp_path / "c.json"))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: ") and "server 'a'" in err and "Traceback" not in err
+
+
+def test_broken_catalog_to_merge_into_is_not_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    servers = write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")})
+    out = tmp_path / "catalog.json"
+    out.write_text("{ not json", encoding="utf-8")
+    code = _run_cli("--servers", str(servers), "--only", "alpha", "--out", str(out))
+    assert code == 2
+    assert "catalog is not valid JSON" in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == "{ not json"
+
+
+def test_only_naming_a_disabled_server_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    servers = write_servers(tmp_path / "servers.json", {"off": fixture_entry("off", enabled=False, reason="npm 404")})
+    code = _run_cli("--servers", str(servers), "--only", "off", "--out", str(tmp_path / "c.json"))
+    assert code == 1
+    assert "off: npm 404" in capsys.readouterr().err
+
+
+# --- library ---------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def _wait_for_port(port: int, server: subprocess.Popen[bytes]) -> None:
+    while True:
+        try:
+            stream = await anyio.connect_tcp("127.0.0.1", port)
+        except OSError:
+            assert server.poll() is None, "the HTTP fixture server exited"
+            await anyio.sleep(0.05)  # polling a condition (the port accepting), not waiting for time to pass
+            continue
+        await stream.aclose()
+        return
+
+
+async def test_remote_server_is_crawled_over_streamable_http(tmp_path: Path) -> None:
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(FIXTURE), "--name", "remote", "--transport", "streamable-http", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        with anyio.fail_after(45):
+            await _wait_for_port(port, server)
+            servers = parse_servers(json.dumps({"mcpServers": {
+                "remote": {"url": f"http://127.0.0.1:{port}/mcp", "category": "Test"},
+                "gone": {"url": f"http://127.0.0.1:{_free_port()}/mcp"},
+            }})).servers
+            report = await crawl_servers(servers, timeout=20, log_dir=tmp_path / "logs", progress=False)
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert report.succeeded == ["remote"]
+    assert {record.name for record in report.records} >= FIXTURE_TOOLS
+    assert report.servers["remote"].category == "Test"
+    gone = report.outcomes["gone"]
+    assert gone.kind == "HTTP error" and "cannot reach" in gone.reason
+
+
+async def test_report_outcomes_follow_the_server_list_order(tmp_path: Path) -> None:
+    names = ["zeta", "alpha", "mid"]
+    servers = {name: ServerConfig.model_validate({**fixture_entry(name), "name": name}) for name in names}
+    results: list[str] = []
+    with anyio.fail_after(60):
+        report = await crawl_servers(
+            servers, concurrency=3, timeout=30, log_dir=tmp_path / "logs", workdir_root=tmp_path / "work",
+            progress=False, on_result=lambda outcome: results.append(outcome.server),
+        )
+    assert isinstance(report, CrawlReport)
+    assert list(report.outcomes) == names and sorted(results) == sorted(names)
+    assert [record.server for record in report.records] == [n for n in names for _ in range(len(report.records) // 3)]
+    assert (tmp_path / "work" / "alpha" / "tmp").is_dir()
+
+
+async def test_a_child_flooding_stderr_during_its_crawl_keeps_its_log_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import index.catalog.crawl as crawl_module  # noqa: PLC0415
+    from index.children.stdio import MAX_STDERR_LOG_BYTES  # noqa: PLC0415
+
+    monkeypatch.setattr(crawl_module, "LOG_CHECK_INTERVAL", 0.01)
+    servers = {"noisy": ServerConfig.model_validate({**fixture_entry("noisy", "flood-stderr-at-start"), "name": "noisy"})}
+    with anyio.fail_after(60):
+        report = await crawl_servers(servers, timeout=3, log_dir=tmp_path / "logs", progress=False)
+    assert not report.outcomes["noisy"].ok  # it never answers initialize
+    log = tmp_path / "logs" / log_file_name("noisy")
+    assert log.stat().st_size < MAX_STDERR_LOG_BYTES  # 12 MB were written to it
+    assert log.with_name(log.name + ".1").stat().st_size == MAX_STDERR_LOG_BYTES
+    assert "log rotated at" in log.read_text(encoding="utf-8", errors="replace")
+
+
+async def test_a_reply_breaking_the_mcp_schema_is_reported_with_where_and_what(tmp_path: Path) -> None:
+    # It said only "(5 problems)": neither the user nor the server's author could tell which tool.
+    entry = {"command": sys.executable, "args": [str(SCHEMA_BREAKER)], "name": "breaker"}
+    servers = {"breaker": ServerConfig.model_validate(entry)}
+    with anyio.fail_after(60):
+        report = await crawl_servers(servers, timeout=30, log_dir=tmp_path / "logs", progress=False)
+    outcome = report.outcomes["breaker"]
+    assert outcome.kind == "bad reply"
+    assert outcome.reason == (
+        "its tools/list reply does not follow the MCP schema: tools[1].inputSchema.type: should be 'object' "
+        "(got 'string'); tools[2].inputSchema: Field required (and 2 more)"
+    )
+
+
+async def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
+    from index.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="concurrency"):
+        await crawl_servers({}, concurrency=0, log_dir=tmp_path, progress=False)
+    with pytest.raises(ConfigError, match="timeout"):
+        await crawl_servers({}, timeout=0, log_dir=tmp_path, progress=False)
+
+
+def test_log_file_names_are_safe() -> None:
+    assert log_file_name("Ant Design Components").startswith("Ant_Design_Components-")
+    assert log_file_name("../etc/passwd").startswith("etc_passwd-") and "/" not in log_file_name("../etc/passwd")
+    assert log_file_name("time") == "time.log"
+    # Names that clean up alike keep their own logs (and work dirs).
+    assert log_file_name("a b") != log_file_name("a_b") == "a_b.log"
+
+
+def test_machine_paths_are_scrubbed_from_records(tmp_path: Path) -> None:
+    workdir = tmp_path / "work" / "fs"
+    home = str(Path.home())
+    value = {
+        "description": f"Allowed directories: {workdir}/data and {home}/notes",
+        "input_schema": {"properties": {"path": {"default": str(workdir)}}},
+    }
+    scrubbed = scrub_machine_paths(value, workdir)
+    assert scrubbed["description"] == "Allowed directories: <workdir>/data and ~/notes"
+    assert scrubbed["input_schema"]["properties"]["path"]["default"] == "<workdir>"

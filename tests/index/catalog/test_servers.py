@@ -1,0 +1,302 @@
+"""Server lists: the project's servers.json, Claude-Desktop files, ${VAR} expansion, errors, child env."""
+
+from __future__ import annotations
+
+import json
+import os
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from index.errors import ConfigError
+from index.catalog.servers import ServerConfig, load_servers, parse_servers
+from index.settings import PROJECT_DIR, livemcpbench_dir
+
+PROJECT_SERVERS = PROJECT_DIR / "servers.json"
+ALL_CONFIG = livemcpbench_dir() / "tools/LiveMCPTool/all_config.json"
+
+pytestmark = pytest.mark.timeout(30)
+
+
+# --- the project's servers.json -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def project_servers() -> dict[str, ServerConfig]:
+    return load_servers(PROJECT_SERVERS).servers
+
+
+def test_project_file_lists_the_70_livemcptool_servers(project_servers: dict[str, ServerConfig]) -> None:
+    assert len(project_servers) == 70
+    for name in ("word-document-server", "mcp-server-chart", "time", "filesystem", "Ant Design Components"):
+        assert name in project_servers
+
+
+def test_project_file_enables_the_52_servers_that_start_here(project_servers: dict[str, ServerConfig]) -> None:
+    enabled = [name for name, config in project_servers.items() if config.is_enabled]
+    assert len(enabled) == 52
+    disabled = [config for config in project_servers.values() if not config.is_enabled]
+    assert len(disabled) == 18
+    for config in disabled:
+        assert config.reason and len(config.reason) > 15, f"{config.name}: a disabled server must say why"
+
+
+def test_every_project_entry_has_category_and_own_description(project_servers: dict[str, ServerConfig]) -> None:
+    descriptions = set()
+    for name, config in project_servers.items():
+        assert config.category, name
+        assert 20 <= len(config.description) <= 200, f"{name}: one line, please"
+        assert "\n" not in config.description
+        descriptions.add(config.description)
+    assert len(descriptions) == 70
+
+
+def test_project_file_is_pretty_printed_one_block_per_server() -> None:
+    text = PROJECT_SERVERS.read_text(encoding="utf-8")
+    names = list(json.loads(text)["mcpServers"])
+    for name in names:
+        assert f'\n    {json.dumps(name)}: {{\n' in text, name
+
+
+@pytest.mark.skipif(not ALL_CONFIG.is_file(), reason=f"LiveMCPBench data not found at {ALL_CONFIG}")
+def test_project_file_follows_livemcpbench_names_order_and_categories(
+    project_servers: dict[str, ServerConfig],
+) -> None:
+    published = json.loads(ALL_CONFIG.read_text(encoding="utf-8"))
+    names = [next(iter(entry["config"]["mcpServers"])) for entry in published]
+    assert list(project_servers) == names
+    for entry in published:
+        ((name, launch),) = entry["config"]["mcpServers"].items()
+        ours = project_servers[name]
+        assert ours.category == entry["category"]
+        assert ours.command == launch["command"]
+        assert ours.description != entry["description"]
+        # Fixes only add to the published launch; the package started stays the same.
+        package = next(arg for arg in reversed(launch["args"]) if not arg.startswith("-"))
+        assert any(package.split("@")[0] in arg for arg in ours.args), name
+
+
+def test_file_servers_work_in_the_users_roots_arxiv_keeps_its_published_storage(
+    project_servers: dict[str, ServerConfig],
+) -> None:
+    # The filesystem server is allowed the user's root (the host's roots or COPILOT_ROOTS), not "/".
+    filesystem = project_servers["filesystem"]
+    assert filesystem.args[-1] == "${COPILOT_ROOT}" and filesystem.works_in == "roots"
+    assert filesystem.for_workdir(Path("/w/filesystem"), root=Path("/home/me/project")).args[-1] == "/home/me/project"
+    assert filesystem.for_workdir(Path("/w/filesystem")).args[-1] == "/w/filesystem"  # no root known: its own dir
+    # pdf-reader-mcp reads only paths relative to its working directory: it runs in the user's root.
+    assert project_servers["pdf-reader-mcp"].works_in == "roots"
+    assert project_servers["time"].works_in == "own"
+    assert project_servers["arxiv-mcp-server"].args[-2:] == ["--storage-path", "./annotated_data/files"]
+    assert "./annotated_data/files" in project_servers["arxiv-mcp-server"].description
+
+
+# --- Claude Desktop files and variables --------------------------------------------------------
+
+
+def test_claude_desktop_file_with_unknown_keys_loads(tmp_path: Path) -> None:
+    config = {
+        "globalShortcut": "Ctrl+Space",
+        "mcpServers": {
+            "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"],
+                      "autoApprove": ["read_file"], "alwaysAllow": [], "disabled": False},
+            "remote": {"type": "http", "url": "https://example.test/mcp", "headers": {"X-Team": "a"}},
+            "old": {"command": "uvx", "args": ["thing"], "disabled": True},
+        },
+    }
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    servers = load_servers(path, environ={}).servers
+    assert list(servers) == ["files", "remote", "old"]
+    assert servers["files"].transport == "stdio" and servers["files"].is_enabled
+    assert servers["remote"].transport == "streamable-http"
+    assert servers["remote"].headers == {"X-Team": "a"}
+    assert not servers["old"].is_enabled
+
+
+def test_variables_expand_with_defaults() -> None:
+    text = json.dumps({"mcpServers": {
+        "api": {"command": "run-${TOOL}", "args": ["--region", "${REGION:-eu}"],
+                "env": {"API_KEY": "${API_KEY}", "MODE": "${MODE:-fast}"}},
+        "remote": {"url": "https://${HOST}/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+    }})
+    servers = parse_servers(text, environ={"TOOL": "x", "API_KEY": "k1", "HOST": "h.test", "TOKEN": "t", "MODE": "slow"}).servers
+    assert servers["api"].command == "run-x"
+    assert servers["api"].args == ["--region", "eu"]
+    assert servers["api"].env == {"API_KEY": "k1", "MODE": "slow"}
+    assert servers["remote"].url == "https://h.test/mcp"
+    assert servers["remote"].headers == {"Authorization": "Bearer t"}
+
+
+def test_missing_variable_disables_the_server_and_says_which() -> None:
+    text = json.dumps({"mcpServers": {"api": {"command": "x", "env": {"API_KEY": "${API_KEY}"}}}})
+    config = parse_servers(text, environ={}).servers["api"]
+    assert not config.is_enabled
+    assert "API_KEY" in (config.reason or "")
+
+
+def test_a_misspelt_key_of_ours_is_named_with_its_line_and_the_key_meant(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Unknown keys are ignored for other hosts' sake, so "enabeld": false would start a server the
+    # user turned off without a word: the warning names file, line, server and the key meant.
+    text = (
+        '{\n "mcpServers": {\n  "a": {\n   "command": "echo",\n   "enabeld": false,\n'
+        '   "worksIn": "roots",\n   "autoApprove": [], "envFile": ".env", "serverUrl": "x"\n  }\n }\n}'
+    )
+    path = tmp_path / "servers.json"
+    path.write_text(text, encoding="utf-8")
+    with caplog.at_level("WARNING", logger="index.catalog.servers"):
+        config = load_servers(path, environ={}).servers["a"]
+    assert config.is_enabled  # still ignored: only the warning is new
+    warnings = [record.getMessage() for record in caplog.records]
+    assert warnings == [
+        f"{path}:5: server 'a': 'enabeld' is not a known key and is ignored: did you mean 'enabled'?",
+        f"{path}:6: server 'a': 'worksIn' is not a known key and is ignored: did you mean 'works_in'?",
+    ]
+
+
+def test_an_invalid_entry_with_a_misspelt_key_suggests_the_key_meant(tmp_path: Path) -> None:
+    message = _error_for(tmp_path, json.dumps({"mcpServers": {"a": {"comand": "echo", "args": []}}}, indent=2))
+    assert "give either 'command' (stdio) or 'url' (remote)" in message
+    assert "'comand' is not a known key: did you mean 'command'?" in message
+
+
+# --- invalid files -------------------------------------------------------------------------------
+
+
+def _error_for(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "servers.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_servers(path, environ={})
+    return str(caught.value)
+
+
+def test_bad_json_names_file_and_line(tmp_path: Path) -> None:
+    message = _error_for(tmp_path, '{\n  "mcpServers": {\n    "a": {"command": "x",}\n  }\n}\n')
+    assert str(tmp_path / "servers.json") in message
+    assert ":3:" in message
+    assert "not valid JSON" in message
+
+
+@pytest.mark.parametrize(
+    "entry, expected",
+    [
+        ({"args": ["x"]}, "either 'command'"),
+        ({"command": "x", "url": "https://a.test/mcp"}, "not both"),
+        ({"command": "x", "args": "--flag"}, "args"),
+        ({"command": "x", "env": {"A": 1}}, "env.A"),
+        ({"command": "x", "timeout": -5}, "timeout"),
+        ({"url": "notaurl"}, "'url' must be an http:// or https:// address"),
+        ({"url": "ftp://x.test/mcp"}, "'url' must be an http:// or https:// address"),
+        ("npx foo", "expected an object"),
+    ],
+)
+def test_invalid_entry_names_file_line_and_server(tmp_path: Path, entry: object, expected: str) -> None:
+    text = json.dumps({"mcpServers": {"good": {"command": "ok"}, "broken-one": entry}}, indent=2)
+    message = _error_for(tmp_path, text)
+    assert str(tmp_path / "servers.json") in message
+    line = text.splitlines().index('    "broken-one": ' + ("{" if isinstance(entry, dict) else json.dumps(entry) + "")) + 1
+    assert f":{line}:" in message
+    assert "'broken-one'" in message
+    assert expected in message
+
+
+def test_file_without_mcpservers_says_what_is_expected(tmp_path: Path) -> None:
+    message = _error_for(tmp_path, json.dumps({"servers_list": []}))
+    assert "mcpServers" in message
+
+
+@pytest.mark.parametrize("value", [[], "x", 3])
+def test_mcpservers_of_the_wrong_type_says_so(tmp_path: Path, value: object) -> None:
+    message = _error_for(tmp_path, json.dumps({"mcpServers": value}, indent=2))
+    assert f"'mcpServers' must be an object mapping each server's name to its entry (got {type(value).__name__})" in message
+    assert ":2:" in message and "keys present" not in message
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("", "a server with an empty name"), ("  ", "a server with an empty name"), ("a b/c", "cannot contain '/'")],
+)
+def test_a_name_route_and_execute_cannot_use_is_refused(tmp_path: Path, name: str, expected: str) -> None:
+    text = json.dumps({"mcpServers": {"good": {"command": "ok"}, name: {"command": "ok"}}}, indent=2)
+    message = _error_for(tmp_path, text)
+    assert f"{tmp_path / 'servers.json'}:6: " in message and expected in message
+
+
+def test_a_server_listed_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    text = '{\n "mcpServers": {\n  "a": {"command": "echo"},\n  "b": {"command": "cat"},\n  "a": {"command": "cat"}\n }\n}'
+    message = _error_for(tmp_path, text)
+    assert message == (
+        f"{tmp_path / 'servers.json'}:5: server 'a' is listed twice (also on line 3); only one entry would be used: "
+        "remove or rename the other."
+    )
+
+
+def test_the_error_line_is_the_entrys_not_a_nested_key_of_the_same_name(tmp_path: Path) -> None:
+    text = (
+        '{\n "mcpServers": {\n  "a": {"command": "echo", "env": {"b": "x"}},\n'
+        '  "b": {"url": "http://x.test/mcp", "command": "y"}\n }\n}'
+    )
+    assert f"{tmp_path / 'servers.json'}:4: server 'b': " in _error_for(tmp_path, text)
+
+
+@pytest.mark.parametrize("value", ["Infinity", "NaN", "1e309"])
+def test_a_timeout_that_is_not_a_finite_number_is_refused(tmp_path: Path, value: str) -> None:
+    text = '{"mcpServers": {"a": {"command": "echo", "timeout": %s}}}' % value
+    message = _error_for(tmp_path, text)
+    assert "server 'a'" in message and "'timeout'" in message and "finite number" in message
+
+
+def test_a_file_saved_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    # Notepad and Windows PowerShell's Out-File write UTF-8 with a BOM; json refused it ("not valid JSON").
+    path = tmp_path / "servers.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"mcpServers": {"a": {"command": "echo"}}}).encode())
+    assert list(load_servers(path, environ={}).servers) == ["a"]
+
+
+def test_missing_file_says_how_to_choose_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="COPILOT_SERVERS"):
+        load_servers(tmp_path / "nope.json")
+
+
+# --- child environment ---------------------------------------------------------------------------
+
+
+def test_child_environment_never_contains_parent_secrets() -> None:
+    parent = {
+        "PATH": "/usr/bin", "HOME": "/home/u", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "SSL_CERT_FILE": "/etc/ssl/cert.pem", "UV_INDEX_URL": "https://pypi.test/simple",
+        "OPENAI_API_KEY": "sk-secret", "ANTHROPIC_API_KEY": "secret", "AWS_SECRET_ACCESS_KEY": "secret",
+        "GITHUB_TOKEN": "secret", "COPILOT_API_KEY": "secret", "DATABASE_URL": "postgres://u:p@h/db",
+    }
+    config = ServerConfig(name="s", command="x", env={"OWN_TOKEN": "given-on-purpose"})
+    child = config.child_environment(parent)
+    for secret in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN",
+                   "COPILOT_API_KEY", "DATABASE_URL"):
+        assert secret not in child
+    assert "sk-secret" not in json.dumps(child)
+    assert child["HOME"] == "/home/u" and child["LC_ALL"] == "C.UTF-8"
+    assert child["SSL_CERT_FILE"] == "/etc/ssl/cert.pem" and child["UV_INDEX_URL"].startswith("https://")
+    assert child["OWN_TOKEN"] == "given-on-purpose"
+
+
+def test_child_path_can_find_uvx_from_the_copilots_own_environment() -> None:
+    child = ServerConfig(name="s", command="uvx").child_environment({"PATH": "/usr/bin"})
+    entries = child["PATH"].split(os.pathsep)
+    assert entries[0] == "/usr/bin", "the user's PATH keeps priority"
+    assert entries[-1] == sysconfig.get_path("scripts")
+
+
+def test_server_env_overrides_inherited_values() -> None:
+    child = ServerConfig(name="s", command="x", env={"LANG": "de_DE.UTF-8"}).child_environment({"LANG": "C"})
+    assert child["LANG"] == "de_DE.UTF-8"
+
+
+def test_launch_hash_changes_only_with_the_launch() -> None:
+    base = ServerConfig(name="s", command="uvx", args=["a"], description="one")
+    assert base.launch_hash() == base.model_copy(update={"description": "two", "category": "c"}).launch_hash()
+    assert base.launch_hash() != base.model_copy(update={"args": ["a", "--flag"]}).launch_hash()
+    assert base.launch_hash() != base.model_copy(update={"env": {"X": "1"}}).launch_hash()

@@ -1,0 +1,82 @@
+"""Output for people is never hard-wrapped off a terminal, in every CLI of the project.
+
+Each test runs the real program with stdout/stderr piped and ``COLUMNS=40`` (what a CI log or
+``| grep`` sees) and finds a long phrase on one line. The CLIs' other tests (``test_build_cli``,
+``test_crawl``, ``tests/server/test_main.py``, ``tests/evaluation/test_run_cli.py``) do the same
+for their own messages.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from index.cli.console import UNWRAPPED_WIDTH, HelpFormatter, make_console
+from tests.evaluation.judge_helpers import task_entry, write_copilot_log, write_tasks
+from tests.support.cli import cli_env, line_with, run_cli
+from tests.support.scripted_openai import Reply, ScriptedOpenAI
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_a_console_on_a_pipe_does_not_wrap_whatever_columns_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    sink = io.StringIO()
+    phrase = "resuming runs/r1: 3 task(s) finished earlier are skipped, 0 to run " * 3
+    make_console(file=sink).print(phrase.strip())
+    assert sink.getvalue() == phrase.strip() + "\n"
+    assert HelpFormatter("prog")._width == UNWRAPPED_WIDTH  # pytest's captured stdout is no terminal
+
+
+@pytest.mark.parametrize(
+    ("module", "first", "last"),
+    [
+        (["server"], "usage: python -m server [-h]", "[--no-auto-index] [-v]"),
+        (["index", "crawl"], "usage: python -m index crawl [-h]", "[--log-dir LOG_DIR]"),
+        (["evaluation.run"], "usage: python -m evaluation.run [-h]", "[--judge-no-progress] [-v]"),
+        (["evaluation.judge"], "usage: python -m evaluation.judge [-h]", "paths [paths ...]"),
+        (["evaluation.compare"], "usage: python -m evaluation.compare [-h]", "run_a run_b"),
+        (["bench.pool"], "usage: python -m bench.pool [-h]", "[--no-real]"),
+    ],
+)
+def test_help_is_not_wrapped_in_a_pipe(module: list[str], first: str, last: str) -> None:
+    result = run_cli(*module, "--help", env=cli_env())
+    assert result.returncode == 0, result.stderr
+    usage = result.stdout.splitlines()[0]
+    assert usage.startswith(first) and usage.endswith(last), result.stdout  # the whole usage on one line
+
+
+def test_judge_compare_and_bench_print_unwrapped_lines(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "tasks.json", [task_entry(f"t{i}", f"question t{i}") for i in range(4)])
+    judged = []
+    with ScriptedOpenAI() as llm:
+        for name, wins in (("a", {"t0", "t1", "t2"}), ("b", {"t0"})):
+            logs = tmp_path / name
+            logs.mkdir()
+            for i in range(4):
+                write_copilot_log(logs / f"t{i}.jsonl", f"t{i}", f"question t{i}")
+            llm.handler = lambda request, wins=wins: Reply(
+                content="Status: success" if any(f"question {t}" in str(request) for t in wins) else "Status: failure"
+            )
+            result = run_cli(
+                "evaluation.judge", str(logs), "--tasks", str(tasks), "--base-url", llm.base_url, "--api-key", "x",
+                "--model", "judge-a", "--cache-dir", str(tmp_path / f"cache-{name}"), "--no-progress",
+                env=cli_env(COPILOT_HOME=str(tmp_path / "home")),
+            )
+            assert result.returncode == 0, result.stderr
+            rate = "3/4 tasks succeeded: 75.0%" if name == "a" else "1/4 tasks succeeded: 25.0%"
+            summary = line_with(result.stderr, "0 abstain, 0 without trajectory (counted as failures)")
+            assert summary.startswith(f"{rate} (95% CI"), summary
+            judged.append(logs / "judge")
+
+    compared = run_cli("evaluation.compare", *map(str, judged), env=cli_env())
+    assert compared.returncode == 0, compared.stderr
+    line_with(compared.stdout, f"A = {judged[0]}: 3/4 = 75.0% (95% CI")
+    line_with(compared.stdout, "The difference is within noise: 2 tasks solved only by")
+
+    bench = run_cli("bench", "judge", "--", "--tasks", "3", "--delay", "0", "--concurrency", "2", env=cli_env())
+    assert "Traceback" not in bench.stderr, bench.stderr
+    [speedup] = [line for line in bench.stdout.splitlines() if line.startswith("concurrency  2:")]
+    assert speedup.endswith("x faster (target >= 10x)"), bench.stdout

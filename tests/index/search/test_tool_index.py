@@ -1,0 +1,339 @@
+"""ToolIndex on a real Chroma store in a temp dir with the real bundled model."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from tests.index.index_support import CountingEmbedder, make_records, open_index
+
+import index.search.tool_index as tool_index_module
+from index.models.embedding import Embedder, bundled_model_path
+from index.errors import CatalogError, IndexNotBuiltError, QueryError
+from index.catalog.records import ToolRecord
+from index.search.tool_index import ToolIndex
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def built_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("tool-index")
+    report = open_index(home).sync(make_records(), catalog="tests", catalog_digest="abc")
+    assert report.added == len(make_records()) and report.total == len(make_records())
+    return home
+
+
+@pytest.fixture(scope="module")
+def index(built_home: Path) -> ToolIndex:
+    opened = open_index(built_home)
+    opened.warm()
+    return opened
+
+
+def top(index: ToolIndex, query: str, k: int = 3, **options: object) -> list[tuple[str, str]]:
+    return [(hit.server, hit.tool) for hit in index.search(query, top_k=k, **options)]  # type: ignore[arg-type]
+
+
+def test_unbuilt_index_says_how_to_build_and_loads_nothing(tmp_path: Path) -> None:
+    fresh = Embedder()
+    unbuilt = open_index(tmp_path, fresh)
+    with pytest.raises(IndexNotBuiltError, match="python -m index build"):
+        unbuilt.search("weather")
+    assert unbuilt.records() == {} and unbuilt.get("time", "convert_time") is None
+    assert unbuilt.tool_count == 0 and not unbuilt.built
+    assert not fresh.loaded
+
+
+def test_records_state_and_lookup(index: ToolIndex) -> None:
+    records = index.records()
+    assert index.tool_count == len(make_records()) == len(records)
+    assert "word-document-server/convert_to_pdf" in records
+    record = index.get("maps", "get_directions")
+    assert record is not None and record.required == ["origin", "destination"]
+    assert index.get("maps", "nope") is None
+    state = index.state()
+    assert state is not None and state.model == "all-MiniLM-L6-v2 (int8)" and state.catalog_digest == "abc"
+    assert index.model_name == "all-MiniLM-L6-v2 (int8)"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected", "within"),
+    [
+        ("convert a word document to pdf", ("word-document-server", "convert_to_pdf"), 1),
+        ("make a word cloud of the most frequent words", ("chart", "generate_word_cloud_chart"), 1),
+        ("what will the weather be like in Paris tomorrow", ("weather", "get_weather_forecast"), 2),
+        ("show me what files are in this folder", ("filesystem", "list_directory"), 2),
+        ("find a parking spot near the Louvre", ("maps", "search_nearby_places"), 2),
+        ("what time is it in Tokyo", ("time", "get_current_time"), 2),
+    ],
+)
+def test_plain_queries_find_the_tool(index: ToolIndex, query: str, expected: tuple[str, str], within: int) -> None:
+    assert expected in top(index, query, k=within)
+
+
+def test_hits_carry_schema_required_parameters_and_scores(index: ToolIndex) -> None:
+    hits = index.search("insert a picture into a Word file", top_k=4)
+    assert len(hits) == 4
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    first = hits[0]
+    assert (first.server, first.tool) == ("word-document-server", "add_picture")
+    assert first.required == ["filename", "image_path"]
+    assert first.input_schema["properties"]["image_path"] == {"type": "string"}
+    assert first.description.startswith("Insert an image")
+    assert first.annotations == {"readOnlyHint": False}
+
+
+def test_tool_assistant_server_part_steers_the_ranking(index: ToolIndex) -> None:
+    def ask(server: str) -> list[tuple[str, str]]:
+        return top(index, f"<tool_assistant>\nserver: {server}\ntool: create a new one\n</tool_assistant>", k=2)
+
+    assert {s for s, _ in ask("file system and directory management")} == {"filesystem"}
+    assert ("word-document-server", "create_document") in ask("office documents like Microsoft Word")
+    assert ("word-document-server", "create_document") not in ask("file system and directory management")
+
+
+def test_chinese_query_matches_chinese_descriptions(index: ToolIndex) -> None:
+    assert top(index, "必应搜索网页", k=1) == [("bing-cn", "bing_search")]
+    assert top(index, "查询我的八字信息", k=1) == [("bazi", "getBaziDetail")]
+    assert top(index, "今天的黄历", k=1) == [("bazi", "getChineseCalendar")]
+
+
+def test_server_filter_and_allow_list(index: ToolIndex) -> None:
+    hits = index.search("create something new", top_k=10, server="filesystem")
+    assert hits and {h.server for h in hits} == {"filesystem"}
+    assert len(hits) == 5  # every filesystem tool, no more
+    allowed = index.search("chart of the time", top_k=10, servers={"chart", "time", "not-indexed"})
+    assert {h.server for h in allowed} <= {"chart", "time"} and len(allowed) == 6
+    assert index.search("weather", servers={"not-indexed"}) == []
+    assert index.search("weather", server="weather", servers={"time"}) == []
+
+
+def test_unknown_server_filter_suggests_names(index: ToolIndex) -> None:
+    with pytest.raises(QueryError, match=r"no server named 'filesystm'.*Did you mean 'filesystem'"):
+        index.search("read a file", server="filesystm")
+
+
+def test_top_k_and_bad_queries(index: ToolIndex) -> None:
+    assert len(index.search("weather", top_k=1)) == 1
+    assert len(index.search("weather", top_k=100)) == len(make_records())
+    for bad in ("", "   ", "!!!"):
+        with pytest.raises(QueryError):
+            index.search(bad)
+    with pytest.raises(QueryError, match="top_k"):
+        index.search("weather", top_k=0)
+
+
+def test_concurrent_searches_match_sequential_ones(index: ToolIndex) -> None:
+    queries = ["convert to pdf", "weather forecast", "必应搜索", "list files", "bar chart", "timezone"] * 3
+    expected = [top(index, q, k=5) for q in queries]
+    results: dict[int, list[tuple[str, str]]] = {}
+    errors: list[BaseException] = []
+
+    def run(position: int, query: str) -> None:
+        try:
+            results[position] = top(index, query, k=5)
+        except BaseException as error:  # noqa: BLE001 -- reported by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i, q)) for i, q in enumerate(queries)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors
+    assert [results[i] for i in range(len(queries))] == expected
+
+
+def _changed(records: list[ToolRecord]) -> tuple[list[ToolRecord], ToolRecord, ToolRecord, ToolRecord]:
+    removed = next(r for r in records if r.name == "get_air_quality")
+    updated = next(r for r in records if r.name == "generate_pie_chart")
+    added = ToolRecord(
+        server="chart",
+        name="generate_radar_chart",
+        description="Generate a radar chart comparing several variables on axes from one centre.",
+        server_description=updated.server_description,
+        category=updated.category,
+    )
+    new_updated = updated.model_copy(update={"description": "Generate a donut or pie chart of shares of a total."})
+    kept = [r for r in records if r.id not in (removed.id, updated.id)]
+    return [*kept, new_updated, added], removed, new_updated, added
+
+
+def test_rebuild_embeds_only_changes_and_deletes_what_disappeared(tmp_path: Path) -> None:
+    counting = CountingEmbedder()
+    index = open_index(tmp_path, counting)
+    records = make_records()
+    index.sync(records)
+    assert len(counting.embedded) == len(records) + 8  # every tool, plus one document per server
+
+    counting.embedded.clear()
+    changed, removed, updated, added = _changed(records)
+    report = index.sync(changed)
+    assert (report.added, report.updated, report.removed, report.unchanged) == (1, 1, 1, len(records) - 2)
+    tool_texts = [t for t in counting.embedded if not t.startswith(("chart:", "weather:"))]
+    assert len(tool_texts) == 2
+    assert any("radar chart" in t for t in tool_texts) and any("donut" in t for t in tool_texts)
+    # Both touched servers' documents list their tools, so exactly those two are re-embedded.
+    assert sorted(t.split(":")[0] for t in counting.embedded if t not in tool_texts) == ["chart", "weather"]
+    assert report.servers_embedded == 2
+
+    assert index.get(removed.server, removed.name) is None
+    assert index.get("chart", "generate_radar_chart") is not None
+    assert index.tool_count == len(records)
+    assert ("chart", "generate_radar_chart") in top(index, "radar chart with several axes", k=1)
+    assert all(h.tool != "get_air_quality" for h in index.search("air quality pollution", top_k=30))
+
+
+def test_unchanged_rebuild_does_not_load_the_model(built_home: Path) -> None:
+    fresh = Embedder()
+    report = open_index(built_home, fresh).sync(make_records(), catalog="tests", catalog_digest="abc")
+    assert not report.changed and report.unchanged == len(make_records())
+    assert not fresh.loaded
+
+
+def test_partial_sync_only_deletes_within_its_servers(tmp_path: Path) -> None:
+    index = open_index(tmp_path)
+    records = make_records()
+    index.sync(records)
+    time_tools = [r for r in records if r.server == "time" and r.name != "convert_time"]
+    report = index.sync(time_tools, servers={"time"})
+    assert (report.removed, report.unchanged, report.added) == (1, 1, 0)
+    assert index.tool_count == len(records) - 1
+    report = index.sync([], servers={"bazi"})
+    assert report.removed == 2 and report.servers_removed == 1
+    assert "bazi" not in index.server_names()
+
+
+def test_another_instance_sees_a_rebuild(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    records = make_records()
+    reader = open_index(tmp_path)
+    writer = open_index(tmp_path)
+    writer.sync(records)
+    assert reader.tool_count == len(records)
+    changed, *_ = _changed(records)
+    writer.sync(changed)
+    monkeypatch.setattr(tool_index_module, "STALE_CHECK_SECONDS", 0.0)
+    assert reader.get("chart", "generate_radar_chart") is not None
+
+
+def test_index_built_with_another_model_is_not_searched(built_home: Path) -> None:
+    # A fresh embedder: the process-wide one for this name may have been loaded by another test.
+    directory = str(bundled_model_path())
+    other = open_index(built_home, Embedder(directory), embedding_model=directory)
+    assert other.model_name != "all-MiniLM-L6-v2 (int8)"
+    with pytest.raises(IndexNotBuiltError, match=re.escape("built with the embedding model 'all-MiniLM-L6-v2 (int8)'")):
+        other.search("weather")
+    assert not other.embedder.loaded
+
+
+def test_index_built_in_int8_is_not_searched_in_float32(built_home: Path) -> None:
+    """Quantized and float32 vectors of one text differ: switching precision asks for a rebuild."""
+    other = open_index(built_home, Embedder(precision="float32"), embedding_precision="float32")
+    assert other.model_name == "all-MiniLM-L6-v2"
+    with pytest.raises(IndexNotBuiltError, match="COPILOT_EMBEDDING_PRECISION") as raised:
+        other.search("weather")
+    assert "-m index build" in str(raised.value) and "COPILOT_EMBEDDING_PRECISION=float32" in str(raised.value)
+    assert not other.embedder.loaded
+
+
+def test_repeated_queries_reuse_their_embedding(built_home: Path) -> None:
+    counting = CountingEmbedder()
+    index = open_index(built_home, counting)
+    first = index.search("<tool_assistant>\nserver: maps\ntool: driving directions\n</tool_assistant>")
+    assert counting.queries == ["driving directions", "maps"]  # one batch for both parts
+    again = index.search("<tool_assistant>\nserver: maps\ntool: driving directions\n</tool_assistant>")
+    index.search("driving directions", server="maps")
+    assert counting.queries == ["driving directions", "maps"] and again == first
+
+
+def test_an_empty_catalog_builds_an_empty_index(tmp_path: Path) -> None:
+    index = open_index(tmp_path, Embedder())
+    report = index.sync([])
+    assert report.total == 0 and index.built and index.tool_count == 0
+    assert index.search("weather") == []
+
+
+def test_importing_the_api_loads_no_heavy_library() -> None:
+    code = (
+        "import sys, index.search.tool_index, index.storage.build, index.cli.search, index.catalog.livemcpbench\n"
+        "from index import ToolIndex, SearchHit\n"
+        "heavy = [m for m in ('torch', 'chromadb', 'sentence_transformers', 'jieba', 'bm25s') if m in sys.modules]\n"
+        "print(heavy)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_duplicate_tools_are_rejected(tmp_path: Path) -> None:
+    records = make_records()
+    with pytest.raises(CatalogError, match="appears twice"):
+        open_index(tmp_path, Embedder()).sync([*records, records[0]])
+
+
+def test_english_query_meets_a_chinese_description_through_the_gloss(index: ToolIndex) -> None:
+    # "almanac" is nowhere in getChineseCalendar's name or (Chinese) description, only in its gloss.
+    assert top(index, "almanac for today", k=1) == [("bazi", "getChineseCalendar")]
+    assert ("bing-cn", "bing_search") in top(index, "search the web with Bing", k=2)
+
+
+def test_route_flags_weak_matches_and_suggests_related_servers(index: ToolIndex) -> None:
+    good = index.route("what will the weather be like in Paris tomorrow")
+    assert not good.weak and good.mode == "hybrid" and good.related_servers == []
+    weak = index.route("order a pizza for delivery to my office")
+    assert weak.weak and weak.hits  # still answered, but flagged
+    assert weak.related_servers and set(weak.related_servers) <= set(index.server_names())
+    assert weak.related_categories
+
+
+def test_route_trims_hits_far_below_the_best(index: ToolIndex) -> None:
+    untrimmed = index.route("convert a word document to pdf", top_k=10, trim=False)
+    trimmed = index.route("convert a word document to pdf", top_k=10)
+    assert len(untrimmed.hits) == 10 and untrimmed.trimmed == 0
+    assert trimmed.hits == untrimmed.hits[: len(trimmed.hits)]
+    assert trimmed.trimmed == 10 - len(trimmed.hits)
+    assert trimmed.hits[0].tool == "convert_to_pdf"
+    # search() is the plain API: always top_k.
+    assert len(index.search("convert a word document to pdf", top_k=10)) == 10
+
+
+def test_first_routes_are_lexical_while_the_model_loads(built_home: Path) -> None:
+    """A fresh process's first route does not wait for the model: BM25 answers, the load starts."""
+    fresh = Embedder()  # real model, not loaded yet (the process-wide one may be)
+    index = open_index(built_home, fresh)
+    first = index.route("convert a word document to pdf", wait_for_model=False)
+    assert first.mode == "lexical-startup"
+    assert first.hits[0].tool == "convert_to_pdf"
+    assert not first.weak
+    # No word in common with any tool: no arbitrary hits, a weak match instead.
+    nothing = index.route("zzqx 🕒", wait_for_model=False)
+    assert nothing.mode == "lexical-startup" and nothing.hits == [] and nothing.weak
+    loader = index._model_loader  # noqa: SLF001 -- the background load the first route started
+    assert loader is not None
+    loader.join(timeout=240)
+    assert not loader.is_alive() and fresh.loaded
+    later = index.route("convert a word document to pdf", wait_for_model=False)
+    assert later.mode == "hybrid" and later.hits[0].tool == "convert_to_pdf"
+
+
+def test_waiting_for_the_model_is_the_default(built_home: Path) -> None:
+    fresh = Embedder()
+    result = open_index(built_home, fresh).route("list the files in a folder")
+    assert result.mode == "hybrid" and fresh.loaded
+
+
+def test_each_listed_operation_is_searched_on_its_own(index: ToolIndex) -> None:
+    """Agents pack operations into one query; the tool for the second one must not be drowned by the first."""
+    listed = index.route("<tool_assistant>\nserver: assorted services\ntool: get the weather forecast + write a file\n</tool_assistant>", top_k=3)
+    assert listed.operations == ["get the weather forecast", "write a file"]
+    assert listed.hits[0].tool == "get_weather_forecast" and "write_file" in {h.tool for h in listed.hits}
+    # The same words as one operation: the weather tools crowd the file tool out of the top 3.
+    blended = index.route("<tool_assistant>\nserver: assorted services\ntool: get the weather forecast and write a file\n</tool_assistant>", top_k=3)
+    assert blended.operations == [] and "write_file" not in {h.tool for h in blended.hits}
+    # Scores stay sorted and one operation's answer keeps its own best tool first.
+    assert [h.score for h in listed.hits] == sorted((h.score for h in listed.hits), reverse=True)
+    assert index.route("write a file", top_k=1).hits[0].tool == "write_file"

@@ -1,0 +1,162 @@
+"""Params checks and "did you mean" suggestions (server.execute.validation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.errors import InvalidParamsError
+from server.execute.validation import (
+    check_params,
+    coerce_params,
+    describe_expected,
+    describe_type,
+    find_problems,
+    suggest,
+)
+
+ADD_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "integer", "description": "First number."},
+        "b": {"type": "integer"},
+        "mode": {"enum": ["fast", "exact"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["a", "b"],
+}
+
+
+def _message(schema: dict, params: dict) -> str:
+    with pytest.raises(InvalidParamsError) as caught:
+        check_params("calc", "add", schema, params)
+    return str(caught.value)
+
+
+def test_valid_params_pass() -> None:
+    check_params("calc", "add", ADD_SCHEMA, {"a": 1, "b": 2, "mode": "fast", "tags": ["x"]})
+    assert find_problems(ADD_SCHEMA, {"a": 1, "b": 2}) == []
+
+
+def test_missing_required_parameter_is_named_with_its_type() -> None:
+    message = _message(ADD_SCHEMA, {"a": 1})
+    assert "missing required parameter 'b' (integer)" in message
+    assert "Invalid params for calc/add" in message
+
+
+def test_unknown_parameter_suggests_the_nearest_expected_name() -> None:
+    message = _message(ADD_SCHEMA, {"a": 1, "b": 2, "tag": ["x"]})
+    assert "unknown parameter 'tag'. Did you mean 'tags'?" in message
+
+
+def test_wrong_type_names_parameter_expected_and_given() -> None:
+    message = _message(ADD_SCHEMA, {"a": "5", "b": 2})
+    assert "'a' should be integer, got string \"5\"" in message
+
+
+def test_nested_errors_carry_their_path() -> None:
+    message = _message(ADD_SCHEMA, {"a": 1, "b": 2, "tags": ["ok", 3]})
+    assert "'tags[1]' should be string, got integer 3" in message
+
+
+def test_enum_violation_lists_allowed_values() -> None:
+    message = _message(ADD_SCHEMA, {"a": 1, "b": 2, "mode": "slow"})
+    assert '\'mode\' must be one of "fast", "exact"; got "slow"' in message
+
+
+def test_message_lists_expected_parameters_with_types_and_descriptions() -> None:
+    message = _message(ADD_SCHEMA, {})
+    assert "Expected parameters: a (integer, required): First number.; b (integer, required)" in message
+    assert 'server_name="calc", tool_name="add"' in message
+
+
+def test_extra_parameters_accepted_when_schema_allows_them() -> None:
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": True}
+    assert find_problems(schema, {"q": "x", "anything": 1}) == []
+
+
+def test_schema_without_properties_accepts_any_object() -> None:
+    assert find_problems({"type": "object"}, {"free": "form"}) == []
+
+
+def test_invalid_schema_does_not_block_the_call() -> None:
+    broken = {"type": "object", "properties": {"a": {"type": "no-such-type"}}}
+    assert find_problems(broken, {"a": 1}) == []
+
+
+def test_defs_and_refs_are_followed() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}},
+        "properties": {"p": {"$ref": "#/$defs/Point"}},
+        "required": ["p"],
+    }
+    problems = find_problems(schema, {"p": {}})
+    assert [p.kind for p in problems] == ["missing"]
+    assert "'p'" in problems[0].message and "'x' is a required property" in problems[0].message
+
+
+def test_params_given_as_json_string_are_parsed() -> None:
+    assert coerce_params('{"a": 1}') == {"a": 1}
+    assert coerce_params(None) == {}
+    assert coerce_params("  ") == {}
+
+
+@pytest.mark.parametrize("bad", ["[1, 2]", "not json", 5])
+def test_params_that_are_not_an_object_are_refused_clearly(bad: object) -> None:
+    with pytest.raises(InvalidParamsError) as caught:
+        coerce_params(bad)
+    assert "'params' must be a JSON object" in str(caught.value)
+
+
+def test_suggest_prefers_case_insensitive_exact_then_fuzzy() -> None:
+    assert suggest("ECHO", ["echo", "add"]) == ["echo"]
+    assert suggest("fixtur", ["fixture", "alpha", "beta"])[0] == "fixture"
+    assert suggest("zzzz", ["echo", "add"]) == []
+    assert suggest("", ["echo"]) == []
+
+
+def test_describe_type_covers_common_shapes() -> None:
+    assert describe_type({"type": "array", "items": {"type": "integer"}}) == "array of integer"
+    assert describe_type({"anyOf": [{"type": "string"}, {"type": "null"}]}) == "string"
+    assert describe_type({"type": ["string", "number"]}) == "string or number"
+    assert describe_type(None) == "any"
+
+
+def test_describe_expected_for_tool_without_parameters() -> None:
+    assert describe_expected({"type": "object"}) == "no parameters"
+
+
+#: Written the way older servers still write schemas: draft-04's boolean ``exclusiveMinimum``.
+DRAFT4_PAGES = {
+    "type": "object",
+    "properties": {
+        "pages": {"type": "array", "items": {"type": "integer", "minimum": 0, "exclusiveMinimum": True}},
+    },
+    "required": ["pages"],
+    "additionalProperties": False,
+}
+
+
+def test_a_draft4_schema_is_validated_as_draft4_not_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="server.execute.validation"):
+        assert find_problems(DRAFT4_PAGES, {"pages": [1, 2]}) == []
+        problems = find_problems(DRAFT4_PAGES, {"pages": [0]})
+    assert [p.path for p in problems] == ["pages[0]"], problems
+    assert "less than or equal to the minimum of 0" in problems[0].message
+    assert caplog.records == []
+
+
+def test_a_declared_draft_wins_over_guessing() -> None:
+    # In draft-07, exclusiveMinimum is a number: 0 itself is excluded, 1 passes.
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"n": {"exclusiveMinimum": 0}}}
+    assert find_problems(schema, {"n": 1}) == []
+    assert [p.path for p in find_problems(schema, {"n": 0})] == ["n"]
+
+
+def test_a_schema_no_draft_accepts_passes_params_and_is_reported_once(caplog: pytest.LogCaptureFixture) -> None:
+    broken = {"type": "object", "properties": {"x": {"type": "no-such-type"}}, "title": "broken-for-test"}
+    with caplog.at_level("WARNING", logger="server.execute.validation"):
+        for _ in range(3):
+            assert find_problems(broken, {"x": 1}) == []
+    warnings = [r for r in caplog.records if "fits no JSON Schema draft" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]

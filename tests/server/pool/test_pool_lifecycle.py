@@ -1,0 +1,158 @@
+"""The pool's honesty about restarts and its restraint when warming (real child processes).
+
+- calls cut off because another call on the same child timed out say so;
+- the first result from a restarted child of a server that served calls says its state is lost
+  (idle timeout, eviction, crash), unless the server declares itself ``stateful: false``;
+- warming never evicts a child that served a call: it uses free slots only, is bounded, and skips
+  servers that start slowly; eviction takes ``stateful`` servers last.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from index.catalog.servers import ServerConfig
+from server.errors import ChildCrashedError, ChildTimeoutError
+from server.pool.sessions import MAX_WARM_UNUSED, PoolSettings
+from tests.server.pool.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
+from tests.support.processes import HOSTILE_SERVER
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def hostile(name: str, **extra: Any) -> ServerConfig:
+    return ServerConfig(name=name, command=sys.executable, args=[str(HOSTILE_SERVER)], **extra)
+
+
+def restart_notes(result: Any) -> list[str]:
+    return [block.text for block in result.content if block.text.startswith("[copilot]")]
+
+
+def texts(result: Any) -> list[str]:
+    """The child's own text blocks (without the copilot's notes)."""
+    return [block.text for block in result.content if not block.text.startswith("[copilot]")]
+
+
+# -- calls cut off by another call's timeout (item 9) ---------------------------------------------
+async def test_calls_cut_off_by_another_calls_timeout_say_so(settings: PoolSettings) -> None:
+    async with running_pool({"alpha": hostile("alpha")}, settings) as pool:
+        assert texts(await pool.call_tool("alpha", "echo", {"text": "up"})) == ["up"]
+        sibling_error: list[BaseException] = []
+
+        async def sibling() -> None:
+            try:
+                await pool.call_tool("alpha", "sleep", {"seconds": 600})
+            except ChildCrashedError as error:
+                sibling_error.append(error)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(sibling)
+            await wait_until(lambda: pool.status()["alpha"]["in_flight"] == 1)
+            with pytest.raises(ChildTimeoutError, match="did not finish the call to 'sleep' within 1s"):
+                await pool.call_tool("alpha", "sleep", {"seconds": 600}, timeout=1.0)
+        (error,) = sibling_error
+        message = str(error)
+        assert "because another call to it (the call to 'sleep') did not finish within 1s" in message
+        assert "SIGKILL" not in message and "crashed" not in message
+
+
+# -- restart notes (item 10) ----------------------------------------------------------------------
+async def test_a_restart_after_the_idle_timeout_is_noted_on_the_next_result(settings: PoolSettings) -> None:
+    settings.idle_timeout = 0.3
+    async with running_pool({"alpha": hostile("alpha")}, settings) as pool:
+        assert texts(await pool.call_tool("alpha", "counter", {})) == ["1"]
+        assert texts(await pool.call_tool("alpha", "counter", {})) == ["2"]
+        await wait_until(lambda: not pool.is_running("alpha"))
+        result = await pool.call_tool("alpha", "counter", {})
+        assert texts(result) == ["1"]
+        assert result.content[0].text.startswith("[copilot]")  # read before the result, kept by any cap
+        (note,) = restart_notes(result)
+        assert "Server 'alpha' was restarted" in note and "idle for 0.3s" in note and "is lost" in note
+        assert restart_notes(await pool.call_tool("alpha", "counter", {})) == []  # said once
+
+
+async def test_a_restart_after_eviction_or_a_crash_is_noted(settings: PoolSettings) -> None:
+    settings.max_live_children = 1
+    crashy = ServerConfig(name="crashy", command=sys.executable, args=[str(FIXTURE), "--name", "crashy"])
+    async with running_pool({"alpha": hostile("alpha"), "other": hostile("other"), "crashy": crashy}, settings) as pool:
+        await pool.call_tool("alpha", "counter", {})
+        await pool.call_tool("other", "echo", {"text": "needs the only slot"})  # evicts alpha
+        evicted = await pool.call_tool("alpha", "counter", {})
+        assert texts(evicted) == ["1"]
+        (note,) = restart_notes(evicted)
+        assert "make room for another server (COPILOT_MAX_LIVE_CHILDREN=1)" in note
+
+        await pool.call_tool("crashy", "counter", {})
+        with pytest.raises(ChildCrashedError):
+            await pool.call_tool("crashy", "crash", {})
+        (note,) = restart_notes(await pool.call_tool("crashy", "counter", {}))
+        assert "crashed (exit code 7)" in note
+
+
+async def test_servers_that_keep_no_state_restart_without_a_note(settings: PoolSettings) -> None:
+    settings.idle_timeout = 0.3
+    async with running_pool({"plain": hostile("plain", stateful=False)}, settings) as pool:
+        await pool.call_tool("plain", "echo", {"text": "1"})
+        await wait_until(lambda: not pool.is_running("plain"))
+        assert restart_notes(await pool.call_tool("plain", "echo", {"text": "2"})) == []
+
+
+# -- warming (item 12) ----------------------------------------------------------------------------
+async def test_warming_never_evicts_a_child_that_served_a_call(settings: PoolSettings) -> None:
+    settings.max_live_children = 2
+    servers = {name: hostile(name) for name in ("a", "b", "c")}
+    async with running_pool(servers, settings) as pool:
+        await pool.call_tool("a", "counter", {})
+        await pool.call_tool("b", "counter", {})
+        assert pool.warm("c") is False  # no free slot
+        assert pool.is_running("a") and pool.is_running("b") and not pool.is_running("c")
+        assert texts(await pool.call_tool("a", "counter", {})) == ["2"]  # a kept its state
+
+
+async def test_warming_uses_free_slots_and_is_bounded(settings: PoolSettings) -> None:
+    settings.max_live_children = 10
+    servers = {name: hostile(name) for name in ("used", "w1", "w2", "w3")}
+    async with running_pool(servers, settings) as pool:
+        await pool.call_tool("used", "counter", {})
+        for name in ("w1", "w2", "w3"):
+            assert pool.warm(name) is True
+        await wait_until(lambda: pool.is_running("w3") and pool.is_running("w2"))
+        assert not pool.is_running("w1")  # the oldest guess made room for the newest
+        warmed = [name for name in ("w1", "w2", "w3") if pool.is_running(name)]
+        assert len(warmed) == MAX_WARM_UNUSED
+        assert pool.is_running("used")
+
+
+async def test_slow_starting_servers_are_not_warmed(settings: PoolSettings) -> None:
+    settings.warm_max_start = 0.0  # every recorded start is "slow"
+    settings.idle_timeout = 0.3
+    async with running_pool({"slow": hostile("slow")}, settings) as pool:
+        assert pool.warm("slow") is True  # nothing recorded yet
+        await wait_until(lambda: pool.is_running("slow"))
+        await wait_until(lambda: not pool.is_running("slow"))  # stopped when idle
+        assert pool.warm("slow") is False
+
+
+async def test_eviction_takes_stateful_servers_last(settings: PoolSettings) -> None:
+    settings.max_live_children = 2
+    servers = {"game": hostile("game"), "lookup": hostile("lookup", stateful=False), "third": hostile("third")}
+    async with running_pool(servers, settings) as pool:
+        await pool.call_tool("game", "counter", {})  # least recently used, but it keeps state
+        await pool.call_tool("lookup", "echo", {"text": "x"})
+        await pool.call_tool("third", "echo", {"text": "y"})
+        assert pool.is_running("game") and not pool.is_running("lookup")
+        assert texts(await pool.call_tool("game", "counter", {})) == ["2"]
+
+
+async def test_start_times_from_the_catalog_keep_slow_starters_cold(settings: PoolSettings) -> None:
+    async with running_pool({"slow": hostile("slow"), "quick": hostile("quick")}, settings) as pool:
+        pool.expect_start_times({"slow": settings.warm_max_start + 5, "quick": 0.5})
+        assert pool.warm("slow") is False
+        assert pool.warm("quick") is True

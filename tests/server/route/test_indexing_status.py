@@ -1,0 +1,50 @@
+"""Background indexing's status, which every route answer carries (server.route.indexing): a crawl failure
+is reported while it is true and no longer once the server is fixed or removed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from index.catalog.servers import load_servers
+from index.search.tool_index import ToolIndex
+from server.route.indexing import BackgroundIndexer
+from server.settings import ServerSettings
+from tests.server.copilot_harness import fixture_entry, write_servers
+
+from tests.index.index_support import make_records
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _servers(tmp_path: Path, **entries: dict) -> dict:
+    return load_servers(write_servers(tmp_path / "servers.json", entries)).servers
+
+
+async def _run(indexer: BackgroundIndexer, servers: dict) -> None:
+    with anyio.fail_after(120):
+        await indexer.run(servers)
+
+
+async def test_a_fixed_or_removed_server_is_no_longer_reported_as_failed(tmp_path: Path) -> None:
+    settings = ServerSettings(home=tmp_path / "home", catalog=tmp_path / "no-catalog.json", log_dir=tmp_path / "logs", crawl_timeout=60)
+    index = ToolIndex.open(settings)
+    index.sync(make_records(), catalog="tests", catalog_digest="abc")
+    indexer = BackgroundIndexer(settings, index)
+
+    await _run(indexer, _servers(tmp_path, delta=fixture_entry("delta", "crash-at-start")))
+    assert set(indexer.status().failed_servers) == {"delta"}
+
+    # The user fixes the server: it is crawled, indexed, and no longer listed as failed.
+    await _run(indexer, _servers(tmp_path, delta=fixture_entry("delta", tools=["echo"])))
+    assert index.get("delta", "echo") is not None
+    assert indexer.status().failed_servers == {}
+
+    # A failure of a server later removed from the file is not reported either.
+    await _run(indexer, _servers(tmp_path, delta=fixture_entry("delta", tools=["echo"]), omega=fixture_entry("omega", "crash-at-start")))
+    assert set(indexer.status().failed_servers) == {"omega"}
+    await _run(indexer, _servers(tmp_path, delta=fixture_entry("delta", tools=["echo"])))
+    assert indexer.status().failed_servers == {}

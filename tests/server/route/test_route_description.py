@@ -1,0 +1,102 @@
+"""route's generated description (server.route.description) and how the copilot keeps it current."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import server.copilot as copilot_module
+from index.catalog.servers import load_servers
+from server.copilot import Copilot
+from server.route.description import GUIDANCE, PoolServer, describe_pool
+from server.settings import ServerSettings
+from tests.server.copilot_harness import (
+    built_index,  # noqa: F401 -- session fixture
+    copy_home,
+    fixture_entry,
+    write_servers,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+POOL = [
+    PoolServer("excel", "Reads and writes MS Excel workbooks.", "File Access", ["excel_read_sheet", "excel_write_to_sheet"]),
+    PoolServer("word-document-server", "Create and edit Word documents.", "File Access", ["create_document", "add_paragraph"]),
+    PoolServer("yahoo-finance", "Stock prices and company financials.", "Finance", ["get_stock_price", "get_income_statement"]),
+    PoolServer("weather", "Weather forecasts for any city.", "Discovery", ["get_weather_forecast"]),
+]
+
+
+def test_description_lists_categories_kinds_and_servers_with_guidance() -> None:
+    text = describe_pool(POOL)
+    assert "The pool has 7 tools on 4 servers" in text
+    lines = {line.split(":")[0]: line for line in text.splitlines() if line.startswith("- ")}
+    assert set(lines) == {"- File Access", "- Finance", "- Discovery"}
+    assert "excel" in lines["- File Access"] and "word document" in lines["- File Access"]
+    assert "stock" in lines["- Finance"]  # a kind of service, from the tools' and servers' words
+    assert "mcp" not in lines["- Finance"].split()  # server names shown without the noise words
+    assert text.endswith(GUIDANCE)
+    assert "one operation per query" in text and "<tool_assistant>" in text
+
+
+def test_description_stays_a_few_hundred_tokens_for_a_large_pool() -> None:
+    pool = [
+        PoolServer(f"server-{i:03d}", f"Does thing {i} with widgets and gadgets.", f"Category {i % 9}", [f"tool_{i}_{j}" for j in range(8)])
+        for i in range(400)
+    ]
+    text = describe_pool(pool)
+    assert "+34 more" in text  # 44 or 45 servers per category, 10 named
+    assert len(text) < 4000  # ~1,000 tokens at most, whatever the pool size
+
+
+def test_an_empty_pool_is_said_plainly() -> None:
+    assert "The pool is empty right now" in describe_pool([])
+
+
+def _settings(home: Path, tmp_path: Path, **extra: Any) -> ServerSettings:
+    return ServerSettings(home=home, catalog=tmp_path / "no-catalog.json", log_dir=tmp_path / "logs", crawl_timeout=60, **extra)
+
+
+async def test_copilot_regenerates_the_description_when_servers_change(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(copilot_module, "SERVERS_FILE_CHECK_INTERVAL", 0.0)
+    home = copy_home(built_index, tmp_path / "home")
+    servers_path = write_servers(
+        tmp_path / "servers.json",
+        {
+            "alpha": fixture_entry("alpha", description="Adds numbers and echoes text.", category="Math"),
+            "beta": fixture_entry("beta", description="Counters that go up.", category="Counting"),
+        },
+    )
+    settings = _settings(home, tmp_path, auto_index=False)
+    async with Copilot.running(settings, load_servers(servers_path), start_now=True) as copilot:
+        changes: list[str] = []
+        changed = anyio.Event()
+
+        async def listener(text: str) -> None:
+            changes.append(text)
+            changed.set()
+
+        # The copilot's own start-up refresh adds the index's tool names; settle it before listening.
+        await copilot.refresh_route_description(reload_index=True)
+        before = copilot.route_description()
+        assert "- Math" in before and "- Counting" in before and "alpha" in before
+        copilot.route_description_listeners.append(listener)
+
+        write_servers(servers_path, {"alpha": fixture_entry("alpha", description="Adds numbers.", category="Math")})
+        stat = servers_path.stat()
+        os.utime(servers_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        await copilot.route("add two numbers", 3, None, None)  # any request notices the edit
+        with anyio.fail_after(30):
+            await changed.wait()
+        assert len(changes) == 1
+        assert "- Counting" not in changes[0] and "beta" not in changes[0] and "- Math" in changes[0]
+        await copilot.refresh_route_description()
+        assert len(changes) == 1  # unchanged text: no second notification
