@@ -72,6 +72,12 @@ class AnnotatorMetadata(BaseModel):
     steps: str = Field(default="", alias="Steps")
     tools: str = Field(default="", alias="Tools")
 
+    @field_validator("steps", "tools", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: object) -> object:
+        # Annotations exported from a spreadsheet hold null for an empty cell: no steps, not an error.
+        return "" if value is None else value
+
 
 class TaskEntry(BaseModel):
     """One entry of a task list as the file holds it (``Question``, ``Annotator Metadata`` …).
@@ -88,6 +94,25 @@ class TaskEntry(BaseModel):
     file_name: str = ""
     answers: str = ""
     metadata: AnnotatorMetadata = Field(default_factory=AnnotatorMetadata, alias="Annotator Metadata")
+
+    @field_validator("category", "file_name", "answers", mode="before")
+    @classmethod
+    def _optional_null_is_empty(cls, value: object) -> object:
+        # Optional text: null (an empty cell in an exported list) reads as absent, as a missing key does.
+        return "" if value is None else value
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _null_metadata_is_empty(cls, value: object) -> object:
+        return {} if value is None else value
+
+    @field_validator("task_id", "question", mode="before")
+    @classmethod
+    def _required_not_null(cls, value: object) -> object:
+        # A null id or question is a broken entry, not an empty one: say so rather than guess.
+        if value is None:
+            raise ValueError("must be a non-empty string, not null")
+        return value
 
     @field_validator("task_id")
     @classmethod

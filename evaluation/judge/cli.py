@@ -64,19 +64,20 @@ def _print_summary(summary: JudgeSummary, console: Console) -> None:
             )
         return
     lo, hi = summary.ci95
-    unjudged = f", {len(summary.errors)} not judged" if summary.errors else ""
-    if summary.errors and summary.judged_now + summary.resumed == 0:
+    unjudged = f"; {len(summary.errors)} not judged (left out of the rate)" if summary.errors else ""
+    if summary.success_rate is None:
         # No verdict at all: a 0% headline would read as an agent that failed every task.
         console.print(
-            f"[bold red]nothing could be judged[/]: {len(summary.errors)} task(s) not judged (see below); "
-            "no success rate."
+            f"[bold red]nothing could be judged[/]: {len(summary.errors)} task(s) not judged (see below), "
+            f"{len(summary.missing_trajectories)} without trajectory; no success rate."
         )
     else:
         console.print(
-            f"[bold]{summary.success}/{summary.n_tasks}[/] tasks succeeded: "
+            # success + failure: the tasks with an outcome (an unjudged one is none).
+            f"[bold]{summary.success}/{summary.success + summary.failure}[/] tasks succeeded: "
             f"{summary.success_rate:.1%} (95% CI {lo:.1%}-{hi:.1%}); "
-            f"{summary.abstain} abstain, {len(summary.missing_trajectories)} without trajectory{unjudged} "
-            "(counted as failures)"
+            f"{summary.abstain} abstain, {len(summary.missing_trajectories)} without trajectory "
+            f"(counted as failures){unjudged}"
         )
     console.print(
         f"judged {summary.judged_now} now, {summary.resumed} already done; "
@@ -114,8 +115,8 @@ def print_repeats(summary: RepeatsSummary, console: Console) -> None:
     n = report.n_repeats
     console.print(
         f"[bold]{n} repeats[/] of {report.n_tasks} tasks: pass@1 {pct(report.pass_at_1)} "
-        f"(95% CI {interval(*report.pass_at_1_ci95)}), pass@{n} {pct(report.pass_at_k[n])}, "
-        f"pass^{n} {pct(report.pass_hat_k[n])}; {report.flaky_tasks} task(s) changed outcome between repeats",
+        f"(95% CI {interval(*report.pass_at_1_ci95)}), pass@{n} {pct(report.pass_at_k.get(n))}, "
+        f"pass^{n} {pct(report.pass_hat_k.get(n))}; {report.flaky_tasks} task(s) changed outcome between repeats",
         highlight=False,
     )
     for warning in report.warnings:

@@ -58,7 +58,8 @@ class JudgeSummary(BaseModel):
     success: int = 0
     failure: int = 0
     abstain: int = 0
-    success_rate: float = 0.0
+    #: ``None`` when no task was judged.
+    success_rate: float | None = None
     ci95: tuple[float, float] = (0.0, 0.0)
     errors: list[TaskFailure] = Field(default_factory=list)
     unknown_task_ids: list[str] = Field(default_factory=list)

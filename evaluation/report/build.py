@@ -1,8 +1,10 @@
 """Building the report of a judged run from the task universe, trajectories and verdicts.
 
 The success rate is over the *full* task universe (the ``--tasks`` list, else every task seen in
-the logs): a task without a trajectory, or one that could not be judged, counts as a failure
-and is listed, never dropped.
+the logs): a task without a trajectory counts as a failure and is listed, never dropped. A task
+the judge never decided (its requests failed) has no outcome: it is listed and left out of the
+rates (they rest on ``n_tasks - len(not_judged)`` tasks), never counted as a failure; with no
+verdict at all there is no rate (``None``), not 0%.
 """
 
 from __future__ import annotations
@@ -194,7 +196,8 @@ def _health(rows: Sequence[TaskRow], trajectories: dict[str, Trajectory]) -> Hea
 
 
 def _human(rows: Sequence[TaskRow], human: dict[str, bool]) -> HumanAgreement | None:
-    labelled = [row for row in rows if row.human is not None]
+    # An undecided task has no verdict to agree or disagree with.
+    labelled = [row for row in rows if row.human is not None and row.verdict != "not_judged"]
     if not labelled:
         return None
     said = [row.verdict == "success" for row in labelled]
@@ -226,7 +229,7 @@ def _judge_stats(models: Sequence[str], rows: Sequence[TaskRow]) -> list[JudgeSt
             success=success,
             failure=votes.count("failure"),
             abstain=votes.count("abstain"),
-            success_rate=success / n if n else 0.0,
+            success_rate=success / n if n else None,
         )
         labelled = [(row.judges.get(model) == "success", bool(row.human)) for row in rows if row.human is not None]
         if labelled:
@@ -283,6 +286,12 @@ def _taxonomy(rows: Sequence[TaskRow]) -> ErrorTaxonomy:
     return taxonomy
 
 
+def _category_rate(rows: Sequence[TaskRow], any_judged: bool) -> Rate:
+    """A category's rate over its tasks; no rate at all when the run has no verdict."""
+    rate = Rate.of(sum(1 for row in rows if row.verdict == "success"), len(rows))
+    return rate if any_judged else rate.model_copy(update={"rate": None, "ci95": (0.0, 0.0)})
+
+
 def build_report(
     *,
     universe: Sequence[TaskInfo],
@@ -310,15 +319,13 @@ def build_report(
     success = sum(1 for row in rows if row.verdict == "success")
     categories = [c for c in CATEGORIES if any(row.category == c for row in rows)]
     categories += sorted({row.category for row in rows} - set(categories))
+    judged = [row for row in rows if row.verdict in ("success", "failure", "abstain")]
+    decided = [row for row in rows if row.verdict != "not_judged"]
     by_category = {
-        category: Rate.of(
-            sum(1 for row in rows if row.category == category and row.verdict == "success"),
-            sum(1 for row in rows if row.category == category),
-        )
+        category: _category_rate([row for row in decided if row.category == category], bool(judged))
         for category in categories
     }
     agreement = _human(rows, human)
-    judged = [row for row in rows if row.verdict in ("success", "failure", "abstain")]
     usage_rows = [row for row in rows if row.input_tokens is not None]
     costs = [row.cost for row in usage_rows if row.cost is not None]
     return Report(
@@ -332,14 +339,14 @@ def build_report(
         n_with_trajectory=sum(1 for row in rows if row.has_trajectory),
         n_judged=len(judged),
         success=success,
-        failure=n - success,
-        success_rate=success / n if n else 0.0,
-        ci95=wilson_interval(success, n),
+        failure=len(decided) - success,
+        success_rate=success / len(decided) if judged else None,
+        ci95=wilson_interval(success, len(decided)) if judged else (0.0, 0.0),
         by_category=by_category,
         abstains=[row.task_id for row in rows if row.verdict == "abstain"],
         not_judged=[row.task_id for row in rows if row.verdict == "not_judged"],
         missing_trajectories=[row.task_id for row in rows if row.verdict == "no_trajectory"],
-        judges=_judge_stats(judge.models, rows),
+        judges=_judge_stats(judge.models, decided if judged else []),
         human_agreement=agreement.agreement if agreement else None,
         cohen_kappa=agreement.cohen_kappa if agreement else None,
         confusion=agreement.confusion if agreement else None,

@@ -1,8 +1,9 @@
 """``python -m evaluation.report.compare DIR_A DIR_B``: two judged runs side by side.
 
 Per task and per category, with an exact McNemar test on the paired outcomes (the tasks only
-one run solved), so a difference within noise is called that. A task missing from one run
-counts as a failure there, as in the reports.
+one run solved), so a difference within noise is called that. The pairs are the tasks both runs
+hold with a verdict in both: a task one run's judge never decided (``not_judged``) has no outcome
+to pair, so it is left out and named, never counted as a failure.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ class Comparison(BaseModel):
     #: Tasks only one run holds (left out of the paired comparison).
     missing_in_a: list[str] = Field(default_factory=list)
     missing_in_b: list[str] = Field(default_factory=list)
+    #: Tasks both runs hold that one run's judge never decided: left out of the pairs.
+    unjudged_in_a: list[str] = Field(default_factory=list)
+    unjudged_in_b: list[str] = Field(default_factory=list)
     #: Common tasks over all tasks of either run.
     overlap: float = 1.0
     #: Each run over its own full task list, for reference.
@@ -129,34 +133,50 @@ def _by_category(task_ids: list[str], category: dict[str, str], won_a: list[bool
     ]
 
 
-def _unjudged_warnings(runs: Sequence[tuple[str, Report, set[str]]]) -> list[str]:
-    """Tasks the judge never decided (its requests failed) count as failures: a difference may
-    then be the judge endpoint's, not the agents'. Said first, before the figures it affects."""
+def _unjudged_warnings(runs: Sequence[tuple[str, list[str]]]) -> list[str]:
+    """Tasks one run's judge never decided (its requests failed, or it was not run on them) have
+    no outcome: they are left out of the pairs, and said first, before the figures they affect."""
     warnings = []
-    for name, report, common in runs:
-        unjudged = [task_id for task_id in report.not_judged if task_id in common]
+    for name, unjudged in runs:
         if unjudged:
             listed = ", ".join(unjudged[:5]) + (", ..." if len(unjudged) > 5 else "")
             warnings.append(
-                f"UNJUDGED: {len(unjudged)} of the compared tasks of {name} were never judged (the judge's requests "
-                f"failed: {listed}) and count as failures here; rerun the judge on that run (it retries only "
-                "those tasks), then compare again."
+                f"UNJUDGED: {len(unjudged)} tasks both runs hold were never judged in {name} ({listed}) and are "
+                "left out of the paired comparison; rerun the judge on that run (it retries only those tasks), "
+                "then compare again."
             )
     return warnings
+
+
+def _rate_text(report: Report) -> str:
+    if report.success_rate is None:
+        return f"not judged (0 of {report.n_tasks} tasks judged)"
+    return f"{report.success}/{report.n_with_outcome} = {report.success_rate:.1%}"
 
 
 def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
     """Paired comparison on the tasks both runs hold; raises :class:`CompareError` when there are none."""
     rows_a = {row.task_id: row for row in a.tasks}
     rows_b = {row.task_id: row for row in b.tasks}
-    task_ids = [task_id for task_id in rows_a if task_id in rows_b]
+    common = [task_id for task_id in rows_a if task_id in rows_b]
     missing_in_a = [task_id for task_id in rows_b if task_id not in rows_a]
     missing_in_b = [task_id for task_id in rows_a if task_id not in rows_b]
-    union = len(task_ids) + len(missing_in_a) + len(missing_in_b)
-    if not task_ids:
+    union = len(common) + len(missing_in_a) + len(missing_in_b)
+    if not common:
         raise CompareError(
             f"{name_a} and {name_b} have no task in common ({len(rows_a)} and {len(rows_b)} tasks): "
             "a paired comparison needs the same tasks; judge both runs against the same --tasks list."
+        )
+    # An undecided task is not a failure: pairing it as one would credit the other run with a "win"
+    # that is the judge endpoint's, not the agent's.
+    unjudged_in_a = [task_id for task_id in common if rows_a[task_id].verdict == "not_judged"]
+    unjudged_in_b = [task_id for task_id in common if rows_b[task_id].verdict == "not_judged"]
+    task_ids = [task_id for task_id in common if task_id not in {*unjudged_in_a, *unjudged_in_b}]
+    if not task_ids:
+        raise CompareError(
+            f"none of the {len(common)} tasks {name_a} and {name_b} share was judged in both runs "
+            f"({len(unjudged_in_a)} never judged in {name_a}, {len(unjudged_in_b)} in {name_b}): nothing to pair; "
+            "run the judge on both runs (it retries only the unjudged tasks), then compare again."
         )
     category = {task_id: rows_a[task_id].category for task_id in task_ids}
     won_a = [rows_a[task_id].verdict == "success" for task_id in task_ids]
@@ -165,14 +185,14 @@ def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float
     n = len(task_ids)
     success_a, success_b = sum(won_a), sum(won_b)
     warnings = []
-    overlap = n / union
+    overlap = len(common) / union
     if missing_in_a or missing_in_b:
         warnings.append(
-            f"{'ONLY ' if overlap < LOW_OVERLAP else ''}{n} of {union} tasks ({overlap:.0%}) are in both runs; the "
+            f"{'ONLY ' if overlap < LOW_OVERLAP else ''}{len(common)} of {union} tasks ({overlap:.0%}) are in both runs; the "
             f"comparison uses those only ({len(missing_in_b)} only in {name_a}, {len(missing_in_a)} only in {name_b})."
             + (" With so little overlap the comparison says little about the runs as a whole." if overlap < LOW_OVERLAP else "")
         )
-    warnings += _unjudged_warnings([(name_a, a, set(task_ids)), (name_b, b, set(task_ids))])
+    warnings += _unjudged_warnings([(name_a, unjudged_in_a), (name_b, unjudged_in_b)])
     if (a.judge.models, a.judge.prompt, a.judge.prompt_version) != (b.judge.models, b.judge.prompt, b.judge.prompt_version):
         warnings.append(
             f"the runs were judged differently ({', '.join(a.judge.models)}/{a.judge.prompt} vs "
@@ -205,9 +225,11 @@ def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float
         only_b=[task_id for task_id, x, y in zip(task_ids, won_a, won_b, strict=True) if y and not x],
         missing_in_a=missing_in_a,
         missing_in_b=missing_in_b,
+        unjudged_in_a=unjudged_in_a,
+        unjudged_in_b=unjudged_in_b,
         overlap=overlap,
-        full_a=f"{a.success}/{a.n_tasks} = {a.success_rate:.1%}",
-        full_b=f"{b.success}/{b.n_tasks} = {b.success_rate:.1%}",
+        full_a=_rate_text(a),
+        full_b=_rate_text(b),
         warnings=warnings,
     )
 
@@ -219,9 +241,15 @@ def render(comparison: Comparison, a: Report, b: Report) -> str:
         f"A = {c.run_a}: {c.success_a}/{c.n_tasks} = {c.rate_a:.1%} (95% CI {c.ci95_a[0]:.1%}-{c.ci95_a[1]:.1%})",
         f"B = {c.run_b}: {c.success_b}/{c.n_tasks} = {c.rate_b:.1%} (95% CI {c.ci95_b[0]:.1%}-{c.ci95_b[1]:.1%})",
         f"B - A = {c.difference * 100:+.1f} pt (95% CI {c.difference_ci95[0] * 100:+.1f} to {c.difference_ci95[1] * 100:+.1f} pt, "
-        f"paired, on the {c.n_tasks} common tasks)",
+        f"paired, on the {c.n_tasks} common tasks{' judged in both runs' if c.unjudged_in_a or c.unjudged_in_b else ''})",
     ]
-    if c.missing_in_a or c.missing_in_b:
+    left_out = [*c.unjudged_in_a, *(t for t in c.unjudged_in_b if t not in c.unjudged_in_a)]
+    if left_out:
+        out.append(
+            f"(left out of the pairs, never judged: {len(left_out)} tasks -- "
+            f"in A: {', '.join(c.unjudged_in_a) or 'none'}; in B: {', '.join(c.unjudged_in_b) or 'none'})"
+        )
+    if c.missing_in_a or c.missing_in_b or left_out:
         out.append(f"(over each run's own task list: A {c.full_a}, B {c.full_b})")
     out += [
         "",

@@ -44,7 +44,8 @@ class Entry(BaseModel):
     model: str | None = None
     n_tasks: int
     repeats: int = 1
-    success_rate: float
+    #: ``None`` when the run has no verdict at all (left out of the ranking's frontier).
+    success_rate: float | None
     ci95: tuple[float, float]
     #: pass@n over the repeats (``None`` for a single run).
     pass_at_n: float | None = None
@@ -62,8 +63,11 @@ class Entry(BaseModel):
     on_frontier: bool = False
     #: task id -> solved (a repeated run: solved in most repeats).
     outcomes: dict[str, bool] = Field(default_factory=dict)
-    #: Tasks the judge never decided (its requests failed), counted as failures; for repeated
-    #: runs, task attempts.
+    #: Tasks with no verdict (a repeated run: in no repeat): the frontier's paired tests leave
+    #: them out instead of pairing them as failures.
+    undecided: list[str] = Field(default_factory=list)
+    #: Tasks the judge never decided (its requests failed), left out of the rate; for repeated runs,
+    #: task attempts.
     not_judged: int = 0
 
 
@@ -128,8 +132,8 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
             repeats=n,
             success_rate=repeats.pass_at_1,
             ci95=repeats.pass_at_1_ci95,
-            pass_at_n=repeats.pass_at_k[n],
-            pass_hat_n=repeats.pass_hat_k[n],
+            pass_at_n=repeats.pass_at_k.get(n),
+            pass_hat_n=repeats.pass_hat_k.get(n),
             tokens=efficiency.tokens,
             cost=efficiency.cost,
             total_cost=efficiency.cost * repeats.n_tasks * n if efficiency.cost is not None else None,
@@ -142,6 +146,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
             judge_key=(first.judge_config or f"{first.judge}/{first.prompt}") if first else "",
             outcomes={t.task_id: t.successes * 2 > t.n for t in repeats.tasks},
             not_judged=sum(t.outcomes.count("not_judged") for t in repeats.tasks),
+            undecided=[t.task_id for t in repeats.tasks if t.n == 0],
         )
     try:
         report = load_report(directory)
@@ -172,6 +177,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
         prompt=report.judge.prompt,
         judge_key=_judge_key(report),
         outcomes={row.task_id: row.verdict == "success" for row in report.tasks},
+        undecided=list(report.not_judged),
         not_judged=len(report.not_judged),
     )
 
@@ -192,7 +198,8 @@ def pareto_frontier(points: Sequence[tuple[str, float, float]]) -> list[str]:
 
 
 def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
-    common = [task for task in a.outcomes if task in b.outcomes]
+    undecided = {*a.undecided, *b.undecided}
+    common = [task for task in a.outcomes if task in b.outcomes and task not in undecided]
     won_a = [a.outcomes[task] for task in common]
     won_b = [b.outcomes[task] for task in common]
     test = mcnemar_exact(won_a, won_b)
@@ -212,7 +219,11 @@ def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
 
 def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Leaderboard:
     axis = "cost" if entries and all(e.cost is not None and e.cost > 0 for e in entries) else "tokens"
-    points = [(e.name, getattr(e, axis), e.success_rate) for e in entries if getattr(e, axis) is not None]
+    points = [
+        (e.name, getattr(e, axis), e.success_rate)
+        for e in entries
+        if getattr(e, axis) is not None and e.success_rate is not None
+    ]
     frontier = pareto_frontier(points)  # type: ignore[arg-type]
     by_name = {e.name: e for e in entries}
     for name in frontier:
@@ -230,8 +241,9 @@ def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Lea
     if unjudged:
         listed = ", ".join(f"{e.name}: {e.not_judged} of {e.n_tasks * e.repeats}" for e in unjudged)
         warnings.append(
-            f"tasks never judged (the judge's requests failed) count as failures ({listed}): those rates are lower bounds; "
-            "rerun the judge on those runs (it retries only the unjudged tasks), then the leaderboard."
+            f"tasks never judged (the judge's requests failed) are left out of the success rates and of the frontier's "
+            f"paired tests ({listed}): those rates rest on fewer tasks; rerun the judge on those runs (it retries "
+            "only the unjudged tasks), then the leaderboard."
         )
     missing = [e.name for e in entries if getattr(e, axis) is None]
     if missing:
@@ -258,7 +270,7 @@ def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Lea
 
 def tables(board: Leaderboard) -> list[Table]:
     differs = len({e.judge_key for e in board.entries}) > 1
-    ranked = sorted(board.entries, key=lambda e: -e.success_rate)
+    ranked = sorted(board.entries, key=lambda e: -1.0 if e.success_rate is None else -e.success_rate)
     runs = Table(
         "Runs",
         [
@@ -270,8 +282,8 @@ def tables(board: Leaderboard) -> list[Table]:
                 e.name,
                 str(e.n_tasks),
                 str(e.repeats),
-                pct(e.success_rate),
-                interval(*e.ci95),
+                pct(e.success_rate) if e.success_rate is not None else "n/a (not judged)",
+                interval(*e.ci95) if e.success_rate is not None else "",
                 pct(e.pass_at_n) if e.pass_at_n is not None else "",
                 pct(e.pass_hat_n) if e.pass_hat_n is not None else "",
                 num(e.tokens, 0),
@@ -286,7 +298,8 @@ def tables(board: Leaderboard) -> list[Table]:
             ]
             for e in ranked
         ],
-        "Success over each run's task list (a missing or unjudged task is a failure); for repeated runs, pass@1 "
+        "Success over each run's task list (a missing task is a failure; a task never judged is left out); for "
+        "repeated runs, pass@1 "
         "with its interval over tasks, and pass@n / pass^n over all n repeats. Means are per task.",
     )
     steps = Table(
@@ -322,13 +335,13 @@ def frontier_figure(board: Leaderboard) -> object:
     plt = pyplot()
     figure, axes = plt.subplots(figsize=(7, 4.2))
     axis = board.axis
-    shown = [e for e in board.entries if getattr(e, axis) is not None]
+    shown = [e for e in board.entries if getattr(e, axis) is not None and e.success_rate is not None]
     for entry in shown:
-        x, y = getattr(entry, axis), entry.success_rate * 100
+        x, y = getattr(entry, axis), (entry.success_rate or 0.0) * 100
         axes.scatter([x], [y], s=60, color="#F58518" if entry.on_frontier else "#4C78A8", zorder=3)
         axes.errorbar([x], [y], yerr=[[max(0.0, y - entry.ci95[0] * 100)], [max(0.0, entry.ci95[1] * 100 - y)]], color="#999", capsize=3, zorder=2)
         axes.annotate(entry.name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    on = sorted((getattr(e, axis), e.success_rate * 100) for e in shown if e.on_frontier)
+    on = sorted((getattr(e, axis), (e.success_rate or 0.0) * 100) for e in shown if e.on_frontier)
     if on:
         axes.step([p[0] for p in on], [p[1] for p in on], where="post", color="#F58518", label="Pareto frontier")
         axes.legend(loc="lower right")

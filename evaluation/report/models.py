@@ -56,12 +56,13 @@ class InputInfo(BaseModel):
 class Rate(BaseModel):
     n: int
     success: int
-    rate: float
+    #: ``None`` when none of the ``n`` tasks was judged: no rate, not 0%.
+    rate: float | None
     ci95: tuple[float, float]
 
     @classmethod
     def of(cls, success: int, n: int) -> Rate:
-        return cls(n=n, success=success, rate=success / n if n else 0.0, ci95=wilson_interval(success, n))
+        return cls(n=n, success=success, rate=success / n if n else None, ci95=wilson_interval(success, n))
 
 
 class TaskRow(BaseModel):
@@ -117,7 +118,8 @@ class JudgeStats(BaseModel):
     success: int
     failure: int
     abstain: int
-    success_rate: float
+    #: ``None`` when no task was judged.
+    success_rate: float | None
     human_agreement: float | None = None
     cohen_kappa: float | None = None
 
@@ -216,7 +218,9 @@ class Report(BaseModel):
     n_judged: int
     success: int
     failure: int
-    success_rate: float
+    #: ``None`` when no task was judged (the judge failed or was not run on any): a 0% would read as
+    #: an agent that failed every task. ``n_judged`` says on how many tasks a rate rests.
+    success_rate: float | None
     ci95: tuple[float, float]
     by_category: dict[str, Rate]
     abstains: list[str]
@@ -235,5 +239,10 @@ class Report(BaseModel):
     confirmations: Confirmations = Field(default_factory=Confirmations)
     taxonomy: ErrorTaxonomy = Field(default_factory=ErrorTaxonomy)
     tasks: list[TaskRow]
+
+    @property
+    def n_with_outcome(self) -> int:
+        """The tasks the rates rest on: all but those the judge never decided."""
+        return self.n_tasks - len(self.not_judged)
 
 

@@ -37,9 +37,10 @@ def category_figure(report: Report) -> Figure:
     names = [*report.by_category, "All"]
     rates = [*report.by_category.values(), Rate.of(report.success, report.n_tasks)]
     figure, axes = plt.subplots(figsize=(7, 0.45 * len(names) + 1.2))
-    values = [rate.rate * 100 for rate in rates]
-    low = [max(0.0, (rate.rate - rate.ci95[0]) * 100) for rate in rates]
-    high = [max(0.0, (rate.ci95[1] - rate.rate) * 100) for rate in rates]
+    # A category of no task has no rate (``None``): drawn as an empty bar.
+    values = [(rate.rate or 0.0) * 100 for rate in rates]
+    low = [max(0.0, ((rate.rate or 0.0) - rate.ci95[0]) * 100) for rate in rates]
+    high = [max(0.0, (rate.ci95[1] - (rate.rate or 0.0)) * 100) for rate in rates]
     colors = ["#4C78A8"] * (len(names) - 1) + ["#F58518"]
     labels = [f"{name}  {rate.success}/{rate.n}" for name, rate in zip(names, rates, strict=True)]
     axes.barh(labels, values, xerr=[low, high], color=colors, capsize=3)
@@ -67,9 +68,9 @@ def agreement_figure(report: Report) -> Figure | None:
         kappa = "n/a" if report.cohen_kappa is None else f"{report.cohen_kappa:.2f}"
         axes.set_title(f"Judge vs people: agreement {report.human_agreement:.0%}, kappa {kappa}", fontsize=9)
         return figure
-    if len(report.judges) > 1:
+    if len(report.judges) > 1 and report.success_rate is not None:
         figure, axes = plt.subplots(figsize=(6, 0.45 * len(report.judges) + 1.2))
-        axes.barh([judge.model for judge in report.judges], [judge.success_rate * 100 for judge in report.judges])
+        axes.barh([judge.model for judge in report.judges], [(judge.success_rate or 0.0) * 100 for judge in report.judges])
         axes.axvline(report.success_rate * 100, color="#F58518", label="jury")
         axes.set_xlim(0, 100)
         axes.set_xlabel("success rate, %")
@@ -109,7 +110,8 @@ def usage_figure(report: Report) -> Figure | None:
 def render_plots(report: Report) -> dict[str, bytes]:
     """``name -> PNG``: success by category, agreement/confusion, tokens-or-cost vs success."""
     figures = {
-        "by_category": category_figure(report) if report.by_category else None,
+        # No verdict, no rate: bars at 0% would draw an agent that failed every task.
+        "by_category": category_figure(report) if report.by_category and report.success_rate is not None else None,
         "agreement": agreement_figure(report),
         "usage": usage_figure(report),
     }

@@ -108,9 +108,10 @@ def report_markdown(report: Report, plot_files: Mapping[str, str]) -> str:
 
 def _cards(report: Report) -> str:
     cards = [
-        ("success rate", pct(report.success_rate)),
-        ("95% CI", interval(*report.ci95)),
-        ("succeeded", f"{report.success}/{report.n_tasks}"),
+        ("success rate", pct(report.success_rate) if report.success_rate is not None else "n/a (not judged)"),
+        ("95% CI", interval(*report.ci95) if report.success_rate is not None else "n/a"),
+        ("judged", f"{report.n_judged}/{report.n_tasks}"),
+        ("succeeded", f"{report.success}/{report.n_with_outcome}"),
         ("abstain", str(len(report.abstains))),
         ("no trajectory", str(len(report.missing_trajectories))),
     ]

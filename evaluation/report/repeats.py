@@ -8,7 +8,9 @@ For a task run ``n`` times with ``c`` successes:
 - pass@k = 1 - C(n-c, k) / C(n, k): the chance that at least one of k attempts succeeds;
 - pass^k = C(c, k) / C(n, k): the chance that all k attempts succeed (consistency);
 
-both unbiased for every k <= n. The spread between repeats is reported as the standard deviation
+both unbiased for every k <= n. An attempt the judge never decided (``not_judged``) is no attempt:
+``n`` counts a task's judged attempts only, a task enters pass@k only for k <= its ``n``, and a task
+with no judged attempt is left out (and named), never counted as failed. The spread between repeats is reported as the standard deviation
 of the repeats' success rates and the mean within-task variance p(1-p). Tasks are time-varying
 (news, prices, weather), so each repeat's dates are kept.
 """
@@ -34,7 +36,8 @@ class RepeatInfo(BaseModel):
     path: str
     n_tasks: int
     success: int
-    success_rate: float
+    #: ``None`` when the repeat has no verdict at all.
+    success_rate: float | None
     #: Dates of the repeat's first and last task (from the logs).
     first_task: str | None = None
     last_task: str | None = None
@@ -49,18 +52,21 @@ class TaskRepeats(BaseModel):
     question: str
     #: The verdict of each repeat, in repeat order (``missing`` when the repeat lacks the task).
     outcomes: list[Outcome | str]
+    #: Attempts with a verdict (a ``not_judged`` one is no attempt; a ``missing`` one is failed).
     n: int
     successes: int
-    pass_at_1: float
+    #: ``None`` (and empty dicts) when no attempt was judged; pass@k only for k <= n.
+    pass_at_1: float | None
     pass_at_k: dict[int, float]
     pass_hat_k: dict[int, float]
 
 
 class CategoryRepeats(BaseModel):
     tasks: int
-    pass_at_1: float
-    pass_at_n: float
-    pass_hat_n: float
+    #: ``None`` when no task of the category has enough judged attempts.
+    pass_at_1: float | None
+    pass_at_n: float | None
+    pass_hat_n: float | None
 
 
 class RepeatsReport(BaseModel):
@@ -71,10 +77,14 @@ class RepeatsReport(BaseModel):
     ks: list[int]
     repeats: list[RepeatInfo]
     n_tasks: int
-    pass_at_1: float
+    #: Over the tasks with at least one judged attempt (``None`` when there is none).
+    pass_at_1: float | None
     pass_at_1_ci95: tuple[float, float]
+    #: k -> mean over the tasks with at least k judged attempts (k absent when there is none).
     pass_at_k: dict[int, float]
     pass_hat_k: dict[int, float]
+    #: Tasks with no judged attempt in any repeat: left out of every figure above.
+    unjudged_tasks: list[str] = Field(default_factory=list)
     #: Standard deviation of the repeats' success rates.
     between_repeats_sd: float | None
     #: Mean over tasks of p(1-p) with p = c/n: 0 when every task always or never succeeds.
@@ -103,8 +113,9 @@ def _task_rows(reports: Sequence[Report]) -> list[TaskRepeats]:
         for report in reports:
             row = next((r for r in report.tasks if r.task_id == task_id), None)
             outcomes.append(row.verdict if row is not None else "missing")
-        # A repeat that lacks the task counts as a failed attempt, as a missing trajectory does.
-        n, c = n_repeats, outcomes.count("success")
+        # A repeat that lacks the task counts as a failed attempt, as a missing trajectory does; one
+        # whose judge never decided it is no attempt (the judge endpoint's failure, not the agent's).
+        n, c = n_repeats - outcomes.count("not_judged"), outcomes.count("success")
         rows.append(
             TaskRepeats(
                 task_id=task_id,
@@ -113,7 +124,7 @@ def _task_rows(reports: Sequence[Report]) -> list[TaskRepeats]:
                 outcomes=outcomes,
                 n=n,
                 successes=c,
-                pass_at_1=c / n,
+                pass_at_1=c / n if n else None,
                 pass_at_k={k: pass_at_k(n, c, k) for k in range(1, n + 1)},
                 pass_hat_k={k: pass_hat_k(n, c, k) for k in range(1, n + 1)},
             )
@@ -151,9 +162,10 @@ def _warnings(reports: Sequence[Report], names: Sequence[str]) -> list[str]:
         warnings.append("the repeats hold different task sets; a task missing from a repeat counts as a failed attempt.")
     unjudged = [f"{name}: {len(r.not_judged)}" for name, r in zip(names, reports, strict=True) if r.not_judged]
     if unjudged:
-        # The judge's failed requests, not the agent's: pass@k would be too low with no word of why.
+        # The judge's failed requests, not the agent's: said, since they shrink the attempts.
         warnings.append(
-            f"tasks never judged (the judge's requests failed) count as failed attempts ({', '.join(unjudged)}); "
+            f"tasks never judged (the judge's requests failed) are left out of their tasks' attempts "
+            f"({', '.join(unjudged)}): those tasks enter pass@k only for k up to their judged attempts; "
             "rerun the judge (it retries only those tasks)."
         )
     agents = {(r.agent, r.model) for r in reports if r.agent}
@@ -162,13 +174,29 @@ def _warnings(reports: Sequence[Report], names: Sequence[str]) -> list[str]:
     return warnings
 
 
+def _mean_or_none(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def _over_tasks(rows: Sequence[TaskRepeats], ks: Sequence[int], field: str) -> dict[int, float]:
+    """k -> the mean over the tasks with at least k judged attempts (k left out when none has)."""
+    means = {k: _mean_or_none([getattr(row, field)[k] for row in rows if k in getattr(row, field)]) for k in ks}
+    return {k: mean for k, mean in means.items() if mean is not None}
+
+
 def build_repeats_report(reports: Sequence[Report], names: Sequence[str], paths: Sequence[Path]) -> RepeatsReport:
     if not reports:
         raise ValueError("no repeats")
     rows = _task_rows(reports)
+    warnings = _warnings(reports, names)
+    if unjudged := [row.task_id for row in rows if row.n == 0]:
+        listed = ", ".join(unjudged[:5]) + (", ..." if len(unjudged) > 5 else "")
+        warnings.append(
+            f"{len(unjudged)} of {len(rows)} tasks were judged in no repeat ({listed}): left out of pass@k and pass^k."
+        )
     n = len(reports)
     ks = list(range(1, n + 1))
-    rates = [row.pass_at_1 for row in rows]
+    rates = [row.pass_at_1 for row in rows if row.pass_at_1 is not None]
     categories = [c for c in CATEGORIES if any(row.category == c for row in rows)]
     categories += sorted({row.category for row in rows} - set(categories))
     by_category = {}
@@ -176,9 +204,9 @@ def build_repeats_report(reports: Sequence[Report], names: Sequence[str], paths:
         members = [row for row in rows if row.category == name]
         by_category[name] = CategoryRepeats(
             tasks=len(members),
-            pass_at_1=statistics.fmean(row.pass_at_1 for row in members),
-            pass_at_n=statistics.fmean(row.pass_at_k[n] for row in members),
-            pass_hat_n=statistics.fmean(row.pass_hat_k[n] for row in members),
+            pass_at_1=_mean_or_none([row.pass_at_1 for row in members if row.pass_at_1 is not None]),
+            pass_at_n=_mean_or_none([row.pass_at_k[n] for row in members if n in row.pass_at_k]),
+            pass_hat_n=_mean_or_none([row.pass_hat_k[n] for row in members if n in row.pass_hat_k]),
         )
     first = reports[0]
     return RepeatsReport(
@@ -202,15 +230,16 @@ def build_repeats_report(reports: Sequence[Report], names: Sequence[str], paths:
             for name, path, report in zip(names, paths, reports, strict=True)
         ],
         n_tasks=len(rows),
-        pass_at_1=statistics.fmean(rates) if rates else 0.0,
+        pass_at_1=statistics.fmean(rates) if rates else None,
         pass_at_1_ci95=mean_interval(rates),
-        pass_at_k={k: statistics.fmean(row.pass_at_k[k] for row in rows) if rows else 0.0 for k in ks},
-        pass_hat_k={k: statistics.fmean(row.pass_hat_k[k] for row in rows) if rows else 0.0 for k in ks},
-        between_repeats_sd=sample_sd([report.success_rate for report in reports]),
+        pass_at_k=_over_tasks(rows, ks, "pass_at_k"),
+        pass_hat_k=_over_tasks(rows, ks, "pass_hat_k"),
+        unjudged_tasks=[row.task_id for row in rows if row.n == 0],
+        between_repeats_sd=sample_sd([r.success_rate for r in reports if r.success_rate is not None]),
         within_task_variance=statistics.fmean(p * (1 - p) for p in rates) if rates else 0.0,
         flaky_tasks=sum(1 for row in rows if 0 < row.successes < row.n),
         by_category=by_category,
         efficiency=_efficiency(reports),
         tasks=rows,
-        warnings=_warnings(reports, names),
+        warnings=warnings,
     )

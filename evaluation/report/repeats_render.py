@@ -28,8 +28,8 @@ def tables(report: RepeatsReport) -> list[Table]:
         f"Across {report.n_repeats} repeats",
         ["measure", *[f"k={k}" for k in ks]],
         [
-            ["pass@k", *[pct(report.pass_at_k[k]) for k in ks]],
-            ["pass^k", *[pct(report.pass_hat_k[k]) for k in ks]],
+            ["pass@k", *[pct(report.pass_at_k.get(k)) for k in ks]],
+            ["pass^k", *[pct(report.pass_hat_k.get(k)) for k in ks]],
         ],
         (
             f"pass@1 {pct(report.pass_at_1)} (95% CI {interval(*report.pass_at_1_ci95)}, tasks as units); "
@@ -74,8 +74,8 @@ def tables(report: RepeatsReport) -> list[Table]:
                 t.category,
                 f"{t.successes}/{t.n}",
                 pct(t.pass_at_1),
-                pct(t.pass_at_k[n]),
-                pct(t.pass_hat_k[n]),
+                pct(t.pass_at_k.get(n)),
+                pct(t.pass_hat_k.get(n)),
                 " ".join(str(o) for o in t.outcomes),
                 t.question[:80] + ("..." if len(t.question) > 80 else ""),
             ]
@@ -89,8 +89,10 @@ def pass_k_figure(report: RepeatsReport) -> Any:
     plt = pyplot()
     figure, axes = plt.subplots(figsize=(6, 3.6))
     ks = report.ks
-    axes.plot(ks, [report.pass_at_k[k] * 100 for k in ks], marker="o", label="pass@k (any of k succeeds)")
-    axes.plot(ks, [report.pass_hat_k[k] * 100 for k in ks], marker="s", label="pass^k (all k succeed)")
+    # A k no task has that many judged attempts for has no point (pass_at_k lacks it).
+    shown = [k for k in ks if k in report.pass_at_k]
+    axes.plot(shown, [report.pass_at_k[k] * 100 for k in shown], marker="o", label="pass@k (any of k succeeds)")
+    axes.plot(shown, [report.pass_hat_k[k] * 100 for k in shown], marker="s", label="pass^k (all k succeed)")
     axes.set_xticks(ks)
     axes.set_ylim(0, 100)
     axes.set_xlabel("k (attempts)")

@@ -35,15 +35,24 @@ def interval(low: float, high: float) -> str:
 
 def category_table(report: Report) -> Table:
     rows = [
-        [name, str(rate.n), str(rate.success), pct(rate.rate), interval(*rate.ci95)]
+        [name, str(rate.n), str(rate.success), pct(rate.rate), interval(*rate.ci95) if rate.rate is not None else ""]
         for name, rate in report.by_category.items()
     ]
-    rows.append(["**all**", str(report.n_tasks), str(report.success), pct(report.success_rate), interval(*report.ci95)])
+    rows.append(
+        [
+            "**all**",
+            str(report.n_with_outcome),
+            str(report.success),
+            pct(report.success_rate) if report.success_rate is not None else "n/a (not judged)",
+            interval(*report.ci95) if report.success_rate is not None else "",
+        ]
+    )
     return Table(
         "Success by category",
         ["category", "tasks", "success", "rate", "95% CI"],
         rows,
-        "Tasks without a trajectory or verdict count as failures.",
+        "Tasks without a trajectory count as failures; tasks the judge never decided are left out (not failures), "
+        "so a row's tasks are those with an outcome.",
     )
 
 
@@ -286,15 +295,19 @@ def tables(report: Report) -> list[Table]:
 
 def headline(report: Report) -> list[str]:
     lines = [
-        f"{report.success}/{report.n_tasks} tasks succeeded: {pct(report.success_rate)} (95% CI {interval(*report.ci95)}).",
+        f"{report.success}/{report.n_with_outcome} tasks succeeded: {pct(report.success_rate)} "
+        f"(95% CI {interval(*report.ci95)})"
+        + (f"; {len(report.not_judged)} not judged, left out." if report.not_judged else ".")
+        if report.success_rate is not None
+        else f"Success rate: n/a -- not judged (0 of {report.n_tasks} tasks judged); rerun the judge.",
         (
             f"Judge: {', '.join(report.judge.models)} ({'jury, majority vote' if len(report.judge.models) > 1 else 'single judge'}), "
             f"prompt {report.judge.prompt}, key points {report.judge.key_points}."
         ),
         (
             f"{report.n_with_trajectory} tasks have a trajectory, {report.n_judged} were judged; "
-            f"{len(report.missing_trajectories)} without trajectory, {len(report.not_judged)} not judged, "
-            f"{len(report.abstains)} abstain (all counted as failures)."
+            f"{len(report.missing_trajectories)} without trajectory and {len(report.abstains)} abstain (counted as "
+            f"failures), {len(report.not_judged)} not judged (left out of the rates)."
         ),
     ]
     if report.human is not None:

@@ -39,7 +39,7 @@ from evaluation.run.models import ModelPrice, RunManifest, TaskRecord, load_pric
 from evaluation.run.tasks import BenchmarkTask, load_tasks, select_tasks
 from evaluation.run.index_ready import ensure_index, refuse_partial
 from evaluation.run.layout import run_directories
-from evaluation.run.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig
+from evaluation.run.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig, check_setup
 from evaluation.run.run_lock import run_lock
 from evaluation.run.summary_view import summary_table
 from index.errors import ConfigError, CopilotError
@@ -417,7 +417,9 @@ class _Work:
 
     async def _tasks(self) -> list[TaskRecord]:
         config = self.config
-        if any(repeat.pending for repeat in self.repeats):
+        if pending := sum(len(repeat.pending) for repeat in self.repeats):
+            # Before indexing, which can take minutes: a wrong URL or agent program fails at once.
+            await check_setup(config, pending)
             assert config.copilot_home is not None
             coverage = await ensure_index(self.servers, config.copilot_home, self.console)
             if not self.allow_partial_index:
@@ -430,7 +432,12 @@ class _Work:
         for repeat in self.repeats:
             label = repeat.out.name if len(self.repeats) > 1 else ""
             runner = BenchmarkRunner(
-                config.model_copy(update={"out": repeat.out}), repeat.manifest, llm=self.llm, console=self.console, label=label
+                config.model_copy(update={"out": repeat.out}),
+                repeat.manifest,
+                llm=self.llm,
+                console=self.console,
+                label=label,
+                setup_checked=True,
             )
             records += await runner.run(repeat.pending)
         return records

@@ -61,7 +61,7 @@ from evaluation.run.workspace import (
     snapshot,
     write_task_servers,
 )
-from index.errors import CopilotError
+from index.errors import ConfigError, CopilotError
 from server.bounded import cap_for_log
 from server.trajectory.records import FinalAnswer, SessionEnd, SessionStart, TrajectoryWriter, parse_event
 from index.cli.console import make_console
@@ -164,6 +164,27 @@ class _Outcome:
         self.error_kind, self.error = kind, message
 
 
+async def check_setup(config: RunnerConfig, pending: int) -> None:
+    """The model endpoint answers and the ``--agent-cmd`` program exists, before any task runs.
+
+    Either failing is the setup's failure, not any task's: recording every task as failed would
+    make a resume skip them all and a report count them as the agent's failures. So the run stops
+    with what to fix and records nothing; the rerun runs every task."""
+    nothing_recorded = (
+        f"None of the {pending} pending task(s) was run or recorded in {config.out}: "
+        "fix this, then rerun the same command (it runs them all)."
+    )
+    if config.agent_cmd is not None:
+        if problem := missing_program(config.agent_cmd):
+            raise ConfigError(f"--agent-cmd: {problem} (install it, or give its full path). {nothing_recorded}")
+        return
+    if config.agent_config is not None:
+        try:
+            await probe_endpoint(config.agent_config.base_url, config.api_key)
+        except EndpointError as error:
+            raise EndpointError(f"the model endpoint check failed before any task ran: {error} {nothing_recorded}") from None
+
+
 class BenchmarkRunner:
     def __init__(
         self,
@@ -172,15 +193,17 @@ class BenchmarkRunner:
         llm: openai.AsyncOpenAI | None = None,
         console: Console | None = None,
         label: str = "",
+        setup_checked: bool = False,
     ) -> None:
         self.config = config
+        #: :func:`check_setup` already passed (the CLI checks once, before indexing, for all repeats).
+        self._setup_checked = setup_checked
         #: Names this runner's lines (``repeat-2``) when one command runs several repeats: their
         #: ``[k/N]`` counts restart per repeat and the same task ids recur.
         self.label = label
         self.manifest = manifest
         self.llm = llm
         self.console = console or make_console(stderr=True)
-        self._endpoint_error: str | None = None
         self._program_error = missing_program(config.agent_cmd) if config.agent_cmd else None
         self._done = 0
         self._failed = 0
@@ -193,15 +216,8 @@ class BenchmarkRunner:
         """Run ``tasks`` (already filtered for resume) ``concurrency`` at a time."""
         if not tasks:
             return []
-        if self.config.agent_cmd is None and self.config.agent_config is not None:
-            try:
-                await probe_endpoint(self.config.agent_config.base_url, self.config.api_key)
-            except EndpointError as error:
-                # Every task would fail the same way after its retries; say so at once, per task.
-                self._endpoint_error = str(error)
-                self.console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False)
-        if self._program_error:
-            self.console.print(f"[red]error:[/red] --agent-cmd: {escape(self._program_error)}", highlight=False)
+        if not self._setup_checked:
+            await check_setup(self.config, len(tasks))
         limiter = anyio.CapacityLimiter(max(1, self.config.concurrency))
         records: list[TaskRecord] = []
         progress = Progress(
@@ -428,8 +444,6 @@ class BenchmarkRunner:
         )
 
     def _blocked(self) -> tuple[ErrorKind, str] | None:
-        if self.config.agent_cmd is None and self._endpoint_error:
-            return "llm_error", self._endpoint_error
         if self.config.agent_cmd is not None and self._program_error:
             return "agent_not_found", self._program_error
         return None

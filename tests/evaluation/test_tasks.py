@@ -136,3 +136,42 @@ def test_a_task_list_saved_with_a_bom_loads_in_judge_and_runner(tmp_path: Path) 
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps([{"task_id": "a", "Question": "q?"}]).encode())
     assert list(load_tasks(path)) == ["a"]
     assert [task.task_id for task in load_run_tasks(path)] == ["a"]
+
+
+def test_null_optional_text_loads_as_empty_in_judge_and_runner(tmp_path: Path) -> None:
+    # Before: a null category, file name, answer or annotator text (an empty cell in an exported
+    # list) refused the whole list.
+    from evaluation.run.tasks import load_tasks as load_run_tasks  # noqa: PLC0415
+
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps([
+        {"task_id": "a", "Question": "qa", "category": None, "file_name": None, "answers": None,
+         "Annotator Metadata": {"Steps": None, "Tools": None, "Number of steps": None}},
+        {"task_id": "b", "Question": "qb", "category": "work", "Annotator Metadata": None},
+    ]))
+    judged = load_tasks(path)
+    assert (judged["a"].category, judged["a"].answers, judged["a"].steps, judged["a"].gold_tools) == ("Other", "", [], [])
+    assert (judged["b"].category, judged["b"].steps) == ("Office", [])
+    run = {task.task_id: task for task in load_run_tasks(path)}
+    assert (run["a"].category, run["a"].file_name, run["a"].metadata.tools) == ("Other", "", "")
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"task_id": "b", "Question": None}, "entry 2 (task_id 'b'): Question: must be a non-empty string, not null (got None)."),
+        ({"task_id": None, "Question": "q"}, "entry 2: task_id: must be a non-empty string, not null (got None)."),
+    ],
+    ids=["null-question", "null-task-id"],
+)
+def test_a_null_required_field_names_the_file_and_entry(tmp_path: Path, entry: dict, message: str) -> None:
+    from evaluation.run.tasks import load_tasks as load_run_tasks  # noqa: PLC0415
+    from index.errors import ConfigError  # noqa: PLC0415
+
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps([{"task_id": "a", "Question": "q"}, entry]))
+    with pytest.raises(TaskError) as judged:
+        load_tasks(path)
+    with pytest.raises(ConfigError) as run:
+        load_run_tasks(path)
+    assert str(judged.value) == str(run.value) == f"{path}: {message}"

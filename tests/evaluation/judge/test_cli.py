@@ -62,6 +62,29 @@ def test_cli_judges_and_reports_problems(
     assert report["missing_trajectories"] == ["t2"]
 
 
+def test_tasks_the_judge_never_decided_are_left_out_of_the_rate_not_failed(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the unjudged task counted as a failure: 1/3 = 33.3% for an agent that is 1/2 on the
+    # tasks anyone decided, in the headline, report.json and every table.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for task_id in ("ok", "bad", "lost"):
+        write_copilot_log(logs / f"{task_id}.jsonl", task_id, f"question {task_id}")
+    llm.handler = lambda request: (
+        Reply(status=500) if "question lost" in str(request)
+        else Reply(content="Status: success" if "question ok" in str(request) else "Status: failure")
+    )
+    assert main([str(logs), "--max-retries", "0", *_common(tmp_path, llm.base_url)]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1/2 tasks succeeded: 50.0%" in err and "1 not judged (left out of the rate)" in err
+    report = json.loads((logs / "judge" / "report.json").read_text())
+    assert (report["success_rate"], report["success"], report["failure"], report["not_judged"]) == (0.5, 1, 1, ["lost"])
+    assert report["n_tasks"] == 3 and report["by_category"]["Other"]["n"] == 2
+    markdown = (logs / "judge" / "report.md").read_text()
+    assert "1/2 tasks succeeded: 50.0%" in markdown and "1 not judged, left out." in markdown
+
+
 def test_a_run_where_nothing_could_be_judged_prints_no_success_rate(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -72,8 +95,17 @@ def test_a_run_where_nothing_could_be_judged_prints_no_success_rate(
     code = main([str(logs), "--max-retries", "0", *_common(tmp_path, llm.base_url)])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 1
-    assert "nothing could be judged: 1 task(s) not judged (see below); no success rate." in err
+    assert "nothing could be judged: 1 task(s) not judged (see below), 0 without trajectory; no success rate." in err
     assert "tasks succeeded" not in err and "not judged t1: " in err
+    # The report written says so too: no rate (not 0%), with the count of judged tasks beside it.
+    report = json.loads((logs / "judge" / "report.json").read_text())
+    assert report["success_rate"] is None and report["n_judged"] == 0 and report["n_tasks"] == 1
+    assert all(rate["rate"] is None for rate in report["by_category"].values())
+    assert all(judge["success_rate"] is None for judge in report["judges"])
+    markdown = (logs / "judge" / "report.md").read_text()
+    assert "Success rate: n/a -- not judged (0 of 1 tasks judged)" in markdown and "0.0%" not in markdown
+    html = (logs / "judge" / "report.html").read_text()
+    assert "n/a (not judged)" in html and ">0/1<" in html
 
 
 def test_empty_directory_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -342,6 +374,27 @@ def test_repeats_with_unjudged_tasks_say_so(
     assert main([*args, *_common(tmp_path, llm.base_url)]) == 1
     report = json.loads((tmp_path / "both" / "repeats.json").read_text())
     assert report["tasks"][0]["outcomes"] == ["success", "not_judged"]
+    # The unjudged attempt is no attempt (before: a failed one, pass@1 0.5): 1 of 1 judged attempts.
+    assert (report["tasks"][0]["n"], report["tasks"][0]["pass_at_1"], report["pass_at_1"]) == (1, 1.0, 1.0)
+    assert report["pass_at_k"] == {"1": 1.0} and report["unjudged_tasks"] == []
     [warning] = [w for w in report["warnings"] if w.startswith("tasks never judged")]
-    assert "(tuesday: 1)" in warning
+    assert "(tuesday: 1)" in warning and "left out of their tasks' attempts" in warning
     assert f"warning: {warning}" in " ".join(capsys.readouterr().err.split())
+
+
+def test_repeats_where_a_task_was_never_judged_leave_it_out(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = _two_days(tmp_path)
+    for run in runs:
+        write_copilot_log(run / "u.jsonl", "u", "question u", answer="u")
+    llm.handler = lambda request: Reply(status=500) if "question u" in str(request) else Reply(content="Status: failure")
+    args = [*map(str, runs), "--repeats", "--out", str(tmp_path / "both"), "--max-retries", "0"]
+    assert main([*args, *_common(tmp_path, llm.base_url)]) == 1
+    report = json.loads((tmp_path / "both" / "repeats.json").read_text())
+    rows = {row["task_id"]: row for row in report["tasks"]}
+    assert (rows["u"]["n"], rows["u"]["pass_at_1"], rows["u"]["pass_at_k"]) == (0, None, {})
+    # Before: u's two unjudged attempts were two failures; now pass@k is t's alone.
+    assert report["unjudged_tasks"] == ["u"] and report["pass_at_1"] == 0.0 and report["pass_at_k"] == {"1": 0.0, "2": 0.0}
+    assert any(w.startswith("1 of 2 tasks were judged in no repeat (u)") for w in report["warnings"])
+    assert "| u | Other | 0/0 | n/a | n/a | n/a |" in (tmp_path / "both" / "repeats.md").read_text()

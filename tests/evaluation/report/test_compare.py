@@ -129,7 +129,35 @@ async def test_tasks_the_judge_never_decided_are_called_out_first(
     assert main([str(summary.out_dir), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
     out = capsys.readouterr().out
     assert out.startswith(
-        f"WARNING: UNJUDGED: 2 of the compared tasks of {summary.out_dir} were never judged (the judge's requests "
-        "failed: t0, t1) and count as failures here; rerun the judge on that run"
+        f"WARNING: UNJUDGED: 2 tasks both runs hold were never judged in {summary.out_dir} (t0, t1) and are left "
+        "out of the paired comparison; rerun the judge on that run"
     )
-    assert not any(w.startswith("UNJUDGED") and str(b) in w for w in json.loads((tmp_path / "cmp.json").read_text())["warnings"])
+    # Left out of the pairs, not counted as failures: B "won" nothing A's judge never saw.
+    assert f"A = {summary.out_dir}: 4/4 = 100.0%" in out and f"B = {b}: 4/4 = 100.0%" in out
+    assert "on the 4 common tasks judged in both runs" in out
+    assert "(left out of the pairs, never judged: 2 tasks -- in A: t0, t1; in B: none)" in out
+    assert "The runs succeed on exactly the same tasks: no difference." in out
+    data = json.loads((tmp_path / "cmp.json").read_text())
+    assert data["n_tasks"] == 4 and data["mcnemar"]["only_b"] == 0
+    assert data["unjudged_in_a"] == ["t0", "t1"] and data["unjudged_in_b"] == []
+    assert not any(w.startswith("UNJUDGED") and str(b) in w for w in data["warnings"])
+
+
+async def test_runs_with_no_task_judged_in_both_are_refused(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    categories = {f"t{i}": "work" for i in range(3)}
+    a_logs = tmp_path / "a"
+    a_logs.mkdir()
+    for task_id in categories:
+        write_copilot_log(a_logs / f"{task_id}.jsonl", task_id, f"question {task_id}")
+    tasks = write_tasks(tmp_path / "tasks-a.json", [task_entry(t, f"question {t}", c) for t, c in categories.items()])
+    llm.handler = lambda request: Reply(status=500)
+    summary = await judge_paths(
+        [a_logs], options(llm, tmp_path, tasks_file=tasks, out_dir=a_logs / "judge", cache_dir=tmp_path / "c", max_retries=0)
+    )
+    b = await _judged_run(llm, tmp_path, "b", set(), categories)
+    assert main([str(summary.out_dir), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: none of the 3 tasks") and "judged in both runs (3 never judged in" in err
+    assert "Traceback" not in err

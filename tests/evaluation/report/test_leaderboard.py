@@ -159,3 +159,43 @@ async def test_runs_with_unjudged_tasks_are_flagged(llm: ScriptedOpenAI, tmp_pat
     [warning] = [w for w in board["warnings"] if w.startswith("tasks never judged")]
     assert "(copilot flaky-m: 3 of 20)" in warning and "rerun the judge" in warning
     assert f"- warning: {warning}" in (tmp_path / "board" / "leaderboard.md").read_text()
+
+
+async def _run_with_judge_failures(
+    llm: ScriptedOpenAI, root: Path, model: str, cost: float, unjudged: set[str], solved: set[str]
+) -> Path:
+    run = root / model
+    run.mkdir()
+    for task in TASKS:
+        write_copilot_log(run / f"{task}.jsonl", task, f"question {task}", agent="copilot", model=model,
+                          usage=[(1000, 100, cost)])
+    tasks = write_tasks(root / f"tasks-{model}.json", [task_entry(t, f"question {t}") for t in TASKS])
+    llm.handler = lambda request: (
+        Reply(status=500) if question_of(request).split()[-1] in unjudged
+        else Reply(content="Status: success" if question_of(request).split()[-1] in solved else "Status: failure")
+    )
+    await judge_paths(
+        [run], options(llm, root, tasks_file=tasks, out_dir=run / "judge", cache_dir=root / f"cache-{model}", max_retries=0)
+    )
+    return run
+
+
+async def test_unjudged_tasks_are_left_out_of_frontier_steps_and_an_unjudged_run_has_no_rate(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
+    # Before: the step paired the 5 tasks flaky's judge never decided as flaky's failures (10 "only
+    # dearer" wins, 5 of them the judge endpoint's); a run with no verdict at all ranked as 0%.
+    good = await judged_run(llm, tmp_path, "good-m", 0.05, 15)
+    flaky = await _run_with_judge_failures(
+        llm, tmp_path, "flaky-m", 0.01, {f"t{i:02d}" for i in range(5)}, {f"t{i:02d}" for i in range(5, 10)}
+    )
+    dead = await _run_with_judge_failures(llm, tmp_path, "dead-m", 0.001, set(TASKS), set())
+    assert main([str(good), str(flaky), str(dead), "--out", str(tmp_path / "board")]) == 0
+    board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
+    entries = {e["name"]: e for e in board["entries"]}
+    assert entries["copilot dead-m"]["success_rate"] is None and entries["copilot dead-m"]["on_frontier"] is False
+    assert board["frontier"] == ["copilot flaky-m", "copilot good-m"]
+    [step] = board["steps"]
+    assert (step["common_tasks"], step["only_cheaper"], step["only_dearer"]) == (15, 0, 5)
+    markdown = (tmp_path / "board" / "leaderboard.md").read_text()
+    assert "| copilot dead-m | 20 | 1 | n/a (not judged) |" in markdown

@@ -200,15 +200,18 @@ def test_real_cli_skips_the_copilots_own_entry_and_prints_unwrapped_lines(bench)
     line_with(again.stderr, f"resuming {bench['out'].resolve()}: 1 task(s) finished earlier are skipped, 0 to run")
 
 
-def test_missing_agent_program_fails_each_task_without_crashing(bench, capsys) -> None:
-    assert run_cli(bench, "--agent-cmd", "no-such-agent-xyz -p {question}", "--only", "task-answer-2", "task-write") == 0
-    records = summary(bench).tasks
-    assert set(records) == {"task-answer-2", "task-write-1"}
-    assert all(r.status == "failed" and r.error_kind == "agent_not_found" for r in records.values())
-    assert "'no-such-agent-xyz' is not on PATH" in (records["task-answer-2"].error or "")
+def test_missing_agent_program_stops_the_run_before_any_task(bench, capsys) -> None:
+    # Before: every task was recorded as failed (agent_not_found), so the rerun after installing the
+    # agent skipped them all as "finished earlier".
+    assert run_cli(bench, "--agent-cmd", "no-such-agent-xyz -p {question}", "--only", "task-answer-2", "task-write") == 2
+    assert summary(bench).tasks == {}
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err + captured.out
-    assert "agent_not_found" in captured.err
+    err = " ".join(captured.err.split())
+    assert err.startswith("error: --agent-cmd: agent program 'no-such-agent-xyz' is not on PATH (install it")
+    assert "None of the 2 pending task(s) was run or recorded in" in err and "rerun the same command" in err
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2", "task-write") == 0
+    assert {k: r.status for k, r in summary(bench).tasks.items()} == {"task-answer-2": "completed", "task-write-1": "completed"}
 
 
 def test_a_flooding_agents_logs_are_capped_and_the_cut_is_recorded(bench) -> None:
@@ -245,12 +248,20 @@ def test_task_timeout_is_reported_per_task(bench) -> None:
     assert end["event"] == "session_end" and "timeout" in end["reason"]
 
 
-def test_unreachable_model_endpoint_fails_each_task_fast(bench, capsys) -> None:
+def test_unreachable_model_endpoint_stops_the_run_and_records_no_task(bench, capsys) -> None:
+    # Before: every task was recorded as failed (llm_error): a resume skipped them all, and a judge
+    # counted the endpoint's outage as the agent's failures.
     code = run_cli(bench, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--only", "task-answer-2", "task-write-1")
-    assert code == 0
-    records = summary(bench).tasks
-    assert all(r.error_kind == "llm_error" and "cannot reach http://127.0.0.1:9/v1" in (r.error or "") for r in records.values())
-    assert summary(bench).model == "m" and summary(bench).agent == "copilot"
+    assert code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("error: the model endpoint check failed before any task ran: cannot reach http://127.0.0.1:9/v1")
+    assert "check --base-url / OPENAI_BASE_URL" in err and "None of the 2 pending task(s) was run or recorded" in err
+    assert "Traceback" not in err
+    assert summary(bench).tasks == {}
+    assert not (bench["out"] / "task-answer-2.jsonl").exists()
+    # The rerun runs them all: nothing was recorded as finished.
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2", "task-write-1") == 0
+    assert {k: r.status for k, r in summary(bench).tasks.items()} == {"task-answer-2": "completed", "task-write-1": "completed"}
 
 
 def test_concurrent_tasks_each_get_their_own_workspace(bench) -> None:
