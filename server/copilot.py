@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -24,7 +25,7 @@ from mcp_types import CallToolResult, InputRequiredResult, InputResponses
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
 from index.catalog.records import ToolRecord
-from index.search.query import MAX_TOP_K
+from index.search.query import MAX_QUERY_CHARS, MAX_TOP_K
 from index.catalog.servers import ServerConfig, ServersFile, load_servers
 from server.bounded import shown_name
 from server.errors import (
@@ -38,9 +39,10 @@ from server.errors import (
     UnknownServerError,
     UnknownToolError,
 )
-from server.route.answer import RouteAnswer, RoutedTool, render_route
-from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block, withheld_message
+from server.route.answer import LEXICAL_RANKINGS, RouteAnswer, RoutedTool, echo_query, render_route
+from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block
 from server.route.indexing import BackgroundIndexer
+from server.route.kinds import ROUTE_KINDS, missing_kind_note
 from server.policy import ConfirmationStore, Policy, Risk
 from server.relay.confirm import approved, confirmation_request, confirmation_round
 from server.relay.disconnect import unless_client_gone
@@ -62,13 +64,6 @@ WARM_TOP_SERVERS = 2
 #: Seconds between checks of the servers file for changes.
 SERVERS_FILE_CHECK_INTERVAL = 1.0
 _LISTED_NAMES = 25
-#: route's ``kind`` filter: what each value searches.
-ROUTE_KINDS: dict[str, tuple[str, ...]] = {
-    "tool": ("tool",),
-    "prompt": ("prompt",),
-    "resource": ("resource", "resource_template"),
-    "any": ("tool", "prompt", "resource", "resource_template"),
-}
 
 
 def copilot_version() -> str:
@@ -170,10 +165,12 @@ class _ExecuteRecord:
 
 
 def _item_record(hit: Any) -> ToolRecord:
-    """A prompt or resource ``route`` found, as the record the trust scan reads."""
+    """A prompt or resource ``route`` found, as the record the trust guard reads (all of what is
+    pinned of it, so an approved definition is recognised)."""
     return ToolRecord(
         server=hit.server, name=hit.tool, kind=hit.kind, uri=getattr(hit, "uri", None), title=hit.title,
         description=hit.description or "", input_schema=dict(hit.input_schema or {}),
+        mime_type=getattr(hit, "mime_type", None), annotations=getattr(hit, "annotations", None),
     )
 
 
@@ -298,7 +295,9 @@ class Copilot:
         )
         copilot.telemetry.metrics.gauge("copilot_index_tools", "tools in the search index", lambda: copilot._tool_count)
         copilot.telemetry.metrics.gauge(
-            "copilot_tools_held_back", "tools held back by pins, quarantine or the scan", lambda: len(guard.reviewer.held())
+            "copilot_tools_held_back",
+            "tools held back by pins, quarantine or the scan",
+            lambda: sum(1 for verdict in guard.reviewer.held() if verdict.kind == "tool"),
         )
         try:
             async with pool, anyio.create_task_group() as task_group:
@@ -580,7 +579,8 @@ class Copilot:
         if not 1 <= k <= limit:
             note = f"top_k={k} is outside 1..{limit}; using {min(max(k, 1), limit)}."
             k = min(max(k, 1), limit)
-        kinds = ROUTE_KINDS.get(kind if isinstance(kind, str) and kind.strip() else "tool")
+        kind_name = kind if isinstance(kind, str) and kind.strip() else "tool"
+        kinds = ROUTE_KINDS.get(kind_name)
         if kinds is None:
             raise QueryError(f"kind must be one of {', '.join(ROUTE_KINDS)}, got {kind!r}.")
         servers = self.routable_servers()
@@ -634,8 +634,8 @@ class Copilot:
             if is_tool and self.guard is not None and (verdict := self.guard.blocked(hit.server, hit.tool)) is not None:
                 held.append(verdict.message())
                 continue
-            if not is_tool and self.guard is not None and (findings := self.guard.withheld(_item_record(hit))):
-                held.append(withheld_message(_item_record(hit), findings))
+            if not is_tool and self.guard is not None and (why := self.guard.withheld(_item_record(hit))):
+                held.append(why)
                 continue
             if is_tool and self.policy.read_only and not self.policy.read_only_permits(hit.server, hit.tool, hit.annotations):
                 refused_read_only += 1
@@ -660,24 +660,38 @@ class Copilot:
             if len(tools) >= k:
                 break
         note = _hidden_note(note, held, refused_read_only)
-        if not tools and note is None:
+        if not found.hits and note is None:
+            note = await self._missing_kind_note(kind_name, servers, only)
+        if not tools and note is None and found.mode not in LEXICAL_RANKINGS:
+            # (Keyword-only answers say why they found nothing themselves: see quality_sentences.)
             note = (
                 "Nothing matched. Rephrase the query as the task you want done (what, on which kind of "
                 "data or service)" + (", or drop the server filter." if only is not None else ".")
             )
         self._warm([t.server for t in tools if t.kind == "tool"])
+        failure = found.model_failure
         return RouteAnswer(
-            query=query,
+            query=echo_query(query),
+            query_chars=len(query),
+            searched_chars=MAX_QUERY_CHARS if found.truncated else None,
             tools=tools,
             indexing=self.indexer.status(),
             note=note,
             ranking=found.mode,
+            model_error=failure.reason if failure is not None else None,
+            model_retry_seconds=math.ceil(failure.retry_in()) if failure is not None else None,
             weak_match=found.weak,
             related_servers=found.related_servers,
             related_categories=found.related_categories,
             omitted=found.trimmed if len(tools) < k else 0,
             operations=found.operations,
         )
+
+    async def _missing_kind_note(self, kind: str, servers: list[str], only: str | None) -> str | None:
+        """When the pool (or the server filter) offers nothing of ``kind``: say so and what it offers."""
+        pool = await self._in_thread(self.index.kinds_offered, servers) or {}
+        on_server = (await self._in_thread(self.index.kinds_offered, [only]) or {}) if only is not None else None
+        return missing_kind_note(kind, pool, only, on_server)
 
     def _warm(self, servers: list[str]) -> None:
         """Start the best hits' servers in the background; the pool only uses free slots for that."""
@@ -721,13 +735,15 @@ class Copilot:
             raise self._unknown_tool(server, tool, names, records, kind=other.kind)
         if not names:
             return await self._pick_live(server, tool)
-        raise self._unknown_tool(server, tool, names, records)
+        # Left out of the index for a broken definition: say so, if the pool has listed it this run.
+        raise self.pool.unusable_tool(server, tool) or self._unknown_tool(server, tool, names, records)
 
     async def _pick_live(self, server: str, tool: str) -> ToolInfo:
         by_name = {t.name: t for t in await self.pool.list_tools(server)}
         found = by_name.get(tool)
         if found is None:
-            raise self._unknown_tool(server, tool, list(by_name), await self._indexed_records())
+            unusable = self.pool.unusable_tool(server, tool)  # listed, but with a broken definition
+            raise unusable or self._unknown_tool(server, tool, list(by_name), await self._indexed_records())
         annotations = found.annotations.model_dump(by_alias=True, exclude_none=True) if found.annotations else None
         # The live schema object itself (no copy): validators are cached by its identity.
         return ToolInfo(found.name, found.description or "", found.input_schema or {}, annotations)

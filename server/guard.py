@@ -2,9 +2,11 @@
 
 :class:`DefinitionGuard` is handed to the child pool, which calls :meth:`review_listing` from its
 one tool-listing path (``ChildPool._list``: a child's first listing after it starts, and every
-re-listing), so a changed definition can never slip in unnoticed. The copilot asks
-:meth:`blocked` before routing to or executing a tool, and :func:`result_findings` flags tool
-results that carry injection markers.
+re-listing), so a changed definition can never slip in unnoticed; the live updater passes a
+child's re-listed prompts and resource templates through :meth:`review_items`. The copilot asks
+:meth:`blocked` before routing to or executing a tool and :meth:`withheld` before listing or
+serving a prompt or resource, and :func:`result_findings` flags tool results that carry
+injection markers.
 """
 
 from __future__ import annotations
@@ -63,17 +65,34 @@ class DefinitionGuard:
         """Why ``server/tool`` may not be used now (from the shared pins file), or ``None``."""
         return self.reviewer.verdict(server, tool)
 
-    def withheld(self, record: ToolRecord) -> list[Finding]:
-        """The high findings that withhold a prompt or resource from hosts and from ``route`` (none:
-        usable; tools go through pins and :meth:`blocked` instead).
+    async def review_items(self, server: str, records: list[ToolRecord]) -> dict[str, Verdict]:
+        """Withheld prompts and resource templates of a live listing, by record id (pins recorded,
+        changes held, as for tools); the file work runs in a thread."""
+        result = await anyio.to_thread.run_sync(lambda: self.reviewer.review(server, records))
+        return result.withheld_items
 
-        Prompts and resources run nothing, so they are not pinned for approval, but their names and
-        descriptions reach the model as a tool's do (in ``route`` answers and the copilot's lists):
-        one that carries instructions is withheld, as a tool with a high finding is quarantined.
+    def withheld(self, record: ToolRecord) -> str | None:
+        """Why a prompt or resource is withheld from hosts and from ``route`` -- a message safe to
+        show a model -- or ``None`` when it may be listed and used (tools go through pins and
+        :meth:`blocked` instead).
+
+        A prompt or resource template is pinned like a tool: while a changed or new definition
+        waits for approval it is withheld (as a held-back tool is hidden, not served in its old
+        form: the child already answers with the new one). One that is exactly its approved
+        definition is served. Anything else -- a concrete resource, an item no live listing
+        pinned yet (an index built from a catalog) -- is scanned: one that carries instructions
+        is withheld, as a tool with a high finding is quarantined.
         """
         if record.kind == "tool":
-            return []
-        key = record.model_dump_json(include={"server", "kind", "name", "uri", "title", "description", "input_schema"})
+            return None
+        verdict, approved = self.reviewer.item_state(record)
+        if verdict is not None:
+            return verdict.message()
+        if approved:
+            return None
+        key = record.model_dump_json(
+            include={"server", "kind", "name", "uri", "title", "description", "input_schema", "mime_type", "annotations"}
+        )
         found = self._items.get(key)
         if found is None:
             found = [finding for finding in scan_tool(record) if finding.severity == "high"]
@@ -82,7 +101,7 @@ class DefinitionGuard:
             self._items[key] = found
             if found:
                 logger.warning("%s withheld: %s", printable(withheld_name(record)), printable(found[0].line()))
-        return found
+        return withheld_message(record, found) if found else None
 
     def check(self, server: str, tool: str) -> None:
         verdict = self.blocked(server, tool)

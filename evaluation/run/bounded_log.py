@@ -1,11 +1,13 @@
-"""An external agent's stdout or stderr kept in a file of bounded size: its head and its tail.
+"""An agent's log kept in a file of bounded size: its head and its tail.
 
+An external agent's stdout and stderr, and the stderr of the copilot the built-in agent starts.
 An agent that floods its output (a debug mode left on, a loop printing forever) must not fill
 the run's disk, so the runner copies each stream from a pipe into its log and keeps at most
 ``max_bytes``: the first half as it streams (the file is readable while the agent runs), and,
 once the cap is passed, the last half in memory, written after a one-line note of how much was
 cut between them when the stream ends. A stream that stays under the cap is written unchanged
-and costs no memory.
+and costs no memory. :func:`piped_into` makes the pipe for a process the runner does not start
+itself (the SDK's stdio client starts the built-in agent's copilot).
 
 Why not the copilot's ``index.children.process.keep_log_bounded``: it rotates a child's stderr
 log by copy-and-truncate, checked once a second, and keeps only the tail. Between two checks a
@@ -18,8 +20,11 @@ the same whatever the timing.
 from __future__ import annotations
 
 import logging
-from contextlib import suppress
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
+from typing import TextIO
 
 import anyio
 import anyio.abc
@@ -32,6 +37,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_AGENT_LOG_BYTES = 4 * 1024 * 1024
 #: The smallest cap accepted: below it the head and tail say too little to be worth keeping.
 MIN_AGENT_LOG_BYTES = 1024
+#: Seconds :func:`piped_into` waits, once its own end is closed, for the other writers of its pipe
+#: to close theirs: a process that outlived the one it was given to must not keep a task waiting.
+PIPE_DRAIN_SECONDS = 5.0
+_READ_CHUNK = 64 * 1024
 
 
 class LogCut(BaseModel):
@@ -43,23 +52,25 @@ class LogCut(BaseModel):
     cut: int  # bytes between them, not kept
 
 
-def cut_note(stream: str, cut: LogCut, max_bytes: int) -> str:
+def cut_note(stream: str, cut: LogCut, max_bytes: int, writer: str = "the agent") -> str:
     """The line that stands where the middle of a capped log was."""
     return (
-        f"\n[... evaluation.run: {cut.cut:,} of the {cut.written:,} bytes the agent wrote to {stream} were cut here; "
+        f"\n[... evaluation.run: {cut.cut:,} of the {cut.written:,} bytes {writer} wrote to {stream} were cut here; "
         f"this log keeps the first {cut.head:,} and the last {cut.tail:,} (--max-agent-log-bytes {max_bytes:,}) ...]\n"
     )
 
 
 class BoundedLog:
-    """One stream of the agent written to ``path``, at most ``max_bytes`` of it plus one note line.
+    """One stream of ``writer`` (the agent, its copilot) written to ``path``, at most ``max_bytes``
+    of it plus one note line.
 
     Feed it chunks with :meth:`write` and finish with :meth:`close`, which writes the kept tail.
     """
 
-    def __init__(self, path: Path, stream: str, max_bytes: int) -> None:
+    def __init__(self, path: Path, stream: str, max_bytes: int, writer: str = "the agent") -> None:
         self.path = path
         self.stream = stream
+        self.writer = writer
         self.max_bytes = max_bytes
         self.head_limit = max_bytes // 2
         self.tail_limit = max_bytes - self.head_limit
@@ -107,7 +118,7 @@ class BoundedLog:
                 tail = bytes(self._tail[-self.tail_limit :])
                 head = self._file.tell()
                 self.result = LogCut(written=self.written, head=head, tail=len(tail), cut=self.written - head - len(tail))
-                self._file.write(cut_note(self.stream, self.result, self.max_bytes).encode())
+                self._file.write(cut_note(self.stream, self.result, self.max_bytes, self.writer).encode())
                 self._file.write(tail)
             self._file.close()
         except OSError as error:  # the run's disk (full?): the log stays as it is; the task goes on
@@ -133,6 +144,70 @@ async def pump(stream: anyio.abc.ByteReceiveStream | None, log: BoundedLog) -> N
                 log.write(chunk)
             except OSError as error:  # the run's disk (full?): the agent goes on, its log stops here
                 failed = True
-                logger.warning("cannot write %s: %s; the rest of the agent's %s is dropped", log.path, error, log.stream)
+                logger.warning("cannot write %s: %s; the rest of %s's %s is dropped", log.path, error, log.writer, log.stream)
     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
         pass
+
+
+class _PipeReader(anyio.abc.ByteReceiveStream):
+    """The reading end of a pipe (non-blocking), read from the event loop."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self._fd = fd
+
+    async def receive(self, max_bytes: int = _READ_CHUNK) -> bytes:
+        while True:
+            if self._fd < 0:
+                raise anyio.ClosedResourceError
+            try:
+                chunk = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            if not chunk:
+                raise anyio.EndOfStream
+            return chunk
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    async def aclose(self) -> None:
+        self.close()
+
+
+@asynccontextmanager
+async def piped_into(log: BoundedLog, drain_seconds: float = PIPE_DRAIN_SECONDS) -> AsyncIterator[TextIO]:
+    """A pipe whose writing end is yielded, to give a process as its output (only its descriptor
+    is used), and whose content goes into ``log`` as it streams.
+
+    On exit the yielded end is closed, and the pipe is read to its end -- once every process given
+    it closed it, or after ``drain_seconds`` for one that holds it still. ``log`` stays open: its
+    owner closes it (which writes its kept tail).
+    """
+    read_fd, write_fd = os.pipe()  # (not inherited by other processes: only by the one given it)
+    reader = _PipeReader(read_fd)
+    try:
+        writer = open(write_fd, "w", encoding="utf-8")  # noqa: SIM115 -- closed below, before the drain
+    except OSError:
+        os.close(write_fd)
+        reader.close()
+        raise
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(pump, reader, log)
+            try:
+                yield writer
+            finally:
+                writer.close()  # the pipe ends once the processes given it are gone too
+                group.cancel_scope.deadline = anyio.current_time() + drain_seconds
+        if group.cancel_scope.cancelled_caught:
+            logger.warning(
+                "stopped reading %s's %s into %s after %gs: a process it started still holds it open",
+                log.writer, log.stream, log.path, drain_seconds,
+            )  # fmt: skip
+    finally:
+        writer.close()
+        reader.close()

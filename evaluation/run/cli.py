@@ -120,8 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-agent-log-bytes",
         type=int,
         metavar="N",
-        help="with --agent-cmd: most bytes kept of each of the agent's stdout and stderr logs, its first and last "
-        f"halves with a note of what was cut between them (default {DEFAULT_MAX_AGENT_LOG_BYTES}, "
+        help="most bytes kept of each agent log (an --agent-cmd agent's stdout and stderr, the built-in agent's "
+        "copilot's stderr), its first and last halves with a note of what was cut between them "
+        f"(default {DEFAULT_MAX_AGENT_LOG_BYTES}, "
         f"{DEFAULT_MAX_AGENT_LOG_BYTES // 2**20} MiB)",
     )
     agent.add_argument("--base-url", help="OpenAI-compatible endpoint of the built-in agent (or OPENAI_BASE_URL)")
@@ -271,10 +272,6 @@ def _validate(args: argparse.Namespace) -> None:
 def _check_log_cap(args: argparse.Namespace) -> None:
     if args.max_agent_log_bytes is None:
         return
-    if args.agent_cmd is None:
-        raise ConfigError(
-            "--max-agent-log-bytes: applies to --agent-cmd agents (the built-in agent writes no stdout/stderr logs)."
-        )
     if args.max_agent_log_bytes < MIN_AGENT_LOG_BYTES:
         raise ConfigError(f"--max-agent-log-bytes {args.max_agent_log_bytes}: must be at least {MIN_AGENT_LOG_BYTES}.")
 

@@ -32,11 +32,11 @@ async def ensure_index(servers: ServersFile, copilot_home: Path, console: Consol
 
     from index.trust.settings import TrustSettings  # noqa: PLC0415
 
-    settings = ServerSettings(home=copilot_home)
+    settings = ServerSettings.load(home=copilot_home)
     index = ToolIndex.open(settings)
     enabled = servers.enabled()
     # The copilot's own reviewer: crawled definitions are pinned and screened as the copilot would.
-    reviewer = TrustSettings(home=copilot_home).reviewer()
+    reviewer = TrustSettings.load(home=copilot_home).reviewer()
     indexer = BackgroundIndexer(settings, index, reviewer=reviewer, progress=True)
     todo = await anyio.to_thread.run_sync(indexer.gaps, enabled)
     coverage = IndexCoverage(location=index.location, servers=len(enabled))

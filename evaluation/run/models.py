@@ -55,7 +55,8 @@ class TaskRecord(BaseModel):
     output_tokens: int = 0
     cost: float | None = None
     trajectory: str = ""
-    #: ``--agent-cmd``: log file name -> bytes cut from its middle (it passed ``--max-agent-log-bytes``).
+    #: Agent log file name (``agent.stdout.log``, ``agent.stderr.log``, the built-in agent's
+    #: ``copilot.stderr.log``) -> bytes cut from its middle (it passed ``--max-agent-log-bytes``).
     agent_logs_cut: dict[str, int] | None = None
     finished_at: str = Field(default_factory=utc_now)
 

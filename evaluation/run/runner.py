@@ -10,9 +10,10 @@ Per task, in ``<out>``:
 - ``tasks/<task_id>/`` — the workspace (``workspace/``, also the child servers' ``HOME``, see
   :mod:`evaluation.run.child_home`), their working and temp directories (``work/<server>/tmp``) and
   stderr logs (``children/``), the per-task ``servers.json`` and ``mcp_config.json``, the
-  question and answer files, the agent's stdout/stderr (each capped at ``--max-agent-log-bytes``,
-  head and tail: :mod:`evaluation.run.bounded_log`), the copilot's stderr, and the built-in
-  agent's conversation (``messages.json``). Only ``workspace/`` is listed as the task's output.
+  question and answer files, the agent's stdout/stderr and, for the built-in agent, the copilot's
+  stderr (each capped at ``--max-agent-log-bytes``, head and tail: :mod:`evaluation.run.bounded_log`),
+  and the built-in agent's conversation (``messages.json``). Only ``workspace/`` is listed as the
+  task's output.
 - ``summary.json`` — one record per finished task (see :mod:`evaluation.run.models`); an agent log
   that was capped is named there and in ``session_end`` (``agent_logs_cut``: bytes cut per log).
 
@@ -43,7 +44,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from evaluation.run.agent import AgentConfig, AgentError, CopilotAgent, copilot_session, stderr_tail
-from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES
+from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, BoundedLog, piped_into
 from evaluation.run.child_home import child_environment, shared_locations
 from evaluation.run.confirm import DEFAULT_POLICY, ConfirmPolicy, elicitation_answerer
 from evaluation.run.copilot_launch import CopilotLaunch, copilot_launch
@@ -86,7 +87,8 @@ class RunnerConfig(BaseModel):
     #: ``copilot`` (built-in agent) or the label of the ``--agent-cmd`` agent.
     agent: str = BUILTIN_AGENT
     agent_cmd: str | None = None
-    #: Most bytes kept of each of the ``--agent-cmd`` agent's stdout and stderr logs (head and tail).
+    #: Most bytes kept of each agent log (head and tail): the ``--agent-cmd`` agent's stdout and
+    #: stderr, the built-in agent's copilot's stderr.
     max_agent_log_bytes: int = DEFAULT_MAX_AGENT_LOG_BYTES
     agent_config: AgentConfig | None = None
     api_key: str | None = None
@@ -456,22 +458,35 @@ class BenchmarkRunner:
         price = price_for(self.config.price_table, agent_config.model)
         agent = CopilotAgent(self.llm, agent_config, on_usage=writer.write, price=price)
         stderr_path = paths.file("copilot.stderr.log")
-        with stderr_path.open("w", encoding="utf-8") as stderr:
-            with anyio.move_on_after(self.config.task_timeout) as scope:
-                try:
-                    answerer = elicitation_answerer(self.config.confirm, writer.write)
-                    async with copilot_session(launch, stderr, agent_config.startup_timeout, answerer) as session:
-                        outcome.answer = await agent.run(session, question)
-                        # Logged at once, before the copilot's session ends: the log stays in time order.
-                        writer.write(FinalAnswer(text=_bounded_answer(outcome.answer)))
-                        outcome.answer_logged = True
-                except Exception as error:  # noqa: BLE001 -- classified below, never re-raised
-                    kind, message = _classify(error)
-                    if kind == "copilot_failed":
-                        stderr.flush()
-                        tail = stderr_tail(stderr_path)
-                        message += f" (copilot stderr: {tail})" if tail else f" (see {stderr_path})"
-                    outcome.fail(kind, message)
+        # Capped as an --agent-cmd agent's logs are: a copilot flooding its stderr must not fill the disk.
+        stderr_log = BoundedLog(stderr_path, "stderr", self.config.max_agent_log_bytes, writer="the copilot")
+        failure: tuple[ErrorKind, str] | None = None
+        try:
+            async with piped_into(stderr_log) as stderr:
+                with anyio.move_on_after(self.config.task_timeout) as scope:
+                    try:
+                        answerer = elicitation_answerer(self.config.confirm, writer.write)
+                        async with copilot_session(launch, stderr, agent_config.startup_timeout, answerer) as session:
+                            outcome.answer = await agent.run(session, question)
+                            # Logged at once, before the copilot's session ends: the log stays in time order.
+                            writer.write(FinalAnswer(text=_bounded_answer(outcome.answer)))
+                            outcome.answer_logged = True
+                    except Exception as error:  # noqa: BLE001 -- classified below, never re-raised
+                        failure = _classify(error)
+        finally:
+            cut = stderr_log.close()  # (also on cancellation: the tail and the note of what was cut)
+        if cut is not None:
+            outcome.logs_cut[stderr_path.name] = cut.cut
+            logger.info(
+                "task %s: the copilot wrote %d bytes to its stderr; %d cut from its middle (--max-agent-log-bytes)",
+                paths.task_id, cut.written, cut.cut,
+            )  # fmt: skip
+        if failure is not None:
+            kind, message = failure
+            if kind == "copilot_failed":  # its stderr says why (read once all of it is in)
+                tail = stderr_tail(stderr_path)
+                message += f" (copilot stderr: {tail})" if tail else f" (see {stderr_path})"
+            outcome.fail(kind, message)
         if scope.cancelled_caught:
             outcome.fail("timeout", f"the task did not finish within {self.config.task_timeout:g} s (--task-timeout)")
         outcome.turns = agent.turns

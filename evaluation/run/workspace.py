@@ -294,7 +294,7 @@ def write_task_servers(
 ) -> list[ServerRewrite]:
     """Write the per-task servers file derived from ``servers_file``; returns what changed."""
     try:
-        text = servers_file.read_text(encoding="utf-8")
+        text = servers_file.read_text(encoding="utf-8-sig")
     except OSError as error:
         raise ConfigError(f"{servers_file}: cannot read server list ({error.strerror}).") from None
     try:

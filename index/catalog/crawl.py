@@ -48,6 +48,7 @@ from index.children.connect import (
 )
 from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, keep_log_bounded
 from index.children.stdio import MAX_STDERR_LOG_BYTES
+from index.children.tool_listing import list_tools_page
 from index.errors import ConfigError, CopilotError
 from index.catalog.filenames import safe_file_name
 from index.catalog.kinds import describe_schema_error, list_other_kinds
@@ -98,6 +99,9 @@ class ServerOutcome(BaseModel):
     message: str = Field(default="", description="The full error message, with advice.")
     stderr_tail: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    skipped_tools: dict[str, str] = Field(
+        default_factory=dict, description="Tools left out because their definition is broken: name -> what is wrong."
+    )
     log_path: Path | None = None
 
 
@@ -207,14 +211,21 @@ def _server_description(config: ServerConfig, initialize_result: types.Initializ
     return (server_info.description or "") if server_info is not None else ""
 
 
-async def list_all_tools(connection: ChildConnection, warnings: list[str]) -> list[types.Tool]:
-    """``tools/list`` following ``nextCursor`` until the last page (duplicate names dropped)."""
+async def list_all_tools(
+    connection: ChildConnection, warnings: list[str], skipped: dict[str, str] | None = None
+) -> list[types.Tool]:
+    """``tools/list`` following ``nextCursor`` until the last page (duplicate names dropped).
+
+    Tools whose definitions are broken are left out and put in ``skipped`` (name -> what is wrong):
+    the server's other tools are still listed (``index.children.tool_listing``).
+    """
     tools: dict[str, types.Tool] = {}
     cursor: str | None = None
     seen_cursors: set[str] = set()
     for _ in range(MAX_PAGES):
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        result = await connection.session.list_tools(params=params)
+        result = await list_tools_page(connection, cursor)
+        if skipped is not None:
+            skipped.update(result.skipped)
         for tool in result.tools:
             if tool.name in tools:
                 warnings.append(f"tool '{tool.name}' listed twice; kept the first")
@@ -306,6 +317,7 @@ async def crawl_server(
     started = anyio.current_time()
     deadline = started + limit
     warnings: list[str] = []
+    skipped: dict[str, str] = {}
     phase = "initialize"
     tools: list[types.Tool] | None = None
     others: list[ToolRecord] = []
@@ -318,7 +330,7 @@ async def crawl_server(
                 start_seconds = round(anyio.current_time() - started, 2)
                 phase = "tools/list"
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0.01)):
-                    tools = await list_all_tools(connection, warnings)
+                    tools = await list_all_tools(connection, warnings, skipped)
                 initialize_result = connection.initialize_result
                 phase = "prompts/resources listing"
                 with anyio.move_on_after(max(deadline - anyio.current_time(), 0.01)) as others_scope:
@@ -354,8 +366,10 @@ async def crawl_server(
 
     if junk:
         warnings.append(f"printed {junk} non-protocol line(s) on stdout; ignored (see its log)")
+    for name, problem in skipped.items():
+        logger.warning("server '%s': skipped tool '%s', its definition is broken: %s", config.name, name, problem)
     if not tools:
-        warnings.append("listed no tools")
+        warnings.append("listed no tools" if not skipped else "listed no tool with a usable definition")
     description = _server_description(config, initialize_result)
     records = [
         ToolRecord.model_validate(
@@ -371,7 +385,7 @@ async def crawl_server(
     )
     outcome = ServerOutcome(
         server=config.name, ok=True, tool_count=tool_count, seconds=round(anyio.current_time() - started, 2),
-        start_seconds=start_seconds, warnings=warnings, log_path=log_path,
+        start_seconds=start_seconds, warnings=warnings, skipped_tools=skipped, log_path=log_path,
     )
     return outcome, records, info
 
@@ -426,8 +440,10 @@ class _Display:
         if outcome.kind == SELF_ENTRY:
             line = f"[yellow]skipped[/] {escape(outcome.server)}: {escape(outcome.reason)}"
         elif outcome.ok:
+            count = len(outcome.skipped_tools)
+            skipped = f", [yellow]{count} skipped[/] for broken definitions" if count else ""
             line = (
-                f"[green]ok[/]     {escape(outcome.server)}: {outcome.tool_count} tools "
+                f"[green]ok[/]     {escape(outcome.server)}: {outcome.tool_count} tools{skipped} "
                 f"(started in {outcome.start_seconds or 0:.1f} s, {outcome.seconds:.1f} s in all)"
             )
         else:
@@ -526,6 +542,7 @@ def print_summary(report: CrawlReport, console: Console) -> None:
     warned = [outcome for outcome in report.outcomes.values() if outcome.ok and outcome.warnings]
     for outcome in warned:
         console.print(f"[yellow]note[/] {escape(outcome.server)}: {escape('; '.join(outcome.warnings))}", highlight=False)
+    _print_skipped_tools(report, console)
     itself = [name for name, reason in report.skipped.items() if reason.startswith(SELF_ENTRY_REASON)]
     disabled = [name for name in report.skipped if name not in itself]
     if disabled:
@@ -538,6 +555,20 @@ def print_summary(report: CrawlReport, console: Console) -> None:
         f"{len(report.failed)} failed",
         highlight=False,
     )
+
+
+def _print_skipped_tools(report: CrawlReport, console: Console) -> None:
+    """Every tool left out for a broken definition, by server (their servers' other tools are indexed)."""
+    skipped = [(o.server, name, why) for o in report.outcomes.values() for name, why in o.skipped_tools.items()]
+    if not skipped:
+        return
+    console.print(
+        f"[yellow]skipped {len(skipped)} tool(s)[/] whose definition is broken (the other tools of their servers "
+        "are indexed; the server's author can fix them):",
+        highlight=False,
+    )
+    for server, name, why in skipped:
+        console.print(f"  {escape(server)}/{escape(name)}: {escape(why)}", highlight=False)
 
 
 #: Servers that take at least this long to answer initialize are listed after a crawl.

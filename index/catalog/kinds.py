@@ -137,12 +137,14 @@ async def list_resource_templates(session: ClientSession, warnings: list[str]) -
 SHOWN_SCHEMA_PROBLEMS = 2
 
 
-def describe_schema_error(error: ValidationError) -> str:
+def describe_schema_error(error: ValidationError, depth: int = 0) -> str:
     """The first problems of a reply that broke the MCP schema, where and what (``tools[0].inputSchema.type:
-    should be 'object' (got 'string')``): enough for the user or the server's author to find the tool."""
+    should be 'object' (got 'string')``): enough for the user or the server's author to find the tool.
+    ``depth`` leading parts of each location are left out (2: ``inputSchema.type`` of the one tool checked)."""
     problems = []
     for item in error.errors()[:SHOWN_SCHEMA_PROBLEMS]:
-        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in item["loc"]).lstrip(".")
+        location = item["loc"][depth:]
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in location).lstrip(".")
         message = str(item["msg"]).replace("Input should", "should", 1)
         shown = item.get("input")
         if item["type"] != "missing" and isinstance(shown, str | int | float | bool) and len(repr(shown)) <= 60:

@@ -2,7 +2,9 @@
 
 The same loader reads the project's ``servers.json`` and any user's Claude Desktop / Claude
 Code / Cursor config: unknown keys are ignored, ``${VAR}`` and ``${VAR:-default}`` expand from
-the copilot's environment, and an invalid file fails with file, line, server and what is wrong.
+the copilot's environment, and an invalid file fails with file, line, server and what is wrong --
+also one that gives a key twice (``json.loads`` would keep the last without a word) or a ``type``
+that contradicts the entry's ``command`` or ``url``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -44,6 +47,22 @@ ROOT_VARIABLE = "COPILOT_ROOT"
 _ROOT_PLACEHOLDER = "${" + ROOT_VARIABLE + "}"
 _LATE_VARIABLES = frozenset({SERVER_DIR_VARIABLE, ROOT_VARIABLE})
 
+#: ``type`` values of other hosts' configs by what they launch (compared without case, ``-`` and ``_``):
+#: Claude Code and VS Code write stdio / http / sse, Cursor also streamable-http, Cline streamableHttp.
+#: Other values are left alone, as before: the entry's ``command`` or ``url`` decides.
+_STDIO_TYPES = frozenset({"stdio"})
+_REMOTE_TYPES = frozenset({"http", "sse", "streamablehttp"})
+
+
+def _type_family(kind: str | None) -> Literal["stdio", "remote"] | None:
+    folded = (kind or "").lower().replace("-", "").replace("_", "")
+    if folded in _STDIO_TYPES:
+        return "stdio"
+    if folded in _REMOTE_TYPES:
+        return "remote"
+    return None
+
+
 class ServerConfig(BaseModel):
     """One entry of ``mcpServers``: a stdio command or a remote ``url``."""
 
@@ -55,7 +74,10 @@ class ServerConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
-    type: str | None = Field(default=None, description="Claude Code's transport key: stdio | http | sse.")
+    type: str | None = Field(
+        default=None,
+        description="Other hosts' transport key: stdio | http | sse | streamable-http; must agree with command/url.",
+    )
     description: str = ""
     category: str = ""
     enabled: bool = True
@@ -89,8 +111,29 @@ class ServerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_launch_method(self) -> ServerConfig:
-        if bool(self.command) == bool(self.url):
+        family = _type_family(self.type)
+        shown = json.dumps(self.type)
+        if self.command and self.url:
+            advice = {
+                "stdio": f'its "type": {shown} says the copilot starts it: remove \'url\'',
+                "remote": f"its \"type\": {shown} says it is remote: remove 'command' (and 'args')",
+            }.get(family or "", "remove 'url' for a server the copilot starts, or 'command' (and 'args') for a remote one")
+            raise ValueError(f"give either 'command' (stdio) or 'url' (remote), not both: {advice}")
+        if not self.command and not self.url:
             raise ValueError("give either 'command' (stdio) or 'url' (remote), not both or neither")
+        # Otherwise the launch key would silently win over the type the user wrote.
+        if family == "stdio" and self.url:
+            raise ValueError(
+                f"\"type\": {shown} is for a server the copilot starts with a 'command', but the entry has a 'url' "
+                "and no 'command': for a remote server set \"type\" to \"http\" (or \"sse\") or remove it; for a local "
+                "one give 'command' and 'args' instead of 'url'"
+            )
+        if family == "remote" and self.command:
+            raise ValueError(
+                f"\"type\": {shown} is for a remote server at a 'url', but the entry has a 'command' and no 'url': "
+                "for a server the copilot starts set \"type\" to \"stdio\" or remove it; for a remote one give 'url' "
+                "instead of 'command'"
+            )
         if self.url is not None:
             parsed = urlsplit(self.url)
             if parsed.scheme not in ("http", "https") or not parsed.netloc:
@@ -234,46 +277,89 @@ def _line_of(text: str, name: str, after: int = 0) -> int:
     return text.count("\n", 0, start + match.start()) + 1 if match else (after or 1)
 
 
-def _entry_lines(text: str, container: str) -> dict[str, list[int]]:
-    """Lines of each key of the top-level ``container`` object (each server's name), in file order.
+#: What the key scan needs of JSON text: strings, brackets, colons and line breaks (valid JSON has no
+#: line break inside a string, so counting them counts lines).
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:\n]')
 
-    A key listed twice has two lines (``json.loads`` keeps only the last entry); keys of the same
-    name deeper in the file (an ``env`` variable named like a server) are not counted.
+
+@dataclass(frozen=True)
+class _Key:
+    """One key of one object of a JSON text: where it is and where the same object had it before."""
+
+    path: tuple[str, ...]  # keys of the objects around it, outermost first ("[]" for an array)
+    name: str
+    line: int
+    first_line: int | None  # line of the same key earlier in the same object (None: its first)
+
+
+@dataclass
+class _Open:
+    """An object or array the key scan is inside."""
+
+    path: tuple[str, ...]
+    seen: dict[str, int] | None  # an object's keys so far (their first lines); None for an array
+    last_key: str = ""
+
+
+def _object_keys(text: str) -> list[_Key]:
+    """Every key of every object in ``text`` (valid JSON), in file order.
+
+    ``json.loads`` keeps only the last value of a key given twice in one object; this scan is how
+    the first one is found (and the line of any key, for messages).
     """
-    lines: dict[str, list[int]] = {}
-    depth, line, top_key = 0, 1, None
-    key: str | None = None
-    key_line = 0
-    i, end = 0, len(text)
-    while i < end:
-        char = text[i]
-        if char == '"':
-            j = i + 1
-            while j < end and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            try:
-                key = json.loads(text[i : j + 1])
-            except ValueError:
-                key = None
-            key_line = line
-            line += text.count("\n", i, j + 1)
-            i = j + 1
-            continue
-        if char == "\n":
+    keys: list[_Key] = []
+    inside: list[_Open] = []
+    line = 1
+    last_string: tuple[str, int] | None = None
+    for match in _JSON_TOKENS.finditer(text):
+        token = match.group()
+        if token == "\n":
             line += 1
-        elif char == ":" and isinstance(key, str):  # the string just read was a key
-            if depth == 1:
-                top_key = key
-            elif depth == 2 and top_key == container:
-                lines.setdefault(key, []).append(key_line)
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-        if char not in " \t\r\n":
-            key = None
-        i += 1
-    return lines
+        elif token[0] == '"':
+            last_string = (json.loads(token), line)
+        elif token == ":":  # the string just read was a key (commas and values in between are not tokens)
+            current = inside[-1]
+            assert current.seen is not None and last_string is not None  # valid JSON
+            name, at = last_string
+            keys.append(_Key(current.path, name, at, current.seen.get(name)))
+            current.seen.setdefault(name, at)
+            current.last_key = name
+        elif token in "{[":
+            outer = inside[-1] if inside else None
+            path = () if outer is None else (*outer.path, outer.last_key if outer.seen is not None else "[]")
+            inside.append(_Open(path, {} if token == "{" else None))
+        else:
+            inside.pop()
+    return keys
+
+
+def _duplicate_error(keys: list[_Key], container: str, source: str) -> str | None:
+    """The error for a key given twice where it would lose servers or settings, else None.
+
+    The server list itself twice drops every server of the first; a server twice drops its first
+    entry; a key twice inside an entry (``command``, ``env``, a variable of ``env``) drops a value
+    of it. Other parts of another host's config are not ours to judge.
+    """
+    twice = [key for key in keys if key.first_line is not None]
+    for key in twice:
+        if key.path == () and key.name == container:
+            return (
+                f"{source}:{key.line}: '{container}' is listed twice (also on line {key.first_line}); only the last one "
+                f"would be read and the servers of the other lost: merge them into one '{container}' object."
+            )
+    for key in twice:
+        if key.path == (container,):
+            return (
+                f"{source}:{key.line}: server '{key.name}' is listed twice (also on line {key.first_line}); only one "
+                "entry would be used: remove or rename the other."
+            )
+        if len(key.path) >= 2 and key.path[0] == container:
+            where = ".".join([*key.path[2:], key.name])
+            return (
+                f"{source}:{key.line}: server '{key.path[1]}': '{where}' is listed twice (also on line "
+                f"{key.first_line}); only the last would be used: remove the other."
+            )
+    return None
 
 
 def _error_line(text: str, server_line: int, error: ValidationError) -> int:
@@ -360,16 +446,15 @@ def parse_servers(
             f"{source}:1: no 'mcpServers' object found (keys present: {sorted(data)[:8]}). "
             'Expected {"mcpServers": {"name": {"command": ..., "args": [...]}}}.'
         )
-    entry_lines = _entry_lines(text, "mcpServers" if "mcpServers" in data else "servers")
-    for name, lines in entry_lines.items():
-        if len(lines) > 1:
-            raise ConfigError(
-                f"{source}:{lines[1]}: server '{name}' is listed twice (also on line {lines[0]}); only one entry "
-                "would be used: remove or rename the other."
-            )
+    container = "mcpServers" if "mcpServers" in data else "servers"
+    keys = _object_keys(text)
+    duplicate = _duplicate_error(keys, container, source)
+    if duplicate is not None:
+        raise ConfigError(duplicate)
+    entry_lines = {key.name: key.line for key in keys if key.path == (container,)}
     servers: dict[str, ServerConfig] = {}
     for name, raw in entries.items():
-        line = entry_lines[name][0] if name in entry_lines else _line_of(text, name)
+        line = entry_lines[name] if name in entry_lines else _line_of(text, name)
         if not name.strip():
             raise ConfigError(
                 f"{source}:{line}: a server with an empty name: give the entry a name (route shows it and execute "

@@ -5,5 +5,6 @@ session per server). ``connect.open_session`` is the entry point; ``stdio`` and 
 transports, ``wire`` reads a stdio child's stdout defensively, ``environment`` decides what a child
 inherits, ``process`` owns a stdio child's process tree and stderr log, ``guard`` (with the
 ``exec_guard`` and ``watchdog`` programs) makes sure no child outlives the copilot, ``errors`` the
-failures. Nothing is imported here, so importing the package stays cheap.
+failures, ``tool_listing`` lists a child's tools without the ones whose definitions are broken.
+Nothing is imported here, so importing the package stays cheap.
 """

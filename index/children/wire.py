@@ -62,7 +62,7 @@ _ID_AT_HEAD = re.compile(rb'^\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+
 _ID_AT_TAIL = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$')
 _MESSAGE_START = re.compile(rb'\{\s*"jsonrpc"\s*:')
 #: A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
-_LONE_SURROGATE = re.compile(
+LONE_SURROGATE = re.compile(
     rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<![89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]"
 )
 
@@ -153,7 +153,7 @@ def describe_unreadable(line: bytes, error: ValidationError) -> str:
     if detail.get("type") == "json_invalid":
         if "recursion limit" in message:
             return "its JSON is nested deeper than the 200 levels the copilot reads"
-        if _LONE_SURROGATE.search(line):
+        if LONE_SURROGATE.search(line):
             return "it contains a lone UTF-16 surrogate escape (such as \\ud800), which is not valid Unicode"
         return f"it is not valid JSON ({message.removeprefix('Invalid JSON: ')})"
     parsed = loose_parse(line)

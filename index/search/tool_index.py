@@ -3,7 +3,9 @@
 Opening is cheap; the first search (or :meth:`ToolIndex.warm`, which the server calls from a
 background thread) loads the embedding model and copies the index from Chroma into memory:
 tool and server embedding matrices (numpy) and a BM25 index. Chroma stays the store of record;
-an index rebuilt by another process is picked up within a few seconds.
+an index rebuilt by another process is picked up within a few seconds. Until the model is in
+(or while it fails to load, see :mod:`index.search.model_loading`) the copilot's routes are
+answered by BM25 alone.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from index.search.confidence import judge
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.cli.hints import index_command
 from index.search.lexical import LexicalIndex
+from index.search.model_loading import LoadFailure, ModelLoader
 from index.search.query import ParsedQuery, check_top_k, parse_query
 from index.search.ranking import (
     HYBRID,
@@ -74,15 +77,22 @@ class SearchHit(BaseModel):
     score: float
 
 
-SearchMode = Literal["hybrid", "dense", "bm25", "two-level", "lexical-startup"]
+SearchMode = Literal["hybrid", "dense", "bm25", "two-level", "lexical-startup", "lexical-fallback"]
+#: Modes in which BM25 alone ranked the hits because the embedding model is not in.
+LEXICAL_MODES: frozenset[str] = frozenset({"lexical-startup", "lexical-fallback"})
 
 
 class SearchResult(BaseModel):
     """Hits plus what the caller should tell the model about them."""
 
     hits: list[SearchHit]
-    #: ``lexical-startup``: the embedding model was still loading, so only BM25 ranked these.
+    #: ``lexical-startup``: the embedding model was still loading, so only BM25 ranked these (and
+    #: only hits sharing a word with the query are kept); ``lexical-fallback``: the same because the
+    #: model failed to load (``model_failure`` says why and when it is retried).
     mode: SearchMode = "hybrid"
+    model_failure: LoadFailure | None = None
+    #: The query was longer than ``MAX_QUERY_CHARS``: only its beginning was searched.
+    truncated: bool = False
     #: The best match scored low on every signal: the pool probably has no tool for this.
     weak: bool = False
     #: Hits left out because they scored far below the best one (fewer than top_k returned).
@@ -163,7 +173,7 @@ class ToolIndex:
         self._snapshot: _Snapshot | None = None
         self._checked_at = 0.0
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._model_loader: threading.Thread | None = None
+        self._model_loader = ModelLoader(lambda: self.embedder.load())
         self._cache_lock = threading.Lock()
 
     @classmethod
@@ -184,6 +194,11 @@ class ToolIndex:
     @property
     def model_name(self) -> str:
         return self.embedder.label
+
+    @property
+    def model_loader(self) -> ModelLoader:
+        """Loads the embedding model in the background for lexical-first routes (and retries a failure)."""
+        return self._model_loader
 
     @property
     def location(self) -> str:
@@ -213,6 +228,8 @@ class ToolIndex:
     def warm(self) -> None:
         """Load the model and the in-memory search structures, so the first query is fast."""
         self._current(required=False)
+        # Through the loader, so a failure here is what routes report (not "still loading").
+        self._model_loader.load()
         self.embedder.embed_queries(["warm up"])
         tokenize("预热")  # loads jieba's dictionary now rather than during a query
 
@@ -305,6 +322,19 @@ class ToolIndex:
             if kind in wanted and (server is None or snapshot.servers[i] == server)
         ]
 
+    def kinds_offered(self, servers: Collection[str] | None = None) -> dict[str, int]:
+        """How many records of each kind (tool, prompt, resource, ...) ``servers`` hold (all servers
+        when None); nothing is parsed."""
+        snapshot = self._current(required=False)
+        if snapshot is None:
+            return {}
+        kinds = snapshot.kinds
+        if servers is not None:
+            wanted = [snapshot.server_index[name] for name in servers if name in snapshot.server_index]
+            kinds = kinds[np.isin(snapshot.space.tool_servers, np.asarray(wanted, dtype=np.int32))]
+        names, counts = np.unique(kinds.astype(str), return_counts=True) if kinds.size else ([], [])
+        return {str(name): int(count) for name, count in zip(names, counts, strict=True)}
+
     def get(self, server: str, tool: str) -> ToolRecord | None:
         snapshot = self._current(required=False)
         if snapshot is None:
@@ -356,7 +386,8 @@ class ToolIndex:
 
         ``trim`` drops hits scoring far below the best (see :mod:`index.search.confidence`);
         ``wait_for_model=False`` answers with BM25 alone while the embedding model is still
-        loading (the load is started in the background) instead of waiting for it.
+        loading (the load is started in the background) or failed to load (retried in the
+        background after a delay) instead of waiting for it.
         """
         parsed = parse_query(query)
         top_k = check_top_k(top_k)
@@ -373,20 +404,25 @@ class ToolIndex:
             by_kind = np.isin(snapshot.kinds, list(kinds))
             mask = by_kind if mask is None else mask & by_kind
         if snapshot.space.size == 0 or (mask is not None and not mask.any()):
-            return SearchResult(hits=[], mode=method)
+            return SearchResult(hits=[], mode=method, truncated=parsed.truncated)
         mode: SearchMode = method
+        failure: LoadFailure | None = None
         if method != "bm25" and not wait_for_model and not self.embedder.loaded:
+            failure = self._model_loader.failure  # read before a retry starts (it may clear the failure)
             self.load_model_in_background()
-            mode = "lexical-startup"
+            mode = "lexical-startup" if failure is None else "lexical-fallback"
+        lexical_only = mode in LEXICAL_MODES
         # The hybrid (also while it answers lexically at start-up) searches each listed operation too.
         operations = list(parsed.operations) if method == "hybrid" else []
-        scored = self._scores(snapshot, parsed, "bm25" if mode == "lexical-startup" else method, mask, weights, operations)
+        scored = self._scores(snapshot, parsed, "bm25" if lexical_only else method, mask, weights, operations)
         positions = top_indices(scored.scores, top_k, mask)
-        result = SearchResult(hits=[], mode=mode, operations=operations)
-        if mode == "lexical-startup" and positions and not any(scored.scores[p] > 0 for p in positions):
-            # Keywords alone, and no tool shares a word with the query: the ranking is arbitrary.
-            result.weak = True
-            positions = []
+        result = SearchResult(
+            hits=[], mode=mode, model_failure=failure, operations=operations, truncated=parsed.truncated
+        )
+        if lexical_only:
+            # Keywords alone: a tool sharing no word with the query scores 0 and its rank is
+            # arbitrary, so it is no answer (none left: the caller says nothing matched by keywords).
+            positions = [p for p in positions if scored.scores[p] > 0]
         if method == "hybrid" and mode == "hybrid" and positions:
             verdict = judge(scored.scores, scored.dense, scored.lexical, positions, mask)
             if trim:
@@ -422,18 +458,9 @@ class ToolIndex:
         )
 
     def load_model_in_background(self) -> None:
-        """Start loading the embedding model in a daemon thread (once); searches meanwhile are lexical."""
-        with self._lock:
-            if self._model_loader is not None or self.embedder.loaded:
-                return
-
-            def load() -> None:
-                try:
-                    self.embedder.load()
-                except Exception:  # noqa: BLE001 -- the next search that needs the model reports it
-                    logger.exception("loading the embedding model failed")
-
-            self._model_loader = threading.Thread(target=load, name="copilot-model-load", daemon=True)
+        """Start loading the embedding model in a daemon thread, unless it is in, loading, or failed
+        too recently (see :mod:`index.search.model_loading`); searches meanwhile are lexical."""
+        if not self.embedder.loaded:
             self._model_loader.start()
 
     def _scores(

@@ -13,14 +13,15 @@ from rich.markup import escape
 
 from index.cli.console import make_console
 from index.cli.display import printable, shell_word
-from index.errors import ConfigError
+from index.errors import ConfigError, CopilotError
 from index.cli.hints import index_command
 from index.catalog.records import ToolRecord
 from index.cli.suggest import nearest_names
-from index.trust.definition import change_diff
+from index.trust.definition import change_diff, short_hash
 from index.trust.review import ApprovalError, ReviewResult, TrustReviewer, Verdict
 from index.trust.scan import Finding, ScanContext, scan_tool, visible
 from index.trust.settings import TrustSettings
+from index.trust.store import ToolPins, TrustData
 
 _REASONS = {
     "changed": "definition changed since it was approved",
@@ -28,6 +29,12 @@ _REASONS = {
     "new server": "server added to the servers file (quarantined)",
     "poisoning": "looks like tool poisoning",
 }
+
+
+def _reason(verdict: Verdict) -> str:
+    if verdict.reason == "new item":
+        return f"appeared after the server's {verdict.kind.replace('_', ' ')}s were approved"
+    return _REASONS.get(verdict.reason or "", verdict.reason or "")
 
 
 def _shown(text: str) -> str:
@@ -52,52 +59,87 @@ def _print_diff(console: Console, lines: list[str]) -> None:
             console.print(f"    {shown}", highlight=False)
 
 
-def _verdict_json(verdict: Verdict, reviewer: TrustReviewer) -> dict:
-    pins = reviewer.store.load().tools.get(verdict.id)
+def _pins(data: TrustData, verdict: Verdict) -> ToolPins | None:
+    return (data.tools if verdict.kind == "tool" else data.items).get(verdict.id)
+
+
+def _target(verdict: Verdict) -> str:
+    """What ``approve`` is given for this verdict: the definition shown, by its hash; a quarantined
+    server's, the server (it lifts the quarantine and takes everything this listing showed)."""
+    if verdict.reason == "new server":
+        return verdict.server
+    return f"{verdict.id}@{short_hash(verdict.hash)}" if verdict.hash else verdict.id
+
+
+def _verdict_json(verdict: Verdict, data: TrustData) -> dict:
+    pins = _pins(data, verdict)
     diff: list[str] = []
     if pins is not None and pins.pending is not None:
         diff = change_diff(pins.approved.definition if pins.approved else None, pins.pending.definition)
-    return {**verdict.model_dump(mode="json"), "diff": diff}
+    return {**verdict.model_dump(mode="json"), "id": verdict.id, "approve": _target(verdict), "diff": diff}
+
+
+def _remember_review(reviewer: TrustReviewer, shown: list[Verdict]) -> None:
+    """Record that this listing showed these definitions (a bare ``approve`` takes only those). A
+    store that cannot be written costs the bare form, not the listing."""
+    try:
+        reviewer.mark_shown(shown)
+    except (CopilotError, OSError) as error:  # OSError: the lock file of a read-only home
+        print(
+            f"warning: could not record this review ({printable(str(error))}); approve with the ID@HASH "
+            "forms shown.",
+            file=sys.stderr,
+        )
 
 
 def trust_command(args: argparse.Namespace) -> int:
-    """List held-back tools and quarantined servers with what changed; exit 1 when any are held."""
+    """List held-back definitions and quarantined servers with what changed; exit 1 when any are held.
+
+    Every definition listed counts as shown to a person (see :mod:`index.trust.approval`)."""
     settings = TrustSettings.load()
     reviewer = settings.reviewer()
-    held = [v for v in reviewer.held() if not args.server or v.server == args.server]
+    data = reviewer.store.load()  # one snapshot: what is printed is what is marked as shown
+    held = [v for v in reviewer.held(data) if not args.server or v.server == args.server]
     if args.server and not held:
-        known = {tool_id.split("/", 1)[0] for tool_id in reviewer.store.load().tools} | {v.server for v in reviewer.held()}
+        known = data.servers_named()
         if args.server not in known:
             close = nearest_names(args.server, sorted(known))
             hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise ConfigError(f"--server {args.server!r}: the trust store knows no such server.{hint}")
     if args.json:
-        print(json.dumps([_verdict_json(v, reviewer) for v in held], indent=1, ensure_ascii=False))
+        print(json.dumps([_verdict_json(v, data) for v in held], indent=1, ensure_ascii=False), flush=True)
+        _remember_review(reviewer, held)
         return 1 if held else 0
     console = make_console()
-    data = reviewer.store.load()
     approved = sum(1 for pins in data.tools.values() if pins.approved is not None)
+    items = sum(1 for pins in data.items.values() if pins.approved is not None)
+    also = f", {items} approved prompt/resource template definition(s)" if items else ""
     console.print(
-        f"trust store {escape(str(reviewer.store.path))}: {approved} approved tool definition(s), "
+        f"trust store {escape(str(reviewer.store.path))}: {approved} approved tool definition(s){also}, "
         f"{len(held)} held back",
         highlight=False,
     )
     for verdict in held:
         console.print(
-            f"\n[bold]{_shown(verdict.id)}[/]: {_shown(_REASONS.get(verdict.reason or '', verdict.reason or ''))}",
+            f"\n[bold]{_shown(verdict.id)}[/]: {_shown(_reason(verdict))}",
             highlight=False,
         )
         for line in verdict.summary:
             console.print(f"  {_shown(line)}", highlight=False)
         _print_findings(console, verdict.findings, indent="  ")
-        pins = data.tools.get(verdict.id)
+        pins = _pins(data, verdict)
+        if verdict.hash is not None:
+            console.print(f"  pending definition: @{short_hash(verdict.hash)}", highlight=False)
         if args.diff and pins is not None and pins.pending is not None:
             _print_diff(console, change_diff(pins.approved.definition if pins.approved else None, pins.pending.definition))
-        target = verdict.server if verdict.reason == "new server" else verdict.id
-        # The same home (and index settings) as this listing, so the command works as printed.
+        # The same home (and index settings) as this listing, so the command works as printed; the
+        # hash makes it approve this definition only, should the child change it again meanwhile.
         console.print(
-            f"  approve with: {escape(index_command(settings))} approve {escape(shell_word(target))}", highlight=False
+            f"  approve with: {escape(index_command(settings))} approve {escape(shell_word(_target(verdict)))}",
+            highlight=False,
         )
+    console.file.flush()
+    _remember_review(reviewer, held)
     return 1 if held else 0
 
 
@@ -108,7 +150,7 @@ def approve_command(args: argparse.Namespace) -> int:
     failed = 0
     for target in args.targets:
         try:
-            approved = reviewer.approve(target)
+            approved = reviewer.approve(target, unseen=args.yes)
         except ApprovalError as error:
             print(f"error: {printable(str(error))}", file=sys.stderr)
             failed += 1
@@ -125,14 +167,18 @@ def print_review_summary(console: Console, results: dict[str, ReviewResult]) -> 
     held = [verdict for result in results.values() for verdict in result.newly_held]
     if not held:
         return
-    console.print(f"[red]held back {len(held)} tool(s)[/] (hidden from route, refused by execute):", highlight=False)
+    tools = sum(1 for verdict in held if verdict.kind == "tool")
+    what = f"{tools} tool(s)" + (f" and {len(held) - tools} prompt(s)/resource template(s)" if len(held) > tools else "")
+    console.print(
+        f"[red]held back {what}[/] (hidden from route, refused by execute, withheld from hosts):", highlight=False
+    )
     for verdict in held:
-        console.print(f"  {_shown(verdict.id)}: {_shown(_REASONS.get(verdict.reason or '', ''))}", highlight=False)
+        console.print(f"  {_shown(verdict.id)}: {_shown(_reason(verdict))}", highlight=False)
         for line in verdict.summary:
             console.print(f"    {_shown(line)}", highlight=False)
         _print_findings(console, [f for f in verdict.findings if f.severity == "high"])
     console.print(
-        escape("review them with 'python -m index trust' and approve with 'python -m index approve SERVER[/TOOL]'."),
+        escape("review them with 'python -m index trust' and approve with 'python -m index approve SERVER[/TOOL][@HASH]'."),
         highlight=False,
     )
 
@@ -205,5 +251,15 @@ def add_commands(add: object) -> None:
     trust.add_argument("--server", help="only this server")
     trust.add_argument("--no-diff", dest="diff", action="store_false", help="do not show the full diffs")
     trust.add_argument("--json", action="store_true", help="print JSON (with diffs) instead of text")
-    approve = add("approve", approve_command, "Approve held-back tools: SERVER (all of it) or SERVER/TOOL.")  # type: ignore[operator]
-    approve.add_argument("targets", nargs="+", metavar="SERVER[/TOOL]")
+    approve = add(  # type: ignore[operator]
+        "approve",
+        approve_command,
+        "Approve held-back definitions: SERVER (all of it), SERVER/TOOL, prompt:SERVER/NAME or "
+        "resource_template:SERVER/URI, each optionally @HASH as 'trust' shows it (only that definition).",
+    )
+    approve.add_argument("targets", nargs="+", metavar="SERVER[/TOOL][@HASH]")
+    approve.add_argument(
+        "--yes",
+        action="store_true",
+        help="approve what is pending even if no 'trust' listing showed it (without @HASH: whatever it is now)",
+    )

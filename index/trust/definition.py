@@ -2,12 +2,15 @@
 
 The definition is everything a model reads or a policy acts on, as the *child* states it:
 name, title, description, input and output schema, annotations. Its SHA-256 over canonical
-JSON is the pin. Annotation overrides from the servers file are not part of it: they are the
-user's own statement, applied on top when a policy decides (``index.trust.overrides``), while a
-child that changes its own annotations -- even ones an override masks -- changes its pin. Two renderings
-of a change exist: :func:`change_summary` names *what* changed without repeating the new
-text (it goes to the model, and the new text may be the attack), :func:`change_diff` shows the
-full difference to a person reviewing it (``python -m index trust``).
+JSON is the pin; people name one definition by the pin's first :data:`SHORT_HASH` hex digits
+(``python -m index approve notes/read_notes@<short hash>``). Prompts and resource templates are
+pinned the same way (:func:`item_definition`: what a host lists of them). Annotation overrides
+from the servers file are not part of it: they are the user's own statement, applied on top
+when a policy decides (``index.trust.overrides``), while a child that changes its own
+annotations -- even ones an override masks -- changes its pin. Two renderings of a change
+exist: :func:`change_summary` names *what* changed without repeating the new text (it goes to
+the model, and the new text may be the attack), :func:`change_diff` shows the full difference
+to a person reviewing it (``python -m index trust``).
 """
 
 from __future__ import annotations
@@ -21,8 +24,17 @@ from typing import Any
 
 from index.catalog.records import ToolRecord
 
-#: The keys of a definition, in the order changes are reported.
-FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+#: The keys of a definition, in the order changes are reported (a prompt's or resource
+#: template's own keys last).
+FIELDS = (
+    "name", "title", "description", "inputSchema", "outputSchema", "annotations", "kind", "arguments", "uri", "mimeType"
+)  # fmt: skip
+#: Hex digits of a pin that name a definition to people: 64 bits, so a child cannot craft another
+#: definition that shows the same short hash (a second preimage of 64 bits is out of reach).
+SHORT_HASH = 16
+#: Record kinds pinned besides tools. Concrete resources are not: their lists are data (files,
+#: rows) that change as the data does, and nothing in them runs or takes arguments.
+PINNED_ITEM_KINDS = ("prompt", "resource_template")
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.:/ -]")
 
@@ -39,9 +51,32 @@ def tool_definition(record: ToolRecord) -> dict[str, Any]:
     }
 
 
+def item_definition(record: ToolRecord) -> dict[str, Any]:
+    """The pinned form of a prompt or resource template: everything a host lists of it.
+
+    A template's variables come from its URI, so its ``input_schema`` adds nothing.
+    """
+    definition: dict[str, Any] = {
+        "kind": record.kind,
+        "name": record.name,
+        "title": record.title,
+        "description": record.description,
+        "annotations": record.annotations or {},
+    }
+    if record.kind == "prompt":
+        definition["arguments"] = record.input_schema
+    else:
+        definition.update(uri=record.uri, mimeType=record.mime_type)
+    return definition
+
+
 def definition_hash(definition: Mapping[str, Any]) -> str:
     canonical = json.dumps(definition, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def short_hash(digest: str) -> str:
+    return digest[:SHORT_HASH]
 
 
 def safe_label(value: Any, limit: int = 40) -> str:
@@ -110,6 +145,8 @@ def change_summary(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     summary: list[str] = []
     if old.get("name") != new.get("name"):
         summary.append("name changed")
+    if old.get("mimeType") != new.get("mimeType"):
+        summary.append("MIME type changed")
     if old.get("title") != new.get("title"):
         summary.append("title changed")
     if old.get("description") != new.get("description"):
@@ -117,6 +154,7 @@ def change_summary(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         summary.append(f"description changed ({len(before):,} -> {len(after):,} characters)")
     summary += _schema_summary("input schema", old.get("inputSchema"), new.get("inputSchema"))
     summary += _schema_summary("output schema", old.get("outputSchema"), new.get("outputSchema"))
+    summary += _schema_summary("arguments", old.get("arguments"), new.get("arguments"))
     summary += _annotation_summary("annotations", old.get("annotations"), new.get("annotations"))
     return summary
 
@@ -135,6 +173,8 @@ def change_diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[s
     """
     lines: list[str] = []
     for field in FIELDS:
+        if field not in new and (old is None or field not in old):
+            continue  # a tool has no URI, a prompt no output schema
         before = old.get(field) if old is not None else None
         after = new.get(field)
         if old is not None and before == after:

@@ -13,8 +13,14 @@ through :meth:`TrustReviewer.review`:
 - servers matching ``COPILOT_TRUST_AUTO_APPROVE`` get changes and new tools approved at once
   (the scan still holds back ``high`` findings).
 
+Prompts and resource templates a live server lists (a crawl, the copilot's re-listing) are
+pinned by the same rules, each kind on its own: a server's first prompts are pinned as they are,
+a prompt added later waits as ``new item``. Concrete resources are not pinned (their lists are
+data); :mod:`server.guard` scans them instead.
+
 A waiting tool is hidden from ``route`` and refused by ``execute`` until a person approves it
-(``python -m index approve server[/tool]``), who sees what changed with ``python -m index trust``.
+(``python -m index approve server[/tool][@hash]``, :mod:`index.trust.approval`), who sees what
+changed with ``python -m index trust``; a waiting prompt or template is withheld from hosts.
 """
 
 from __future__ import annotations
@@ -29,11 +35,26 @@ from pydantic import BaseModel, Field
 from index.cli.display import printable
 from index.errors import CopilotError
 from index.catalog.records import ToolRecord
-from index.cli.suggest import nearest_names
-from index.trust.definition import change_summary, definition_hash, tool_definition
+from index.trust.definition import (
+    PINNED_ITEM_KINDS,
+    change_summary,
+    definition_hash,
+    item_definition,
+    tool_definition,
+)
 from index.trust.scan import Finding, ScanContext, scan_tool, worst
 from index.trust.scan_cache import ScanCache
-from index.trust.store import ApprovedDefinition, PendingDefinition, ServerTrust, ToolPins, TrustData, TrustStore
+from index.trust.store import (
+    ApprovedDefinition,
+    PendingDefinition,
+    ServerTrust,
+    ToolPins,
+    TrustData,
+    TrustStore,
+    item_key,
+    now,
+    split_item_key,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,28 +66,41 @@ class ApprovalError(CopilotError):
 
 
 class Verdict(BaseModel):
-    """Whether one tool may be used now, and if not, why (in words a model can act on)."""
+    """Whether one tool (or prompt, resource template) may be used now, and if not, why (in words a
+    model can act on)."""
 
     server: str
-    tool: str
+    tool: str  # a tool's or prompt's name, a resource template's URI template
     allowed: bool
-    reason: str | None = None  # changed | new tool | new server | poisoning
+    kind: str = "tool"  # tool | prompt | resource_template
+    reason: str | None = None  # changed | new tool | new item | new server | poisoning
     summary: list[str] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
+    hash: str | None = None  # of the pending definition (what ``approve ID@HASH`` names)
 
     @property
     def id(self) -> str:
-        return f"{self.server}/{self.tool}"
+        """``server/tool``; ``prompt:server/name``, ``resource_template:server/uri`` (the approve target)."""
+        return f"{self.server}/{self.tool}" if self.kind == "tool" else item_key(self.kind, self.server, self.tool)
+
+    @property
+    def label(self) -> str:
+        """How people and models are told which definition: ``notes/read``, ``prompt 'notes/greet'``."""
+        if self.kind == "tool":
+            return f"{self.server}/{self.tool}"
+        return f"{self.kind.replace('_', ' ')} '{self.server}/{self.tool}'"
 
     def message(self) -> str:
-        """Why the tool is held back, without quoting the (possibly hostile) new text."""
-        target = f"{self.server}/{self.tool}"
-        approve = f"'{APPROVE_HINT} {target}'"
+        """Why it is held back, without quoting the (possibly hostile) new text."""
+        target = self.label
+        approve = f"'{APPROVE_HINT} {self.id}'"
         if self.reason == "changed":
             what = "; ".join(self.summary) or "its definition differs"
             why = f"the definition of {target} changed since it was approved ({what})"
         elif self.reason == "new tool":
             why = f"{target} appeared after its server's tools were approved"
+        elif self.reason == "new item":
+            why = f"{target} appeared after its server's {self.kind.replace('_', ' ')}s were approved"
         elif self.reason == "new server":
             why = f"server '{self.server}' was added to the servers file and is quarantined until approved"
             approve = f"'{APPROVE_HINT} {self.server}'"
@@ -75,6 +109,11 @@ class Verdict(BaseModel):
             why = f"the definition of {target} looks like tool poisoning ({'; '.join(kinds[:3]) or 'high-severity findings'})"
         else:
             why = f"{target} is not approved"
+        if self.kind != "tool":
+            return (
+                f"{why}. It is withheld from every host until the user reviews it ('python -m index trust') and "
+                f"approves it ({approve})."
+            )
         return (
             f"{why}. It is blocked until the user reviews it ('python -m index trust') and approves it ({approve}). "
             "Use another tool meanwhile, and tell the user."
@@ -83,18 +122,24 @@ class Verdict(BaseModel):
 
 @dataclass
 class ReviewResult:
-    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)  # tools, by name
+    items: dict[str, Verdict] = field(default_factory=dict)  # prompts and resource templates, by record id
     newly_held: list[Verdict] = field(default_factory=list)  # held back by this review (not before)
 
     @property
     def blocked(self) -> dict[str, Verdict]:
         return {name: verdict for name, verdict in self.verdicts.items() if not verdict.allowed}
 
+    @property
+    def withheld_items(self) -> dict[str, Verdict]:
+        return {key: verdict for key, verdict in self.items.items() if not verdict.allowed}
 
-def _held(server: str, tool: str, pending: PendingDefinition) -> Verdict:
+
+def _held(server: str, tool: str, pending: PendingDefinition, kind: str = "tool") -> Verdict:
     return Verdict(
-        server=server, tool=tool, allowed=False, reason=pending.reason, summary=pending.summary, findings=pending.findings
-    )
+        server=server, tool=tool, allowed=False, kind=kind, reason=pending.reason, summary=pending.summary,
+        findings=pending.findings, hash=pending.hash,
+    )  # fmt: skip
 
 
 def _context(data: TrustData, server: str, records: Sequence[ToolRecord]) -> ScanContext:
@@ -104,6 +149,11 @@ def _context(data: TrustData, server: str, records: Sequence[ToolRecord]) -> Sca
         if owner != server and pins.approved is not None:
             other.setdefault(name, owner)
     return ScanContext(other_tools=other, own_tools=frozenset(record.name for record in records))
+
+
+def _item_name(record: ToolRecord) -> str:
+    """What names a prompt (its name) or a resource template (its URI template) in its server."""
+    return record.name if record.kind == "prompt" else record.uri or record.name
 
 
 class TrustReviewer:
@@ -165,95 +215,115 @@ class TrustReviewer:
 
     # -- listings -----------------------------------------------------------------------------
     def review(self, server: str, records: Sequence[ToolRecord], *, pin: bool = True) -> ReviewResult:
-        """Check a server's listed tools against the pins, recording new pins and held-back tools.
+        """Check a server's listed tools -- and prompts and resource templates, when given -- against
+        the pins, recording new pins and held-back definitions (concrete resources are skipped).
 
         ``pin=False`` only screens: definitions from a catalog file rather than a live server
-        (``index build``) are scanned, and tools with ``high`` findings held back, but nothing
+        (``index build``) are scanned, and those with ``high`` findings held back, but nothing
         is pinned or compared (a catalog from elsewhere is not a rug pull).
         """
+        records = [record for record in records if record.kind == "tool" or record.kind in PINNED_ITEM_KINDS]
+        tools = [record for record in records if record.kind == "tool"]
         result = ReviewResult()
         auto = self.is_auto_approved(server) or not self.pinning
         pin = pin and self.pinning
         # Scanned before taking the store's locks: a hostile child's megabytes of description take
         # seconds to scan, and every route/execute (``verdict``) and every other process's review
         # waits for those locks. Inside, only what changed since this snapshot is scanned again.
-        scanned = self._scan_unpinned(server, records, self.store.load())
+        scanned = self._scan_unpinned(server, records, tools, self.store.load())
 
         def change(data: TrustData) -> bool:
             changed = False
-            pinned = data.server_tools(server)
-            server_known = any(pins.approved is not None for pins in pinned.values())
+            known = _approved_kinds(data, server)
             trust = data.servers.get(server)
             quarantined = trust is not None and trust.quarantined
             context: ScanContext | None = None
             for record in records:
-                definition = tool_definition(record)
+                is_tool = record.kind == "tool"
+                table = data.tools if is_tool else data.items
+                name = record.name if is_tool else _item_name(record)
+                key = f"{server}/{name}" if is_tool else item_key(record.kind, server, name)
+                definition = tool_definition(record) if is_tool else item_definition(record)
                 digest = definition_hash(definition)
-                key = f"{server}/{record.name}"
-                pins = data.tools.get(key) or ToolPins()
+                pins = table.get(key) or ToolPins()
                 approved = pins.approved
                 if approved is not None and approved.hash == digest:
                     if pins.pending is not None:  # the child went back to what was approved
                         pins.pending = None
-                        data.tools[key] = pins
+                        table[key] = pins
                         changed = True
-                    result.verdicts[record.name] = Verdict(server=server, tool=record.name, allowed=True)
+                    _result_of(result, record)[name if is_tool else key] = Verdict(
+                        server=server, tool=name, allowed=True, kind=record.kind
+                    )
                     continue
                 if pins.pending is not None and pins.pending.hash == digest:
-                    result.verdicts[record.name] = _held(server, record.name, pins.pending)
+                    _result_of(result, record)[name if is_tool else key] = _held(server, name, pins.pending, record.kind)
                     continue
-                if context is None:
-                    context = _context(data, server, records)
-                findings = scanned.get((digest, context.digest))
+                if is_tool and context is None:
+                    context = _context(data, server, tools)
+                scan_context = context if is_tool and context is not None else _NO_CONTEXT
+                findings = scanned.get((digest, scan_context.digest))
                 if findings is None:  # the store changed since the snapshot
-                    findings = self._scan(record, context, digest)
+                    findings = self._scan(record, scan_context, digest)
                 poisoned = worst(findings) == "high"
                 if not pin and not poisoned:
-                    result.verdicts[record.name] = Verdict(server=server, tool=record.name, allowed=True)
+                    _result_of(result, record)[name if is_tool else key] = Verdict(
+                        server=server, tool=name, allowed=True, kind=record.kind
+                    )
                     continue
-                reason = self._reason(approved is not None, server_known, quarantined, auto, poisoned)
+                new_reason = "new tool" if is_tool else "new item"
+                reason = self._reason(approved is not None, record.kind in known, quarantined, auto, poisoned, new_reason)
                 if reason is None:
                     pins.approved = ApprovedDefinition(
                         hash=digest, definition=definition, by="auto-approve" if approved is not None else "first use"
                     )
                     pins.pending = None
-                    result.verdicts[record.name] = Verdict(server=server, tool=record.name, allowed=True)
+                    _result_of(result, record)[name if is_tool else key] = Verdict(
+                        server=server, tool=name, allowed=True, kind=record.kind
+                    )
                 else:
                     summary = change_summary(approved.definition, definition) if approved is not None else []
                     pins.pending = PendingDefinition(
                         hash=digest, definition=definition, reason=reason, summary=summary, findings=findings
                     )
-                    verdict = _held(server, record.name, pins.pending)
-                    result.verdicts[record.name] = verdict
+                    verdict = _held(server, name, pins.pending, record.kind)
+                    _result_of(result, record)[name if is_tool else key] = verdict
                     result.newly_held.append(verdict)
-                data.tools[key] = pins
+                table[key] = pins
                 changed = True
             return changed
 
         self.store.update(change)
         for verdict in result.newly_held:
-            logger.warning("tool held back: %s", printable(verdict.message()))  # a child's names may hold ESC
+            logger.warning("held back: %s", printable(verdict.message()))  # a child's names may hold ESC
         return result
 
     def _scan_unpinned(
-        self, server: str, records: Sequence[ToolRecord], data: TrustData
+        self, server: str, records: Sequence[ToolRecord], tools: Sequence[ToolRecord], data: TrustData
     ) -> dict[tuple[str, str], list[Finding]]:
         """Findings of the records that match neither their approved nor their pending pin in ``data``,
         keyed by (definition hash, scan context digest)."""
         scanned: dict[tuple[str, str], list[Finding]] = {}
         context: ScanContext | None = None
         for record in records:
-            digest = definition_hash(tool_definition(record))
-            pins = data.tools.get(f"{server}/{record.name}") or ToolPins()
+            is_tool = record.kind == "tool"
+            if is_tool:
+                digest = definition_hash(tool_definition(record))
+                pins = data.tools.get(f"{server}/{record.name}") or ToolPins()
+            else:
+                digest = definition_hash(item_definition(record))
+                pins = data.items.get(item_key(record.kind, server, _item_name(record))) or ToolPins()
             if digest in {pins.approved.hash if pins.approved else None, pins.pending.hash if pins.pending else None}:
                 continue
-            context = context or _context(data, server, records)
-            scanned[(digest, context.digest)] = self._scan(record, context, digest)
+            if is_tool:
+                context = context or _context(data, server, tools)
+            scan_context = context if is_tool and context is not None else _NO_CONTEXT
+            scanned[(digest, scan_context.digest)] = self._scan(record, scan_context, digest)
         return scanned
 
     @staticmethod
     def _reason(
-        has_pin: bool, server_known: bool, quarantined: bool, auto: bool, poisoned: bool
+        has_pin: bool, server_known: bool, quarantined: bool, auto: bool, poisoned: bool, new_reason: str = "new tool"
     ) -> str | None:
         if poisoned:
             return "poisoning"
@@ -264,7 +334,7 @@ class TrustReviewer:
         if quarantined:
             return "new server"
         if server_known:
-            return "new tool"
+            return new_reason
         return None
 
     # -- reading ------------------------------------------------------------------------------
@@ -279,70 +349,87 @@ class TrustReviewer:
             return Verdict(server=server, tool=tool, allowed=False, reason="new server")
         return None
 
-    def held(self) -> list[Verdict]:
-        """Every held-back tool (and each quarantined server with no tool listed yet)."""
-        data = self.store.load()
+    def item_state(self, record: ToolRecord, data: TrustData | None = None) -> tuple[Verdict | None, bool]:
+        """(why a prompt or resource template is held back or ``None``, whether ``record`` is exactly
+        its approved definition). Other kinds: ``(None, False)``."""
+        if record.kind not in PINNED_ITEM_KINDS:
+            return None, False
+        data = data if data is not None else self.store.load()
+        name = _item_name(record)
+        pins = data.items.get(item_key(record.kind, record.server, name))
+        if pins is not None and pins.pending is not None:
+            return _held(record.server, name, pins.pending, record.kind), False
+        trust = data.servers.get(record.server)
+        if trust is not None and trust.quarantined and (pins is None or pins.approved is None):
+            return Verdict(server=record.server, tool=name, allowed=False, kind=record.kind, reason="new server"), False
+        if pins is None or pins.approved is None:
+            return None, False
+        return None, pins.approved.hash == definition_hash(item_definition(record))
+
+    def held(self, data: TrustData | None = None) -> list[Verdict]:
+        """Every held-back tool, prompt and resource template (and each quarantined server with
+        nothing listed yet)."""
+        data = data if data is not None else self.store.load()
         verdicts = [_held(*key.split("/", 1), pins.pending) for key, pins in data.tools.items() if pins.pending]
+        for key, pins in data.items.items():
+            if pins.pending is not None:
+                kind, server, name = split_item_key(key)
+                verdicts.append(_held(server, name, pins.pending, kind))
         listed = {verdict.server for verdict in verdicts}
         for name, trust in data.servers.items():
             if trust.quarantined and name not in listed:
                 verdicts.append(Verdict(server=name, tool="*", allowed=False, reason="new server"))
-        return sorted(verdicts, key=lambda v: (v.server, v.tool))
+        return sorted(verdicts, key=lambda v: (v.server, v.kind != "tool", v.kind, v.tool))
 
-    # -- approving ----------------------------------------------------------------------------
-    def approve(self, target: str, *, by: str = "user") -> list[str]:
-        """Approve ``server`` (its quarantine and every held tool) or ``server/tool``; what was approved."""
-        server, _, tool = target.partition("/")
-        approved: list[str] = []
-        problem: list[str] = []
+    def mark_shown(self, verdicts: Iterable[Verdict]) -> None:
+        """Remember that a review showed these pending definitions (each only while it is still the
+        one pending: a definition that changed after the listing stays unshown)."""
+        shown = {verdict.id: (verdict.kind, verdict.hash) for verdict in verdicts if verdict.hash}
 
         def change(data: TrustData) -> bool:
-            trust = data.servers.get(server)
-            known = trust is not None or bool(data.server_tools(server))
-            if not known:
-                servers = sorted({key.split("/", 1)[0] for key in data.tools} | set(data.servers))
-                close = nearest_names(server, servers)
-                hint = f" Did you mean {', '.join(close)}?" if close else ""
-                problem.append(f"no server named '{server}' in {self.store.path}.{hint}")
-                return False
             changed = False
-            if not tool and trust is not None and trust.quarantined:
-                trust.quarantined, trust.reason = False, None
-                approved.append(f"{server} (quarantine lifted)")
-                changed = True
-            for name, pins in data.server_tools(server).items():
-                if tool and name != tool:
-                    continue
-                if pins.pending is None:
-                    continue
-                pins.approved = ApprovedDefinition(hash=pins.pending.hash, definition=pins.pending.definition, by=by)
-                pins.pending = None
-                approved.append(f"{server}/{name}")
-                changed = True
-            if tool and not any(item == f"{server}/{tool}" for item in approved):
-                names = sorted(data.server_tools(server))
-                if tool not in names:
-                    close = nearest_names(tool, names)
-                    hint = f" Did you mean {', '.join(close)}?" if close else ""
-                    problem.append(
-                        f"server '{server}' has no tool '{tool}' in the trust store.{hint} To approve the whole "
-                        f"server, run '{APPROVE_HINT} {server}'."
-                    )
-                else:
-                    problem.append(f"{server}/{tool} is not waiting for approval (it is already approved).")
+            for key, (kind, digest) in shown.items():
+                pins = (data.tools if kind == "tool" else data.items).get(key)
+                pending = pins.pending if pins is not None else None
+                if pending is not None and pending.hash == digest and pending.shown_at is None:
+                    pending.shown_at = now()
+                    changed = True
             return changed
 
-        self.store.update(change)
-        if problem:
-            raise ApprovalError(problem[0])
-        return approved
+        if shown:
+            self.store.update(change)
+
+    # -- approving ----------------------------------------------------------------------------
+    def approve(self, target: str, *, by: str = "user", unseen: bool = False) -> list[str]:
+        """Approve ``server`` (its quarantine and everything held), ``server/tool``,
+        ``prompt:server/name`` or ``resource_template:server/uri``, optionally ``@HASH`` (only that
+        definition); what was approved. See :mod:`index.trust.approval`."""
+        from index.trust.approval import approve  # approval imports this module (ApprovalError)
+
+        return approve(self.store, target, by=by, unseen=unseen)
+
+
+_NO_CONTEXT = ScanContext()
+
+
+def _result_of(result: ReviewResult, record: ToolRecord) -> dict[str, Verdict]:
+    return result.verdicts if record.kind == "tool" else result.items
+
+
+def _approved_kinds(data: TrustData, server: str) -> set[str]:
+    """The kinds of which ``server`` has an approved definition: a new one of such a kind waits."""
+    known = {"tool"} if any(pins.approved is not None for pins in data.server_tools(server).values()) else set()
+    return known | {split_item_key(key)[0] for key, pins in data.server_items(server).items() if pins.approved}
 
 
 def review_by_server(reviewer: TrustReviewer, records: Sequence[ToolRecord], *, pin: bool) -> dict[str, ReviewResult]:
     """Review records of several servers (a crawl or a catalog), one server at a time."""
     by_server: dict[str, list[ToolRecord]] = {}
     for record in records:
-        if record.kind != "tool":  # prompts and resources are not pinned (their names may repeat a tool's)
+        # Prompts and resource templates are pinned from live servers only (a catalog is screened
+        # for its tools; the copilot scans a catalog's prompts when it lists them). Concrete
+        # resources are never pinned: their lists are data.
+        if record.kind != "tool" and not (pin and record.kind in PINNED_ITEM_KINDS):
             continue
         by_server.setdefault(record.server, []).append(record)
     return {server: reviewer.review(server, listed, pin=pin) for server, listed in by_server.items()}

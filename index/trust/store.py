@@ -8,8 +8,11 @@ atomically, so concurrent writers never lose each other's pins.
 Per tool it keeps the ``approved`` definition (its hash, the definition itself for diffs, when
 and how it was approved) and, when the child now shows something else, the ``pending`` one
 (why it is held back: ``changed``, ``new tool``, ``new server``, ``poisoning``; what changed;
-scan findings). Per server it keeps when it was first seen in a servers file and whether it is
-quarantined as new (``COPILOT_QUARANTINE_NEW``).
+scan findings; when a review last showed it to a person). Prompts and resource templates are
+kept the same way under ``items``, keyed by their record id (``prompt:server/name``,
+``resource_template:server/uri``: a prompt may share a tool's name). Per server it keeps when
+it was first seen in a servers file and whether it is quarantined as new
+(``COPILOT_QUARANTINE_NEW``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ logger = logging.getLogger(__name__)
 STORE_VERSION = 1
 FILE_NAME = "pins.json"
 
-PendingReason = Literal["changed", "new tool", "new server", "poisoning"]
+PendingReason = Literal["changed", "new tool", "new item", "new server", "poisoning"]
 
 
 def now() -> str:
@@ -55,6 +58,9 @@ class PendingDefinition(BaseModel):
     seen_at: str = Field(default_factory=now)
     summary: list[str] = Field(default_factory=list, description="What changed, safe to show a model.")
     findings: list[Finding] = Field(default_factory=list)
+    #: When ``python -m index trust`` showed this very definition (a new pending definition starts
+    #: unshown): a bare ``approve`` takes only what a review showed.
+    shown_at: str | None = None
 
 
 class ToolPins(BaseModel):
@@ -72,10 +78,37 @@ class TrustData(BaseModel):
     version: int = STORE_VERSION
     servers: dict[str, ServerTrust] = Field(default_factory=dict)
     tools: dict[str, ToolPins] = Field(default_factory=dict)
+    #: Prompts and resource templates, by record id (``prompt:server/name``).
+    items: dict[str, ToolPins] = Field(default_factory=dict)
 
     def server_tools(self, server: str) -> dict[str, ToolPins]:
         prefix = f"{server}/"
         return {key[len(prefix) :]: pins for key, pins in self.tools.items() if key.startswith(prefix)}
+
+    def server_items(self, server: str) -> dict[str, ToolPins]:
+        """The server's pinned prompts and resource templates, by record id."""
+        return {key: pins for key, pins in self.items.items() if item_server(key) == server}
+
+    def servers_named(self) -> set[str]:
+        """Every server the store knows of (from the servers file, tools or items)."""
+        names = set(self.servers) | {key.split("/", 1)[0] for key in self.tools}
+        return names | {item_server(key) for key in self.items}
+
+
+def item_key(kind: str, server: str, name: str) -> str:
+    """The store key of a prompt or resource template: its record id (``name``: a template's URI)."""
+    return f"{kind}:{server}/{name}"
+
+
+def split_item_key(key: str) -> tuple[str, str, str]:
+    """(kind, server, name) of an item key."""
+    kind, _, rest = key.partition(":")
+    server, _, name = rest.partition("/")
+    return kind, server, name
+
+
+def item_server(key: str) -> str:
+    return split_item_key(key)[1]
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@ The pool tells :class:`LiveUpdater` when a server listed tools that differ from 
 says its prompts or resources changed, and when a child restarted (crash, idle stop then start:
 a new process may offer other prompts and resources). The updater re-lists what is needed (prompts/resources
 through :meth:`ChildPool.request`; tools arrive already listed, through the pool's one listing
-path and its trust guard), writes the server's records to the index in a worker thread -- one
+path and its trust guard; re-listed prompts and resource templates pass ``review_items``, the
+same guard's pins), writes the server's records to the index in a worker thread -- one
 server at a time, repeated changes of a server coalesced -- and then calls ``on_changed`` so
 hosts hear the copilot's own ``list_changed``. ``route`` keeps answering from the previous
 snapshot meanwhile (``ToolIndex`` never makes a search wait for a sync).
@@ -33,6 +34,9 @@ logger = logging.getLogger(__name__)
 Change = Literal["tools", "prompts", "resources"]
 #: ``on_changed(server, kinds)`` after the index holds a server's new records.
 OnChanged = Callable[[str, set[Change]], Awaitable[None]]
+#: ``review_items(server, records)``: the withheld ones among a server's listed prompts and
+#: resources, by record id (``server.guard.DefinitionGuard.review_items``).
+ReviewItems = Callable[[str, list[ToolRecord]], Awaitable[Mapping[str, Any]]]
 _OTHER_KINDS = ("prompt", "resource", "resource_template")
 
 
@@ -49,11 +53,13 @@ class LiveUpdater(PoolListener):
         pool: Any,
         servers: Callable[[], Mapping[str, ServerConfig]],
         on_changed: OnChanged,
+        review_items: ReviewItems | None = None,
     ) -> None:
         self._index = index
         self._pool = pool
         self._servers = servers
         self._on_changed = on_changed
+        self._review_items = review_items
         # Newest listing not yet indexed, per server, with the names the guard held back.
         self._tools: dict[str, tuple[list[types.Tool], frozenset[str]]] = {}
         self._others: set[str] = set()  # servers whose prompts/resources need listing
@@ -144,7 +150,8 @@ class LiveUpdater(PoolListener):
             listed = await self._list_others(server, config, description)
             if listed is not None:
                 workdir = self._pool.settings.server_workdir(server)
-                other_records = [ToolRecord.model_validate(scrub_machine_paths(r.model_dump(), workdir)) for r in listed]
+                listed = [ToolRecord.model_validate(scrub_machine_paths(r.model_dump(), workdir)) for r in listed]
+                other_records = await self._reviewed_items(server, listed, other_records)
         wanted = tool_records + other_records
         before = {r.id: r.content_hash for r in current}
         after = {r.id: r.content_hash for r in wanted}
@@ -166,6 +173,19 @@ class LiveUpdater(PoolListener):
             report.removed,
         )
         await self._on_changed(server, changed)
+
+    async def _reviewed_items(
+        self, server: str, listed: list[ToolRecord], indexed: list[ToolRecord]
+    ) -> list[ToolRecord]:
+        """What to index of a listing: a prompt or template the guard holds back keeps its approved
+        (indexed) record, a held-back new one is left out -- as for tools."""
+        if self._review_items is None:
+            return listed
+        held = await self._review_items(server, listed)
+        if not held:
+            return listed
+        before = {record.id: record for record in indexed}
+        return [before[r.id] if r.id in held else r for r in listed if r.id not in held or r.id in before]
 
     def _records_of(self, server: str) -> list[ToolRecord] | None:
         """The server's indexed records (``None`` when no index is built: one server's changes do

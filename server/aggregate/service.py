@@ -36,7 +36,6 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from index.errors import CopilotError
 from index.catalog.records import ToolRecord
-from index.trust.scan import Finding
 from server.aggregate.catalog import ChildCatalog
 from server.aggregate.exposure import Exposure
 from server.aggregate.live import Change, LiveUpdater
@@ -44,7 +43,6 @@ from server.aggregate.names import NameTable, parse_resource_uri
 from server.aggregate.notify import Broadcaster
 from server.aggregate.pages import page
 from server.aggregate.subscriptions import ResourceSubscriptions
-from server.guard import withheld_message
 from server.settings import ServerSettings
 from server.execute.validation import did_you_mean, suggest
 
@@ -112,12 +110,20 @@ class Aggregation:
             # Tools the trust guard holds back (changed since approved, quarantined) are not exposed.
             tool_usable=lambda server, tool: getattr(copilot, "guard", None) is None
             or copilot.guard.blocked(server, tool) is None,
-            # Prompts and resources whose definitions carry instructions are withheld likewise.
-            item_usable=lambda record: not self._withheld(record),
+            # Prompts and resource templates held back by their pins, and prompts and resources whose
+            # definitions carry instructions, are withheld likewise.
+            item_usable=lambda record: self._withheld(record) is None,
             unprefixed=self.settings.expose_unprefixed,
         )
         self.exposure = Exposure(self.settings.expose, self.catalog, max_tools=self.settings.expose_max_tools)
-        self.live = LiveUpdater(copilot.index, copilot.pool, lambda: copilot.servers, self._index_changed)
+        guard = getattr(copilot, "guard", None)
+        self.live = LiveUpdater(
+            copilot.index,
+            copilot.pool,
+            lambda: copilot.servers,
+            self._index_changed,
+            review_items=guard.review_items if guard is not None else None,
+        )
         copilot.pool.subscribe(self.live)
         async with anyio.create_task_group() as group:
             self.subscriptions = ResourceSubscriptions(copilot.pool.request, self.broadcaster, group)
@@ -278,13 +284,13 @@ class Aggregation:
             )
         records = await catalog.records({"prompt"}, visible_only=False)
         record = next((r for r in records if (r.server, r.name) == pair), None)
-        if record is not None and (findings := self._withheld(record)):
-            raise MCPError(INVALID_PARAMS, withheld_message(record, findings), {"name": name})
+        if record is not None and (why := self._withheld(record)):
+            raise MCPError(INVALID_PARAMS, why, {"name": name})
         return pair
 
-    def _withheld(self, record: ToolRecord) -> list[Finding]:
+    def _withheld(self, record: ToolRecord) -> str | None:
         guard = getattr(self.copilot, "guard", None)
-        return guard.withheld(record) if guard is not None else []
+        return guard.withheld(record) if guard is not None else None
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -361,8 +367,8 @@ class Aggregation:
                 "settings.",
                 {"uri": uri},
             )
-        if record is not None and (findings := self._withheld(record)):
-            raise MCPError(RESOURCE_NOT_FOUND, withheld_message(record, findings), {"uri": uri})
+        if record is not None and (why := self._withheld(record)):
+            raise MCPError(RESOURCE_NOT_FOUND, why, {"uri": uri})
         return server, original
 
     async def _read_resource(

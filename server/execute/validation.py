@@ -18,6 +18,7 @@ from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 from rapidfuzz import fuzz, process
 
+from index.children.tool_listing import DRAFTS_BY_AGE
 from server.bounded import shown_name
 from server.errors import InvalidParamsError
 
@@ -250,15 +251,6 @@ def _describe_error(error: schema_errors.ValidationError) -> ParamProblem:
     return ParamProblem(kind=kind, path=path, message=message)
 
 
-#: Drafts tried, newest first, for a schema that does not declare one (``$schema``). Older servers
-#: still write draft-04 forms (``"exclusiveMinimum": true``), which newer drafts reject.
-_DRAFTS_BY_AGE = (
-    validators.Draft202012Validator,
-    validators.Draft201909Validator,
-    validators.Draft7Validator,
-    validators.Draft6Validator,
-    validators.Draft4Validator,
-)
 #: Validators by schema (JSON text): checking a schema costs more than validating params with it.
 _VALIDATORS: dict[str, Any] = {}
 #: The same, by the identity of a schema object the caller keeps (a live tool list): no JSON per call.
@@ -307,7 +299,7 @@ def _by_content(schema: Mapping[str, Any]) -> Any | None:
     if key in _VALIDATORS:
         return _VALIDATORS[key]
     declared = validators.validator_for(schema, default=None) if "$schema" in schema else None
-    candidates = (declared,) if declared is not None else _DRAFTS_BY_AGE
+    candidates = (declared,) if declared is not None else DRAFTS_BY_AGE
     chosen: Any | None = None
     problem = ""
     for validator_class in candidates:

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-import pydantic_core
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.bounded import shown_name
+from server.envelope import message_problem
 from server.http.common import CONNECTION_CLOSE, MCP_PATH, jsonrpc_error, reply, send_json
 from server.http.guard import Stopping
 
@@ -206,18 +205,20 @@ def _media_type_problem(headers: dict[str, str]) -> dict[str, Any] | None:
 
 
 class EnvelopeCheck:
-    """``send`` of a handshake-era POST to the MCP path, correcting the SDK's answer to a body that
-    is not one JSON-RPC message.
+    """``send`` of a handshake-era POST to the MCP path, answering a body that is not one JSON-RPC
+    message as ``server.envelope`` says (as over stdio) instead of as the SDK does.
 
     The SDK answers such a body (a batch, a bare value, an envelope it cannot validate) with
-    ``-32602`` and a dump of pydantic's errors, and a request whose ``id`` is neither a string nor an
-    integer (``null``, ``1.5``, ``true``) with 202, taking it for a notification: no answer ever
-    comes, and the client waits for one until its own timeout. Only those answers are looked at (a
-    400 carrying ``-32602`` without an id; a 202 to a body that names an ``"id"``), and only then is
-    the body parsed again: a well-formed request costs nothing more (a second parse of a 3 MB
-    ``execute`` takes 0.2 s). The body is let go once the answer has started.
+    ``-32602`` and a dump of pydantic's errors, one that is not JSON with a parse error in its own
+    words, and a request whose ``id`` is neither a string nor an integer (``null``, ``1.5``,
+    ``true``) with 202, taking it for a notification: no answer ever comes, and the client waits for
+    one until its own timeout. Only those answers are looked at (a 400 carrying ``-32602`` or
+    ``-32700`` without an id; a 202 to a body that names an ``"id"``), and only then is the body
+    parsed again: a well-formed request costs nothing more (a second parse of a 3 MB ``execute``
+    takes 0.2 s). The body is let go once the answer has started.
 
-    (The 2026-07-28 entry checks its bodies itself, correctly.)
+    (The 2026-07-28 entry checks its bodies itself, with the right codes, in the SDK's words: its
+    answers are left as they are.)
     """
 
     def __init__(self, send: Send, body: bytes) -> None:
@@ -263,71 +264,18 @@ def _envelope_correction(status: int, answer: bytes, body: bytes) -> dict[str, A
     if status == 202:
         # A notification or a response: only a body naming an "id" can be a request the SDK took
         # for a notification (parsing every notification again would cost for nothing).
-        return envelope_problem(body) if b'"id"' in body else None
+        return _problem(body) if b'"id"' in body else None
     try:
         error = json.loads(answer)
     except ValueError:
         return None
     if not isinstance(error, dict) or error.get("id") is not None:
         return None
-    if not isinstance(error.get("error"), dict) or error["error"].get("code") != INVALID_PARAMS:
-        return None  # a parse error (its message is clear), or an answer about something else
-    return envelope_problem(body)
+    if not isinstance(error.get("error"), dict) or error["error"].get("code") not in (INVALID_PARAMS, PARSE_ERROR):
+        return None  # an answer about something else
+    return _problem(body)
 
 
-def envelope_problem(body: bytes) -> dict[str, Any] | None:
-    """The JSON-RPC error for a body that is not one JSON-RPC 2.0 message, else ``None``."""
-    try:
-        message = pydantic_core.from_json(body)
-    except ValueError as error:  # invalid JSON or UTF-8, too deeply nested, a number out of range
-        return jsonrpc_error(PARSE_ERROR, f"Parse error: {error}")
-    if isinstance(message, list):
-        return jsonrpc_error(
-            INVALID_REQUEST,
-            "Invalid Request: the body is a JSON array (a batch); POST each JSON-RPC message on its own "
-            "(MCP has no batches since 2025-06-18).",
-        )
-    if not isinstance(message, dict):
-        shown = f"Invalid Request: the body must be one JSON-RPC message object, not {_json_kind(message)}."
-        return jsonrpc_error(INVALID_REQUEST, shown)
-    return _message_problem(message)
-
-
-def _message_problem(message: dict[str, Any]) -> dict[str, Any] | None:
-    request_id = message.get("id")
-    valid_id = isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool))
-    if message.get("jsonrpc") != "2.0":
-        shown_id = request_id if valid_id else None
-        return jsonrpc_error(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0".', shown_id)
-    if "method" in message:
-        if "id" in message and not valid_id:
-            return jsonrpc_error(
-                INVALID_REQUEST,
-                f'Invalid Request: "id" must be a string or an integer, not {_json_kind(request_id)} (a message '
-                'without "id" is a notification, which gets no answer).',
-            )
-        if not isinstance(message["method"], str):
-            return jsonrpc_error(INVALID_REQUEST, 'Invalid Request: "method" must be a string.', request_id)
-        if not isinstance(message.get("params", {}), dict | None):
-            return jsonrpc_error(INVALID_PARAMS, 'Invalid params: "params" must be an object.', request_id)
-    elif "id" not in message or ("result" in message) == ("error" in message):
-        return jsonrpc_error(
-            INVALID_REQUEST,
-            'Invalid Request: a JSON-RPC message has a "method" (a request, or a notification without "id"), '
-            'or an "id" with either a "result" or an "error" (a response).',
-        )
-    try:
-        jsonrpc_message_adapter.validate_python(message, by_name=False)  # as the SDK will
-    except ValidationError:
-        return jsonrpc_error(INVALID_REQUEST, "Invalid Request: not a valid JSON-RPC 2.0 message.")
-    return None
-
-
-def _json_kind(value: Any) -> str:
-    """How a JSON value is named in a message: ``a JSON string``, ``null``, ``1.5``."""
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, int | float):
-        return shown_name(json.dumps(value))
-    kinds = {str: "a JSON string", list: "a JSON array", dict: "a JSON object"}
-    return kinds.get(type(value), "a JSON value")
+def _problem(body: bytes) -> dict[str, Any] | None:
+    problem = message_problem(body)
+    return None if problem is None else problem.as_jsonrpc()

@@ -19,7 +19,9 @@ Changes in a child: ``notifications/tools/list_changed`` drops the child's cache
 re-lists it in the background through :meth:`ChildPool.list_tools` (at most once a second), and a
 restarted child is listed again at once; every listing takes the one path ``_list``, where the
 ``guard`` reviews it against the pinned definitions (held-back tools are refused by
-:meth:`ChildPool.call_tool`). A listing that differs from the server's previous one -- also one
+:meth:`ChildPool.call_tool`). A tool whose definition is broken is left out of every listing
+(``index.children.tool_listing``, as the crawl leaves it out of the catalog) and a call to it is
+refused, saying why. A listing that differs from the server's previous one -- also one
 made by an earlier process, so a restart that lists other tools counts -- then goes to every
 :class:`PoolListener` with the held-back names, whose definitions must not be used. Prompts and
 resources ``list_changed`` and ``resources/updated`` notifications go to the listeners as they are.
@@ -61,8 +63,10 @@ from index.children.connect import (
     describe_exit,
     open_session,
 )
+from index.catalog.kinds import describe_schema_error
 from index.children.direct import typed_result
 from index.children.process import LOG_CHECK_INTERVAL
+from index.children.tool_listing import list_tools_page
 from index.children.wire import COPILOT_ORIGIN
 from index.catalog.servers import ServerConfig
 from server.bounded import shown_name
@@ -196,6 +200,8 @@ class _ServerState:
     failed_at: float = 0.0  # monotonic
     slots: anyio.Semaphore | None = None
     listed_digest: str | None = None  # of the last tool listing passed to listeners
+    #: Tools the last listing left out for a broken definition (``index.children.tool_listing``): name -> why.
+    skipped_tools: dict[str, str] = field(default_factory=dict)
     relisted_at: float = float("-inf")  # monotonic: the last re-list after a change
     #: Seconds the last successful start took (spawn to initialized): slow starters are not warmed.
     start_seconds: float | None = None
@@ -416,6 +422,8 @@ class ChildPool:
         async with self._borrow(server, timeout) as (child, limit):
             if self.guard is not None:
                 await self._check_definition(child, tool, limit)
+            if (unusable := self.unusable_tool(server, tool)) is not None:
+                raise unusable
             result = await self._call(child, tool, arguments, limit, relay)
         return self._served(child, result)
 
@@ -472,6 +480,19 @@ class ChildPool:
                 return list(child.tools)
             finally:
                 self._release(child)
+
+    def unusable_tool(self, server: str, tool: str) -> ServerUnavailableError | None:
+        """The error for a call to a tool of ``server`` whose broken definition the last listing
+        left out (the crawl leaves it out of the catalog alike), else None."""
+        state = self._states.get(server)
+        problem = state.skipped_tools.get(tool) if state is not None else None
+        if problem is None:
+            return None
+        return ServerUnavailableError(
+            f"tool '{shown_name(tool)}' of server '{server}' cannot be used: its definition is broken ({problem}), "
+            "so the copilot left it out of the server's tools. Use another tool (route finds alternatives); the "
+            "server's author has to fix this one."
+        )
 
     def subscribe(self, listener: PoolListener) -> None:
         """Tell ``listener`` about changed tool listings and prompts/resources changes."""
@@ -1116,21 +1137,35 @@ class ChildPool:
         # file, its lock, the poisoning scan) must not count against the child, or be cut by it.
         return await self._reviewed(child, await self._listing(child, limit))
 
+    def _note_skipped(self, server: str, skipped: dict[str, str]) -> None:
+        state = self._state(server)
+        if skipped != state.skipped_tools:  # once per change, not again with every restart
+            for name, problem in skipped.items():
+                logger.warning("server '%s': skipped tool '%s', its definition is broken: %s", server, name, problem)
+        state.skipped_tools = skipped
+
     async def _listing(self, child: _Child, limit: float) -> list[types.Tool]:
         """Every page of the child's ``tools/list``, within ``limit`` seconds."""
         assert child.connection is not None
-        session = child.connection.session
+        connection = child.connection
         tools: list[types.Tool] = []
+        skipped: dict[str, str] = {}
         with anyio.move_on_after(limit) as scope, _busy(child, "tools/list"):
             try:
                 cursor: str | None = None
                 while True:
-                    params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                    page = await session.list_tools(params=params)
+                    page = await list_tools_page(connection, cursor)
                     tools.extend(page.tools)
+                    skipped.update(page.skipped)
                     cursor = page.next_cursor
                     if not cursor:
+                        self._note_skipped(child.name, skipped)
                         return tools
+            except ValidationError as error:  # broken beyond single tools (those are skipped)
+                raise ServerUnavailableError(
+                    f"server '{child.name}' answered tools/list with a reply that does not follow the MCP schema: "
+                    f"{describe_schema_error(error)}"
+                ) from None
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, "tools/list") from None

@@ -9,6 +9,10 @@ from pydantic import BaseModel, Field
 
 #: Longest tool description shown in route's text (the structured answer keeps it whole).
 MAX_DESCRIPTION_CHARS = 2000
+#: Rankings in which only keywords (BM25) ranked the hits, because the embedding model is not in.
+LEXICAL_RANKINGS = ("lexical-startup", "lexical-fallback")
+#: Longest query echoed back: a pasted document echoed whole would flood the model's context.
+MAX_ECHO_CHARS = 200
 
 
 class RoutedTool(BaseModel):
@@ -42,13 +46,29 @@ class IndexingStatus(BaseModel):
     )
 
 
+def echo_query(query: str) -> str:
+    """The query as route's answer repeats it: its beginning and its length when it is long."""
+    if len(query) <= MAX_ECHO_CHARS:
+        return query
+    return f"{query[:MAX_ECHO_CHARS].rstrip()}… ({len(query):,} characters)"
+
+
 class RouteAnswer(BaseModel):
-    query: str
+    query: str = Field(description=f"The query; its first {MAX_ECHO_CHARS} characters and its length when longer.")
+    query_chars: int = Field(default=0, description="Length of the query as sent.")
+    searched_chars: int | None = Field(
+        default=None, description="Set when the query was too long: only this many leading characters were searched."
+    )
     tools: list[RoutedTool] = Field(default_factory=list)
     indexing: IndexingStatus = Field(default_factory=IndexingStatus)
     note: str | None = None
-    #: "hybrid", or "lexical-startup" while the embedding model is still loading (keyword matching only).
+    #: "hybrid"; "lexical-startup" while the embedding model is still loading, "lexical-fallback"
+    #: when it failed to load (keyword matching only, and only tools sharing a word with the query).
     ranking: str = "hybrid"
+    model_error: str | None = Field(default=None, description="Why the embedding model failed to load (lexical-fallback).")
+    model_retry_seconds: int | None = Field(
+        default=None, description="When a search may next retry loading the embedding model (lexical-fallback)."
+    )
     #: True when even the best tool matched poorly: the pool may have no tool for this.
     weak_match: bool = False
     related_servers: list[str] = Field(default_factory=list, description="Servers closest to the query (weak matches).")
@@ -59,14 +79,47 @@ class RouteAnswer(BaseModel):
     )
 
 
+def _lexical_sentence(answer: RouteAnswer) -> str:
+    """Why only keywords ranked these results (or found none), and what to do about it."""
+    found = (
+        "these results come from keyword matching only"
+        if answer.tools
+        else "only keyword matching ran, and no tool shares a word with this query"
+    )
+    if answer.ranking == "lexical-startup":
+        then = (
+            "if none fits, search again in a few seconds."
+            if answer.tools
+            else "search again in a few seconds: semantic search then also finds tools described in other words."
+        )
+        return f"Note: the copilot is still loading its semantic search model, so {found}; {then}"
+    retry = answer.model_retry_seconds
+    when = (
+        "The copilot is retrying to load it in the background."
+        if not retry
+        else f"The copilot retries loading it on a search in about {retry} s or later."
+    )
+    return (
+        f"Note: semantic search is unavailable because the copilot's embedding model failed to load "
+        f"({answer.model_error or 'no reason given'}), so {found}. Use words a tool's name or description "
+        f"would contain. {when} To fix it (whoever runs the copilot): make "
+        "COPILOT_EMBEDDING_MODEL name a complete local sentence-transformers model directory, or unset it for "
+        "the bundled model (then rebuild the index), or reinstall the project if the bundled model fails; "
+        "the copilot's log has the details."
+    )
+
+
 def quality_sentences(answer: RouteAnswer) -> list[str]:
     """What the model should know about how good these results are."""
     lines = []
-    if answer.ranking == "lexical-startup":
+    if answer.searched_chars is not None:
         lines.append(
-            "Note: the copilot is still loading its semantic search model, so these results come from keyword "
-            "matching only; if none fits, search again in a few seconds."
+            f"Note: your query is {answer.query_chars:,} characters long; only its first {answer.searched_chars:,} "
+            "were searched and the rest was ignored. Ask for one operation per query in a few words (e.g. "
+            "'convert a Word document to PDF'), one route call per sub-step, not the whole task or a document."
         )
+    if answer.ranking in LEXICAL_RANKINGS:
+        lines.append(_lexical_sentence(answer))
     if answer.weak_match:
         related = ", ".join(answer.related_servers)
         categories = ", ".join(answer.related_categories)

@@ -2,14 +2,14 @@
 
 The SDK's stdio transport hands a line it cannot parse (a lone surrogate escape such as
 ``"\\ud800"``, JSON nested deeper than its 200-level limit, JSON that is no JSON-RPC message) to the
-server as an exception, and the server drops it: the host waits for its own timeout. Over HTTP the
-same request gets a 400 with a JSON-RPC parse error. :class:`AnswerUnparseable` sits between the
-transport and the server and answers such a request at once -- ``-32700`` when the line is not
-JSON the SDK reads, ``-32600`` when it is JSON but not a valid request (a batch, a request without
-``"jsonrpc": "2.0"``, params that are no object) -- carrying the request's id when it can be
-recovered, so the host's pending call fails now, else ``"id": null`` as JSON-RPC prescribes, and
-saying what was wrong with it. What JSON-RPC does not answer is not answered: a notification, a
-reply (even a malformed one), a blank line.
+server as an exception, and the server drops it: the host waits for its own timeout.
+:class:`AnswerUnparseable` sits between the transport and the server and answers such a request at
+once, as ``server.envelope`` says and as the HTTP transport answers the same body -- ``-32700`` when
+the line is not JSON the SDK reads, ``-32600`` when it is JSON but not a valid request (a batch, a
+request without ``"jsonrpc": "2.0"``, params that are no object) -- carrying the request's id when
+it can be recovered, so the host's pending call fails now, else ``"id": null`` as JSON-RPC
+prescribes, and saying what was wrong with it. What JSON-RPC does not answer is not answered: a
+notification, a reply (even a malformed one), a blank line.
 
 On pipes (``server.stdio.pipes``) it also sees the raw lines, and answers a request whose id is
 neither a string nor an integer (``null``, ``1.5``, an object), which the SDK's reader takes for a
@@ -20,7 +20,6 @@ notification and drops, with ``-32600`` and ``"id": null``; and a line over
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -34,7 +33,8 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from index.children.wire import describe_unreadable, request_id_of
+from index.children.wire import loose_parse, request_id_of
+from server.envelope import EnvelopeProblem, invalid_request, message_problem, parse_error, value_problem
 from server.stdio.fast import FastExecute, execute_tools
 from server.stdio.pipes import MAX_LINE_BYTES, stdio_files
 
@@ -75,53 +75,31 @@ def parse_error_reply(error: Exception, line: bytes | None = None) -> types.JSON
     """The error answering the line behind ``error`` (``line``: its raw bytes, when known); ``None``
     for what JSON-RPC does not answer -- a blank line, a notification, a (malformed) response."""
     if not isinstance(error, ValidationError):
-        return _error(None, types.PARSE_ERROR, "Parse error: the request could not be read.")
+        return _reply(parse_error("the message could not be read"))
     text = _text_of(error, line)
     if text is not None:
         if not text.strip():
             return None
-        raw = text.strip().encode("utf-8", "surrogatepass")
-        try:
-            # (Past a byte order mark, which neither reader takes, only to find the request's id.)
-            parsed: Any = json.loads(text.strip().removeprefix("\ufeff"))
-        except (ValueError, RecursionError):
-            parsed = None
+        # What the SDK's reader read (invalid UTF-8 replaced) less the line's end: the message as
+        # an HTTP body carries it, so both transports answer it alike.
+        raw = text.rstrip("\r\n").encode("utf-8", "surrogatepass")
+        problem = message_problem(raw)
+        value = loose_parse(raw) if problem is None else None
     else:
         value = _value_of(error)
-        parsed = None if value is _UNKNOWN else value
-        raw = b"" if value is _UNKNOWN else json.dumps(value).encode()
-    if isinstance(parsed, dict) and ("id" not in parsed or "method" not in parsed):
-        return None  # a notification, or a reply to a request of ours: JSON-RPC answers neither
-    if any(detail.get("type") == "json_invalid" for detail in error.errors()):
-        code, kind = types.PARSE_ERROR, "Parse error"
-    else:
-        code, kind = types.INVALID_REQUEST, "Invalid request"
-    if text is not None and text.strip().startswith("\ufeff"):
-        why = "it begins with a byte order mark (U+FEFF), which must not precede a JSON-RPC message"
-    elif isinstance(parsed, list):
-        why = "it is a batch (a JSON array), which MCP does not support: send each message on its own line"
-    elif code == types.INVALID_REQUEST and parsed is not None and not isinstance(parsed, dict):
-        why = f"it is JSON but not a JSON-RPC message object ({_shown(parsed)})"
-    else:
-        why = describe_unreadable(raw, error)
-    message = f"{kind}: the request could not be read: {why}."
-    return _error(request_id_of(raw, parsed), code, message)
+        problem = None if value is _UNKNOWN else value_problem(value)
+    if problem is None:  # refused by the SDK's reader for a reason the shared checks do not name
+        if isinstance(value, dict) and ("id" not in value or "method" not in value):
+            return None  # a notification or a response
+        problem = invalid_request(f"the message is not a valid JSON-RPC 2.0 message ({_summary(error)})")
+    return _reply(problem) if problem.wants_answer else None
 
 
 def invalid_id_reply(line: bytes) -> types.JSONRPCError | None:
     """The error answering ``line``, which the SDK's reader took for a notification, when it has an id
     (of a type JSON-RPC ids of MCP requests cannot have); ``None`` when it is a notification."""
-    try:
-        parsed = json.loads(line.decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(parsed, dict) or "id" not in parsed:
-        return None
-    message = (
-        f"Invalid request: the request could not be read: its id is {_shown(parsed['id'])}, "
-        "but a request's id must be a string or an integer."
-    )
-    return _error(None, types.INVALID_REQUEST, message)
+    problem = message_problem(line.decode("utf-8", "replace").encode())
+    return _reply(problem) if problem is not None and problem.wants_answer else None
 
 
 def oversized_reply(head: bytes, tail: bytes, size: int) -> types.JSONRPCError | None:
@@ -129,11 +107,11 @@ def oversized_reply(head: bytes, tail: bytes, size: int) -> types.JSONRPCError |
     ``tail``: its ends); ``None`` when it does not look like a request (a reply of the host's)."""
     if b'"method"' not in head and b'"method"' not in tail:
         return None
-    message = (
-        f"Invalid request: the request is {size:,} bytes long, over the {MAX_LINE_BYTES:,} bytes the copilot "
-        "reads in one message; it was discarded unread."
+    why = (
+        f"the message is {size:,} bytes long, over the {MAX_LINE_BYTES:,} bytes the copilot reads in one "
+        "message; it was discarded unread"
     )
-    return _error(request_id_of(head + tail), types.INVALID_REQUEST, message)
+    return _reply(invalid_request(why, request_id_of(head + tail)))
 
 
 def _summary(error: Exception) -> str:
@@ -144,17 +122,10 @@ def _summary(error: Exception) -> str:
     return str(error)
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    text = json.dumps(value)
-    return text if len(text) <= 40 else f"{text[:40]}…"
-
-
-def _error(request_id: types.RequestId | None, code: int, message: str) -> types.JSONRPCError:
-    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
+def _reply(problem: EnvelopeProblem) -> types.JSONRPCError:
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=problem.request_id, error=types.ErrorData(code=problem.code, message=problem.message)
+    )
 
 
 def _wire(reply: types.JSONRPCError) -> bytes:

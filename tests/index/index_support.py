@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from index.models.embedding import Embedder, get_embedder
+from index.models.embedding import Embedder, bundled_model_path, get_embedder
 from index.catalog.records import Catalog, CatalogServer, ToolRecord
 from index.settings import CopilotSettings, livemcpbench_dir
 from index.search.tool_index import ToolIndex
@@ -122,3 +122,36 @@ class CountingEmbedder:
 
 def open_index(home: Path, embedder: Any = None, **settings: Any) -> ToolIndex:
     return ToolIndex.open(CopilotSettings(home=home, **settings), embedder=embedder)
+
+
+def linked_model_dir(directory: Path) -> Path:
+    """A local model directory (for ``COPILOT_EMBEDDING_MODEL``) holding the bundled model's files as symlinks."""
+    directory.mkdir(parents=True)
+    for entry in bundled_model_path().iterdir():
+        (directory / entry.name).symlink_to(entry)
+    return directory
+
+
+def break_model(directory: Path) -> None:
+    """Garbage weights: the directory still looks like a model, but loading it fails."""
+    weights = directory / "model.safetensors"
+    weights.unlink()
+    weights.write_bytes(b"not a model")
+
+
+def index_with_broken_model(tmp_path: Path) -> tuple[Path, Path]:
+    """A model directory and a home whose index it built, then the model's weights broken.
+
+    Returns ``(model, home)``: opening the index works, loading the model fails for real.
+    """
+    model = linked_model_dir(tmp_path / "model")
+    home = tmp_path / "home"
+    open_index(home, Embedder(str(model)), embedding_model=str(model)).sync(make_records())
+    break_model(model)
+    return model, home
+
+
+def repair_model(directory: Path) -> None:
+    weights = directory / "model.safetensors"
+    weights.unlink()
+    weights.symlink_to(bundled_model_path() / "model.safetensors")

@@ -6,25 +6,31 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+import index.search.model_loading as model_loading
 import server.copilot as copilot_module
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
 from server.route.indexing import STATE_FILE_NAME
 from server.settings import ServerSettings
+from tests.index.index_support import index_with_broken_model
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
+    changing_entry,
     copy_home,
     fixture_entry,
     write_servers,
 )
 
 pytestmark = pytest.mark.timeout(120)
+
+SCHEMA_BREAKER = Path(__file__).resolve().parents[1] / "fixtures" / "schema_breaking_server.py"
 
 
 def _settings(home: Path, tmp_path: Path, **extra: Any) -> ServerSettings:
@@ -115,15 +121,96 @@ async def test_a_route_before_start_up_indexing_has_run_says_to_wait_not_to_buil
         assert routed.is_error and "python -m index" in routed.content[0].text
 
 
-async def test_nothing_found_suggests_dropping_the_server_filter_only_when_one_was_given(
+async def test_a_kind_no_server_offers_is_named_with_the_kinds_there_are(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    """Not "Nothing matched. Rephrase": no wording finds a prompt in a pool without prompts."""
+    home = copy_home(built_index, tmp_path / "home")
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    async with Copilot.running(_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+        prompts = await copilot.route("a prompt to greet people", 3, None, None, kind="prompt")
+        resources = await copilot.route("the readme notes", 3, None, None, kind="resource")
+    assert prompts.structured_content["tools"] == [] == resources.structured_content["tools"]
+    text = prompts.content[0].text
+    assert "No server in the pool offers prompts" in text and 'tools (' in text and 'kind="tool"' in text
+    assert "Nothing matched" not in text and "server filter" not in text
+    assert "No server in the pool offers resources" in resources.content[0].text
+
+    # With a server filter: that server has none, others do.
+    both = write_servers(tmp_path / "both.json", {"alpha": fixture_entry("alpha"), "jotter": changing_entry("jotter")})
+    async with Copilot.running(_settings(home, tmp_path, auto_index=False), load_servers(both), start_now=True) as copilot:
+        filtered = await copilot.route("a prompt to greet people", 3, "alpha", None, kind="prompt")
+        unfiltered = await copilot.route("a prompt to greet people", 3, None, None, kind="prompt")
+    assert filtered.structured_content["tools"] == []
+    assert "Server 'alpha' offers no prompts" in filtered.content[0].text
+    assert "drop the server filter" in filtered.content[0].text
+    assert {(t["server"], t["kind"]) for t in unfiltered.structured_content["tools"]} == {("jotter", "prompt")}
+
+
+async def test_a_long_query_is_echoed_cut_and_says_what_was_searched(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
 ) -> None:
     home = copy_home(built_index, tmp_path / "home")
     servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    query = "echo the given text back " + "".join(f"then step {n} of the pasted plan, " for n in range(400))
+    query = query[:5000]
     async with Copilot.running(_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
-        unfiltered = await copilot.route("a prompt to greet people", 3, None, None, kind="prompt")
-        filtered = await copilot.route("a prompt to greet people", 3, "alpha", None, kind="prompt")
-    assert unfiltered.structured_content["tools"] == [] == filtered.structured_content["tools"]
-    assert "Nothing matched" in unfiltered.content[0].text and "server filter" not in unfiltered.content[0].text
-    assert "or drop the server filter." in filtered.content[0].text
+        routed = await copilot.route(query, 3, None, None)
+    assert not routed.is_error
+    text, answer = routed.content[0].text, routed.structured_content
+    assert query[:2000] not in text and len(text) < 4000
+    assert f'for "{query[:200].rstrip()}… (5,000 characters)"' in text
+    assert "only its first 2,000 were searched" in text and "one operation per query" in text
+    assert answer["query"] == query[:200].rstrip() + "… (5,000 characters)"
+    assert (answer["query_chars"], answer["searched_chars"]) == (5000, 2000)
+    assert answer["tools"] and answer["tools"][0]["server"] == "alpha"
+
+
+async def test_a_model_that_fails_to_load_is_reported_and_keyword_answers_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It used to say "still loading" forever; now route says why, what to do, and answers by keywords."""
+    model, home = index_with_broken_model(tmp_path)
+    monkeypatch.setattr(model_loading, "RETRY_SECONDS", (3600.0,))  # no retry during the test
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"weather": fixture_entry("weather")}))
+    settings = _settings(home, tmp_path, auto_index=False, warm_index=False, embedding_model=str(model))
+    async with Copilot.running(settings, servers, start_now=True) as copilot:
+        await copilot._warm_in_background()  # noqa: SLF001 -- the start-up warm-up, awaited rather than raced
+        routed = await copilot.route("air quality", 5, None, None)
+        nothing = await copilot.route("zzqx", 5, None, None)
+    assert not routed.is_error
+    answer, text = routed.structured_content, routed.content[0].text
+    assert answer["ranking"] == "lexical-fallback" and "still loading" not in text
+    assert f"cannot load the embedding model from {model}" in answer["model_error"]
+    assert "embedding model failed to load (cannot load the embedding model" in text
+    assert "COPILOT_EMBEDDING_MODEL" in text and "keyword matching only" in text
+    assert answer["model_retry_seconds"] > 3000
+    assert [(t["server"], t["tool"]) for t in answer["tools"]] == [("weather", "get_air_quality")]
+    assert nothing.structured_content["tools"] == [] and "no tool shares a word" in nothing.content[0].text
+
+
+async def test_execute_refuses_a_tool_with_a_broken_definition_and_runs_the_servers_other_tools(tmp_path: Path) -> None:
+    # A tool the crawl leaves out for its broken inputSchema is refused by execute with the same reason;
+    # before, the one broken tool made every call to the server fail with a pydantic error.
+    servers = load_servers(
+        write_servers(tmp_path / "servers.json", {"breaker": {"command": sys.executable, "args": [str(SCHEMA_BREAKER)]}})
+    )
+    async with Copilot.running(_settings(tmp_path / "home", tmp_path, auto_index=False), servers) as copilot:
+        with anyio.fail_after(60):
+            refused = await copilot.execute("breaker", "wrong_type", {}, None, None, None)  # starts the server
+            echoed = await copilot.execute("breaker", "echo", {"text": "hi"}, None, None, None)
+            checked = await copilot.execute("breaker", "echo", {"txt": "hi"}, None, None, None)
+            invalid = await copilot.execute("breaker", "bad_json_schema", {"count": 1}, None, None, None)
+    assert refused.is_error and refused.content[0].text == (
+        "tool 'wrong_type' of server 'breaker' cannot be used: its definition is broken (inputSchema.type: should be "
+        "'object' (got 'string')), so the copilot left it out of the server's tools. Use another tool (route finds "
+        "alternatives); the server's author has to fix this one."
+    )
+    assert not echoed.is_error and echoed.content[0].text == 'echo ran with {"text": "hi"}'
+    assert checked.is_error and "missing required parameter 'text' (string)" in checked.content[0].text
+    assert invalid.is_error and (
+        "its definition is broken (inputSchema.properties.count.minimum is not valid JSON Schema: 'zero' is not of "
+        "type 'number')"
+    ) in invalid.content[0].text

@@ -74,7 +74,7 @@ async def test_a_rug_pull_after_indexing_is_hidden_from_route_and_refused_by_exe
         assert "changed since it was approved" in after.structured_content["note"]
         assert "notes/delete_notes" in _routed(await copilot.route("delete all notes", 5, "notes", None))
 
-        TrustReviewer(TrustStore.in_home(home)).approve("notes")  # what `python -m index approve notes` does
+        TrustReviewer(TrustStore.in_home(home)).approve("notes", unseen=True)  # `python -m index approve --yes notes`
         assert not (await copilot.execute("notes", "read_notes", {}, None, None, None)).is_error
         assert "notes/read_notes" in _routed(await copilot.route("read the user's notes", 5, "notes", None))
 
@@ -100,7 +100,7 @@ async def test_servers_added_to_the_file_later_are_quarantined(
         refused = await copilot.execute("beta", "echo", {"text": "hi"}, None, None, None)
         assert refused.is_error and "python -m index approve beta" in text_of(refused)
 
-        TrustReviewer(TrustStore.in_home(home)).approve("beta")
+        TrustReviewer(TrustStore.in_home(home)).approve("beta", unseen=True)
         assert not (await copilot.execute("beta", "echo", {"text": "hi"}, None, None, None)).is_error
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from server.trajectory.records import parse_event
 from tests.evaluation.run.support import read_events, write_tasks
 from tests.support.cli import cli_env, line_with
 from tests.support.cli import run_cli as run_real_cli
-from tests.support.scripted_openai import Reply, ScriptedOpenAI
+from tests.support.scripted_openai import Reply, ScriptedOpenAI, ToolCall
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -214,6 +215,17 @@ def test_missing_agent_program_stops_the_run_before_any_task(bench, capsys) -> N
     assert {k: r.status for k, r in summary(bench).tasks.items()} == {"task-answer-2": "completed", "task-write-1": "completed"}
 
 
+def test_a_bad_copilot_setting_stops_the_run_with_its_name_not_a_traceback(bench, capsys, monkeypatch) -> None:
+    # Before: the index check built the copilot's settings unguarded, and pydantic's traceback ended the run.
+    monkeypatch.setenv("COPILOT_FAST_RELAY", "sometimes")
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2") == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    err = " ".join(captured.err.split())
+    assert err.startswith("error: COPILOT_FAST_RELAY") and "sometimes" in err
+    assert summary(bench).tasks == {}
+
+
 def test_a_flooding_agents_logs_are_capped_and_the_cut_is_recorded(bench) -> None:
     # 5 MB on each stream, the answer printed last on stdout: a real process, as a chatty agent would.
     flood = 5_000_000
@@ -238,6 +250,50 @@ def test_a_flooding_agents_logs_are_capped_and_the_cut_is_recorded(bench) -> Non
     assert end["event"] == "session_end" and end["agent_logs_cut"] == record.agent_logs_cut
     final = [e["text"] for e in read_events(bench["out"] / "task-answer-2.jsonl") if e["event"] == "final_answer"]
     assert len(final) == 1 and final[0].endswith("the answer")  # the answer on stdout survives the cap
+
+
+#: A line of the copilot's log (``server.__main__``'s format).
+COPILOT_LOG_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING) [\w.]+: ")
+
+
+def test_the_builtin_agents_copilot_stderr_is_capped_and_the_cut_is_recorded(bench, monkeypatch) -> None:
+    # A real copilot at DEBUG writes a line per execute call: a scripted model's 40 calls make it
+    # write several times the cap to its stderr (before, copilot.stderr.log kept all of it).
+    monkeypatch.setenv("COPILOT_LOG_LEVEL", "DEBUG")
+    calls = 40
+
+    def model(request: dict) -> Reply:
+        done = sum(1 for message in request["messages"] if message.get("role") == "tool")
+        if done < calls:
+            echo = {"server_name": "fx", "tool_name": "echo", "params": {"text": f"call {done}"}}
+            return Reply(tool_calls=[ToolCall("execute", echo)])
+        return Reply(content="4")
+
+    cap = 2048
+    with ScriptedOpenAI(handler=model) as llm:
+        args = ("--base-url", llm.base_url, "--api-key", "k", "--model", "m", "--max-agent-log-bytes", str(cap))
+        assert run_cli(bench, *args, "--only", "task-answer-2") == 0
+    record = summary(bench).tasks["task-answer-2"]
+    assert (record.status, record.error, record.turns) == ("completed", None, calls + 1)
+    assert record.agent_logs_cut is not None and set(record.agent_logs_cut) == {"copilot.stderr.log"}
+    cut = record.agent_logs_cut["copilot.stderr.log"]
+    end = read_events(bench["out"] / "task-answer-2.jsonl")[-1]
+    assert end["event"] == "session_end" and end["agent_logs_cut"] == record.agent_logs_cut
+
+    log = (bench["out"] / "tasks" / "task-answer-2" / "copilot.stderr.log").read_bytes()
+    note = re.search(
+        rb"\n\[\.\.\. evaluation\.run: ([\d,]+) of the ([\d,]+) bytes the copilot wrote to stderr were cut here; "
+        rb"this log keeps the first 1,024 and the last 1,024 \(--max-agent-log-bytes 2,048\) \.\.\.\]\n",
+        log,
+    )
+    assert note is not None, log[:2000]
+    assert int(note[1].replace(b",", b"")) == cut > 0
+    assert int(note[2].replace(b",", b"")) == cut + cap  # all it wrote: the head, the cut, the tail
+    head, tail = log[: note.start()], log[note.end() :]
+    assert len(head) == len(tail) == cap // 2
+    assert COPILOT_LOG_LINE.match(head)  # from the copilot's first line on
+    assert tail.endswith(b"\n") and b"on the fast path\n" in tail  # to its last: the calls' lines
+    assert all(COPILOT_LOG_LINE.match(line) for line in tail.splitlines()[1:])  # (the first one is cut)
 
 
 def test_task_timeout_is_reported_per_task(bench) -> None:
@@ -341,7 +397,6 @@ def test_children_get_a_task_home_and_temp_while_sharing_the_real_caches(bench, 
         (["--llm-timeout", "0", "--agent-cmd", "true"], "--llm-timeout 0: must be a positive number of seconds"),
         (["--confirm", "deny", "--agent-cmd", "true"], "--confirm deny: applies to the built-in agent"),
         (["--max-agent-log-bytes", "10", "--agent-cmd", "true"], "--max-agent-log-bytes 10: must be at least 1024"),
-        (["--max-agent-log-bytes", "65536", "--model", "m"], "--max-agent-log-bytes: applies to --agent-cmd agents"),
     ],
 )
 def test_bad_arguments_give_one_clear_error(bench, capsys, args, message) -> None:

@@ -219,6 +219,17 @@ def test_write_task_servers_reports_bad_files(tmp_path: Path) -> None:
         write_task_servers(bad, tmp_path / "out.json", tmp_path / "ws", None, tmp_path)
 
 
+def test_a_servers_file_saved_with_a_bom_is_rewritten_per_task(tmp_path: Path) -> None:
+    # The run's start-up load accepts a byte order mark; before, every task's rewrite then refused the file.
+    from index.catalog.servers import load_servers
+
+    source = tmp_path / "servers.json"
+    source.write_bytes(b"\xef\xbb\xbf" + json.dumps(_servers(fx={"command": sys.executable})).encode())
+    target = tmp_path / "task" / "servers.json"
+    write_task_servers(source, target, tmp_path / "task" / "workspace", None, tmp_path)
+    assert set(load_servers(source).servers) == set(load_servers(target).servers) == {"fx"}
+
+
 def test_rewritten_file_is_accepted_by_the_copilot_loader(tmp_path: Path) -> None:
     from index.catalog.servers import load_servers
 

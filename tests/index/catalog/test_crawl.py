@@ -379,18 +379,85 @@ async def test_a_child_flooding_stderr_during_its_crawl_keeps_its_log_bounded(
     assert "log rotated at" in log.read_text(encoding="utf-8", errors="replace")
 
 
-async def test_a_reply_breaking_the_mcp_schema_is_reported_with_where_and_what(tmp_path: Path) -> None:
+#: What is wrong with each broken tool of ``schema_breaking_server.py``, as the crawl reports it.
+BROKEN_TOOLS = {
+    "wrong_type": "inputSchema.type: should be 'object' (got 'string')",
+    "no_schema_1": "inputSchema: Field required",
+    "no_schema_2": "inputSchema: Field required",
+    "no_schema_3": "inputSchema: Field required",
+    "not_an_object": "inputSchema: should be a valid dictionary or instance of InputSchema",
+    "bad_json_schema": "inputSchema.properties.count.minimum is not valid JSON Schema: 'zero' is not of type 'number'",
+}
+
+
+def test_tools_with_broken_definitions_are_skipped_and_the_servers_other_tools_indexed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One tool without a usable inputSchema failed the whole server ("bad reply"): its good tools were lost too.
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    servers = write_servers(tmp_path / "servers.json", {"breaker": {"command": sys.executable, "args": [str(SCHEMA_BREAKER)]}})
+    out = tmp_path / "catalog.json"
+    with caplog.at_level("WARNING", logger="index.catalog.crawl"):
+        code = _run_cli("--servers", str(servers), "--out", str(out), "--log-dir", str(tmp_path / "logs"), "--timeout", "30")
+    err = capsys.readouterr().err
+    assert code == 0, err
+    catalog = load_catalog(out)
+    assert [record.name for record in catalog.tools] == ["fine", "echo"]
+    assert catalog.servers["breaker"].tool_count == 2
+    # A warning per tool naming server, tool and problem; the summary lists them; the server's crawl log too.
+    assert [record.getMessage() for record in caplog.records] == [
+        f"server 'breaker': skipped tool '{name}', its definition is broken: {why}" for name, why in BROKEN_TOOLS.items()
+    ]
+    summary = " ".join(err.split())
+    assert "ok breaker: 2 tools, 6 skipped for broken definitions (started in" in summary
+    assert "skipped 6 tool(s) whose definition is broken (the other tools of their servers are indexed" in summary
+    for name, why in BROKEN_TOOLS.items():
+        assert f"breaker/{name}: {why}" in summary
+    log = (tmp_path / "logs" / "breaker.log").read_text(encoding="utf-8")
+    for name, why in BROKEN_TOOLS.items():
+        assert f"tool '{name}' skipped, its definition is broken: {why}" in log
+    assert "crawled 1 of 1 server(s), 2 tools; 0 failed" in summary
+    assert "Traceback" not in err
+
+
+async def test_a_report_of_skipped_tools_is_kept_with_the_servers_outcome(tmp_path: Path) -> None:
+    servers = {"breaker": ServerConfig(name="breaker", command=sys.executable, args=[str(SCHEMA_BREAKER)])}
+    with anyio.fail_after(60):
+        report = await crawl_servers(servers, timeout=30, log_dir=tmp_path / "logs", progress=False)
+    outcome = report.outcomes["breaker"]
+    assert outcome.ok and outcome.tool_count == 2 and outcome.skipped_tools == BROKEN_TOOLS
+    assert [record.name for record in report.records] == ["fine", "echo"]
+
+
+async def test_a_reply_breaking_the_mcp_schema_beyond_single_tools_is_reported_with_where_and_what(
+    tmp_path: Path,
+) -> None:
     # It said only "(5 problems)": neither the user nor the server's author could tell which tool.
-    entry = {"command": sys.executable, "args": [str(SCHEMA_BREAKER)], "name": "breaker"}
+    entry = {"command": sys.executable, "args": [str(SCHEMA_BREAKER), "--bad-cursor"], "name": "breaker"}
     servers = {"breaker": ServerConfig.model_validate(entry)}
     with anyio.fail_after(60):
         report = await crawl_servers(servers, timeout=30, log_dir=tmp_path / "logs", progress=False)
     outcome = report.outcomes["breaker"]
     assert outcome.kind == "bad reply"
     assert outcome.reason == (
-        "its tools/list reply does not follow the MCP schema: tools[1].inputSchema.type: should be 'object' "
-        "(got 'string'); tools[2].inputSchema: Field required (and 2 more)"
+        "its tools/list reply does not follow the MCP schema: nextCursor: should be a valid string (got 5); "
+        "tools[1].inputSchema.type: should be 'object' (got 'string') (and 4 more)"
     )
+
+
+def test_a_servers_file_with_a_key_given_twice_stops_the_crawl_before_any_server_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    servers = tmp_path / "servers.json"
+    servers.write_text(
+        '{\n "mcpServers": {"a": {"command": "%s"}},\n "mcpServers": {"b": {"command": "%s"}}\n}' % (sys.executable, sys.executable),
+        encoding="utf-8",
+    )
+    code = _run_cli("--servers", str(servers), "--out", str(tmp_path / "c.json"), "--log-dir", str(tmp_path / "logs"))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"error: {servers}:3: 'mcpServers' is listed twice (also on line 2)")
+    assert not (tmp_path / "logs").exists() and not (tmp_path / "c.json").exists()
 
 
 async def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:

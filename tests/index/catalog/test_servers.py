@@ -235,6 +235,102 @@ def test_a_server_listed_twice_is_refused_naming_both_lines(tmp_path: Path) -> N
     )
 
 
+def test_the_server_list_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    # json.loads keeps the last "mcpServers": server 'a' of the first one was dropped without a word.
+    text = '{\n "mcpServers": {\n  "a": {"command": "echo"}\n },\n "mcpServers": {\n  "b": {"command": "cat"}\n }\n}'
+    message = _error_for(tmp_path, text)
+    assert message == (
+        f"{tmp_path / 'servers.json'}:5: 'mcpServers' is listed twice (also on line 2); only the last one would be "
+        "read and the servers of the other lost: merge them into one 'mcpServers' object."
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "line", "key", "first"),
+    [
+        ('{\n   "command": "echo",\n   "command": "cat"\n  }', 5, "command", 4),
+        ('{\n   "command": "echo",\n   "env": {"A": "1"},\n   "env": {"B": "2"}\n  }', 6, "env", 5),
+        ('{\n   "command": "echo",\n   "env": {\n    "A": "1",\n    "A": "2"\n   }\n  }', 7, "env.A", 6),
+    ],
+)
+def test_a_key_given_twice_inside_one_entry_is_refused_naming_both_lines(
+    tmp_path: Path, entry: str, line: int, key: str, first: int
+) -> None:
+    text = '{\n "mcpServers": {\n  "a": ' + entry + "\n }\n}"
+    assert _error_for(tmp_path, text) == (
+        f"{tmp_path / 'servers.json'}:{line}: server 'a': '{key}' is listed twice (also on line {first}); only the "
+        "last would be used: remove the other."
+    )
+
+
+def test_keys_given_twice_outside_the_server_list_are_not_ours_to_judge(tmp_path: Path) -> None:
+    # Another host's settings in the same config file (Claude Desktop's, say) load as they always did.
+    text = '{\n "globalShortcut": "a",\n "globalShortcut": "b",\n "mcpServers": {"a": {"command": "echo"}}\n}'
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_text(text, encoding="utf-8")
+    assert list(load_servers(path, environ={}).servers) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        (
+            {"type": "stdio", "url": "https://a.test/mcp"},
+            "server 'broken-one': \"type\": \"stdio\" is for a server the copilot starts with a 'command', but the "
+            "entry has a 'url' and no 'command': for a remote server set \"type\" to \"http\" (or \"sse\") or remove "
+            "it; for a local one give 'command' and 'args' instead of 'url'.",
+        ),
+        *(
+            (
+                {"type": kind, "command": "npx", "args": ["-y", "thing"]},
+                f"server 'broken-one': \"type\": \"{kind}\" is for a remote server at a 'url', but the entry has a "
+                "'command' and no 'url': for a server the copilot starts set \"type\" to \"stdio\" or remove it; for "
+                "a remote one give 'url' instead of 'command'.",
+            )
+            for kind in ("http", "sse", "streamable-http", "streamableHttp")
+        ),
+        (
+            {"type": "stdio", "command": "npx", "url": "https://a.test/mcp"},
+            "server 'broken-one': give either 'command' (stdio) or 'url' (remote), not both: its \"type\": \"stdio\" "
+            "says the copilot starts it: remove 'url'.",
+        ),
+        (
+            {"type": "http", "command": "npx", "url": "https://a.test/mcp"},
+            "server 'broken-one': give either 'command' (stdio) or 'url' (remote), not both: its \"type\": \"http\" "
+            "says it is remote: remove 'command' (and 'args').",
+        ),
+    ],
+)
+def test_a_type_contradicting_the_entrys_command_or_url_is_refused(
+    tmp_path: Path, entry: dict[str, object], expected: str
+) -> None:
+    # "type": "stdio" with a url was started as a remote server, "type": "http" with a command as a
+    # local one: whichever the user meant, one of the two was ignored without a word.
+    text = json.dumps({"mcpServers": {"good": {"command": "ok"}, "broken-one": entry}}, indent=2)
+    assert _error_for(tmp_path, text) == f"{tmp_path / 'servers.json'}:6: {expected}"
+
+
+def test_every_type_other_hosts_write_still_loads(tmp_path: Path) -> None:
+    entries = {
+        "stdio": {"type": "stdio", "command": "npx"},  # Claude Code, Cursor, VS Code
+        "no-type": {"command": "npx"},  # Claude Desktop
+        "http": {"type": "http", "url": "https://a.test/mcp"},  # Claude Code, VS Code
+        "sse": {"type": "sse", "url": "https://a.test/sse"},
+        "streamable-http": {"type": "streamable-http", "url": "https://a.test/mcp"},  # Cursor
+        "streamableHttp": {"type": "streamableHttp", "url": "https://a.test/mcp"},  # Cline
+        "url-only": {"url": "https://a.test/mcp"},
+        "own-type": {"type": "local", "command": "npx"},  # a type we do not know: command or url decide, as before
+    }
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
+    servers = load_servers(path, environ={}).servers
+    assert {name: config.transport for name, config in servers.items()} == {
+        "stdio": "stdio", "no-type": "stdio", "http": "streamable-http", "sse": "sse",
+        "streamable-http": "streamable-http", "streamableHttp": "streamable-http", "url-only": "streamable-http",
+        "own-type": "stdio",
+    }
+
+
 def test_the_error_line_is_the_entrys_not_a_nested_key_of_the_same_name(tmp_path: Path) -> None:
     text = (
         '{\n "mcpServers": {\n  "a": {"command": "echo", "env": {"b": "x"}},\n'

@@ -9,10 +9,17 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.index.index_support import CountingEmbedder, make_records, open_index
+from tests.index.index_support import (
+    CountingEmbedder,
+    index_with_broken_model,
+    make_records,
+    open_index,
+    repair_model,
+)
 
+import index.search.model_loading as model_loading
 import index.search.tool_index as tool_index_module
-from index.models.embedding import Embedder, bundled_model_path
+from index.models.embedding import Embedder, EmbeddingModelError, bundled_model_path
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.catalog.records import ToolRecord
 from index.search.tool_index import ToolIndex
@@ -305,19 +312,85 @@ def test_first_routes_are_lexical_while_the_model_loads(built_home: Path) -> Non
     """A fresh process's first route does not wait for the model: BM25 answers, the load starts."""
     fresh = Embedder()  # real model, not loaded yet (the process-wide one may be)
     index = open_index(built_home, fresh)
-    first = index.route("convert a word document to pdf", wait_for_model=False)
-    assert first.mode == "lexical-startup"
-    assert first.hits[0].tool == "convert_to_pdf"
-    assert not first.weak
-    # No word in common with any tool: no arbitrary hits, a weak match instead.
-    nothing = index.route("zzqx 🕒", wait_for_model=False)
-    assert nothing.mode == "lexical-startup" and nothing.hits == [] and nothing.weak
-    loader = index._model_loader  # noqa: SLF001 -- the background load the first route started
-    assert loader is not None
+    # Holding the embedder's load lock keeps the background load from finishing meanwhile.
+    with fresh._load_lock:  # noqa: SLF001 -- deterministic "still loading" without timing
+        first = index.route("convert a word document to pdf", wait_for_model=False)
+        assert first.mode == "lexical-startup"
+        assert first.hits[0].tool == "convert_to_pdf"
+        assert not first.weak
+        # Only tools sharing a word with the query: no padding with tools of score 0.
+        few = index.route("air quality", top_k=5, wait_for_model=False)
+        assert [(hit.tool, hit.score > 0) for hit in few.hits] == [("get_air_quality", True)]
+        # No word in common with any tool: nothing (semantic search may still find something, so
+        # this is not a weak match saying the pool has no such tool).
+        nothing = index.route("zzqx 🕒", wait_for_model=False)
+        assert nothing.mode == "lexical-startup" and nothing.hits == [] and not nothing.weak
+        loader = index.model_loader.thread  # the background load the first route started
+        assert loader is not None and loader.is_alive() and index.model_loader.attempts == 1
+        assert first.model_failure is None
     loader.join(timeout=240)
     assert not loader.is_alive() and fresh.loaded
     later = index.route("convert a word document to pdf", wait_for_model=False)
     assert later.mode == "hybrid" and later.hits[0].tool == "convert_to_pdf"
+
+
+def test_a_model_that_fails_to_load_is_reported_and_retried_with_backoff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken model used to leave route "still loading" forever; now it says why and retries."""
+    model, home = index_with_broken_model(tmp_path)
+    monkeypatch.setattr(model_loading, "RETRY_SECONDS", (0.0, 3600.0))
+    index = open_index(home, Embedder(str(model)), embedding_model=str(model))
+    loader = index.model_loader
+
+    def settle() -> None:
+        assert loader.thread is not None
+        loader.thread.join(timeout=120)
+        assert not loader.thread.is_alive()
+
+    assert index.route("air quality", wait_for_model=False).mode == "lexical-startup"
+    settle()
+    failed = index.route("air quality", top_k=5, wait_for_model=False)
+    assert failed.mode == "lexical-fallback" and failed.model_failure is not None
+    assert f"cannot load the embedding model from {model}" in failed.model_failure.reason
+    assert [hit.tool for hit in failed.hits] == ["get_air_quality"]  # keyword answers go on, unpadded
+    # That route was due for a retry (delay 0 after one failure): it started the second attempt.
+    settle()
+    assert loader.attempts == 2 and loader.failure is not None and loader.failure.attempts == 2
+    # After two failures the delay is an hour: routes keep answering and start nothing.
+    for _ in range(3):
+        again = index.route("air quality", wait_for_model=False)
+        assert again.mode == "lexical-fallback" and again.model_failure is not None
+        assert again.model_failure.retry_in() > 3000
+    assert loader.attempts == 2
+
+    # The warm-up goes through the same loader: its failure is what routes report at once.
+    monkeypatch.setattr(model_loading, "RETRY_SECONDS", (0.0,))
+    warmed = open_index(home, Embedder(str(model)), embedding_model=str(model))
+    with pytest.raises(EmbeddingModelError, match="cannot load the embedding model"):
+        warmed.warm()
+    assert warmed.model_loader.thread is None  # nothing in the background yet
+    # Fixed meanwhile: the retry the next route starts (delay 0) loads it, and routes are hybrid again.
+    repair_model(model)
+    assert warmed.route("air quality", wait_for_model=False).mode == "lexical-fallback"
+    assert warmed.model_loader.thread is not None
+    warmed.model_loader.thread.join(timeout=240)
+    assert warmed.model_loader.failure is None and warmed.embedder.loaded
+    recovered = warmed.route("what is the air quality in Beijing", wait_for_model=False)
+    assert recovered.mode == "hybrid" and recovered.model_failure is None
+    assert recovered.hits[0].tool == "get_air_quality"
+
+
+def test_a_long_query_is_searched_by_its_beginning_and_says_so(index: ToolIndex) -> None:
+    assert not index.route("convert a word document to pdf").truncated
+    long = index.route("convert a word document to pdf " + "and then some more words " * 100)
+    assert long.truncated and long.hits[0].tool == "convert_to_pdf"
+
+
+def test_kinds_offered_counts_records_by_kind(index: ToolIndex) -> None:
+    assert index.kinds_offered() == {"tool": len(make_records())}
+    assert index.kinds_offered(["maps", "time", "not-indexed"]) == {"tool": 5}
+    assert index.kinds_offered([]) == {}
 
 
 def test_waiting_for_the_model_is_the_default(built_home: Path) -> None:

@@ -18,6 +18,7 @@ from index.cli.console import make_console
 from index.catalog.records import ToolRecord
 from index.settings import PROJECT_DIR
 from index.trust.cli import print_review_summary, print_scan_notes
+from index.trust.definition import definition_hash, tool_definition
 from index.trust.review import TrustReviewer
 from index.trust.scan import ScanContext
 from index.trust.store import TrustStore
@@ -83,7 +84,8 @@ def test_trust_shows_hostile_names_visibly_and_the_approve_command_still_works(t
     assert not any(char in shown.stdout for char in RAW_CONTROLS), repr(shown.stdout)
     assert r"notes\x1b]0;pwned\x07/read\x1b[2J\nheld back 0 tool(s): looks like tool poisoning" in shown.stdout
     command = next(line for line in shown.stdout.splitlines() if "approve with:" in line)
-    word = r"$'notes\x1b]0;pwned\x07/read\x1b[2J\nheld back 0 tool(s)'"
+    digest = definition_hash(tool_definition(record))[:16]  # the command names the definition shown
+    word = rf"$'notes\x1b]0;pwned\x07/read\x1b[2J\nheld back 0 tool(s)@{digest}'"
     assert command.startswith(f"  approve with: COPILOT_HOME={shlex.quote(str(tmp_path))} ")
     assert command.endswith(f" -m index approve {word}")
 

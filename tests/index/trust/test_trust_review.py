@@ -55,7 +55,8 @@ def test_a_changed_definition_is_held_back_with_what_changed_until_approved(revi
     assert "annotations: readOnlyHint (unset) -> true" in held.summary
     assert reviewer.verdict("excel", "read_sheet") is not None
 
-    assert reviewer.approve("excel/read_sheet") == ["excel/read_sheet"]
+    assert held.hash is not None
+    assert reviewer.approve(f"excel/read_sheet@{held.hash[:16]}") == ["excel/read_sheet"]
     assert reviewer.verdict("excel", "read_sheet") is None
     assert reviewer.review("excel", [benign]).verdicts["read_sheet"].allowed
 
@@ -93,6 +94,7 @@ def test_new_servers_are_quarantined_after_the_baseline(tmp_path: Path) -> None:
     held = reviewer.review("newcomer", [ToolRecord(server="newcomer", name="run")]).blocked
     assert held["run"].reason == "new server"
     assert [v.id for v in reviewer.held()] == ["newcomer/run"]
+    reviewer.mark_shown(reviewer.held())  # what a 'python -m index trust' listing does
     assert reviewer.approve("newcomer") == ["newcomer (quarantine lifted)", "newcomer/run"]
     assert reviewer.verdict("newcomer", "run") is None and reviewer.held() == []
 
@@ -168,3 +170,55 @@ def test_prompts_and_resources_of_a_crawl_are_not_pinned_as_tools(reviewer: Trus
     assert all(verdict.allowed for verdict in reviewer.review("excel", [record()]).verdicts.values())
     pins = json.loads(reviewer.store.path.read_text())
     assert set(pins["tools"]) == {"excel/read_sheet"}
+
+
+def prompt(name: str = "summarize", description: str = "Summarize a sheet.", **arguments: str) -> ToolRecord:
+    properties = {argument: {"type": "string", "description": text} for argument, text in arguments.items()}
+    schema = {"type": "object", "properties": properties or {"sheet": {"type": "string"}}}
+    return ToolRecord(server="excel", name=name, kind="prompt", description=description, input_schema=schema)
+
+
+def template(description: str = "One cell of a sheet.", uri: str = "excel://cells/{cell}") -> ToolRecord:
+    return ToolRecord(server="excel", name="cell", kind="resource_template", uri=uri, description=description)
+
+
+def test_prompts_and_resource_templates_are_pinned_and_a_change_waits_like_a_tool(reviewer: TrustReviewer) -> None:
+    """A server may name a prompt like a tool: each kind has its own pin."""
+    resource = ToolRecord(server="excel", name="sheets", kind="resource", uri="excel://sheets", description="Open sheets.")
+    first = reviewer.review("excel", [record(), prompt("read_sheet"), template(), resource])
+    assert not first.blocked and not first.withheld_items
+    pins = json.loads(reviewer.store.path.read_text())
+    assert set(pins["items"]) == {"prompt:excel/read_sheet", "resource_template:excel/excel://cells/{cell}"}
+    assert pins["items"]["prompt:excel/read_sheet"]["approved"]["by"] == "first use"
+
+    changed = prompt("read_sheet", "Summarize a sheet.", sheet="Which sheet.", sidenote="Anything else.")
+    later = reviewer.review("excel", [record(), changed, template("One cell, with its formula."), prompt("chart")])
+    held = later.withheld_items
+    assert set(held) == {"prompt:excel/read_sheet", "resource_template:excel/excel://cells/{cell}", "prompt:excel/chart"}
+    assert held["prompt:excel/read_sheet"].reason == "changed"
+    assert held["prompt:excel/read_sheet"].summary == ["arguments: parameter(s) added: sidenote; parameter(s) changed: sheet"]
+    assert held["resource_template:excel/excel://cells/{cell}"].summary == ["description changed (20 -> 27 characters)"]
+    assert held["prompt:excel/chart"].reason == "new item"
+    message = held["prompt:excel/chart"].message()
+    assert "prompt 'excel/chart' appeared after its server's prompts were approved" in message
+    assert "'python -m index approve prompt:excel/chart'" in message
+    assert not later.blocked  # the tool of the same name is untouched
+    assert reviewer.item_state(changed)[0] is not None and reviewer.item_state(prompt("read_sheet"))[0] is not None
+    assert [v.id for v in reviewer.held()] == [
+        "prompt:excel/chart", "prompt:excel/read_sheet", "resource_template:excel/excel://cells/{cell}"
+    ]  # fmt: skip
+
+    target = f"resource_template:excel/excel://cells/{{cell}}@{held['resource_template:excel/excel://cells/{cell}'].hash}"
+    assert reviewer.approve(target) == ["resource_template:excel/excel://cells/{cell}"]
+    assert reviewer.item_state(template("One cell, with its formula.")) == (None, True)
+    assert reviewer.item_state(template()) == (None, False)  # no longer the approved definition
+    assert reviewer.item_state(resource) == (None, False)  # concrete resources are not pinned
+
+
+def test_a_server_whose_prompts_were_never_pinned_pins_its_first_prompts(reviewer: TrustReviewer) -> None:
+    """Tools pinned (an older store, or an index built from a catalog): prompts are trusted on their
+    own first use, not held back as new."""
+    reviewer.review("excel", [record()])
+    assert not reviewer.review("excel", [prompt()]).withheld_items
+    assert reviewer.review("excel", [prompt(), prompt("chart")]).withheld_items["prompt:excel/chart"].reason == "new item"
+

@@ -243,20 +243,22 @@ NOT_ONE_MESSAGE = [
     (b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]', -32600, "is a JSON array (a batch)"),
     (b"[]", -32600, "is a JSON array (a batch)"),
     (b"null", -32600, "one JSON-RPC message object, not null"),
-    (b'"ping"', -32600, "one JSON-RPC message object, not a JSON string"),
-    (b"{not json", -32700, "Parse error: key must be a string"),
-    (b'{"jsonrpc":"2.0","id":1,"method":"\xff\xfe"}', -32700, "Parse error: invalid unicode code point"),
-    (b"[" * 100_000, -32700, "Parse error: recursion limit exceeded"),
-    (b'{"a":' * 100_000 + b"1" + b"}" * 100_000, -32700, "Parse error: recursion limit exceeded"),
+    (b'"ping"', -32600, 'one JSON-RPC message object, not "ping"'),
+    (b"{not json", -32700, "Parse error: the message is not valid JSON (key must be a string"),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\xff\xfe"}', -32700, "Parse error: the message is not valid UTF-8"),
+    (b"[" * 100_000, -32700, "Parse error: the message's JSON is nested deeper than the 200 levels"),
+    (b'{"a":' * 100_000 + b"1" + b"}" * 100_000, -32700, "Parse error: the message's JSON is nested deeper"),
     (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', -32600, '"id" must be a string or an integer, not null'),
     (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', -32600, '"id" must be a string or an integer, not 1.5'),
     (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', -32600, '"id" must be a string or an integer, not true'),
     (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', -32600, "not a JSON object"),
     (b'{"jsonrpc":"1.0","id":1,"method":"ping"}', -32600, '"jsonrpc" must be "2.0"'),
     (b'{"jsonrpc":"2.0","id":1,"method":7}', -32600, '"method" must be a string'),
-    (b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[1]}', -32602, '"params" must be an object'),
+    # Not -32602: MCP's request envelope takes object params only (as over stdio).
+    (b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[1]}', -32600, '"params" must be an object'),
     (b'{"jsonrpc":"2.0","id":1}', -32600, 'has a "method"'),
     (b'{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}', -32600, 'has a "method"'),
+    (b'{"jsonrpc":"2.0","id":1,"result":5}', -32600, "not a valid JSON-RPC 2.0 message (result: Input should be"),
 ]
 
 

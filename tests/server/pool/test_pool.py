@@ -21,6 +21,7 @@ from server.pool.sessions import ChildPool, PoolSettings
 from tests.server.pool.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
+SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -378,3 +379,38 @@ async def test_list_tools_comes_from_the_live_session(settings: PoolSettings) ->
         assert {"echo", "counter", "sleep"} <= {tool.name for tool in tools}
         assert pool.is_running("alpha")
         assert [tool.name for tool in await pool.list_tools("alpha")] == [tool.name for tool in tools]
+
+
+async def test_a_tool_with_a_broken_definition_is_left_out_and_refused_while_the_others_work(
+    settings: PoolSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    # One tool without a usable inputSchema made every listing fail (a pydantic traceback out of the pool).
+    config = ServerConfig(name="breaker", command=sys.executable, args=[str(SCHEMA_BREAKER)])
+    async with running_pool({"breaker": config}, settings) as pool:
+        with caplog.at_level("WARNING", logger="server.pool.sessions"):
+            assert [tool.name for tool in await pool.list_tools("breaker")] == ["fine", "echo"]
+        assert text_of(await pool.call_tool("breaker", "echo", {"text": "hi"})) == 'echo ran with {"text": "hi"}'
+        with pytest.raises(ServerUnavailableError) as refused:
+            await pool.call_tool("breaker", "wrong_type", {})
+        assert str(refused.value) == (
+            "tool 'wrong_type' of server 'breaker' cannot be used: its definition is broken (inputSchema.type: should "
+            "be 'object' (got 'string')), so the copilot left it out of the server's tools. Use another tool (route "
+            "finds alternatives); the server's author has to fix this one."
+        )
+        assert "not valid JSON Schema" in str(pool.unusable_tool("breaker", "bad_json_schema"))
+        assert pool.unusable_tool("breaker", "echo") is None
+    assert (
+        "server 'breaker': skipped tool 'wrong_type', its definition is broken: inputSchema.type: should be 'object' "
+        "(got 'string')"
+    ) in [record.getMessage() for record in caplog.records]
+
+
+async def test_a_listing_broken_beyond_single_tools_is_an_error_saying_what_is_wrong(settings: PoolSettings) -> None:
+    config = ServerConfig(name="breaker", command=sys.executable, args=[str(SCHEMA_BREAKER), "--bad-cursor"])
+    async with running_pool({"breaker": config}, settings) as pool:
+        with pytest.raises(ServerUnavailableError) as caught:
+            await pool.list_tools("breaker")
+    assert str(caught.value).startswith(
+        "server 'breaker' answered tools/list with a reply that does not follow the MCP schema: nextCursor: should "
+        "be a valid string (got 5)"
+    )

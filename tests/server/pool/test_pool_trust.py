@@ -69,7 +69,7 @@ async def test_approving_a_changed_tool_releases_it(tmp_path: Path) -> None:
     await call(tmp_path, config, "read_notes")
     with pytest.raises(ToolBlockedError):
         await call(tmp_path, config, "read_notes")
-    TrustReviewer(TrustStore.in_home(tmp_path)).approve("notes/read_notes")
+    TrustReviewer(TrustStore.in_home(tmp_path)).approve("notes/read_notes", unseen=True)  # approve --yes
     released = await call(tmp_path, config, "read_notes")
     assert not released.is_error
 

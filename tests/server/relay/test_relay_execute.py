@@ -236,7 +236,10 @@ async def test_images_and_blocks_over_the_caps_are_cut_with_a_note(relayed: Rela
 
 
 async def test_route_shows_which_tools_return_structured_output(relayed: Relayed) -> None:
-    found = await relayed.client.call_tool("route", {"query": "add two integers", "server": "alpha", "top_k": 20})
+    # Words of both tools, so both are found whether the model is loaded yet or route is still keyword-only.
+    found = await relayed.client.call_tool(
+        "route", {"query": "add two integers; weather report for a city", "server": "alpha", "top_k": 20}
+    )
     tools = {t["tool"]: t for t in found.structured_content["tools"]}
     assert tools["add"]["structured_output"] is True
     assert tools["structured"]["structured_output"] is False

@@ -249,10 +249,11 @@ async def test_lines_that_are_no_request_are_answered_as_json_rpc_says_the_same_
         assert _shape(seen["fast"][name]) == ([] if expected is None else [expected]), name
     messages = {name: answers[0]["error"]["message"] for name, answers in seen["fast"].items() if answers}
     assert "batch" in messages["a batch"]
-    assert '"jsonrpc": "2.0" is missing' in messages["no jsonrpc member"]
+    assert '"jsonrpc" must be "2.0" (it is missing)' in messages["no jsonrpc member"]
     assert "byte order mark" in messages["byte order mark"]
     assert "nested deeper than the 200 levels" in messages["100k brackets"]
-    assert "its id is 1.5, but a request's id must be a string or an integer" in messages["id 1.5"]
+    assert '"id" must be a string or an integer, not 1.5' in messages["id 1.5"]
+    assert '"params" must be an object' in messages["params an array"]
     assert "For further information" not in json.dumps(messages)  # no pydantic dumps
     for copilot in pair.values():  # still serving
         await copilot.send(line(echo("after", "still here")))

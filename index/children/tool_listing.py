@@ -1,0 +1,164 @@
+"""A child's ``tools/list``, tool by tool: a tool whose definition is broken is skipped, not its server.
+
+The SDK checks a ``tools/list`` reply as a whole, so one tool without an ``inputSchema``, or with
+one that is not an object of ``"type": "object"``, failed the whole listing: the crawl lost every
+tool of that server, and the pool every call to it. When that happens the page is asked for again
+as plain JSON and each tool is checked alone, against the same schema of the negotiated protocol
+version; the tools that pass are kept and the others skipped, each with what is wrong with it.
+A tool whose ``inputSchema`` is no valid JSON Schema (no draft accepts it; the draft it declares,
+when it declares one) is skipped too: ``execute`` could not check params against it.
+
+The crawler and the child pool both list through :func:`list_tools_page`, so a tool the catalog
+leaves out is a tool the pool refuses, for the same reason in the same words.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import mcp.types as types
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+from mcp.client.session import ClientSession
+from pydantic import ValidationError
+
+from index.catalog.kinds import describe_schema_error
+from index.children.connect import ChildConnection
+from index.children.direct import typed_result
+
+#: Drafts tried, newest first, for a schema that does not declare one (``$schema``). Older servers
+#: still write draft-04 forms (``"exclusiveMinimum": true``), which newer drafts reject.
+DRAFTS_BY_AGE = (
+    validators.Draft202012Validator,
+    validators.Draft201909Validator,
+    validators.Draft7Validator,
+    validators.Draft6Validator,
+    validators.Draft4Validator,
+)
+#: Characters of a schema problem kept (an error may quote a whole enum back).
+_PROBLEM_CHARS = 200
+
+
+@dataclass
+class ToolsPage:
+    """One page of a child's tools: the usable ones, the cursor of the next page, the skipped ones."""
+
+    tools: list[types.Tool]
+    next_cursor: str | None = None
+    #: Tool name -> what is wrong with its definition (``inputSchema.type: should be 'object' ...``).
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def input_schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """What makes ``schema`` (a tool's ``inputSchema``) no valid JSON Schema, or None when it is one."""
+    try:
+        text = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):
+        return _check(schema)
+    return _checked(text)
+
+
+@lru_cache(maxsize=4096)
+def _checked(text: str) -> str | None:
+    # A pool lists each child again after every restart and change: a schema is checked once.
+    return _check(json.loads(text))
+
+
+def _check(schema: Mapping[str, Any]) -> str | None:
+    declared = validators.validator_for(schema, default=None) if isinstance(schema.get("$schema"), str) else None
+    first: schema_errors.SchemaError | None = None
+    for validator_class in (declared,) if declared is not None else DRAFTS_BY_AGE:
+        try:
+            validator_class.check_schema(schema)
+        except schema_errors.SchemaError as error:
+            first = first or error
+            continue
+        return None
+    assert first is not None
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first.absolute_path)
+    message = first.message if len(first.message) <= _PROBLEM_CHARS else first.message[: _PROBLEM_CHARS - 1] + "…"
+    return f"inputSchema{where} is not valid JSON Schema: {message}"
+
+
+def _usable(tools: list[types.Tool], skipped: dict[str, str]) -> list[types.Tool]:
+    kept = []
+    for tool in tools:
+        problem = input_schema_problem(tool.input_schema)
+        if problem is None:
+            kept.append(tool)
+        else:
+            skipped[tool.name] = problem
+    return kept
+
+
+async def list_tools_page(connection: ChildConnection, cursor: str | None = None) -> ToolsPage:
+    """The page of ``tools/list`` at ``cursor``, without the tools whose definitions are broken
+    (each noted in a stdio child's stderr log, where its author looks).
+
+    Raises what ``session.list_tools`` raises, and its ``ValidationError`` when the reply is wrong
+    beyond single tools (``tools`` not a list, a cursor that is not a string).
+    """
+    session = connection.session
+    params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+    try:
+        result = await session.list_tools(params=params)
+    except ValidationError as error:
+        if not _only_tools_broken(error):
+            raise
+        page = await _tool_by_tool(session, params, error)
+    else:
+        skipped: dict[str, str] = {}
+        page = ToolsPage(_usable(result.tools, skipped), result.next_cursor, skipped)
+    if connection.process is not None:
+        for name, problem in page.skipped.items():
+            connection.process.note(f"tool '{name}' skipped, its definition is broken: {problem}")
+    return page
+
+
+def _only_tools_broken(error: ValidationError) -> bool:
+    """Whether every problem of the reply lies inside one of its tools (``tools[i]...``)."""
+    return all(
+        len(item["loc"]) >= 2 and item["loc"][0] == "tools" and isinstance(item["loc"][1], int)
+        for item in error.errors()
+    )
+
+
+async def _tool_by_tool(
+    session: ClientSession, params: types.PaginatedRequestParams | None, whole: ValidationError
+) -> ToolsPage:
+    raw = await _raw_page(session, params)
+    items = raw.get("tools")
+    if not isinstance(items, list):
+        raise whole  # it was a list a moment ago: a server this inconstant gets its first answer's error
+    version = session.protocol_version
+    good: list[Any] = []
+    skipped: dict[str, str] = {}
+    for index, item in enumerate(items):
+        try:
+            typed_result(version, "tools/list", {"tools": [item]}, types.ListToolsResult)
+        except ValidationError as error:
+            skipped[_name_of(item, index)] = describe_schema_error(error, depth=2)
+            continue
+        good.append(item)
+    result = typed_result(version, "tools/list", {**raw, "tools": good}, types.ListToolsResult)
+    return ToolsPage(_usable(result.tools, skipped), result.next_cursor, skipped)
+
+
+def _name_of(item: Any, index: int) -> str:
+    name = item.get("name") if isinstance(item, dict) else None
+    return name if isinstance(name, str) and name else f"#{index + 1} (no name)"
+
+
+async def _raw_page(session: ClientSession, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
+    """The page as the child sent it: the request ``session.list_tools`` makes, without its check of
+    the reply as a whole -- the session has no public way to take a result unchecked (mcp 2.3)."""
+    data = types.ListToolsRequest(params=params).model_dump(by_alias=True, mode="json", exclude_none=True)
+    opts: Any = {}
+    session._stamp(data, opts)  # the protocol version header an HTTP child expects
+    if session._session_read_timeout_seconds is not None:
+        opts["timeout"] = session._session_read_timeout_seconds
+    return await session._dispatcher.send_raw_request(data["method"], data.get("params"), opts)

@@ -1,0 +1,129 @@
+"""Loading the embedding model off the search path, and again after a failure.
+
+The copilot answers ``route`` lexically until the model is in (:meth:`ToolIndex.route` with
+``wait_for_model=False``). A load can fail for good reasons (``COPILOT_EMBEDDING_MODEL`` names a
+directory whose weights are broken, torch cannot start): the failure is remembered with its
+reason so route can say so instead of "still loading" forever, and a later search retries. Only
+searches start attempts, one at a time and only once the delay for that many failures in a row
+has passed (:data:`RETRY_SECONDS`), so a model that stays broken costs one attempt every few
+minutes, never a loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from index.errors import CopilotError
+
+logger = logging.getLogger(__name__)
+
+#: Seconds to wait before the next attempt after the 1st, 2nd, 3rd ... failure in a row (the last repeats).
+RETRY_SECONDS: tuple[float, ...] = (5.0, 15.0, 60.0, 300.0)
+#: A loader's message can quote a whole stack of library errors; route shows this much of it.
+MAX_REASON_CHARS = 400
+
+
+class LoadFailure(BaseModel):
+    """The last failed attempt to load the model."""
+
+    reason: str
+    #: Failed attempts in a row.
+    attempts: int
+    #: ``time.monotonic()`` after which a search may start the next attempt.
+    retry_at: float
+
+    def retry_in(self) -> float:
+        """Seconds until the next attempt may start (0 when a search would start it now)."""
+        return max(0.0, self.retry_at - time.monotonic())
+
+
+def retry_delay(attempts: int) -> float:
+    """The wait after ``attempts`` failures in a row (bounded by the last of :data:`RETRY_SECONDS`)."""
+    return RETRY_SECONDS[min(max(attempts, 1), len(RETRY_SECONDS)) - 1]
+
+
+def _reason(error: BaseException) -> str:
+    """One line of why: the copilot's own errors are sentences already, others get their type."""
+    text = " ".join(str(error).split())
+    if not isinstance(error, CopilotError):
+        text = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
+class ModelLoader:
+    """Runs ``load`` in a daemon thread when asked, remembering a failure and when to try again."""
+
+    def __init__(self, load: Callable[[], object]) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        #: Attempts in progress: the warm-up's (in its own thread) counts too, so a search arriving
+        #: meanwhile does not start a second one.
+        self._running = 0
+        self._failure: LoadFailure | None = None
+        #: Attempts started so far (background and warm-up ones alike).
+        self.attempts = 0
+
+    @property
+    def failure(self) -> LoadFailure | None:
+        """Why the last attempt failed; None before any failure and after a success."""
+        return self._failure
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The last background attempt (tests join it instead of sleeping)."""
+        return self._thread
+
+    def start(self) -> bool:
+        """Start a background attempt unless one is running or the retry delay has not passed yet;
+        returns whether one started."""
+        with self._lock:
+            if self._running:
+                return False
+            if self._failure is not None and time.monotonic() < self._failure.retry_at:
+                return False
+            self.attempts += 1
+            self._running += 1
+            self._thread = threading.Thread(target=self._attempt, name="copilot-model-load", daemon=True)
+            self._thread.start()
+            return True
+
+    def load(self) -> None:
+        """Load in this thread (the copilot's warm-up); a failure is remembered like a background
+        one's, and raised."""
+        with self._lock:
+            self.attempts += 1
+            self._running += 1
+        self._attempt(raise_error=True)
+
+    def _attempt(self, *, raise_error: bool = False) -> None:
+        try:
+            self._load()
+        except Exception as error:
+            with self._lock:
+                self._running -= 1
+                attempts = (self._failure.attempts if self._failure is not None else 0) + 1
+                delay = retry_delay(attempts)
+                failure = self._failure = LoadFailure(
+                    reason=_reason(error), attempts=attempts, retry_at=time.monotonic() + delay
+                )
+            logger.warning(
+                "loading the embedding model failed (attempt %d; searches are keyword-only until it loads, "
+                "next attempt in %.0f s or later): %s",
+                attempts,
+                delay,
+                failure.reason,
+            )
+            if raise_error:
+                raise
+            return
+        with self._lock:
+            self._running -= 1
+            if self._failure is not None:
+                logger.info("loaded the embedding model after %d failed attempt(s)", self._failure.attempts)
+            self._failure = None

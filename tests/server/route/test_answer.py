@@ -1,0 +1,52 @@
+"""route's answer text (server.route.answer): the echoed query, and notes on keyword-only answers."""
+
+from __future__ import annotations
+
+from server.route.answer import MAX_ECHO_CHARS, RoutedTool, RouteAnswer, echo_query, render_route
+
+
+def _tool(name: str = "get_air_quality") -> RoutedTool:
+    return RoutedTool(server="weather", tool=name, description="Air quality of a city.", score=3.2, server_running=False)
+
+
+def test_a_long_query_is_echoed_by_its_beginning_and_length() -> None:
+    assert echo_query("current time in Tokyo") == "current time in Tokyo"
+    exactly = "x" * MAX_ECHO_CHARS
+    assert echo_query(exactly) == exactly
+    long = "convert a word document " + "y" * 4976
+    echoed = echo_query(long)
+    assert echoed == long[:MAX_ECHO_CHARS] + "… (5,000 characters)"
+
+
+def test_a_cut_query_says_only_its_beginning_was_searched_and_how_to_ask() -> None:
+    query = "z" * 5000
+    answer = RouteAnswer(query=echo_query(query), query_chars=5000, searched_chars=2000, tools=[_tool()])
+    text = render_route(answer)
+    assert query not in text and "… (5,000 characters)" in text
+    assert "only its first 2,000 were searched" in text and "one operation per query" in text
+    short = render_route(RouteAnswer(query="air quality", query_chars=11, tools=[_tool()]))
+    assert "were searched" not in short
+
+
+def test_keyword_only_answers_say_why_and_what_to_do() -> None:
+    loading = render_route(RouteAnswer(query="air quality", ranking="lexical-startup", tools=[_tool()]))
+    assert "still loading its semantic search model" in loading and "keyword matching only" in loading
+    nothing = render_route(RouteAnswer(query="zzqx", ranking="lexical-startup"))
+    assert nothing.startswith('No tools found for "zzqx".')
+    assert "no tool shares a word with this query" in nothing and "search again in a few seconds" in nothing
+    assert "Weak match" not in nothing and "Rephrase" not in nothing
+
+    failed = render_route(
+        RouteAnswer(
+            query="air quality",
+            ranking="lexical-fallback",
+            model_error="cannot load the embedding model from /models/x: header too large",
+            model_retry_seconds=60,
+            tools=[_tool()],
+        )
+    )
+    assert "still loading" not in failed
+    assert "embedding model failed to load (cannot load the embedding model from /models/x: header too large)" in failed
+    assert "keyword matching only" in failed and "in about 60 s" in failed and "COPILOT_EMBEDDING_MODEL" in failed
+    retrying = render_route(RouteAnswer(query="zzqx", ranking="lexical-fallback", model_error="boom", model_retry_seconds=0))
+    assert "no tool shares a word" in retrying and "retrying to load it in the background" in retrying

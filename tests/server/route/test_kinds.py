@@ -1,0 +1,37 @@
+"""What route says when the pool has nothing of the kind asked for (server.route.kinds)."""
+
+from __future__ import annotations
+
+from server.route.kinds import missing_kind_note
+
+TOOLS_ONLY = {"tool": 12}
+MIXED = {"tool": 12, "prompt": 2, "resource": 1, "resource_template": 1}
+
+
+def test_a_kind_no_server_offers_is_named_with_the_kinds_there_are() -> None:
+    note = missing_kind_note("prompt", TOOLS_ONLY)
+    assert note is not None and note.startswith("No server in the pool offers prompts")
+    assert 'tools (12; kind="tool", the default)' in note
+    resources = missing_kind_note("resource", {"tool": 3, "prompt": 1})
+    assert resources is not None and "No server in the pool offers resources" in resources
+    assert 'prompts (1; kind="prompt")' in resources
+    assert missing_kind_note("tool", {"prompt": 2}) is not None
+
+
+def test_kinds_the_pool_offers_need_no_note() -> None:
+    assert missing_kind_note("prompt", MIXED) is None
+    assert missing_kind_note("resource", {"tool": 1, "resource_template": 1}) is None
+    assert missing_kind_note("any", MIXED) is None
+    assert missing_kind_note("prompt", {}) is None  # nothing indexed: not a matter of kinds
+
+
+def test_a_server_filter_without_the_kind_points_to_the_other_servers() -> None:
+    note = missing_kind_note("prompt", MIXED, "alpha", {"tool": 3})
+    assert note == (
+        'Server \'alpha\' offers no prompts; it offers tools (3; kind="tool", the default). '
+        "Other servers in the pool offer prompts: drop the server filter to search them."
+    )
+    assert missing_kind_note("prompt", MIXED, "jotter", {"tool": 3, "prompt": 2}) is None
+    # The pool has none at all: the pool's note, not the filter's.
+    pool_note = missing_kind_note("prompt", TOOLS_ONLY, "alpha", {"tool": 3})
+    assert pool_note is not None and pool_note.startswith("No server in the pool offers prompts")
