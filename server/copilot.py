@@ -38,9 +38,11 @@ from server.errors import (
     ServerUnavailableError,
     UnknownServerError,
     UnknownToolError,
+    broken_tool_error,
 )
 from server.route.answer import LEXICAL_RANKINGS, RouteAnswer, RoutedTool, echo_query, render_route
 from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block
+from server.route.approvals import APPROVAL_SYNC_WAIT, ApprovedDefinitions
 from server.route.indexing import BackgroundIndexer
 from server.route.kinds import ROUTE_KINDS, missing_kind_note
 from server.policy import ConfirmationStore, Policy, Risk
@@ -63,6 +65,9 @@ logger = logging.getLogger(__name__)
 WARM_TOP_SERVERS = 2
 #: Seconds between checks of the servers file for changes.
 SERVERS_FILE_CHECK_INTERVAL = 1.0
+#: Seconds between the background checks of the pins file for approvals (route and execute check
+#: it themselves before answering; this brings hosts' lists along when neither is called).
+APPROVALS_CHECK_INTERVAL = 1.0
 _LISTED_NAMES = 25
 
 
@@ -254,6 +259,15 @@ class Copilot:
         self._route_description: str | None = None
         #: Awaited with the new text whenever route's description changes.
         self.route_description_listeners: list[Callable[[str], Awaitable[None]]] = []
+        #: Awaited with (server, kinds changed) when the copilot itself rewrote records of the index
+        #: (approved definitions); the aggregation tells hosts. Without one, route's description follows.
+        self.index_change_listeners: list[Callable[[str, set[str]], Awaitable[None]]] = []
+        #: Approved definitions into the index (``None`` without a trust guard).
+        self.approvals = (
+            ApprovedDefinitions(guard.reviewer.store, index, lambda: self.servers, self._approvals_indexed)
+            if guard is not None
+            else None
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -305,6 +319,7 @@ class Copilot:
                 # Only when there is something to index (with no server, nothing will build the index).
                 copilot._startup_indexing = settings.auto_index and any(c.is_enabled for c in servers_file.servers.values())
                 task_group.start_soon(copilot._background)
+                task_group.start_soon(copilot._watch_approvals, name="approved definitions watch")
                 task_group.start_soon(copilot.telemetry.keep_status, copilot, settings.home)
                 if start_now:
                     copilot.mark_started()
@@ -344,15 +359,42 @@ class Copilot:
         # Operators (and tests) read this line as "start-up work is over; what is open now stays open".
         logger.info("start-up work done%s", "" if self.settings.warm_index else " (index warming is off)")
 
+    async def follow_approvals(self, wait: float = APPROVAL_SYNC_WAIT) -> None:
+        """Definitions a person approved since the last look reach the index (waiting at most ``wait`` s)."""
+        if self.approvals is not None:
+            await self.approvals.follow(self._task_group, wait)
+
+    async def _watch_approvals(self) -> None:
+        if self.approvals is None:
+            return
+        await self.started.wait()
+        while True:
+            await anyio.sleep(APPROVALS_CHECK_INTERVAL)
+            await self.follow_approvals(math.inf)
+
+    async def _approvals_indexed(self, changes: dict[str, set[str]]) -> None:
+        if not self.index_change_listeners:
+            await self.refresh_route_description(reload_index=True)
+        for server, kinds in changes.items():
+            for listener in list(self.index_change_listeners):
+                try:
+                    await listener(server, kinds)
+                except Exception:  # noqa: BLE001 -- a failing listener must not stop the others
+                    logger.exception("index change listener failed")
+
     async def _warm_in_background(self) -> None:
         try:
             await anyio.to_thread.run_sync(self._warm_index, abandon_on_cancel=True)
         except IndexNotBuiltError as error:
             logger.info("%s", error)
-        except CopilotError as error:
-            logger.warning("search index not ready: %s", error)
-        except Exception:
-            logger.exception("loading the search index failed")
+        except Exception as error:
+            if self.index.model_loader.failure is not None:
+                # The model loader has logged this failure, with its retry plan (route reports it too).
+                logger.debug("index warm-up stopped: the embedding model did not load: %s", error)
+            elif isinstance(error, CopilotError):
+                logger.warning("search index not ready: %s", error)
+            else:
+                logger.exception("loading the search index failed")
 
     async def _index_servers(self, servers: Mapping[str, ServerConfig]) -> None:
         await self.indexer.run(servers)
@@ -536,6 +578,7 @@ class Copilot:
             if argument_error is not None:
                 raise QueryError(argument_error)
             self.refresh_servers()
+            await self.follow_approvals()  # a definition approved a moment ago is what route shows
             answer = await self._route(text_query if isinstance(query, str) else query, top_k, server, kind)
             if annotate is not None:
                 annotate(answer)
@@ -593,7 +636,13 @@ class Copilot:
         try:
             found = await anyio.to_thread.run_sync(
                 lambda: self.index.route(
-                    query, top_k=fetch, server=only, servers=servers, kinds=kinds, wait_for_model=False
+                    query,
+                    top_k=fetch,
+                    server=only,
+                    servers=servers,
+                    kinds=kinds,
+                    wait_for_model=False,
+                    model_wait=self.settings.route_model_wait,
                 ),
                 abandon_on_cancel=True,
             )
@@ -631,6 +680,9 @@ class Copilot:
             if not self.policy.tool_allowed(hit.server, hit.tool):
                 continue
             is_tool = getattr(hit, "kind", "tool") == "tool"  # prompts and resources run nothing
+            if is_tool and (broken := self.pool.unusable_tool(hit.server, hit.tool)) is not None:
+                held.append(str(broken))  # broke since it was indexed: execute would refuse it
+                continue
             if is_tool and self.guard is not None and (verdict := self.guard.blocked(hit.server, hit.tool)) is not None:
                 held.append(verdict.message())
                 continue
@@ -709,6 +761,7 @@ class Copilot:
         tool_requested = _name(tool_name, "tool_name", UnknownToolError)
         arguments = coerce_params(params)
         self.policy.check_allowed(server, tool_requested)
+        await self.follow_approvals()  # an approved schema is what params are checked against
         info = await self._lookup_tool(server, tool_requested)
         self.policy.check_allowed(server, info.name)
         if self.guard is not None:
@@ -728,6 +781,9 @@ class Copilot:
         record = await self._in_thread(self.index.get, server, tool)  # tools only
         if record is not None:
             return ToolInfo(record.name, record.description, dict(record.input_schema), record.annotations)
+        # Left out of the index for a broken definition: say why, without starting the server for it.
+        if (broken := await self._broken_tool(server, tool)) is not None:
+            raise broken
         records = await self._indexed_records()
         names = [r.name for r in records.values() if r.server == server and r.kind == "tool"]
         other = next((r for r in records.values() if r.server == server and r.name == tool and r.kind != "tool"), None)
@@ -735,8 +791,15 @@ class Copilot:
             raise self._unknown_tool(server, tool, names, records, kind=other.kind)
         if not names:
             return await self._pick_live(server, tool)
-        # Left out of the index for a broken definition: say so, if the pool has listed it this run.
-        raise self.pool.unusable_tool(server, tool) or self._unknown_tool(server, tool, names, records)
+        raise self._unknown_tool(server, tool, names, records)
+
+    async def _broken_tool(self, server: str, tool: str) -> ServerUnavailableError | None:
+        """Why ``tool`` was left out of ``server``'s tools for a broken definition, or None: as the
+        pool's last listing of it in this run says, else as the index's record of its crawl does."""
+        if self.pool.skipped_tools(server) is not None:
+            return self.pool.unusable_tool(server, tool)
+        problem = (await self._in_thread(self.index.skipped_tools, server) or {}).get(tool)
+        return broken_tool_error(server, tool, problem) if problem is not None else None
 
     async def _pick_live(self, server: str, tool: str) -> ToolInfo:
         by_name = {t.name: t for t in await self.pool.list_tools(server)}

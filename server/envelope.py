@@ -1,24 +1,30 @@
 """What the copilot answers a message that is not one valid JSON-RPC request: the same on every transport.
 
 The SDK refuses such a message in its own words per transport (over HTTP a ``-32602`` with a dump of
-pydantic's errors, or a 202 for a request whose ``id`` it cannot take; over stdio nothing at all),
-so the stdio transport (``server.stdio.serve``) and the HTTP one (``server.http.body``) both hand
-what the SDK refused to :func:`message_problem`, and answer with the :class:`EnvelopeProblem` it
-finds: one code and one message per kind of malformed message, whichever way it came.
+pydantic's errors, or a 202 for a request whose ``id`` it cannot take, or on its 2026-07-28 entry one
+message and no id for all; over stdio nothing at all), so the stdio transport (``server.stdio.serve``)
+and the HTTP one (``server.http.body``, both its entries) hand what the SDK refused to
+:func:`message_problem`, and answer with the :class:`EnvelopeProblem` it finds: one code and one
+message per kind of malformed message, whichever way it came.
 
-The codes are JSON-RPC 2.0's: ``-32700`` (Parse error) for what is not JSON, ``-32600`` (Invalid
-Request) for JSON that is not a valid request object -- a batch (MCP has none since 2025-06-18), a
-bare value, no ``"jsonrpc": "2.0"``, an ``id`` that is neither a string nor an integer, a ``method``
-that is not a string, ``params`` that are not an object. MCP's ``JSONRPCRequest`` carries its
-params as an object only, so other params make the envelope invalid, not merely the params of one
-method (``-32602``, which the dispatcher answers once a message was read).
+The codes are JSON-RPC 2.0's: ``-32700`` (Parse error) for what is not JSON (or not UTF-8, which
+MCP's JSON-RPC messages are), ``-32600`` (Invalid Request) for JSON that is not a valid request
+object -- a batch (MCP has none since 2025-06-18), a bare value, no ``"jsonrpc": "2.0"``, an ``id``
+that is neither a string nor an integer, a ``method`` that is not a string, ``params`` that are not
+an object. MCP's ``JSONRPCRequest`` carries its params as an object only, so other params make the
+envelope invalid, not merely the params of one method (``-32602``, which the dispatcher answers once
+a message was read).
 
-Only messages the SDK refused get here: a valid request costs nothing.
+Only messages the SDK refused get here: a valid request costs nothing. Except on the SDK's
+2026-07-28 HTTP entry, which reads bodies with Python's ``json.loads``: that takes some the SDK's
+other reader (``pydantic_core``, on stdio and the handshake entry) refuses, which
+:func:`lenient_read_problem` finds.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pydantic_core
@@ -29,6 +35,13 @@ from index.children.wire import LONE_SURROGATE, loose_parse, request_id_of
 from server.bounded import shown_name
 
 _BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+#: Any UTF-16 surrogate escape (``\ud800``): Python's JSON reader takes lone ones, the SDK's does not.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+#: A UTF-16 surrogate encoded as UTF-8 bytes (``ED A0 80``), not valid UTF-8: Python's JSON reader
+#: decodes bytes with ``surrogatepass``, so it takes them.
+_ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
+#: Levels of nesting the SDK's JSON reader reads (Python's reads some 1,000).
+_MAX_DEPTH = 200
 #: Longest JSON value repeated in a message (an odd id, a bare value).
 _SHOWN_VALUE = 40
 
@@ -75,6 +88,31 @@ def message_problem(raw: bytes) -> EnvelopeProblem | None:
     return value_problem(value)
 
 
+def lenient_read_problem(raw: bytes) -> EnvelopeProblem | None:
+    """Why the SDK's JSON reader refuses ``raw`` when Python's ``json.loads`` reads it, else ``None``.
+
+    ``json.loads`` takes lone surrogate escapes, surrogates encoded as UTF-8, a byte order mark,
+    UTF-16 and UTF-32, and nesting past 200 levels; the SDK's reader refuses each. Only a body that
+    may hold one of those (cheap scans: a surrogate escape, an ``ED A0``-``ED BF`` pair, a first
+    byte that is no ASCII or a NUL, more than 200 brackets) is read again, by the SDK's reader;
+    what else ``json.loads`` refuses, it refuses too.
+    """
+    head = raw[:4]
+    if not (
+        b"\x00" in head
+        or not head.isascii()
+        or _SURROGATE_ESCAPE.search(raw)
+        or (b"\xed" in raw and _ENCODED_SURROGATE.search(raw))
+        or raw.count(b"[") + raw.count(b"{") > _MAX_DEPTH
+    ):
+        return None
+    try:
+        pydantic_core.from_json(raw)
+    except ValueError as error:
+        return _parse_problem(raw, str(error))
+    return None
+
+
 def value_problem(value: Any) -> EnvelopeProblem | None:
     """What is wrong with ``value``, a JSON value read as one message, else ``None``."""
     if isinstance(value, list):
@@ -90,9 +128,12 @@ def value_problem(value: Any) -> EnvelopeProblem | None:
 def _parse_problem(raw: bytes, error: str) -> EnvelopeProblem:
     text = raw.strip()
     # Python's own reader takes what the SDK's does not (lone surrogates, a byte order mark skipped
-    # here): the id of a request with one of those is found, and a notification is still one;
-    # else the id is looked for in the text.
-    loose = loose_parse(text.removeprefix(_BYTE_ORDER_MARK))
+    # here, invalid UTF-8 replaced here): the id of a request with one of those is found, and a
+    # notification is still one; else the id is looked for in the text.
+    unmarked = text.removeprefix(_BYTE_ORDER_MARK)
+    loose = loose_parse(unmarked)
+    if loose is None and (replaced := unmarked.decode("utf-8", "replace").encode()) != unmarked:
+        loose = loose_parse(replaced)
     request_id = request_id_of(text, loose)
     if text.startswith(_BYTE_ORDER_MARK):
         why = "the message begins with a byte order mark (U+FEFF), which must not precede a JSON-RPC message"
@@ -100,6 +141,8 @@ def _parse_problem(raw: bytes, error: str) -> EnvelopeProblem:
         why = "the message's JSON is nested deeper than the 200 levels the copilot reads"
     elif "escape" in error and LONE_SURROGATE.search(text):
         why = "the message contains a lone UTF-16 surrogate escape (such as \\ud800), which is not valid Unicode"
+    elif b"\x00" in text[:2]:
+        why = "the message is not UTF-8, which MCP's messages are (it begins with NUL bytes, as UTF-16 does)"
     else:
         try:
             raw.decode("utf-8")
@@ -182,4 +225,11 @@ def _shown(value: Any) -> str:
     return shown_name(json.dumps(value, ensure_ascii=False), _SHOWN_VALUE)
 
 
-__all__ = ["EnvelopeProblem", "invalid_request", "message_problem", "parse_error", "value_problem"]
+__all__ = [
+    "EnvelopeProblem",
+    "invalid_request",
+    "lenient_read_problem",
+    "message_problem",
+    "parse_error",
+    "value_problem",
+]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from index.errors import CopilotError
+from server.bounded import shown_name
 
 
 class ExecuteError(CopilotError):
@@ -32,6 +33,16 @@ class ServerUnavailableError(ExecuteError):
     """The child could not be started (disabled, missing command, failed initialize)."""
 
     kind = "server_unavailable"
+
+
+def broken_tool_error(server: str, tool: str, problem: str) -> ServerUnavailableError:
+    """A call to a tool left out of its server's tools for a broken definition (``problem``): the
+    same words whether the pool's listing or the index's record of the crawl knows it."""
+    return ServerUnavailableError(
+        f"tool '{shown_name(tool)}' of server '{server}' cannot be used: its definition is broken ({problem}), "
+        "so the copilot left it out of the server's tools. Use another tool (route finds alternatives); the "
+        "server's author has to fix this one."
+    )
 
 
 class ChildCrashedError(ExecuteError):

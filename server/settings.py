@@ -155,6 +155,14 @@ class ServerSettings(CopilotSettings):
         default=True,
         description="Load the search index (embedding model) in the background at startup, not at the first route.",
     )
+    route_model_wait: float = Field(
+        default=0.0,
+        ge=0,
+        le=3600,
+        description="Seconds a route arriving while the embedding model loads waits for it before answering by "
+        "keywords alone (0: at once). Rankings that must not depend on how fast the model loads (benchmark "
+        "runs, tests) set it.",
+    )
     crawl_concurrency: int = Field(default=4, ge=1)
     crawl_timeout: float = Field(default=120.0, gt=0, description="Seconds per server while crawling.")
 

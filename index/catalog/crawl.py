@@ -34,7 +34,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from index.children.connect import (
-    ChildConnection,
     ChildExitedError,
     ChildStartError,
     CommandNotFoundError,
@@ -48,7 +47,7 @@ from index.children.connect import (
 )
 from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, keep_log_bounded
 from index.children.stdio import MAX_STDERR_LOG_BYTES
-from index.children.tool_listing import list_tools_page
+from index.children.tool_listing import list_all_tools  # re-exported: the crawl's and the pool's one bounded listing
 from index.errors import ConfigError, CopilotError
 from index.catalog.filenames import safe_file_name
 from index.catalog.kinds import describe_schema_error, list_other_kinds
@@ -64,8 +63,6 @@ DEFAULT_CONCURRENCY = 4
 DEFAULT_TIMEOUT = 120.0
 #: Extra seconds past a server's deadline for closing its session and killing its process group.
 TEARDOWN_GRACE = 8.0
-#: ``tools/list`` pages followed per server; a server that keeps returning cursors is cut here.
-MAX_PAGES = 100
 #: stderr lines kept per failed server (the full log stays in the log dir).
 STDERR_TAIL_LINES = 12
 
@@ -120,6 +117,11 @@ class CrawlReport(BaseModel):
     @property
     def failed(self) -> list[ServerOutcome]:
         return [outcome for outcome in self.outcomes.values() if not outcome.ok]
+
+    @property
+    def skipped_tools(self) -> dict[str, dict[str, str]]:
+        """Per server crawled successfully, the tools left out for a broken definition (maybe none)."""
+        return {name: dict(info.skipped_tools) for name, info in self.servers.items()}
 
     def to_catalog(self, base: Catalog | None = None, *, source: str = "crawl") -> Catalog:
         """A catalog of this crawl, or ``base`` with just the servers crawled now replaced.
@@ -209,38 +211,6 @@ def _server_description(config: ServerConfig, initialize_result: types.Initializ
         return first if len(first) <= 300 else first[:299] + "…"
     server_info = initialize_result.server_info
     return (server_info.description or "") if server_info is not None else ""
-
-
-async def list_all_tools(
-    connection: ChildConnection, warnings: list[str], skipped: dict[str, str] | None = None
-) -> list[types.Tool]:
-    """``tools/list`` following ``nextCursor`` until the last page (duplicate names dropped).
-
-    Tools whose definitions are broken are left out and put in ``skipped`` (name -> what is wrong):
-    the server's other tools are still listed (``index.children.tool_listing``).
-    """
-    tools: dict[str, types.Tool] = {}
-    cursor: str | None = None
-    seen_cursors: set[str] = set()
-    for _ in range(MAX_PAGES):
-        result = await list_tools_page(connection, cursor)
-        if skipped is not None:
-            skipped.update(result.skipped)
-        for tool in result.tools:
-            if tool.name in tools:
-                warnings.append(f"tool '{tool.name}' listed twice; kept the first")
-                continue
-            tools[tool.name] = tool
-        cursor = result.next_cursor
-        if not cursor:
-            break
-        if cursor in seen_cursors:
-            warnings.append(f"tools/list returned cursor {cursor!r} twice; stopped paging")
-            break
-        seen_cursors.add(cursor)
-    else:
-        warnings.append(f"tools/list still had more pages after {MAX_PAGES}; kept the first {MAX_PAGES}")
-    return list(tools.values())
 
 
 def _first_line(message: str, server: str) -> str:
@@ -379,9 +349,14 @@ async def crawl_server(
     ]
     tool_count = len(records)
     records += [ToolRecord.model_validate(scrub_machine_paths(r.model_dump(), workdir)) for r in others]
+    # Kept in the catalog (a file that travels): named as the records are, the reasons without secrets.
+    kept_out = {
+        scrub_machine_paths(name, workdir, config): config.redact(scrub_machine_paths(why, workdir, config))
+        for name, why in skipped.items()
+    }
     info = CatalogServer(
         description=description, category=config.category, launch_hash=config.launch_hash(), tool_count=tool_count,
-        start_seconds=start_seconds,
+        start_seconds=start_seconds, skipped_tools=kept_out,
     )
     outcome = ServerOutcome(
         server=config.name, ok=True, tool_count=tool_count, seconds=round(anyio.current_time() - started, 2),

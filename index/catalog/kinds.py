@@ -97,13 +97,18 @@ def template_variables(uri_template: str) -> list[str]:
         return []
 
 
-def resource_template_record(template: types.ResourceTemplate, config: ServerConfig, server_description: str) -> ToolRecord:
-    variables = template_variables(template.uri_template)
-    schema: dict[str, Any] = {
+def template_input_schema(uri_template: str) -> dict[str, Any]:
+    """A resource template's URI variables as an input schema (string properties, all required)."""
+    variables = template_variables(uri_template)
+    return {
         "type": "object",
         "properties": {name: {"type": "string"} for name in variables},
         **({"required": variables} if variables else {}),
     }
+
+
+def resource_template_record(template: types.ResourceTemplate, config: ServerConfig, server_description: str) -> ToolRecord:
+    schema = template_input_schema(template.uri_template)
     return ToolRecord(
         server=config.name,
         name=template.name or template.uri_template,

@@ -1,8 +1,10 @@
 """Tool records and catalog snapshots (the README's "Tool index and search").
 
 A catalog is a JSON file: ``{"version": 1, "created": ..., "source": ..., "servers": {name:
-{description, category, launch_hash}}, "tools": [ToolRecord, ...]}``. The crawler writes it,
-``import-livemcpbench`` writes it from the paper's snapshot, ``index build`` reads it.
+{description, category, launch_hash, skipped_tools, ...}}, "tools": [ToolRecord, ...]}``. The crawler
+writes it, ``import-livemcpbench`` writes it from the paper's snapshot, ``index build`` reads it.
+A server's ``skipped_tools`` are the tools the crawl left out for a broken definition, with what is
+wrong (catalogs written before it have none): the index keeps them, so ``execute`` of one says why.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ class CatalogServer(BaseModel):
     #: Seconds the crawl measured from launch to the answer to initialize (with the package caches
     #: as they were: a first npx/uvx run includes the download): how slow the server is to start.
     start_seconds: float | None = None
+    #: Tools the crawl left out because their definition is broken: name -> what is wrong with it.
+    skipped_tools: dict[str, str] = Field(default_factory=dict)
 
 
 class Catalog(BaseModel):
@@ -95,9 +99,21 @@ class Catalog(BaseModel):
     tools: list[ToolRecord] = Field(default_factory=list)
 
     def digest(self) -> str:
-        """Identifies the tool set (not the crawl time): logged with every benchmark run."""
+        """Identifies the tool set (not the crawl time): logged with every benchmark run.
+
+        Skipped tools count too (a build must carry a change of them into the index); a catalog
+        without any keeps the digest it had before they were recorded."""
         hashes = sorted(f"{t.id}:{t.content_hash}" for t in self.tools)
+        hashes += sorted(
+            f"skipped:{server}/{name}:{why}"
+            for server, info in self.servers.items()
+            for name, why in info.skipped_tools.items()
+        )
         return hashlib.sha256("\n".join(hashes).encode()).hexdigest()[:16]
+
+    def skipped_tools(self) -> dict[str, dict[str, str]]:
+        """Every server's tools left out for a broken definition (an empty dict for a server with none)."""
+        return {name: dict(info.skipped_tools) for name, info in self.servers.items()}
 
     def save(self, path: str | Path) -> Path:
         """Write atomically (a temp file, then rename); failures are a :class:`CatalogError`."""

@@ -83,11 +83,14 @@ class ChildProcess:
         #: ``MCP_COPILOT_CHILD`` in its environment: finds its descendants wherever they went.
         self.tag = tag
         self.junk_lines = 0
+        self.unreadable_lines = 0
         self.oversized_lines = 0
         #: Bytes of the stdout line the child has begun and not ended (kept current by the stdout
         #: reader) and its first bytes: a reply written without its newline is never read.
         self.unterminated_bytes = 0
         self.unterminated_head = b""
+        #: Requests of the child's own left unanswered while its output is not read (``wire.ChildRequests``).
+        self.paused_requests = 0
         self.log: IO[bytes] | None = None
         #: How closing treats it: seconds to exit after stdin closes, then seconds between SIGTERM and
         #: SIGKILL. The pool shortens both when the copilot exits (the host kills it 2 s after stdin).
@@ -201,6 +204,15 @@ class ChildProcess:
         return (
             f" It wrote {self.unterminated_bytes:,} bytes to stdout without ending the line ({shown!r}{more}); "
             "an MCP stdio server must end every message with a newline, and a line is read only then."
+        )
+
+    def paused_output(self) -> str:
+        """A sentence about the child's output not being read for its unanswered requests, or ``""``."""
+        if not self.paused_requests:
+            return ""
+        return (
+            f" It had sent {self.paused_requests} requests of its own whose answers it did not read (it may not read "
+            "its stdin), so the copilot stopped reading its output until it did."
         )
 
     def stderr_tail(self, max_lines: int = 15, max_chars: int = 300) -> list[str]:

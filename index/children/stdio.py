@@ -31,7 +31,7 @@ from index.children.direct import DirectRequests
 from index.children.errors import ChildStartError, CommandNotFoundError
 from index.children.guard import TAG_VARIABLE, child_guard
 from index.children.process import ChildProcess, describe_exit
-from index.children.wire import JUNK_LINES_LOGGED, PendingRequests, StdoutReader
+from index.children.wire import JUNK_LINES_LOGGED, ChildRequests, PendingRequests, StdoutReader
 from index.catalog.servers import ServerConfig
 
 logger = logging.getLogger(__name__)
@@ -164,11 +164,13 @@ async def stdio_streams(
         if on_spawn is not None:
             on_spawn(child)
 
+        asked = ChildRequests()  # the child's own requests, until their answers are written
         read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
         closed = anyio.Event()
 
         def mark_closed() -> None:
+            asked.close()  # a reader waiting for answers that can no longer be written reads on
             direct.close()
             read_writer.close()
             closed.set()
@@ -191,7 +193,7 @@ async def stdio_streams(
         requests = PendingRequests()
         direct = DirectRequests(write_line, requests)
         reader = StdoutReader(
-            child, config.name, process.stdout, read_writer, max_message_bytes, mark_closed, requests
+            child, config.name, process.stdout, read_writer, max_message_bytes, mark_closed, requests, asked
         )
         reader.direct = direct
         writer_done = anyio.Event()
@@ -204,6 +206,7 @@ async def stdio_streams(
                         data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                         requests.sent(message.message)
                         await write_line(data.encode() + b"\n")
+                        asked.sent(message.message)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                 mark_closed()  # the child stopped reading: fail pending requests instead of hanging
             finally:
@@ -230,6 +233,8 @@ async def stdio_streams(
                     transport.close()
             if child.junk_lines > JUNK_LINES_LOGGED:
                 child.note(f"{child.junk_lines} non-protocol stdout lines were dropped in this session")
+            if child.unreadable_lines > JUNK_LINES_LOGGED:
+                child.note(f"{child.unreadable_lines} unreadable replies were dropped in this session")
             child.note(f"session closed ({describe_exit(child.returncode)})")
 
         streams = Streams(read_stream, write_stream, closed, process=child, direct=direct)

@@ -8,8 +8,12 @@ version; the tools that pass are kept and the others skipped, each with what is 
 A tool whose ``inputSchema`` is no valid JSON Schema (no draft accepts it; the draft it declares,
 when it declares one) is skipped too: ``execute`` could not check params against it.
 
-The crawler and the child pool both list through :func:`list_tools_page`, so a tool the catalog
-leaves out is a tool the pool refuses, for the same reason in the same words.
+The crawler and the child pool both list through :func:`list_all_tools`, so a tool the catalog
+leaves out is a tool the pool refuses, for the same reason in the same words. A child's listing
+is bounded there whatever it sends: a definition over :data:`MAX_DEFINITION_CHARS` characters or an
+input schema nested deeper than :data:`MAX_SCHEMA_DEPTH` levels is skipped like a broken one, at most
+:data:`MAX_PAGES` pages are followed (a cursor seen before ends the listing), and the first
+:data:`MAX_TOOLS` tools are kept.
 """
 
 from __future__ import annotations
@@ -41,6 +45,17 @@ DRAFTS_BY_AGE = (
 )
 #: Characters of a schema problem kept (an error may quote a whole enum back).
 _PROBLEM_CHARS = 200
+#: ``tools/list`` pages followed per server; a server that keeps returning cursors is cut here.
+MAX_PAGES = 100
+#: Tools kept per server, the first ones listed (the largest server of the bundled catalog has 54):
+#: every tool is pinned, scanned and embedded, so a child listing 100,000 would cost minutes.
+MAX_TOOLS = 1000
+#: Characters of one tool's definition as JSON; a longer one is skipped (the largest of the bundled
+#: catalog has 8,586). Every definition is pinned whole, scanned and embedded.
+MAX_DEFINITION_CHARS = 100_000
+#: JSON levels of an input schema; a deeper one is skipped (the schema checker recurses per level,
+#: and Python's stack ends a little past 90 nested objects).
+MAX_SCHEMA_DEPTH = 64
 
 
 @dataclass
@@ -84,15 +99,92 @@ def _check(schema: Mapping[str, Any]) -> str | None:
     return f"inputSchema{where} is not valid JSON Schema: {message}"
 
 
+def _depth(value: Any) -> int:
+    """JSON nesting levels of ``value`` (iterative: a deep value must not exhaust the stack)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def definition_problem(tool: types.Tool) -> str | None:
+    """What makes ``tool``'s definition too big or too deep for the copilot to keep, or None."""
+    size = len(tool.model_dump_json(by_alias=True, exclude_none=True))
+    if size > MAX_DEFINITION_CHARS:
+        return f"it is {size:,} characters long, over the copilot's limit of {MAX_DEFINITION_CHARS:,} characters"
+    for field_name, schema in (("inputSchema", tool.input_schema), ("outputSchema", tool.output_schema)):
+        depth = _depth(schema)
+        if depth > MAX_SCHEMA_DEPTH:
+            return f"{field_name} is nested {depth} levels deep, over the copilot's limit of {MAX_SCHEMA_DEPTH}"
+    return None
+
+
 def _usable(tools: list[types.Tool], skipped: dict[str, str]) -> list[types.Tool]:
     kept = []
     for tool in tools:
-        problem = input_schema_problem(tool.input_schema)
+        problem = definition_problem(tool) or input_schema_problem(tool.input_schema)
         if problem is None:
             kept.append(tool)
         else:
             skipped[tool.name] = problem
     return kept
+
+
+async def list_all_tools(
+    connection: ChildConnection, warnings: list[str], skipped: dict[str, str] | None = None
+) -> list[types.Tool]:
+    """``tools/list`` following ``nextCursor`` until the last page, bounded (see the module docstring).
+
+    A tool listed twice keeps its first definition. Tools whose definitions are broken (or over the
+    limits) are left out and put in ``skipped`` (name -> what is wrong); what else was cut is said
+    in ``warnings``.
+    """
+    tools: dict[str, types.Tool] = {}
+    cursor: str | None = None
+    seen_cursors: set[str] = set()
+    left_out = 0
+    twice: list[str] = []  # the first few names listed again
+    twice_count = 0
+    for _ in range(MAX_PAGES):
+        result = await list_tools_page(connection, cursor)
+        for name, problem in result.skipped.items():
+            if skipped is not None and len(skipped) < MAX_TOOLS:
+                skipped[name] = problem
+        for tool in result.tools:
+            if tool.name in tools:
+                twice_count += 1
+                if len(twice) < 5:
+                    twice.append(tool.name[:100])
+            elif len(tools) >= MAX_TOOLS:
+                left_out += 1
+            else:
+                tools[tool.name] = tool
+        cursor = result.next_cursor
+        if not cursor or left_out:
+            break
+        if cursor in seen_cursors:
+            warnings.append(f"tools/list returned cursor {cursor[:100]!r} twice; stopped paging")
+            break
+        seen_cursors.add(cursor)
+    else:
+        warnings.append(f"tools/list still had more pages after {MAX_PAGES}; kept the first {MAX_PAGES}")
+    if twice_count == 1:
+        warnings.append(f"tool '{twice[0]}' listed twice; kept the first")
+    elif twice_count:
+        shown = ", ".join(f"'{name}'" for name in twice)
+        if twice_count > len(twice):
+            shown += f" and {twice_count - len(twice):,} more"
+        warnings.append(f"tools {shown} listed more than once; kept the first of each")
+    if left_out:
+        more = f"{left_out:,} more" + (" and further pages" if cursor else "")
+        warnings.append(
+            f"tools/list offered more than {MAX_TOOLS:,} tools; kept the first {MAX_TOOLS:,} ({more} left out)"
+        )
+    return list(tools.values())
 
 
 async def list_tools_page(connection: ChildConnection, cursor: str | None = None) -> ToolsPage:

@@ -16,7 +16,12 @@ call waiting for its timeout:
 - a single line over ``max_bytes`` is discarded while it streams in (memory stays bounded) and
   the request it belonged to gets an error naming the limit; when the line began with text and a
   message follows (megabytes of output glued before a reply), the text is dropped and the message
-  read.
+  read;
+- requests of the child's own are read while fewer than :data:`MAX_CHILD_REQUESTS` of them wait for
+  the copilot's answer (:class:`ChildRequests`); beyond that the reader waits for answers to be
+  written: a child that sends requests and never reads the answers cannot make the copilot hold
+  more (each request is a task with its answer, waiting for the child's stdin). A request reusing
+  the id of one still unanswered is dropped.
 
 :class:`PendingRequests` is fed by the stdin writer, so the reader knows which ids are awaited.
 Errors made up here carry ``data={"origin": "mcp-copilot"}`` (:data:`COPILOT_ORIGIN`), so callers
@@ -67,6 +72,54 @@ LONE_SURROGATE = re.compile(
 )
 
 RequestId = int | str
+#: Requests of the child that may wait for the copilot's answer at once (questions for the host
+#: are fewer: ``server.relay.call.MAX_WAITING_QUESTIONS`` per call).
+MAX_CHILD_REQUESTS = 64
+
+
+class ChildRequests:
+    """The child's requests the copilot has not answered yet, by id: at most ``limit`` are read."""
+
+    def __init__(self, limit: int = MAX_CHILD_REQUESTS) -> None:
+        self.limit = limit
+        self.open: set[RequestId] = set()
+        self._room = anyio.Event()
+        self.closed = False
+        #: How often the reader waited for room.
+        self.pauses = 0
+
+    def is_open(self, request_id: RequestId) -> bool:
+        return coerce_request_id(request_id) in self.open
+
+    def asked(self, request_id: RequestId) -> None:
+        self.open.add(coerce_request_id(request_id))
+
+    def answered(self, request_id: RequestId | None) -> None:
+        """The copilot answered ``request_id`` (or the child cancelled it: it gets no answer)."""
+        if request_id is None:
+            return
+        self.open.discard(coerce_request_id(request_id))
+        if len(self.open) < self.limit:
+            self._room.set()
+
+    def sent(self, message: types.JSONRPCMessage) -> None:
+        """Note a message written to the child's stdin (an answer frees room)."""
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self.answered(message.id)
+
+    @property
+    def full(self) -> bool:
+        return len(self.open) >= self.limit and not self.closed
+
+    async def room(self) -> None:
+        """Until fewer than ``limit`` wait (or the session closed)."""
+        while self.full:
+            self._room = anyio.Event()
+            await self._room.wait()
+
+    def close(self) -> None:
+        self.closed = True
+        self._room.set()
 
 
 class PendingRequests:
@@ -179,6 +232,7 @@ class StdoutReader:
         max_bytes: int,
         on_close: Callable[[], None],
         requests: PendingRequests | None = None,
+        asked: ChildRequests | None = None,
     ) -> None:
         self.child = child
         self.server = server
@@ -187,6 +241,8 @@ class StdoutReader:
         self.max_bytes = max_bytes
         self.on_close = on_close
         self.requests = requests if requests is not None else PendingRequests()
+        #: The child's requests awaiting the copilot's answers (the stdin writer notes the answers).
+        self.asked = asked if asked is not None else ChildRequests()
         self.delivering = True
         #: Takes answers and progress of the copilot's own requests before the session sees them.
         self.direct: DirectRequests | None = None
@@ -249,6 +305,7 @@ class StdoutReader:
                         buffer.clear()
                         await self._line(line)
         finally:
+            self.asked.close()
             if self.direct is not None:
                 self.direct.close()
             self.on_close()
@@ -275,7 +332,38 @@ class StdoutReader:
         for request_id in list(self.requests.pending):
             await self._fail(request_id, message)
 
+    async def _admit(self, message: types.JSONRPCRequest) -> bool:
+        """Whether to deliver a request of the child's: one at a time past :data:`MAX_CHILD_REQUESTS`
+        unanswered ones (the reader waits), none reusing the id of an unanswered one."""
+        if self.asked.is_open(message.id):
+            shown = _shown(json.dumps(message.id).encode())
+            self.child.note(
+                f"sent a request with id {shown} while its earlier request with that id was unanswered; dropped it"
+            )
+            return False
+        if self.asked.full:
+            self.child.paused_requests = len(self.asked.open)
+            self.asked.pauses += 1
+            if self.asked.pauses == 1:  # a child that reads slowly pauses again and again: said once
+                self.child.note(
+                    f"has {len(self.asked.open)} requests waiting for the copilot's answers (it may not read its "
+                    "stdin); its output is read again once one is answered"
+                )
+                waiting = len(self.asked.open)
+                logger.warning("%s: %d requests unanswered; reading its output waits", self.server, waiting)
+            await self.asked.room()
+            self.child.paused_requests = 0
+        self.asked.asked(message.id)
+        return True
+
     async def _deliver(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCRequest):
+            if not self.delivering or not await self._admit(message):
+                return  # (no session any more: nobody would answer it)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            request_id = (message.params or {}).get("requestId")
+            if isinstance(request_id, int | str) and not isinstance(request_id, bool):
+                self.asked.answered(request_id)  # a cancelled request is not answered
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             if message.id is None:
                 assert isinstance(message, types.JSONRPCError)
@@ -328,8 +416,12 @@ class StdoutReader:
             return
         request_id = request_id_of(line, parsed)
         what = describe_unreadable(line, error)
-        self.child.note(f"sent a reply the copilot cannot read ({len(line)} bytes): {what}: {_shown(line)}")
-        logger.warning("%s: unreadable reply: %s", self.server, what)
+        self.child.unreadable_lines += 1
+        if self.child.unreadable_lines <= JUNK_LINES_LOGGED:  # a child may send them nonstop: the rest are counted
+            self.child.note(f"sent a reply the copilot cannot read ({len(line)} bytes): {what}: {_shown(line)}")
+            logger.warning("%s: unreadable reply: %s", self.server, what)
+            if self.child.unreadable_lines == JUNK_LINES_LOGGED:
+                self.child.note("further unreadable replies are counted without logging")
         message = (
             f"server '{self.server}' sent a reply the copilot cannot read: {what}. "
             f"The line ({len(line)} bytes) starts {_shown(line)}"

@@ -61,6 +61,8 @@ class ModelLoader:
     def __init__(self, load: Callable[[], object]) -> None:
         self._load = load
         self._lock = threading.Lock()
+        #: Notified whenever an attempt ends (loaded or failed), for :meth:`wait`.
+        self._ended = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         #: Attempts in progress: the warm-up's (in its own thread) counts too, so a search arriving
         #: meanwhile does not start a second one.
@@ -93,6 +95,12 @@ class ModelLoader:
             self._thread.start()
             return True
 
+    def wait(self, timeout: float) -> None:
+        """Wait until no attempt is in progress, at most ``timeout`` seconds (for a caller that would
+        rather have the model than an answer at once; whether it loaded is the embedder's to say)."""
+        with self._ended:
+            self._ended.wait_for(lambda: not self._running, timeout=max(0.0, timeout))
+
     def load(self) -> None:
         """Load in this thread (the copilot's warm-up); a failure is remembered like a background
         one's, and raised."""
@@ -107,6 +115,7 @@ class ModelLoader:
         except Exception as error:
             with self._lock:
                 self._running -= 1
+                self._ended.notify_all()
                 attempts = (self._failure.attempts if self._failure is not None else 0) + 1
                 delay = retry_delay(attempts)
                 failure = self._failure = LoadFailure(
@@ -124,6 +133,7 @@ class ModelLoader:
             return
         with self._lock:
             self._running -= 1
+            self._ended.notify_all()
             if self._failure is not None:
                 logger.info("loaded the embedding model after %d failed attempt(s)", self._failure.attempts)
             self._failure = None

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -137,6 +137,28 @@ def _best_signal(values: list[np.ndarray | None]) -> np.ndarray | None:
     """One raw signal's best value over the whole query and its operations (for the weak-match verdict)."""
     present = [v for v in values if v is not None]
     return best_of(present) if present else None
+
+
+def _skipped_after(
+    held: Mapping[str, Mapping[str, str]],
+    given: Mapping[str, Mapping[str, str]] | None,
+    scope: set[str] | None,
+    indexed: Collection[str],
+) -> dict[str, dict[str, str]]:
+    """The skipped tools a sync leaves: ``given`` replaces ``held`` for the servers it covers (every
+    server without a scope), and a tool that has a record now is no longer skipped."""
+    merged = {server: dict(tools) for server, tools in held.items()}
+    if given is not None:
+        if scope is None:
+            merged = {}
+        for server in (scope or set()) | set(given):
+            merged.pop(server, None)
+        merged.update({server: dict(tools) for server, tools in given.items()})
+    return {
+        server: kept
+        for server, tools in sorted(merged.items())
+        if (kept := {name: why for name, why in sorted(tools.items()) if f"{server}/{name}" not in indexed})
+    }
 
 
 def _build_id() -> str:
@@ -336,11 +358,20 @@ class ToolIndex:
         return {str(name): int(count) for name, count in zip(names, counts, strict=True)}
 
     def get(self, server: str, tool: str) -> ToolRecord | None:
+        return self.find(f"{server}/{tool}")
+
+    def find(self, record_id: str) -> ToolRecord | None:
+        """The record of this id (``server/tool``, ``prompt:server/name``, ...), or None."""
         snapshot = self._current(required=False)
         if snapshot is None:
             return None
-        position = snapshot.position.get(f"{server}/{tool}")
+        position = snapshot.position.get(record_id)
         return snapshot.record(position) if position is not None else None
+
+    def skipped_tools(self, server: str) -> dict[str, str]:
+        """Tools of ``server`` left out of the index for a broken definition: name -> what is wrong."""
+        snapshot = self._current(required=False)
+        return dict(snapshot.state.skipped_tools.get(server, {})) if snapshot is not None else {}
 
     def server_names(self) -> list[str]:
         snapshot = self._current(required=False)
@@ -380,6 +411,7 @@ class ToolIndex:
         kinds: Collection[str] = ("tool",),
         trim: bool = True,
         wait_for_model: bool = True,
+        model_wait: float = 0.0,
         weights: Weights = HYBRID,
     ) -> SearchResult:
         """:meth:`search` plus what ``route`` tells the model: weak matches, trimmed hits, start-up mode.
@@ -387,7 +419,8 @@ class ToolIndex:
         ``trim`` drops hits scoring far below the best (see :mod:`index.search.confidence`);
         ``wait_for_model=False`` answers with BM25 alone while the embedding model is still
         loading (the load is started in the background) or failed to load (retried in the
-        background after a delay) instead of waiting for it.
+        background after a delay) instead of waiting for it; ``model_wait`` seconds first, when
+        positive, for a load starting or in progress (a failed one is not retried before its delay).
         """
         parsed = parse_query(query)
         top_k = check_top_k(top_k)
@@ -407,6 +440,9 @@ class ToolIndex:
             return SearchResult(hits=[], mode=method, truncated=parsed.truncated)
         mode: SearchMode = method
         failure: LoadFailure | None = None
+        if method != "bm25" and not wait_for_model and not self.embedder.loaded and model_wait > 0:
+            self.load_model_in_background()
+            self._model_loader.wait(model_wait)
         if method != "bm25" and not wait_for_model and not self.embedder.loaded:
             failure = self._model_loader.failure  # read before a retry starts (it may clear the failure)
             self.load_model_in_background()
@@ -561,12 +597,18 @@ class ToolIndex:
         catalog: str = "",
         catalog_digest: str = "",
         progress: Progress | None = None,
+        skipped: Mapping[str, Mapping[str, str]] | None = None,
     ) -> BuildReport:
         """Make the index hold ``records``: embed new/changed ones, delete the ones that disappeared.
 
         With ``servers``, only tools of those servers are deleted when absent from ``records``
         (a partial crawl must not drop everything else). The model is loaded only when
         something needs embedding.
+
+        ``skipped``: per server, the tools its crawl or listing left out for a broken definition
+        (name -> what is wrong), kept so ``execute`` of one can say why. They replace what the index
+        held for those servers (for every server when ``servers`` is None); None keeps what it held.
+        A tool indexed now is no longer skipped.
         """
         started = time.perf_counter()
         wanted: dict[str, ToolRecord] = {}
@@ -625,15 +667,20 @@ class ToolIndex:
             if state is not None and not catalog:
                 # A partial sync (the copilot indexing new servers) keeps the last build's catalog.
                 catalog, catalog_digest = state.catalog, state.catalog_digest
-            if report.changed or state is None or state.catalog != catalog or state.catalog_digest != catalog_digest:
+            indexed = (stored.keys() - set(to_delete)) | wanted.keys()
+            left_out = _skipped_after(state.skipped_tools if state is not None else {}, skipped, scope, indexed)
+            # Other processes reload on a new build id: a change of the skipped tools alone needs one too.
+            new_build = report.changed or state is None or left_out != state.skipped_tools
+            if new_build or state.catalog != catalog or state.catalog_digest != catalog_digest:
                 new_state = IndexState(
                     model=self.model_name,
                     document_version=DOCUMENT_VERSION,
                     catalog=catalog,
                     catalog_digest=catalog_digest,
                     built_at=_now(),
-                    build_id=_build_id() if report.changed or state is None else state.build_id,
+                    build_id=_build_id() if new_build else state.build_id,
                     tool_count=report.total,
+                    skipped_tools=left_out,
                 )
                 self._store.write_state(new_state)
                 self._replace_snapshot(new_state)

@@ -194,7 +194,11 @@ def _build(
     index = index or ToolIndex.open(settings)
     with progress_bar("embedding", enabled=show_progress) as progress:
         report = index.sync(
-            catalog.tools, catalog=str(path.resolve()), catalog_digest=catalog.digest(), progress=progress
+            catalog.tools,
+            catalog=str(path.resolve()),
+            catalog_digest=catalog.digest(),
+            progress=progress,
+            skipped=catalog.skipped_tools(),
         )
     if inputs is not None and (signature := store_signature(Path(inputs.store))) is not None:
         write_manifest(manifest, inputs, signature, report.total)

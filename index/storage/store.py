@@ -10,6 +10,7 @@ default embedding function downloads a model and is never used.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_serializer, field_validator
 
 from index.models.embedding import force_offline
 from index.errors import ConfigError, CopilotError
@@ -49,6 +50,28 @@ class IndexState(BaseModel):
     built_at: str = ""
     build_id: str = ""
     tool_count: int = 0
+    #: Per server, the tools its crawl or listing left out for a broken definition: name -> what is
+    #: wrong. Stored as JSON text (collection metadata holds only scalars); none in older stores.
+    skipped_tools: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+    @field_validator("skipped_tools", mode="before")
+    @classmethod
+    def _from_text(cls, value: Any) -> Any:
+        # Damaged, they must not make the whole index read as unbuilt: they are only advice.
+        try:
+            data = json.loads(value) if isinstance(value, str) and value else value or {}
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or not all(
+            isinstance(tools, dict) and all(isinstance(why, str) for why in tools.values()) for tools in data.values()
+        ):
+            logger.warning("index build metadata: unreadable skipped_tools; treating them as none")
+            return {}
+        return data
+
+    @field_serializer("skipped_tools")
+    def _as_text(self, value: dict[str, dict[str, str]]) -> str:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False) if value else ""
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,39 @@ def item_definition(record: ToolRecord) -> dict[str, Any]:
     return definition
 
 
+def definition_record(
+    kind: str, server: str, definition: Mapping[str, Any], *, server_description: str = "", category: str = ""
+) -> ToolRecord:
+    """The record a pinned definition describes (the inverse of :func:`tool_definition` and
+    :func:`item_definition`: pinning it again gives the same hash): what an approval puts in the index."""
+    common: dict[str, Any] = {
+        "server": server,
+        "name": str(definition.get("name") or ""),
+        "title": definition.get("title"),
+        "description": str(definition.get("description") or ""),
+        "annotations": dict(definition.get("annotations") or {}) or None,
+        "server_description": server_description,
+        "category": category,
+    }
+    if kind == "tool":
+        output = definition.get("outputSchema")
+        return ToolRecord(
+            input_schema=dict(definition.get("inputSchema") or {}), output_schema=dict(output) if output else None, **common
+        )
+    if kind == "prompt":
+        return ToolRecord(kind="prompt", input_schema=dict(definition.get("arguments") or {}), **common)
+    from index.catalog.kinds import template_input_schema  # the MCP SDK's URI templates: only loaded here
+
+    uri = str(definition.get("uri") or "")
+    return ToolRecord(
+        kind="resource_template",
+        uri=uri,
+        mime_type=definition.get("mimeType"),
+        input_schema=template_input_schema(uri),
+        **common,
+    )
+
+
 def definition_hash(definition: Mapping[str, Any]) -> str:
     canonical = json.dumps(definition, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -7,7 +7,8 @@ a new process may offer other prompts and resources). The updater re-lists what 
 through :meth:`ChildPool.request`; tools arrive already listed, through the pool's one listing
 path and its trust guard; re-listed prompts and resource templates pass ``review_items``, the
 same guard's pins), writes the server's records to the index in a worker thread -- one
-server at a time, repeated changes of a server coalesced -- and then calls ``on_changed`` so
+server at a time, repeated changes of a server coalesced, its prompts and resources listed at most
+once per ``RELIST_INTERVAL`` (as the pool lists tools) -- and then calls ``on_changed`` so
 hosts hear the copilot's own ``list_changed``. ``route`` keeps answering from the previous
 snapshot meanwhile (``ToolIndex`` never makes a search wait for a sync).
 """
@@ -15,6 +16,7 @@ snapshot meanwhile (``ToolIndex`` never makes a search wait for a sync).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
@@ -27,7 +29,7 @@ from index.errors import IndexNotBuiltError
 from index.catalog.kinds import list_other_kinds
 from index.catalog.records import ToolRecord
 from index.catalog.servers import ServerConfig
-from server.pool.sessions import PoolListener
+from server.pool.sessions import RELIST_INTERVAL, PoolListener
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,9 @@ class LiveUpdater(PoolListener):
         # Newest listing not yet indexed, per server, with the names the guard held back.
         self._tools: dict[str, tuple[list[types.Tool], frozenset[str]]] = {}
         self._others: set[str] = set()  # servers whose prompts/resources need listing
+        #: Monotonic time each server's prompts/resources were last listed: a child announcing changes
+        #: nonstop is listed once per interval, not back to back.
+        self._others_listed_at: dict[str, float] = {}
         self._wake = anyio.Event()
         self._updated = anyio.Event()
         self._progress = anyio.Event()
@@ -105,10 +110,17 @@ class LiveUpdater(PoolListener):
             await self._wake.wait()
             self._wake = anyio.Event()
             while self._tools or self._others:
-                server = next(iter(self._tools), None) or next(iter(self._others))
+                server, wait = self._next()
+                if server is None:  # only prompts/resources listed less than an interval ago
+                    with anyio.move_on_after(wait):
+                        await self._wake.wait()  # new tools need not wait for them
+                    self._wake = anyio.Event()
+                    continue
                 listing = self._tools.pop(server, None)
-                others = server in self._others
-                self._others.discard(server)
+                others = server in self._others and self._due(server) <= 0
+                if others:
+                    self._others.discard(server)
+                    self._others_listed_at[server] = time.monotonic()
                 self._working = True
                 try:
                     await self._update(server, listing, others)
@@ -121,6 +133,18 @@ class LiveUpdater(PoolListener):
                     self._progress.set()
                     self._progress = anyio.Event()
 
+    def _due(self, server: str) -> float:
+        """Seconds until ``server``'s prompts and resources may be listed again (<= 0: now)."""
+        return self._others_listed_at.get(server, float("-inf")) + RELIST_INTERVAL - time.monotonic()
+
+    def _next(self) -> tuple[str | None, float]:
+        """The next server to update, or ``None`` and the seconds until one is due."""
+        if self._tools:
+            return next(iter(self._tools)), 0.0
+        waits = {server: self._due(server) for server in self._others}
+        server = min(waits, key=waits.__getitem__)
+        return (server, 0.0) if waits[server] <= 0 else (None, waits[server])
+
     async def _update(
         self, server: str, listing: tuple[list[types.Tool], frozenset[str]] | None, others: bool
     ) -> None:
@@ -131,6 +155,10 @@ class LiveUpdater(PoolListener):
         if current is None:
             logger.info("not indexing the changes of '%s': there is no index yet (python -m index build)", server)
             return
+        # The tools this listing left out for a broken definition: the index says why of them (execute).
+        skipped = self._pool.skipped_tools(server) if listing is not None else None
+        if skipped is not None:
+            skipped = scrub_machine_paths(skipped, self._pool.settings.server_workdir(server))
         description = next((r.server_description for r in current), "") or config.description
         tool_records = [r for r in current if r.kind == "tool"]
         other_records = [r for r in current if r.kind != "tool"]
@@ -155,12 +183,16 @@ class LiveUpdater(PoolListener):
         wanted = tool_records + other_records
         before = {r.id: r.content_hash for r in current}
         after = {r.id: r.content_hash for r in wanted}
-        if before == after:
+        if before == after and (
+            skipped is None
+            or skipped == await anyio.to_thread.run_sync(self._index.skipped_tools, server, abandon_on_cancel=True)
+        ):
             return
         changed = {_kind_change(r.kind) for r in wanted if before.get(r.id) != r.content_hash}
         changed |= {_kind_change(r.kind) for r in current if r.id not in after}
+        left_out = {server: skipped} if skipped is not None else None
         report = await anyio.to_thread.run_sync(
-            lambda: self._index.sync(wanted, servers=[server]), abandon_on_cancel=True
+            lambda: self._index.sync(wanted, servers=[server], skipped=left_out), abandon_on_cancel=True
         )
         self.updates += 1
         self._updated.set()

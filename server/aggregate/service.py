@@ -125,6 +125,8 @@ class Aggregation:
             review_items=guard.review_items if guard is not None else None,
         )
         copilot.pool.subscribe(self.live)
+        # Records the copilot rewrites itself (approved definitions) reach hosts as the live updater's do.
+        copilot.index_change_listeners.append(self._index_changed)
         async with anyio.create_task_group() as group:
             self.subscriptions = ResourceSubscriptions(copilot.pool.request, self.broadcaster, group)
             copilot.pool.subscribe(self.subscriptions)
@@ -132,6 +134,7 @@ class Aggregation:
             try:
                 yield self
             finally:
+                copilot.index_change_listeners.remove(self._index_changed)
                 group.cancel_scope.cancel()
 
     async def _index_changed(self, server: str, changes: set[Change]) -> None:

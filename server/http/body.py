@@ -14,7 +14,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.bounded import shown_name
-from server.envelope import message_problem
+from server.envelope import lenient_read_problem, message_problem
 from server.http.common import CONNECTION_CLOSE, MCP_PATH, jsonrpc_error, reply, send_json
 from server.http.guard import Stopping
 
@@ -85,8 +85,13 @@ class RequestBodyGate:
             if (problem := _media_type_problem(headers)) is not None:
                 await send_json(send, 415, problem)
                 return
-            if _handshake_era(headers):
-                send = EnvelopeCheck(send, read.body)
+            handshake = _handshake_era(headers)
+            if not handshake and (unreadable := lenient_read_problem(read.body)) is not None:
+                # The SDK's 2026-07-28 entry would read it (see EnvelopeCheck), so it is answered here.
+                logger.debug("answered an HTTP request that is not one JSON-RPC message: %s", unreadable.message)
+                await send_json(send, 400, unreadable.as_jsonrpc())
+                return
+            send = EnvelopeCheck(send, read.body, handshake=handshake)
         pending = [{"type": "http.request", "body": read.body, "more_body": False}]
         del read  # the SDK makes its own copies; ours must not live as long as the request
 
@@ -205,25 +210,31 @@ def _media_type_problem(headers: dict[str, str]) -> dict[str, Any] | None:
 
 
 class EnvelopeCheck:
-    """``send`` of a handshake-era POST to the MCP path, answering a body that is not one JSON-RPC
-    message as ``server.envelope`` says (as over stdio) instead of as the SDK does.
+    """``send`` of a POST to the MCP path, answering a body that is not one JSON-RPC message as
+    ``server.envelope`` says (as over stdio) instead of as the SDK does, on either of its entries.
 
-    The SDK answers such a body (a batch, a bare value, an envelope it cannot validate) with
-    ``-32602`` and a dump of pydantic's errors, one that is not JSON with a parse error in its own
-    words, and a request whose ``id`` is neither a string nor an integer (``null``, ``1.5``,
-    ``true``) with 202, taking it for a notification: no answer ever comes, and the client waits for
-    one until its own timeout. Only those answers are looked at (a 400 carrying ``-32602`` or
-    ``-32700`` without an id; a 202 to a body that names an ``"id"``), and only then is the body
-    parsed again: a well-formed request costs nothing more (a second parse of a 3 MB ``execute``
-    takes 0.2 s). The body is let go once the answer has started.
+    The SDK's handshake-era entry answers such a body (a batch, a bare value, an envelope it cannot
+    validate) with ``-32602`` and a dump of pydantic's errors, one that is not JSON with a parse
+    error in its own words, and a request whose ``id`` is neither a string nor an integer (``null``,
+    ``1.5``, ``true``) with 202, taking it for a notification: no answer ever comes, and the client
+    waits for one until its own timeout. Its 2026-07-28 entry answers all of them with the right
+    codes but one message for each (``Parse error``; ``Body must be a single JSON-RPC request or
+    notification object``) and no id. Only those answers are looked at (a 400 without an id carrying
+    ``-32602`` or ``-32700``, or on the 2026-07-28 entry ``-32600`` or ``-32700``; a 202 to a body
+    that names an ``"id"``), and only then is the body parsed again: a well-formed request costs
+    nothing more (a second parse of a 3 MB ``execute`` takes 0.2 s). The body is let go once the
+    answer has started.
 
-    (The 2026-07-28 entry checks its bodies itself, with the right codes, in the SDK's words: its
-    answers are left as they are.)
+    The 2026-07-28 entry reads bodies with Python's ``json.loads``, which takes some the SDK's
+    other reader refuses (a lone surrogate escape, a byte order mark, nesting past 200 levels): the
+    request gate answers those itself (``server.envelope.lenient_read_problem``), before the SDK
+    serves them.
     """
 
-    def __init__(self, send: Send, body: bytes) -> None:
+    def __init__(self, send: Send, body: bytes, *, handshake: bool = True) -> None:
         self._send = send
         self._body: bytes | None = body
+        self._refusals = _HANDSHAKE_REFUSALS if handshake else _MODERN_REFUSALS
         self._held: Message | None = None  # the start of an answer that may be replaced
 
     async def __call__(self, message: Message) -> None:
@@ -239,7 +250,7 @@ class EnvelopeCheck:
     async def _decide(self, start: Message, answer: Message) -> None:
         body, self._body, self._held = self._body, None, None
         assert body is not None
-        problem = _envelope_correction(start["status"], answer.get("body", b""), body)
+        problem = _envelope_correction(start["status"], answer.get("body", b""), body, self._refusals)
         if problem is None:
             await self._send(start)
             await self._send(answer)
@@ -257,9 +268,13 @@ class EnvelopeCheck:
 
 
 _BODY_HEADERS = frozenset({b"content-type", b"content-length"})
+#: The codes of the SDK's refusals of a body it cannot read as one message, per entry. (Not the
+#: handshake entry's ``-32600``: it refuses a missing or unknown session with it, before the body.)
+_HANDSHAKE_REFUSALS = frozenset({INVALID_PARAMS, PARSE_ERROR})
+_MODERN_REFUSALS = frozenset({INVALID_REQUEST, PARSE_ERROR})
 
 
-def _envelope_correction(status: int, answer: bytes, body: bytes) -> dict[str, Any] | None:
+def _envelope_correction(status: int, answer: bytes, body: bytes, refusals: frozenset[int]) -> dict[str, Any] | None:
     """What to answer instead of the SDK's ``status`` and ``answer`` to ``body``, else ``None``."""
     if status == 202:
         # A notification or a response: only a body naming an "id" can be a request the SDK took
@@ -271,7 +286,7 @@ def _envelope_correction(status: int, answer: bytes, body: bytes) -> dict[str, A
         return None
     if not isinstance(error, dict) or error.get("id") is not None:
         return None
-    if not isinstance(error.get("error"), dict) or error["error"].get("code") not in (INVALID_PARAMS, PARSE_ERROR):
+    if not isinstance(error.get("error"), dict) or error["error"].get("code") not in refusals:
         return None  # an answer about something else
     return _problem(body)
 

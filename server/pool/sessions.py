@@ -16,7 +16,8 @@ only borrow the session. A child that crashes or times out is marked broken; the
 a fresh one. Nothing a child does can raise out of the pool except the ``server.errors`` below.
 
 Changes in a child: ``notifications/tools/list_changed`` drops the child's cached tool list and
-re-lists it in the background through :meth:`ChildPool.list_tools` (at most once a second), and a
+re-lists it in the background through :meth:`ChildPool.list_tools` (at most once a second: a
+storm of them costs one listing per second), and a
 restarted child is listed again at once; every listing takes the one path ``_list``, where the
 ``guard`` reviews it against the pinned definitions (held-back tools are refused by
 :meth:`ChildPool.call_tool`). A tool whose definition is broken is left out of every listing
@@ -66,7 +67,7 @@ from index.children.connect import (
 from index.catalog.kinds import describe_schema_error
 from index.children.direct import typed_result
 from index.children.process import LOG_CHECK_INTERVAL
-from index.children.tool_listing import list_tools_page
+from index.children.tool_listing import list_all_tools
 from index.children.wire import COPILOT_ORIGIN
 from index.catalog.servers import ServerConfig
 from server.bounded import shown_name
@@ -76,6 +77,7 @@ from server.errors import (
     ServerUnavailableError,
     ToolBlockedError,
     UnknownServerError,
+    broken_tool_error,
 )
 from server.pool.settings import PoolSettings
 from server.telemetry.tracing import sdk_tracing_on
@@ -123,9 +125,10 @@ class PoolListener:
         subscriptions and may offer other items. ``status()`` counts only failures as restarts)."""
 
 
-def _tools_digest(tools: list[types.Tool], held_back: frozenset[str]) -> str:
+def _tools_digest(tools: list[types.Tool], held_back: frozenset[str], skipped: Mapping[str, str]) -> str:
+    # The skipped tools count: a tool that breaks (or is fixed) changes what the index must say of it.
     payload = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
-    return hashlib.sha256(json.dumps([payload, sorted(held_back)], sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([payload, sorted(held_back), dict(skipped)], sort_keys=True).encode()).hexdigest()
 
 
 class ChildLink(Protocol):
@@ -200,9 +203,14 @@ class _ServerState:
     failed_at: float = 0.0  # monotonic
     slots: anyio.Semaphore | None = None
     listed_digest: str | None = None  # of the last tool listing passed to listeners
-    #: Tools the last listing left out for a broken definition (``index.children.tool_listing``): name -> why.
-    skipped_tools: dict[str, str] = field(default_factory=dict)
+    #: Tools the last listing left out for a broken definition (``index.children.tool_listing``): name -> why
+    #: (None until a child of the server listed its tools in this pool).
+    skipped_tools: dict[str, str] | None = None
+    #: What the last listing cut (``index.children.tool_listing.list_all_tools``), logged once per change.
+    listing_warnings: list[str] = field(default_factory=list)
     relisted_at: float = float("-inf")  # monotonic: the last re-list after a change
+    #: Monotonic time the server's prompts / resources list_changed was last logged.
+    lists_logged_at: dict[str, float] = field(default_factory=dict)
     #: Seconds the last successful start took (spawn to initialized): slow starters are not warmed.
     start_seconds: float | None = None
     #: Why a child that had served calls is gone, until the next child's first result says so.
@@ -485,14 +493,14 @@ class ChildPool:
         """The error for a call to a tool of ``server`` whose broken definition the last listing
         left out (the crawl leaves it out of the catalog alike), else None."""
         state = self._states.get(server)
-        problem = state.skipped_tools.get(tool) if state is not None else None
-        if problem is None:
-            return None
-        return ServerUnavailableError(
-            f"tool '{shown_name(tool)}' of server '{server}' cannot be used: its definition is broken ({problem}), "
-            "so the copilot left it out of the server's tools. Use another tool (route finds alternatives); the "
-            "server's author has to fix this one."
-        )
+        problem = state.skipped_tools.get(tool) if state is not None and state.skipped_tools else None
+        return broken_tool_error(server, tool, problem) if problem is not None else None
+
+    def skipped_tools(self, server: str) -> dict[str, str] | None:
+        """Tools of ``server`` its last listing left out for a broken definition (name -> why), or
+        None when no child of it has listed its tools in this pool yet."""
+        state = self._states.get(server)
+        return dict(state.skipped_tools) if state is not None and state.skipped_tools is not None else None
 
     def subscribe(self, listener: PoolListener) -> None:
         """Tell ``listener`` about changed tool listings and prompts/resources changes."""
@@ -502,7 +510,7 @@ class ChildPool:
         """Tell the listeners when ``child``'s server lists other tools (or held back others) than before."""
         state = self._state(child.name)
         held_back = frozenset(child.blocked)
-        digest = _tools_digest(tools, held_back)
+        digest = _tools_digest(tools, held_back, state.skipped_tools or {})
         if digest != state.listed_digest:
             state.listed_digest = digest
             self._tell("tools_listed", child.name, list(tools), held_back)
@@ -510,9 +518,10 @@ class ChildPool:
     async def _on_child_message(self, child: _Child, message: Any) -> None:
         """A child's notification (on its session's reader: hand work off, never await the session)."""
         if isinstance(message, types.ToolListChangedNotification):
-            logger.info("server '%s' says its tools changed; listing them again", child.name)
             child.tools = None
             if not child.relist_pending and self._task_group is not None and not self._closing:
+                # Logged per re-list, not per notification: a child may send thousands a second.
+                logger.info("server '%s' says its tools changed; listing them again", child.name)
                 child.relist_pending = True
                 self._task_group.start_soon(self._relist, child, name=f"re-list tools of {child.name}")
             return
@@ -526,7 +535,14 @@ class ChildPool:
             kind = "resources"
         if kind is None:
             return
-        logger.info("server '%s' says its %s changed", child.name, kind)
+        # Told at once, every time (an answer must not overtake its announcement; the live index
+        # re-lists at most once a second), but logged at most once a second: a child may send
+        # thousands a second.
+        state = self._state(child.name)
+        now = time.monotonic()
+        if now - state.lists_logged_at.get(kind, float("-inf")) >= RELIST_INTERVAL:
+            state.lists_logged_at[kind] = now
+            logger.info("server '%s' says its %s changed", child.name, kind)
         self._tell("list_changed", child.name, kind)
 
     def _tell(self, method: str, *args: Any) -> None:
@@ -1053,7 +1069,12 @@ class ChildPool:
         cut_off = f"another call to it ({doing}) did not finish within {limit:g}s"
         child.cut_off_because = child.cut_off_because or cut_off
         # Read before the process is stopped: an answer written without its newline is never read.
-        unended = child.config.redact(child.process.unterminated_stdout()) if child.process is not None else ""
+        # A paused reader left a line half read: then the pause is the whole story.
+        unended = (
+            child.process.paused_output() or child.config.redact(child.process.unterminated_stdout())
+            if child.process is not None
+            else ""
+        )
         self._break(child, reason, kind="timeout")
         return ChildTimeoutError(
             f"server '{child.name}' did not finish {doing} within {limit:g}s.{unended} The server was stopped (it "
@@ -1144,23 +1165,29 @@ class ChildPool:
                 logger.warning("server '%s': skipped tool '%s', its definition is broken: %s", server, name, problem)
         state.skipped_tools = skipped
 
+    def _note_listing_warnings(self, child: _Child, warnings: list[str]) -> None:
+        """What the listing cut (pages, tools over the limit, names listed twice): logged once per change."""
+        state = self._state(child.name)
+        if warnings and warnings != state.listing_warnings:
+            for warning in warnings:
+                logger.warning("server '%s': %s", child.name, warning)
+                if child.process is not None:
+                    child.process.note(warning)
+        state.listing_warnings = warnings
+
     async def _listing(self, child: _Child, limit: float) -> list[types.Tool]:
         """Every page of the child's ``tools/list``, within ``limit`` seconds."""
         assert child.connection is not None
         connection = child.connection
-        tools: list[types.Tool] = []
         skipped: dict[str, str] = {}
+        warnings: list[str] = []
         with anyio.move_on_after(limit) as scope, _busy(child, "tools/list"):
             try:
-                cursor: str | None = None
-                while True:
-                    page = await list_tools_page(connection, cursor)
-                    tools.extend(page.tools)
-                    skipped.update(page.skipped)
-                    cursor = page.next_cursor
-                    if not cursor:
-                        self._note_skipped(child.name, skipped)
-                        return tools
+                # Bounded whatever the child sends: pages, tools, definition sizes (as the crawl's).
+                tools = await list_all_tools(connection, warnings, skipped)
+                self._note_skipped(child.name, skipped)
+                self._note_listing_warnings(child, warnings)
+                return tools
             except ValidationError as error:  # broken beyond single tools (those are skipped)
                 raise ServerUnavailableError(
                     f"server '{child.name}' answered tools/list with a reply that does not follow the MCP schema: "

@@ -14,6 +14,11 @@ child sends meanwhile goes through it:
 
 The time the host takes to answer does not count against the call's timeout.
 
+A child may not flood the host: at most :data:`MAX_WAITING_QUESTIONS` of a call's requests wait for
+the host at once (more are refused at once, saying why), a legacy host is asked for its roots once
+per connection (and again after it says they changed), and the texts of progress and log messages
+are cut to :data:`MAX_PROGRESS_CHARS` and :data:`MAX_LOG_CHARS`.
+
 Children's requests carry no reference to the call they belong to. With one call in flight on the
 child, or several from the same legacy host connection, the answer is clear; with calls from
 different hosts it is not, and the child is refused rather than risk asking the wrong user.
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
+from server.bounded import cap_for_log, shown_name
 from server.relay.host import HostLink, request_kind
 from server.relay.roots import Roots
 
@@ -37,6 +43,15 @@ if TYPE_CHECKING:
     from server.relay.suspended import SuspendedCall
 
 logger = logging.getLogger(__name__)
+
+
+#: Requests of one call's child that may wait for the host at once. Each may be a question to the
+#: user or a model run the host pays for; a child sending hundreds at once must not get them.
+MAX_WAITING_QUESTIONS = 4
+#: Characters of a child's progress message passed to the host (the rest is cut, saying how much).
+MAX_PROGRESS_CHARS = 1000
+#: Characters of a child's log message passed to the host, in all its strings.
+MAX_LOG_CHARS = 10_000
 
 
 def refusal(message: str) -> types.ErrorData:
@@ -72,11 +87,15 @@ class CallRelay:
         return self._progress if self.host.wants_progress else None
 
     async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
+        if message is not None and len(message) > MAX_PROGRESS_CHARS:
+            cut = len(message) - MAX_PROGRESS_CHARS
+            message = f"{message[:MAX_PROGRESS_CHARS]}…[{cut:,} characters cut by MCP Copilot]"
         await self.host.progress(progress, total, message)
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
         name = f"{self.server}/{params.logger}" if params.logger else self.server
-        await self.host.log(params.level, params.data, name)
+        data, _ = cap_for_log(params.data, field_chars=MAX_LOG_CHARS, total_chars=MAX_LOG_CHARS)
+        await self.host.log(params.level, data, shown_name(name))
 
     @contextmanager
     def host_time(self) -> Iterator[None]:
@@ -106,6 +125,13 @@ class CallRelay:
             if kind == "roots":
                 return types.ListRootsResult(roots=self.roots.current())
             return refusal(_cannot_answer(self.server, kind, host))
+        # Roots of a legacy host are asked once and kept, so requests for them cost the host nothing.
+        if (kind != "roots" or self.suspended is not None) and len(self._asking) >= MAX_WAITING_QUESTIONS:
+            return refusal(
+                f"server '{self.server}' already has {len(self._asking)} requests waiting for {host.describe} in "
+                f"this call; MCP Copilot relays at most {MAX_WAITING_QUESTIONS} at once. Ask again once they are "
+                "answered."
+            )
         response: types.InputResponse | types.ErrorData | None = None
         with anyio.CancelScope() as asking, self.host_time():
             self._asking.add(asking)
@@ -114,6 +140,9 @@ class CallRelay:
                     response = await self.suspended.ask(request)
                 else:
                     with anyio.move_on_after(self.input_timeout):
+                        if kind == "roots":
+                            listed = await self.roots.of_host(host)
+                            return types.ListRootsResult(roots=listed if listed is not None else self.roots.current())
                         response = await host.ask(request)
             finally:
                 self._asking.discard(asking)

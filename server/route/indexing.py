@@ -172,19 +172,23 @@ class BackgroundIndexer:
         if plan.from_catalog:
             wanted = set(plan.from_catalog)
             records = [t for t in catalog.tools if t.server in wanted] if catalog is not None else []
+            kept_out = catalog.skipped_tools() if catalog is not None else {}
+            skipped = {name: tools for name, tools in kept_out.items() if name in wanted}
             # Catalog servers become searchable before the (slower) crawl of the others.
-            await anyio.to_thread.run_sync(self._sync, records, plan.from_catalog, abandon_on_cancel=True)
+            await anyio.to_thread.run_sync(
+                lambda: self._sync(records, plan.from_catalog, skipped=skipped), abandon_on_cancel=True
+            )
             self._pending = list(plan.crawl)
             for name in plan.from_catalog:
                 self._failed.pop(name, None)
             logger.info("indexed %d tool(s) of %d server(s) from the catalog", len(records), len(plan.from_catalog))
         if plan.crawl:
-            records, failures = await self._crawl({name: servers[name] for name in plan.crawl})
+            records, failures, skipped = await self._crawl({name: servers[name] for name in plan.crawl})
             self._failed.update(failures)
             ok = [name for name in plan.crawl if name not in failures]
             if ok:
                 await anyio.to_thread.run_sync(
-                    lambda: self._sync(records, ok, live=True), abandon_on_cancel=True
+                    lambda: self._sync(records, ok, live=True, skipped=skipped), abandon_on_cancel=True
                 )
                 state = _load_state(self._state_path)
                 state.update({name: servers[name].launch_hash() for name in ok})
@@ -212,26 +216,37 @@ class BackgroundIndexer:
         catalog = self._load_catalog()
         return plan_indexing(servers, indexed, catalog, _load_state(self._state_path)), catalog
 
-    def _sync(self, records: list[ToolRecord], servers: list[str], *, live: bool = False) -> None:
+    def _sync(
+        self,
+        records: list[ToolRecord],
+        servers: list[str],
+        *,
+        live: bool = False,
+        skipped: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        """``skipped``: the tools of ``servers`` left out for a broken definition (kept in the index)."""
         if self._reviewer is not None:
             from index.trust.review import review_by_server
 
             # Crawled definitions come from the live servers (pinned); catalog ones are only screened.
             review_by_server(self._reviewer, records, pin=live)
         if not self._progress:
-            self._index.sync(records, servers=servers)
+            self._index.sync(records, servers=servers, skipped=skipped)
             return
         from index.storage.build import progress_bar  # noqa: PLC0415 -- rich is only needed with progress
 
         with progress_bar(f"embedding {len(servers)} server(s)") as progress:
-            self._index.sync(records, servers=servers, progress=progress)
+            self._index.sync(records, servers=servers, progress=progress, skipped=skipped)
 
     def gaps(self, servers: Mapping[str, ServerConfig]) -> dict[str, str]:
         """Enabled servers the index does not cover yet, with why (a failed crawl's reason)."""
         plan, _catalog = self._plan(servers)
         return {name: self._failed.get(name, "not indexed yet") for name in plan.servers}
 
-    async def _crawl(self, servers: dict[str, ServerConfig]) -> tuple[list[ToolRecord], dict[str, str]]:
+    async def _crawl(
+        self, servers: dict[str, ServerConfig]
+    ) -> tuple[list[ToolRecord], dict[str, str], dict[str, dict[str, str]]]:
+        """(records, failed servers with why, the crawled servers' tools left out for broken definitions)."""
         from index.catalog.crawl import crawl_servers  # the crawler pulls in the MCP client stack; only load it when needed
 
         settings = self._settings
@@ -261,4 +276,4 @@ class BackgroundIndexer:
             if not outcome.ok
         }
         failures.update(report.skipped)
-        return list(report.records), failures
+        return list(report.records), failures, report.skipped_tools

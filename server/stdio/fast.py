@@ -21,10 +21,11 @@ It takes a request only where that is equivalent, and leaves it to the SDK other
   through the ``input_required`` round trip, which stays with the SDK);
 - ``_meta`` carries nothing but a progress token (and the 2026-07-28 envelope), so a host's trace
   context is continued by the SDK, and no OpenTelemetry tracer provider is installed;
-- the line is JSON the SDK's reader would read the same way: decoded as it decodes it (invalid
-  UTF-8 replaced, a byte order mark kept, so refused), no UTF-16 surrogate escapes, nesting well
-  within its 200-level limit, exactly the keys of a ``tools/call`` request, each of a type the
-  kernel's validation accepts (a 2026-07-28 ``logLevel`` among the spec's levels).
+- the line is JSON the SDK's reader would read the same way: valid UTF-8 (``server.stdio.pipes``
+  answers a line that is not, before the SDK reads it) and no byte order mark (refused), no UTF-16
+  surrogate escapes, nesting well within its 200-level limit, exactly the keys of a ``tools/call``
+  request, each of a type the kernel's validation accepts (a 2026-07-28 ``logLevel`` among the
+  spec's levels).
 
 During a fast call the copilot's requests to a 2025-era host (elicitation, sampling, roots) go
 through the SDK's dispatcher, which also reads the host's answers. ``notifications/cancelled`` for a
@@ -452,14 +453,14 @@ class FastExecute:
 def _read_as_the_sdk(line: bytes) -> dict[str, Any] | None:
     """``line`` as a JSON object, if the SDK's reader reads it as the same JSON; else ``None``.
 
-    It decodes as ``server.stdio.pipes`` decodes for the SDK (invalid UTF-8 replaced; a byte order
-    mark stays, and neither JSON reader takes it) -- the decoding ``json.loads`` does for bytes
-    anyway, so it costs nothing more.
+    It decodes as ``server.stdio.pipes`` decodes for the SDK: strictly (a line that is not UTF-8 is
+    left to it, which answers it with an error; a byte order mark stays, and neither JSON reader
+    takes it) -- the decoding ``json.loads`` does for bytes anyway, so it costs nothing more.
     """
     if line.count(b"{") + line.count(b"[") > _MAX_BRACKETS or _SURROGATE_ESCAPE.search(line):
         return None
     try:
-        message = json.loads(line.decode("utf-8", "replace"))
+        message = json.loads(line.decode("utf-8"))
     except (ValueError, RecursionError):
         return None
     return message if isinstance(message, dict) else None

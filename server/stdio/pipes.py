@@ -16,10 +16,13 @@ stdin or stdout is a terminal or a regular file it yields ``None`` and the SDK's
 Unlike the SDK's reader, which reads a line of any length into memory, a line longer than
 :data:`MAX_LINE_BYTES` is discarded as it streams in (only its head and tail are kept, to find the
 request's id) and handed to ``PipeLines.on_oversized``; the SDK's streamable HTTP transport
-likewise refuses bodies over 4 MiB. And where the SDK's writer would wait forever for a host that
-closed its input but never reads the answers, or fail with a traceback when the host closed its end
-of stdout, :class:`PipeWriter` gives the last answers :data:`LAST_WRITES_SECONDS` once the input
-ended, and a host that stopped listening ends the session (its output is dropped) as if it had left.
+likewise refuses bodies over 4 MiB. Where the SDK's reader replaces invalid UTF-8 (its text
+wrapper decodes with ``errors="replace"``) and serves the request with its data changed, a line
+that is not UTF-8 is handed to ``PipeLines.on_undecodable`` instead. And where the SDK's writer
+would wait forever for a host that closed its input but never reads the answers, or fail with a
+traceback when the host closed its end of stdout, :class:`PipeWriter` gives the last answers
+:data:`LAST_WRITES_SECONDS` once the input ended, and a host that stopped listening ends the
+session (its output is dropped) as if it had left.
 """
 
 from __future__ import annotations
@@ -61,9 +64,11 @@ class PipeLines:
     ``take`` sees each line first and may keep it (``server.stdio.fast``: ``execute`` served beside
     the SDK); ``at_end`` is awaited once the input ended, before the SDK hears of it. A line over
     ``max_line`` bytes is never held whole: ``on_oversized(head, tail, size)`` is awaited for it
-    instead, and reading goes on with the next line. When ``given`` is a deque, each line handed to
-    the SDK is appended to it first (``server.stdio.serve.AnswerUnparseable`` takes them back one per
-    message the SDK's reader delivers).
+    instead, and reading goes on with the next line; so is ``on_undecodable(line)`` for a line that
+    is not UTF-8 (without it, such a line is decoded as the SDK's reader decodes it, invalid bytes
+    replaced). When ``given`` is a deque, each line handed to the SDK is appended to it first
+    (``server.stdio.serve.AnswerUnparseable`` takes them back one per message the SDK's reader
+    delivers).
     """
 
     def __init__(self, reader: asyncio.StreamReader, max_line: int = MAX_LINE_BYTES) -> None:
@@ -75,6 +80,7 @@ class PipeLines:
         self.take: Callable[[bytes], bool] | None = None
         self.at_end: Callable[[], Awaitable[None]] | None = None
         self.on_oversized: Callable[[bytes, bytes, int], Awaitable[None]] | None = None
+        self.on_undecodable: Callable[[bytes], Awaitable[None]] | None = None
         self.given: deque[bytes] | None = None
         #: Called once the input ended (``stdio_files``: bounds the writes still to come).
         self.on_end: Callable[[], None] | None = None
@@ -93,9 +99,16 @@ class PipeLines:
                     await at_end()
                 raise StopAsyncIteration
             if self.take is None or not self.take(line):
+                try:
+                    text = line.decode("utf-8")
+                except UnicodeDecodeError:
+                    if self.on_undecodable is not None:
+                        await self.on_undecodable(line)
+                        continue
+                    text = line.decode("utf-8", "replace")
                 if self.given is not None:
                     self.given.append(line)
-                return line.decode("utf-8", "replace")
+                return text
 
     async def _next_line(self) -> bytes | None:
         while True:

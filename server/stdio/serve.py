@@ -13,8 +13,10 @@ notification, a reply (even a malformed one), a blank line.
 
 On pipes (``server.stdio.pipes``) it also sees the raw lines, and answers a request whose id is
 neither a string nor an integer (``null``, ``1.5``, an object), which the SDK's reader takes for a
-notification and drops, with ``-32600`` and ``"id": null``; and a line over
-``server.stdio.pipes.MAX_LINE_BYTES`` is answered with ``-32600`` without being read.
+notification and drops, with ``-32600`` and ``"id": null``; a line over
+``server.stdio.pipes.MAX_LINE_BYTES`` is answered with ``-32600`` without being read; and a line
+that is not UTF-8, which the SDK's reader would serve with its invalid bytes replaced (the data
+changed without a word), with ``-32700``, as over HTTP (JSON-RPC messages of MCP are UTF-8).
 """
 
 from __future__ import annotations
@@ -114,6 +116,12 @@ def oversized_reply(head: bytes, tail: bytes, size: int) -> types.JSONRPCError |
     return _reply(invalid_request(why, request_id_of(head + tail)))
 
 
+def undecodable_reply(line: bytes) -> types.JSONRPCError | None:
+    """The error answering ``line``, which is not UTF-8; ``None`` when JSON-RPC does not answer it."""
+    problem = message_problem(line.rstrip(b"\r\n"))
+    return _reply(problem) if problem is not None and problem.wants_answer else None
+
+
 def _summary(error: Exception) -> str:
     if isinstance(error, ValidationError) and error.errors():
         detail = error.errors()[0]
@@ -201,6 +209,14 @@ class AnswerUnparseable:
         await self.aclose()
 
 
+async def _answer_aside(stdout: Any, reply: types.JSONRPCError) -> None:
+    """Write ``reply`` to a line the SDK never saw straight to the host's pipe."""
+    try:
+        await stdout.send(_wire(reply))
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        logger.debug("dropped the answer to request %r: the host's pipe is closed", reply.id)
+
+
 async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Callable[[], None] | None = None) -> None:
     """``app.run_stdio_async()`` with unparseable requests answered, on non-blocking pipes when it can.
 
@@ -226,12 +242,18 @@ async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Calla
             if reply is None:
                 return
             logger.warning("answered an overlong request (id %r): %s", reply.id, reply.error.message)
-            try:
-                await stdout.send(_wire(reply))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                logger.debug("dropped the answer to an overlong request: the host's pipe is closed")
+            await _answer_aside(stdout, reply)
+
+        async def answer_undecodable(line: bytes) -> None:
+            reply = undecodable_reply(line)
+            if reply is None:
+                logger.warning("dropped a notification or reply that is not UTF-8")
+                return
+            logger.warning("answered a request that is not UTF-8 (id %r): %s", reply.id, reply.error.message)
+            await _answer_aside(stdout, reply)
 
         stdin.on_oversized = answer_oversized
+        stdin.on_undecodable = answer_undecodable
         if not fast:
             async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
                 answering = AnswerUnparseable(read_stream, write_stream, lines)

@@ -80,6 +80,9 @@ async def copilot(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -
         COPILOT_TASK_ID=TASK_ID,
         COPILOT_QUESTION=QUESTION,
         COPILOT_LIVEMCPBENCH_ALIAS="true",  # as the benchmark runner launches it
+        # Routes wait (bounded) for the embedding model: without it, whether a route here ranked by
+        # keywords alone or by the hybrid depended on how fast the model loaded on this machine.
+        COPILOT_ROUTE_MODEL_WAIT="90",
     )
     junk: list[Exception] = []
 
@@ -137,7 +140,8 @@ async def test_route_accepts_the_tool_assistant_form(copilot: Copilot) -> None:
 
 async def test_route_says_which_operations_of_a_packed_query_it_searched(copilot: Copilot) -> None:
     query = "<tool_assistant>\nserver: a test server\ntool: echo text back + add two integers\n</tool_assistant>"
-    answer = structured(await copilot.route(query, top_k=4))
+    # One server: across the pool four servers offer echo, and the hybrid ranks all four above any add.
+    answer = structured(await copilot.route(query, top_k=4, server="alpha"))
     assert answer["operations"] == ["echo text back", "add two integers"]
     assert {"echo", "add"} <= {t["tool"] for t in answer["tools"]}, answer["tools"]
     assert "lists 2 operations (echo text back; add two integers)" in text_of(await copilot.route(query, top_k=3))
@@ -265,13 +269,18 @@ async def test_params_as_a_json_string_are_accepted(copilot: Copilot) -> None:
 
 
 async def test_a_child_crash_mid_call_is_reported_and_the_child_restarts(copilot: Copilot) -> None:
+    # A call first, whatever earlier tests did: whether the crashed process had served calls decides
+    # the restart note (an earlier route -> execute of 'add' may or may not have picked crashy's).
+    assert (await copilot.execute("crashy", "echo", {"text": "up"})).content[-1].text == "up"
     crashed = await copilot.execute("crashy", "crash")
     assert crashed.is_error
     assert "server 'crashy' crashed during" in text_of(crashed)
 
     again = await copilot.execute("crashy", "echo", {"text": "back again"})
     assert not again.is_error, text_of(again)
-    assert text_of(again) == "back again"
+    note, answer = again.content
+    assert answer.text == "back again"
+    assert "Server 'crashy' was restarted since its last call: it crashed (exit code 7)" in note.text
 
 
 async def test_a_call_hanging_past_its_timeout_is_reported(copilot: Copilot) -> None:
@@ -390,7 +399,9 @@ async def test_trajectory_records_the_session(copilot: Copilot) -> None:
 
 
 async def test_stdout_carries_only_protocol_while_the_index_loads_and_searches(copilot: Copilot) -> None:
-    # route loads the embedding model, Chroma and jieba in this process: none may print to stdout.
+    # The copilot loads the embedding model, Chroma and jieba in its own process: none may print to
+    # stdout. A hybrid answer means the model was in before this check (not still loading meanwhile).
     routed = await copilot.route("<tool_assistant>\nserver: 测试服务器\ntool: 把文字原样返回 echo\n</tool_assistant>")
     assert not routed.is_error, text_of(routed)
+    assert structured(routed)["ranking"] == "hybrid", text_of(routed)
     assert copilot.stdout_junk == []

@@ -15,6 +15,7 @@ import pytest
 
 import index.search.model_loading as model_loading
 import server.copilot as copilot_module
+from index.catalog.records import ToolRecord
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
 from server.route.indexing import STATE_FILE_NAME
@@ -24,7 +25,9 @@ from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     changing_entry,
     copy_home,
+    crawl_into,
     fixture_entry,
+    read_events,
     write_servers,
 )
 
@@ -214,3 +217,56 @@ async def test_execute_refuses_a_tool_with_a_broken_definition_and_runs_the_serv
         "its definition is broken (inputSchema.properties.count.minimum is not valid JSON Schema: 'zero' is not of "
         "type 'number')"
     ) in invalid.content[0].text
+
+
+BROKEN_WRONG_TYPE = (
+    "tool 'wrong_type' of server 'breaker' cannot be used: its definition is broken (inputSchema.type: should be "
+    "'object' (got 'string')), so the copilot left it out of the server's tools. Use another tool (route finds "
+    "alternatives); the server's author has to fix this one."
+)
+
+
+@pytest.fixture
+def crawled_breaker(built_index: Path, tmp_path: Path) -> tuple[Path, Path]:  # noqa: F811
+    """(home, servers file): the test index plus the schema-breaking child, crawled for real."""
+    home = copy_home(built_index, tmp_path / "home")
+    servers_path = write_servers(
+        tmp_path / "servers.json", {"breaker": {"command": sys.executable, "args": [str(SCHEMA_BREAKER)]}}
+    )
+    crawl_into(home, servers_path, tmp_path / "crawl")
+    return home, servers_path
+
+
+async def test_a_tool_the_crawl_skipped_is_refused_with_its_reason_before_the_pool_ever_listed_it(
+    crawled_breaker: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # The index held no trace of the skipped tools: until the pool had listed the server in this run,
+    # execute said "Unknown tool 'wrong_type'" with the server's tool list, hiding why.
+    home, servers_path = crawled_breaker
+    settings = _settings(home, tmp_path, auto_index=False)
+    async with Copilot.running(settings, load_servers(servers_path), start_now=True) as copilot:
+        log = copilot.sessions.open("test", None)
+        with anyio.fail_after(60):
+            refused = await copilot.execute("breaker", "wrong_type", {}, None, None, log)
+            assert not copilot.pool.is_running("breaker")  # answered from the index: nothing started for it
+            routed = await copilot.route("a tool of the wrong type without a schema", 10, "breaker", None)
+            echoed = await copilot.execute("breaker", "echo", {"text": "hi"}, None, None, log)  # the pool lists it now
+            again = await copilot.execute("breaker", "wrong_type", {}, None, None, log)
+        assert refused.is_error and refused.content[0].text == BROKEN_WRONG_TYPE
+        assert {tool["tool"] for tool in routed.structured_content["tools"]} <= {"fine", "echo"}
+        assert not echoed.is_error and again.is_error and again.content[0].text == BROKEN_WRONG_TYPE
+
+        # A record of it from before it broke (an index built earlier) is not routed to once the pool
+        # knows better: execute would refuse it.
+        await anyio.to_thread.run_sync(
+            lambda: copilot.index.sync(
+                [ToolRecord(server="breaker", name="wrong_type", description="Convert a value to the wrong type.")],
+                servers=[],
+            )
+        )
+        stale = await copilot.route("convert a value to the wrong type", 10, "breaker", None)
+        assert "wrong_type" not in {tool["tool"] for tool in stale.structured_content["tools"]}
+        assert "its definition is broken (inputSchema.type" in stale.structured_content["note"]
+        log_path = log.path
+    kinds = [(event.tool, event.error_kind) for event in read_events(log_path) if event.event == "execute"]
+    assert kinds == [("wrong_type", "server_unavailable"), ("echo", None), ("wrong_type", "server_unavailable")]

@@ -1,10 +1,12 @@
 """``server.envelope``: one answer per kind of malformed message, the same over stdio and HTTP.
 
 The same malformed messages go as raw lines to a real copilot over stdio (pipes, no SDK client)
-and as raw POST bodies to a real copilot over streamable HTTP (in an initialized handshake-era
-session); each must get the same JSON-RPC error on both -- code, message and id -- and the one
-this module pins. Over stdio a message is written with a ping after it: the error is on stdout
-before the ping's answer (no sleeps).
+and as raw POST bodies to a real copilot over streamable HTTP, on both of its entries: in an
+initialized handshake-era session, and as 2026-07-28 per-request POSTs (``MCP-Protocol-Version:
+2026-07-28``, which the SDK serves on another entry, reading bodies with another JSON reader). Each
+must get the same JSON-RPC error on all three -- code, message and id -- and the one this module
+pins; over HTTP with a 400. Over stdio a message is written with a ping after it: the error is on
+stdout before the ping's answer (no sleeps).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import httpx2
 import pytest
 import pytest_asyncio
 
-from server.envelope import message_problem
+from server.envelope import lenient_read_problem, message_problem
 from tests.server.copilot_harness import (
     HttpCopilot,
     copilot_env,
@@ -34,6 +36,7 @@ in_module_loop = pytest.mark.asyncio(loop_scope="module")
 
 TOKEN = "envelope-token-0123456789"
 WAIT = 60
+MODERN = "2026-07-28"
 
 PARSE, INVALID = -32700, -32600
 NOT_JSON = "Parse error: the message is not valid JSON ({})."
@@ -42,6 +45,8 @@ LONE = (
 )
 DEEP = "Parse error: the message's JSON is nested deeper than the 200 levels the copilot reads."
 BOM = "Parse error: the message begins with a byte order mark (U+FEFF), which must not precede a JSON-RPC message."
+NOT_UTF8 = "Parse error: the message is not valid UTF-8 (at byte {})."
+UTF16 = "Parse error: the message is not UTF-8, which MCP's messages are (it begins with NUL bytes, as UTF-16 does)."
 BATCH = (
     "Invalid Request: the message is a JSON array (a batch); send each JSON-RPC message on its own "
     "(MCP has no batches since 2025-06-18)."
@@ -58,13 +63,13 @@ def _request(request_id: Any, method: Any = "ping", **members: Any) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, **members}).encode()
 
 
-def _call(request_id: Any) -> bytes:
-    """An ``execute`` call (the stdio fast path reads those first)."""
+def _call(request_id: Any, text: bytes = b"x") -> bytes:
+    """An ``execute`` call (the stdio fast path reads those first) echoing ``text`` (raw bytes)."""
     params = {"name": "execute", "arguments": {"server_name": "alpha", "tool_name": "echo", "params": {"text": "x"}}}
-    return _request(request_id, "tools/call", params=params)
+    return _request(request_id, "tools/call", params=params).replace(b'"text": "x"', b'"text": "' + text + b'"')
 
 
-#: (name, the message, the code, the message of the error, its id): each answered on both transports.
+#: (name, the message, the code, the message of the error, its id): each answered alike on every entry.
 MALFORMED: list[tuple[str, bytes, int, str, Any]] = [
     ("not JSON", b"hello copilot", PARSE, NOT_JSON.format("expected value at line 1 column 1"), None),
     ("cut short", b'{"jsonrpc": "2.0", "id": "cut", "method": "tools/li', PARSE,
@@ -73,7 +78,13 @@ MALFORMED: list[tuple[str, bytes, int, str, Any]] = [
      NOT_JSON.format("number out of range at line 1 column 4369"), "huge"),
     ("lone surrogate", _request("lone", params={"x": "X"}).replace(b'"X"', b'"\\ud800"'), PARSE, LONE, "lone"),
     ("deep nesting", _request("deep", params={"x": 1})[:-3] + b"[" * 100_000 + b"}}", PARSE, DEEP, "deep"),
+    # Python's JSON reader (the SDK's 2026-07-28 entry's) reads 300 levels, and each of the next three.
+    ("nested 300 deep", _request("d300", params={"x": 1})[:-3] + b"[" * 300 + b"]" * 300 + b"}}", PARSE, DEEP,
+     "d300"),
     ("byte order mark", b"\xef\xbb\xbf" + _request("bom"), PARSE, BOM, "bom"),
+    ("UTF-16", _request("utf-16").decode().encode("utf-16-le"), PARSE, UTF16, "utf-16"),
+    ("a surrogate encoded as UTF-8", _call("cesu", b"A\xed\xa0\x80B"), PARSE, NOT_UTF8.format(167), "cesu"),
+    ("invalid UTF-8", _call("bad-utf8", b"A\xffB"), PARSE, NOT_UTF8.format(171), "bad-utf8"),
     ("a batch", b"[" + _request("in-batch") + b"]", INVALID, BATCH, None),
     ("an empty batch", b"[]", INVALID, BATCH, None),
     ("a bare number", b"5", INVALID, BARE.format("5"), None),
@@ -120,6 +131,7 @@ def test_each_kind_of_malformed_message_has_one_answer(
         b'{"jsonrpc": "2.0", "id": null, "method": "notifications/cancelled", "params": [1]}',
         b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"reason": "\\udc00"}}',
         b'\xef\xbb\xbf{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "\xff"}}',
     ],
 )
 def test_malformed_notifications_and_responses_want_no_answer(raw: bytes) -> None:
@@ -141,6 +153,30 @@ def test_malformed_notifications_and_responses_want_no_answer(raw: bytes) -> Non
 )
 def test_valid_messages_have_no_problem(raw: bytes) -> None:
     assert message_problem(raw) is None
+    assert lenient_read_problem(raw) is None
+
+
+@pytest.mark.parametrize(("name", "raw", "code", "message", "request_id"), MALFORMED, ids=NAMES)
+def test_what_pythons_json_reader_takes_and_the_sdks_refuses_is_found(
+    name: str, raw: bytes, code: int, message: str, request_id: Any
+) -> None:
+    """The SDK's 2026-07-28 HTTP entry reads bodies with ``json.loads``: what it reads and the SDK's
+    other reader does not, the copilot must refuse before the SDK serves it (what it refuses, the
+    SDK answers, and that answer is corrected)."""
+    found = lenient_read_problem(raw)
+    assert found in (None, message_problem(raw)), name
+    try:
+        json.loads(raw)
+    except (ValueError, RecursionError):
+        return
+    assert (found is not None) is (code == PARSE), name
+
+
+def test_a_valid_request_past_the_cheap_scans_is_read_once_more_and_has_no_problem() -> None:
+    rows = [{"row": n, "tags": ["a"]} for n in range(150)]  # 300 brackets, 3 levels deep
+    pair = _call("pair", b"\\ud83d\\ude00")  # a valid surrogate pair
+    for raw in (_request("rows", params={"rows": rows}), pair, b"  " + _request("blank")):
+        assert message_problem(raw) is None and lenient_read_problem(raw) is None
 
 
 # -- both transports, real copilots --------------------------------------------------------------------
@@ -187,9 +223,9 @@ async def over_http(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[t
     assert "Traceback" not in stderr.read_text(encoding="utf-8")
 
 
-@pytest.fixture(params=["stdio", "http"])
+@pytest.fixture(params=["stdio", "http", f"http-{MODERN}"])
 def ask(request: pytest.FixtureRequest) -> Ask:
-    """Sends one message over the transport and returns the one JSON-RPC error it gets."""
+    """Sends one message over the transport (and HTTP entry) and returns the one JSON-RPC error it gets."""
     if request.param == "stdio":
         copilot: Raw = request.getfixturevalue("over_stdio")
 
@@ -200,6 +236,8 @@ def ask(request: pytest.FixtureRequest) -> Ask:
 
         return over_stdio
     http, url, session = request.getfixturevalue("over_http")
+    if request.param != "http":  # no session: one request of the per-request protocol
+        session = {**raw_mcp_headers(TOKEN), "mcp-protocol-version": MODERN, "mcp-method": "ping"}
 
     async def over_http(raw: bytes, request_id: Any) -> dict[str, Any]:
         response = await http.post(url, content=raw, headers=session)
@@ -213,10 +251,36 @@ def ask(request: pytest.FixtureRequest) -> Ask:
 
 @in_module_loop
 @pytest.mark.parametrize(("name", "raw", "code", "message", "request_id"), MALFORMED, ids=NAMES)
-async def test_a_malformed_message_gets_the_same_answer_over_stdio_and_http(
+async def test_a_malformed_message_gets_the_same_answer_over_stdio_and_both_http_entries(
     ask: Ask, name: str, raw: bytes, code: int, message: str, request_id: Any
 ) -> None:
     assert await ask(raw, request_id) == _expected(code, message, request_id), name
+
+
+@in_module_loop
+async def test_an_unknown_method_gets_one_answer_on_every_entry_with_its_eras_http_status(
+    over_stdio: Raw, over_http: tuple[httpx2.AsyncClient, str, dict[str, str]]
+) -> None:
+    """``Method not found`` naming the method, the request's id, everywhere. Over HTTP the status is
+    the era's: a handshake-era request is answered on its event stream (200), a 2026-07-28 one
+    with the status the spec maps ``-32601`` to (404)."""
+    method = "tools/frobnicate"
+    expected = {"code": -32601, "message": "Method not found", "data": method}
+    request = {"jsonrpc": "2.0", "id": "unknown", "method": method}
+    [over_pipes] = await over_stdio.exchange(json.dumps(request).encode() + b"\n", "unknown")
+    assert over_pipes == {"jsonrpc": "2.0", "id": "unknown", "error": expected}
+
+    http, url, session = over_http
+    handshake = await http.post(url, json=request, headers=session)
+    assert handshake.status_code == 200, handshake.text
+    [event] = [line.removeprefix("data: ") for line in handshake.text.splitlines() if line.startswith("data: {")]
+    assert json.loads(event) == {"jsonrpc": "2.0", "id": "unknown", "error": expected}
+
+    envelope = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {**raw_mcp_headers(TOKEN), "mcp-protocol-version": MODERN, "mcp-method": method}
+    modern = await http.post(url, json={**request, "params": {"_meta": envelope}}, headers=headers)
+    assert modern.status_code == 404, modern.text
+    assert modern.json() == {"jsonrpc": "2.0", "id": "unknown", "error": expected}
 
 
 @in_module_loop

@@ -18,6 +18,9 @@ from index.cli.args import main as index_main
 from index.catalog.crawl import CrawlReport, crawl_servers, log_file_name, scrub_machine_paths
 from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog
 from index.catalog.servers import ServerConfig, parse_servers
+from index.search.tool_index import ToolIndex
+from index.settings import CopilotSettings
+from index.storage.build import build_index
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
 SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
@@ -404,6 +407,11 @@ def test_tools_with_broken_definitions_are_skipped_and_the_servers_other_tools_i
     catalog = load_catalog(out)
     assert [record.name for record in catalog.tools] == ["fine", "echo"]
     assert catalog.servers["breaker"].tool_count == 2
+    # Kept in the catalog, and built into the index with the tools (execute of one says why: tests/server).
+    assert catalog.servers["breaker"].skipped_tools == BROKEN_TOOLS
+    settings = CopilotSettings(home=tmp_path / "home")
+    build_index(out, settings, show_progress=False)
+    assert ToolIndex.open(settings).skipped_tools("breaker") == BROKEN_TOOLS
     # A warning per tool naming server, tool and problem; the summary lists them; the server's crawl log too.
     assert [record.getMessage() for record in caplog.records] == [
         f"server 'breaker': skipped tool '{name}', its definition is broken: {why}" for name, why in BROKEN_TOOLS.items()
@@ -427,6 +435,7 @@ async def test_a_report_of_skipped_tools_is_kept_with_the_servers_outcome(tmp_pa
     outcome = report.outcomes["breaker"]
     assert outcome.ok and outcome.tool_count == 2 and outcome.skipped_tools == BROKEN_TOOLS
     assert [record.name for record in report.records] == ["fine", "echo"]
+    assert report.skipped_tools == {"breaker": BROKEN_TOOLS}  # what an index sync of the crawl keeps
 
 
 async def test_a_reply_breaking_the_mcp_schema_beyond_single_tools_is_reported_with_where_and_what(

@@ -65,3 +65,24 @@ def test_nearest_names_suggests_close_names_only() -> None:
     names = ["filesystem", "fetch", "weather"]
     assert nearest_names("filesytem", names)[0] == "filesystem"
     assert nearest_names("zzzzqqqq", names) == []
+
+
+def test_skipped_tools_are_saved_per_server_and_old_catalogs_without_them_load(tmp_path: Path) -> None:
+    old = tmp_path / "old.json"
+    old.write_text(
+        '{"version": 1, "servers": {"s": {"description": "d", "tool_count": 1}}, '
+        '"tools": [{"server": "s", "name": "t"}]}',
+        encoding="utf-8",
+    )
+    loaded = load_catalog(old)
+    assert loaded.servers["s"].skipped_tools == {} and loaded.skipped_tools() == {"s": {}}
+    without = loaded.digest()
+
+    broken = {"bad": "inputSchema: Field required"}
+    loaded.servers["s"].skipped_tools = broken
+    again = load_catalog(loaded.save(tmp_path / "new.json"))
+    assert again.servers["s"].skipped_tools == broken and again.skipped_tools() == {"s": broken}
+    # A build compares digests: a change of the skipped tools alone must reach the index too.
+    assert again.digest() != without
+    loaded.servers["s"].skipped_tools = {}
+    assert loaded.digest() == without

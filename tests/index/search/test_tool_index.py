@@ -216,6 +216,30 @@ def test_partial_sync_only_deletes_within_its_servers(tmp_path: Path) -> None:
     assert "bazi" not in index.server_names()
 
 
+def test_skipped_tools_are_kept_per_server_and_another_instance_sees_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = make_records()
+    writer, reader = open_index(tmp_path), open_index(tmp_path)
+    broken = {"lookup": "inputSchema: Field required", "export": "inputSchema.type: should be 'object' (got 'string')"}
+    writer.sync(records, skipped={"time": broken, "maps": {"route": "inputSchema: Field required"}})
+    assert reader.skipped_tools("time") == broken and reader.skipped_tools("weather") == {}
+
+    # Nothing but the skipped tools changes: other processes still learn it (a new build id).
+    monkeypatch.setattr(tool_index_module, "STALE_CHECK_SECONDS", 0.0)
+    report = writer.sync([r for r in records if r.server == "time"], servers=["time"], skipped={"time": {}})
+    assert not report.changed
+    assert reader.skipped_tools("time") == {} and reader.skipped_tools("maps") == {"route": "inputSchema: Field required"}
+
+    # A sync that says nothing of them keeps them; a tool indexed now is no longer skipped.
+    fixed = ToolRecord(server="maps", name="route", description="Plan a route between two places.")
+    writer.sync([*[r for r in records if r.server == "maps"], fixed], servers=["maps"])
+    assert reader.skipped_tools("maps") == {} and reader.get("maps", "route") is not None
+    # A full sync (no servers) replaces them all.
+    writer.sync([*records, fixed], skipped={"weather": {"old": "inputSchema: Field required"}})
+    assert reader.skipped_tools("weather") == {"old": "inputSchema: Field required"} and reader.skipped_tools("time") == {}
+
+
 def test_another_instance_sees_a_rebuild(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     records = make_records()
     reader = open_index(tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -21,6 +22,7 @@ from server.aggregate.service import Aggregation
 from server.copilot import Copilot
 from server.pool.sessions import RELIST_INTERVAL
 from server.settings import ServerSettings
+from tests.support.processes import hostile_entry
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     changing_entry,
@@ -30,6 +32,7 @@ from tests.server.copilot_harness import (
 
 pytestmark = pytest.mark.timeout(180)
 WAIT = 120.0
+SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
 
 
 def _settings(home: Path, tmp_path: Path, **extra: Any) -> ServerSettings:
@@ -249,6 +252,29 @@ async def test_a_flood_of_list_changed_costs_a_few_listings(
         assert aggregation.live.updates == 0  # the tools did not change: nothing was re-indexed
 
 
+@pytest.mark.parametrize("kind", ["prompts", "resources"])
+async def test_a_flood_of_prompts_or_resources_list_changed_costs_a_few_listings(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+    kind: str,
+) -> None:
+    """Three seconds of notifications from the hostile child (which goes on answering meanwhile)
+    cost at most one listing of its prompts and resources per RELIST_INTERVAL (before: listings
+    back to back while they came)."""
+    home = copy_home(built_index, tmp_path / "home")
+    async with running(home, tmp_path, {"evil": hostile_entry()}) as (copilot, aggregation):
+
+        async def listings() -> int:  # (prompts/list is sent with every listing of prompts and resources)
+            counts = json.loads((await copilot.pool.call_tool("evil", "requests", {})).content[0].text)
+            return int(counts.get("prompts/list", 0))
+
+        started = time.monotonic()
+        await copilot.pool.call_tool("evil", "storm", {"kind": kind, "count": 5, "seconds": 3})
+        with anyio.fail_after(WAIT):
+            await aggregation.live.settled()
+        assert 1 <= await listings() <= (time.monotonic() - started) / RELIST_INTERVAL + 2
+
+
 async def _restart(copilot: Copilot, server: str) -> None:
     """Kill ``server``'s child and start a new process with a call (a crash, as the pool sees it)."""
     connection = copilot.pool.connection(server)
@@ -297,3 +323,29 @@ async def test_a_restarted_child_has_its_prompts_and_resources_listed_again(
         with anyio.fail_after(WAIT):
             await aggregation.live.settled()
         assert aggregation.live.updates == updates and heard == []
+
+
+async def test_the_tools_a_listing_skips_for_broken_definitions_reach_the_index(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A server the index lacks, listed by the pool: its good tools are indexed and its skipped ones
+    kept with why, so the next copilot refuses one saying why before it ever lists the server."""
+    home = copy_home(built_index, tmp_path / "home")
+    breaker = {"command": sys.executable, "args": [str(SCHEMA_BREAKER)]}
+    async with running(home, tmp_path, {"breaker": breaker}) as (copilot, aggregation):
+        await _execute(copilot, "breaker", "echo", {"text": "hi"})  # unknown to the index: the pool lists it
+        with anyio.fail_after(WAIT):
+            await aggregation.live.wait_for_updates(1)
+        assert copilot.index.get("breaker", "echo") is not None
+        skipped = copilot.index.skipped_tools("breaker")
+    assert sorted(skipped) == ["bad_json_schema", "no_schema_1", "no_schema_2", "no_schema_3", "not_an_object", "wrong_type"]
+    assert skipped["no_schema_1"] == "inputSchema: Field required"
+
+    servers = load_servers(tmp_path / "servers.json")
+    async with Copilot.running(_settings(home, tmp_path), servers, start_now=True) as later:
+        refused = await later.execute("breaker", "no_schema_1", {}, None, None, None)
+        assert not later.pool.is_running("breaker")
+    assert refused.is_error and "tool 'no_schema_1' of server 'breaker' cannot be used: its definition is broken " in (
+        refused.content[0].text
+    )

@@ -1,0 +1,66 @@
+"""A route that may wait for the embedding model (``ToolIndex.route(model_wait=…)``, the copilot's
+``COPILOT_ROUTE_MODEL_WAIT``): the real bundled model, a real index, and a real broken model directory.
+
+Without it, whether a route right after start-up ranked by keywords alone or by the hybrid depended on
+how fast the model loaded; a caller that needs the hybrid's ranking waits, and the wait is bounded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import index.search.model_loading as model_loading
+from index.models.embedding import Embedder
+from tests.index.index_support import index_with_broken_model, make_records, open_index
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def built_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("model-wait")
+    open_index(home).sync(make_records())
+    return home
+
+
+def test_a_route_that_may_wait_is_ranked_by_the_hybrid_once_the_model_is_in(built_home: Path) -> None:
+    fresh = Embedder()  # real model, not loaded yet (the process-wide one is)
+    index = open_index(built_home, fresh)
+    # No tool shares a word with this query: keywords alone would answer nothing.
+    routed = index.route("is it going to rain tomorrow", top_k=3, wait_for_model=False, model_wait=240)
+    assert routed.mode == "hybrid" and fresh.loaded
+    assert routed.hits[0].tool == "get_weather_forecast"
+    assert index.model_loader.attempts == 1  # the route started the load and waited for it
+
+
+def test_the_wait_is_bounded_and_then_the_answer_is_by_keywords(built_home: Path) -> None:
+    fresh = Embedder()
+    index = open_index(built_home, fresh)
+    # Holding the embedder's load lock keeps the load the route starts from finishing: the wait ends
+    # at its bound, not when the model is in.
+    with fresh._load_lock:  # noqa: SLF001 -- deterministic "still loading" without timing
+        routed = index.route("air quality", top_k=5, wait_for_model=False, model_wait=0.2)
+        assert routed.mode == "lexical-startup" and not fresh.loaded
+        assert [hit.tool for hit in routed.hits] == ["get_air_quality"]
+        loader = index.model_loader.thread
+        assert loader is not None and loader.is_alive()
+    loader.join(timeout=240)
+    assert fresh.loaded
+
+
+def test_a_route_that_waits_reports_a_failed_load_at_once_and_does_not_retry_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, home = index_with_broken_model(tmp_path)
+    monkeypatch.setattr(model_loading, "RETRY_SECONDS", (3600.0,))
+    index = open_index(home, Embedder(str(model)), embedding_model=str(model))
+    # Without a wait the first answer says "still loading"; waiting, it knows the load failed.
+    first = index.route("air quality", top_k=5, wait_for_model=False, model_wait=240)
+    assert first.mode == "lexical-fallback" and first.model_failure is not None
+    assert f"cannot load the embedding model from {model}" in first.model_failure.reason
+    assert [hit.tool for hit in first.hits] == ["get_air_quality"]
+    # The next attempt is an hour away: a route that may wait starts none, and does not wait for one.
+    again = index.route("air quality", wait_for_model=False, model_wait=240)
+    assert again.mode == "lexical-fallback" and index.model_loader.attempts == 1

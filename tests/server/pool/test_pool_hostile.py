@@ -1,0 +1,132 @@
+"""The pool against a child that floods it on purpose (the hostile fixture, a real process).
+
+What a child sends is bounded before it costs the copilot memory, time or log lines: its tool
+listing (pages, tools, definition size and depth), its change notifications (logged once a
+second; re-listing is bounded in ``test_live.py``), its own requests (the copilot stops reading a child
+that does not read their answers) and its unreadable replies (logged a few times, then counted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from index.catalog.servers import ServerConfig
+from index.children.tool_listing import MAX_DEFINITION_CHARS, MAX_PAGES, MAX_SCHEMA_DEPTH, MAX_TOOLS
+from index.children.wire import JUNK_LINES_LOGGED, MAX_CHILD_REQUESTS
+from server.errors import ChildTimeoutError, ServerUnavailableError
+from server.pool.sessions import RELIST_INTERVAL, PoolSettings
+from tests.server.pool.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
+from tests.support.processes import HOSTILE_SERVER
+
+pytestmark = pytest.mark.timeout(120)
+
+#: The base tools of the hostile fixture (``tools/list`` without extra flags).
+BASE_TOOLS = 12
+
+
+def hostile(name: str, *flags: str) -> ServerConfig:
+    return ServerConfig(name=name, command=sys.executable, args=[str(HOSTILE_SERVER), *flags])
+
+
+# -- tool listings ------------------------------------------------------------------------------
+async def test_a_listing_that_never_ends_stops_at_the_page_limit(settings: PoolSettings) -> None:
+    # Before: the pool followed cursors until the call timed out, holding every page's tools.
+    settings.call_timeout = 30.0
+    async with running_pool({"endless": hostile("endless", "--endless-pages")}, settings) as pool:
+        with anyio.fail_after(25):
+            tools = await pool.list_tools("endless")
+        assert len(tools) == BASE_TOOLS  # the same tools on every page: kept once
+        log = settings.server_log("endless").read_text(encoding="utf-8")
+        assert f"tools/list still had more pages after {MAX_PAGES}; kept the first {MAX_PAGES}" in log
+        assert "listed more than once; kept the first of each" in log
+        assert (await pool.call_tool("endless", "echo", {"text": "still served"})).content[0].text == "still served"
+
+
+async def test_a_listing_of_too_many_tools_keeps_the_first_ones(settings: PoolSettings) -> None:
+    async with running_pool({"many": hostile("many", "--many-tools", str(MAX_TOOLS + 500))}, settings) as pool:
+        tools = await pool.list_tools("many")
+        assert len(tools) == MAX_TOOLS and tools[0].name == "echo"
+        log = settings.server_log("many").read_text(encoding="utf-8")
+        assert f"tools/list offered more than {MAX_TOOLS:,} tools; kept the first {MAX_TOOLS:,} ({BASE_TOOLS + 500} more left out)" in log
+
+
+@pytest.mark.parametrize(
+    ("flags", "tool", "problem"),
+    [
+        (
+            ["--long-description", str(MAX_DEFINITION_CHARS + 10)],
+            "verbose",
+            f"over the copilot's limit of {MAX_DEFINITION_CHARS:,} characters",
+        ),
+        # Before: a RecursionError from the schema check made every call of the server an internal error.
+        (["--deep-schema", "97"], "nested", f"inputSchema is nested 195 levels deep, over the copilot's limit of {MAX_SCHEMA_DEPTH}"),
+    ],
+    ids=["huge-definition", "deep-schema"],
+)
+async def test_a_definition_too_big_or_too_deep_is_left_out_and_its_calls_refused(
+    settings: PoolSettings, flags: list[str], tool: str, problem: str
+) -> None:
+    async with running_pool({"odd": hostile("odd", *flags)}, settings) as pool:
+        names = [listed.name for listed in await pool.list_tools("odd")]
+        assert tool not in names and len(names) == BASE_TOOLS
+        with pytest.raises(ServerUnavailableError) as caught:
+            await pool.call_tool("odd", tool, {})
+        assert problem in str(caught.value)
+        assert (await pool.call_tool("odd", "echo", {"text": "others work"})).content[0].text == "others work"
+
+
+# -- change notifications -----------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["tools", "prompts", "resources"])
+async def test_a_storm_of_list_changed_is_logged_once_a_second_not_per_notification(
+    settings: PoolSettings, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    # Before: one INFO line per notification, on the copilot's stderr (the host's log file).
+    caplog.set_level(logging.INFO, logger="server.pool.sessions")
+    async with running_pool({"evil": hostile("evil")}, settings) as pool:
+        await pool.list_tools("evil")
+        started = time.monotonic()
+        await pool.call_tool("evil", "storm", {"kind": kind, "count": 3000})
+        said = [r for r in caplog.records if f"says its {kind} changed" in r.getMessage()]
+        assert 1 <= len(said) <= (time.monotonic() - started) / RELIST_INTERVAL + 2
+
+
+# -- the child's own requests and broken replies ------------------------------------------------
+async def test_a_child_that_sends_requests_without_reading_their_answers_is_not_read_further(
+    settings: PoolSettings,
+) -> None:
+    # 3,000 requests of 1 KB, sent before reading any answer: far more than the pipes hold. Before,
+    # the copilot read them all and kept a task (and its answer) for each until the child read.
+    async with running_pool({"evil": hostile("evil")}, settings) as pool:
+        with anyio.fail_after(30), pytest.raises(ChildTimeoutError) as caught:
+            await pool.call_tool("evil", "ask", {"method": "x/unknown", "count": 3000, "size": 1000}, timeout=3.0)
+        message = str(caught.value)
+        assert f"It had sent {MAX_CHILD_REQUESTS} requests of its own whose answers it did not read" in message
+        assert "stopped reading its output" in message and "without ending the line" not in message
+        # A burst the child does read the answers of is answered in full.
+        result = await pool.call_tool("evil", "ask", {"method": "x/unknown", "count": 200})
+        report: dict[str, Any] = json.loads(result.content[-1].text)
+        assert report["answered"] == 200 and report["errors"] == {"Method not found": 200}
+
+
+async def test_a_flood_of_unreadable_replies_is_logged_a_few_times_then_counted(
+    settings: PoolSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="index.children.wire")
+    async with running_pool({"evil": hostile("evil")}, settings) as pool:
+        flooded = await pool.call_tool("evil", "storm", {"kind": "unreadable", "count": 2000})
+        assert flooded.is_error and "lone UTF-16 surrogate" in flooded.content[0].text  # the first one failed the call
+        with anyio.fail_after(30):  # the replies still in the pipe fail the calls sent meanwhile
+            while (after := await pool.call_tool("evil", "echo", {"text": "after"})).is_error:
+                pass
+        assert after.content[0].text == "after"
+    warned = [r for r in caplog.records if "unreadable reply" in r.getMessage()]
+    assert len(warned) == JUNK_LINES_LOGGED
+    log = settings.server_log("evil").read_text(encoding="utf-8")
+    assert "2000 unreadable replies were dropped in this session" in log
