@@ -597,7 +597,8 @@ class Copilot:
         self.telemetry.outcome(error=error, results=len(answer.tools) if answer else 0)
         if log is not None:
             hits = [RouteHit(server=t.server, tool=t.tool, score=t.score) for t in (answer.tools if answer else [])]
-            log.route(call_id, text_query or str(query), hits, _ms(start), error=error)
+            ranking = answer.ranking if answer else None
+            log.route(call_id, text_query or str(query), hits, _ms(start), error=error, ranking=ranking)
         return result
 
     async def _route(self, query: Any, top_k: Any, server: Any, kind: Any = None) -> RouteAnswer:

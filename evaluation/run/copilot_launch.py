@@ -24,6 +24,9 @@ COPILOT_SERVER_NAME = "copilot"
 #: (``index.children.environment.inherited_environment``): its settings and offline switches.
 _PASS_PREFIXES = ("COPILOT_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_")
 _PASS_NAMES = frozenset({"TMPDIR", "TOKENIZERS_PARALLELISM"})
+#: Seconds a task's first routes wait for the embedding model (``COPILOT_ROUTE_MODEL_WAIT``; the
+#: runner's own environment may set another value): every task is ranked the same way, hybrid.
+TASK_ROUTE_MODEL_WAIT = 120
 #: Set per task by the runner; never inherited from the runner's own environment.
 _PER_TASK = frozenset(
     {
@@ -104,6 +107,9 @@ def copilot_launch(
             # The paper's agents call ``execute-tool``; the copilot offers that alias on request.
             "COPILOT_LIVEMCPBENCH_ALIAS": "1",
             "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
+            # Each task starts a fresh copilot: without a wait, its first routes would be keyword-only
+            # for as long as the model takes to load, so a run's results would depend on machine load.
+            "COPILOT_ROUTE_MODEL_WAIT": env.get("COPILOT_ROUTE_MODEL_WAIT", str(TASK_ROUTE_MODEL_WAIT)),
         }
     )
     if category:

@@ -62,6 +62,9 @@ class RouteEvent(_Event):
     results: list[RouteHit] = Field(default_factory=list)
     latency_ms: float | None = None
     error: str | None = None
+    #: How the results were ranked: ``hybrid``, or keyword-only while the model was loading
+    #: (``lexical-startup``) or after it failed to load (``lexical-fallback``). ``None`` in older logs.
+    ranking: str | None = None
 
 
 class ExecuteResult(BaseModel):

@@ -92,10 +92,16 @@ class SessionLog:
         return capped
 
     def route(
-        self, call_id: str, query: str, results: list[RouteHit], latency_ms: float, error: str | None = None
+        self,
+        call_id: str,
+        query: str,
+        results: list[RouteHit],
+        latency_ms: float,
+        error: str | None = None,
+        ranking: str | None = None,
     ) -> None:
         bounded = self._bounded(query=query, error=error)
-        self._write(RouteEvent(call_id=call_id, results=results, latency_ms=latency_ms, **bounded))
+        self._write(RouteEvent(call_id=call_id, results=results, latency_ms=latency_ms, ranking=ranking, **bounded))
 
     def execute(
         self,

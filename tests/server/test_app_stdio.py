@@ -381,6 +381,7 @@ async def test_trajectory_records_the_session(copilot: Copilot) -> None:
     assert len(routes) == 1
     assert routes[0].results and routes[0].results[0].tool == "add"
     assert routes[0].latency_ms is not None and routes[0].latency_ms > 0
+    assert routes[0].ranking == "hybrid"  # this module's copilot waits for the model (COPILOT_ROUTE_MODEL_WAIT)
 
     echo = [e for e in events if e.event == "execute" and e.params == {"text": "trajectory marker"}]
     assert len(echo) == 1

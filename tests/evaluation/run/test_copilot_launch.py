@@ -66,3 +66,19 @@ def test_credentials_reach_the_copilot_only_when_a_server_opts_in(tmp_path: Path
     assert plain["HTTPS_PROXY"] == "http://proxy.corp:3128" and "NPM_TOKEN" not in plain
     opted = copilot_launch(**common, inherit=["HTTPS_PROXY", "NPM_TOKEN"]).env
     assert opted["HTTPS_PROXY"] == machine["HTTPS_PROXY"] and opted["NPM_TOKEN"] == "npm-secret"
+
+
+def test_each_tasks_first_routes_wait_for_the_model_unless_the_runner_says_otherwise(tmp_path: Path) -> None:
+    # A fresh copilot per task: without the wait its first routes are keyword-only for as long as the
+    # model takes to load, so a run's retrieval would depend on the machine's load.
+    assert launch(tmp_path).env["COPILOT_ROUTE_MODEL_WAIT"] == "120"
+    chosen = copilot_launch(
+        servers_file=tmp_path / "servers.json",
+        task_id="t1",
+        question="q?",
+        log_file=tmp_path / "t1.jsonl",
+        copilot_home=tmp_path / "home",
+        cwd=tmp_path,
+        environ={**MACHINE, "COPILOT_ROUTE_MODEL_WAIT": "5"},
+    )
+    assert chosen.env["COPILOT_ROUTE_MODEL_WAIT"] == "5"
