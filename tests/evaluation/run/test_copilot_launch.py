@@ -24,7 +24,7 @@ MACHINE = {
 }
 
 
-def launch(tmp_path: Path):
+def launch(tmp_path: Path, **extra: str):
     return copilot_launch(
         servers_file=tmp_path / "servers.json",
         task_id="t1",
@@ -32,7 +32,7 @@ def launch(tmp_path: Path):
         log_file=tmp_path / "t1.jsonl",
         copilot_home=tmp_path / "home",
         cwd=tmp_path,
-        environ=MACHINE,
+        environ={**MACHINE, **extra},
     )
 
 
@@ -72,13 +72,4 @@ def test_each_tasks_first_routes_wait_for_the_model_unless_the_runner_says_other
     # A fresh copilot per task: without the wait its first routes are keyword-only for as long as the
     # model takes to load, so a run's retrieval would depend on the machine's load.
     assert launch(tmp_path).env["COPILOT_ROUTE_MODEL_WAIT"] == "120"
-    chosen = copilot_launch(
-        servers_file=tmp_path / "servers.json",
-        task_id="t1",
-        question="q?",
-        log_file=tmp_path / "t1.jsonl",
-        copilot_home=tmp_path / "home",
-        cwd=tmp_path,
-        environ={**MACHINE, "COPILOT_ROUTE_MODEL_WAIT": "5"},
-    )
-    assert chosen.env["COPILOT_ROUTE_MODEL_WAIT"] == "5"
+    assert launch(tmp_path, COPILOT_ROUTE_MODEL_WAIT="5").env["COPILOT_ROUTE_MODEL_WAIT"] == "5"
