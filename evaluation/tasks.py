@@ -66,17 +66,19 @@ def split_numbered(text: str | None) -> list[str]:
     return [item for item in items if item]
 
 
+def _null_is_empty(value: object) -> object:
+    """Optional text: null (an empty cell in a list exported from a spreadsheet) reads as absent,
+    as a missing key does -- no steps, no category, not an error."""
+    return "" if value is None else value
+
+
 class AnnotatorMetadata(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     steps: str = Field(default="", alias="Steps")
     tools: str = Field(default="", alias="Tools")
 
-    @field_validator("steps", "tools", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: object) -> object:
-        # Annotations exported from a spreadsheet hold null for an empty cell: no steps, not an error.
-        return "" if value is None else value
+    _null_text_is_empty = field_validator("steps", "tools", mode="before")(_null_is_empty)
 
 
 class TaskEntry(BaseModel):
@@ -95,11 +97,7 @@ class TaskEntry(BaseModel):
     answers: str = ""
     metadata: AnnotatorMetadata = Field(default_factory=AnnotatorMetadata, alias="Annotator Metadata")
 
-    @field_validator("category", "file_name", "answers", mode="before")
-    @classmethod
-    def _optional_null_is_empty(cls, value: object) -> object:
-        # Optional text: null (an empty cell in an exported list) reads as absent, as a missing key does.
-        return "" if value is None else value
+    _null_text_is_empty = field_validator("category", "file_name", "answers", mode="before")(_null_is_empty)
 
     @field_validator("metadata", mode="before")
     @classmethod

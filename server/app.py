@@ -41,6 +41,7 @@ from server.aggregate.service import Aggregation
 from server.execute.arguments import unknown_arguments, unknown_arguments_message
 from server.copilot import Copilot, Shutdown, copilot_version
 from server.route.answer import RouteAnswer
+from server.route.kinds import ROUTE_KINDS
 from server.pool.settings import PoolSettings
 from server.relay.hub import install_handlers
 from server.trajectory.session_log import SessionLog
@@ -101,7 +102,7 @@ ROUTE_SCHEMA: dict[str, Any] = {
         "server": {"type": "string", "description": "Only search the tools of this server (its exact name)."},
         "kind": {
             "type": "string",
-            "enum": ["tool", "prompt", "resource", "any"],
+            "enum": list(ROUTE_KINDS),
             "default": "tool",
             "description": "What to search: tools (default), prompts, resources (and resource templates), or any.",
         },

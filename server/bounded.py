@@ -23,7 +23,7 @@ def shown_name(name: str, limit: int = MAX_SHOWN_NAME) -> str:
     """``name`` as it may be repeated in a message: long ones are shortened, with their length."""
     if len(name) <= limit:
         return name
-    return f"{name[:limit]}… ({len(name):,} characters)"
+    return f"{name[:limit].rstrip()}… ({len(name):,} characters)"
 
 
 def _cut_note(kept: int, total: int) -> str:

@@ -40,7 +40,8 @@ from server.errors import (
     UnknownToolError,
     broken_tool_error,
 )
-from server.route.answer import LEXICAL_RANKINGS, RouteAnswer, RoutedTool, echo_query, render_route
+from index.search.model_loading import LEXICAL_MODES
+from server.route.answer import RouteAnswer, RoutedTool, echo_query, render_route
 from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block
 from server.route.approvals import APPROVAL_SYNC_WAIT, ApprovedDefinitions
 from server.route.indexing import BackgroundIndexer
@@ -69,6 +70,7 @@ SERVERS_FILE_CHECK_INTERVAL = 1.0
 #: it themselves before answering; this brings hosts' lists along when neither is called).
 APPROVALS_CHECK_INTERVAL = 1.0
 _LISTED_NAMES = 25
+_UNREAD = object()
 
 
 def copilot_version() -> str:
@@ -256,6 +258,8 @@ class Copilot:
         #: The children's prompts, resources and exposed tools (``server.aggregate``), set by ``server.app``.
         self.aggregation: Any = None
         self._indexed_pool: dict[str, PoolServer] = {}
+        #: (index build, its servers and tools) as last read from the index (``_UNREAD``: not yet).
+        self._pool_read: tuple[object, dict[str, PoolServer]] = (_UNREAD, {})
         self._route_description: str | None = None
         #: Awaited with the new text whenever route's description changes.
         self.route_description_listeners: list[Callable[[str], Awaitable[None]]] = []
@@ -453,10 +457,18 @@ class Copilot:
                     logger.exception("route description listener failed")
 
     def _pool_from_index(self) -> dict[str, PoolServer]:
-        pool: dict[str, PoolServer] = {}
+        # Read once per index build: listeners refresh once per server a change touched (an approval
+        # sync, say, touching several), and reading every record of a large index is not free.
+        state = self.index.state()
+        build = state.build_id if state is not None else None
+        read_build, pool = self._pool_read
+        if build == read_build:
+            return pool
+        pool = {}
         for record in self.index.records().values():
             server = pool.setdefault(record.server, PoolServer(record.server, record.server_description, record.category))
             server.tools.append(record.name)
+        self._pool_read = (build, pool)
         return pool
 
     def index_info(self, *, load: bool = False) -> dict[str, Any] | None:
@@ -578,7 +590,10 @@ class Copilot:
             if argument_error is not None:
                 raise QueryError(argument_error)
             self.refresh_servers()
-            await self.follow_approvals()  # a definition approved a moment ago is what route shows
+            # A definition approved a moment ago is what route shows -- once the model is in: before,
+            # embedding it waits for the model, which route does not (route_model_wait, 0 by
+            # default), so the sync lands in the background and a later route shows it.
+            await self.follow_approvals(APPROVAL_SYNC_WAIT if self.index.embedder.loaded else 0.0)
             answer = await self._route(text_query if isinstance(query, str) else query, top_k, server, kind)
             if annotate is not None:
                 annotate(answer)
@@ -715,7 +730,7 @@ class Copilot:
         note = _hidden_note(note, held, refused_read_only)
         if not found.hits and note is None:
             note = await self._missing_kind_note(kind_name, servers, only)
-        if not tools and note is None and found.mode not in LEXICAL_RANKINGS:
+        if not tools and note is None and found.mode not in LEXICAL_MODES:
             # (Keyword-only answers say why they found nothing themselves: see quality_sentences.)
             note = (
                 "Nothing matched. Rephrase the query as the task you want done (what, on which kind of "
@@ -762,7 +777,6 @@ class Copilot:
         tool_requested = _name(tool_name, "tool_name", UnknownToolError)
         arguments = coerce_params(params)
         self.policy.check_allowed(server, tool_requested)
-        await self.follow_approvals()  # an approved schema is what params are checked against
         info = await self._lookup_tool(server, tool_requested)
         self.policy.check_allowed(server, info.name)
         if self.guard is not None:
@@ -779,6 +793,9 @@ class Copilot:
         """
         if self.pool.is_running(server):
             return await self._pick_live(server, tool)
+        # A running server's live definition is used (the guard checks it against the pins): only the
+        # index's record may lag behind an approval, so only it waits for approvals to be followed.
+        await self.follow_approvals()  # an approved schema is what params are checked against
         record = await self._in_thread(self.index.get, server, tool)  # tools only
         if record is not None:
             return ToolInfo(record.name, record.description, dict(record.input_schema), record.annotations)

@@ -30,9 +30,9 @@ import numpy as np
 
 from bench.args import existing_file, output_file
 from bench.retrieval.lab import (
+    CV_OBJECTIVE,
     FLOAT32,
     SHIPPED,
-    Candidate,
     EmbeddingCache,
     Ranked,
     Space,
@@ -44,7 +44,7 @@ from bench.retrieval.lab import (
     rank,
     study_candidates,
 )
-from bench.retrieval.metrics import KEYS, Estimate, clustered_bootstrap, paired_difference, summarize
+from bench.retrieval.metrics import KEYS, Estimate, paired_difference, summarize
 from bench.retrieval.sets import (
     Query,
     QuerySet,
@@ -305,7 +305,7 @@ def _run(args: argparse.Namespace) -> int:
     folds = cross_validate(
         spaces[("minilm", "v3")],
         {"agent-steps": sets["agent-steps"].queries, "questions": sets["questions"].queries},
-        {"agent-steps": "hit@3", "questions": "nDCG@10"},
+        CV_OBJECTIVE,
     )
     for fold in folds:
         w = fold.weights
@@ -344,7 +344,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _weak_and_trim(space: Space, sets: dict[str, QuerySet], off: QuerySet, report: dict) -> None:
     """Weak-match flags and trimmed tails at the shipped thresholds, plus their cross-validation."""
-    from bench.retrieval.lab import parts, scored
+    from bench.retrieval.lab import parts, scored, top_indices
     from index.search.confidence import TRIM_FLOOR, TRIM_MARGIN, WEAK_DENSE, WEAK_LEXICAL, judge
 
     def verdicts(queries: Sequence[Query], **thresholds: float) -> list[tuple[bool, int, bool, bool]]:
@@ -352,7 +352,7 @@ def _weak_and_trim(space: Space, sets: dict[str, QuerySet], off: QuerySet, repor
         out = []
         for query in queries:
             scores, dense, lexical = scored(space, parts(query.text))
-            order = [int(i) for i in np.lexsort((np.arange(scores.size), -scores))[:5]]
+            order = top_indices(scores, 5)
             verdict = judge(scores, dense, lexical, order, **thresholds)
             names = [space.names[i] for i in order]
             out.append((verdict.weak, verdict.keep, any(n in query.relevant for n in names),

@@ -38,22 +38,25 @@ import numpy as np
 
 from bench.retrieval.agent_queries import operation
 from bench.retrieval.lab import (
-    _PATH,
+    CV_OBJECTIVE,
     EmbeddingCache,
     QueryParts,
     Space,
-    _signals,
     build_space,
     file_operations,
     folds_by_task,
+    fused,
     load_encoder,
     parts,
     prepare,
+    rank,
+    top_indices,
     with_operations,
+    without_paths,
 )
 from bench.retrieval.metrics import KEYS, paired_difference, query_metrics, summarize
 from bench.retrieval.sets import Query, agent_step_set, question_set, read_annotations, real_agent_set
-from index.search.ranking import HYBRID, best_of, fuse
+from index.search.ranking import HYBRID, fuse
 from index.search.text import tokenize
 
 #: More aspects than this are left to the whole query (a question rarely has more steps).
@@ -101,7 +104,7 @@ def aspects(q: QueryParts, *, files: bool = True) -> list[str]:
             continue
         implied = file_operations(clause) if files else []
         found.extend(implied)
-        cut = operation(_PATH.sub(" ", clause))
+        cut = operation(without_paths(clause))
         words = [w for w in tokenize(cut) if w not in _GENERIC and not (implied and w in _FILE_WORDS)]
         if words:
             found.append(cut)
@@ -166,25 +169,24 @@ class Scored:
     """One query: the shipped ranker's scores and, with two aspects or more, each aspect's."""
 
     shipped: np.ndarray
-    aspects: list[str]
     per_aspect: np.ndarray | None = None
 
     def top(self, depth: int = DEPTH) -> list[int]:
-        return [int(i) for i in np.lexsort((np.arange(self.shipped.size), -self.shipped))[:depth]]
+        return top_indices(self.shipped, depth)
+
+
+SHIPPED_SCORE = fused(HYBRID)
 
 
 def score_query(space: Space, q: QueryParts, found: list[str], relevance_: Relevance) -> Scored:
     """Per aspect: ``lexical`` = its BM25 with the whole query's dense and server signals (~0.1 ms
-    each, as listed operations are searched); ``embedded`` = every signal on the aspect (~4 ms each)."""
-    signals = with_operations(space, q)
-    scored = Scored(best_of([fuse(s, HYBRID) for s in signals]), found)
+    each, as listed operations are searched); ``embedded`` = every signal on the aspect (~4 ms each).
+    The aspects are scored as the lab scores listed operations (:func:`bench.retrieval.lab.with_operations`)."""
+    scored = Scored(SHIPPED_SCORE(space, q))
     if len(found) < 2:
         return scored
-    if relevance_ == "lexical":
-        rows = [fuse(replace(signals[0], lexical=space.space.lexical.scores(a)), HYBRID) for a in found]
-    else:
-        rows = [fuse(_signals(space, QueryParts(a, q.server, a)), HYBRID) for a in found]
-    scored.per_aspect = np.stack(rows)
+    per = with_operations(space, replace(q, operations=tuple(found)), relevance_)[1:]
+    scored.per_aspect = np.stack([fuse(signals, HYBRID) for signals in per])
     return scored
 
 
@@ -201,7 +203,6 @@ def rerank_pm2(s: Scored, p: dict[str, float]) -> list[int]:
 
 XQUAD_GRID = [{"lam": lam, "T": t} for lam, t in itertools.product((0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), (0.25, 0.5, 1.0, 2.0))]
 PM2_GRID = [{"lam": lam, "T": t, "mix": mix} for lam, t, mix in itertools.product((0.3, 0.6, 0.9), (0.5, 1.0), (0.0, 0.2, 0.4, 0.6))]
-OBJECTIVE = {"agent-steps": "hit@3", "questions": "nDCG@10"}  # the lab's weight cross-validation objective
 
 
 @dataclass
@@ -221,13 +222,13 @@ def cross_validate(
         name: [[query_metrics([names[i] for i in rerank(s, p)], q.relevant) for s, q in zip(scored[name], sets[name], strict=True)] for p in grid]
         for name in sets
     }
-    tasks = {q.task_id for name in OBJECTIVE for q in sets[name]}
+    tasks = {q.task_id for name in CV_OBJECTIVE for q in sets[name]}
     result = CrossValidated([], [], {name: [{} for _ in sets[name]] for name in sets})
     for held_out in folds_by_task(tasks, k):
 
         def objective(point: int) -> float:
             values = []
-            for name, metric in OBJECTIVE.items():
+            for name, metric in CV_OBJECTIVE.items():
                 chosen = [r[metric] for r, q in zip(table[name][point], sets[name], strict=True) if q.task_id not in held_out]
                 values.append(sum(chosen) / max(len(chosen), 1))
             return sum(values) / len(values)
@@ -295,7 +296,7 @@ def _latency(space: Space, sets: dict[str, Sequence[Query]]) -> None:
             started = time.perf_counter()
             for text in dict.fromkeys([q.tool, q.server_text]):
                 encoder.queries([text])
-            best_of([fuse(s, HYBRID) for s in with_operations(space, q)])
+            SHIPPED_SCORE(space, q)
             base.append(time.perf_counter() - started)
             started = time.perf_counter()
             rerank_xquad(score_query(space, q, aspects(q), "lexical"), {"lam": 0.5, "T": 1.0})
@@ -355,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # First: after the cross-validation's numpy work, BLAS threads left spinning slow the model ~10x.
     _latency(space, sets)
-    shipped = {n: [query_metrics([space.names[i] for i in score_query(space, parts(q.text), [], "lexical").top()], q.relevant) for q in qs] for n, qs in sets.items()}
+    shipped = {n: rank(space, SHIPPED_SCORE, qs, DEPTH).rows for n, qs in sets.items()}
     _print_comparison("== shipped ranker (per set: mean of each metric)", shipped, shipped, sets)
     print("\nevery variant below: mean (paired difference with the shipped ranker, task-clustered 95% CI), "
           "parameters chosen by 5-fold CV grouped by task")

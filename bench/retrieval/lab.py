@@ -218,6 +218,12 @@ def build_space(catalog: Catalog, encoder: Encoder, version: str, cache: Embeddi
 
 # -- candidates ---------------------------------------------------------------------------------------
 
+
+def top_indices(scores: np.ndarray, depth: int) -> list[int]:
+    """The ``depth`` best tools, best first; ties to the lower index, as the shipped ranking breaks them."""
+    return [int(i) for i in np.lexsort((np.arange(scores.size), -scores))[:depth]]
+
+
 #: The ranker the copilot ships, as the bench names it.
 SHIPPED = "hybrid v2 + ops, int8 (shipped)"
 #: The same ranker with the model in float32 (what shipped before int8).
@@ -348,7 +354,7 @@ def server_diversity(penalty: float = 0.25, pool: int = 40) -> Callable[[Space, 
 
     def score(space: Space, q: QueryParts) -> np.ndarray:
         first = shipped(space, q)
-        candidates = [int(i) for i in np.lexsort((np.arange(first.size), -first))[:pool]]
+        candidates = top_indices(first, pool)
         spread, servers = float(first.std()), space.space.tool_servers
         placed: dict[int, int] = {}
         out, top = first.copy(), float(first.max()) + 1.0
@@ -369,6 +375,11 @@ _FILE_KINDS = {
     "js": "code", "csv": "csv", "json": "json", "docx": "word document", "pptx": "powerpoint presentation",
     "xlsx": "excel spreadsheet", "pdf": "pdf", "wav": "audio", "mp3": "audio", "png": "image", "jpg": "image",
 }
+
+
+def without_paths(text: str) -> str:
+    """``text`` with each file or directory path replaced by a space (the paths :func:`file_operations` reads)."""
+    return _PATH.sub(" ", text)
 
 
 def file_operations(text: str) -> list[str]:
@@ -493,9 +504,7 @@ class Ranked:
 def rank(space: Space, score: Callable[[Space, QueryParts], np.ndarray], queries: Sequence[Query], depth: int = 10) -> Ranked:
     names, rows = [], []
     for query in queries:
-        scores = score(space, parts(query.text))
-        order = np.lexsort((np.arange(scores.size), -scores))[:depth]
-        ranked = [space.names[i] for i in order]
+        ranked = [space.names[i] for i in top_indices(score(space, parts(query.text)), depth)]
         names.append(ranked)
         rows.append(query_metrics(ranked, query.relevant) if query.relevant else {})
     return Ranked(names, rows)
@@ -515,6 +524,8 @@ def prepare(space: Space, queries: Iterable[Query], cache: EmbeddingCache | None
 
 # -- cross-validated weights ---------------------------------------------------------------------------
 
+#: What cross-validation maximizes: the mean of these metrics, each on its set.
+CV_OBJECTIVE = {"agent-steps": "hit@3", "questions": "nDCG@10"}
 GRID_LEXICAL = (0.0, 0.25, 0.5, 0.75, 1.0)
 GRID_SERVER = (0.0, 0.15, 0.3, 0.5, 1.0)
 GRID_BOTTOM_UP = (0.0, 0.3, 0.5)
@@ -564,8 +575,7 @@ def cross_validate(
         for name, queries in sets.items():
             rows = []
             for query, signals in zip(queries, cache[name], strict=True):
-                scores = best_of([fuse(each, weights) for each in signals])
-                order = np.lexsort((np.arange(scores.size), -scores))[:10]
+                order = top_indices(best_of([fuse(each, weights) for each in signals]), 10)
                 rows.append(query_metrics([space.names[i] for i in order], query.relevant))
             table[name].append(rows)
     all_tasks = {q.task_id for queries in sets.values() for q in queries}

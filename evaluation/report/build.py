@@ -3,8 +3,8 @@
 The success rate is over the *full* task universe (the ``--tasks`` list, else every task seen in
 the logs): a task without a trajectory counts as a failure and is listed, never dropped. A task
 the judge never decided (its requests failed) has no outcome: it is listed and left out of the
-rates (they rest on ``n_tasks - len(not_judged)`` tasks), never counted as a failure; with no
-verdict at all there is no rate (``None``), not 0%.
+rates (they rest on the tasks with an outcome), never counted as a failure; with no outcome at
+all (every task undecided) there is no rate (``None``), not 0%.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from evaluation.report.models import (
     TaskRow,
     Usage,
 )
-from evaluation.report.stats import cohen_kappa, confusion, wilson_interval
+from evaluation.report.stats import cohen_kappa, confusion
 from evaluation.taxonomy.model import Diagnosis
 from evaluation.tasks import CATEGORIES, normalise_server_name, normalise_tool_name
 from evaluation.trajectories import UNAVAILABLE_KINDS, Trajectory
@@ -197,7 +197,7 @@ def _health(rows: Sequence[TaskRow], trajectories: dict[str, Trajectory]) -> Hea
 
 def _human(rows: Sequence[TaskRow], human: dict[str, bool]) -> HumanAgreement | None:
     # An undecided task has no verdict to agree or disagree with.
-    labelled = [row for row in rows if row.human is not None and row.verdict != "not_judged"]
+    labelled = [row for row in rows if row.human is not None and row.has_outcome]
     if not labelled:
         return None
     said = [row.verdict == "success" for row in labelled]
@@ -286,12 +286,6 @@ def _taxonomy(rows: Sequence[TaskRow]) -> ErrorTaxonomy:
     return taxonomy
 
 
-def _category_rate(rows: Sequence[TaskRow], any_judged: bool) -> Rate:
-    """A category's rate over its tasks; no rate at all when the run has no verdict."""
-    rate = Rate.of(sum(1 for row in rows if row.verdict == "success"), len(rows))
-    return rate if any_judged else rate.model_copy(update={"rate": None, "ci95": (0.0, 0.0)})
-
-
 def build_report(
     *,
     universe: Sequence[TaskInfo],
@@ -320,11 +314,14 @@ def build_report(
     categories = [c for c in CATEGORIES if any(row.category == c for row in rows)]
     categories += sorted({row.category for row in rows} - set(categories))
     judged = [row for row in rows if row.verdict in ("success", "failure", "abstain")]
-    decided = [row for row in rows if row.verdict != "not_judged"]
-    by_category = {
-        category: _category_rate([row for row in decided if row.category == category], bool(judged))
-        for category in categories
-    }
+    # The rates rest on the tasks with an outcome -- a task without a trajectory is a failure even
+    # when nothing was judged; with none, ``Rate.of`` and the judges' stats give no rate, not 0%.
+    decided = [row for row in rows if row.has_outcome]
+    by_category = {}
+    for category in categories:
+        members = [row for row in decided if row.category == category]
+        by_category[category] = Rate.of(sum(1 for row in members if row.verdict == "success"), len(members))
+    overall = Rate.of(success, len(decided))
     agreement = _human(rows, human)
     usage_rows = [row for row in rows if row.input_tokens is not None]
     costs = [row.cost for row in usage_rows if row.cost is not None]
@@ -340,13 +337,13 @@ def build_report(
         n_judged=len(judged),
         success=success,
         failure=len(decided) - success,
-        success_rate=success / len(decided) if judged else None,
-        ci95=wilson_interval(success, len(decided)) if judged else (0.0, 0.0),
+        success_rate=overall.rate,
+        ci95=overall.ci95,
         by_category=by_category,
         abstains=[row.task_id for row in rows if row.verdict == "abstain"],
-        not_judged=[row.task_id for row in rows if row.verdict == "not_judged"],
+        not_judged=[row.task_id for row in rows if not row.has_outcome],
         missing_trajectories=[row.task_id for row in rows if row.verdict == "no_trajectory"],
-        judges=_judge_stats(judge.models, decided if judged else []),
+        judges=_judge_stats(judge.models, decided),
         human_agreement=agreement.agreement if agreement else None,
         cohen_kappa=agreement.cohen_kappa if agreement else None,
         confusion=agreement.confusion if agreement else None,

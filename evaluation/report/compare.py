@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 from evaluation.report.files import load_report
 from evaluation.report.models import Report
 from evaluation.report.stats import McNemar, holm, mcnemar_exact, paired_difference_interval, wilson_interval
+from evaluation.report.tables import listed_ids, rate_cells
 from evaluation.tasks import CATEGORIES
 from index.cli.console import HelpFormatter
 from index.errors import CopilotError
@@ -139,9 +140,8 @@ def _unjudged_warnings(runs: Sequence[tuple[str, list[str]]]) -> list[str]:
     warnings = []
     for name, unjudged in runs:
         if unjudged:
-            listed = ", ".join(unjudged[:5]) + (", ..." if len(unjudged) > 5 else "")
             warnings.append(
-                f"UNJUDGED: {len(unjudged)} tasks both runs hold were never judged in {name} ({listed}) and are "
+                f"UNJUDGED: {len(unjudged)} tasks both runs hold were never judged in {name} ({listed_ids(unjudged)}) and are "
                 "left out of the paired comparison; rerun the judge on that run (it retries only those tasks), "
                 "then compare again."
             )
@@ -149,9 +149,13 @@ def _unjudged_warnings(runs: Sequence[tuple[str, list[str]]]) -> list[str]:
 
 
 def _rate_text(report: Report) -> str:
-    if report.success_rate is None:
-        return f"not judged (0 of {report.n_tasks} tasks judged)"
-    return f"{report.success}/{report.n_with_outcome} = {report.success_rate:.1%}"
+    rate, _ = rate_cells(report.success_rate, report.ci95)
+    return f"{report.success}/{report.n_with_outcome} = {rate}"
+
+
+def _left_out(unjudged_a: Sequence[str], unjudged_b: Sequence[str]) -> dict[str, None]:
+    """The common tasks either run's judge never decided, A's first, each once (an ordered set)."""
+    return dict.fromkeys([*unjudged_a, *unjudged_b])
 
 
 def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float = DEFAULT_ALPHA) -> Comparison:
@@ -169,9 +173,10 @@ def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float
         )
     # An undecided task is not a failure: pairing it as one would credit the other run with a "win"
     # that is the judge endpoint's, not the agent's.
-    unjudged_in_a = [task_id for task_id in common if rows_a[task_id].verdict == "not_judged"]
-    unjudged_in_b = [task_id for task_id in common if rows_b[task_id].verdict == "not_judged"]
-    task_ids = [task_id for task_id in common if task_id not in {*unjudged_in_a, *unjudged_in_b}]
+    unjudged_in_a = [task_id for task_id in common if not rows_a[task_id].has_outcome]
+    unjudged_in_b = [task_id for task_id in common if not rows_b[task_id].has_outcome]
+    left_out = _left_out(unjudged_in_a, unjudged_in_b)
+    task_ids = [task_id for task_id in common if task_id not in left_out]
     if not task_ids:
         raise CompareError(
             f"none of the {len(common)} tasks {name_a} and {name_b} share was judged in both runs "
@@ -243,7 +248,7 @@ def render(comparison: Comparison, a: Report, b: Report) -> str:
         f"B - A = {c.difference * 100:+.1f} pt (95% CI {c.difference_ci95[0] * 100:+.1f} to {c.difference_ci95[1] * 100:+.1f} pt, "
         f"paired, on the {c.n_tasks} common tasks{' judged in both runs' if c.unjudged_in_a or c.unjudged_in_b else ''})",
     ]
-    left_out = [*c.unjudged_in_a, *(t for t in c.unjudged_in_b if t not in c.unjudged_in_a)]
+    left_out = _left_out(c.unjudged_in_a, c.unjudged_in_b)
     if left_out:
         out.append(
             f"(left out of the pairs, never judged: {len(left_out)} tasks -- "

@@ -26,7 +26,7 @@ from evaluation.report.plots import figure_png, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, png_img
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
 from evaluation.report.stats import mcnemar_exact, paired_difference_interval
-from evaluation.report.tables import Table, interval, num, pct
+from evaluation.report.tables import Table, num, pct, rate_cells
 from index.cli.console import HelpFormatter
 from index.errors import CopilotError
 
@@ -61,11 +61,10 @@ class Entry(BaseModel):
     prompt: str
     judge_key: str
     on_frontier: bool = False
-    #: task id -> solved (a repeated run: solved in most repeats).
-    outcomes: dict[str, bool] = Field(default_factory=dict)
-    #: Tasks with no verdict (a repeated run: in no repeat): the frontier's paired tests leave
-    #: them out instead of pairing them as failures.
-    undecided: list[str] = Field(default_factory=list)
+    #: task id -> solved (a repeated run: solved in most repeats); ``None`` for a task with no
+    #: outcome (a repeated run: in no repeat), which the frontier's paired tests leave out instead
+    #: of pairing it as a failure.
+    outcomes: dict[str, bool | None] = Field(default_factory=dict)
     #: Tasks the judge never decided (its requests failed), left out of the rate; for repeated runs,
     #: task attempts.
     not_judged: int = 0
@@ -144,9 +143,8 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
             judge=first.judge if first else "",
             prompt=first.prompt if first else "",
             judge_key=(first.judge_config or f"{first.judge}/{first.prompt}") if first else "",
-            outcomes={t.task_id: t.successes * 2 > t.n for t in repeats.tasks},
+            outcomes={t.task_id: t.successes * 2 > t.n if t.n else None for t in repeats.tasks},
             not_judged=sum(t.outcomes.count("not_judged") for t in repeats.tasks),
-            undecided=[t.task_id for t in repeats.tasks if t.n == 0],
         )
     try:
         report = load_report(directory)
@@ -176,8 +174,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
         judge=", ".join(report.judge.models),
         prompt=report.judge.prompt,
         judge_key=_judge_key(report),
-        outcomes={row.task_id: row.verdict == "success" for row in report.tasks},
-        undecided=list(report.not_judged),
+        outcomes={row.task_id: row.verdict == "success" if row.has_outcome else None for row in report.tasks},
         not_judged=len(report.not_judged),
     )
 
@@ -198,12 +195,11 @@ def pareto_frontier(points: Sequence[tuple[str, float, float]]) -> list[str]:
 
 
 def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
-    undecided = {*a.undecided, *b.undecided}
-    common = [task for task in a.outcomes if task in b.outcomes and task not in undecided]
-    won_a = [a.outcomes[task] for task in common]
-    won_b = [b.outcomes[task] for task in common]
+    # The pairs: tasks both runs hold with an outcome in both (an undecided task is no failure).
+    pairs = [(x, y) for task, x in a.outcomes.items() if x is not None and (y := b.outcomes.get(task)) is not None]
+    won_a, won_b = [x for x, _ in pairs], [y for _, y in pairs]
     test = mcnemar_exact(won_a, won_b)
-    n = len(common)
+    n = len(pairs)
     return FrontierStep(
         cheaper=a.name,
         dearer=b.name,
@@ -282,8 +278,7 @@ def tables(board: Leaderboard) -> list[Table]:
                 e.name,
                 str(e.n_tasks),
                 str(e.repeats),
-                pct(e.success_rate) if e.success_rate is not None else "n/a (not judged)",
-                interval(*e.ci95) if e.success_rate is not None else "",
+                *rate_cells(e.success_rate, e.ci95),
                 pct(e.pass_at_n) if e.pass_at_n is not None else "",
                 pct(e.pass_hat_n) if e.pass_hat_n is not None else "",
                 num(e.tokens, 0),
@@ -335,13 +330,16 @@ def frontier_figure(board: Leaderboard) -> object:
     plt = pyplot()
     figure, axes = plt.subplots(figsize=(7, 4.2))
     axis = board.axis
-    shown = [e for e in board.entries if getattr(e, axis) is not None and e.success_rate is not None]
-    for entry in shown:
-        x, y = getattr(entry, axis), (entry.success_rate or 0.0) * 100
+    shown = [
+        (e, getattr(e, axis), e.success_rate * 100)
+        for e in board.entries
+        if getattr(e, axis) is not None and e.success_rate is not None
+    ]
+    for entry, x, y in shown:
         axes.scatter([x], [y], s=60, color="#F58518" if entry.on_frontier else "#4C78A8", zorder=3)
         axes.errorbar([x], [y], yerr=[[max(0.0, y - entry.ci95[0] * 100)], [max(0.0, entry.ci95[1] * 100 - y)]], color="#999", capsize=3, zorder=2)
         axes.annotate(entry.name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    on = sorted((getattr(e, axis), (e.success_rate or 0.0) * 100) for e in shown if e.on_frontier)
+    on = sorted((x, y) for e, x, y in shown if e.on_frontier)
     if on:
         axes.step([p[0] for p in on], [p[1] for p in on], where="post", color="#F58518", label="Pareto frontier")
         axes.legend(loc="lower right")

@@ -56,7 +56,7 @@ class InputInfo(BaseModel):
 class Rate(BaseModel):
     n: int
     success: int
-    #: ``None`` when none of the ``n`` tasks was judged: no rate, not 0%.
+    #: ``None`` when ``n`` is 0 (no task with an outcome): no rate, not 0%.
     rate: float | None
     ci95: tuple[float, float]
 
@@ -98,6 +98,12 @@ class TaskRow(BaseModel):
     @property
     def confirmations_requested(self) -> int:
         return sum(self.confirmations.values())
+
+    @property
+    def has_outcome(self) -> bool:
+        """Whether the task counts in the rates: all but those the judge never decided (a task
+        without a trajectory, or an abstain, is a failure; an undecided one is no outcome)."""
+        return self.verdict != "not_judged"
 
 
 class HumanAgreement(BaseModel):
@@ -218,8 +224,8 @@ class Report(BaseModel):
     n_judged: int
     success: int
     failure: int
-    #: ``None`` when no task was judged (the judge failed or was not run on any): a 0% would read as
-    #: an agent that failed every task. ``n_judged`` says on how many tasks a rate rests.
+    #: Over the tasks with an outcome (:attr:`n_with_outcome`); ``None`` when no task has one (the
+    #: judge failed or was not run on any): a 0% would read as an agent that failed every task.
     success_rate: float | None
     ci95: tuple[float, float]
     by_category: dict[str, Rate]
@@ -242,7 +248,8 @@ class Report(BaseModel):
 
     @property
     def n_with_outcome(self) -> int:
-        """The tasks the rates rest on: all but those the judge never decided."""
-        return self.n_tasks - len(self.not_judged)
+        """The tasks the rates rest on: all but those the judge never decided (``failure`` counts
+        abstains and tasks without a trajectory)."""
+        return self.success + self.failure
 
 

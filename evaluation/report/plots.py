@@ -35,7 +35,9 @@ def category_figure(report: Report) -> Figure:
     so they can never be drawn over an error bar, however high the interval reaches."""
     plt = pyplot()
     names = [*report.by_category, "All"]
-    rates = [*report.by_category.values(), Rate.of(report.success, report.n_tasks)]
+    # The report's own rate: over the tasks with an outcome, as the headline and the table say.
+    overall = Rate(n=report.n_with_outcome, success=report.success, rate=report.success_rate, ci95=report.ci95)
+    rates = [*report.by_category.values(), overall]
     figure, axes = plt.subplots(figsize=(7, 0.45 * len(names) + 1.2))
     # A category of no task has no rate (``None``): drawn as an empty bar.
     values = [(rate.rate or 0.0) * 100 for rate in rates]
@@ -70,7 +72,8 @@ def agreement_figure(report: Report) -> Figure | None:
         return figure
     if len(report.judges) > 1 and report.success_rate is not None:
         figure, axes = plt.subplots(figsize=(6, 0.45 * len(report.judges) + 1.2))
-        axes.barh([judge.model for judge in report.judges], [(judge.success_rate or 0.0) * 100 for judge in report.judges])
+        # Each judge has a rate whenever the jury has: both rest on the same tasks with an outcome.
+        axes.barh([judge.model for judge in report.judges], [judge.success_rate * 100 for judge in report.judges])  # type: ignore[operator]
         axes.axvline(report.success_rate * 100, color="#F58518", label="jury")
         axes.set_xlim(0, 100)
         axes.set_xlabel("success rate, %")

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from evaluation.report.models import Report
 from evaluation.judge.verdict_log import VerdictRecord
 from evaluation.trajectories import Trajectory
-from evaluation.report.tables import Table, headline, interval, lists, num, pct, tables
+from evaluation.report.tables import Table, headline, lists, num, pct, rate_cells, tables
 
 esc = html.escape
 
@@ -107,9 +107,10 @@ def report_markdown(report: Report, plot_files: Mapping[str, str]) -> str:
 
 
 def _cards(report: Report) -> str:
+    rate, ci95 = rate_cells(report.success_rate, report.ci95)
     cards = [
-        ("success rate", pct(report.success_rate) if report.success_rate is not None else "n/a (not judged)"),
-        ("95% CI", interval(*report.ci95) if report.success_rate is not None else "n/a"),
+        ("success rate", rate),
+        ("95% CI", ci95 or "n/a"),
         ("judged", f"{report.n_judged}/{report.n_tasks}"),
         ("succeeded", f"{report.success}/{report.n_with_outcome}"),
         ("abstain", str(len(report.abstains))),

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from evaluation.report.models import EfficiencyGroup, Outcome, Report
 from evaluation.report.stats import mean_interval, pass_at_k, pass_hat_k, sample_sd
+from evaluation.report.tables import listed_ids
 from evaluation.tasks import CATEGORIES
 from server.trajectory.records import utc_now
 
@@ -132,22 +133,26 @@ def _task_rows(reports: Sequence[Report]) -> list[TaskRepeats]:
     return rows
 
 
-def _mean_of(values: Sequence[float | None]) -> float | None:
+def _mean_of(values: Sequence[float | None], digits: int | None = None) -> float | None:
+    """The mean of the values present (rounded to ``digits``); ``None`` when there is none."""
     present = [value for value in values if value is not None]
-    return round(statistics.fmean(present), 4) if present else None
+    if not present:
+        return None
+    mean = statistics.fmean(present)
+    return mean if digits is None else round(mean, digits)
 
 
 def _efficiency(reports: Sequence[Report]) -> EfficiencyGroup:
     groups = [report.efficiency["all"] for report in reports if "all" in report.efficiency]
     return EfficiencyGroup(
         n=sum(group.n for group in groups),
-        turns=_mean_of([g.turns for g in groups]),
-        route_calls=_mean_of([g.route_calls for g in groups]),
-        execute_calls=_mean_of([g.execute_calls for g in groups]),
-        distinct_tools=_mean_of([g.distinct_tools for g in groups]),
-        tool_errors=_mean_of([g.tool_errors for g in groups]),
-        tokens=_mean_of([g.tokens for g in groups]),
-        cost=_mean_of([g.cost for g in groups]),
+        turns=_mean_of([g.turns for g in groups], 4),
+        route_calls=_mean_of([g.route_calls for g in groups], 4),
+        execute_calls=_mean_of([g.execute_calls for g in groups], 4),
+        distinct_tools=_mean_of([g.distinct_tools for g in groups], 4),
+        tool_errors=_mean_of([g.tool_errors for g in groups], 4),
+        tokens=_mean_of([g.tokens for g in groups], 4),
+        cost=_mean_of([g.cost for g in groups], 4),
     )
 
 
@@ -174,13 +179,9 @@ def _warnings(reports: Sequence[Report], names: Sequence[str]) -> list[str]:
     return warnings
 
 
-def _mean_or_none(values: Sequence[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
 def _over_tasks(rows: Sequence[TaskRepeats], ks: Sequence[int], field: str) -> dict[int, float]:
     """k -> the mean over the tasks with at least k judged attempts (k left out when none has)."""
-    means = {k: _mean_or_none([getattr(row, field)[k] for row in rows if k in getattr(row, field)]) for k in ks}
+    means = {k: _mean_of([getattr(row, field).get(k) for row in rows]) for k in ks}
     return {k: mean for k, mean in means.items() if mean is not None}
 
 
@@ -189,10 +190,11 @@ def build_repeats_report(reports: Sequence[Report], names: Sequence[str], paths:
         raise ValueError("no repeats")
     rows = _task_rows(reports)
     warnings = _warnings(reports, names)
-    if unjudged := [row.task_id for row in rows if row.n == 0]:
-        listed = ", ".join(unjudged[:5]) + (", ..." if len(unjudged) > 5 else "")
+    unjudged = [row.task_id for row in rows if row.n == 0]
+    if unjudged:
         warnings.append(
-            f"{len(unjudged)} of {len(rows)} tasks were judged in no repeat ({listed}): left out of pass@k and pass^k."
+            f"{len(unjudged)} of {len(rows)} tasks were judged in no repeat ({listed_ids(unjudged)}): left out of "
+            "pass@k and pass^k."
         )
     n = len(reports)
     ks = list(range(1, n + 1))
@@ -204,9 +206,9 @@ def build_repeats_report(reports: Sequence[Report], names: Sequence[str], paths:
         members = [row for row in rows if row.category == name]
         by_category[name] = CategoryRepeats(
             tasks=len(members),
-            pass_at_1=_mean_or_none([row.pass_at_1 for row in members if row.pass_at_1 is not None]),
-            pass_at_n=_mean_or_none([row.pass_at_k[n] for row in members if n in row.pass_at_k]),
-            pass_hat_n=_mean_or_none([row.pass_hat_k[n] for row in members if n in row.pass_hat_k]),
+            pass_at_1=_mean_of([row.pass_at_1 for row in members]),
+            pass_at_n=_mean_of([row.pass_at_k.get(n) for row in members]),
+            pass_hat_n=_mean_of([row.pass_hat_k.get(n) for row in members]),
         )
     first = reports[0]
     return RepeatsReport(
@@ -230,11 +232,11 @@ def build_repeats_report(reports: Sequence[Report], names: Sequence[str], paths:
             for name, path, report in zip(names, paths, reports, strict=True)
         ],
         n_tasks=len(rows),
-        pass_at_1=statistics.fmean(rates) if rates else None,
+        pass_at_1=_mean_of(rates),
         pass_at_1_ci95=mean_interval(rates),
         pass_at_k=_over_tasks(rows, ks, "pass_at_k"),
         pass_hat_k=_over_tasks(rows, ks, "pass_hat_k"),
-        unjudged_tasks=[row.task_id for row in rows if row.n == 0],
+        unjudged_tasks=unjudged,
         between_repeats_sd=sample_sd([r.success_rate for r in reports if r.success_rate is not None]),
         within_task_variance=statistics.fmean(p * (1 - p) for p in rates) if rates else 0.0,
         flaky_tasks=sum(1 for row in rows if 0 < row.successes < row.n),

@@ -6,7 +6,7 @@ in reading order and leaves out the ones with nothing to say.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from evaluation.report.models import Rate, Report
@@ -33,19 +33,26 @@ def interval(low: float, high: float) -> str:
     return f"{pct(low)}-{pct(high)}"
 
 
+def rate_cells(rate: float | None, ci95: tuple[float, float]) -> tuple[str, str]:
+    """A success rate and its 95% interval as text; no rate (no task with an outcome) says so
+    instead of reading as 0%, and has no interval."""
+    if rate is None:
+        return "n/a (not judged)", ""
+    return pct(rate), interval(*ci95)
+
+
+def listed_ids(ids: Sequence[str], most: int = 5) -> str:
+    """The first ``most`` task ids, then ``...`` when there are more: a warning names some, not all."""
+    return ", ".join(ids[:most]) + (", ..." if len(ids) > most else "")
+
+
 def category_table(report: Report) -> Table:
     rows = [
-        [name, str(rate.n), str(rate.success), pct(rate.rate), interval(*rate.ci95) if rate.rate is not None else ""]
+        [name, str(rate.n), str(rate.success), *rate_cells(rate.rate, rate.ci95)]
         for name, rate in report.by_category.items()
     ]
     rows.append(
-        [
-            "**all**",
-            str(report.n_with_outcome),
-            str(report.success),
-            pct(report.success_rate) if report.success_rate is not None else "n/a (not judged)",
-            interval(*report.ci95) if report.success_rate is not None else "",
-        ]
+        ["**all**", str(report.n_with_outcome), str(report.success), *rate_cells(report.success_rate, report.ci95)]
     )
     return Table(
         "Success by category",

@@ -26,6 +26,7 @@ from mcp.types import CallToolResult, Implementation, ListToolsResult
 from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel, Field
 
+from evaluation.run.bounded_log import LogCut
 from evaluation.run.copilot_launch import CopilotLaunch
 from evaluation.llm import describe_api_error
 from evaluation.run.models import ErrorKind, ModelPrice
@@ -282,11 +283,18 @@ async def copilot_session(
         raise AgentError("copilot_failed", f"cannot start the copilot ({launch.command}): {error}") from None
 
 
-def stderr_tail(path: Path, lines: int = 5, chars: int | None = None) -> str:
+def stderr_tail(path: Path, lines: int = 5, chars: int | None = None, cut: LogCut | None = None) -> str:
     """The last non-blank lines of a stderr file (at most ``chars`` characters), for error
-    messages that point at the cause."""
+    messages that point at the cause.
+
+    A capped log (``cut``) is read from its kept tail only: the runner's note of what was cut, and
+    the head before it, are not the end of what the process wrote.
+    """
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with path.open("rb") as handle:
+            if cut is not None:
+                handle.seek(max(0, handle.seek(0, 2) - cut.tail))
+            text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
     tail = " | ".join([line.strip() for line in text.splitlines() if line.strip()][-lines:])

@@ -434,7 +434,6 @@ class _Work:
                 llm=self.llm,
                 console=self.console,
                 label=label,
-                setup_checked=True,
             )
             records += await runner.run(repeat.pending)
         return records

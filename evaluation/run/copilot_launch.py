@@ -106,12 +106,12 @@ def copilot_launch(
             "COPILOT_AUTO_INDEX": "0",
             # The paper's agents call ``execute-tool``; the copilot offers that alias on request.
             "COPILOT_LIVEMCPBENCH_ALIAS": "1",
-            "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
-            # Each task starts a fresh copilot: without a wait, its first routes would be keyword-only
-            # for as long as the model takes to load, so a run's results would depend on machine load.
-            "COPILOT_ROUTE_MODEL_WAIT": env.get("COPILOT_ROUTE_MODEL_WAIT", str(TASK_ROUTE_MODEL_WAIT)),
         }
     )
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    # Each task starts a fresh copilot: without a wait, its first routes would be keyword-only
+    # for as long as the model takes to load, so a run's results would depend on machine load.
+    env.setdefault("COPILOT_ROUTE_MODEL_WAIT", str(TASK_ROUTE_MODEL_WAIT))
     if category:
         env["COPILOT_CATEGORY"] = category
     if copilot_home is not None:

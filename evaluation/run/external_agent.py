@@ -27,7 +27,7 @@ import psutil
 from pydantic import BaseModel
 
 from evaluation.run.agent import stderr_tail
-from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, BoundedLog, LogCut, pump
+from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, PIPE_DRAIN_SECONDS, BoundedLog, LogCut, pump
 from evaluation.run.models import ErrorKind
 from index.children.watchdog import TAG_VARIABLE, tagged
 from index.errors import ConfigError
@@ -36,6 +36,7 @@ from server.trajectory.records import Usage
 logger = logging.getLogger(__name__)
 
 PLACEHOLDERS = ("question", "question_file", "mcp_config", "workspace", "task_id", "answer_file")
+#: Seconds the agent's tree gets after SIGTERM (and after SIGKILL) before the runner moves on.
 _KILL_GRACE = 5.0
 #: Seconds between looks at whether the agent exited (see :func:`_wait_exit`).
 _EXIT_POLL = 0.02
@@ -141,7 +142,7 @@ async def run_external_agent(
         cuts = {log.path.name: cut for log in (stdout_log, stderr_log) if (cut := log.close()) is not None}
     result = ExternalResult(exit_code=process.returncode, timed_out=timed_out, logs_cut=cuts)
     _read_answer(result, answer_file, stdout_path, cuts.get(stdout_path.name))
-    tail = stderr_tail(stderr_path, lines=3, chars=400)
+    tail = stderr_tail(stderr_path, lines=3, chars=400, cut=cuts.get(stderr_path.name))
     if timed_out:
         result.error, result.error_kind = f"the agent did not finish within {timeout:g} s (--task-timeout)", "timeout"
     elif process.returncode == 127:
@@ -173,8 +174,9 @@ async def _supervise(
                 with anyio.CancelScope(shield=True):
                     await _kill_tree(process.pid, process, tag)
                 # With the tree gone the pipes end and the pumps finish; something that escaped even
-                # the tag and still holds a pipe must not keep the task waiting.
-                pumps.cancel_scope.deadline = anyio.current_time() + _KILL_GRACE
+                # the tag and still holds a pipe must not keep the task waiting (as for the copilot's
+                # stderr pipe: the same drain).
+                pumps.cancel_scope.deadline = anyio.current_time() + PIPE_DRAIN_SECONDS
     finally:
         with anyio.CancelScope(shield=True):
             for stream in (process.stdout, process.stderr):

@@ -44,7 +44,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from evaluation.run.agent import AgentConfig, AgentError, CopilotAgent, copilot_session, stderr_tail
-from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, BoundedLog, piped_into
+from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, BoundedLog, LogCut, piped_into
 from evaluation.run.child_home import child_environment, shared_locations
 from evaluation.run.confirm import DEFAULT_POLICY, ConfirmPolicy, elicitation_answerer
 from evaluation.run.copilot_launch import CopilotLaunch, copilot_launch
@@ -188,6 +188,13 @@ async def check_setup(config: RunnerConfig, pending: int) -> None:
 
 
 class BenchmarkRunner:
+    """Runs the tasks of one run directory.
+
+    Its caller must have run :func:`check_setup` first (the CLI does, once, before indexing, for
+    all repeats): the runner does not check again, so a missing ``--agent-cmd`` program or a dead
+    model endpoint is otherwise found task by task.
+    """
+
     def __init__(
         self,
         config: RunnerConfig,
@@ -195,18 +202,14 @@ class BenchmarkRunner:
         llm: openai.AsyncOpenAI | None = None,
         console: Console | None = None,
         label: str = "",
-        setup_checked: bool = False,
     ) -> None:
         self.config = config
-        #: :func:`check_setup` already passed (the CLI checks once, before indexing, for all repeats).
-        self._setup_checked = setup_checked
         #: Names this runner's lines (``repeat-2``) when one command runs several repeats: their
         #: ``[k/N]`` counts restart per repeat and the same task ids recur.
         self.label = label
         self.manifest = manifest
         self.llm = llm
         self.console = console or make_console(stderr=True)
-        self._program_error = missing_program(config.agent_cmd) if config.agent_cmd else None
         self._done = 0
         self._failed = 0
         #: The real package caches every task's children share (resolved once, on first use).
@@ -218,8 +221,6 @@ class BenchmarkRunner:
         """Run ``tasks`` (already filtered for resume) ``concurrency`` at a time."""
         if not tasks:
             return []
-        if not self._setup_checked:
-            await check_setup(self.config, len(tasks))
         limiter = anyio.CapacityLimiter(max(1, self.config.concurrency))
         records: list[TaskRecord] = []
         progress = Progress(
@@ -385,7 +386,7 @@ class BenchmarkRunner:
         )
 
     def _refusal(self, missing: list[str]) -> tuple[ErrorKind, str] | None:
-        """Why the task cannot start at all: input files missing, or a reason every task shares."""
+        """Why the task cannot start at all: its input files are missing."""
         if missing and not self.config.allow_missing_files:
             where = self.config.task_files or "(no --task-files)"
             return (
@@ -393,7 +394,7 @@ class BenchmarkRunner:
                 f"input file(s) {', '.join(missing)} not found in {where}; "
                 "add them there or pass --allow-missing-files to run the task anyway",
             )
-        return self._blocked()  # the same reason for every task: no workspace, no copilot
+        return None
 
     async def _prepare_workspace(self, paths: TaskPaths, workspace: Path) -> tuple[list[str], list[ServerRewrite]]:
         """Copy the task files in, give the children their home, and write the task's servers
@@ -445,11 +446,6 @@ class BenchmarkRunner:
             roots=[paths.workspace.resolve()],
         )
 
-    def _blocked(self) -> tuple[ErrorKind, str] | None:
-        if self.config.agent_cmd is not None and self._program_error:
-            return "agent_not_found", self._program_error
-        return None
-
     async def _run_builtin(
         self, question: str, launch: CopilotLaunch, paths: TaskPaths, writer: TrajectoryWriter, outcome: _Outcome
     ) -> None:
@@ -475,16 +471,11 @@ class BenchmarkRunner:
                         failure = _classify(error)
         finally:
             cut = stderr_log.close()  # (also on cancellation: the tail and the note of what was cut)
-        if cut is not None:
-            outcome.logs_cut[stderr_path.name] = cut.cut
-            logger.info(
-                "task %s: the copilot wrote %d bytes to its stderr; %d cut from its middle (--max-agent-log-bytes)",
-                paths.task_id, cut.written, cut.cut,
-            )  # fmt: skip
+        _record_cuts(outcome, paths.task_id, "the copilot", {stderr_path.name: cut} if cut is not None else {})
         if failure is not None:
             kind, message = failure
             if kind == "copilot_failed":  # its stderr says why (read once all of it is in)
-                tail = stderr_tail(stderr_path)
+                tail = stderr_tail(stderr_path, cut=cut)
                 message += f" (copilot stderr: {tail})" if tail else f" (see {stderr_path})"
             outcome.fail(kind, message)
         if scope.cancelled_caught:
@@ -529,12 +520,7 @@ class BenchmarkRunner:
             timeout=self.config.task_timeout,
             max_log_bytes=self.config.max_agent_log_bytes,
         )
-        outcome.logs_cut = {name: cut.cut for name, cut in result.logs_cut.items()}
-        for name, cut in result.logs_cut.items():
-            logger.info(
-                "task %s: the agent wrote %d bytes to %s; %d cut from its middle (--max-agent-log-bytes)",
-                task.task_id, cut.written, name, cut.cut,
-            )  # fmt: skip
+        _record_cuts(outcome, task.task_id, "the agent", result.logs_cut)
         if result.usage is not None:
             writer.write(result.usage)
             outcome.input_tokens, outcome.output_tokens = result.usage.input_tokens, result.usage.output_tokens
@@ -544,6 +530,17 @@ class BenchmarkRunner:
             outcome.extra["source"] = result.answer_source
         if result.error_kind is not None:
             outcome.fail(result.error_kind, result.error or result.error_kind)
+
+
+def _record_cuts(outcome: _Outcome, task_id: str, writer: str, cuts: dict[str, LogCut]) -> None:
+    """What ``--max-agent-log-bytes`` cut from each of ``writer``'s logs (file name -> cut), in the
+    task's record and the runner's log."""
+    for name, cut in cuts.items():
+        outcome.logs_cut[name] = cut.cut
+        logger.info(
+            "task %s: %s wrote %d bytes to %s; %d cut from its middle (--max-agent-log-bytes)",
+            task_id, writer, cut.written, name, cut.cut,
+        )  # fmt: skip
 
 
 def _classify(error: BaseException) -> tuple[ErrorKind, str]:

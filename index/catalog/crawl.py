@@ -47,11 +47,11 @@ from index.children.connect import (
 )
 from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, keep_log_bounded
 from index.children.stdio import MAX_STDERR_LOG_BYTES
-from index.children.tool_listing import list_all_tools  # re-exported: the crawl's and the pool's one bounded listing
+from index.children.tool_listing import list_all_tools  # the one bounded listing the pool uses too
 from index.errors import ConfigError, CopilotError
 from index.catalog.filenames import safe_file_name
 from index.catalog.kinds import describe_schema_error, list_other_kinds
-from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog
+from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog, skipped_tools_by_server
 from index.catalog.servers import ServerConfig, load_servers
 from index.settings import CopilotSettings
 from index.cli.suggest import nearest_names
@@ -97,7 +97,9 @@ class ServerOutcome(BaseModel):
     stderr_tail: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     skipped_tools: dict[str, str] = Field(
-        default_factory=dict, description="Tools left out because their definition is broken: name -> what is wrong."
+        default_factory=dict,
+        description="Tools left out because their definition is broken: name -> what is wrong (as the catalog "
+        "keeps them: machine paths and secrets masked).",
     )
     log_path: Path | None = None
 
@@ -121,7 +123,7 @@ class CrawlReport(BaseModel):
     @property
     def skipped_tools(self) -> dict[str, dict[str, str]]:
         """Per server crawled successfully, the tools left out for a broken definition (maybe none)."""
-        return {name: dict(info.skipped_tools) for name, info in self.servers.items()}
+        return skipped_tools_by_server(self.servers)
 
     def to_catalog(self, base: Catalog | None = None, *, source: str = "crawl") -> Catalog:
         """A catalog of this crawl, or ``base`` with just the servers crawled now replaced.
@@ -360,7 +362,7 @@ async def crawl_server(
     )
     outcome = ServerOutcome(
         server=config.name, ok=True, tool_count=tool_count, seconds=round(anyio.current_time() - started, 2),
-        start_seconds=start_seconds, warnings=warnings, skipped_tools=skipped, log_path=log_path,
+        start_seconds=start_seconds, warnings=warnings, skipped_tools=dict(kept_out), log_path=log_path,
     )
     return outcome, records, info
 
@@ -534,7 +536,8 @@ def print_summary(report: CrawlReport, console: Console) -> None:
 
 def _print_skipped_tools(report: CrawlReport, console: Console) -> None:
     """Every tool left out for a broken definition, by server (their servers' other tools are indexed)."""
-    skipped = [(o.server, name, why) for o in report.outcomes.values() for name, why in o.skipped_tools.items()]
+    # From the catalog's entries: what is printed is what is kept (paths and secrets masked).
+    skipped = [(server, name, why) for server, info in report.servers.items() for name, why in info.skipped_tools.items()]
     if not skipped:
         return
     console.print(

@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import json
 import zlib
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -91,6 +92,11 @@ class CatalogServer(BaseModel):
     skipped_tools: dict[str, str] = Field(default_factory=dict)
 
 
+def skipped_tools_by_server(servers: Mapping[str, CatalogServer]) -> dict[str, dict[str, str]]:
+    """Per server, the tools left out for a broken definition (copies, so callers may keep them)."""
+    return {name: dict(info.skipped_tools) for name, info in servers.items()}
+
+
 class Catalog(BaseModel):
     version: int = CATALOG_VERSION
     created: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
@@ -113,7 +119,7 @@ class Catalog(BaseModel):
 
     def skipped_tools(self) -> dict[str, dict[str, str]]:
         """Every server's tools left out for a broken definition (an empty dict for a server with none)."""
-        return {name: dict(info.skipped_tools) for name, info in self.servers.items()}
+        return skipped_tools_by_server(self.servers)
 
     def save(self, path: str | Path) -> Path:
         """Write atomically (a temp file, then rename); failures are a :class:`CatalogError`."""

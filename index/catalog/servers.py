@@ -54,8 +54,12 @@ _STDIO_TYPES = frozenset({"stdio"})
 _REMOTE_TYPES = frozenset({"http", "sse", "streamablehttp"})
 
 
+def _folded_type(kind: str | None) -> str:
+    return (kind or "").lower().replace("-", "").replace("_", "")
+
+
 def _type_family(kind: str | None) -> Literal["stdio", "remote"] | None:
-    folded = (kind or "").lower().replace("-", "").replace("_", "")
+    folded = _folded_type(kind)
     if folded in _STDIO_TYPES:
         return "stdio"
     if folded in _REMOTE_TYPES:
@@ -148,10 +152,9 @@ class ServerConfig(BaseModel):
     def transport(self) -> Transport:
         if self.command:
             return "stdio"
-        kind = (self.type or "").lower()
-        if kind == "sse" or (not kind and self.url and self.url.rstrip("/").endswith("/sse")):
-            return "sse"
-        return "streamable-http"
+        if _type_family(self.type) is None:  # no type, or one we do not know: the url decides
+            return "sse" if self.url and self.url.rstrip("/").endswith("/sse") else "streamable-http"
+        return "sse" if _folded_type(self.type) == "sse" else "streamable-http"
 
     def redact(self, text: str) -> str:
         """``text`` with this entry's filled-in ``${VAR}`` values and any URL credentials masked."""
@@ -268,15 +271,6 @@ def _expand_entry(
     return out
 
 
-def _line_of(text: str, name: str, after: int = 0) -> int:
-    """Line of the first ``"name":`` key in the file at or after line ``after`` (1 when not found)."""
-    start = 0
-    for _ in range(max(after - 1, 0)):
-        start = text.find("\n", start) + 1 or len(text)
-    match = re.search(r'"' + re.escape(name) + r'"\s*:', text[start:])
-    return text.count("\n", 0, start + match.start()) + 1 if match else (after or 1)
-
-
 #: What the key scan needs of JSON text: strings, brackets, colons and line breaks (valid JSON has no
 #: line break inside a string, so counting them counts lines).
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:\n]')
@@ -333,6 +327,14 @@ def _object_keys(text: str) -> list[_Key]:
     return keys
 
 
+def _key_lines(keys: list[_Key]) -> dict[tuple[str, ...], int]:
+    """The line of each key by its full path (``(*path, name)``; a key given twice: its first)."""
+    lines: dict[tuple[str, ...], int] = {}
+    for key in keys:
+        lines.setdefault((*key.path, key.name), key.line)
+    return lines
+
+
 def _duplicate_error(keys: list[_Key], container: str, source: str) -> str | None:
     """The error for a key given twice where it would lose servers or settings, else None.
 
@@ -362,16 +364,20 @@ def _duplicate_error(keys: list[_Key], container: str, source: str) -> str | Non
     return None
 
 
-def _error_line(text: str, server_line: int, error: ValidationError) -> int:
-    """For the nested ``annotations``/``confirm`` keys, the line of the innermost key the error points
-    at (searched from the server's own line); the server's line for every other key."""
+def _error_line(lines: Mapping[tuple[str, ...], int], entry: tuple[str, str], error: ValidationError) -> int:
+    """For the nested ``annotations``/``confirm`` keys, the line of the innermost key of the entry the
+    error points at; the entry's own line for every other key."""
     location = error.errors()[0]["loc"]
+    line = lines[entry]
     if not location or location[0] not in ("annotations", "confirm"):
-        return server_line
-    line = server_line
+        return line
+    path: tuple[str, ...] = entry
     for part in location:
-        if isinstance(part, str):
-            line = _line_of(text, part, line)
+        path = (*path, part if isinstance(part, str) else "[]")
+        if path in lines:
+            line = lines[path]
+        elif isinstance(part, str):
+            break  # not a key of the file (pydantic's own location parts): the last key found it is
     return line
 
 
@@ -435,10 +441,12 @@ def parse_servers(
     if not isinstance(data, dict):
         raise ConfigError(f"{source}:1: expected a JSON object with an 'mcpServers' mapping.")
     entries = data.get("mcpServers", data.get("servers"))
+    keys = _object_keys(text)
+    lines = _key_lines(keys)
     if entries is not None and not isinstance(entries, dict):
         key = "mcpServers" if "mcpServers" in data else "servers"
         raise ConfigError(
-            f"{source}:{_line_of(text, key)}: '{key}' must be an object mapping each server's name to its entry "
+            f"{source}:{lines[(key,)]}: '{key}' must be an object mapping each server's name to its entry "
             f'(got {type(entries).__name__}). Expected {{"mcpServers": {{"name": {{"command": ..., "args": [...]}}}}}}.'
         )
     if not isinstance(entries, dict):
@@ -447,14 +455,12 @@ def parse_servers(
             'Expected {"mcpServers": {"name": {"command": ..., "args": [...]}}}.'
         )
     container = "mcpServers" if "mcpServers" in data else "servers"
-    keys = _object_keys(text)
     duplicate = _duplicate_error(keys, container, source)
     if duplicate is not None:
         raise ConfigError(duplicate)
-    entry_lines = {key.name: key.line for key in keys if key.path == (container,)}
     servers: dict[str, ServerConfig] = {}
     for name, raw in entries.items():
-        line = entry_lines[name] if name in entry_lines else _line_of(text, name)
+        line = lines[(container, name)]
         if not name.strip():
             raise ConfigError(
                 f"{source}:{line}: a server with an empty name: give the entry a name (route shows it and execute "
@@ -474,7 +480,7 @@ def parse_servers(
         try:
             config = ServerConfig.model_validate({**expanded, "name": name})
         except ValidationError as error:
-            line = _error_line(text, line, error)
+            line = _error_line(lines, (container, name), error)
             hint = f" ({_misspelling_hint(misspelled)})" if misspelled else ""
             raise ConfigError(f"{source}:{line}: server '{name}': {_describe(error)}{hint}.") from None
         config._expanded = used
@@ -486,7 +492,7 @@ def parse_servers(
         for key, ours in misspelled.items():
             logger.warning(
                 "%s:%d: server '%s': '%s' is not a known key and is ignored: did you mean '%s'?",
-                source, _line_of(text, key, line), name, key, ours,
+                source, lines[(container, name, key)], name, key, ours,
             )
         if missing and config.is_enabled:
             names = ", ".join(sorted(missing))

@@ -84,6 +84,8 @@ class ChildProcess:
         self.tag = tag
         self.junk_lines = 0
         self.unreadable_lines = 0
+        #: Requests of the child's dropped for reusing the id of an unanswered one.
+        self.duplicate_requests = 0
         self.oversized_lines = 0
         #: Bytes of the stdout line the child has begun and not ended (kept current by the stdout
         #: reader) and its first bytes: a reply written without its newline is never read.

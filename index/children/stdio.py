@@ -31,7 +31,7 @@ from index.children.direct import DirectRequests
 from index.children.errors import ChildStartError, CommandNotFoundError
 from index.children.guard import TAG_VARIABLE, child_guard
 from index.children.process import ChildProcess, describe_exit
-from index.children.wire import JUNK_LINES_LOGGED, ChildRequests, PendingRequests, StdoutReader
+from index.children.wire import ChildRequests, PendingRequests, StdoutReader, note_dropped
 from index.catalog.servers import ServerConfig
 
 logger = logging.getLogger(__name__)
@@ -231,10 +231,7 @@ async def stdio_streams(
             if transport is not None:
                 with suppress(Exception):
                     transport.close()
-            if child.junk_lines > JUNK_LINES_LOGGED:
-                child.note(f"{child.junk_lines} non-protocol stdout lines were dropped in this session")
-            if child.unreadable_lines > JUNK_LINES_LOGGED:
-                child.note(f"{child.unreadable_lines} unreadable replies were dropped in this session")
+            note_dropped(child)
             child.note(f"session closed ({describe_exit(child.returncode)})")
 
         streams = Streams(read_stream, write_stream, closed, process=child, direct=direct)

@@ -27,6 +27,7 @@ from typing import Any
 import mcp.types as types
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
+from jsonschema.protocols import Validator
 from mcp.client.session import ClientSession
 from pydantic import ValidationError
 
@@ -73,17 +74,22 @@ def input_schema_problem(schema: Mapping[str, Any]) -> str | None:
     try:
         text = json.dumps(schema, sort_keys=True)
     except (TypeError, ValueError):
-        return _check(schema)
+        return schema_validator_class(schema)[1]
     return _checked(text)
 
 
 @lru_cache(maxsize=4096)
 def _checked(text: str) -> str | None:
     # A pool lists each child again after every restart and change: a schema is checked once.
-    return _check(json.loads(text))
+    return schema_validator_class(json.loads(text))[1]
 
 
-def _check(schema: Mapping[str, Any]) -> str | None:
+def schema_validator_class(schema: Mapping[str, Any]) -> tuple[type[Validator] | None, str | None]:
+    """``(the validator class of schema's draft, None)``, or ``(None, what is wrong)`` when it fits none.
+
+    The draft is the one ``schema`` declares (``$schema``), else the newest that accepts it. The
+    crawl and the pool skip a tool whose input schema fits none; ``execute`` checks params with it.
+    """
     declared = validators.validator_for(schema, default=None) if isinstance(schema.get("$schema"), str) else None
     first: schema_errors.SchemaError | None = None
     for validator_class in (declared,) if declared is not None else DRAFTS_BY_AGE:
@@ -92,11 +98,11 @@ def _check(schema: Mapping[str, Any]) -> str | None:
         except schema_errors.SchemaError as error:
             first = first or error
             continue
-        return None
+        return validator_class, None
     assert first is not None
     where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first.absolute_path)
     message = first.message if len(first.message) <= _PROBLEM_CHARS else first.message[: _PROBLEM_CHARS - 1] + "…"
-    return f"inputSchema{where} is not valid JSON Schema: {message}"
+    return None, f"inputSchema{where} is not valid JSON Schema: {message}"
 
 
 def _depth(value: Any) -> int:
@@ -134,9 +140,7 @@ def _usable(tools: list[types.Tool], skipped: dict[str, str]) -> list[types.Tool
     return kept
 
 
-async def list_all_tools(
-    connection: ChildConnection, warnings: list[str], skipped: dict[str, str] | None = None
-) -> list[types.Tool]:
+async def list_all_tools(connection: ChildConnection, warnings: list[str], skipped: dict[str, str]) -> list[types.Tool]:
     """``tools/list`` following ``nextCursor`` until the last page, bounded (see the module docstring).
 
     A tool listed twice keeps its first definition. Tools whose definitions are broken (or over the
@@ -152,7 +156,7 @@ async def list_all_tools(
     for _ in range(MAX_PAGES):
         result = await list_tools_page(connection, cursor)
         for name, problem in result.skipped.items():
-            if skipped is not None and len(skipped) < MAX_TOOLS:
+            if len(skipped) < MAX_TOOLS:
                 skipped[name] = problem
         for tool in result.tools:
             if tool.name in tools:
@@ -237,6 +241,10 @@ async def _tool_by_tool(
             continue
         good.append(item)
     result = typed_result(version, "tools/list", {**raw, "tools": good}, types.ListToolsResult)
+    # What session.list_tools does with a reply it took: the per-tool state later calls use (output
+    # schemas, x-mcp-header maps; tools with invalid ones dropped), as it computes ``complete``.
+    complete = (params is None or params.cursor is None) and result.next_cursor is None
+    result = session._absorb_tool_listing(result, complete=complete)
     return ToolsPage(_usable(result.tools, skipped), result.next_cursor, skipped)
 
 

@@ -34,7 +34,7 @@ import json
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -53,7 +53,8 @@ logger = logging.getLogger(__name__)
 
 #: ``ErrorData.data`` of the errors the copilot makes up for a child's unreadable replies.
 COPILOT_ORIGIN = {"origin": "mcp-copilot"}
-#: Non-protocol stdout lines written to the stderr log per session; the rest are only counted.
+#: Lines of one kind of a child's misbehaviour (non-protocol stdout lines, unreadable replies,
+#: requests reusing an unanswered id) written to the stderr log per session; the rest are only counted.
 JUNK_LINES_LOGGED = 20
 _READ_CHUNK = 64 * 1024
 _SNIPPET = 4096
@@ -199,6 +200,12 @@ def request_id_of(line: bytes, parsed: Any = None) -> RequestId | None:
     return _raw_id(match.group(1)) if match else None
 
 
+def error_at(loc: Iterable[Any], message: str) -> str:
+    """``where: message`` for a validation error at ``loc`` (``params.name``); ``message`` alone at the top."""
+    where = ".".join(str(part) for part in loc)
+    return f"{where}: {message}" if where else message
+
+
 def describe_unreadable(line: bytes, error: ValidationError) -> str:
     """What is wrong with a line the SDK's JSON-RPC reader rejected, in words a person can act on."""
     detail = error.errors()[0] if error.errors() else {}
@@ -212,8 +219,18 @@ def describe_unreadable(line: bytes, error: ValidationError) -> str:
     parsed = loose_parse(line)
     if isinstance(parsed, dict) and parsed.get("jsonrpc") != "2.0":
         return 'it is not a JSON-RPC 2.0 message ("jsonrpc": "2.0" is missing)'
-    where = ".".join(str(part) for part in detail.get("loc", ()))
-    return f"it is not a valid JSON-RPC message ({where + ': ' if where else ''}{message})"
+    return f"it is not a valid JSON-RPC message ({error_at(detail.get('loc', ()), message)})"
+
+
+def note_dropped(child: ChildProcess) -> None:
+    """At a session's end: how many of each kind of misbehaviour went past the log's cap."""
+    for count, what in (
+        (child.junk_lines, "non-protocol stdout lines"),
+        (child.unreadable_lines, "unreadable replies"),
+        (child.duplicate_requests, "requests reusing the id of an unanswered one"),
+    ):
+        if count > JUNK_LINES_LOGGED:
+            child.note(f"{count} {what} were dropped in this session")
 
 
 class StdoutReader:
@@ -336,9 +353,12 @@ class StdoutReader:
         """Whether to deliver a request of the child's: one at a time past :data:`MAX_CHILD_REQUESTS`
         unanswered ones (the reader waits), none reusing the id of an unanswered one."""
         if self.asked.is_open(message.id):
+            self.child.duplicate_requests += 1
             shown = _shown(json.dumps(message.id).encode())
-            self.child.note(
-                f"sent a request with id {shown} while its earlier request with that id was unanswered; dropped it"
+            self._note_capped(
+                self.child.duplicate_requests,
+                f"sent a request with id {shown} while its earlier request with that id was unanswered; dropped it",
+                "further requests reusing an unanswered id are dropped without logging",
             )
             return False
         if self.asked.full:
@@ -417,11 +437,12 @@ class StdoutReader:
         request_id = request_id_of(line, parsed)
         what = describe_unreadable(line, error)
         self.child.unreadable_lines += 1
-        if self.child.unreadable_lines <= JUNK_LINES_LOGGED:  # a child may send them nonstop: the rest are counted
-            self.child.note(f"sent a reply the copilot cannot read ({len(line)} bytes): {what}: {_shown(line)}")
+        if self._note_capped(
+            self.child.unreadable_lines,
+            f"sent a reply the copilot cannot read ({len(line)} bytes): {what}: {_shown(line)}",
+            "further unreadable replies are counted without logging",
+        ):
             logger.warning("%s: unreadable reply: %s", self.server, what)
-            if self.child.unreadable_lines == JUNK_LINES_LOGGED:
-                self.child.note("further unreadable replies are counted without logging")
         message = (
             f"server '{self.server}' sent a reply the copilot cannot read: {what}. "
             f"The line ({len(line)} bytes) starts {_shown(line)}"
@@ -433,11 +454,23 @@ class StdoutReader:
 
     def _junk(self, line: bytes) -> None:
         self.child.junk_lines += 1
-        if self.child.junk_lines <= JUNK_LINES_LOGGED:
+        if self._note_capped(
+            self.child.junk_lines,
+            f"ignored a non-protocol line on stdout ({len(line)} bytes): {_shown(line)}",
+            "further non-protocol stdout lines are dropped without logging",
+        ):
             logger.debug("%s: ignored non-protocol stdout line: %s", self.server, _shown(line))
-            self.child.note(f"ignored a non-protocol line on stdout ({len(line)} bytes): {_shown(line)}")
-            if self.child.junk_lines == JUNK_LINES_LOGGED:
-                self.child.note("further non-protocol stdout lines are dropped without logging")
+
+    def _note_capped(self, count: int, text: str, further: str) -> bool:
+        """Note the ``count``-th of one kind of misbehaviour in the child's log while under
+        :data:`JUNK_LINES_LOGGED` (a child may repeat it nonstop: the rest are counted, see
+        :func:`note_dropped`); whether it was noted."""
+        if count > JUNK_LINES_LOGGED:
+            return False
+        self.child.note(text)
+        if count == JUNK_LINES_LOGGED:
+            self.child.note(further)
+        return True
 
     def _dropped_glued_text(self, size: int) -> None:
         self.child.oversized_lines += 1

@@ -22,6 +22,8 @@ from index.errors import CopilotError
 
 logger = logging.getLogger(__name__)
 
+#: Modes in which BM25 alone ranked the hits because the embedding model is not in.
+LEXICAL_MODES: frozenset[str] = frozenset({"lexical-startup", "lexical-fallback"})
 #: Seconds to wait before the next attempt after the 1st, 2nd, 3rd ... failure in a row (the last repeats).
 RETRY_SECONDS: tuple[float, ...] = (5.0, 15.0, 60.0, 300.0)
 #: A loader's message can quote a whole stack of library errors; route shows this much of it.
@@ -64,10 +66,12 @@ class ModelLoader:
         #: Notified whenever an attempt ends (loaded or failed), for :meth:`wait`.
         self._ended = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
-        #: Attempts in progress: the warm-up's (in its own thread) counts too, so a search arriving
-        #: meanwhile does not start a second one.
-        self._running = 0
+        #: An attempt is in progress: the warm-up's (in its own thread) counts too, so a search arriving
+        #: meanwhile does not start a second one, and a warm-up arriving meanwhile waits for it.
+        self._running = False
         self._failure: LoadFailure | None = None
+        #: What the last failed attempt raised, for a warm-up that waited for it to raise in turn.
+        self._error: Exception | None = None
         #: Attempts started so far (background and warm-up ones alike).
         self.attempts = 0
 
@@ -90,7 +94,7 @@ class ModelLoader:
             if self._failure is not None and time.monotonic() < self._failure.retry_at:
                 return False
             self.attempts += 1
-            self._running += 1
+            self._running = True
             self._thread = threading.Thread(target=self._attempt, name="copilot-model-load", daemon=True)
             self._thread.start()
             return True
@@ -103,10 +107,22 @@ class ModelLoader:
 
     def load(self) -> None:
         """Load in this thread (the copilot's warm-up); a failure is remembered like a background
-        one's, and raised."""
+        one's, and raised.
+
+        When an attempt is already running (a route often arrives before the warm-up), its outcome
+        is this call's: a second attempt would double the work, log the failure twice and push the
+        next retry to the longer delay.
+        """
         with self._lock:
+            if self._running:
+                # Unbounded like loading here would be: the running attempt holds the embedder's load
+                # lock, so a load of our own would wait for it all the same.
+                self._ended.wait_for(lambda: not self._running)
+                if self._failure is not None and self._error is not None:
+                    raise self._error
+                return
             self.attempts += 1
-            self._running += 1
+            self._running = True
         self._attempt(raise_error=True)
 
     def _attempt(self, *, raise_error: bool = False) -> None:
@@ -114,7 +130,8 @@ class ModelLoader:
             self._load()
         except Exception as error:
             with self._lock:
-                self._running -= 1
+                self._running = False
+                self._error = error
                 self._ended.notify_all()
                 attempts = (self._failure.attempts if self._failure is not None else 0) + 1
                 delay = retry_delay(attempts)
@@ -132,8 +149,9 @@ class ModelLoader:
                 raise
             return
         with self._lock:
-            self._running -= 1
+            self._running = False
             self._ended.notify_all()
             if self._failure is not None:
                 logger.info("loaded the embedding model after %d failed attempt(s)", self._failure.attempts)
             self._failure = None
+            self._error = None

@@ -30,7 +30,7 @@ from index.search.confidence import judge
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.cli.hints import index_command
 from index.search.lexical import LexicalIndex
-from index.search.model_loading import LoadFailure, ModelLoader
+from index.search.model_loading import LEXICAL_MODES, LoadFailure, ModelLoader
 from index.search.query import ParsedQuery, check_top_k, parse_query
 from index.search.ranking import (
     HYBRID,
@@ -78,8 +78,6 @@ class SearchHit(BaseModel):
 
 
 SearchMode = Literal["hybrid", "dense", "bm25", "two-level", "lexical-startup", "lexical-fallback"]
-#: Modes in which BM25 alone ranked the hits because the embedding model is not in.
-LEXICAL_MODES: frozenset[str] = frozenset({"lexical-startup", "lexical-fallback"})
 
 
 class SearchResult(BaseModel):

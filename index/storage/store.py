@@ -40,6 +40,12 @@ class IndexStoreError(CopilotError):
     """The Chroma store cannot be opened, reached or read."""
 
 
+@functools.lru_cache(maxsize=16)
+def _warn_damaged_skipped_tools(damaged: str) -> None:
+    # Once per damaged content, not at every read of the state (a copilot reads it every few seconds).
+    logger.warning("index build metadata: unreadable skipped_tools; treating them as none")
+
+
 class IndexState(BaseModel):
     """What built the index (kept in the tool collection's metadata)."""
 
@@ -65,7 +71,7 @@ class IndexState(BaseModel):
         if not isinstance(data, dict) or not all(
             isinstance(tools, dict) and all(isinstance(why, str) for why in tools.values()) for tools in data.values()
         ):
-            logger.warning("index build metadata: unreadable skipped_tools; treating them as none")
+            _warn_damaged_skipped_tools(value if isinstance(value, str) else repr(value))
             return {}
         return data
 

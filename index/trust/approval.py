@@ -23,14 +23,20 @@ import re
 from dataclasses import dataclass
 
 from index.cli.suggest import nearest_names
+from index.errors import CopilotError
 from index.trust.definition import PINNED_ITEM_KINDS, SHORT_HASH, short_hash
-from index.trust.review import APPROVE_HINT, ApprovalError
-from index.trust.store import ApprovedDefinition, ToolPins, TrustData, TrustStore, item_key, split_item_key
+from index.trust.store import ApprovedDefinition, ToolPins, TrustData, TrustStore, pin_key, split_item_key
+
+APPROVE_HINT = "python -m index approve"
 
 #: A hash after the last ``@``: at least the short form, at most a whole SHA-256.
 _HASH = re.compile(rf"[0-9a-fA-F]{{{SHORT_HASH},64}}")
 #: Waiting definitions named in one error (the rest are counted).
 _NAMED = 5
+
+
+class ApprovalError(CopilotError):
+    """``approve`` was asked for something that is not waiting for approval."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +51,7 @@ class Target:
 
     @property
     def id(self) -> str:
-        if self.name is None:
-            return self.server
-        return f"{self.server}/{self.name}" if self.kind == "tool" else item_key(self.kind, self.server, self.name)
+        return self.server if self.name is None else pin_key(self.kind, self.server, self.name)
 
 
 def parse_target(text: str, servers: set[str]) -> Target:
@@ -56,11 +60,10 @@ def parse_target(text: str, servers: set[str]) -> Target:
     head, at, tail = text.rpartition("@")
     digest = tail.lower() if at and _HASH.fullmatch(tail) else None
     rest = head if digest is not None else text
-    kind = "tool"
-    prefix, colon, after = rest.partition(":")
-    if colon and prefix in PINNED_ITEM_KINDS and rest.partition("/")[0] not in servers:
-        kind, rest = prefix, after
-    server, _, name = rest.partition("/")
+    kind, server, name = split_item_key(rest)
+    if ":" not in rest or kind not in PINNED_ITEM_KINDS or rest.partition("/")[0] in servers:
+        kind = "tool"
+        server, _, name = rest.partition("/")
     return Target(text=text, server=server, name=name or None, kind=kind, hash=digest)
 
 
@@ -136,8 +139,7 @@ def _approve_one(
 ) -> bool:
     server, name = target.server, target.name or ""
     is_tool = target.kind == "tool"
-    table = data.tools if is_tool else data.items
-    pins = table.get(target.id)
+    pins = data.pins_of(target.kind).get(target.id)
     if pins is None:
         if is_tool:
             names = sorted(data.server_tools(server))

@@ -18,7 +18,8 @@ from index.cli.hints import index_command
 from index.catalog.records import ToolRecord
 from index.cli.suggest import nearest_names
 from index.trust.definition import change_diff, short_hash
-from index.trust.review import ApprovalError, ReviewResult, TrustReviewer, Verdict
+from index.trust.approval import ApprovalError
+from index.trust.review import ReviewResult, TrustReviewer, Verdict
 from index.trust.scan import Finding, ScanContext, scan_tool, visible
 from index.trust.settings import TrustSettings
 from index.trust.store import ToolPins, TrustData
@@ -60,7 +61,7 @@ def _print_diff(console: Console, lines: list[str]) -> None:
 
 
 def _pins(data: TrustData, verdict: Verdict) -> ToolPins | None:
-    return (data.tools if verdict.kind == "tool" else data.items).get(verdict.id)
+    return data.pins_of(verdict.kind).get(verdict.id)
 
 
 def _target(verdict: Verdict) -> str:

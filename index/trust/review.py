@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from index.cli.display import printable
-from index.errors import CopilotError
 from index.catalog.records import ToolRecord
 from index.trust.definition import (
     PINNED_ITEM_KINDS,
@@ -42,6 +41,9 @@ from index.trust.definition import (
     item_definition,
     tool_definition,
 )
+from index.trust import approval
+from index.trust.approval import APPROVE_HINT
+from index.trust.approval import ApprovalError  # noqa: F401 -- re-exported: it lives with the approving now
 from index.trust.scan import Finding, ScanContext, scan_tool, worst
 from index.trust.scan_cache import ScanCache
 from index.trust.store import (
@@ -51,18 +53,12 @@ from index.trust.store import (
     ToolPins,
     TrustData,
     TrustStore,
-    item_key,
     now,
+    pin_key,
     split_item_key,
 )
 
 logger = logging.getLogger(__name__)
-
-APPROVE_HINT = "python -m index approve"
-
-
-class ApprovalError(CopilotError):
-    """``approve`` was asked for something that is not waiting for approval."""
 
 
 class Verdict(BaseModel):
@@ -81,7 +77,7 @@ class Verdict(BaseModel):
     @property
     def id(self) -> str:
         """``server/tool``; ``prompt:server/name``, ``resource_template:server/uri`` (the approve target)."""
-        return f"{self.server}/{self.tool}" if self.kind == "tool" else item_key(self.kind, self.server, self.tool)
+        return pin_key(self.kind, self.server, self.tool)
 
     @property
     def label(self) -> str:
@@ -240,9 +236,9 @@ class TrustReviewer:
             context: ScanContext | None = None
             for record in records:
                 is_tool = record.kind == "tool"
-                table = data.tools if is_tool else data.items
+                table = data.pins_of(record.kind)
                 name = record.name if is_tool else _item_name(record)
-                key = f"{server}/{name}" if is_tool else item_key(record.kind, server, name)
+                key = record.id
                 definition = tool_definition(record) if is_tool else item_definition(record)
                 digest = definition_hash(definition)
                 pins = table.get(key) or ToolPins()
@@ -307,12 +303,8 @@ class TrustReviewer:
         context: ScanContext | None = None
         for record in records:
             is_tool = record.kind == "tool"
-            if is_tool:
-                digest = definition_hash(tool_definition(record))
-                pins = data.tools.get(f"{server}/{record.name}") or ToolPins()
-            else:
-                digest = definition_hash(item_definition(record))
-                pins = data.items.get(item_key(record.kind, server, _item_name(record))) or ToolPins()
+            digest = definition_hash(tool_definition(record) if is_tool else item_definition(record))
+            pins = data.pins_of(record.kind).get(record.id) or ToolPins()
             if digest in {pins.approved.hash if pins.approved else None, pins.pending.hash if pins.pending else None}:
                 continue
             if is_tool:
@@ -356,7 +348,7 @@ class TrustReviewer:
             return None, False
         data = data if data is not None else self.store.load()
         name = _item_name(record)
-        pins = data.items.get(item_key(record.kind, record.server, name))
+        pins = data.items.get(record.id)
         if pins is not None and pins.pending is not None:
             return _held(record.server, name, pins.pending, record.kind), False
         trust = data.servers.get(record.server)
@@ -389,7 +381,7 @@ class TrustReviewer:
         def change(data: TrustData) -> bool:
             changed = False
             for key, (kind, digest) in shown.items():
-                pins = (data.tools if kind == "tool" else data.items).get(key)
+                pins = data.pins_of(kind).get(key)
                 pending = pins.pending if pins is not None else None
                 if pending is not None and pending.hash == digest and pending.shown_at is None:
                     pending.shown_at = now()
@@ -404,9 +396,7 @@ class TrustReviewer:
         """Approve ``server`` (its quarantine and everything held), ``server/tool``,
         ``prompt:server/name`` or ``resource_template:server/uri``, optionally ``@HASH`` (only that
         definition); what was approved. See :mod:`index.trust.approval`."""
-        from index.trust.approval import approve  # approval imports this module (ApprovalError)
-
-        return approve(self.store, target, by=by, unseen=unseen)
+        return approval.approve(self.store, target, by=by, unseen=unseen)
 
 
 _NO_CONTEXT = ScanContext()

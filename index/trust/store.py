@@ -81,6 +81,10 @@ class TrustData(BaseModel):
     #: Prompts and resource templates, by record id (``prompt:server/name``).
     items: dict[str, ToolPins] = Field(default_factory=dict)
 
+    def pins_of(self, kind: str) -> dict[str, ToolPins]:
+        """The table that pins definitions of ``kind``, by :func:`pin_key` (tools apart from the rest)."""
+        return self.tools if kind == "tool" else self.items
+
     def server_tools(self, server: str) -> dict[str, ToolPins]:
         prefix = f"{server}/"
         return {key[len(prefix) :]: pins for key, pins in self.tools.items() if key.startswith(prefix)}
@@ -98,6 +102,12 @@ class TrustData(BaseModel):
 def item_key(kind: str, server: str, name: str) -> str:
     """The store key of a prompt or resource template: its record id (``name``: a template's URI)."""
     return f"{kind}:{server}/{name}"
+
+
+def pin_key(kind: str, server: str, name: str) -> str:
+    """The key of a definition in :meth:`TrustData.pins_of` (what ``approve`` is given): ``server/tool``;
+    ``prompt:server/name``, ``resource_template:server/uri`` (a record's ``id``)."""
+    return f"{server}/{name}" if kind == "tool" else item_key(kind, server, name)
 
 
 def split_item_key(key: str) -> tuple[str, str, str]:
@@ -179,12 +189,20 @@ class TrustStore:
             return self._cached
 
     def update(self, change: Callable[[TrustData], bool]) -> TrustData:
-        """Apply ``change`` to fresh data under the file lock; write when it returns True."""
+        """Apply ``change`` to fresh data under the file lock; write when it returns True.
+
+        When nothing was written and the file is the one cached, the cached object stays: readers
+        tell "the pins changed" by its identity (``server.route.approvals``), and every listing
+        of a child calls this whether or not anything changed.
+        """
         with self._lock, _exclusive(self.path.with_suffix(".lock")):
+            key = self._key()
             data = self._read()
             if change(data):
                 self._write(data)
-            self._cached, self._cached_key = data, self._key()
+                self._cached, self._cached_key = data, self._key()
+            elif self._cached is None or key != self._cached_key:
+                self._cached, self._cached_key = data, key
             return data
 
     def _write(self, data: TrustData) -> None:

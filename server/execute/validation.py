@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import exceptions as schema_errors
-from jsonschema import validators
 from rapidfuzz import fuzz, process
 
-from index.children.tool_listing import DRAFTS_BY_AGE
+from index.children.tool_listing import schema_validator_class
 from server.bounded import shown_name
 from server.errors import InvalidParamsError
 
@@ -298,18 +297,8 @@ def _by_content(schema: Mapping[str, Any]) -> Any | None:
     key = _schema_key(schema)
     if key in _VALIDATORS:
         return _VALIDATORS[key]
-    declared = validators.validator_for(schema, default=None) if "$schema" in schema else None
-    candidates = (declared,) if declared is not None else DRAFTS_BY_AGE
-    chosen: Any | None = None
-    problem = ""
-    for validator_class in candidates:
-        try:
-            validator_class.check_schema(schema)
-        except schema_errors.SchemaError as error:
-            problem = problem or error.message
-            continue
-        chosen = validator_class(schema)
-        break
+    validator_class, problem = schema_validator_class(schema)
+    chosen = validator_class(schema) if validator_class is not None else None
     if chosen is None:
         _warn_once(schema, "a tool's input schema fits no JSON Schema draft, its params are not checked: %s", problem)
     elif len(_VALIDATORS) >= _VALIDATOR_CACHE_SIZE:

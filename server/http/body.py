@@ -87,7 +87,7 @@ class RequestBodyGate:
                 return
             handshake = _handshake_era(headers)
             if not handshake and (unreadable := lenient_read_problem(read.body)) is not None:
-                # The SDK's 2026-07-28 entry would read it (see EnvelopeCheck), so it is answered here.
+                # The SDK's 2026-07-28 entry reads more than its other reader (see EnvelopeCheck): answered here.
                 logger.debug("answered an HTTP request that is not one JSON-RPC message: %s", unreadable.message)
                 await send_json(send, 400, unreadable.as_jsonrpc())
                 return

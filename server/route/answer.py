@@ -7,10 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from index.search.model_loading import LEXICAL_MODES
+from server.bounded import shown_name
+
 #: Longest tool description shown in route's text (the structured answer keeps it whole).
 MAX_DESCRIPTION_CHARS = 2000
-#: Rankings in which only keywords (BM25) ranked the hits, because the embedding model is not in.
-LEXICAL_RANKINGS = ("lexical-startup", "lexical-fallback")
 #: Longest query echoed back: a pasted document echoed whole would flood the model's context.
 MAX_ECHO_CHARS = 200
 
@@ -48,9 +49,7 @@ class IndexingStatus(BaseModel):
 
 def echo_query(query: str) -> str:
     """The query as route's answer repeats it: its beginning and its length when it is long."""
-    if len(query) <= MAX_ECHO_CHARS:
-        return query
-    return f"{query[:MAX_ECHO_CHARS].rstrip()}… ({len(query):,} characters)"
+    return shown_name(query, MAX_ECHO_CHARS)
 
 
 class RouteAnswer(BaseModel):
@@ -118,7 +117,7 @@ def quality_sentences(answer: RouteAnswer) -> list[str]:
             "were searched and the rest was ignored. Ask for one operation per query in a few words (e.g. "
             "'convert a Word document to PDF'), one route call per sub-step, not the whole task or a document."
         )
-    if answer.ranking in LEXICAL_RANKINGS:
+    if answer.ranking in LEXICAL_MODES:
         lines.append(_lexical_sentence(answer))
     if answer.weak_match:
         related = ", ".join(answer.related_servers)

@@ -12,8 +12,11 @@ cache key, which every ``route`` and ``execute`` pays already for the verdicts);
 every definition a person approved (``by: user``, nothing waiting) that the index holds in another
 form is written to the index from the pin itself -- exactly the definition that was reviewed,
 whether or not its child runs -- and one approved while this copilot watched that the index lacks
-(a new tool, prompt or template that was held back) is added. ``route`` and ``execute`` wait for
-that, bounded, so the first answer after an approval shows the approved definition.
+(a new tool, prompt or template that was held back) is added. ``route`` waits for that, bounded,
+once the embedding model is in (before, it answers at once and the sync lands in the background),
+and ``execute`` when it checks params against the index's record (a stopped server), so the first
+answer after an approval shows the approved definition; a background check brings hosts' lists
+along when neither is called.
 
 Why the copilot and not the approving CLI, which has the pending definition too: writing the
 index means loading the embedding model (seconds, for a command that answers at once) and
@@ -40,8 +43,8 @@ from index.trust.store import ApprovedDefinition, ToolPins, TrustData, TrustStor
 logger = logging.getLogger(__name__)
 
 #: Seconds ``route`` and ``execute`` wait for approved definitions to reach the index (embedding
-#: them may wait for the model to load); past that they answer from the index as it is, and the
-#: update lands in the background.
+#: them may wait for the model to load: route waits only once it is in); past that they answer from
+#: the index as it is, and the update lands in the background.
 APPROVAL_SYNC_WAIT = 10.0
 
 #: ``on_synced({server: kinds})`` after approved definitions were written; kinds are ``tools``,
@@ -87,7 +90,7 @@ class ApprovedDefinitions:
         self._index = index
         self._servers = servers
         self._on_synced = on_synced
-        #: The pins as of the last sync (``TrustStore.load`` gives a new object whenever it read or wrote the file).
+        #: The pins as of the last sync (``TrustStore`` gives a new object only when the file changed).
         self._seen: TrustData | None = None
         self._since = now()  # approvals before this were made while no copilot watched
         self._running: anyio.Event | None = None

@@ -35,6 +35,7 @@ import stat
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import Any
 
 import anyio
@@ -65,13 +66,17 @@ class PipeLines:
     the SDK); ``at_end`` is awaited once the input ended, before the SDK hears of it. A line over
     ``max_line`` bytes is never held whole: ``on_oversized(head, tail, size)`` is awaited for it
     instead, and reading goes on with the next line; so is ``on_undecodable(line)`` for a line that
-    is not UTF-8 (without it, such a line is decoded as the SDK's reader decodes it, invalid bytes
-    replaced). When ``given`` is a deque, each line handed to the SDK is appended to it first
-    (``server.stdio.serve.AnswerUnparseable`` takes them back one per message the SDK's reader
-    delivers).
+    is not UTF-8: every line handed to the SDK is UTF-8. When ``given`` is a deque, each line handed
+    to the SDK is appended to it first (``server.stdio.serve.AnswerUnparseable`` takes them back one
+    per message the SDK's reader delivers).
     """
 
-    def __init__(self, reader: asyncio.StreamReader, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        on_undecodable: Callable[[bytes], Awaitable[None]],
+        max_line: int = MAX_LINE_BYTES,
+    ) -> None:
         self._reader = reader
         self._buffer = bytearray()
         #: Bytes at the start of ``_buffer`` already searched for a newline (none there).
@@ -80,7 +85,7 @@ class PipeLines:
         self.take: Callable[[bytes], bool] | None = None
         self.at_end: Callable[[], Awaitable[None]] | None = None
         self.on_oversized: Callable[[bytes, bytes, int], Awaitable[None]] | None = None
-        self.on_undecodable: Callable[[bytes], Awaitable[None]] | None = None
+        self.on_undecodable = on_undecodable
         self.given: deque[bytes] | None = None
         #: Called once the input ended (``stdio_files``: bounds the writes still to come).
         self.on_end: Callable[[], None] | None = None
@@ -102,10 +107,8 @@ class PipeLines:
                 try:
                     text = line.decode("utf-8")
                 except UnicodeDecodeError:
-                    if self.on_undecodable is not None:
-                        await self.on_undecodable(line)
-                        continue
-                    text = line.decode("utf-8", "replace")
+                    await self.on_undecodable(line)
+                    continue
                 if self.given is not None:
                     self.given.append(line)
                 return text
@@ -244,8 +247,14 @@ def _claim(fd: int, diversion: int) -> int:
 
 
 @asynccontextmanager
-async def stdio_files() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
-    """Non-blocking ``(stdin, stdout)`` for ``stdio_server``, or ``None`` when they are not pipes/sockets."""
+async def stdio_files(
+    on_undecodable: Callable[[PipeWriter, bytes], Awaitable[None]],
+) -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
+    """Non-blocking ``(stdin, stdout)`` for ``stdio_server``, or ``None`` when they are not pipes/sockets.
+
+    ``on_undecodable(stdout, line)`` is awaited for a line of the host's that is not UTF-8 (see
+    :class:`PipeLines`), instead of handing it to the SDK.
+    """
     if not (_is_pipe_or_socket(0) and _is_pipe_or_socket(1)):
         yield None
         return
@@ -275,7 +284,8 @@ async def stdio_files() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
             read_transport.pause_reading()
             reader.feed_eof()
 
-        lines, out = PipeLines(reader), PipeWriter(writer, on_lost=end_input)
+        out = PipeWriter(writer, on_lost=end_input)
+        lines = PipeLines(reader, partial(on_undecodable, out))
         lines.on_end = out.input_ended
         try:
             yield lines, out

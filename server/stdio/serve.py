@@ -35,10 +35,10 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from index.children.wire import loose_parse, request_id_of
+from index.children.wire import error_at, loose_parse, request_id_of
 from server.envelope import EnvelopeProblem, invalid_request, message_problem, parse_error, value_problem
 from server.stdio.fast import FastExecute, execute_tools
-from server.stdio.pipes import MAX_LINE_BYTES, stdio_files
+from server.stdio.pipes import MAX_LINE_BYTES, PipeWriter, stdio_files
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +47,10 @@ _UNKNOWN = object()
 
 def _text_of(error: Exception, line: bytes | None) -> str | None:
     """The line behind ``error`` as the SDK's reader read it: from ``line`` (the raw bytes, when
-    known) or, for invalid JSON, from the error (pydantic keeps the text as the error's input)."""
+    known: always UTF-8, ``PipeLines`` hands no other line on) or, for invalid JSON, from the error
+    (pydantic keeps the text as the error's input)."""
     if line is not None:
-        return line.decode("utf-8", "replace")
+        return line.decode("utf-8")
     if isinstance(error, ValidationError):
         for detail in error.errors():
             if detail.get("type") == "json_invalid" and isinstance(detail.get("input"), str):
@@ -82,9 +83,9 @@ def parse_error_reply(error: Exception, line: bytes | None = None) -> types.JSON
     if text is not None:
         if not text.strip():
             return None
-        # What the SDK's reader read (invalid UTF-8 replaced) less the line's end: the message as
-        # an HTTP body carries it, so both transports answer it alike.
-        raw = text.rstrip("\r\n").encode("utf-8", "surrogatepass")
+        # What the SDK's reader read less the line's end: the message as an HTTP body carries it,
+        # so both transports answer it alike. (A decoded line holds no surrogate: UTF-8 has none.)
+        raw = text.rstrip("\r\n").encode()
         problem = message_problem(raw)
         value = loose_parse(raw) if problem is None else None
     else:
@@ -98,9 +99,10 @@ def parse_error_reply(error: Exception, line: bytes | None = None) -> types.JSON
 
 
 def invalid_id_reply(line: bytes) -> types.JSONRPCError | None:
-    """The error answering ``line``, which the SDK's reader took for a notification, when it has an id
-    (of a type JSON-RPC ids of MCP requests cannot have); ``None`` when it is a notification."""
-    problem = message_problem(line.decode("utf-8", "replace").encode())
+    """The error answering ``line`` (UTF-8, as ``PipeLines`` hands lines on), which the SDK's reader
+    took for a notification, when it has an id (of a type JSON-RPC ids of MCP requests cannot
+    have); ``None`` when it is a notification."""
+    problem = message_problem(line)
     return _reply(problem) if problem is not None and problem.wants_answer else None
 
 
@@ -125,8 +127,7 @@ def undecodable_reply(line: bytes) -> types.JSONRPCError | None:
 def _summary(error: Exception) -> str:
     if isinstance(error, ValidationError) and error.errors():
         detail = error.errors()[0]
-        where = ".".join(str(part) for part in detail.get("loc", ()))
-        return f"{where + ': ' if where else ''}{detail.get('msg', '')}"
+        return error_at(detail.get("loc", ()), detail.get("msg", ""))
     return str(error)
 
 
@@ -217,6 +218,15 @@ async def _answer_aside(stdout: Any, reply: types.JSONRPCError) -> None:
         logger.debug("dropped the answer to request %r: the host's pipe is closed", reply.id)
 
 
+async def _answer_undecodable(stdout: PipeWriter, line: bytes) -> None:
+    reply = undecodable_reply(line)
+    if reply is None:
+        logger.warning("dropped a notification or reply that is not UTF-8")
+        return
+    logger.warning("answered a request that is not UTF-8 (id %r): %s", reply.id, reply.error.message)
+    await _answer_aside(stdout, reply)
+
+
 async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Callable[[], None] | None = None) -> None:
     """``app.run_stdio_async()`` with unparseable requests answered, on non-blocking pipes when it can.
 
@@ -227,7 +237,7 @@ async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Calla
     """
     # MCPServer exposes no public way to run its low-level server on our own streams.
     server = app._lowlevel_server  # noqa: SLF001
-    async with stdio_files() as files:
+    async with stdio_files(_answer_undecodable) as files:
         if files is None:
             async with stdio_server() as (read_stream, write_stream):
                 await server.run(
@@ -244,16 +254,7 @@ async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Calla
             logger.warning("answered an overlong request (id %r): %s", reply.id, reply.error.message)
             await _answer_aside(stdout, reply)
 
-        async def answer_undecodable(line: bytes) -> None:
-            reply = undecodable_reply(line)
-            if reply is None:
-                logger.warning("dropped a notification or reply that is not UTF-8")
-                return
-            logger.warning("answered a request that is not UTF-8 (id %r): %s", reply.id, reply.error.message)
-            await _answer_aside(stdout, reply)
-
         stdin.on_oversized = answer_oversized
-        stdin.on_undecodable = answer_undecodable
         if not fast:
             async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
                 answering = AnswerUnparseable(read_stream, write_stream, lines)

@@ -1,21 +1,27 @@
 """The coverage re-ranking study (``python -m bench.retrieval.coverage``): aspects, xQuAD, PM2, CV.
 
 The study itself needs LiveMCPBench and the model; what is tested here is its logic on small
-hand-made score vectors: a query of one aspect keeps the shipped order, coverage lifts the tool of
-a need the whole query's head misses, and the cross-validation measures held-out tasks only.
+hand-made score vectors and a small hand-made search space: a query of one aspect keeps the shipped
+order, coverage lifts the tool of a need the whole query's head misses, and the cross-validation
+measures held-out tasks only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from bench.retrieval.coverage import Scored, aspects, cross_validate, pm2, rerank_xquad, xquad
-from bench.retrieval.lab import parts
+from bench.retrieval.coverage import DEPTH, Scored, aspects, cross_validate, pm2, rerank_xquad, score_query, xquad
+from bench.retrieval.lab import Encoder, Space, fused, parts, top_indices
 from bench.retrieval.sets import Query
+from index.search.lexical import LexicalIndex
+from index.search.ranking import HYBRID, SearchSpace
+from index.search.text import tokenize
 
 
 def shipped_order(scores: np.ndarray) -> list[int]:
-    return [int(i) for i in np.lexsort((np.arange(scores.size), -scores))]
+    return top_indices(scores, scores.size)
 
 
 # -- aspects -----------------------------------------------------------------------------------------
@@ -71,8 +77,49 @@ def test_pm2_gives_the_second_need_its_seat() -> None:
     assert 5 in pm2(WHOLE, ASPECTS, lam=0.6, temperature=1.0, mix=0.6, depth=2)
 
 
+WRITE = "write the notes to a markdown file"
+SEARCH = "search the web for hotels"
+
+
+def _unit(*values: float) -> np.ndarray:
+    vector = np.asarray(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def _no_model(texts: Sequence[str]) -> np.ndarray:
+    raise AssertionError(f"the small space holds every vector; asked to embed {list(texts)}")
+
+
+def small_space() -> Space:
+    """Four tools of two servers (files: write, read; web: search, fetch), each with its own axis."""
+    texts = ["write text to a markdown file", "read a file", "search the web for pages", "fetch a web page"]
+    search = SearchSpace(
+        ids=["files/write_file", "files/read_file", "web/search", "web/fetch"],
+        tool_vectors=np.stack([_unit(1, 0, 0, 0), _unit(0, 1, 0, 0), _unit(0, 0, 1, 0), _unit(0, 0, 0, 1)]),
+        tool_servers=np.asarray([0, 0, 1, 1], dtype=np.int32),
+        server_names=["files", "web"],
+        server_vectors=np.stack([_unit(1, 1, 0, 0), _unit(0, 0, 1, 1)]),
+        lexical=LexicalIndex([tokenize(text) for text in texts]),
+    )
+    space = Space(Encoder("hand-made", _no_model, _no_model), "v3", search, ["write_file", "read_file", "search", "fetch"], search.lexical)
+    space.query_vectors.update({WRITE: _unit(0.9, 0.3, 0.1, 0.1), SEARCH: _unit(0.1, 0.1, 0.9, 0.3)})
+    return space
+
+
 def test_a_query_of_one_aspect_keeps_the_shipped_ranking() -> None:
-    assert rerank_xquad(Scored(WHOLE, ["one need"]), {"lam": 0.9, "T": 0.25}) == shipped_order(WHOLE)
+    space, q = small_space(), parts(WRITE)
+    shipped = top_indices(fused(HYBRID)(space, q), DEPTH)
+    assert shipped[:2] == [0, 1]  # the files server's tools first
+    # One aspect (even a need the whole query's head misses) is no second need to cover.
+    for found in ([], [WRITE], [SEARCH]):
+        for relevance in ("lexical", "embedded"):
+            scored = score_query(space, q, found, relevance)
+            assert scored.per_aspect is None
+            assert rerank_xquad(scored, {"lam": 0.9, "T": 0.25}) == shipped
+    # Two aspects are covered: the web search is lifted to second place.
+    covered = score_query(space, q, [WRITE, SEARCH], "embedded")
+    assert covered.per_aspect is not None and covered.per_aspect.shape == (2, 4)
+    assert rerank_xquad(covered, {"lam": 0.9, "T": 0.25})[:2] == [0, 2]
 
 
 # -- cross-validation --------------------------------------------------------------------------------
@@ -84,7 +131,7 @@ def test_cross_validation_chooses_on_training_tasks_and_scores_held_out_ones() -
     questions = [Query(f"q{i}", frozenset({"tool5"}), f"task{i}", "Office", "question") for i in range(10)]
     steps = [Query(f"s{i}", frozenset({"tool0"}), f"task{i}", "Office", "plain") for i in range(10)]
     sets = {"agent-steps": steps, "questions": questions}
-    scored = {"agent-steps": [Scored(WHOLE, []) for _ in steps], "questions": [Scored(WHOLE, ["a", "b"], ASPECTS) for _ in questions]}
+    scored = {"agent-steps": [Scored(WHOLE) for _ in steps], "questions": [Scored(WHOLE, ASPECTS) for _ in questions]}
     grid = [{"lam": 0.0, "T": 1.0}, {"lam": 0.5, "T": 1.0}]
     result = cross_validate(scored, sets, names, rerank_xquad, grid)
     assert result.chosen == [{"lam": 0.5, "T": 1.0}] * 5

@@ -16,13 +16,14 @@ import re
 import shutil
 import socket
 import sys
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+import httpx2
 import psutil
 import pytest
 from mcp import Client
@@ -31,13 +32,21 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult, Implementation
 
-from index.catalog.servers import ServerConfig, parse_servers
+from index.catalog.servers import ServerConfig, ServersFile, parse_servers
 from index.settings import CopilotSettings
+from server.settings import ServerSettings
 from server.trajectory.records import parse_event
+
+if TYPE_CHECKING:
+    from server.aggregate.service import Aggregation
+    from server.copilot import Copilot
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_SERVER = REPO / "tests" / "fixtures" / "fixture_server.py"
 CHANGING_SERVER = REPO / "tests" / "fixtures" / "changing_server.py"
+SCHEMA_BREAKER = REPO / "tests" / "fixtures" / "schema_breaking_server.py"
+SHAPESHIFTER = REPO / "tests" / "fixtures" / "shapeshifter_server.py"
+POISON_SERVER = REPO / "tests" / "fixtures" / "poison_server.py"
 #: Servers whose tools are crawled into the test index ("gamma" is in no test's servers file).
 INDEXED_SERVERS: dict[str, list[str]] = {
     "alpha": [],
@@ -62,6 +71,58 @@ def changing_entry(name: str, *, tools_file: Path | None = None, **extra: Any) -
     """A servers-file entry of the changing fixture server (see ``tests/fixtures/changing_server.py``)."""
     args = [str(CHANGING_SERVER), "--name", name, *(["--tools-file", str(tools_file)] if tools_file else [])]
     return {"command": sys.executable, "args": args, **extra}
+
+
+def schema_breaker_entry(*flags: str, **extra: Any) -> dict[str, Any]:
+    """A servers-file entry of the child with broken tool definitions (``tests/fixtures/schema_breaking_server.py``)."""
+    return {"command": sys.executable, "args": [str(SCHEMA_BREAKER), *flags], **extra}
+
+
+#: Why the pool and execute refuse the schema-breaking child's ``wrong_type`` (its inputSchema is a string).
+BROKEN_WRONG_TYPE = (
+    "tool 'wrong_type' of server 'breaker' cannot be used: its definition is broken (inputSchema.type: should be "
+    "'object' (got 'string')), so the copilot left it out of the server's tools. Use another tool (route finds "
+    "alternatives); the server's author has to fix this one."
+)
+
+
+def shapeshifter_entry(state: Path, change: str, *flags: str, **extra: Any) -> dict[str, Any]:
+    """A servers-file entry of the child that changes its definitions ``change`` from its second start
+    (``tests/fixtures/shapeshifter_server.py``; ``state`` counts its starts)."""
+    args = [str(SHAPESHIFTER), "--state", str(state), "--change", change, *flags]
+    return {"command": sys.executable, "args": args, **extra}
+
+
+def poison_entry(spec: Path, **extra: Any) -> dict[str, Any]:
+    """A servers-file entry of the child serving exactly the JSON ``spec`` (``tests/fixtures/poison_server.py``)."""
+    return {"command": sys.executable, "args": [str(POISON_SERVER), str(spec)], **extra}
+
+
+def copilot_settings(home: Path, tmp_path: Path, **extra: Any) -> ServerSettings:
+    """An in-process copilot's settings: ``home``, no catalog, logs in ``tmp_path``, a 60 s crawl
+    timeout; ``extra`` adds to or overrides them."""
+    defaults: dict[str, Any] = {
+        "home": home,
+        "catalog": tmp_path / "no-catalog.json",
+        "log_dir": tmp_path / "logs",
+        "crawl_timeout": 60,
+    }
+    return ServerSettings(**{**defaults, **extra})
+
+
+@asynccontextmanager
+async def copilot_with_aggregation(
+    settings: ServerSettings, servers: ServersFile
+) -> AsyncIterator[tuple[Copilot, Aggregation]]:
+    """(copilot, aggregation): ``Copilot.running`` (started now) with the host-facing aggregation,
+    wired to each other as ``server.app`` wires them."""
+    from server.aggregate.service import Aggregation
+    from server.copilot import Copilot
+
+    aggregation = Aggregation(settings, lambda ctx: ("shared", None))
+    async with Copilot.running(settings, servers, start_now=True) as copilot, aggregation.running(copilot):
+        copilot.aggregation = aggregation
+        yield copilot, aggregation
 
 
 def write_servers(path: Path, entries: dict[str, dict[str, Any]]) -> Path:
@@ -373,14 +434,53 @@ def raw_mcp_headers(token: str) -> dict[str, str]:
     }
 
 
-def raw_initialize(client_name: str) -> dict[str, Any]:
+def raw_initialize(client_name: str, version: str = "2025-06-18") -> dict[str, Any]:
     """A hand-made handshake-era ``initialize`` request (raw HTTP tests)."""
     return {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": client_name, "version": "0"}},
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": client_name, "version": "0"}},
     }
+
+
+async def start_http_copilot(
+    root: Path, token: str, entries: dict[str, dict[str, Any]] | None = None, **settings: str
+) -> HttpCopilot:
+    """A started copilot serving streamable HTTP behind ``token`` on a port it chose (``url`` set),
+    ``entries`` (default: an ``alpha`` fixture child) as its servers, in ``root`` (home, logs, the
+    servers file, ``stderr.log``); no indexing, no model warm-up; ``settings`` add or override
+    ``COPILOT_*`` variables."""
+    servers = write_servers(root / "servers.json", entries if entries is not None else {"alpha": fixture_entry("alpha")})
+    variables = {
+        "COPILOT_LOG_DIR": str(root / "logs"),
+        "COPILOT_HTTP_TOKEN": token,
+        "COPILOT_WARM_INDEX": "false",
+        "COPILOT_AUTO_INDEX": "false",
+        **settings,
+    }
+    copilot = HttpCopilot(
+        ["--servers", str(servers), "--http", "--port", "0"], copilot_env(root / "home", **variables), root, root / "stderr.log"
+    )
+    await copilot.start()
+    assert copilot.url is not None
+    return copilot
+
+
+async def open_raw_session(
+    http: httpx2.AsyncClient, url: str, token: str, *, client_name: str = "raw", version: str = "2025-06-18"
+) -> dict[str, str]:
+    """The headers of a handshake-era session opened by hand (``initialize``, then ``initialized``)."""
+    opened = await http.post(url, json=raw_initialize(client_name, version), headers=raw_mcp_headers(token))
+    assert opened.status_code == 200, opened.text
+    headers = {
+        **raw_mcp_headers(token),
+        "mcp-session-id": opened.headers["mcp-session-id"],
+        "mcp-protocol-version": version,
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await http.post(url, json=initialized, headers=headers)).status_code == 202
+    return headers
 
 
 def http_client_for(url: str, *, token: str | None, client_name: str = "copilot-http-tests", **options: Any):

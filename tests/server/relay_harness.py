@@ -42,6 +42,8 @@ class Host:
     prompts: list[str] = field(default_factory=list)
     root_requests: int = 0
     logs: list[types.LoggingMessageNotificationParams] = field(default_factory=list)
+    #: Set by each log message while :meth:`wait_for_logs` waits (made there: it needs the event loop).
+    _logged: anyio.Event | None = field(default=None, repr=False)
 
     async def elicitation(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         self.questions.append(params.message)
@@ -62,6 +64,15 @@ class Host:
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
         self.logs.append(params)
+        if self._logged is not None:
+            self._logged.set()
+
+    async def wait_for_logs(self, count: int, timeout: float = 30.0) -> None:
+        """Until ``count`` log messages arrived in all (bounded): they may trail the result of the call."""
+        with anyio.fail_after(timeout):
+            while len(self.logs) < count:
+                self._logged = anyio.Event()
+                await self._logged.wait()
 
     def client_options(self) -> dict[str, Any]:
         return {

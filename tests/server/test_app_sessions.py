@@ -9,48 +9,24 @@ import anyio
 import httpx2
 import pytest
 
-from tests.server.copilot_harness import (
-    HttpCopilot,
-    copilot_env,
-    free_port,
-    raw_initialize,
-    raw_mcp_headers,
-    read_events,
-    write_servers,
-)
+from tests.server.copilot_harness import HttpCopilot, open_raw_session, read_events, start_http_copilot
 from tests.support.processes import hostile_entry
 
 pytestmark = pytest.mark.timeout(240)
 
 TOKEN = "session-test-token-0123456789"
-HEADERS = raw_mcp_headers(TOKEN)
-INITIALIZE = raw_initialize("leaver")
 ABANDONED = 300
 
 
 async def _serve(root: Path, **settings: str) -> tuple[HttpCopilot, str]:
-    servers = write_servers(root / "servers.json", {"evil": hostile_entry()})
-    port = free_port()
-    env = copilot_env(
-        root / "home",
-        COPILOT_LOG_DIR=str(root / "logs"),
-        COPILOT_HTTP_TOKEN=TOKEN,
-        COPILOT_WARM_INDEX="false",
-        COPILOT_AUTO_INDEX="false",
-        **settings,
-    )
-    copilot = HttpCopilot(["--servers", str(servers), "--http", "--port", str(port)], env, root, root / "stderr.log")
-    await copilot.start()
-    return copilot, f"http://127.0.0.1:{port}/mcp"
+    copilot = await start_http_copilot(root, TOKEN, {"evil": hostile_entry()}, **settings)
+    assert copilot.url is not None
+    return copilot, copilot.url
 
 
 async def _abandon_a_session(http: httpx2.AsyncClient, url: str) -> None:
     """initialize + initialized, then leave without DELETE (as a crashed or careless client does)."""
-    response = await http.post(url, json=INITIALIZE, headers=HEADERS)
-    assert response.status_code == 200, response.text
-    session = {"mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
-    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert (await http.post(url, json=initialized, headers={**HEADERS, **session})).status_code == 202
+    await open_raw_session(http, url, TOKEN, client_name="leaver")
 
 
 def _open_files(pid: int) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +18,21 @@ from index.catalog.records import ToolRecord
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
 from server.route.indexing import STATE_FILE_NAME
-from server.settings import ServerSettings
 from tests.index.index_support import index_with_broken_model
 from tests.server.copilot_harness import (
+    BROKEN_WRONG_TYPE,
     built_index,  # noqa: F401 -- session fixture
     changing_entry,
+    copilot_settings,
     copy_home,
     crawl_into,
     fixture_entry,
     read_events,
+    schema_breaker_entry,
     write_servers,
 )
 
 pytestmark = pytest.mark.timeout(120)
-
-SCHEMA_BREAKER = Path(__file__).resolve().parents[1] / "fixtures" / "schema_breaking_server.py"
-
-
-def _settings(home: Path, tmp_path: Path, **extra: Any) -> ServerSettings:
-    return ServerSettings(
-        home=home, catalog=tmp_path / "no-catalog.json", log_dir=tmp_path / "logs", crawl_timeout=60, **extra
-    )
 
 
 def _servers_of(result: Any) -> set[str]:
@@ -60,7 +53,7 @@ async def test_servers_unknown_to_the_index_are_crawled_and_indexed_in_the_backg
         },
     )
     servers = load_servers(servers_path)
-    async with Copilot.running(_settings(home, tmp_path), servers, start_now=True) as copilot:
+    async with Copilot.running(copilot_settings(home, tmp_path), servers, start_now=True) as copilot:
         with anyio.fail_after(90):
             await copilot.indexer.done.wait()
         status = copilot.indexer.status()
@@ -95,7 +88,7 @@ async def test_servers_removed_from_the_file_disappear_from_route(
     servers_path = write_servers(
         tmp_path / "servers.json", {"alpha": fixture_entry("alpha"), "beta": fixture_entry("beta")}
     )
-    settings = _settings(home, tmp_path, auto_index=False)
+    settings = copilot_settings(home, tmp_path, auto_index=False)
     async with Copilot.running(settings, load_servers(servers_path), start_now=True) as copilot:
         before = await copilot.route("echo the given text back", 10, None, None)
         assert _servers_of(before) == {"alpha", "beta"}
@@ -114,12 +107,12 @@ async def test_servers_removed_from_the_file_disappear_from_route(
 async def test_a_route_before_start_up_indexing_has_run_says_to_wait_not_to_build(tmp_path: Path) -> None:
     servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
     # Not started (no session yet): the start-up work, indexing included, has not begun.
-    async with Copilot.running(_settings(tmp_path / "fresh", tmp_path), servers) as copilot:
+    async with Copilot.running(copilot_settings(tmp_path / "fresh", tmp_path), servers) as copilot:
         routed = await copilot.route("echo the given text back", 3, None, None)
         assert routed.is_error and "building its tool index in the background" in routed.content[0].text
         assert "python -m index" not in routed.content[0].text
     # Without background indexing the index must be built by hand, and route says how.
-    async with Copilot.running(_settings(tmp_path / "fresh-2", tmp_path, auto_index=False), servers) as copilot:
+    async with Copilot.running(copilot_settings(tmp_path / "fresh-2", tmp_path, auto_index=False), servers) as copilot:
         routed = await copilot.route("echo the given text back", 3, None, None)
         assert routed.is_error and "python -m index" in routed.content[0].text
 
@@ -131,7 +124,7 @@ async def test_a_kind_no_server_offers_is_named_with_the_kinds_there_are(
     """Not "Nothing matched. Rephrase": no wording finds a prompt in a pool without prompts."""
     home = copy_home(built_index, tmp_path / "home")
     servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
-    async with Copilot.running(_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
         prompts = await copilot.route("a prompt to greet people", 3, None, None, kind="prompt")
         resources = await copilot.route("the readme notes", 3, None, None, kind="resource")
     assert prompts.structured_content["tools"] == [] == resources.structured_content["tools"]
@@ -142,13 +135,36 @@ async def test_a_kind_no_server_offers_is_named_with_the_kinds_there_are(
 
     # With a server filter: that server has none, others do.
     both = write_servers(tmp_path / "both.json", {"alpha": fixture_entry("alpha"), "jotter": changing_entry("jotter")})
-    async with Copilot.running(_settings(home, tmp_path, auto_index=False), load_servers(both), start_now=True) as copilot:
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), load_servers(both), start_now=True) as copilot:
         filtered = await copilot.route("a prompt to greet people", 3, "alpha", None, kind="prompt")
         unfiltered = await copilot.route("a prompt to greet people", 3, None, None, kind="prompt")
     assert filtered.structured_content["tools"] == []
     assert "Server 'alpha' offers no prompts" in filtered.content[0].text
     assert "drop the server filter" in filtered.content[0].text
     assert {(t["server"], t["kind"]) for t in unfiltered.structured_content["tools"]} == {("jotter", "prompt")}
+
+
+async def test_a_server_filter_whose_matches_are_all_denied_says_to_rephrase_or_drop_the_filter(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    """The server offers tools, the search finds them, and the deny list hides every one: nothing
+    else explains the empty answer, so route says what the user can change."""
+    home = copy_home(built_index, tmp_path / "home")
+    entries = {"alpha": fixture_entry("alpha"), "slow": fixture_entry("slow", tools=["sleep", "echo"])}
+    servers = load_servers(write_servers(tmp_path / "servers.json", entries))
+    # route_model_wait: an answer by keywords only explains an empty answer in its own words.
+    settings = copilot_settings(home, tmp_path, auto_index=False, deny=["slow/sleep", "slow/echo"], route_model_wait=60)
+    async with Copilot.running(settings, servers, start_now=True) as copilot:
+        filtered = await copilot.route("echo the given text back", 3, "slow", None)
+        unfiltered = await copilot.route("echo the given text back", 3, None, None)
+    assert not filtered.is_error and filtered.structured_content["tools"] == []
+    assert filtered.structured_content["ranking"] == "hybrid"
+    assert filtered.structured_content["note"] == (
+        "Nothing matched. Rephrase the query as the task you want done (what, on which kind of data or service), "
+        "or drop the server filter."
+    )
+    assert _servers_of(unfiltered) == {"alpha"}
 
 
 async def test_a_long_query_is_echoed_cut_and_says_what_was_searched(
@@ -159,7 +175,7 @@ async def test_a_long_query_is_echoed_cut_and_says_what_was_searched(
     servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
     query = "echo the given text back " + "".join(f"then step {n} of the pasted plan, " for n in range(400))
     query = query[:5000]
-    async with Copilot.running(_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
         routed = await copilot.route(query, 3, None, None)
     assert not routed.is_error
     text, answer = routed.content[0].text, routed.structured_content
@@ -178,7 +194,7 @@ async def test_a_model_that_fails_to_load_is_reported_and_keyword_answers_go_on(
     model, home = index_with_broken_model(tmp_path)
     monkeypatch.setattr(model_loading, "RETRY_SECONDS", (3600.0,))  # no retry during the test
     servers = load_servers(write_servers(tmp_path / "servers.json", {"weather": fixture_entry("weather")}))
-    settings = _settings(home, tmp_path, auto_index=False, warm_index=False, embedding_model=str(model))
+    settings = copilot_settings(home, tmp_path, auto_index=False, warm_index=False, embedding_model=str(model))
     async with Copilot.running(settings, servers, start_now=True) as copilot:
         await copilot._warm_in_background()  # noqa: SLF001 -- the start-up warm-up, awaited rather than raced
         routed = await copilot.route("air quality", 5, None, None)
@@ -197,20 +213,14 @@ async def test_a_model_that_fails_to_load_is_reported_and_keyword_answers_go_on(
 async def test_execute_refuses_a_tool_with_a_broken_definition_and_runs_the_servers_other_tools(tmp_path: Path) -> None:
     # A tool the crawl leaves out for its broken inputSchema is refused by execute with the same reason;
     # before, the one broken tool made every call to the server fail with a pydantic error.
-    servers = load_servers(
-        write_servers(tmp_path / "servers.json", {"breaker": {"command": sys.executable, "args": [str(SCHEMA_BREAKER)]}})
-    )
-    async with Copilot.running(_settings(tmp_path / "home", tmp_path, auto_index=False), servers) as copilot:
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"breaker": schema_breaker_entry()}))
+    async with Copilot.running(copilot_settings(tmp_path / "home", tmp_path, auto_index=False), servers) as copilot:
         with anyio.fail_after(60):
             refused = await copilot.execute("breaker", "wrong_type", {}, None, None, None)  # starts the server
             echoed = await copilot.execute("breaker", "echo", {"text": "hi"}, None, None, None)
             checked = await copilot.execute("breaker", "echo", {"txt": "hi"}, None, None, None)
             invalid = await copilot.execute("breaker", "bad_json_schema", {"count": 1}, None, None, None)
-    assert refused.is_error and refused.content[0].text == (
-        "tool 'wrong_type' of server 'breaker' cannot be used: its definition is broken (inputSchema.type: should be "
-        "'object' (got 'string')), so the copilot left it out of the server's tools. Use another tool (route finds "
-        "alternatives); the server's author has to fix this one."
-    )
+    assert refused.is_error and refused.content[0].text == BROKEN_WRONG_TYPE
     assert not echoed.is_error and echoed.content[0].text == 'echo ran with {"text": "hi"}'
     assert checked.is_error and "missing required parameter 'text' (string)" in checked.content[0].text
     assert invalid.is_error and (
@@ -219,20 +229,11 @@ async def test_execute_refuses_a_tool_with_a_broken_definition_and_runs_the_serv
     ) in invalid.content[0].text
 
 
-BROKEN_WRONG_TYPE = (
-    "tool 'wrong_type' of server 'breaker' cannot be used: its definition is broken (inputSchema.type: should be "
-    "'object' (got 'string')), so the copilot left it out of the server's tools. Use another tool (route finds "
-    "alternatives); the server's author has to fix this one."
-)
-
-
 @pytest.fixture
 def crawled_breaker(built_index: Path, tmp_path: Path) -> tuple[Path, Path]:  # noqa: F811
     """(home, servers file): the test index plus the schema-breaking child, crawled for real."""
     home = copy_home(built_index, tmp_path / "home")
-    servers_path = write_servers(
-        tmp_path / "servers.json", {"breaker": {"command": sys.executable, "args": [str(SCHEMA_BREAKER)]}}
-    )
+    servers_path = write_servers(tmp_path / "servers.json", {"breaker": schema_breaker_entry()})
     crawl_into(home, servers_path, tmp_path / "crawl")
     return home, servers_path
 
@@ -243,7 +244,7 @@ async def test_a_tool_the_crawl_skipped_is_refused_with_its_reason_before_the_po
     # The index held no trace of the skipped tools: until the pool had listed the server in this run,
     # execute said "Unknown tool 'wrong_type'" with the server's tool list, hiding why.
     home, servers_path = crawled_breaker
-    settings = _settings(home, tmp_path, auto_index=False)
+    settings = copilot_settings(home, tmp_path, auto_index=False)
     async with Copilot.running(settings, load_servers(servers_path), start_now=True) as copilot:
         log = copilot.sessions.open("test", None)
         with anyio.fail_after(60):

@@ -20,15 +20,8 @@ import pytest
 import pytest_asyncio
 
 from server.envelope import lenient_read_problem, message_problem
-from tests.server.copilot_harness import (
-    HttpCopilot,
-    copilot_env,
-    fixture_entry,
-    raw_initialize,
-    raw_mcp_headers,
-    write_servers,
-)
-from tests.server.stdio.test_stdio_robustness import Raw, raw_copilot
+from tests.server.copilot_harness import open_raw_session, raw_mcp_headers, start_http_copilot
+from tests.server.stdio.raw_harness import Raw, raw_copilot
 
 pytestmark = pytest.mark.timeout(120)
 #: The tests with real copilots share the module's event loop (and its two copilots).
@@ -193,34 +186,15 @@ async def over_stdio(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def over_http(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[httpx2.AsyncClient, str, dict[str, str]]]:
-    root = tmp_path_factory.mktemp("envelope-http")
-    servers = write_servers(root / "servers.json", {"alpha": fixture_entry("alpha")})
-    env = copilot_env(
-        root / "home",
-        COPILOT_LOG_DIR=str(root / "logs"),
-        COPILOT_HTTP_TOKEN=TOKEN,
-        COPILOT_WARM_INDEX="false",
-        COPILOT_AUTO_INDEX="false",
-    )
-    stderr = root / "stderr.log"
-    copilot = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], env, root, stderr)
-    await copilot.start()
+    copilot = await start_http_copilot(tmp_path_factory.mktemp("envelope-http"), TOKEN)
     assert copilot.url is not None
     try:
         async with httpx2.AsyncClient(timeout=WAIT) as http:
-            opened = await http.post(copilot.url, json=raw_initialize("envelope"), headers=raw_mcp_headers(TOKEN))
-            assert opened.status_code == 200, opened.text
-            session = {
-                **raw_mcp_headers(TOKEN),
-                "mcp-session-id": opened.headers["mcp-session-id"],
-                "mcp-protocol-version": "2025-06-18",
-            }
-            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-            assert (await http.post(copilot.url, json=initialized, headers=session)).status_code == 202
+            session = await open_raw_session(http, copilot.url, TOKEN, client_name="envelope")
             yield http, copilot.url, session
     finally:
         assert await copilot.stop() == 0
-    assert "Traceback" not in stderr.read_text(encoding="utf-8")
+    assert "Traceback" not in copilot.stderr_path.read_text(encoding="utf-8")
 
 
 @pytest.fixture(params=["stdio", "http", f"http-{MODERN}"])

@@ -7,11 +7,13 @@ dropped, so a test states every setting it depends on (and never touches the rea
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 PROJECT = Path(__file__).resolve().parents[2]
 NARROW_COLUMNS = "40"
@@ -57,3 +59,14 @@ def single_error(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode != 0, f"exit 0; stderr:\n{result.stderr}"
     assert len(lines) == 1 and lines[0].startswith("error: "), f"not one error line:\n{result.stderr}"
     return lines[0]
+
+
+def approve_as_user(home: Path, item_id: str) -> list[dict[str, Any]]:
+    """Review with ``python -m index trust --json``, then ``approve`` exactly the definition of
+    ``item_id`` it showed (its ``SERVER/ITEM@HASH``), as a person does; the review it read."""
+    env = cli_env(COPILOT_HOME=str(home))
+    review: list[dict[str, Any]] = json.loads(run_cli("index", "trust", "--json", env=env).stdout)
+    target = next(verdict["approve"] for verdict in review if verdict["id"] == item_id)
+    done = run_cli("index", "approve", target, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == f"approved {item_id}", done.stderr
+    return review

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.report.compare import main
-from evaluation.judge.pipeline import judge_paths
+from evaluation.judge.pipeline import JudgeSummary, judge_paths
 from tests.evaluation.judge_helpers import (
     options,
     question_of,
@@ -21,21 +21,42 @@ from tests.support.scripted_openai import Reply, ScriptedOpenAI
 pytestmark = pytest.mark.timeout(60)
 
 
-async def _judged_run(
-    llm: ScriptedOpenAI, tmp_path: Path, name: str, successes: set[str], categories: dict[str, str]
-) -> Path:
+async def _judge(
+    llm: ScriptedOpenAI,
+    tmp_path: Path,
+    name: str,
+    successes: set[str],
+    categories: dict[str, str],
+    unjudged: frozenset[str] | set[str] = frozenset(),
+) -> JudgeSummary:
+    """Run ``name``'s tasks judged: ``successes`` succeed, the judge's requests fail on ``unjudged``."""
     logs = tmp_path / name
     logs.mkdir()
     for task_id in categories:
         write_copilot_log(logs / f"{task_id}.jsonl", task_id, f"question {task_id}")
     tasks = write_tasks(tmp_path / f"tasks-{name}.json", [task_entry(t, f"question {t}", c) for t, c in categories.items()])
-    llm.handler = lambda request: Reply(
-        content="Status: success" if question_of(request).split()[-1] in successes else "Status: failure"
+    llm.handler = lambda request: (
+        Reply(status=500)
+        if question_of(request).split()[-1] in unjudged
+        else Reply(content="Status: success" if question_of(request).split()[-1] in successes else "Status: failure")
     )
-    summary = await judge_paths(
-        [logs], options(llm, tmp_path, tasks_file=tasks, out_dir=logs / "judge", cache_dir=tmp_path / f"cache-{name}")
+    return await judge_paths(
+        [logs],
+        options(
+            llm, tmp_path, tasks_file=tasks, out_dir=logs / "judge", cache_dir=tmp_path / f"cache-{name}", max_retries=0
+        ),
     )
-    return summary.out_dir
+
+
+async def _judged_run(
+    llm: ScriptedOpenAI,
+    tmp_path: Path,
+    name: str,
+    successes: set[str],
+    categories: dict[str, str],
+    unjudged: frozenset[str] | set[str] = frozenset(),
+) -> Path:
+    return (await _judge(llm, tmp_path, name, successes, categories, unjudged)).out_dir
 
 
 async def test_a_clear_difference_is_significant(
@@ -113,17 +134,7 @@ async def test_tasks_the_judge_never_decided_are_called_out_first(
 ) -> None:
     # Their "not_judged" counted as failures: B "won" tasks A's judge never saw, with no warning.
     categories = {f"t{i}": "work" for i in range(6)}
-    a_logs = tmp_path / "a"
-    a_logs.mkdir()
-    for task_id in categories:
-        write_copilot_log(a_logs / f"{task_id}.jsonl", task_id, f"question {task_id}")
-    tasks = write_tasks(tmp_path / "tasks-a.json", [task_entry(t, f"question {t}", c) for t, c in categories.items()])
-    llm.handler = lambda request: (
-        Reply(status=500) if question_of(request) in {"question t0", "question t1"} else Reply(content="Status: success")
-    )
-    summary = await judge_paths(
-        [a_logs], options(llm, tmp_path, tasks_file=tasks, out_dir=a_logs / "judge", cache_dir=tmp_path / "c", max_retries=0)
-    )
+    summary = await _judge(llm, tmp_path, "a", set(categories), categories, unjudged={"t0", "t1"})
     assert sorted(f.task_id for f in summary.errors) == ["t0", "t1"]
     b = await _judged_run(llm, tmp_path, "b", set(categories), categories)
     assert main([str(summary.out_dir), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
@@ -147,15 +158,7 @@ async def test_runs_with_no_task_judged_in_both_are_refused(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     categories = {f"t{i}": "work" for i in range(3)}
-    a_logs = tmp_path / "a"
-    a_logs.mkdir()
-    for task_id in categories:
-        write_copilot_log(a_logs / f"{task_id}.jsonl", task_id, f"question {task_id}")
-    tasks = write_tasks(tmp_path / "tasks-a.json", [task_entry(t, f"question {t}", c) for t, c in categories.items()])
-    llm.handler = lambda request: Reply(status=500)
-    summary = await judge_paths(
-        [a_logs], options(llm, tmp_path, tasks_file=tasks, out_dir=a_logs / "judge", cache_dir=tmp_path / "c", max_retries=0)
-    )
+    summary = await _judge(llm, tmp_path, "a", set(), categories, unjudged=set(categories))
     b = await _judged_run(llm, tmp_path, "b", set(), categories)
     assert main([str(summary.out_dir), str(b)]) == 2
     err = capsys.readouterr().err

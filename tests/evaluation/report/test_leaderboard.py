@@ -19,17 +19,34 @@ TASKS = [f"t{i:02d}" for i in range(20)]
 
 
 async def judged_run(
-    llm: ScriptedOpenAI, root: Path, model: str, cost: float, solved: int, prompt: str = "livemcpeval"
+    llm: ScriptedOpenAI,
+    root: Path,
+    model: str,
+    cost: float,
+    solved: int,
+    prompt: str = "livemcpeval",
+    unjudged: frozenset[str] | set[str] = frozenset(),
 ) -> Path:
+    """A run of ``model`` that solves the first ``solved`` tasks; the judge's requests fail on ``unjudged``."""
     run = root / model
     run.mkdir()
     for task in TASKS:
         write_copilot_log(run / f"{task}.jsonl", task, f"question {task} by {model}", agent="copilot", model=model,
                           usage=[(1000, 100, cost)])
     tasks = write_tasks(root / f"tasks-{model}.json", [task_entry(t, f"question {t} by {model}") for t in TASKS])
-    wins = {f"{t} by {model}" for t in TASKS[:solved]}
-    llm.handler = lambda request: Reply(content="Status: success" if question_of(request).removeprefix("question ") in wins else "Status: failure")
-    await judge_paths([run], options(llm, root, tasks_file=tasks, out_dir=run / "judge", cache_dir=root / "cache", prompt=prompt))
+    wins = set(TASKS[:solved])
+
+    def reply(request: dict) -> Reply:
+        task = question_of(request).removeprefix("question ").partition(" by ")[0]  # "question <task> by <model>"
+        if task in unjudged:
+            return Reply(status=500)
+        return Reply(content="Status: success" if task in wins else "Status: failure")
+
+    llm.handler = reply
+    await judge_paths(
+        [run],
+        options(llm, root, tasks_file=tasks, out_dir=run / "judge", cache_dir=root / "cache", prompt=prompt, max_retries=0),
+    )
     return run
 
 
@@ -141,17 +158,7 @@ async def test_runs_with_unjudged_tasks_are_flagged(llm: ScriptedOpenAI, tmp_pat
     # A judge endpoint that failed on some tasks left them "not judged", counted as failures: the
     # board ranked that run lower with no word of why.
     good = await judged_run(llm, tmp_path, "good-m", 0.05, 15)
-    flaky = tmp_path / "flaky-m"
-    flaky.mkdir()
-    for task in TASKS:
-        write_copilot_log(flaky / f"{task}.jsonl", task, f"question {task}", agent="copilot", model="flaky-m",
-                          usage=[(1000, 100, 0.01)])
-    tasks = write_tasks(tmp_path / "tasks-flaky.json", [task_entry(t, f"question {t}") for t in TASKS])
-    failing = {"question t00", "question t01", "question t02"}
-    llm.handler = lambda request: Reply(status=500) if question_of(request) in failing else Reply(content="Status: success")
-    await judge_paths(
-        [flaky], options(llm, tmp_path, tasks_file=tasks, out_dir=flaky / "judge", cache_dir=tmp_path / "cache", max_retries=0)
-    )
+    flaky = await judged_run(llm, tmp_path, "flaky-m", 0.01, len(TASKS), unjudged={"t00", "t01", "t02"})
     assert main([str(good), str(flaky), "--out", str(tmp_path / "board")]) == 0
     board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
     entries = {e["name"]: e for e in board["entries"]}
@@ -161,35 +168,15 @@ async def test_runs_with_unjudged_tasks_are_flagged(llm: ScriptedOpenAI, tmp_pat
     assert f"- warning: {warning}" in (tmp_path / "board" / "leaderboard.md").read_text()
 
 
-async def _run_with_judge_failures(
-    llm: ScriptedOpenAI, root: Path, model: str, cost: float, unjudged: set[str], solved: set[str]
-) -> Path:
-    run = root / model
-    run.mkdir()
-    for task in TASKS:
-        write_copilot_log(run / f"{task}.jsonl", task, f"question {task}", agent="copilot", model=model,
-                          usage=[(1000, 100, cost)])
-    tasks = write_tasks(root / f"tasks-{model}.json", [task_entry(t, f"question {t}") for t in TASKS])
-    llm.handler = lambda request: (
-        Reply(status=500) if question_of(request).split()[-1] in unjudged
-        else Reply(content="Status: success" if question_of(request).split()[-1] in solved else "Status: failure")
-    )
-    await judge_paths(
-        [run], options(llm, root, tasks_file=tasks, out_dir=run / "judge", cache_dir=root / f"cache-{model}", max_retries=0)
-    )
-    return run
-
-
 async def test_unjudged_tasks_are_left_out_of_frontier_steps_and_an_unjudged_run_has_no_rate(
     llm: ScriptedOpenAI, tmp_path: Path
 ) -> None:
     # Before: the step paired the 5 tasks flaky's judge never decided as flaky's failures (10 "only
     # dearer" wins, 5 of them the judge endpoint's); a run with no verdict at all ranked as 0%.
     good = await judged_run(llm, tmp_path, "good-m", 0.05, 15)
-    flaky = await _run_with_judge_failures(
-        llm, tmp_path, "flaky-m", 0.01, {f"t{i:02d}" for i in range(5)}, {f"t{i:02d}" for i in range(5, 10)}
-    )
-    dead = await _run_with_judge_failures(llm, tmp_path, "dead-m", 0.001, set(TASKS), set())
+    # flaky-m solves t05..t09 of the 15 tasks its judge decided (t00..t04 never were).
+    flaky = await judged_run(llm, tmp_path, "flaky-m", 0.01, 10, unjudged=set(TASKS[:5]))
+    dead = await judged_run(llm, tmp_path, "dead-m", 0.001, 0, unjudged=set(TASKS))
     assert main([str(good), str(flaky), str(dead), "--out", str(tmp_path / "board")]) == 0
     board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
     entries = {e["name"]: e for e in board["entries"]}

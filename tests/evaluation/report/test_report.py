@@ -185,3 +185,55 @@ async def test_page_fixes_counts_legend_all_servers_spellings_and_the_retrieval_
     assert [text.get_text() for text in axes.get_legend().get_texts()] == ["success (n=17)", "not success (n=18)"]
     highest = max(row.input_tokens + row.output_tokens for row in report.tasks if row.input_tokens)
     assert axes.get_ylim()[1] > highest and axes.get_xlim() == (-0.6, 1.6)
+
+
+def _built(universe: dict[str, str], trajectories: list[str], verdicts: dict[str, str]):
+    """A report built straight from tasks (id -> category), the ids with a trajectory and the verdicts."""
+    from evaluation.judge.verdict_log import JudgeVote, VerdictRecord  # noqa: PLC0415
+    from evaluation.report.build import build_report  # noqa: PLC0415
+    from evaluation.report.models import InputInfo, JudgeInfo, TaskInfo  # noqa: PLC0415
+    from evaluation.trajectories import Trajectory  # noqa: PLC0415
+
+    records = {
+        task_id: VerdictRecord(
+            task_id=task_id, category=universe[task_id], verdict=verdict, judge_model="judge-a", prompt="livemcpeval",
+            prompt_hash="p", config_hash="c", trajectory_hash="t", judges=[JudgeVote(model="judge-a", verdict=verdict)],
+        )
+        for task_id, verdict in verdicts.items()
+    }
+    return build_report(
+        universe=[TaskInfo(task_id=t, question=f"question {t}", category=c) for t, c in universe.items()],
+        trajectories={t: Trajectory(task_id=t, format="copilot", question=f"question {t}") for t in trajectories},
+        verdicts=records,  # type: ignore[arg-type]
+        human=None,
+        judge=JudgeInfo(models=["judge-a"], prompt="livemcpeval", key_points="annotated"),
+        inputs=InputInfo(),
+    )
+
+
+def test_the_category_plots_overall_bar_is_the_reports_own_rate() -> None:
+    # Before: the "All" bar was success over every task, 1/3, counting the task the judge never
+    # decided as a failure, while the headline and the table said 1/2.
+    from evaluation.report.plots import category_figure, pyplot  # noqa: PLC0415
+
+    report = _built({"ok": "Office", "bad": "Office", "lost": "Office"}, ["ok", "bad", "lost"], {"ok": "success", "bad": "failure"})
+    assert (report.success, report.n_with_outcome, report.success_rate, report.not_judged) == (1, 2, 0.5, ["lost"])
+    figure = category_figure(report)
+    axes = figure.axes[0]
+    assert [label.get_text() for label in axes.get_yticklabels()] == ["Office  1/2", "All  1/2"]
+    assert [bar.get_width() for bar in axes.patches] == [50.0, 50.0]
+    pyplot().close(figure)
+
+
+def test_tasks_without_a_trajectory_are_failures_even_when_nothing_was_judged() -> None:
+    # Before: whether there was a rate hung on the *judged* tasks, so a run whose every task lacks
+    # a trajectory read "n/a -- not judged; rerun the judge", though each of those tasks is a failure.
+    from evaluation.report.tables import category_table, headline  # noqa: PLC0415
+
+    report = _built({"a": "Office", "b": "Travel"}, [], {})
+    assert (report.success_rate, report.success, report.failure, report.n_judged) == (0.0, 0, 2, 0)
+    assert report.missing_trajectories == ["a", "b"] and report.ci95[0] == 0.0 and report.ci95[1] > 0.5
+    assert {name: (rate.n, rate.rate) for name, rate in report.by_category.items()} == {"Office": (1, 0.0), "Travel": (1, 0.0)}
+    assert [(judge.success_rate, judge.failure) for judge in report.judges] == [(0.0, 0)]
+    assert headline(report)[0].startswith("0/2 tasks succeeded: 0.0% (95% CI 0.0%-")
+    assert category_table(report).rows[-1][:4] == ["**all**", "2", "0", "0.0%"]

@@ -154,3 +154,19 @@ def test_render_tool_result_prefers_text_and_marks_errors() -> None:
     structured = CallToolResult(content=[], structured_content={"city": "Rome"})
     assert render_tool_result(structured, 1000) == '{"city": "Rome"}'
     assert truncate("abc", 5) == "abc"
+
+
+def test_the_stderr_tail_of_a_capped_log_is_what_the_copilot_wrote_last(tmp_path) -> None:
+    # Before: the whole file was read, so a tail of few lines showed the runner's own note of the
+    # cut as the copilot's last words.
+    from evaluation.run.agent import stderr_tail  # noqa: PLC0415
+    from evaluation.run.bounded_log import BoundedLog  # noqa: PLC0415
+
+    path = tmp_path / "copilot.stderr.log"
+    log = BoundedLog(path, "stderr", 1024, writer="the copilot")
+    log.write(b"starting\n" + b"x" * 3000 + b"\nTraceback: the real cause\n")
+    cut = log.close()
+    assert cut is not None and b"evaluation.run:" in path.read_bytes()
+    tail = stderr_tail(path, cut=cut)
+    assert tail.endswith("Traceback: the real cause") and "evaluation.run" not in tail and "starting" not in tail
+    assert stderr_tail(path).startswith("starting")  # uncapped reading: the whole file

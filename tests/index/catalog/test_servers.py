@@ -331,12 +331,47 @@ def test_every_type_other_hosts_write_still_loads(tmp_path: Path) -> None:
     }
 
 
+def test_the_transport_reads_type_as_the_launch_check_does(tmp_path: Path) -> None:
+    # A type the launch check does not know leaves the choice to the url, for the transport too (an
+    # unknown type used to mean streamable HTTP even for a /sse endpoint); known ones in any spelling.
+    entries = {
+        "own-type-sse": {"type": "remote", "url": "https://a.test/sse"},
+        "own-type-http": {"type": "remote", "url": "https://a.test/mcp"},
+        "upper-sse": {"type": "SSE", "url": "https://a.test/events"},
+        "http-at-sse": {"type": "Streamable_HTTP", "url": "https://a.test/sse"},
+    }
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": entries}), encoding="utf-8")
+    servers = load_servers(path, environ={}).servers
+    assert {name: config.transport for name, config in servers.items()} == {
+        "own-type-sse": "sse", "own-type-http": "streamable-http", "upper-sse": "sse", "http-at-sse": "streamable-http",
+    }
+
+
 def test_the_error_line_is_the_entrys_not_a_nested_key_of_the_same_name(tmp_path: Path) -> None:
     text = (
         '{\n "mcpServers": {\n  "a": {"command": "echo", "env": {"b": "x"}},\n'
         '  "b": {"url": "http://x.test/mcp", "command": "y"}\n }\n}'
     )
     assert f"{tmp_path / 'servers.json'}:4: server 'b': " in _error_for(tmp_path, text)
+
+
+def test_a_nested_key_is_placed_on_its_own_line_not_on_an_earlier_one_of_the_same_name(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # "annotations" and "enabeld" appear first inside env (line 5); the entry's own keys are on line 6.
+    text = (
+        '{\n "mcpServers": {\n  "a": {\n   "command": "echo",\n   "env": {"annotations": "x", "enabeld": "y"},\n'
+        '   "annotations": 5, "enabeld": false\n  }\n }\n}'
+    )
+    assert f"{tmp_path / 'servers.json'}:6: server 'a': 'annotations': " in _error_for(tmp_path, text)
+    path = tmp_path / "servers.json"
+    path.write_text(text.replace('"annotations": 5, ', ""), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="index.catalog.servers"):
+        load_servers(path, environ={})
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{path}:6: server 'a': 'enabeld' is not a known key and is ignored: did you mean 'enabled'?"
+    ]
 
 
 @pytest.mark.parametrize("value", ["Infinity", "NaN", "1e309"])

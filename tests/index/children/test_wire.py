@@ -10,7 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from index.children.connect import open_session
-from index.children.wire import COPILOT_ORIGIN
+from index.children.wire import COPILOT_ORIGIN, JUNK_LINES_LOGGED
 from index.catalog.servers import ServerConfig
 from tests.support.processes import HOSTILE_SERVER
 
@@ -77,3 +77,17 @@ async def test_text_longer_than_the_line_limit_glued_before_a_reply_is_dropped_a
         assert after.content[0].text == "still here"  # type: ignore[union-attr]
     log = stderr.read_text(encoding="utf-8")
     assert "wrote 299997 bytes of text before a message without a newline" in log and "dropped them" in log
+
+
+async def test_requests_reusing_an_unanswered_id_are_logged_a_few_times_then_counted(tmp_path: Path) -> None:
+    # Each was noted in the child's log, without the cap the other floods have: a child could fill it.
+    stderr = tmp_path / "hostile.log"
+    count = 40  # in one write of under 4 KB: all are read before the copilot answers the first
+    async with open_session(_hostile(), workdir=tmp_path / "work", stderr_path=stderr) as connection:
+        with anyio.fail_after(ANSWER_BOUND):
+            result = await connection.session.call_tool("storm", {"kind": "same_id", "count": count})
+        assert not result.is_error
+    log = stderr.read_text(encoding="utf-8")
+    assert log.count("""sent a request with id '"twin"' while its earlier request with that id""") == JUNK_LINES_LOGGED
+    assert log.count("further requests reusing an unanswered id are dropped without logging") == 1
+    assert f"{count - 1} requests reusing the id of an unanswered one were dropped in this session" in log

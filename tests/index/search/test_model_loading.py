@@ -7,22 +7,17 @@ how fast the model loaded; a caller that needs the hybrid's ranking waits, and t
 
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
 
 import pytest
 
 import index.search.model_loading as model_loading
-from index.models.embedding import Embedder
-from tests.index.index_support import index_with_broken_model, make_records, open_index
+from index.models.embedding import Embedder, EmbeddingModelError
+from tests.index.index_support import index_with_broken_model, open_index
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def built_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("model-wait")
-    open_index(home).sync(make_records())
-    return home
 
 
 def test_a_route_that_may_wait_is_ranked_by_the_hybrid_once_the_model_is_in(built_home: Path) -> None:
@@ -64,3 +59,54 @@ def test_a_route_that_waits_reports_a_failed_load_at_once_and_does_not_retry_ear
     # The next attempt is an hour away: a route that may wait starts none, and does not wait for one.
     again = index.route("air quality", wait_for_model=False, model_wait=240)
     assert again.mode == "lexical-fallback" and index.model_loader.attempts == 1
+
+
+class _EnteredCondition(threading.Condition):
+    """A condition that says when someone starts waiting on it (so a test knows a thread is parked)."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__(lock)
+        self.entered = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.entered.set()
+        return super().wait(timeout)
+
+
+def test_a_warm_up_during_a_routes_attempt_waits_for_it_instead_of_loading_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At start-up a route often arrives before the warm-up: the warm-up used to start a second attempt,
+    doubling the attempts, logging the failure twice and pushing the next retry to the second delay."""
+    model, home = index_with_broken_model(tmp_path)
+    embedder = Embedder(str(model))
+    index = open_index(home, embedder, embedding_model=str(model))
+    loader = index.model_loader
+    ended = loader._ended = _EnteredCondition(loader._lock)  # noqa: SLF001 -- know when warm-up waits
+    raised: list[BaseException] = []
+
+    def warm() -> None:
+        try:
+            index.warm()
+        except BaseException as error:  # noqa: BLE001 -- the test checks it
+            raised.append(error)
+
+    caplog.set_level(logging.WARNING, logger=model_loading.__name__)
+    # Holding the embedder's load lock keeps the route's attempt running until the warm-up is waiting.
+    with embedder._load_lock:  # noqa: SLF001 -- deterministic "still loading" without timing
+        assert index.route("air quality", wait_for_model=False).mode == "lexical-startup"
+        background = loader.thread
+        assert background is not None and background.is_alive()
+        warm_up = threading.Thread(target=warm, name="test-warm-up", daemon=True)
+        warm_up.start()
+        assert ended.entered.wait(timeout=60), "the warm-up did not wait for the running attempt"
+    warm_up.join(timeout=120)
+    background.join(timeout=120)
+    assert not warm_up.is_alive() and not background.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], EmbeddingModelError)
+    assert "cannot load the embedding model" in str(raised[0])
+    failure = loader.failure
+    assert loader.attempts == 1 and failure is not None and failure.attempts == 1
+    assert failure.retry_in() <= model_loading.RETRY_SECONDS[0]
+    warnings = [record for record in caplog.records if record.name == model_loading.__name__]
+    assert len(warnings) == 1 and "attempt 1;" in warnings[0].getMessage()

@@ -28,14 +28,6 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def built_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("tool-index")
-    report = open_index(home).sync(make_records(), catalog="tests", catalog_digest="abc")
-    assert report.added == len(make_records()) and report.total == len(make_records())
-    return home
-
-
-@pytest.fixture(scope="module")
 def index(built_home: Path) -> ToolIndex:
     opened = open_index(built_home)
     opened.warm()

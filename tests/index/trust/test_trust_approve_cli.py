@@ -14,7 +14,7 @@ from index.trust.review import ApprovalError, TrustReviewer
 from index.trust.store import TrustStore
 from server.errors import ToolBlockedError
 from tests.index.trust.test_trust_cli import run
-from tests.server.pool.test_pool_trust import call, shapeshifter
+from tests.server.pool.pool_support import call, shapeshifter
 
 
 def _held_back(home: Path) -> TrustReviewer:

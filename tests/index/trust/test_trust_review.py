@@ -34,6 +34,17 @@ def test_first_listing_is_pinned_and_an_identical_one_passes(reviewer: TrustRevi
     assert pins["tools"]["excel/read_sheet"]["approved"]["hash"] == definition_hash(tool_definition(record()))
 
 
+def test_a_listing_that_changes_nothing_keeps_the_loaded_pins(reviewer: TrustReviewer) -> None:
+    # The copilot tells "the pins changed" by the identity of what load() gives (server.route.approvals):
+    # every child listing reviews, and one that wrote nothing must not look like a change.
+    reviewer.review("excel", [record()])
+    loaded = reviewer.store.load()
+    reviewer.review("excel", [record()])
+    assert reviewer.store.load() is loaded
+    reviewer.review("excel", [record(), record("write_sheet", "Write a sheet.")])  # pins a new tool: written
+    assert reviewer.store.load() is not loaded and "excel/write_sheet" in reviewer.store.load().tools
+
+
 def test_a_changed_definition_is_held_back_with_what_changed_until_approved(reviewer: TrustReviewer) -> None:
     reviewer.review("excel", [record()])
     changed = record(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -21,24 +20,19 @@ from index.catalog.servers import load_servers
 from server.aggregate.service import Aggregation
 from server.copilot import Copilot
 from server.pool.sessions import RELIST_INTERVAL
-from server.settings import ServerSettings
 from tests.support.processes import hostile_entry
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     changing_entry,
+    copilot_settings,
+    copilot_with_aggregation,
     copy_home,
+    schema_breaker_entry,
     write_servers,
 )
 
 pytestmark = pytest.mark.timeout(180)
 WAIT = 120.0
-SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
-
-
-def _settings(home: Path, tmp_path: Path, **extra: Any) -> ServerSettings:
-    return ServerSettings(
-        home=home, catalog=tmp_path / "no-catalog.json", log_dir=tmp_path / "logs", auto_index=False, **extra
-    )
 
 
 @asynccontextmanager
@@ -60,11 +54,8 @@ async def running(
 @asynccontextmanager
 async def _running(home: Path, tmp_path: Path, entries: dict[str, Any]) -> AsyncIterator[tuple[Copilot, Aggregation]]:
     servers = load_servers(write_servers(tmp_path / "servers.json", entries))
-    settings = _settings(home, tmp_path)
-    aggregation = Aggregation(settings, lambda ctx: ("shared", None))
-    async with Copilot.running(settings, servers, start_now=True) as copilot, aggregation.running(copilot):
-        copilot.aggregation = aggregation
-        yield copilot, aggregation
+    async with copilot_with_aggregation(copilot_settings(home, tmp_path, auto_index=False), servers) as running_copilot:
+        yield running_copilot
 
 
 async def _execute(copilot: Copilot, server: str, tool: str, params: dict[str, Any]) -> types.CallToolResult:
@@ -332,7 +323,7 @@ async def test_the_tools_a_listing_skips_for_broken_definitions_reach_the_index(
     """A server the index lacks, listed by the pool: its good tools are indexed and its skipped ones
     kept with why, so the next copilot refuses one saying why before it ever lists the server."""
     home = copy_home(built_index, tmp_path / "home")
-    breaker = {"command": sys.executable, "args": [str(SCHEMA_BREAKER)]}
+    breaker = schema_breaker_entry()
     async with running(home, tmp_path, {"breaker": breaker}) as (copilot, aggregation):
         await _execute(copilot, "breaker", "echo", {"text": "hi"})  # unknown to the index: the pool lists it
         with anyio.fail_after(WAIT):
@@ -343,7 +334,7 @@ async def test_the_tools_a_listing_skips_for_broken_definitions_reach_the_index(
     assert skipped["no_schema_1"] == "inputSchema: Field required"
 
     servers = load_servers(tmp_path / "servers.json")
-    async with Copilot.running(_settings(home, tmp_path), servers, start_now=True) as later:
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as later:
         refused = await later.execute("breaker", "no_schema_1", {}, None, None, None)
         assert not later.pool.is_running("breaker")
     assert refused.is_error and "tool 'no_schema_1' of server 'breaker' cannot be used: its definition is broken " in (

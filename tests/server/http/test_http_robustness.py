@@ -30,13 +30,12 @@ from mcp.shared.exceptions import MCPError
 from tests.server.copilot_harness import (
     HttpCopilot,
     RunningClient,
-    copilot_env,
-    fixture_entry,
     http_client_for,
+    open_raw_session,
     raw_initialize,
     raw_mcp_headers,
+    start_http_copilot,
     text_of,
-    write_servers,
 )
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
@@ -68,25 +67,11 @@ class Served:
         return int(psutil.Process(self.process.process.pid).memory_info().rss)
 
 
-def _env(root: Path, **settings: str) -> dict[str, str]:
-    return copilot_env(
-        root / "home",
-        COPILOT_LOG_DIR=str(root / "logs"),
-        COPILOT_HTTP_TOKEN=TOKEN,
-        COPILOT_WARM_INDEX="false",
-        COPILOT_AUTO_INDEX="false",
-        COPILOT_PROTECT_PROCESS="false",  # its memory is read through /proc
-        **settings,
-    )
-
-
 async def _start(root: Path, **settings: str) -> Served:
-    servers = write_servers(root / "servers.json", {"alpha": fixture_entry("alpha")})
-    stderr = root / "stderr.log"
-    process = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], _env(root, **settings), root, stderr)
-    await process.start()
+    # COPILOT_PROTECT_PROCESS: its memory is read through /proc.
+    process = await start_http_copilot(root, TOKEN, COPILOT_PROTECT_PROCESS="false", **settings)
     assert process.url is not None
-    return Served(process.url, process, stderr)
+    return Served(process.url, process, process.stderr_path)
 
 
 def _errors_logged(stderr: Path) -> list[str]:
@@ -120,13 +105,7 @@ async def session(served: Served, http: httpx2.AsyncClient) -> AsyncIterator[dic
 
 
 async def _open_session(served: Served, http: httpx2.AsyncClient) -> dict[str, str]:
-    response = await http.post(served.url, json=INITIALIZE, headers=MCP_HEADERS)
-    assert response.status_code == 200, response.text
-    session = {"mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
-    headers = {**MCP_HEADERS, **session}
-    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    assert (await http.post(served.url, json=initialized, headers=headers)).status_code == 202
-    return headers
+    return await open_raw_session(http, served.url, TOKEN, client_name="rough")
 
 
 def _error_of(response: httpx2.Response) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""What the pool tests share: settings for a fast pool, a running pool, bounded waits."""
+"""What the pool tests share: settings for a fast pool, a running pool, bounded waits, and the
+shape-shifting child called once per copilot lifetime (the trust tests of the pool and of approve)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import anyio
 import pytest
 
 from index.catalog.servers import ServerConfig
+from index.trust.review import TrustReviewer
+from index.trust.store import TrustStore
+from server.guard import DefinitionGuard
 from server.pool.sessions import ChildPool, PoolSettings
+from tests.server.copilot_harness import shapeshifter_entry
 
 
 async def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
@@ -30,3 +35,16 @@ async def running_pool(servers: dict[str, ServerConfig], settings: PoolSettings)
     with anyio.fail_after(60):
         async with ChildPool(servers, settings) as pool:
             yield pool
+
+
+def shapeshifter(state: Path, change: str, *extra: str) -> ServerConfig:
+    return ServerConfig(name="notes", **shapeshifter_entry(state, change, *extra))
+
+
+async def call(home: Path, config: ServerConfig, tool: str, **arguments: object) -> object:
+    """One copilot lifetime: a fresh pool (so a fresh child start) sharing the trust store in ``home``."""
+    settings = PoolSettings(home=home, shutdown_grace=0.5, restart_backoff=0.0, call_timeout=30.0)
+    guard = DefinitionGuard(TrustReviewer(TrustStore.in_home(home)), settings)
+    with anyio.fail_after(60):
+        async with ChildPool({"notes": config}, settings, guard=guard) as pool:
+            return await pool.call_tool("notes", tool, dict(arguments))

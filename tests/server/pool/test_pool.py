@@ -18,10 +18,10 @@ from server.errors import (
     UnknownServerError,
 )
 from server.pool.sessions import ChildPool, PoolSettings
+from tests.server.copilot_harness import BROKEN_WRONG_TYPE, schema_breaker_entry
 from tests.server.pool.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
-SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -385,18 +385,14 @@ async def test_a_tool_with_a_broken_definition_is_left_out_and_refused_while_the
     settings: PoolSettings, caplog: pytest.LogCaptureFixture
 ) -> None:
     # One tool without a usable inputSchema made every listing fail (a pydantic traceback out of the pool).
-    config = ServerConfig(name="breaker", command=sys.executable, args=[str(SCHEMA_BREAKER)])
+    config = ServerConfig(name="breaker", **schema_breaker_entry())
     async with running_pool({"breaker": config}, settings) as pool:
         with caplog.at_level("WARNING", logger="server.pool.sessions"):
             assert [tool.name for tool in await pool.list_tools("breaker")] == ["fine", "echo"]
         assert text_of(await pool.call_tool("breaker", "echo", {"text": "hi"})) == 'echo ran with {"text": "hi"}'
         with pytest.raises(ServerUnavailableError) as refused:
             await pool.call_tool("breaker", "wrong_type", {})
-        assert str(refused.value) == (
-            "tool 'wrong_type' of server 'breaker' cannot be used: its definition is broken (inputSchema.type: should "
-            "be 'object' (got 'string')), so the copilot left it out of the server's tools. Use another tool (route "
-            "finds alternatives); the server's author has to fix this one."
-        )
+        assert str(refused.value) == BROKEN_WRONG_TYPE
         assert "not valid JSON Schema" in str(pool.unusable_tool("breaker", "bad_json_schema"))
         assert pool.unusable_tool("breaker", "echo") is None
     assert (
@@ -406,7 +402,7 @@ async def test_a_tool_with_a_broken_definition_is_left_out_and_refused_while_the
 
 
 async def test_a_listing_broken_beyond_single_tools_is_an_error_saying_what_is_wrong(settings: PoolSettings) -> None:
-    config = ServerConfig(name="breaker", command=sys.executable, args=[str(SCHEMA_BREAKER), "--bad-cursor"])
+    config = ServerConfig(name="breaker", **schema_breaker_entry("--bad-cursor"))
     async with running_pool({"breaker": config}, settings) as pool:
         with pytest.raises(ServerUnavailableError) as caught:
             await pool.list_tools("breaker")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 from typing import Any
 
@@ -22,17 +21,18 @@ from index.children.tool_listing import MAX_DEFINITION_CHARS, MAX_PAGES, MAX_SCH
 from index.children.wire import JUNK_LINES_LOGGED, MAX_CHILD_REQUESTS
 from server.errors import ChildTimeoutError, ServerUnavailableError
 from server.pool.sessions import RELIST_INTERVAL, PoolSettings
-from tests.server.pool.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
-from tests.support.processes import HOSTILE_SERVER
+from tests.fixtures.hostile_server import TOOLS
+from tests.server.pool.pool_support import running_pool, settings  # noqa: F401 -- settings is a fixture
+from tests.support.processes import hostile_entry
 
 pytestmark = pytest.mark.timeout(120)
 
 #: The base tools of the hostile fixture (``tools/list`` without extra flags).
-BASE_TOOLS = 12
+BASE_TOOLS = len(TOOLS)
 
 
 def hostile(name: str, *flags: str) -> ServerConfig:
-    return ServerConfig(name=name, command=sys.executable, args=[str(HOSTILE_SERVER), *flags])
+    return ServerConfig(name=name, **hostile_entry(*flags))
 
 
 # -- tool listings ------------------------------------------------------------------------------

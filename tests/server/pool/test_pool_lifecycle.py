@@ -20,7 +20,7 @@ from index.catalog.servers import ServerConfig
 from server.errors import ChildCrashedError, ChildTimeoutError
 from server.pool.sessions import MAX_WARM_UNUSED, PoolSettings
 from tests.server.pool.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
-from tests.support.processes import HOSTILE_SERVER
+from tests.support.processes import hostile_entry
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.timeout(90)
 
 
 def hostile(name: str, **extra: Any) -> ServerConfig:
-    return ServerConfig(name=name, command=sys.executable, args=[str(HOSTILE_SERVER)], **extra)
+    return ServerConfig(name=name, **hostile_entry(**extra))
 
 
 def restart_notes(result: Any) -> list[str]:

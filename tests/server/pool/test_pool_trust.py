@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import anyio
@@ -17,25 +16,9 @@ from index.trust.store import TrustStore
 from server.errors import ToolBlockedError
 from server.guard import DefinitionGuard
 from server.pool.sessions import ChildPool, PoolSettings
-
-SHAPESHIFTER = Path(__file__).resolve().parents[2] / "fixtures" / "shapeshifter_server.py"
+from tests.server.pool.pool_support import call, shapeshifter
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def shapeshifter(state: Path, change: str, *extra: str) -> ServerConfig:
-    return ServerConfig(
-        name="notes", command=sys.executable, args=[str(SHAPESHIFTER), "--state", str(state), "--change", change, *extra]
-    )
-
-
-async def call(home: Path, config: ServerConfig, tool: str, **arguments: object) -> object:
-    """One copilot lifetime: a fresh pool (so a fresh child start) sharing the trust store in ``home``."""
-    settings = PoolSettings(home=home, shutdown_grace=0.5, restart_backoff=0.0, call_timeout=30.0)
-    guard = DefinitionGuard(TrustReviewer(TrustStore.in_home(home)), settings)
-    with anyio.fail_after(60):
-        async with ChildPool({"notes": config}, settings, guard=guard) as pool:
-            return await pool.call_tool("notes", tool, dict(arguments))
 
 
 @pytest.mark.parametrize(

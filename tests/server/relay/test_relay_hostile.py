@@ -101,9 +101,7 @@ async def test_long_progress_texts_are_cut_before_the_host(flooded: Flooded) -> 
 async def test_long_log_messages_are_cut_before_the_host(flooded: Flooded) -> None:
     before = len(flooded.host.logs)
     await _execute(flooded, "chatter", {"kind": "log", "count": 5, "size": 200_000})
-    with anyio.fail_after(30):
-        while len(flooded.host.logs) < before + 5:  # log messages may trail the result
-            await anyio.sleep(0.02)
+    await flooded.host.wait_for_logs(before + 5, timeout=30)
     for params in flooded.host.logs[before:]:
         assert isinstance(params.data, str) and len(params.data) < MAX_LOG_CHARS + 100
         assert params.data.endswith("characters cut]") and params.logger == "evil"

@@ -20,16 +20,14 @@ import pytest
 import pytest_asyncio
 
 from tests.server.copilot_harness import (
-    HttpCopilot,
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
-    copilot_env,
     copy_home,
-    free_port,
     http_client_for,
+    open_raw_session,
     read_events,
+    start_http_copilot,
     text_of,
-    write_servers,
 )
 from tests.server.relay_harness import HTTP_TOKEN, Host, Progress, execute_args, relay_entry
 
@@ -62,22 +60,13 @@ class Served:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def served(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:  # noqa: F811
     root = tmp_path_factory.mktemp("relay-http")
-    home = copy_home(built_index, root / "home")
-    servers = write_servers(root / "servers.json", {"relay": relay_entry("relay")})
-    port = free_port()
-    logs = root / "logs"
-    env = copilot_env(
-        home,
-        COPILOT_LOG_DIR=str(logs),
-        COPILOT_HTTP_TOKEN=TOKEN,
-        COPILOT_AUTO_INDEX="false",
-        COPILOT_PER_SERVER_CONCURRENCY="1",
-        COPILOT_CALL_TIMEOUT="600",
+    copy_home(built_index, root / "home")
+    process = await start_http_copilot(
+        root, TOKEN, {"relay": relay_entry("relay")}, COPILOT_PER_SERVER_CONCURRENCY="1", COPILOT_CALL_TIMEOUT="600"
     )
-    process = HttpCopilot(["--servers", str(servers), "--http", "--port", str(port)], env, root, root / "stderr.log")
-    await process.start()
+    assert process.url is not None
     try:
-        yield Served(f"http://127.0.0.1:{port}/mcp", logs, root)
+        yield Served(process.url, root / "logs", root)
     finally:
         await process.stop()
 
@@ -126,25 +115,8 @@ async def test_a_cancelled_call_frees_its_slot_at_once(served: Served, mode: str
 async def test_a_closed_http_request_cancels_the_child_call_without_any_mcp_cancellation(served: Served) -> None:
     """Issue 9 item 7: a client that just goes away must not keep holding the server's slot."""
     label = "raw-http-close"
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "Authorization": f"Bearer {TOKEN}",
-    }
     async with httpx2.AsyncClient(timeout=60) as http:
-        init = await http.post(
-            served.url,
-            headers=headers,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-            },
-        )
-        assert init.status_code == 200
-        session = {**headers, "mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
-        await http.post(served.url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        session = await open_raw_session(http, served.url, TOKEN, version="2025-11-25")
         call = {
             "jsonrpc": "2.0",
             "id": 2,

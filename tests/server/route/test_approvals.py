@@ -6,7 +6,6 @@ and ``python -m index trust`` / ``approve`` run as a user runs them."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,37 +14,28 @@ import pytest
 
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
-from server.settings import ServerSettings
-from tests.index.trust.test_trust_cli import run
-from tests.server.aggregate.test_withheld import CHANGING_SPEC, POISON_SERVER, TERM_URI
+from tests.server.aggregate.test_withheld import CHANGING_SPEC, TERM_URI
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
+    copilot_settings,
+    copilot_with_aggregation,
     copy_home,
+    fixture_entry,
+    poison_entry,
+    shapeshifter_entry,
     text_of,
     write_servers,
 )
+from tests.support.cli import approve_as_user
 
 pytestmark = pytest.mark.timeout(240)
 WAIT = 120.0
-SHAPESHIFTER = Path(__file__).resolve().parents[2] / "fixtures" / "shapeshifter_server.py"
-
-
-def _settings(home: Path, tmp_path: Path) -> ServerSettings:
-    return ServerSettings(home=home, catalog=tmp_path / "no-catalog.json", log_dir=tmp_path / "logs", crawl_timeout=60)
 
 
 def _notes(tmp_path: Path, change: str) -> Any:
     """The servers of a shapeshifter ``notes``: honest at its first start (the crawl), ``change`` from its second."""
-    entry = {"command": sys.executable, "args": [str(SHAPESHIFTER), "--state", str(tmp_path / "starts"), "--change", change]}
+    entry = shapeshifter_entry(tmp_path / "starts", change)
     return load_servers(write_servers(tmp_path / "servers.json", {"notes": entry}))
-
-
-def _approve(home: Path, definition: str) -> None:
-    """Review with ``python -m index trust --json``, then approve exactly the definition it showed."""
-    review = json.loads(run(home, "trust", "--json").stdout)
-    target = next(verdict["approve"] for verdict in review if verdict["id"] == definition)
-    done = run(home, "approve", target)
-    assert done.returncode == 0 and done.stdout.strip() == f"approved {definition}", done.stderr
 
 
 def _shown(result: Any) -> dict[str, str]:
@@ -58,7 +48,7 @@ async def test_a_changed_tool_the_user_approves_is_what_route_shows_at_once(
 ) -> None:
     # route kept showing the text from before the change until the child listed its tools again.
     home = copy_home(built_index, tmp_path / "home")
-    async with Copilot.running(_settings(home, tmp_path), _notes(tmp_path, "benign-description"), start_now=True) as copilot:
+    async with Copilot.running(copilot_settings(home, tmp_path), _notes(tmp_path, "benign-description"), start_now=True) as copilot:
         with anyio.fail_after(WAIT):
             await copilot.indexer.done.wait()  # the crawl was the first start: its definitions are pinned
             before = await copilot.route("read the user's notes", 5, "notes", None)
@@ -66,7 +56,7 @@ async def test_a_changed_tool_the_user_approves_is_what_route_shows_at_once(
             assert _shown(before)["read_notes"] == "Read the user's notes and return them as text."
             assert held.is_error and "changed since it was approved" in text_of(held)
 
-            _approve(home, "notes/read_notes")
+            approve_as_user(home, "notes/read_notes")
             after = await copilot.route("read the user's notes", 5, "notes", None)
         assert _shown(after)["read_notes"] == "Return every note the user saved, newest first."
         assert copilot.approvals is not None and copilot.approvals.written == 1
@@ -80,14 +70,14 @@ async def test_a_new_tool_held_back_then_approved_is_routed_to_at_once(
 ) -> None:
     # A held-back new tool is in no index; once approved it stayed out of route until the next listing.
     home = copy_home(built_index, tmp_path / "home")
-    async with Copilot.running(_settings(home, tmp_path), _notes(tmp_path, "new-tool"), start_now=True) as copilot:
+    async with Copilot.running(copilot_settings(home, tmp_path), _notes(tmp_path, "new-tool"), start_now=True) as copilot:
         with anyio.fail_after(WAIT):
             await copilot.indexer.done.wait()
             listed = await copilot.execute("notes", "read_notes", {}, None, None, None)  # lists export_notes: held back
             before = await copilot.route("export the notes as JSON", 5, "notes", None)
             assert not listed.is_error and "export_notes" not in _shown(before)
 
-            _approve(home, "notes/export_notes")
+            approve_as_user(home, "notes/export_notes")
             after = await copilot.route("export the notes as JSON", 5, "notes", None)
         assert _shown(after)["export_notes"] == "Export the notes as JSON."
         added, sibling = copilot.index.get("notes", "export_notes"), copilot.index.get("notes", "read_notes")
@@ -101,16 +91,11 @@ async def test_approved_prompts_and_resource_templates_are_what_route_and_hosts_
     built_index: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    from server.aggregate.service import Aggregation
-
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(CHANGING_SPEC), encoding="utf-8")
-    entry = {"command": sys.executable, "args": [str(POISON_SERVER), str(spec)]}
-    servers = load_servers(write_servers(tmp_path / "servers.json", {"glossary": entry}))
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"glossary": poison_entry(spec)}))
     home = copy_home(built_index, tmp_path / "home")
-    settings = _settings(home, tmp_path)
-    aggregation = Aggregation(settings, lambda ctx: ("shared", None))
-    async with Copilot.running(settings, servers, start_now=True) as copilot, aggregation.running(copilot):
+    async with copilot_with_aggregation(copilot_settings(home, tmp_path), servers) as (copilot, aggregation):
         assert aggregation.catalog is not None and aggregation.live is not None
         with anyio.fail_after(WAIT):
             await copilot.indexer.done.wait()  # the crawl pinned the prompt and the template
@@ -122,7 +107,7 @@ async def test_approved_prompts_and_resource_templates_are_what_route_and_hosts_
             for definition in (
                 "prompt:glossary/summarize_glossary", "prompt:glossary/quiz", f"resource_template:glossary/{TERM_URI}"
             ):  # fmt: skip
-                _approve(home, definition)
+                approve_as_user(home, definition)
             prompts = await copilot.route("summarize the glossary", 5, "glossary", None, kind="prompt")
             quiz = await copilot.route("quiz the user on glossary terms", 5, "glossary", None, kind="prompt")
             templates = await copilot.route("one glossary term", 5, "glossary", None, kind="resource")
@@ -136,3 +121,67 @@ async def test_approved_prompts_and_resource_templates_are_what_route_and_hosts_
             ("prompt", "quiz"): "Quiz the user on glossary terms.",
             ("resource_template", "term"): "One term, with its etymology.",
         }
+
+
+async def test_hosts_hear_of_an_approval_when_neither_route_nor_execute_is_called(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # The background check of the pins (Copilot._watch_approvals) writes the approved definition and
+    # tells the listeners (the aggregation, which tells hosts) with no request to the copilot at all.
+    home = copy_home(built_index, tmp_path / "home")
+    async with Copilot.running(copilot_settings(home, tmp_path), _notes(tmp_path, "benign-description"), start_now=True) as copilot:
+        heard: list[tuple[str, set[str]]] = []
+        told = anyio.Event()
+
+        async def listener(server: str, kinds: set[str]) -> None:
+            heard.append((server, kinds))
+            told.set()
+
+        with anyio.fail_after(WAIT):
+            await copilot.indexer.done.wait()
+            held = await copilot.execute("notes", "read_notes", {}, None, None, None)  # the second start changed it
+            assert held.is_error and "changed since it was approved" in text_of(held)
+            copilot.index_change_listeners.append(listener)
+
+            approve_as_user(home, "notes/read_notes")
+            await told.wait()
+        assert heard == [("notes", {"tools"})]
+        indexed = copilot.index.get("notes", "read_notes")
+        assert indexed is not None and indexed.description == "Return every note the user saved, newest first."
+
+
+async def test_a_sync_touching_several_servers_reads_the_index_once_for_routes_description(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each listener call (one per server the sync touched) refreshed route's description, reading
+    # every record of the index again for each server.
+    home = copy_home(built_index, tmp_path / "home")
+    entries = {"alpha": fixture_entry("alpha"), "beta": fixture_entry("beta")}
+    servers = load_servers(write_servers(tmp_path / "servers.json", entries))
+    settings = copilot_settings(home, tmp_path, auto_index=False)
+    async with copilot_with_aggregation(settings, servers) as (copilot, _aggregation):
+        index = copilot.index
+        read_at: list[str | None] = []  # the index build each full read of the index saw
+        every_record = index.records
+
+        def records() -> Any:
+            state = index.state()
+            read_at.append(state.build_id if state is not None else None)
+            return every_record()
+
+        monkeypatch.setattr(index, "records", records)
+        approved = [
+            record.model_copy(update={"description": f"{record.description} (approved wording)"})
+            for record in (index.get("alpha", "echo"), index.get("beta", "add"))
+            if record is not None
+        ]
+        assert len(approved) == 2
+        # As ApprovedDefinitions writes approved definitions: these records only, nothing deleted.
+        await anyio.to_thread.run_sync(lambda: index.sync(approved, servers=[]))
+        build = index.state().build_id
+        with anyio.fail_after(WAIT):
+            await copilot._approvals_indexed({"alpha": {"tools"}, "beta": {"tools"}})
+        assert read_at.count(build) == 1, read_at

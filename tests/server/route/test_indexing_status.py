@@ -12,8 +12,7 @@ import pytest
 from index.catalog.servers import load_servers
 from index.search.tool_index import ToolIndex
 from server.route.indexing import BackgroundIndexer
-from server.settings import ServerSettings
-from tests.server.copilot_harness import fixture_entry, write_servers
+from tests.server.copilot_harness import copilot_settings, fixture_entry, write_servers
 
 from tests.index.index_support import make_records
 
@@ -30,7 +29,7 @@ async def _run(indexer: BackgroundIndexer, servers: dict) -> None:
 
 
 async def test_a_fixed_or_removed_server_is_no_longer_reported_as_failed(tmp_path: Path) -> None:
-    settings = ServerSettings(home=tmp_path / "home", catalog=tmp_path / "no-catalog.json", log_dir=tmp_path / "logs", crawl_timeout=60)
+    settings = copilot_settings(tmp_path / "home", tmp_path)
     index = ToolIndex.open(settings)
     index.sync(make_records(), catalog="tests", catalog_digest="abc")
     indexer = BackgroundIndexer(settings, index)

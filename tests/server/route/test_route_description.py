@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -13,9 +12,9 @@ import server.copilot as copilot_module
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
 from server.route.description import GUIDANCE, PoolServer, describe_pool
-from server.settings import ServerSettings
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
+    copilot_settings,
     copy_home,
     fixture_entry,
     write_servers,
@@ -57,10 +56,6 @@ def test_an_empty_pool_is_said_plainly() -> None:
     assert "The pool is empty right now" in describe_pool([])
 
 
-def _settings(home: Path, tmp_path: Path, **extra: Any) -> ServerSettings:
-    return ServerSettings(home=home, catalog=tmp_path / "no-catalog.json", log_dir=tmp_path / "logs", crawl_timeout=60, **extra)
-
-
 async def test_copilot_regenerates_the_description_when_servers_change(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
@@ -75,7 +70,7 @@ async def test_copilot_regenerates_the_description_when_servers_change(
             "beta": fixture_entry("beta", description="Counters that go up.", category="Counting"),
         },
     )
-    settings = _settings(home, tmp_path, auto_index=False)
+    settings = copilot_settings(home, tmp_path, auto_index=False)
     async with Copilot.running(settings, load_servers(servers_path), start_now=True) as copilot:
         changes: list[str] = []
         changed = anyio.Event()

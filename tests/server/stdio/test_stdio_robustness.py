@@ -20,8 +20,7 @@ import os
 import re
 import sys
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
-from dataclasses import dataclass, field
+from contextlib import AsyncExitStack, suppress
 from pathlib import Path
 from typing import Any
 
@@ -32,29 +31,22 @@ import pytest
 import pytest_asyncio
 
 from server.stdio.pipes import LAST_WRITES_SECONDS, MAX_LINE_BYTES
-from tests.server.copilot_harness import copilot_env, fixture_entry, write_servers
-from tests.server.relay_harness import relay_entry
+from tests.server.copilot_harness import fixture_entry, write_servers
+from tests.server.stdio.raw_harness import (
+    INITIALIZE,
+    INITIALIZED,
+    UNSET,
+    WAIT,
+    Raw,
+    line,
+    ping,
+    raw_copilot,
+    raw_copilot_env,
+)
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 
-WAIT = 60.0
 PATHS = ("fast", "sdk")
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": "initialize",
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw-host", "version": "0"}},
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-_UNSET = object()
-
-
-def line(message: Any) -> bytes:
-    return json.dumps(message).encode() + b"\n"
-
-
-def ping(request_id: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "ping"}
 
 
 def execute(request_id: Any, server: str, tool: str, params: dict[str, Any], **meta: Any) -> dict[str, Any]:
@@ -78,118 +70,6 @@ def cancel(request_id: Any, **extra: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, **extra}}
 
 
-def same_id(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-@dataclass
-class Raw:
-    """A copilot process and its pipes, read line by line; every line must be a JSON-RPC message."""
-
-    path: str
-    process: anyio.abc.Process
-    stderr: Path
-    inbox: list[dict[str, Any]] = field(default_factory=list)
-    _buffer: bytes = b""
-    _count: int = 0
-
-    async def send(self, *frames: bytes) -> None:
-        assert self.process.stdin is not None
-        for frame in frames:
-            await self.process.stdin.send(frame)
-
-    async def read(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        while b"\n" not in self._buffer:
-            self._buffer += await self.process.stdout.receive()
-        raw, self._buffer = self._buffer.split(b"\n", 1)
-        types.jsonrpc_message_adapter.validate_json(raw)  # nothing but JSON-RPC on stdout
-        message: dict[str, Any] = json.loads(raw)
-        return message
-
-    async def answer(self, request_id: Any) -> dict[str, Any]:
-        """The next answer to ``request_id`` (other messages stay in the inbox)."""
-        with anyio.fail_after(WAIT):
-            while True:
-                for index, message in enumerate(self.inbox):
-                    if "method" not in message and same_id(message.get("id"), request_id):
-                        return self.inbox.pop(index)
-                self.inbox.append(await self.read())
-
-    async def notification(self, method: str) -> dict[str, Any]:
-        with anyio.fail_after(WAIT):
-            while True:
-                for index, message in enumerate(self.inbox):
-                    if message.get("method") == method:
-                        return self.inbox.pop(index)
-                self.inbox.append(await self.read())
-
-    async def exchange(self, frame: bytes, request_id: Any = _UNSET) -> list[dict[str, Any]]:
-        """``frame``, then a ping: the answers (with ``request_id`` or ``null``) written before the ping's."""
-        self._count += 1
-        sentinel = f"sentinel-{self._count}"
-        await self.send(frame, line(ping(sentinel)))
-        await self.answer(sentinel)
-        ids = [None] if request_id is _UNSET else [None, request_id]
-        answered = [m for m in self.inbox if "method" not in m and any(same_id(m.get("id"), i) for i in ids)]
-        self.inbox = [m for m in self.inbox if not any(m is a for a in answered)]
-        return answered
-
-    async def initialize(self) -> None:
-        await self.send(line(INITIALIZE))
-        assert "result" in await self.answer("initialize")
-        await self.send(line(INITIALIZED))
-
-    def log(self) -> str:
-        return self.stderr.read_text(encoding="utf-8", errors="replace")
-
-    def assert_clean(self) -> None:
-        assert "Traceback" not in self.log(), self.log()[-4000:]
-
-
-def _settings(root: Path, path: str) -> dict[str, str]:
-    return copilot_env(
-        root / "home",
-        COPILOT_AUTO_INDEX="false",
-        COPILOT_WARM_INDEX="false",
-        COPILOT_LOG_LEVEL="DEBUG",  # the fast path names each call it serves or cancels
-        COPILOT_LOG_DIR=str(root / "logs"),
-        COPILOT_PER_SERVER_CONCURRENCY="16",
-        **({} if path == "fast" else {"COPILOT_FAST_RELAY": "false"}),
-    )
-
-
-@asynccontextmanager
-async def raw_copilot(root: Path, path: str, *, stdout: Any = None, initialize: bool = True) -> AsyncIterator[Raw]:
-    """A real copilot serving an ``alpha`` fixture child and a ``relay`` child, on raw pipes."""
-    root.mkdir(parents=True, exist_ok=True)
-    servers = write_servers(root / "servers.json", {"alpha": fixture_entry("alpha"), "relay": relay_entry("relay")})
-    stderr = root / "copilot.stderr.log"
-    with stderr.open("wb") as log:
-        process = await anyio.open_process(
-            [sys.executable, "-m", "server", "--servers", str(servers)],
-            env=_settings(root, path),
-            cwd=str(root),
-            stderr=log,
-            **({} if stdout is None else {"stdout": stdout}),
-        )
-        try:
-            raw = Raw(path, process, stderr)
-            if initialize:
-                await raw.initialize()
-            yield raw
-        finally:
-            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                await process.stdin.aclose()  # type: ignore[union-attr]
-            with anyio.move_on_after(WAIT, shield=True):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                with anyio.move_on_after(10, shield=True):
-                    await process.wait()
-            await process.aclose()
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def pair(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Raw]]:
     async with AsyncExitStack() as stack:
@@ -211,13 +91,13 @@ def _shape(answers: list[dict[str, Any]]) -> list[tuple[int, Any]]:
 _DEEP = b"[" * 100_000
 #: (name, frame, the id the answer carries, what it must be: None (nothing) or (code, id)).
 MALFORMED: list[tuple[str, bytes, Any, tuple[int, Any] | None]] = [
-    ("blank line", b"\n", _UNSET, None),
-    ("whitespace and CRLF", b" \t \r\n", _UNSET, None),
-    ("not JSON", b"hello copilot\n", _UNSET, (-32700, None)),
+    ("blank line", b"\n", UNSET, None),
+    ("whitespace and CRLF", b" \t \r\n", UNSET, None),
+    ("not JSON", b"hello copilot\n", UNSET, (-32700, None)),
     ("cut short", b'{"jsonrpc": "2.0", "id": "cut", "method": "tools/li\n', "cut", (-32700, "cut")),
     ("a batch", line([ping("in-batch")]), "in-batch", (-32600, None)),
-    ("an empty batch", b"[]\n", _UNSET, (-32600, None)),
-    ("a bare number", b"5\n", _UNSET, (-32600, None)),
+    ("an empty batch", b"[]\n", UNSET, (-32600, None)),
+    ("a bare number", b"5\n", UNSET, (-32600, None)),
     ("no jsonrpc member", b'{"id": "no-jsonrpc", "method": "tools/list"}\n', "no-jsonrpc", (-32600, "no-jsonrpc")),
     ("jsonrpc 1.0", b'{"jsonrpc": "1.0", "id": "v1", "method": "ping"}\n', "v1", (-32600, "v1")),
     ("params an array", b'{"jsonrpc": "2.0", "id": "arr", "method": "ping", "params": [1]}\n', "arr", (-32600, "arr")),
@@ -227,17 +107,17 @@ MALFORMED: list[tuple[str, bytes, Any, tuple[int, Any] | None]] = [
     # Not served with U+FFFD in place of the bytes (the SDK's reader): MCP's messages are UTF-8.
     ("not UTF-8", line(echo("bad-utf8", "AXB")).replace(b"X", b"\xff"), "bad-utf8", (-32700, "bad-utf8")),
     ("not UTF-8: a surrogate", line(echo("cesu", "AXB")).replace(b"X", b"\xed\xa0\x80"), "cesu", (-32700, "cesu")),
-    ("not UTF-8: a notification", line(cancel("nobody", reason="X")).replace(b"X", b"\xff"), _UNSET, None),
+    ("not UTF-8: a notification", line(cancel("nobody", reason="X")).replace(b"X", b"\xff"), UNSET, None),
     ("a reply", b'{"jsonrpc": "2.0", "id": "reply", "result": {}}\n', "reply", None),
     ("an error reply", b'{"jsonrpc": "2.0", "id": "e", "error": {"code": 1, "message": "x"}}\n', "e", None),
-    ("a malformed notification", line({**cancel("nobody"), "params": "junk"}), _UNSET, None),
-    ("a cancellation for no request", line(cancel("nobody")), _UNSET, None),
-    ("id null", line(echo(None)), _UNSET, (-32600, None)),
-    ("id 1.5", line(echo(1.5)), _UNSET, (-32600, None)),
-    ("id 2.0", line(ping(2.0)), _UNSET, (-32600, None)),
-    ("id an object", line(echo({"id": 1})), _UNSET, (-32600, None)),
-    ("id true", line(ping(True)), _UNSET, (-32600, None)),
-    ("a notification with id null", line({**cancel("nobody"), "id": None}), _UNSET, None),
+    ("a malformed notification", line({**cancel("nobody"), "params": "junk"}), UNSET, None),
+    ("a cancellation for no request", line(cancel("nobody")), UNSET, None),
+    ("id null", line(echo(None)), UNSET, (-32600, None)),
+    ("id 1.5", line(echo(1.5)), UNSET, (-32600, None)),
+    ("id 2.0", line(ping(2.0)), UNSET, (-32600, None)),
+    ("id an object", line(echo({"id": 1})), UNSET, (-32600, None)),
+    ("id true", line(ping(True)), UNSET, (-32600, None)),
+    ("a notification with id null", line({**cancel("nobody"), "id": None}), UNSET, None),
 ]
 
 
@@ -465,7 +345,7 @@ async def test_without_pipes_the_sdks_own_transport_answers_unreadable_lines_ali
     ):
         process = await anyio.open_process(
             [sys.executable, "-m", "server", "--servers", str(servers)],
-            env=_settings(tmp_path, "sdk"),
+            env=raw_copilot_env(tmp_path, "sdk"),
             cwd=str(tmp_path),
             stdin=stdin,
             stdout=stdout,

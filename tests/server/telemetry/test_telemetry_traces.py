@@ -6,7 +6,6 @@ server`` process to a collector on 127.0.0.1 (server.telemetry.tracing)."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,12 +32,12 @@ from tests.server.copilot_harness import (
     copilot_env,
     copy_home,
     fixture_entry,
+    shapeshifter_entry,
     stdio_client_for,
     text_of,
     write_servers,
 )
 
-SHAPESHIFTER = Path(__file__).resolve().parents[2] / "fixtures" / "shapeshifter_server.py"
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -65,10 +64,7 @@ def _named(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
 
 
 def _servers(tmp_path: Path) -> Path:
-    notes = {
-        "command": sys.executable,
-        "args": [str(SHAPESHIFTER), "--state", str(tmp_path / "starts"), "--change", "none", "--echo-meta"],
-    }
+    notes = shapeshifter_entry(tmp_path / "starts", "none", "--echo-meta")
     return write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha"), "notes": notes})
 
 
