@@ -45,7 +45,7 @@ from server.route.answer import RouteAnswer, RoutedTool, echo_query, render_rout
 from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block
 from server.route.approvals import APPROVAL_SYNC_WAIT, ApprovedDefinitions
 from server.route.indexing import BackgroundIndexer
-from server.route.kinds import ROUTE_KINDS, missing_kind_note
+from server.route.kinds import ROUTE_KINDS, missing_kind_note, route_kind, unknown_kind_message
 from server.policy import ConfirmationStore, Policy, Risk
 from server.relay.confirm import approved, confirmation_request, confirmation_round
 from server.relay.disconnect import unless_client_gone
@@ -320,6 +320,7 @@ class Copilot:
         try:
             async with pool, anyio.create_task_group() as task_group:
                 copilot._task_group = task_group
+                relay.task_group = task_group
                 # Only when there is something to index (with no server, nothing will build the index).
                 copilot._startup_indexing = settings.auto_index and any(c.is_enabled for c in servers_file.servers.values())
                 task_group.start_soon(copilot._background)
@@ -638,10 +639,10 @@ class Copilot:
         if not 1 <= k <= limit:
             note = f"top_k={k} is outside 1..{limit}; using {min(max(k, 1), limit)}."
             k = min(max(k, 1), limit)
-        kind_name = kind if isinstance(kind, str) and kind.strip() else "tool"
-        kinds = ROUTE_KINDS.get(kind_name)
-        if kinds is None:
-            raise QueryError(f"kind must be one of {', '.join(ROUTE_KINDS)}, got {kind!r}.")
+        kind_name = route_kind(kind)
+        if kind_name is None:
+            raise QueryError(unknown_kind_message(kind))
+        kinds = ROUTE_KINDS[kind_name]
         servers = self.routable_servers()
         only: str | None = None
         if isinstance(server, str) and server.strip():
@@ -950,21 +951,28 @@ class Copilot:
         def child_call() -> Any:
             return self.pool.call_tool(call.server, call.tool, call.params, relay=relay)
 
-        # A suspended call outlives the request that started it; its rounds watch their own requests.
-        if host is None or host.client_gone is None or relay.suspended is not None:
-            result = await child_call()
-        else:
-            result = await unless_client_gone(host.client_gone, child_call)
-            if result is None:
-                # A stop ends every response stream at once: that is not the client leaving.
-                why = (
-                    f"the copilot is shutting down ({self.shutdown_reason})"
-                    if self.shutdown_reason is not None
-                    else "the HTTP client closed the request"
-                )
-                raise CallCancelledError(
-                    f"Call to {call.server}/{call.tool} cancelled: {why}. The server's request was cancelled too."
-                )
+        try:
+            # A suspended call outlives the request that started it; its rounds watch their own requests.
+            if host is None or host.client_gone is None or relay.suspended is not None:
+                result = await child_call()
+            else:
+                result = await unless_client_gone(host.client_gone, child_call)
+                if result is None:
+                    # A stop ends every response stream at once: that is not the client leaving.
+                    why = (
+                        f"the copilot is shutting down ({self.shutdown_reason})"
+                        if self.shutdown_reason is not None
+                        else "the HTTP client closed the request"
+                    )
+                    raise CallCancelledError(
+                        f"Call to {call.server}/{call.tool} cancelled: {why}. The server's request was cancelled too."
+                    )
+        except Exception:
+            if relay is not None:
+                await relay.finish()  # an error result follows: what the relay held back goes first
+            raise
+        if relay is not None:
+            await relay.finish()  # the latest progress held back goes before the result, never after
         return cap_result(result, self.limits)
 
     def _cancelled_error(

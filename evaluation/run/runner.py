@@ -79,6 +79,8 @@ class RunnerConfig(BaseModel):
     tasks_file: Path
     task_files: Path | None
     servers_file: Path
+    #: ``servers_file``'s text as checked at the run's start (None: each task reads the file).
+    servers_text: str | None = None
     copilot_home: Path | None = None
     concurrency: int = 1
     task_timeout: float = 1200.0
@@ -410,7 +412,8 @@ class BenchmarkRunner:
         child_env = child_environment(home, self._shared_locations)
         rewrites = await anyio.to_thread.run_sync(
             lambda: write_task_servers(
-                config.servers_file, paths.file("servers.json"), workspace, config.task_files, config.cwd, child_env
+                config.servers_file, paths.file("servers.json"), workspace, config.task_files, config.cwd, child_env,
+                config.servers_text,
             )
         )
         return warnings, rewrites

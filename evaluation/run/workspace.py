@@ -291,12 +291,18 @@ def write_task_servers(
     task_files: Path | None,
     base_cwd: Path,
     child_env: Mapping[str, str] | None = None,
+    text: str | None = None,
 ) -> list[ServerRewrite]:
-    """Write the per-task servers file derived from ``servers_file``; returns what changed."""
-    try:
-        text = servers_file.read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise ConfigError(f"{servers_file}: cannot read server list ({error.strerror}).") from None
+    """Write the per-task servers file derived from ``servers_file``; returns what changed.
+
+    ``text`` is the file as the run read it at its start (checked then): every task is derived from
+    it, whatever happens to the file meanwhile. Without it the file is read now.
+    """
+    if text is None:
+        try:
+            text = servers_file.read_text(encoding="utf-8-sig")
+        except OSError as error:
+            raise ConfigError(f"{servers_file}: cannot read server list ({error.strerror}).") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:

@@ -8,12 +8,15 @@ resources alike (``route``'s ``kind`` filter). A prompt's arguments become its `
 
 A server that does not declare the ``prompts`` or ``resources`` capability is not asked; a server
 that declares one and then fails to answer it costs a warning, never the crawl of its tools.
+Whatever a child sends, each listing is bounded as its tools are (``index.children.listing_limits``):
+see :func:`list_pages`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp.types as types
@@ -24,31 +27,80 @@ from pydantic import ValidationError
 
 from index.catalog.records import ToolRecord
 from index.catalog.servers import ServerConfig
+from index.children.listing_limits import MAX_DEFINITION_CHARS, MAX_PAGES, MAX_TOOLS, SHOWN_NAME_CHARS, size_problem
 
 logger = logging.getLogger(__name__)
 
-#: Pages followed per list method; a server that keeps returning cursors is cut here.
-MAX_PAGES = 100
+#: The bounds of a child's tool listing hold for each of these kinds too: at most MAX_PAGES pages
+#: followed, the first MAX_ITEMS items of each kind kept, a definition over MAX_DEFINITION_CHARS skipped.
+MAX_ITEMS = MAX_TOOLS
 
 Lister = Callable[[types.PaginatedRequestParams | None], Awaitable[Any]]
 
 
-async def list_pages(lister: Lister, field: str, what: str, warnings: list[str]) -> list[Any]:
-    """Every item of a paginated list method (``field`` of each page), duplicate cursors stopped."""
+@dataclass(frozen=True)
+class ListMethod:
+    """One list method of a kind: where its items are in a page and how warnings call them."""
+
+    method: str  # "prompts/list"
+    field: str  # the page's attribute holding the items
+    kind: str  # one item, in warnings: "prompt"
+    plural: str  # "prompts"
+
+
+PROMPTS = ListMethod("prompts/list", "prompts", "prompt", "prompts")
+RESOURCES = ListMethod("resources/list", "resources", "resource", "resources")
+RESOURCE_TEMPLATES = ListMethod("resources/templates/list", "resource_templates", "resource template", "resource templates")
+
+
+def _item_name(item: Any) -> str:
+    name = getattr(item, "name", None) or getattr(item, "uri", None) or getattr(item, "uri_template", None)
+    return str(name)[:SHOWN_NAME_CHARS]
+
+
+async def list_pages(lister: Lister, listing: ListMethod, warnings: list[str]) -> list[Any]:
+    """The items of a paginated list method, bounded whatever the child sends: at most
+    :data:`MAX_PAGES` pages (a cursor seen before ends the listing, and so does reaching the cap:
+    no further page is asked for), the first :data:`MAX_ITEMS` items kept, an item whose definition
+    is over :data:`MAX_DEFINITION_CHARS` skipped; each cut said in ``warnings``."""
     items: list[Any] = []
     cursor: str | None = None
     seen: set[str] = set()
+    left_out = 0
+    skipped = 0  # definitions over the size limit (the first MAX_ITEMS named)
     for _ in range(MAX_PAGES):
         page = await lister(types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-        items.extend(getattr(page, field))
+        for item in getattr(page, listing.field):
+            if len(items) >= MAX_ITEMS:
+                left_out += 1
+            elif (problem := size_problem(item)) is not None:
+                skipped += 1
+                if skipped <= MAX_ITEMS:
+                    warnings.append(f"{listing.kind} '{_item_name(item)}' skipped, its definition is too big: {problem}")
+            else:
+                items.append(item)
         cursor = page.next_cursor
-        if not cursor:
-            return items
+        if not cursor or len(items) >= MAX_ITEMS:
+            break
         if cursor in seen:
-            warnings.append(f"{what} returned cursor {cursor!r} twice; stopped paging")
-            return items
+            warnings.append(f"{listing.method} returned cursor {cursor[:SHOWN_NAME_CHARS]!r} twice; stopped paging")
+            cursor = None
+            break
         seen.add(cursor)
-    warnings.append(f"{what} still had more pages after {MAX_PAGES}; kept the first {MAX_PAGES}")
+    else:
+        warnings.append(f"{listing.method} still had more pages after {MAX_PAGES}; kept the first {MAX_PAGES}")
+        cursor = None
+    if skipped > MAX_ITEMS:
+        warnings.append(
+            f"{skipped - MAX_ITEMS:,} more {listing.plural} skipped, their definitions are over the copilot's limit "
+            f"of {MAX_DEFINITION_CHARS:,} characters"
+        )
+    if left_out or cursor:  # cut at the cap (a cursor is left only then)
+        more = " and ".join(([f"{left_out:,} more"] if left_out else []) + (["further pages"] if cursor else []))
+        warnings.append(
+            f"{listing.method} offered more than {MAX_ITEMS:,} {listing.plural}; "
+            f"kept the first {MAX_ITEMS:,} ({more} left out)"
+        )
     return items
 
 
@@ -125,17 +177,15 @@ def resource_template_record(template: types.ResourceTemplate, config: ServerCon
 
 
 async def list_prompts(session: ClientSession, warnings: list[str]) -> list[types.Prompt]:
-    return await list_pages(lambda p: session.list_prompts(params=p), "prompts", "prompts/list", warnings)
+    return await list_pages(lambda p: session.list_prompts(params=p), PROMPTS, warnings)
 
 
 async def list_resources(session: ClientSession, warnings: list[str]) -> list[types.Resource]:
-    return await list_pages(lambda p: session.list_resources(params=p), "resources", "resources/list", warnings)
+    return await list_pages(lambda p: session.list_resources(params=p), RESOURCES, warnings)
 
 
 async def list_resource_templates(session: ClientSession, warnings: list[str]) -> list[types.ResourceTemplate]:
-    return await list_pages(
-        lambda p: session.list_resource_templates(params=p), "resource_templates", "resources/templates/list", warnings
-    )
+    return await list_pages(lambda p: session.list_resource_templates(params=p), RESOURCE_TEMPLATES, warnings)
 
 
 #: Problems of a reply named in a crawl's "bad reply" reason; the rest are counted.
@@ -195,12 +245,25 @@ async def list_other_kinds(
     return unique_records(records, warnings)
 
 
+#: Items listed again named in a warning; the others are counted.
+SHOWN_DUPLICATES = 5
+
+
 def unique_records(records: list[ToolRecord], warnings: list[str]) -> list[ToolRecord]:
-    """The first record of each id (a server listing one name or URI twice gets a warning)."""
+    """The first record of each id (a server listing one name or URI twice gets a warning; a few
+    are named, the rest counted: a child listing one prompt on every page must not flood the log)."""
     seen: dict[str, ToolRecord] = {}
+    twice: list[str] = []
     for record in records:
         if record.id in seen:
-            warnings.append(f"{record.kind} '{record.uri or record.name}' listed twice; kept the first")
+            twice.append(f"{record.kind} '{(record.uri or record.name)[:SHOWN_NAME_CHARS]}'")
             continue
         seen[record.id] = record
+    if len(twice) == 1:
+        warnings.append(f"{twice[0]} listed twice; kept the first")
+    elif twice:
+        shown = ", ".join(twice[:SHOWN_DUPLICATES])
+        if len(twice) > SHOWN_DUPLICATES:
+            shown += f" and {len(twice) - SHOWN_DUPLICATES:,} more"
+        warnings.append(f"{shown} listed more than once; kept the first of each")
     return list(seen.values())

@@ -224,6 +224,9 @@ class ServersFile(BaseModel):
 
     path: Path | None = None
     servers: dict[str, ServerConfig]
+    #: The file's text as it was read (a benchmark run derives every task's copy from it, so an
+    #: edit of the file during the run changes none of them).
+    text: str = Field(default="", exclude=True, repr=False)
 
     def enabled(self) -> dict[str, ServerConfig]:
         return {name: cfg for name, cfg in self.servers.items() if cfg.is_enabled}
@@ -455,6 +458,12 @@ def parse_servers(
             'Expected {"mcpServers": {"name": {"command": ..., "args": [...]}}}.'
         )
     container = "mcpServers" if "mcpServers" in data else "servers"
+    if "mcpServers" in data and isinstance(data.get("servers"), dict):
+        raise ConfigError(
+            f"{source}:{lines[('servers',)]}: both 'mcpServers' (line {lines[('mcpServers',)]}) and 'servers' are "
+            "given; only 'mcpServers' would be read and the servers under 'servers' lost: move them into "
+            "'mcpServers' and remove 'servers'."
+        )
     duplicate = _duplicate_error(keys, container, source)
     if duplicate is not None:
         raise ConfigError(duplicate)
@@ -518,4 +527,5 @@ def load_servers(path: str | Path, environ: Mapping[str, str] | None = None) -> 
         raise ConfigError(f"{path}: server list is not UTF-8 text ({error.reason} at byte {error.start}).") from None
     loaded = parse_servers(text, source=str(path), environ=environ)
     loaded.path = path
+    loaded.text = text
     return loaded

@@ -5,6 +5,7 @@ session per server). ``connect.open_session`` is the entry point; ``stdio`` and 
 transports, ``wire`` reads a stdio child's stdout defensively, ``environment`` decides what a child
 inherits, ``process`` owns a stdio child's process tree and stderr log, ``guard`` (with the
 ``exec_guard`` and ``watchdog`` programs) makes sure no child outlives the copilot, ``errors`` the
-failures, ``tool_listing`` lists a child's tools without the ones whose definitions are broken.
+failures, ``tool_listing`` lists a child's tools without the ones whose definitions are broken,
+``listing_limits`` bounds every listing of a child (tools, prompts, resources).
 Nothing is imported here, so importing the package stays cheap.
 """

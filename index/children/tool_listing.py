@@ -34,6 +34,14 @@ from pydantic import ValidationError
 from index.catalog.kinds import describe_schema_error
 from index.children.connect import ChildConnection
 from index.children.direct import typed_result
+# Shared with the listings of prompts and resources (``index.catalog.kinds``), and still named here.
+from index.children.listing_limits import (  # noqa: F401 -- MAX_DEFINITION_CHARS: the tools' limit too
+    MAX_DEFINITION_CHARS,
+    MAX_PAGES,
+    MAX_TOOLS,
+    SHOWN_NAME_CHARS,
+    size_problem,
+)
 
 #: Drafts tried, newest first, for a schema that does not declare one (``$schema``). Older servers
 #: still write draft-04 forms (``"exclusiveMinimum": true``), which newer drafts reject.
@@ -46,14 +54,6 @@ DRAFTS_BY_AGE = (
 )
 #: Characters of a schema problem kept (an error may quote a whole enum back).
 _PROBLEM_CHARS = 200
-#: ``tools/list`` pages followed per server; a server that keeps returning cursors is cut here.
-MAX_PAGES = 100
-#: Tools kept per server, the first ones listed (the largest server of the bundled catalog has 54):
-#: every tool is pinned, scanned and embedded, so a child listing 100,000 would cost minutes.
-MAX_TOOLS = 1000
-#: Characters of one tool's definition as JSON; a longer one is skipped (the largest of the bundled
-#: catalog has 8,586). Every definition is pinned whole, scanned and embedded.
-MAX_DEFINITION_CHARS = 100_000
 #: JSON levels of an input schema; a deeper one is skipped (the schema checker recurses per level,
 #: and Python's stack ends a little past 90 nested objects).
 MAX_SCHEMA_DEPTH = 64
@@ -119,9 +119,8 @@ def _depth(value: Any) -> int:
 
 def definition_problem(tool: types.Tool) -> str | None:
     """What makes ``tool``'s definition too big or too deep for the copilot to keep, or None."""
-    size = len(tool.model_dump_json(by_alias=True, exclude_none=True))
-    if size > MAX_DEFINITION_CHARS:
-        return f"it is {size:,} characters long, over the copilot's limit of {MAX_DEFINITION_CHARS:,} characters"
+    if (problem := size_problem(tool)) is not None:
+        return problem
     for field_name, schema in (("inputSchema", tool.input_schema), ("outputSchema", tool.output_schema)):
         depth = _depth(schema)
         if depth > MAX_SCHEMA_DEPTH:
@@ -162,7 +161,7 @@ async def list_all_tools(connection: ChildConnection, warnings: list[str], skipp
             if tool.name in tools:
                 twice_count += 1
                 if len(twice) < 5:
-                    twice.append(tool.name[:100])
+                    twice.append(tool.name[:SHOWN_NAME_CHARS])
             elif len(tools) >= MAX_TOOLS:
                 left_out += 1
             else:
@@ -171,7 +170,7 @@ async def list_all_tools(connection: ChildConnection, warnings: list[str], skipp
         if not cursor or left_out:
             break
         if cursor in seen_cursors:
-            warnings.append(f"tools/list returned cursor {cursor[:100]!r} twice; stopped paging")
+            warnings.append(f"tools/list returned cursor {cursor[:SHOWN_NAME_CHARS]!r} twice; stopped paging")
             break
         seen_cursors.add(cursor)
     else:

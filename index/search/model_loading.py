@@ -81,6 +81,11 @@ class ModelLoader:
         return self._failure
 
     @property
+    def running(self) -> bool:
+        """An attempt is in progress (the warm-up's or a background one)."""
+        return self._running
+
+    @property
     def thread(self) -> threading.Thread | None:
         """The last background attempt (tests join it instead of sleeping)."""
         return self._thread
@@ -130,14 +135,10 @@ class ModelLoader:
             self._load()
         except Exception as error:
             with self._lock:
-                self._running = False
-                self._error = error
-                self._ended.notify_all()
                 attempts = (self._failure.attempts if self._failure is not None else 0) + 1
-                delay = retry_delay(attempts)
-                failure = self._failure = LoadFailure(
-                    reason=_reason(error), attempts=attempts, retry_at=time.monotonic() + delay
-                )
+            delay = retry_delay(attempts)
+            failure = LoadFailure(reason=_reason(error), attempts=attempts, retry_at=time.monotonic() + delay)
+            # Logged before the attempt ends: whoever waited for it finds the failure said already.
             logger.warning(
                 "loading the embedding model failed (attempt %d; searches are keyword-only until it loads, "
                 "next attempt in %.0f s or later): %s",
@@ -145,13 +146,20 @@ class ModelLoader:
                 delay,
                 failure.reason,
             )
+            with self._lock:
+                self._failure = failure
+                self._error = error
+                self._running = False
+                self._ended.notify_all()
             if raise_error:
                 raise
             return
         with self._lock:
-            self._running = False
-            self._ended.notify_all()
-            if self._failure is not None:
-                logger.info("loaded the embedding model after %d failed attempt(s)", self._failure.attempts)
+            earlier = self._failure
+        if earlier is not None:
+            logger.info("loaded the embedding model after %d failed attempt(s)", earlier.attempts)
+        with self._lock:
             self._failure = None
             self._error = None
+            self._running = False
+            self._ended.notify_all()

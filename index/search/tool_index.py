@@ -491,6 +491,22 @@ class ToolIndex:
             score=round(float(scores[position]), 4),
         )
 
+    def model_state(self) -> dict[str, Any]:
+        """Whether searches rank with the model now (``python -m server status`` shows it): ``loaded``,
+        ``loading``, ``not loaded`` (nothing asked for it yet) or ``failed`` with why and when the next
+        attempt may start; until it is loaded, ``route`` answers by keywords."""
+        if self.embedder.loaded:
+            return {"state": "loaded"}
+        if self._model_loader.running:
+            return {"state": "loading"}
+        failure = self._model_loader.failure
+        if failure is not None:
+            return {
+                "state": "failed", "reason": failure.reason, "attempts": failure.attempts,
+                "retry_in_s": round(failure.retry_in(), 1),
+            }
+        return {"state": "not loaded"}
+
     def load_model_in_background(self) -> None:
         """Start loading the embedding model in a daemon thread, unless it is in, loading, or failed
         too recently (see :mod:`index.search.model_loading`); searches meanwhile are lexical."""

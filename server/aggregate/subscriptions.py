@@ -12,6 +12,11 @@ One child resource may have several host spellings (an unprefixed server's own U
 ``copilot://`` URI, or a percent-encoded server name): each subscription is kept under the
 spelling the host used, and every spelling subscribed gets the child's updates under that
 spelling; leaving one spelling leaves the others subscribed.
+
+A child's updates of one resource are coalesced (:mod:`server.aggregate.coalesce`): a child sending
+100,000 of them costs each host one notification per :data:`UPDATE_INTERVAL`, the last update
+always delivered; updates of resources nobody subscribed to cost nothing, and at most
+:data:`MAX_PENDING_UPDATES` resources wait for delivery at once.
 """
 
 from __future__ import annotations
@@ -23,14 +28,20 @@ from contextlib import asynccontextmanager
 import anyio
 import anyio.abc
 
+from server.aggregate.coalesce import Coalescer
 from server.aggregate.notify import Broadcaster
-from server.pool.sessions import PoolListener
+from server.bounded import shown_name
+from server.pool.sessions import RELIST_INTERVAL, PoolListener
 
 logger = logging.getLogger(__name__)
 
 #: ``request(server, what, operation)``: the pool's way to send one request to a child.
 Request = Callable[..., Awaitable[object]]
 Target = tuple[str, str]  # (server, the child's URI)
+#: Seconds between two deliveries of one resource's updates (as a flood of list_changed costs one listing each).
+UPDATE_INTERVAL = RELIST_INTERVAL
+#: Resources whose updates wait to be delivered at once; an update of one more is dropped (logged, counted).
+MAX_PENDING_UPDATES = 1000
 
 
 class ResourceSubscriptions(PoolListener):
@@ -48,6 +59,14 @@ class ResourceSubscriptions(PoolListener):
         self._at_child: set[Target] = set()
         #: Per child resource being changed: whose turn it is to talk to the child about it.
         self._turns: dict[Target, anyio.Lock] = {}
+        self.updates: Coalescer[Target] = Coalescer(
+            self._deliver,
+            task_group,
+            interval=UPDATE_INTERVAL,
+            max_pending=MAX_PENDING_UPDATES,
+            what="resources",
+            describe=lambda target: f"'{shown_name(target[1])}' of server '{shown_name(target[0])}'",
+        )
 
     async def subscribe(self, key: Hashable, uri: str, server: str, original: str) -> None:
         """Subscribe session ``key`` to ``uri``; raises the child's error if it refuses."""
@@ -130,13 +149,19 @@ class ResourceSubscriptions(PoolListener):
 
     # -- PoolListener ---------------------------------------------------------------------------
     def resource_updated(self, server: str, uri: str) -> None:
-        found = self.subscribers(server, uri)
-        if found:  # else nobody asked (children may announce more than they were asked for)
-            self._task_group.start_soon(self._announce, found)
+        target = (server, uri)
+        if self._refs.get(target, 0) > 0:  # else nobody asked (children may announce more than they were asked for)
+            self.updates.add(target)
 
-    async def _announce(self, found: dict[str, list[Hashable]]) -> None:
+    async def _deliver(self, target: Target) -> None:
+        # The subscribers now: a host that left while the update waited does not hear it.
+        found = self.subscribers(*target)
         for host_uri in sorted(found):  # one task: the spellings go out in a fixed order
             await self._broadcaster.resource_updated(host_uri, found[host_uri])
+
+    async def settled(self) -> None:
+        """Until every update of a child told so far reached the hosts (callers bound the wait)."""
+        await self.updates.settled()
 
     def child_started(self, server: str, restart: bool) -> None:
         # A new process knows no subscriptions (after a crash, or a stop for being idle).

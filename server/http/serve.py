@@ -117,8 +117,9 @@ def close_event_streams(app: MCPServer[Any]) -> None:
     logger.debug("closed the event streams of %d HTTP session(s)", len(sessions))
 
 
-async def drain(app: MCPServer[Any], stopping: Stopping, reason: str) -> None:
-    """Answer every request in flight and end every open stream, refusing anything new meanwhile."""
+async def drain(app: MCPServer[Any], stopping: Stopping, reason: str) -> int:
+    """Answer every request in flight and end every open stream, refusing anything new meanwhile;
+    returns how many requests still ran when the drain gave up on them."""
     from server.app import in_flight_requests  # not at the top: binding the port must stay light
 
     stopping.stop(reason)
@@ -126,6 +127,7 @@ async def drain(app: MCPServer[Any], stopping: Stopping, reason: str) -> None:
     if left:
         logger.warning("%d request(s) still running %gs after they were cancelled", left, DRAIN_TIMEOUT)
     close_event_streams(app)
+    return left
 
 
 #: Signals that stop the HTTP server: SIGHUP too (a closed terminal or a service manager's stop),
@@ -147,6 +149,7 @@ async def serve_http(
     re-raise the signals at the end, killing the process before its logs are closed).
     """
     import uvicorn
+    from sse_starlette.sse import AppStatus
 
     from index.children.guard import child_guard
 
@@ -182,7 +185,11 @@ async def serve_http(
             # harmlessly), so no new connection arrives while the copilot drains.
             for server in self.servers:
                 server.close()
-            await drain(app, stopping, self.stop_reason)
+            left = await drain(app, stopping, self.stop_reason)
+            if left:
+                # Streams of handlers that ignored their cancellation get no answer: end them now
+                # rather than at uvicorn's timeout.
+                AppStatus.should_exit = True
             await super().shutdown(sockets=sockets)
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -205,4 +212,12 @@ async def serve_http(
         http=guarded_http_protocol(settings.http_read_timeout),
     )
     port = listener.getsockname()[1]
-    await Server(config).serve(sockets=[listener])
+    # sse_starlette ends every event stream within 0.5 s of the stop signal (it watches uvicorn's
+    # should_exit), racing the drain: a call in flight then lost its "shutting down" answer under
+    # load. The drain ends the streams itself, each once its answer is out.
+    AppStatus.disable_automatic_graceful_drain()
+    try:
+        await Server(config).serve(sockets=[listener])
+    finally:
+        AppStatus.should_exit = False  # process-global: a later server in this process starts afresh
+        AppStatus.enable_automatic_graceful_drain_mode()

@@ -25,7 +25,9 @@ restarted child is listed again at once; every listing takes the one path ``_lis
 refused, saying why. A listing that differs from the server's previous one -- also one
 made by an earlier process, so a restart that lists other tools counts -- then goes to every
 :class:`PoolListener` with the held-back names, whose definitions must not be used. Prompts and
-resources ``list_changed`` and ``resources/updated`` notifications go to the listeners as they are.
+resources ``list_changed`` and ``resources/updated`` notifications go to the listeners as they are
+(telling one is cheap: the live index re-lists at most once a second, and the resource
+subscriptions deliver one resource's updates at most once a second, ``server.aggregate.coalesce``).
 
 Errors: :class:`UnknownServerError` (not configured), :class:`ServerUnavailableError` (disabled,
 missing command, failed start -- with the reason and the last stderr lines),

@@ -17,7 +17,17 @@ The time the host takes to answer does not count against the call's timeout.
 A child may not flood the host: at most :data:`MAX_WAITING_QUESTIONS` of a call's requests wait for
 the host at once (more are refused at once, saying why), a legacy host is asked for its roots once
 per connection (and again after it says they changed), and the texts of progress and log messages
-are cut to :data:`MAX_PROGRESS_CHARS` and :data:`MAX_LOG_CHARS`.
+are cut to :data:`MAX_PROGRESS_CHARS` and :data:`MAX_LOG_CHARS`. Their number is bounded too
+(:class:`~server.relay.rate.Rate`, per call):
+
+- progress: :data:`PROGRESS_BURST` at once, then :data:`PROGRESS_PER_SECOND`. A newer progress
+  notification supersedes an older one, so those in between are merged into the latest, which a
+  task (started only then) writes as soon as the rate allows; the latest one held back is written
+  before the call's result (:meth:`CallRelay.finish`), or before a 2026-07-28 round's
+  ``input_required`` (:meth:`CallRelay.flush`), never after them;
+- log messages: :data:`LOG_BURST` at once, then :data:`LOG_PER_SECOND`; the others are not
+  forwarded, and one more message before the result says how many (the child's log file, which the
+  pool writes, has them all).
 
 Children's requests carry no reference to the call they belong to. With one call in flight on the
 child, or several from the same legacy host connection, the answer is clear; with calls from
@@ -33,10 +43,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 import mcp_types as types
 
 from server.bounded import cap_for_log, shown_name
-from server.relay.host import HostLink, request_kind
+from server.relay.host import HostLink, level_rank, request_kind
+from server.relay.rate import Rate
 from server.relay.roots import Roots
 
 if TYPE_CHECKING:
@@ -52,6 +64,18 @@ MAX_WAITING_QUESTIONS = 4
 MAX_PROGRESS_CHARS = 1000
 #: Characters of a child's log message passed to the host, in all its strings.
 MAX_LOG_CHARS = 10_000
+#: Progress notifications of one call written to the host at once, then how many a second: enough
+#: for a progress bar, while a child sending 100,000 does not have the host read 100,000.
+PROGRESS_BURST = 20
+PROGRESS_PER_SECOND = 20.0
+#: Log messages of one call forwarded to the host at once, then how many a second (the rest are
+#: counted, and are in the child's log file).
+LOG_BURST = 50
+LOG_PER_SECOND = 10.0
+#: Seconds the end of a call waits for the progress notification being written to the host.
+FLUSH_WAIT = 5.0
+
+Progress = tuple[float, float | None, str | None]
 
 
 def refusal(message: str) -> types.ErrorData:
@@ -69,6 +93,7 @@ class CallRelay:
         *,
         input_timeout: float,
         suspended: SuspendedCall | None = None,
+        task_group: anyio.abc.TaskGroup | None = None,
     ) -> None:
         self.server = server
         self.host = host
@@ -80,6 +105,21 @@ class CallRelay:
         self._paused = 0
         self._remaining = 0.0
         self._asking: set[anyio.CancelScope] = set()
+        #: Where the task writing held-back progress runs (none: held progress waits for the end).
+        self._task_group = task_group
+        self._progress_rate = Rate(PROGRESS_BURST, PROGRESS_PER_SECOND)
+        self._log_rate = Rate(LOG_BURST, LOG_PER_SECOND)
+        #: The latest progress not written yet (it supersedes any older one).
+        self._held: Progress | None = None
+        #: A task writes held progress: every other progress is held for it.
+        self._writing = False
+        self._written: anyio.Event | None = None  # set when that task ends
+        self._waiting: anyio.CancelScope | None = None  # that task waiting for the rate
+        self._hurry = False
+        #: The call's result is coming: later progress would follow it, so it is dropped.
+        self._ended = False
+        self._logs_held_back = 0
+        self._logs_held_back_level: types.LoggingLevel = "debug"
 
     @property
     def progress(self) -> Any:
@@ -87,15 +127,115 @@ class CallRelay:
         return self._progress if self.host.wants_progress else None
 
     async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
+        if self._ended:
+            return
         if message is not None and len(message) > MAX_PROGRESS_CHARS:
             cut = len(message) - MAX_PROGRESS_CHARS
             message = f"{message[:MAX_PROGRESS_CHARS]}…[{cut:,} characters cut by MCP Copilot]"
-        await self.host.progress(progress, total, message)
+        if self._writing or not self._progress_rate.take(anyio.current_time()):
+            self._held = (progress, total, message)
+            self._write_held_later()
+            return
+        self._held = None  # this one is newer
+        await self._write_progress((progress, total, message))
+
+    def _write_held_later(self) -> None:
+        if self._writing or self._task_group is None:
+            return
+        self._writing = True
+        self._written = anyio.Event()
+        self._task_group.start_soon(self._write_held, name=f"progress of a call to {self.server}")
+
+    async def _write_held(self) -> None:
+        """Write the latest held progress whenever the rate allows, until none is held."""
+        try:
+            while self._held is not None:
+                if not self._hurry:
+                    # Once the call ended, only finish() writes: it ended without a result to write it
+                    # before (crash, timeout, cancellation), or finish() is about to hurry this task.
+                    if self._ended:
+                        return
+                    delay = self._progress_rate.delay(anyio.current_time())
+                    if delay > 0:
+                        with anyio.CancelScope() as self._waiting:
+                            await anyio.sleep(delay)
+                        self._waiting = None
+                    if self._ended and not self._hurry:
+                        return
+                held, self._held = self._held, None
+                if held is None:
+                    return
+                self._progress_rate.spend(anyio.current_time())
+                await self._write_progress(held)
+                if self._hurry:
+                    return
+        finally:
+            self._writing = False
+            self._waiting = None
+            if self._written is not None:
+                self._written.set()
+
+    async def _write_progress(self, progress: Progress) -> None:
+        try:
+            await self.host.progress(*progress)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            logger.debug("host went away; progress of server '%s' dropped", self.server)
+        except Exception:  # noqa: BLE001 -- a failed write costs this notification, not the call
+            logger.warning("could not relay progress of server '%s' to the host", self.server, exc_info=True)
+
+    async def flush(self) -> None:
+        """Write the latest held-back progress now (before a result, or a round's ``input_required``)."""
+        written = self._written
+        if self._writing and written is not None:
+            self._hurry = True
+            if self._waiting is not None:
+                self._waiting.cancel()
+            try:
+                with anyio.move_on_after(FLUSH_WAIT):
+                    await written.wait()
+            finally:
+                self._hurry = False
+            if self._writing:
+                return  # the host does not read what was written before: do not pile up more
+        held, self._held = self._held, None
+        if held is not None:
+            self._progress_rate.spend(anyio.current_time())
+            await self._write_progress(held)
+
+    async def finish(self) -> None:
+        """The call's result comes next: what was held back for the host goes first.
+
+        That is the latest progress notification and, when log messages were not forwarded, one
+        message saying how many. Not for a cancelled call (nothing follows it).
+        """
+        self._ended = True
+        await self.flush()
+        if self._logs_held_back:
+            await self._log_held_back()
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if not self.host.takes_log(params.level):
+            return
+        if not self._log_rate.take(anyio.current_time()):
+            self._logs_held_back += 1
+            if level_rank(params.level) > level_rank(self._logs_held_back_level):
+                self._logs_held_back_level = params.level
+            return
         name = f"{self.server}/{params.logger}" if params.logger else self.server
         data, _ = cap_for_log(params.data, field_chars=MAX_LOG_CHARS, total_chars=MAX_LOG_CHARS)
         await self.host.log(params.level, data, shown_name(name))
+
+    async def _log_held_back(self) -> None:
+        count, self._logs_held_back = self._logs_held_back, 0
+        server = shown_name(self.server)
+        text = (
+            f"{count:,} log message{'s' if count != 1 else ''} of server '{server}' during this call "
+            f"{'were' if count != 1 else 'was'} not forwarded to the host: MCP Copilot forwards at most {LOG_BURST} "
+            f"of a call at once, then {LOG_PER_SECOND:g} a second. Every message was written to the server's log file, "
+            f"{server}.log in COPILOT_CHILD_LOG_DIR (by default $COPILOT_HOME/logs/children); for a remote server, in "
+            "the copilot's own log."
+        )
+        await self.host.log(self._logs_held_back_level, text, server)
 
     @contextmanager
     def host_time(self) -> Iterator[None]:
@@ -158,7 +298,11 @@ class CallRelay:
         return response
 
     def close(self) -> None:
-        """The call ended: requests of the child still waiting for the host are answered now."""
+        """The call ended: requests of the child still waiting for the host are answered now, and its
+        later progress is dropped (the latest held back waits for :meth:`finish`)."""
+        self._ended = True
+        if self._waiting is not None:
+            self._waiting.cancel()
         for asking in list(self._asking):
             asking.cancel()
 

@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, get_args
 
 import anyio
 import mcp_types as types
+from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
@@ -92,6 +93,8 @@ class HostLink:
     wants_progress: bool = False
     #: Lowest level forwarded to a legacy host (its ``logging/setLevel``, or the copilot's default).
     log_level: str = "warning"
+    #: Levels a 2026-07-28 host opted into on this request (``io.modelcontextprotocol/logLevel``).
+    modern_log_levels: frozenset[str] = frozenset()
     #: Set when the HTTP client that sent this request went away (legacy streamable HTTP).
     client_gone: anyio.Event | None = None
     client_name: str | None = None
@@ -115,6 +118,7 @@ class HostLink:
             connection_key=_connection_key(connection) if connection is not None and era == "legacy" else "modern",
             wants_progress=progress_token_from_params(rc.params) is not None,
             log_level=level,
+            modern_log_levels=allowed_log_levels(rc.protocol_version, rc.meta) if era == "modern" else frozenset(),
             client_gone=client_gone_event(rc.request),
             client_name=params.client_info.name if params is not None and params.client_info is not None else None,
             connection=connection if era == "legacy" else None,
@@ -153,8 +157,14 @@ class HostLink:
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         await self.session.report_progress(progress, total, message)
 
+    def takes_log(self, level: str) -> bool:
+        """Whether a log message at ``level`` reaches this host (its chosen or opted-into level)."""
+        if self.era == "legacy":
+            return level_rank(level) >= level_rank(self.log_level)
+        return level in self.modern_log_levels
+
     async def log(self, level: types.LoggingLevel, data: Any, logger_name: str | None) -> None:
-        if self.era == "legacy" and level_rank(level) < level_rank(self.log_level):
+        if not self.takes_log(level):
             return
         try:
             await self.session.send_log_message(  # pyright: ignore[reportDeprecated]

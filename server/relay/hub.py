@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio.abc
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
@@ -38,13 +39,17 @@ class Relay:
         self.suspended = SuspendedCalls(input_timeout)
         #: Set by the copilot: tells running children that the roots changed.
         self.on_roots_changed: Callable[[], Awaitable[None]] | None = None
+        #: Set by the copilot: where a call's held-back progress is written from (see ``CallRelay``).
+        self.task_group: anyio.abc.TaskGroup | None = None
 
     # -- per call ------------------------------------------------------------------------------
     def host(self, rc: ServerRequestContext[Any, Any]) -> HostLink:
         return HostLink.from_context(rc, self.log_level)
 
     def call(self, server: str, host: HostLink, suspended: SuspendedCall | None = None) -> CallRelay:
-        return CallRelay(server, host, self.roots, input_timeout=self.input_timeout, suspended=suspended)
+        return CallRelay(
+            server, host, self.roots, input_timeout=self.input_timeout, suspended=suspended, task_group=self.task_group
+        )
 
     async def before_start(self, config: ServerConfig, relay: CallRelay) -> None:
         """Learn the host's roots before starting a server that works in them.

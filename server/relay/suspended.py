@@ -128,12 +128,18 @@ class SuspendedCall:
         """Wait for the call's result or its next questions; a cancelled round cancels the call."""
         self.in_round = True
         self._attached.set()
+        flushed = False
         try:
             while True:
                 if self.finished is not None:
                     self.end()
                     return self.finished.result
                 pending = {k: q for k, q in self._questions.items() if not q.answered.is_set()}
+                if pending and not flushed and self.relay is not None:
+                    # Progress the child reported before asking, held back by the rate, goes first.
+                    flushed = True
+                    await self.relay.flush()
+                    continue
                 if pending:
                     self._attached = anyio.Event()
                     self._returned.set()

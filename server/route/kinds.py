@@ -7,6 +7,7 @@ told instead that no server offers that kind, and which kinds there are.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 
 #: route's ``kind`` filter: what each value searches.
@@ -18,6 +19,26 @@ ROUTE_KINDS: dict[str, tuple[str, ...]] = {
 }
 #: The plural a person reads for each ``kind`` value but ``any``.
 _NOUNS = {"tool": "tools", "prompt": "prompts", "resource": "resources"}
+
+
+def route_kind(kind: object) -> str | None:
+    """The ``kind`` value a model meant (``" Tools "`` is ``tool``; blank or absent is the default),
+    or None when it names no kind."""
+    if kind is None:
+        return "tool"
+    if not isinstance(kind, str):
+        return None
+    name = kind.strip().lower() or "tool"
+    if name not in ROUTE_KINDS and name.endswith("s") and name[:-1] in ROUTE_KINDS:
+        name = name[:-1]
+    return name if name in ROUTE_KINDS else None
+
+
+def unknown_kind_message(kind: object) -> str:
+    """Why ``kind`` was refused, with the nearest kind when one is close."""
+    near = difflib.get_close_matches(kind.strip().lower(), ROUTE_KINDS, n=1, cutoff=0.6) if isinstance(kind, str) else []
+    hint = f' Did you mean kind="{near[0]}"?' if near else ""
+    return f"kind must be one of {', '.join(ROUTE_KINDS)}, got {kind!r}.{hint}"
 
 
 def _counts(offered: Mapping[str, int]) -> dict[str, int]:

@@ -187,7 +187,7 @@ class Telemetry:
             servers_file=str(copilot.servers_path) if copilot.servers_path else None,
             servers_enabled=sum(1 for config in copilot.servers.values() if config.is_enabled),
             http_url=copilot.http_url,
-            index=copilot.index_info() or {},
+            index={**(copilot.index_info() or {}), **_model_state(copilot)},
             indexing=indexing,
             children=children,
             recent_errors=list(self.recent_errors),
@@ -199,9 +199,15 @@ class Telemetry:
         """Rewrite the status file while the copilot runs; remove it when the copilot stops."""
         path = status_path(home)
         last_written = 0.0
+        last_model: dict[str, Any] = {}
         try:
             while True:
                 now = time.monotonic()
+                # The model coming in changes how route ranks: shown at once, not at the next 30 s.
+                model = _model_state(copilot)
+                if model != last_model:
+                    self._changed = True
+                    last_model = model
                 if self._changed or now - last_written > 30:
                     self._changed = False
                     try:
@@ -230,3 +236,17 @@ def instrumented(method: str) -> Callable[[Callable[..., Awaitable[T]]], Callabl
         return inner
 
     return wrap
+
+
+def _model_state(copilot: Any) -> dict[str, Any]:
+    """``{"model_state": …}`` of the copilot's index (its retry countdown left out, so it compares
+    equal while nothing changes), or nothing for an index that does not say."""
+    state = getattr(copilot.index, "model_state", None)
+    if state is None:
+        return {}
+    try:
+        shown = state()
+    except Exception:  # noqa: BLE001 -- status is informational
+        logger.debug("model state unavailable", exc_info=True)
+        return {}
+    return {"model_state": {key: value for key, value in shown.items() if key != "retry_in_s"}}

@@ -26,6 +26,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _model_note(state: object) -> str:
+    """How route ranks now, after the model's name (nothing from a copilot that does not say)."""
+    if not isinstance(state, dict) or not state.get("state"):
+        return ""
+    if state["state"] == "loaded":
+        return " (loaded)"
+    if state["state"] == "failed":
+        return f" (failed to load: {state.get('reason', '?')}; route answers by keywords until a retry loads it)"
+    return f" ({state['state']}: route answers by keywords until it is loaded)"
+
+
 def _print(status: CopilotStatus) -> None:
     console = make_console()
     where = f" at {status.http_url}" if status.http_url else ""
@@ -37,7 +48,7 @@ def _print(status: CopilotStatus) -> None:
     console.print(f"  servers file: {escape(status.servers_file or '-')} ({status.servers_enabled} enabled)", highlight=False)
     index = status.index
     indexing = status.indexing
-    state = f"{index.get('tool_count', '?')} tools, model {index.get('model', '?')}"
+    state = f"{index.get('tool_count', '?')} tools, model {index.get('model', '?')}{_model_note(index.get('model_state'))}"
     if indexing.get("in_progress"):
         state += f"; indexing {len(indexing.get('pending_servers', []))} server(s)"
     if indexing.get("failed_servers"):

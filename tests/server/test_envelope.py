@@ -231,6 +231,26 @@ async def test_a_malformed_message_gets_the_same_answer_over_stdio_and_both_http
     assert await ask(raw, request_id) == _expected(code, message, request_id), name
 
 
+async def _answers_to_a_method(
+    over_stdio: Raw, over_http: tuple[httpx2.AsyncClient, str, dict[str, str]], method: str, request_id: str
+) -> tuple[Any, Any, Any]:
+    """The answers to a request for ``method`` over stdio, in a handshake session over HTTP (its
+    event) and as a 2026-07-28 request (asserting the status the spec maps -32601 to: 404)."""
+    request = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    [over_pipes] = await over_stdio.exchange(json.dumps(request).encode() + b"\n", request_id)
+
+    http, url, session = over_http
+    handshake = await http.post(url, json=request, headers=session)
+    assert handshake.status_code == 200, handshake.text
+    [event] = [line.removeprefix("data: ") for line in handshake.text.splitlines() if line.startswith("data: {")]
+
+    envelope = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {**raw_mcp_headers(TOKEN), "mcp-protocol-version": MODERN, "mcp-method": method}
+    modern = await http.post(url, json={**request, "params": {"_meta": envelope}}, headers=headers)
+    assert modern.status_code == 404, modern.text
+    return over_pipes, json.loads(event), modern.json()
+
+
 @in_module_loop
 async def test_an_unknown_method_gets_one_answer_on_every_entry_with_its_eras_http_status(
     over_stdio: Raw, over_http: tuple[httpx2.AsyncClient, str, dict[str, str]]
@@ -239,22 +259,18 @@ async def test_an_unknown_method_gets_one_answer_on_every_entry_with_its_eras_ht
     the era's: a handshake-era request is answered on its event stream (200), a 2026-07-28 one
     with the status the spec maps ``-32601`` to (404)."""
     method = "tools/frobnicate"
-    expected = {"code": -32601, "message": "Method not found", "data": method}
-    request = {"jsonrpc": "2.0", "id": "unknown", "method": method}
-    [over_pipes] = await over_stdio.exchange(json.dumps(request).encode() + b"\n", "unknown")
-    assert over_pipes == {"jsonrpc": "2.0", "id": "unknown", "error": expected}
+    expected = {"jsonrpc": "2.0", "id": "unknown", "error": {"code": -32601, "message": "Method not found", "data": method}}
+    assert await _answers_to_a_method(over_stdio, over_http, method, "unknown") == (expected, expected, expected)
 
-    http, url, session = over_http
-    handshake = await http.post(url, json=request, headers=session)
-    assert handshake.status_code == 200, handshake.text
-    [event] = [line.removeprefix("data: ") for line in handshake.text.splitlines() if line.startswith("data: {")]
-    assert json.loads(event) == {"jsonrpc": "2.0", "id": "unknown", "error": expected}
 
-    envelope = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
-    headers = {**raw_mcp_headers(TOKEN), "mcp-protocol-version": MODERN, "mcp-method": method}
-    modern = await http.post(url, json={**request, "params": {"_meta": envelope}}, headers=headers)
-    assert modern.status_code == 404, modern.text
-    assert modern.json() == {"jsonrpc": "2.0", "id": "unknown", "error": expected}
+@in_module_loop
+async def test_a_misspelt_method_is_answered_with_the_one_meant_on_every_entry(
+    over_stdio: Raw, over_http: tuple[httpx2.AsyncClient, str, dict[str, str]]
+) -> None:
+    method = "tools/lst"
+    message = "Method not found: 'tools/lst'; did you mean 'tools/list'?"
+    expected = {"jsonrpc": "2.0", "id": "typo", "error": {"code": -32601, "message": message, "data": method}}
+    assert await _answers_to_a_method(over_stdio, over_http, method, "typo") == (expected, expected, expected)
 
 
 @in_module_loop

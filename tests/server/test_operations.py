@@ -16,7 +16,7 @@ import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from server.telemetry.status import CopilotStatus, read_statuses, status_path, write_status
+from server.telemetry.status import CopilotStatus, process_created, read_statuses, status_path, write_status
 from tests.server.copilot_harness import (
     REPO,
     HttpCopilot,
@@ -137,9 +137,11 @@ async def test_metrics_and_status_of_a_running_http_copilot(
                 statuses, _ = read_statuses(home, remove_stale=False)
                 mine = [s for s in statuses if s.pid == process.process.pid]
                 ready = mine and mine[0].calls.get("execute") == 8 and mine[0].calls.get("route") == 1
-                return mine[0] if ready and mine[0].index.get("tool_count") else None
+                # The model's warm-up ends on its own schedule; the status file shows it within seconds.
+                loaded = mine and mine[0].index.get("model_state") == {"state": "loaded"}
+                return mine[0] if ready and loaded and mine[0].index.get("tool_count") else None
 
-            status = await wait_for(current)
+            status = await wait_for(current, timeout=240)
             assert status.transport == "http" and status.http_url == f"http://127.0.0.1:{port}/mcp"
             assert {child.server: child.calls for child in status.children} == {"alpha": 5, "beta": 1}  # pool calls: unknown_tool never reached it
             assert [e.kind for e in status.recent_errors] == ["unknown_tool", "unknown_server", "child_crashed"]
@@ -148,6 +150,7 @@ async def test_metrics_and_status_of_a_running_http_copilot(
             assert shown.returncode == 0, shown.stderr
             assert f"copilot pid {process.process.pid} (http at http://127.0.0.1:{port}/mcp)" in shown.stdout
             assert "calls: 1 route, 8 execute (3 errors)" in shown.stdout
+            assert f"tools, model {status.index['model']} (loaded)" in shown.stdout
             assert "beta" in shown.stdout and "child_crashed" in shown.stdout
             listed = json.loads((await anyio.to_thread.run_sync(lambda: status_command(home, "--json"))).stdout)
             assert [item["pid"] for item in listed] == [process.process.pid]
@@ -172,3 +175,29 @@ def test_status_of_a_killed_copilot_is_reported_stale_and_removed(tmp_path: Path
     assert statuses == []
     assert any("no longer running" in note for note in notes) and any("unreadable" in note for note in notes)
     assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("model_state", "shown"),
+    [
+        ({"state": "loading"}, "model m (loading: route answers by keywords until it is loaded)"),
+        (
+            {"state": "failed", "reason": "cannot load the embedding model from /x", "attempts": 2},
+            "model m (failed to load: cannot load the embedding model from /x; route answers by keywords until a "
+            "retry loads it)",
+        ),
+        ({}, "3 tools, model m\n"),  # a copilot that does not say
+    ],
+)
+def test_status_says_how_route_ranks_while_the_model_is_not_in(
+    tmp_path: Path, model_state: dict[str, object], shown: str
+) -> None:
+    index: dict[str, object] = {"model": "m", "tool_count": 3, **({"model_state": model_state} if model_state else {})}
+    status = CopilotStatus(
+        pid=os.getpid(), process_created=process_created(), transport="stdio", started_at="x", updated_at="y",
+        index=index,
+    )
+    write_status(status_path(tmp_path), status)
+    printed = status_command(tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert shown in printed.stdout

@@ -230,6 +230,20 @@ def test_a_servers_file_saved_with_a_bom_is_rewritten_per_task(tmp_path: Path) -
     assert set(load_servers(source).servers) == set(load_servers(target).servers) == {"fx"}
 
 
+def test_every_task_is_derived_from_the_servers_file_as_the_run_read_it(tmp_path: Path) -> None:
+    # Before, each task re-read the file: an edit during a run (a server added, a broken entry) reached
+    # the later tasks only, unchecked.
+    from index.catalog.servers import load_servers
+
+    source = tmp_path / "servers.json"
+    source.write_text(json.dumps(_servers(fx={"command": sys.executable})))
+    at_start = load_servers(source)
+    source.write_text('{"mcpServers": {"fx": {"command": "x"}, "added": {"command": "y"}, ')
+    target = tmp_path / "task" / "servers.json"
+    write_task_servers(source, target, tmp_path / "ws", None, tmp_path, text=at_start.text)
+    assert set(load_servers(target).servers) == {"fx"}
+
+
 def test_rewritten_file_is_accepted_by_the_copilot_loader(tmp_path: Path) -> None:
     from index.catalog.servers import load_servers
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import os
+from collections import Counter
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
+from index.children.tool_listing import MAX_DEFINITION_CHARS, MAX_TOOLS
 from index.cli.args import main as index_main
 from index.catalog.crawl import CrawlReport, crawl_servers, log_file_name, scrub_machine_paths
 from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog
@@ -21,6 +23,8 @@ from index.catalog.servers import ServerConfig, parse_servers
 from index.search.tool_index import ToolIndex
 from index.settings import CopilotSettings
 from index.storage.build import build_index
+from tests.fixtures.hostile_server import HUGE_NAME, TOOLS as HOSTILE_TOOLS
+from tests.support.processes import hostile_entry
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
 SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
@@ -452,6 +456,41 @@ async def test_a_reply_breaking_the_mcp_schema_beyond_single_tools_is_reported_w
         "its tools/list reply does not follow the MCP schema: nextCursor: should be a valid string (got 5); "
         "tools[1].inputSchema.type: should be 'object' (got 'string') (and 4 more)"
     )
+
+
+async def test_prompts_resources_and_templates_are_bounded_as_tools_are(tmp_path: Path) -> None:
+    """A child listing thousands of prompts, resources and templates, or one of each too big: the
+    first 1,000 of each kind are kept (no page asked for past the cap), an oversized one is skipped,
+    each cut said (before: every item of every page was kept, however many or big)."""
+    over = str(MAX_TOOLS + 500)
+    servers = {
+        "many": ServerConfig(name="many", **hostile_entry(
+            "--many-prompts", over, "--many-resources", str(MAX_TOOLS + 1), "--many-templates", str(MAX_TOOLS),
+            "--list-page-size", "300",
+        )),
+        "huge": ServerConfig(name="huge", **hostile_entry("--many-prompts", "2", "--huge-items", str(MAX_DEFINITION_CHARS))),
+    }
+    with anyio.fail_after(90):
+        report = await crawl_servers(servers, concurrency=2, timeout=60, log_dir=tmp_path / "logs", progress=False)
+    kinds = Counter((record.server, record.kind) for record in report.records)
+    assert kinds[("many", "prompt")] == kinds[("many", "resource")] == kinds[("many", "resource_template")] == MAX_TOOLS
+    prompts = [record.name for record in report.records if record.server == "many" and record.kind == "prompt"]
+    assert prompts == [f"prompt_{n}" for n in range(MAX_TOOLS)]  # the first ones
+    # Prompts: 4 pages of 300 reach the cap, the 5th is never asked for; resources: the last page is cut.
+    assert report.outcomes["many"].warnings == [
+        f"prompts/list offered more than {MAX_TOOLS:,} prompts; kept the first {MAX_TOOLS:,} (200 more and further "
+        "pages left out)",
+        f"resources/list offered more than {MAX_TOOLS:,} resources; kept the first {MAX_TOOLS:,} (1 more left out)",
+    ]
+    assert [(r.kind, r.name) for r in report.records if r.server == "huge" and r.kind != "tool"] == [
+        ("prompt", "prompt_0"), ("prompt", "prompt_1"),
+    ]
+    warnings = report.outcomes["huge"].warnings
+    assert len(warnings) == 3
+    for warning, kind in zip(warnings, ["prompt", "resource", "resource template"], strict=True):
+        assert warning.startswith(f"{kind} '{HUGE_NAME[:100]}' skipped, its definition is too big: it is ")
+        assert warning.endswith(f" characters long, over the copilot's limit of {MAX_DEFINITION_CHARS:,} characters")
+    assert report.outcomes["huge"].ok and report.outcomes["huge"].tool_count == len(HOSTILE_TOOLS)
 
 
 def test_a_servers_file_with_a_key_given_twice_stops_the_crawl_before_any_server_starts(

@@ -263,6 +263,19 @@ def test_a_key_given_twice_inside_one_entry_is_refused_naming_both_lines(
     )
 
 
+def test_a_servers_list_beside_mcp_servers_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    # VS Code's "servers" next to Claude Desktop's "mcpServers": the servers of one were dropped without a word.
+    text = '{\n "mcpServers": {\n  "a": {"command": "echo"}\n },\n "servers": {\n  "b": {"command": "cat"}\n }\n}'
+    assert _error_for(tmp_path, text) == (
+        f"{tmp_path / 'servers.json'}:5: both 'mcpServers' (line 2) and 'servers' are given; only 'mcpServers' "
+        "would be read and the servers under 'servers' lost: move them into 'mcpServers' and remove 'servers'."
+    )
+    # A "servers" key that is not a server list belongs to another host's settings.
+    path = tmp_path / "other.json"
+    path.write_text('{"servers": ["x"], "mcpServers": {"a": {"command": "echo"}}}', encoding="utf-8")
+    assert list(load_servers(path, environ={}).servers) == ["a"]
+
+
 def test_keys_given_twice_outside_the_server_list_are_not_ours_to_judge(tmp_path: Path) -> None:
     # Another host's settings in the same config file (Claude Desktop's, say) load as they always did.
     text = '{\n "globalShortcut": "a",\n "globalShortcut": "b",\n "mcpServers": {"a": {"command": "echo"}}\n}'

@@ -33,6 +33,7 @@ def test_a_route_that_may_wait_is_ranked_by_the_hybrid_once_the_model_is_in(buil
 def test_the_wait_is_bounded_and_then_the_answer_is_by_keywords(built_home: Path) -> None:
     fresh = Embedder()
     index = open_index(built_home, fresh)
+    assert index.model_state() == {"state": "not loaded"}
     # Holding the embedder's load lock keeps the load the route starts from finishing: the wait ends
     # at its bound, not when the model is in.
     with fresh._load_lock:  # noqa: SLF001 -- deterministic "still loading" without timing
@@ -41,8 +42,10 @@ def test_the_wait_is_bounded_and_then_the_answer_is_by_keywords(built_home: Path
         assert [hit.tool for hit in routed.hits] == ["get_air_quality"]
         loader = index.model_loader.thread
         assert loader is not None and loader.is_alive()
+        assert index.model_state() == {"state": "loading"}
     loader.join(timeout=240)
     assert fresh.loaded
+    assert index.model_state() == {"state": "loaded"}
 
 
 def test_a_route_that_waits_reports_a_failed_load_at_once_and_does_not_retry_early(
@@ -59,6 +62,9 @@ def test_a_route_that_waits_reports_a_failed_load_at_once_and_does_not_retry_ear
     # The next attempt is an hour away: a route that may wait starts none, and does not wait for one.
     again = index.route("air quality", wait_for_model=False, model_wait=240)
     assert again.mode == "lexical-fallback" and index.model_loader.attempts == 1
+    state = index.model_state()
+    assert (state["state"], state["attempts"]) == ("failed", 1) and 3000 < state["retry_in_s"] <= 3600
+    assert state["reason"] == first.model_failure.reason
 
 
 class _EnteredCondition(threading.Condition):
@@ -108,5 +114,8 @@ def test_a_warm_up_during_a_routes_attempt_waits_for_it_instead_of_loading_again
     failure = loader.failure
     assert loader.attempts == 1 and failure is not None and failure.attempts == 1
     assert failure.retry_in() <= model_loading.RETRY_SECONDS[0]
-    warnings = [record for record in caplog.records if record.name == model_loading.__name__]
+    # This test's model only: another test's attempt may end in a thread of its own.
+    warnings = [
+        record for record in caplog.records if record.name == model_loading.__name__ and str(model) in record.getMessage()
+    ]
     assert len(warnings) == 1 and "attempt 1;" in warnings[0].getMessage()

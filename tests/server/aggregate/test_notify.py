@@ -3,33 +3,12 @@ cannot hold the others' notifications back."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import anyio
 from mcp.server.connection import Connection
 from mcp.server.subscriptions import InMemorySubscriptionBus
 
 from server.aggregate.notify import Broadcaster
-
-class StreamOutbound:
-    """A connection's outbound side that writes each notification into a memory stream, as the
-    SDK's transports do; with nobody reading and no buffer left, a write waits forever."""
-
-    def __init__(self, buffer: float) -> None:
-        self.send, self.receive = anyio.create_memory_object_stream(buffer)
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
-        await self.send.send((method, params))
-
-    def received(self) -> list[tuple[str, Any]]:
-        out = []
-        while True:
-            try:
-                out.append(self.receive.receive_nowait())
-            except anyio.WouldBlock:
-                return out
-
+from tests.server.aggregate.outbound import StreamOutbound
 
 def _connection(outbound: StreamOutbound) -> Connection:
     connection = Connection(outbound, protocol_version="2025-11-25")  # type: ignore[arg-type]

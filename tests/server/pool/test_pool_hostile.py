@@ -1,8 +1,9 @@
 """The pool against a child that floods it on purpose (the hostile fixture, a real process).
 
 What a child sends is bounded before it costs the copilot memory, time or log lines: its tool
-listing (pages, tools, definition size and depth), its change notifications (logged once a
-second; re-listing is bounded in ``test_live.py``), its own requests (the copilot stops reading a child
+listing (pages, tools, definition size and depth) and its prompts and resources listings (pages,
+items), its change notifications (logged once a second; re-listing is bounded in ``test_live.py``,
+resource updates in ``test_subscriptions.py``), its own requests (the copilot stops reading a child
 that does not read their answers) and its unreadable replies (logged a few times, then counted).
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from index.catalog.kinds import list_other_kinds
 from index.catalog.servers import ServerConfig
 from index.children.tool_listing import MAX_DEFINITION_CHARS, MAX_PAGES, MAX_SCHEMA_DEPTH, MAX_TOOLS
 from index.children.wire import JUNK_LINES_LOGGED, MAX_CHILD_REQUESTS
@@ -80,6 +82,27 @@ async def test_a_definition_too_big_or_too_deep_is_left_out_and_its_calls_refuse
             await pool.call_tool("odd", tool, {})
         assert problem in str(caught.value)
         assert (await pool.call_tool("odd", "echo", {"text": "others work"})).content[0].text == "others work"
+
+
+async def test_prompts_and_resources_listed_live_are_bounded_and_paging_stops_at_the_cap(settings: PoolSettings) -> None:
+    # The live index re-lists a changed child's prompts and resources this way (server.aggregate.live):
+    # before, it followed every page and kept every item.
+    config = hostile("many", "--many-prompts", str(MAX_TOOLS + 500), "--many-templates", "3", "--list-page-size", "300")
+    async with running_pool({"many": config}, settings) as pool:
+        await pool.list_tools("many")
+        warnings: list[str] = []
+        capabilities = pool.capabilities("many")
+        records = await pool.request(
+            "many", "listing", lambda session: list_other_kinds(session, capabilities, config, "", warnings)
+        )
+        assert [r.name for r in records if r.kind == "prompt"] == [f"prompt_{n}" for n in range(MAX_TOOLS)]
+        assert [r.name for r in records if r.kind == "resource_template"] == ["template_0", "template_1", "template_2"]
+        assert warnings == [
+            f"prompts/list offered more than {MAX_TOOLS:,} prompts; kept the first {MAX_TOOLS:,} (200 more and "
+            "further pages left out)"
+        ]
+        counts = json.loads((await pool.call_tool("many", "requests", {})).content[0].text)
+        assert counts["prompts/list"] == 4  # 1,200 prompts in 4 pages reached the cap: no 5th page was asked for
 
 
 # -- change notifications -----------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from server.route.kinds import missing_kind_note
+import pytest
+
+from server.route.kinds import missing_kind_note, route_kind, unknown_kind_message
 
 TOOLS_ONLY = {"tool": 12}
 MIXED = {"tool": 12, "prompt": 2, "resource": 1, "resource_template": 1}
@@ -35,3 +37,25 @@ def test_a_server_filter_without_the_kind_points_to_the_other_servers() -> None:
     # The pool has none at all: the pool's note, not the filter's.
     pool_note = missing_kind_note("prompt", TOOLS_ONLY, "alpha", {"tool": 3})
     assert pool_note is not None and pool_note.startswith("No server in the pool offers prompts")
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [(None, "tool"), ("", "tool"), ("  ", "tool"), (" prompt ", "prompt"), ("Resources", "resource"), ("TOOLS", "tool"),
+     ("any", "any")],
+)
+def test_a_kind_is_read_as_the_model_meant_it(given: object, meant: str) -> None:
+    assert route_kind(given) == meant
+
+
+@pytest.mark.parametrize("given", ["widgets", "toolz", 3, ["tool"]])
+def test_a_kind_that_names_no_kind_is_refused(given: object) -> None:
+    assert route_kind(given) is None
+
+
+def test_a_refused_kind_suggests_the_nearest_one() -> None:
+    assert unknown_kind_message("promtp") == (
+        "kind must be one of tool, prompt, resource, any, got 'promtp'. Did you mean kind=\"prompt\"?"
+    )
+    assert unknown_kind_message("widgets") == "kind must be one of tool, prompt, resource, any, got 'widgets'."
+    assert unknown_kind_message(3) == "kind must be one of tool, prompt, resource, any, got 3."
