@@ -472,13 +472,18 @@ class ChildPool:
         connection = self.connection(server)
         return connection.initialize_result.capabilities if connection is not None else None
 
-    async def list_tools(self, server: str) -> list[types.Tool]:
+    async def list_tools(self, server: str, *, use: bool = True) -> list[types.Tool]:
         """The tools of ``server``'s live session (listed once per child process, and again after
-        the child says they changed); held-back definitions are listed but refused by ``call_tool``."""
+        the child says they changed); held-back definitions are listed but refused by ``call_tool``.
+
+        ``use=False``: the listing is no use of the child (a re-listing the child's own announcement
+        asked for), so it does not keep the child from its idle stop.
+        """
         config = self._config(server)
         running = self._children.get(server)
         if running is not None and running.running and running.tools is not None:
-            self._touch(running)  # a use like any other: keeps it from being idle or evicted first
+            if use:
+                self._touch(running)  # a use like any other: keeps it from being idle or evicted first
             return list(running.tools)  # listed by this process already: nothing to start or wait for
         state = self._state(server)
         limit = config.timeout or self.settings.call_timeout
@@ -489,7 +494,7 @@ class ChildPool:
                     child.tools = await self._list(child, limit)
                 return list(child.tools)
             finally:
-                self._release(child)
+                self._release(child, touch=use)
 
     def unusable_tool(self, server: str, tool: str) -> ServerUnavailableError | None:
         """The error for a call to a tool of ``server`` whose broken definition the last listing
@@ -565,7 +570,8 @@ class ChildPool:
         if self._children.get(child.name) is not child or not child.running:
             return  # stopped meanwhile: its next process is listed when it is used
         try:
-            await self.list_tools(child.name)
+            # Not a use: a child announcing changes nonstop must still go idle when nobody calls it.
+            await self.list_tools(child.name, use=False)
         except Exception as error:  # noqa: BLE001 -- reported in status(); the next call lists again
             logger.warning("could not list the changed tools of '%s': %s", child.name, error)
 
@@ -947,9 +953,10 @@ class ChildPool:
         if state is not None:
             state.last_used = time.time()
 
-    def _release(self, child: _Child) -> None:
+    def _release(self, child: _Child, *, touch: bool = True) -> None:
         child.in_flight -= 1
-        self._touch(child)
+        if touch:
+            self._touch(child)
         if child.in_flight == 0 and child.retired:
             child.stop.set()
         if child.process is not None:

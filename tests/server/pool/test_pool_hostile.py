@@ -120,6 +120,20 @@ async def test_a_storm_of_list_changed_is_logged_once_a_second_not_per_notificat
         assert 1 <= len(said) <= (time.monotonic() - started) / RELIST_INTERVAL + 2
 
 
+async def test_a_child_announcing_tool_changes_nonstop_still_goes_idle(settings: PoolSettings) -> None:
+    # Before: each re-listing its announcements asked for (one a second) counted as a use, so a
+    # child storming tools/list_changed after its last call was never stopped for idleness.
+    settings.idle_timeout = 3 * RELIST_INTERVAL
+    async with running_pool({"evil": hostile("evil")}, settings) as pool:
+        answer = await pool.call_tool("evil", "storm", {"kind": "tools", "count": 1, "seconds": 120, "answer_first": True})
+        assert answer.content[0].text == "storming"  # type: ignore[union-attr]
+        # The storm goes on for two minutes; idle, the child is stopped after 3 s.
+        with anyio.fail_after(40):
+            while pool.is_running("evil"):
+                await anyio.sleep(0.05)
+        assert pool.status()["evil"]["idle_stops"] == 1
+
+
 # -- the child's own requests and broken replies ------------------------------------------------
 async def test_a_child_that_sends_requests_without_reading_their_answers_is_not_read_further(
     settings: PoolSettings,
