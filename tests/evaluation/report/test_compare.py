@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,23 +49,17 @@ async def _judge(
     )
 
 
-async def _judged_run(
-    llm: ScriptedOpenAI,
-    tmp_path: Path,
-    name: str,
-    successes: set[str],
-    categories: dict[str, str],
-    unjudged: frozenset[str] | set[str] = frozenset(),
-) -> Path:
-    return (await _judge(llm, tmp_path, name, successes, categories, unjudged)).out_dir
+async def _judge_dir(llm: ScriptedOpenAI, tmp_path: Path, name: str, *args: Any, **kwargs: Any) -> Path:
+    """Where :func:`_judge` wrote ``name``'s verdicts (what ``compare`` reads)."""
+    return (await _judge(llm, tmp_path, name, *args, **kwargs)).out_dir
 
 
 async def test_a_clear_difference_is_significant(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     categories = {f"t{i:02d}": ("work" if i < 6 else "travel") for i in range(12)}
-    a = await _judged_run(llm, tmp_path, "a", {f"t{i:02d}" for i in range(11)}, categories)
-    b = await _judged_run(llm, tmp_path, "b", {"t10"}, categories)
+    a = await _judge_dir(llm, tmp_path, "a", {f"t{i:02d}" for i in range(11)}, categories)
+    b = await _judge_dir(llm, tmp_path, "b", {"t10"}, categories)
     assert main([str(a), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
     out = capsys.readouterr().out
     assert f"A = {a}: 11/12 = 91.7%" in out and f"B = {b}: 1/12 = 8.3%" in out
@@ -88,8 +83,8 @@ async def test_a_small_difference_is_called_noise(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     categories = {f"t{i}": "work" for i in range(6)}
-    a = await _judged_run(llm, tmp_path, "a", {"t0", "t1", "t5"}, categories)
-    b = await _judged_run(llm, tmp_path, "b", {"t2", "t5"}, categories)
+    a = await _judge_dir(llm, tmp_path, "a", {"t0", "t1", "t5"}, categories)
+    b = await _judge_dir(llm, tmp_path, "b", {"t2", "t5"}, categories)
     # The log directory works too: its judge/ subdirectory is found.
     assert main([str(a.parent), str(b)]) == 0
     out = capsys.readouterr().out
@@ -106,8 +101,8 @@ async def test_only_common_tasks_are_paired_and_low_overlap_is_flagged(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A holds t0..t5, B holds t4..t9: only t4 and t5 are in both runs.
-    a = await _judged_run(llm, tmp_path, "a", {f"t{i}" for i in range(6)}, {f"t{i}": "work" for i in range(6)})
-    b = await _judged_run(llm, tmp_path, "b", set(), {f"t{i}": "work" for i in range(4, 10)})
+    a = await _judge_dir(llm, tmp_path, "a", {f"t{i}" for i in range(6)}, {f"t{i}": "work" for i in range(6)})
+    b = await _judge_dir(llm, tmp_path, "b", set(), {f"t{i}": "work" for i in range(4, 10)})
     assert main([str(a), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("WARNING: ONLY 2 of 10 tasks (20%) are in both runs")
@@ -122,8 +117,8 @@ async def test_runs_without_common_tasks_are_refused(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Before: missing tasks counted as failures made these "significant, p = 0.0312".
-    a = await _judged_run(llm, tmp_path, "a", {f"a{i}" for i in range(5)}, {f"a{i}": "work" for i in range(5)})
-    b = await _judged_run(llm, tmp_path, "b", set(), {f"b{i}": "work" for i in range(5)})
+    a = await _judge_dir(llm, tmp_path, "a", {f"a{i}" for i in range(5)}, {f"a{i}": "work" for i in range(5)})
+    b = await _judge_dir(llm, tmp_path, "b", set(), {f"b{i}": "work" for i in range(5)})
     assert main([str(a), str(b)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "have no task in common (5 and 5 tasks)" in err
@@ -136,7 +131,7 @@ async def test_tasks_the_judge_never_decided_are_called_out_first(
     categories = {f"t{i}": "work" for i in range(6)}
     summary = await _judge(llm, tmp_path, "a", set(categories), categories, unjudged={"t0", "t1"})
     assert sorted(f.task_id for f in summary.errors) == ["t0", "t1"]
-    b = await _judged_run(llm, tmp_path, "b", set(categories), categories)
+    b = await _judge_dir(llm, tmp_path, "b", set(categories), categories)
     assert main([str(summary.out_dir), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
     out = capsys.readouterr().out
     assert out.startswith(
@@ -159,7 +154,7 @@ async def test_runs_with_no_task_judged_in_both_are_refused(
 ) -> None:
     categories = {f"t{i}": "work" for i in range(3)}
     summary = await _judge(llm, tmp_path, "a", set(), categories, unjudged=set(categories))
-    b = await _judged_run(llm, tmp_path, "b", set(), categories)
+    b = await _judge_dir(llm, tmp_path, "b", set(), categories)
     assert main([str(summary.out_dir), str(b)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: none of the 3 tasks") and "judged in both runs (3 never judged in" in err
