@@ -36,9 +36,10 @@ from server.errors import (
     InvalidParamsError,
     PolicyDeniedError,
     ServerUnavailableError,
+    ToolPastCapError,
     UnknownServerError,
     UnknownToolError,
-    broken_tool_error,
+    skipped_tool_error,
 )
 from index.search.model_loading import LEXICAL_MODES
 from server.route.answer import RouteAnswer, RoutedTool, echo_query, render_route
@@ -698,7 +699,7 @@ class Copilot:
                 continue
             is_tool = getattr(hit, "kind", "tool") == "tool"  # prompts and resources run nothing
             if is_tool and (broken := self.pool.unusable_tool(hit.server, hit.tool)) is not None:
-                held.append(str(broken))  # broke since it was indexed: execute would refuse it
+                held.append(str(broken))  # broke (or fell past the cap) since it was indexed: execute would refuse it
                 continue
             if is_tool and self.guard is not None and (verdict := self.guard.blocked(hit.server, hit.tool)) is not None:
                 held.append(verdict.message())
@@ -800,31 +801,34 @@ class Copilot:
         record = await self._in_thread(self.index.get, server, tool)  # tools only
         if record is not None:
             return ToolInfo(record.name, record.description, dict(record.input_schema), record.annotations)
-        # Left out of the index for a broken definition: say why, without starting the server for it.
-        if (broken := await self._broken_tool(server, tool)) is not None:
-            raise broken
         records = await self._indexed_records()
         names = [r.name for r in records.values() if r.server == server and r.kind == "tool"]
         other = next((r for r in records.values() if r.server == server and r.name == tool and r.kind != "tool"), None)
         if other is not None:  # a prompt or resource of that name: execute runs tools only
             raise self._unknown_tool(server, tool, names, records, kind=other.kind)
+        # Left out of the index for a broken definition, or past the cap: say why, without starting the server for it.
+        if (left_out := await self._left_out_tool(server, tool, names)) is not None:
+            raise left_out
         if not names:
             return await self._pick_live(server, tool)
         raise self._unknown_tool(server, tool, names, records)
 
-    async def _broken_tool(self, server: str, tool: str) -> ServerUnavailableError | None:
-        """Why ``tool`` was left out of ``server``'s tools for a broken definition, or None: as the
-        pool's last listing of it in this run says, else as the index's record of its crawl does."""
+    async def _left_out_tool(
+        self, server: str, tool: str, indexed: list[str]
+    ) -> ServerUnavailableError | ToolPastCapError | None:
+        """Why ``tool`` was left out of ``server``'s tools -- a broken definition, or listed past the
+        cap -- or None: as the pool's last listing of it in this run says, else as the index's record
+        of its crawl does (``indexed``: the server's tools the index has)."""
         if self.pool.skipped_tools(server) is not None:
             return self.pool.unusable_tool(server, tool)
-        problem = (await self._in_thread(self.index.skipped_tools, server) or {}).get(tool)
-        return broken_tool_error(server, tool, problem) if problem is not None else None
+        skipped = await self._in_thread(self.index.skipped_tools, server) or {}
+        return skipped_tool_error(server, tool, skipped, indexed)
 
     async def _pick_live(self, server: str, tool: str) -> ToolInfo:
         by_name = {t.name: t for t in await self.pool.list_tools(server)}
         found = by_name.get(tool)
         if found is None:
-            unusable = self.pool.unusable_tool(server, tool)  # listed, but with a broken definition
+            unusable = self.pool.unusable_tool(server, tool)  # listed with a broken definition, or past the cap
             raise unusable or self._unknown_tool(server, tool, list(by_name), await self._indexed_records())
         annotations = found.annotations.model_dump(by_alias=True, exclude_none=True) if found.annotations else None
         # The live schema object itself (no copy): validators are cached by its identity.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+
+from index.children.listing_limits import LISTING_CUT, MAX_TOOLS, broken_problem
 from index.errors import CopilotError
 from server.bounded import shown_name
 
@@ -29,6 +32,11 @@ class InvalidParamsError(ExecuteError):
     kind = "invalid_params"
 
 
+class ToolPastCapError(UnknownToolError):
+    """A tool of a server whose listing was cut at the cap, and not among the tools read before it:
+    unknown to the copilot, which says why (``kind`` stays ``unknown_tool``)."""
+
+
 class ServerUnavailableError(ExecuteError):
     """The child could not be started (disabled, missing command, failed initialize)."""
 
@@ -43,6 +51,32 @@ def broken_tool_error(server: str, tool: str, problem: str) -> ServerUnavailable
         "so the copilot left it out of the server's tools. Use another tool (route finds alternatives); the "
         "server's author has to fix this one."
     )
+
+
+def past_cap_error(server: str, tool: str, cut: str, kept: Collection[str]) -> ToolPastCapError:
+    """A call to a tool not among the ``kept`` ones of a server whose listing was cut at the cap
+    (``cut``: the listing's ``LISTING_CUT`` entry), with the nearest kept names."""
+    from server.execute.validation import did_you_mean, suggest  # it imports this module
+
+    name = shown_name(tool)
+    return ToolPastCapError(
+        f"tool '{name}' of server '{server}' cannot be used: {cut}, and '{name}' is not among them, so if the "
+        f"server has it, it is past that cut.{did_you_mean(suggest(tool, kept))} Use one of the server's first "
+        f"{MAX_TOOLS:,} tools or another server's (route finds alternatives); to reach this one, the server has "
+        "to list fewer tools (its author or its configuration)."
+    )
+
+
+def skipped_tool_error(
+    server: str, tool: str, skipped: Mapping[str, str], kept: Collection[str]
+) -> ServerUnavailableError | ToolPastCapError | None:
+    """Why a call to ``tool`` is refused by what ``server``'s listing left out (``skipped``: name ->
+    why; ``kept``: the names it kept), or None: a broken definition, or a cut at the cap it is past."""
+    if (problem := broken_problem(skipped, tool)) is not None:
+        return broken_tool_error(server, tool, problem)
+    if (cut := skipped.get(LISTING_CUT)) is not None and tool not in kept:
+        return past_cap_error(server, tool, cut, kept)
+    return None
 
 
 class ChildCrashedError(ExecuteError):

@@ -47,7 +47,8 @@ from index.children.connect import (
 )
 from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, keep_log_bounded
 from index.children.stdio import MAX_STDERR_LOG_BYTES
-from index.children.tool_listing import list_all_tools  # the one bounded listing the pool uses too
+from index.children.listing_limits import LISTING_CUT
+from index.children.tool_listing import list_all_tools, skipped_words  # the one bounded listing the pool uses too
 from index.errors import ConfigError, CopilotError
 from index.catalog.filenames import safe_file_name
 from index.catalog.kinds import describe_schema_error, list_other_kinds
@@ -99,7 +100,7 @@ class ServerOutcome(BaseModel):
     skipped_tools: dict[str, str] = Field(
         default_factory=dict,
         description="Tools left out because their definition is broken: name -> what is wrong (as the catalog "
-        "keeps them: machine paths and secrets masked).",
+        "keeps them: machine paths and secrets masked), and the listing's cut at the cap under LISTING_CUT.",
     )
     log_path: Path | None = None
 
@@ -303,6 +304,9 @@ async def crawl_server(
                 phase = "tools/list"
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0.01)):
                     tools = await list_all_tools(connection, warnings, skipped)
+                if connection.process is not None:  # where the server's author looks
+                    for name, problem in skipped.items():
+                        connection.process.note(skipped_words(name, problem))
                 initialize_result = connection.initialize_result
                 phase = "prompts/resources listing"
                 with anyio.move_on_after(max(deadline - anyio.current_time(), 0.01)) as others_scope:
@@ -339,7 +343,7 @@ async def crawl_server(
     if junk:
         warnings.append(f"printed {junk} non-protocol line(s) on stdout; ignored (see its log)")
     for name, problem in skipped.items():
-        logger.warning("server '%s': skipped tool '%s', its definition is broken: %s", config.name, name, problem)
+        logger.warning("server '%s': %s", config.name, skipped_words(name, problem))
     if not tools:
         warnings.append("listed no tools" if not skipped else "listed no tool with a usable definition")
     description = _server_description(config, initialize_result)
@@ -417,8 +421,10 @@ class _Display:
         if outcome.kind == SELF_ENTRY:
             line = f"[yellow]skipped[/] {escape(outcome.server)}: {escape(outcome.reason)}"
         elif outcome.ok:
-            count = len(outcome.skipped_tools)
+            count = len(outcome.skipped_tools) - (LISTING_CUT in outcome.skipped_tools)
             skipped = f", [yellow]{count} skipped[/] for broken definitions" if count else ""
+            if LISTING_CUT in outcome.skipped_tools:
+                skipped += ", [yellow]more listed past the cap[/]"
             line = (
                 f"[green]ok[/]     {escape(outcome.server)}: {outcome.tool_count} tools{skipped} "
                 f"(started in {outcome.start_seconds or 0:.1f} s, {outcome.seconds:.1f} s in all)"
@@ -535,18 +541,21 @@ def print_summary(report: CrawlReport, console: Console) -> None:
 
 
 def _print_skipped_tools(report: CrawlReport, console: Console) -> None:
-    """Every tool left out for a broken definition, by server (their servers' other tools are indexed)."""
+    """Every tool left out for a broken definition, by server (their servers' other tools are indexed),
+    then every server whose listing was cut at the cap."""
     # From the catalog's entries: what is printed is what is kept (paths and secrets masked).
-    skipped = [(server, name, why) for server, info in report.servers.items() for name, why in info.skipped_tools.items()]
-    if not skipped:
-        return
-    console.print(
-        f"[yellow]skipped {len(skipped)} tool(s)[/] whose definition is broken (the other tools of their servers "
-        "are indexed; the server's author can fix them):",
-        highlight=False,
-    )
-    for server, name, why in skipped:
-        console.print(f"  {escape(server)}/{escape(name)}: {escape(why)}", highlight=False)
+    entries = [(server, name, why) for server, info in report.servers.items() for name, why in info.skipped_tools.items()]
+    skipped = [(server, name, why) for server, name, why in entries if name != LISTING_CUT]
+    if skipped:
+        console.print(
+            f"[yellow]skipped {len(skipped)} tool(s)[/] whose definition is broken (the other tools of their servers "
+            "are indexed; the server's author can fix them):",
+            highlight=False,
+        )
+        for server, name, why in skipped:
+            console.print(f"  {escape(server)}/{escape(name)}: {escape(why)}", highlight=False)
+    for server, _, why in (entry for entry in entries if entry[1] == LISTING_CUT):
+        console.print(f"[yellow]cut[/] {escape(server)}: {escape(why)}", highlight=False)
 
 
 #: Servers that take at least this long to answer initialize are listed after a crawl.

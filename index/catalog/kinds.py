@@ -27,7 +27,14 @@ from pydantic import ValidationError
 
 from index.catalog.records import ToolRecord
 from index.catalog.servers import ServerConfig
-from index.children.listing_limits import MAX_DEFINITION_CHARS, MAX_PAGES, MAX_TOOLS, SHOWN_NAME_CHARS, size_problem
+from index.children.listing_limits import (
+    MAX_DEFINITION_CHARS,
+    MAX_PAGES,
+    MAX_TOOLS,
+    SHOWN_NAME_CHARS,
+    Repeats,
+    size_problem,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -46,11 +53,14 @@ class ListMethod:
     field: str  # the page's attribute holding the items
     kind: str  # one item, in warnings: "prompt"
     plural: str  # "prompts"
+    key: str  # the item's attribute that tells it from the others (its record's id): "name", "uri"
 
 
-PROMPTS = ListMethod("prompts/list", "prompts", "prompt", "prompts")
-RESOURCES = ListMethod("resources/list", "resources", "resource", "resources")
-RESOURCE_TEMPLATES = ListMethod("resources/templates/list", "resource_templates", "resource template", "resource templates")
+PROMPTS = ListMethod("prompts/list", "prompts", "prompt", "prompts", "name")
+RESOURCES = ListMethod("resources/list", "resources", "resource", "resources", "uri")
+RESOURCE_TEMPLATES = ListMethod(
+    "resources/templates/list", "resource_templates", "resource template", "resource templates", "uri_template"
+)
 
 
 def _item_name(item: Any) -> str:
@@ -61,9 +71,12 @@ def _item_name(item: Any) -> str:
 async def list_pages(lister: Lister, listing: ListMethod, warnings: list[str]) -> list[Any]:
     """The items of a paginated list method, bounded whatever the child sends: at most
     :data:`MAX_PAGES` pages (a cursor seen before ends the listing, and so does reaching the cap:
-    no further page is asked for), the first :data:`MAX_ITEMS` items kept, an item whose definition
-    is over :data:`MAX_DEFINITION_CHARS` skipped; each cut said in ``warnings``."""
+    no further page is asked for), the first :data:`MAX_ITEMS` distinct items kept (an item listed
+    again is left out and does not count, so repeats cannot push others out), an item whose
+    definition is over :data:`MAX_DEFINITION_CHARS` skipped; each cut said in ``warnings``."""
     items: list[Any] = []
+    kept: set[str] = set()  # the keys of the items kept
+    repeats = Repeats()
     cursor: str | None = None
     seen: set[str] = set()
     left_out = 0
@@ -71,7 +84,10 @@ async def list_pages(lister: Lister, listing: ListMethod, warnings: list[str]) -
     for _ in range(MAX_PAGES):
         page = await lister(types.PaginatedRequestParams(cursor=cursor) if cursor else None)
         for item in getattr(page, listing.field):
-            if len(items) >= MAX_ITEMS:
+            key = str(getattr(item, listing.key))
+            if key in kept:
+                repeats.add(f"{listing.kind} '{key[:SHOWN_NAME_CHARS]}'")
+            elif len(items) >= MAX_ITEMS:
                 left_out += 1
             elif (problem := size_problem(item)) is not None:
                 skipped += 1
@@ -79,6 +95,7 @@ async def list_pages(lister: Lister, listing: ListMethod, warnings: list[str]) -
                     warnings.append(f"{listing.kind} '{_item_name(item)}' skipped, its definition is too big: {problem}")
             else:
                 items.append(item)
+                kept.add(key)
         cursor = page.next_cursor
         if not cursor or len(items) >= MAX_ITEMS:
             break
@@ -90,6 +107,7 @@ async def list_pages(lister: Lister, listing: ListMethod, warnings: list[str]) -
     else:
         warnings.append(f"{listing.method} still had more pages after {MAX_PAGES}; kept the first {MAX_PAGES}")
         cursor = None
+    repeats.warn(warnings)
     if skipped > MAX_ITEMS:
         warnings.append(
             f"{skipped - MAX_ITEMS:,} more {listing.plural} skipped, their definitions are over the copilot's limit "
@@ -245,25 +263,15 @@ async def list_other_kinds(
     return unique_records(records, warnings)
 
 
-#: Items listed again named in a warning; the others are counted.
-SHOWN_DUPLICATES = 5
-
-
 def unique_records(records: list[ToolRecord], warnings: list[str]) -> list[ToolRecord]:
     """The first record of each id (a server listing one name or URI twice gets a warning; a few
     are named, the rest counted: a child listing one prompt on every page must not flood the log)."""
     seen: dict[str, ToolRecord] = {}
-    twice: list[str] = []
+    repeats = Repeats()
     for record in records:
         if record.id in seen:
-            twice.append(f"{record.kind} '{(record.uri or record.name)[:SHOWN_NAME_CHARS]}'")
+            repeats.add(f"{record.kind} '{(record.uri or record.name)[:SHOWN_NAME_CHARS]}'")
             continue
         seen[record.id] = record
-    if len(twice) == 1:
-        warnings.append(f"{twice[0]} listed twice; kept the first")
-    elif twice:
-        shown = ", ".join(twice[:SHOWN_DUPLICATES])
-        if len(twice) > SHOWN_DUPLICATES:
-            shown += f" and {len(twice) - SHOWN_DUPLICATES:,} more"
-        warnings.append(f"{shown} listed more than once; kept the first of each")
+    repeats.warn(warnings)
     return list(seen.values())

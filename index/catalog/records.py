@@ -4,7 +4,9 @@ A catalog is a JSON file: ``{"version": 1, "created": ..., "source": ..., "serve
 {description, category, launch_hash, skipped_tools, ...}}, "tools": [ToolRecord, ...]}``. The crawler
 writes it, ``import-livemcpbench`` writes it from the paper's snapshot, ``index build`` reads it.
 A server's ``skipped_tools`` are the tools the crawl left out for a broken definition, with what is
-wrong (catalogs written before it have none): the index keeps them, so ``execute`` of one says why.
+wrong (catalogs written before it have none), and, under ``LISTING_CUT`` (``"(tools past the cap)"``,
+no tool's name), the cut of a listing of more tools than the copilot reads: the index keeps them,
+so ``execute`` of one -- or of a tool past the cut -- says why.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ class CatalogServer(BaseModel):
     #: Seconds the crawl measured from launch to the answer to initialize (with the package caches
     #: as they were: a first npx/uvx run includes the download): how slow the server is to start.
     start_seconds: float | None = None
-    #: Tools the crawl left out because their definition is broken: name -> what is wrong with it.
+    #: Tools the crawl left out because their definition is broken: name -> what is wrong with it; and
+    #: under ``index.children.listing_limits.LISTING_CUT``, how its listing was cut at the cap.
     skipped_tools: dict[str, str] = Field(default_factory=dict)
 
 

@@ -2,9 +2,10 @@
 
 The SDK checks a ``tools/list`` reply as a whole, so one tool without an ``inputSchema``, or with
 one that is not an object of ``"type": "object"``, failed the whole listing: the crawl lost every
-tool of that server, and the pool every call to it. When that happens the page is asked for again
-as plain JSON and each tool is checked alone, against the same schema of the negotiated protocol
-version; the tools that pass are kept and the others skipped, each with what is wrong with it.
+tool of that server, and the pool every call to it. So a page is taken as plain JSON and checked
+against the same schema of the negotiated protocol version, and when that fails for some tools,
+each tool is checked alone; the tools that pass are kept and the others skipped, each with what
+is wrong with it.
 A tool whose ``inputSchema`` is no valid JSON Schema (no draft accepts it; the draft it declares,
 when it declares one) is skipped too: ``execute`` could not check params against it.
 
@@ -12,14 +13,16 @@ The crawler and the child pool both list through :func:`list_all_tools`, so a to
 leaves out is a tool the pool refuses, for the same reason in the same words. A child's listing
 is bounded there whatever it sends: a definition over :data:`MAX_DEFINITION_CHARS` characters or an
 input schema nested deeper than :data:`MAX_SCHEMA_DEPTH` levels is skipped like a broken one, at most
-:data:`MAX_PAGES` pages are followed (a cursor seen before ends the listing), and the first
-:data:`MAX_TOOLS` tools are kept.
+:data:`MAX_PAGES` pages are followed (a cursor seen before ends the listing), and only the first
+:data:`MAX_TOOLS` distinct tools listed are read: the rest of their page is counted before anything
+is checked, no page past them is asked for, and the cut is one more entry of the skipped tools
+(:data:`LISTING_CUT`), so that a call to a tool past it is refused saying so, not as unknown.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -36,10 +39,13 @@ from index.children.connect import ChildConnection
 from index.children.direct import typed_result
 # Shared with the listings of prompts and resources (``index.catalog.kinds``), and still named here.
 from index.children.listing_limits import (  # noqa: F401 -- MAX_DEFINITION_CHARS: the tools' limit too
+    LISTING_CUT,
     MAX_DEFINITION_CHARS,
     MAX_PAGES,
     MAX_TOOLS,
     SHOWN_NAME_CHARS,
+    Repeats,
+    listing_cut_reason,
     size_problem,
 )
 
@@ -61,12 +67,21 @@ MAX_SCHEMA_DEPTH = 64
 
 @dataclass
 class ToolsPage:
-    """One page of a child's tools: the usable ones, the cursor of the next page, the skipped ones."""
+    """One page of a child's tools, read as far as the cap allows: the usable ones, the cursor of
+    the next page, the skipped ones, and what was not read."""
 
     tools: list[types.Tool]
     next_cursor: str | None = None
     #: Tool name -> what is wrong with its definition (``inputSchema.type: should be 'object' ...``).
     skipped: dict[str, str] = field(default_factory=dict)
+    #: Tools read (checked): at most the room the cap left.
+    read: int = 0
+    #: The names of the tools read (a name listed again later is not read again).
+    read_names: set[str] = field(default_factory=set)
+    #: Tools listed past the cap's room: counted, never checked.
+    left_out: int = 0
+    #: Tools whose name was read already (on an earlier page or earlier on this one).
+    repeated: Repeats = field(default_factory=Repeats)
 
 
 def input_schema_problem(schema: Mapping[str, Any]) -> str | None:
@@ -142,32 +157,32 @@ def _usable(tools: list[types.Tool], skipped: dict[str, str]) -> list[types.Tool
 async def list_all_tools(connection: ChildConnection, warnings: list[str], skipped: dict[str, str]) -> list[types.Tool]:
     """``tools/list`` following ``nextCursor`` until the last page, bounded (see the module docstring).
 
-    A tool listed twice keeps its first definition. Tools whose definitions are broken (or over the
-    limits) are left out and put in ``skipped`` (name -> what is wrong); what else was cut is said
-    in ``warnings``.
+    The first :data:`MAX_TOOLS` distinct tools listed are read; no page past them is asked for,
+    and the rest of a page is counted, never checked. A tool listed twice keeps its first
+    definition. Tools whose definitions are broken (or over the limits) are left out and put in
+    ``skipped`` (name -> what is wrong), and so is a cut at the cap (under :data:`LISTING_CUT`);
+    what else was cut is said in ``warnings``.
     """
     tools: dict[str, types.Tool] = {}
+    read = 0
+    seen: set[str] = set()  # names read: a name listed again is neither read nor counted again
     cursor: str | None = None
     seen_cursors: set[str] = set()
     left_out = 0
-    twice: list[str] = []  # the first few names listed again
-    twice_count = 0
+    repeated = Repeats()
     for _ in range(MAX_PAGES):
-        result = await list_tools_page(connection, cursor)
-        for name, problem in result.skipped.items():
-            if len(skipped) < MAX_TOOLS:
-                skipped[name] = problem
-        for tool in result.tools:
-            if tool.name in tools:
-                twice_count += 1
-                if len(twice) < 5:
-                    twice.append(tool.name[:SHOWN_NAME_CHARS])
-            elif len(tools) >= MAX_TOOLS:
-                left_out += 1
-            else:
-                tools[tool.name] = tool
-        cursor = result.next_cursor
-        if not cursor or left_out:
+        page = await list_tools_page(connection, cursor, room=MAX_TOOLS - read, seen=seen)
+        read += page.read
+        seen |= page.read_names
+        for name, problem in page.skipped.items():
+            # A broken tool named like the cut's entry must not read as one.
+            skipped[name if name != LISTING_CUT else f"{name} (a tool so named)"] = problem
+        for tool in page.tools:
+            tools.setdefault(tool.name, tool)
+        left_out += page.left_out
+        repeated.update(page.repeated)
+        cursor = page.next_cursor
+        if not cursor or read >= MAX_TOOLS:  # at the cap: a further page could only be left out
             break
         if cursor in seen_cursors:
             warnings.append(f"tools/list returned cursor {cursor[:SHOWN_NAME_CHARS]!r} twice; stopped paging")
@@ -175,43 +190,72 @@ async def list_all_tools(connection: ChildConnection, warnings: list[str], skipp
         seen_cursors.add(cursor)
     else:
         warnings.append(f"tools/list still had more pages after {MAX_PAGES}; kept the first {MAX_PAGES}")
-    if twice_count == 1:
-        warnings.append(f"tool '{twice[0]}' listed twice; kept the first")
-    elif twice_count:
-        shown = ", ".join(f"'{name}'" for name in twice)
-        if twice_count > len(twice):
-            shown += f" and {twice_count - len(twice):,} more"
-        warnings.append(f"tools {shown} listed more than once; kept the first of each")
-    if left_out:
-        more = f"{left_out:,} more" + (" and further pages" if cursor else "")
-        warnings.append(
-            f"tools/list offered more than {MAX_TOOLS:,} tools; kept the first {MAX_TOOLS:,} ({more} left out)"
-        )
+    repeated.warn(warnings)
+    if left_out or (cursor and read >= MAX_TOOLS):
+        skipped[LISTING_CUT] = listing_cut_reason(left_out, more_pages=bool(cursor))
     return list(tools.values())
 
 
-async def list_tools_page(connection: ChildConnection, cursor: str | None = None) -> ToolsPage:
-    """The page of ``tools/list`` at ``cursor``, without the tools whose definitions are broken
-    (each noted in a stdio child's stderr log, where its author looks).
+def skipped_words(name: str, problem: str) -> str:
+    """How an entry of a listing's skipped tools reads in a log: a broken definition, or the cap's cut."""
+    if name == LISTING_CUT:
+        return problem
+    return f"skipped tool '{name}', its definition is broken: {problem}"
+
+
+async def list_tools_page(
+    connection: ChildConnection, cursor: str | None = None, *, room: int = MAX_TOOLS, seen: Collection[str] = ()
+) -> ToolsPage:
+    """The page of ``tools/list`` at ``cursor``, without the tools whose definitions are broken.
+
+    At most ``room`` tools of it are read, skipping those named in ``seen`` (read before) or
+    earlier on the page; the others are counted, never checked: a page of a million tiny tools
+    costs no million models. The page is read as plain JSON and checked with the schema of the
+    negotiated protocol version, as ``session.list_tools`` would, then each tool alone when some
+    are broken.
 
     Raises what ``session.list_tools`` raises, and its ``ValidationError`` when the reply is wrong
     beyond single tools (``tools`` not a list, a cursor that is not a string).
     """
     session = connection.session
     params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+    raw = await _raw_page(session, params)
+    page = ToolsPage([])
+    items = raw.get("tools")
+    if isinstance(items, list):
+        raw = {**raw, "tools": _within_room(items, room, seen, page)}
+    version = session.protocol_version
     try:
-        result = await session.list_tools(params=params)
+        result = typed_result(version, "tools/list", raw, types.ListToolsResult)
     except ValidationError as error:
         if not _only_tools_broken(error):
             raise
-        page = await _tool_by_tool(session, params, error)
-    else:
-        skipped: dict[str, str] = {}
-        page = ToolsPage(_usable(result.tools, skipped), result.next_cursor, skipped)
-    if connection.process is not None:
-        for name, problem in page.skipped.items():
-            connection.process.note(f"tool '{name}' skipped, its definition is broken: {problem}")
+        result = _tool_by_tool(version, raw, page.skipped)
+    # What session.list_tools does with a reply it took: the per-tool state later calls use (output
+    # schemas, x-mcp-header maps; tools with invalid ones dropped), as it computes ``complete``.
+    complete = (params is None or params.cursor is None) and result.next_cursor is None
+    result = session._absorb_tool_listing(result, complete=complete)
+    page.tools = _usable(result.tools, page.skipped)
+    page.next_cursor = result.next_cursor
     return page
+
+
+def _within_room(items: list[Any], room: int, seen: Collection[str], page: ToolsPage) -> list[Any]:
+    """The items of a raw page to read: the first ``room`` whose names were not read yet (counting
+    the others in ``page``). Only each item's name is looked at: nothing is built for the rest."""
+    read: list[Any] = []
+    for item in items:
+        name = item.get("name") if isinstance(item, dict) else None
+        if isinstance(name, str) and (name in seen or name in page.read_names):
+            page.repeated.add(f"tool '{name[:SHOWN_NAME_CHARS]}'")
+        elif len(read) >= room:
+            page.left_out += 1
+        else:
+            read.append(item)
+            if isinstance(name, str):
+                page.read_names.add(name)
+    page.read = len(read)
+    return read
 
 
 def _only_tools_broken(error: ValidationError) -> bool:
@@ -222,29 +266,17 @@ def _only_tools_broken(error: ValidationError) -> bool:
     )
 
 
-async def _tool_by_tool(
-    session: ClientSession, params: types.PaginatedRequestParams | None, whole: ValidationError
-) -> ToolsPage:
-    raw = await _raw_page(session, params)
-    items = raw.get("tools")
-    if not isinstance(items, list):
-        raise whole  # it was a list a moment ago: a server this inconstant gets its first answer's error
-    version = session.protocol_version
+def _tool_by_tool(version: str | None, raw: dict[str, Any], skipped: dict[str, str]) -> types.ListToolsResult:
+    """The page with each of its tools checked alone: those that fail go to ``skipped``, with why."""
     good: list[Any] = []
-    skipped: dict[str, str] = {}
-    for index, item in enumerate(items):
+    for index, item in enumerate(raw["tools"]):
         try:
             typed_result(version, "tools/list", {"tools": [item]}, types.ListToolsResult)
         except ValidationError as error:
             skipped[_name_of(item, index)] = describe_schema_error(error, depth=2)
             continue
         good.append(item)
-    result = typed_result(version, "tools/list", {**raw, "tools": good}, types.ListToolsResult)
-    # What session.list_tools does with a reply it took: the per-tool state later calls use (output
-    # schemas, x-mcp-header maps; tools with invalid ones dropped), as it computes ``complete``.
-    complete = (params is None or params.cursor is None) and result.next_cursor is None
-    result = session._absorb_tool_listing(result, complete=complete)
-    return ToolsPage(_usable(result.tools, skipped), result.next_cursor, skipped)
+    return typed_result(version, "tools/list", {**raw, "tools": good}, types.ListToolsResult)
 
 
 def _name_of(item: Any, index: int) -> str:

@@ -56,8 +56,9 @@ class IndexState(BaseModel):
     built_at: str = ""
     build_id: str = ""
     tool_count: int = 0
-    #: Per server, the tools its crawl or listing left out for a broken definition: name -> what is
-    #: wrong. Stored as JSON text (collection metadata holds only scalars); none in older stores.
+    #: Per server, the tools its crawl or listing left out: name -> what is wrong (a broken
+    #: definition, or under ``LISTING_CUT`` the cut at the listing cap). Stored as JSON text
+    #: (collection metadata holds only scalars); none in older stores.
     skipped_tools: dict[str, dict[str, str]] = Field(default_factory=dict)
 
     @field_validator("skipped_tools", mode="before")

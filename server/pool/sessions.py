@@ -22,8 +22,10 @@ restarted child is listed again at once; every listing takes the one path ``_lis
 ``guard`` reviews it against the pinned definitions (held-back tools are refused by
 :meth:`ChildPool.call_tool`). A tool whose definition is broken is left out of every listing
 (``index.children.tool_listing``, as the crawl leaves it out of the catalog) and a call to it is
-refused, saying why. A listing that differs from the server's previous one -- also one
-made by an earlier process, so a restart that lists other tools counts -- then goes to every
+refused, saying why; so is a call to a tool past the first 1,000 of a child that lists more
+(each tool left out, and the cut, logged once per change). A listing that differs from the
+server's previous one -- also one made by an earlier process, so a restart that lists other tools
+counts -- then goes to every
 :class:`PoolListener` with the held-back names, whose definitions must not be used. Prompts and
 resources ``list_changed`` and ``resources/updated`` notifications go to the listeners as they are
 (telling one is cheap: the live index re-lists at most once a second, and the resource
@@ -69,7 +71,7 @@ from index.children.connect import (
 from index.catalog.kinds import describe_schema_error
 from index.children.direct import typed_result
 from index.children.process import LOG_CHECK_INTERVAL
-from index.children.tool_listing import list_all_tools
+from index.children.tool_listing import list_all_tools, skipped_words
 from index.children.wire import COPILOT_ORIGIN
 from index.catalog.servers import ServerConfig
 from server.bounded import shown_name
@@ -78,8 +80,9 @@ from server.errors import (
     ChildTimeoutError,
     ServerUnavailableError,
     ToolBlockedError,
+    ToolPastCapError,
     UnknownServerError,
-    broken_tool_error,
+    skipped_tool_error,
 )
 from server.pool.settings import PoolSettings
 from server.telemetry.tracing import sdk_tracing_on
@@ -205,9 +208,12 @@ class _ServerState:
     failed_at: float = 0.0  # monotonic
     slots: anyio.Semaphore | None = None
     listed_digest: str | None = None  # of the last tool listing passed to listeners
-    #: Tools the last listing left out for a broken definition (``index.children.tool_listing``): name -> why
-    #: (None until a child of the server listed its tools in this pool).
+    #: Tools the last listing left out for a broken definition (``index.children.tool_listing``): name -> why,
+    #: and its cut at the cap (``LISTING_CUT``); None until a child of the server listed its tools in this pool.
     skipped_tools: dict[str, str] | None = None
+    #: The names of the tools the last listing kept, in its order (a call to another one is past a cut,
+    #: if there was one; the nearest of them are suggested in listing order, not a set's).
+    listed_names: dict[str, None] = field(default_factory=dict)
     #: What the last listing cut (``index.children.tool_listing.list_all_tools``), logged once per change.
     listing_warnings: list[str] = field(default_factory=list)
     relisted_at: float = float("-inf")  # monotonic: the last re-list after a change
@@ -496,16 +502,19 @@ class ChildPool:
             finally:
                 self._release(child, touch=use)
 
-    def unusable_tool(self, server: str, tool: str) -> ServerUnavailableError | None:
-        """The error for a call to a tool of ``server`` whose broken definition the last listing
-        left out (the crawl leaves it out of the catalog alike), else None."""
+    def unusable_tool(self, server: str, tool: str) -> ServerUnavailableError | ToolPastCapError | None:
+        """The error for a call to a tool of ``server`` that the last listing left out -- for a broken
+        definition, or past the cap when it cut the listing (the crawl leaves them out of the catalog
+        alike) -- else None."""
         state = self._states.get(server)
-        problem = state.skipped_tools.get(tool) if state is not None and state.skipped_tools else None
-        return broken_tool_error(server, tool, problem) if problem is not None else None
+        if state is None or not state.skipped_tools:
+            return None
+        return skipped_tool_error(server, tool, state.skipped_tools, state.listed_names)
 
     def skipped_tools(self, server: str) -> dict[str, str] | None:
-        """Tools of ``server`` its last listing left out for a broken definition (name -> why), or
-        None when no child of it has listed its tools in this pool yet."""
+        """Tools of ``server`` its last listing left out for a broken definition (name -> why), with
+        its cut at the cap if there was one (``LISTING_CUT``), or None when no child of it has
+        listed its tools in this pool yet."""
         state = self._states.get(server)
         return dict(state.skipped_tools) if state is not None and state.skipped_tools is not None else None
 
@@ -1167,12 +1176,19 @@ class ChildPool:
         # file, its lock, the poisoning scan) must not count against the child, or be cut by it.
         return await self._reviewed(child, await self._listing(child, limit))
 
-    def _note_skipped(self, server: str, skipped: dict[str, str]) -> None:
-        state = self._state(server)
-        if skipped != state.skipped_tools:  # once per change, not again with every restart
-            for name, problem in skipped.items():
-                logger.warning("server '%s': skipped tool '%s', its definition is broken: %s", server, name, problem)
+    def _note_skipped(self, child: _Child, tools: list[types.Tool], skipped: dict[str, str]) -> None:
+        """What the listing left out (broken definitions, the cap's cut), in the copilot's log and the
+        child's: each entry once per change of it, not again with every re-listing or restart."""
+        state = self._state(child.name)
+        before = state.skipped_tools or {}
+        for name, problem in skipped.items():
+            if before.get(name) != problem:
+                words = skipped_words(name, problem)
+                logger.warning("server '%s': %s", child.name, words)
+                if child.process is not None:
+                    child.process.note(words)
         state.skipped_tools = skipped
+        state.listed_names = dict.fromkeys(tool.name for tool in tools)
 
     def _note_listing_warnings(self, child: _Child, warnings: list[str]) -> None:
         """What the listing cut (pages, tools over the limit, names listed twice): logged once per change."""
@@ -1194,7 +1210,7 @@ class ChildPool:
             try:
                 # Bounded whatever the child sends: pages, tools, definition sizes (as the crawl's).
                 tools = await list_all_tools(connection, warnings, skipped)
-                self._note_skipped(child.name, skipped)
+                self._note_skipped(child, tools, skipped)
                 self._note_listing_warnings(child, warnings)
                 return tools
             except ValidationError as error:  # broken beyond single tools (those are skipped)

@@ -29,6 +29,13 @@ are cut to :data:`MAX_PROGRESS_CHARS` and :data:`MAX_LOG_CHARS`. Their number is
   forwarded, and one more message before the result says how many (the child's log file, which the
   pool writes, has them all).
 
+Between the rounds of a 2026-07-28 call (a round answered ``input_required``, the host has not
+retried yet) no request of the host waits: what the child sends then would go to a request the host
+has finished with, and be lost. So it is held for the next round (:meth:`CallRelay.resume`), which
+writes it on its own request first: the latest progress, and the log messages within the same
+bounds (at most :data:`LOG_BURST` held, the others counted as not forwarded). A call that ends
+before the host comes back drops them (:meth:`CallRelay.discard`).
+
 Children's requests carry no reference to the call they belong to. With one call in flight on the
 child, or several from the same legacy host connection, the answer is clear; with calls from
 different hosts it is not, and the child is refused rather than risk asking the wrong user.
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -76,6 +84,8 @@ LOG_PER_SECOND = 10.0
 FLUSH_WAIT = 5.0
 
 Progress = tuple[float, float | None, str | None]
+#: A log message as it goes to the host: level, data (already cut), logger name.
+Log = tuple[types.LoggingLevel, Any, str]
 
 
 def refusal(message: str) -> types.ErrorData:
@@ -120,6 +130,13 @@ class CallRelay:
         self._ended = False
         self._logs_held_back = 0
         self._logs_held_back_level: types.LoggingLevel = "debug"
+        #: Log messages the child sent between two rounds of a suspended call, for the next one.
+        self._held_logs: deque[Log] = deque()
+
+    @property
+    def _between_rounds(self) -> bool:
+        """A suspended call none of whose host's requests waits now (it must retry first)."""
+        return self.suspended is not None and not self.suspended.in_round
 
     @property
     def progress(self) -> Any:
@@ -132,6 +149,9 @@ class CallRelay:
         if message is not None and len(message) > MAX_PROGRESS_CHARS:
             cut = len(message) - MAX_PROGRESS_CHARS
             message = f"{message[:MAX_PROGRESS_CHARS]}…[{cut:,} characters cut by MCP Copilot]"
+        if self._between_rounds:
+            self._held = (progress, total, message)  # for the next round (resume)
+            return
         if self._writing or not self._progress_rate.take(anyio.current_time()):
             self._held = (progress, total, message)
             self._write_held_later()
@@ -162,6 +182,8 @@ class CallRelay:
                         self._waiting = None
                     if self._ended and not self._hurry:
                         return
+                if self._between_rounds:
+                    return  # the round ended while this waited: the next round's request gets it
                 held, self._held = self._held, None
                 if held is None:
                     return
@@ -185,6 +207,8 @@ class CallRelay:
 
     async def flush(self) -> None:
         """Write the latest held-back progress now (before a result, or a round's ``input_required``)."""
+        if self._between_rounds:
+            return  # no request of the host waits: it stays held for the next round
         written = self._written
         if self._writing and written is not None:
             self._hurry = True
@@ -210,19 +234,71 @@ class CallRelay:
         """
         self._ended = True
         await self.flush()
-        if self._logs_held_back:
+        if self._logs_held_back and not self._between_rounds:
             await self._log_held_back()
 
+    async def resume(self) -> None:
+        """A new round's request waits now: what the child sent while none did goes to it first.
+
+        The held progress is written under the writer's flag, so newer progress of the child (it may
+        have its answers already) waits behind it; log messages arriving meanwhile queue behind the
+        held ones. A call that ended between the rounds also gets its count of unforwarded messages.
+        """
+        if self._held is not None and not self._writing:
+            self._writing = True
+            written = self._written = anyio.Event()
+            try:
+                held, self._held = self._held, None
+                if held is not None:
+                    self._progress_rate.spend(anyio.current_time())
+                    await self._write_progress(held)
+            finally:
+                self._writing = False
+                written.set()
+            if self._held is not None and not self._ended:
+                self._write_held_later()  # newer progress came while this was written
+        while self._held_logs:
+            level, data, name = self._held_logs[0]
+            try:
+                await self.host.log(level, data, name)
+            finally:
+                self._held_logs.popleft()  # only now: a message coming meanwhile queues behind it
+        if self._ended and self._logs_held_back:
+            await self._log_held_back()
+
+    def discard(self) -> None:
+        """The call ended while no round's request waited: what was held for the next round is dropped."""
+        dropped: list[str] = []
+        if self._held is not None:
+            dropped.append(f"progress {self._held[0]:g}")
+        if self._held_logs:
+            dropped.append(f"{len(self._held_logs)} log message(s)")
+        if self._logs_held_back:
+            dropped.append(f"the count of {self._logs_held_back} log message(s) not forwarded")
+        self._held, self._logs_held_back = None, 0
+        self._held_logs.clear()
+        if dropped:
+            logger.debug(
+                "call of server '%s' ended while its host had not come back for the next round; dropped %s",
+                self.server,
+                ", ".join(dropped),
+            )
+
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
-        if not self.host.takes_log(params.level):
+        if not self.host.takes_log(params.level):  # between rounds: the levels of the last round
             return
-        if not self._log_rate.take(anyio.current_time()):
+        # Behind held ones (a round is writing them), or between rounds: held, within the same bounds.
+        holding = self._between_rounds or bool(self._held_logs)
+        if (holding and len(self._held_logs) >= LOG_BURST) or not self._log_rate.take(anyio.current_time()):
             self._logs_held_back += 1
             if level_rank(params.level) > level_rank(self._logs_held_back_level):
                 self._logs_held_back_level = params.level
             return
         name = f"{self.server}/{params.logger}" if params.logger else self.server
         data, _ = cap_for_log(params.data, field_chars=MAX_LOG_CHARS, total_chars=MAX_LOG_CHARS)
+        if holding:
+            self._held_logs.append((params.level, data, shown_name(name)))
+            return
         await self.host.log(params.level, data, shown_name(name))
 
     async def _log_held_back(self) -> None:

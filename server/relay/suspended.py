@@ -8,9 +8,12 @@ its ``inputResponses`` go to the child and the round waits for what comes next -
 more questions.
 
 Such calls therefore run in the copilot's task group, not in the request handler, and are kept
-here between rounds. A call whose host does not come back within ``input_timeout`` seconds is
-cancelled (the child gets ``notifications/cancelled``, its slot is freed) and logged as such; a
-round the host cancels cancels the call. ``requestState`` is sealed by the SDK (bound to the tool,
+here between rounds. What the child reports between rounds (progress, log messages) is held by the
+call's relay and written on the next round's request before anything else
+(:meth:`server.relay.call.CallRelay.resume`), or dropped if that round never comes. A call whose
+host does not come back within ``input_timeout`` seconds is cancelled (the child gets
+``notifications/cancelled``, its slot is freed) and logged as such; a round the host cancels
+cancels the call. ``requestState`` is sealed by the SDK (bound to the tool,
 its arguments and the client), so one client cannot answer another's call.
 """
 
@@ -130,6 +133,8 @@ class SuspendedCall:
         self._attached.set()
         flushed = False
         try:
+            if self.relay is not None:
+                await self.relay.resume()  # what the child sent while no round waited
             while True:
                 if self.finished is not None:
                     self.end()
@@ -217,6 +222,8 @@ class SuspendedCalls:
                 if call.finished is None:  # the copilot is shutting down
                     call.finish(cancelled(call))
                 if not call.in_round:
+                    if call.relay is not None:
+                        call.relay.discard()  # held for a round that will not come
                     call.end()
 
         task_group.start_soon(runner, name=f"suspended call {call.id}")

@@ -33,6 +33,7 @@ from tests.server.copilot_harness import (
     find_copilot,
     free_port,
     http_client_for,
+    raw_initialize,
     raw_stdio_answers,
     read_events,
     stdio_client_for,
@@ -132,24 +133,31 @@ async def test_a_child_reading_its_ancestors_environments_finds_no_secret(tmp_pa
 
 
 # -- orphans --------------------------------------------------------------------------------------
-async def test_nothing_survives_a_sigkill_of_the_stdio_copilot(tmp_path: Path) -> None:
+@asynccontextmanager
+async def _stdio_copilot(tmp_path: Path) -> AsyncIterator[tuple[psutil.Process, Client, list[psutil.Process]]]:
+    """A stdio copilot over the escaping children (its stderr in ``stderr.log``), a client of it, and
+    the processes to clean up after."""
     servers = _escape_servers(tmp_path)
     running = RunningClient(stdio_client_for(servers, _env(tmp_path), tmp_path / "stderr.log"))
     client = await running.start()
     processes: list[psutil.Process] = []
     try:
-        copilot = find_copilot(str(servers))
+        yield find_copilot(str(servers)), client, processes
+    finally:
+        kill_leftovers(processes)
+        await running.stop()
+
+
+async def test_nothing_survives_a_sigkill_of_the_stdio_copilot(tmp_path: Path) -> None:
+    async with _stdio_copilot(tmp_path) as (copilot, client, processes):
         async with anyio.create_task_group() as group:
             escaped = await _provoke(client, tmp_path, group)
-            processes = _everything_started_by(copilot, escaped)
+            processes += _everything_started_by(copilot, escaped)
             os.kill(copilot.pid, signal.SIGKILL)
             await wait_exited(copilot, 30)
             survivors = await wait_gone(processes)
             group.cancel_scope.cancel()
         assert survivors == []
-    finally:
-        kill_leftovers(processes)
-        await running.stop()
 
 
 @asynccontextmanager
@@ -199,30 +207,26 @@ async def _stderr_says(path: Path, text: str, timeout: float = 30.0) -> None:
             await anyio.sleep(0.02)
 
 
+async def _signal_twice(copilot: psutil.Process, stderr: Path) -> None:
+    """SIGTERM, and a second one once the copilot (logging to ``stderr``) is shutting down."""
+    os.kill(copilot.pid, signal.SIGTERM)
+    await _stderr_says(stderr, "received SIGTERM, shutting down")
+    with suppress(ProcessLookupError):  # it may be done already: then there was nothing to abort
+        os.kill(copilot.pid, signal.SIGTERM)
+
+
 async def test_a_second_signal_during_shutdown_finishes_the_cleanup(tmp_path: Path) -> None:
-    servers = _escape_servers(tmp_path)
-    stderr = tmp_path / "stderr.log"
-    running = RunningClient(stdio_client_for(servers, _env(tmp_path), stderr))
-    client = await running.start()
-    processes: list[psutil.Process] = []
-    try:
-        copilot = find_copilot(str(servers))
+    async with _stdio_copilot(tmp_path) as (copilot, client, processes):
         async with anyio.create_task_group() as group:
             escaped = await _provoke(client, tmp_path, group)
-            processes = _everything_started_by(copilot, escaped)
-            os.kill(copilot.pid, signal.SIGTERM)
-            await _stderr_says(stderr, "received SIGTERM, shutting down")
-            with suppress(ProcessLookupError):  # it may be done already: then there was nothing to abort
-                os.kill(copilot.pid, signal.SIGTERM)
+            processes += _everything_started_by(copilot, escaped)
+            await _signal_twice(copilot, tmp_path / "stderr.log")
             await wait_exited(copilot, 30)
             survivors = await wait_gone(processes)
             group.cancel_scope.cancel()
         assert survivors == []
         events = read_events(next((tmp_path / "logs").glob("*.jsonl")))
         assert events[-1].event == "session_end" and events[-1].reason == "SIGTERM"
-    finally:
-        kill_leftovers(processes)
-        await running.stop()
 
 
 async def test_a_second_signal_during_an_http_shutdown_finishes_the_cleanup(tmp_path: Path) -> None:
@@ -232,10 +236,7 @@ async def test_a_second_signal_during_an_http_shutdown_finishes_the_cleanup(tmp_
         async with anyio.create_task_group() as group:
             escaped = await _provoke(client, tmp_path, group)
             processes += _everything_started_by(copilot, escaped)
-            os.kill(copilot.pid, signal.SIGTERM)
-            await _stderr_says(tmp_path / "stderr.log", "received SIGTERM, shutting down")
-            with suppress(ProcessLookupError):  # it may be done already: then there was nothing to abort
-                os.kill(copilot.pid, signal.SIGTERM)
+            await _signal_twice(copilot, tmp_path / "stderr.log")
             with anyio.fail_after(60):
                 await copilot_process.process.wait()
             survivors = await wait_gone(processes)
@@ -275,12 +276,8 @@ def _frame(text: str) -> bytes:
 async def test_requests_the_sdk_cannot_parse_get_a_parse_error(tmp_path: Path) -> None:
     servers = write_servers(tmp_path / "servers.json", {"evil": hostile_entry()})
     deep = "[" * 250 + "]" * 250
-    initialize = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-    }  # fmt: skip
     frames = [
-        _frame(json.dumps(initialize)),
+        _frame(json.dumps(raw_initialize("raw"))),
         _frame('{"jsonrpc": "2.0", "method": "notifications/initialized"}'),
         _frame('{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"cursor": "\\ud800"}}'),
         _frame('{"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"x": %s}}}' % deep),

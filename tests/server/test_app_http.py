@@ -28,20 +28,17 @@ from tests.server.copilot_harness import (
     copy_home,
     fixture_entry,
     http_client_for,
+    raw_initialize,
     read_events,
     text_of,
     write_servers,
 )
+from tests.support.cli import server_status
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 
 TOKEN = "test-token-0123456789"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-}
+INITIALIZE = raw_initialize("raw")
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -111,9 +108,7 @@ async def test_a_foreign_host_is_refused_on_every_path(served: Served) -> None:
 
 
 async def test_status_names_the_port_picked_for_port_0(served: Served) -> None:
-    from tests.server.test_operations import status_command  # noqa: PLC0415
-
-    shown = await anyio.to_thread.run_sync(status_command, served.logs.parent / "home")
+    shown = await anyio.to_thread.run_sync(server_status, served.logs.parent / "home")
     assert shown.returncode == 0, shown.stderr
     assert f"(http at {served.url})" in shown.stdout, shown.stdout
 

@@ -92,12 +92,10 @@ async def test_a_running_childs_stderr_log_is_rotated_by_size(tmp_path: Path) ->
 async def test_huge_names_are_not_echoed_back_whole(tmp_path: Path) -> None:
     from index.catalog.servers import load_servers
     from server.copilot import Copilot
-    from tests.server.copilot_harness import fixture_entry, write_servers
+    from tests.server.copilot_harness import copilot_settings, fixture_entry, write_servers
 
     servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
-    settings = ServerSettings(
-        home=tmp_path / "home", catalog=tmp_path / "none.json", auto_index=False, warm_index=False
-    )
+    settings = copilot_settings(tmp_path / "home", tmp_path, auto_index=False, warm_index=False)
     async with Copilot.running(settings, servers, start_now=True) as copilot:
         with anyio.fail_after(60):
             unknown_server = await copilot.execute("s" * 1_000_000, "echo", {}, None, None, None)

@@ -14,8 +14,12 @@ import pytest
 
 import index.search.model_loading as model_loading
 import server.copilot as copilot_module
+from index.catalog.crawl import crawl_servers
 from index.catalog.records import ToolRecord
 from index.catalog.servers import load_servers
+from index.children.listing_limits import LISTING_CUT, MAX_TOOLS
+from index.search.tool_index import ToolIndex
+from index.settings import CopilotSettings
 from server.copilot import Copilot
 from server.route.indexing import STATE_FILE_NAME
 from tests.index.index_support import index_with_broken_model
@@ -31,6 +35,7 @@ from tests.server.copilot_harness import (
     schema_breaker_entry,
     write_servers,
 )
+from tests.support.processes import hostile_entry
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -271,3 +276,56 @@ async def test_a_tool_the_crawl_skipped_is_refused_with_its_reason_before_the_po
         log_path = log.path
     kinds = [(event.tool, event.error_kind) for event in read_events(log_path) if event.event == "execute"]
     assert kinds == [("wrong_type", "server_unavailable"), ("echo", None), ("wrong_type", "server_unavailable")]
+
+
+def _past_the_cut(tool: str, more: str, hint: str = "") -> str:
+    """What execute answers for ``tool`` of the hostile child ``many``, whose listing was cut at the cap."""
+    return (
+        f"tool '{tool}' of server 'many' cannot be used: the server listed more than {MAX_TOOLS:,} tools and the "
+        f"copilot reads only the first {MAX_TOOLS:,} ({more} left out), and '{tool}' is not among them, so if the "
+        f"server has it, it is past that cut.{hint} Use one of the server's first {MAX_TOOLS:,} tools or another "
+        "server's (route finds alternatives); to reach this one, the server has to list fewer tools (its author or "
+        "its configuration)."
+    )
+
+
+async def test_execute_of_a_tool_past_the_listing_cap_says_so_and_what_to_do(tmp_path: Path) -> None:
+    # Before: the copilot answered "Unknown tool 'filler_1200' on server 'many'", as if the server had no such tool.
+    entry = hostile_entry("--many-tools", str(MAX_TOOLS + 500))
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"many": entry}))
+    async with Copilot.running(copilot_settings(tmp_path / "home", tmp_path, auto_index=False), servers) as copilot:
+        log = copilot.sessions.open("test", None)
+        with anyio.fail_after(60):
+            refused = await copilot.execute("many", "filler_1200", {}, None, None, log)  # starts and lists the server
+            echoed = await copilot.execute("many", "echo", {"text": "kept"}, None, None, log)
+        log_path = log.path
+    hint = " Did you mean 'filler_100' or 'filler_120' or 'filler_200'?"
+    assert refused.is_error and refused.content[0].text == _past_the_cut("filler_1200", "511 more", hint)
+    assert not echoed.is_error and echoed.content[0].text == "kept"
+    kinds = [(event.tool, event.error_kind) for event in read_events(log_path) if event.event == "execute"]
+    assert kinds == [("filler_1200", "unknown_tool"), ("echo", None)]
+
+
+async def test_a_tool_past_the_cap_of_a_crawled_listing_is_refused_without_starting_its_server(
+    built_index: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    # The crawl's record of the cut reaches the index (as a broken tool's reason does): before, execute
+    # found no trace of it and answered "Unknown tool" with the server's indexed tools.
+    home = copy_home(built_index, tmp_path / "home")
+    servers_path = write_servers(tmp_path / "servers.json", {"many": hostile_entry("--many-tools", str(MAX_TOOLS + 500))})
+    servers = load_servers(servers_path).servers
+    with anyio.fail_after(60):
+        report = await crawl_servers(servers, timeout=60, log_dir=tmp_path / "logs", progress=False)
+    assert set(report.skipped_tools["many"]) == {LISTING_CUT}
+    # Two of its records are enough for the test (embedding a thousand would cost a minute).
+    kept = [record for record in report.records if record.name in ("echo", "counter")]
+    index = ToolIndex.open(CopilotSettings(home=home))
+    await anyio.to_thread.run_sync(lambda: index.sync(kept, servers=["many"], skipped=report.skipped_tools))
+    settings = copilot_settings(home, tmp_path, auto_index=False)
+    async with Copilot.running(settings, load_servers(servers_path), start_now=True) as copilot:
+        with anyio.fail_after(60):
+            refused = await copilot.execute("many", "filler_1200", {}, None, None, None)
+            assert not copilot.pool.is_running("many")  # answered from the index: nothing started for it
+            echoed = await copilot.execute("many", "echo", {"text": "kept"}, None, None, None)
+    assert refused.is_error and refused.content[0].text == _past_the_cut("filler_1200", "511 more")
+    assert not echoed.is_error and echoed.content[0].text == "kept"

@@ -18,7 +18,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from server.telemetry.status import CopilotStatus, process_created, read_statuses, status_path, write_status
 from tests.server.copilot_harness import (
-    REPO,
     HttpCopilot,
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
@@ -29,6 +28,7 @@ from tests.server.copilot_harness import (
     http_client_for,
     write_servers,
 )
+from tests.support.cli import server_status
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -55,14 +55,6 @@ async def wait_for(check: Callable[[], object], timeout: float = 30.0) -> object
         while not (result := await anyio.to_thread.run_sync(check)):
             await anyio.sleep(0.2)
     return result
-
-
-def status_command(home: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COPILOT_")}
-    return subprocess.run(
-        [sys.executable, "-m", "server", "status", "--home", str(home), *extra],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )
 
 
 async def test_metrics_and_status_of_a_running_http_copilot(
@@ -146,20 +138,20 @@ async def test_metrics_and_status_of_a_running_http_copilot(
             assert {child.server: child.calls for child in status.children} == {"alpha": 5, "beta": 1}  # pool calls: unknown_tool never reached it
             assert [e.kind for e in status.recent_errors] == ["unknown_tool", "unknown_server", "child_crashed"]
 
-            shown = await anyio.to_thread.run_sync(lambda: status_command(home))
+            shown = await anyio.to_thread.run_sync(lambda: server_status(home))
             assert shown.returncode == 0, shown.stderr
             assert f"copilot pid {process.process.pid} (http at http://127.0.0.1:{port}/mcp)" in shown.stdout
             assert "calls: 1 route, 8 execute (3 errors)" in shown.stdout
             assert f"tools, model {status.index['model']} (loaded)" in shown.stdout
             assert "beta" in shown.stdout and "child_crashed" in shown.stdout
-            listed = json.loads((await anyio.to_thread.run_sync(lambda: status_command(home, "--json"))).stdout)
+            listed = json.loads((await anyio.to_thread.run_sync(lambda: server_status(home, "--json"))).stdout)
             assert [item["pid"] for item in listed] == [process.process.pid]
         finally:
             await running.stop()
     finally:
         await process.stop()
     assert not status_path(home, process.process.pid).exists()  # removed when the copilot stopped
-    gone = await anyio.to_thread.run_sync(lambda: status_command(home))
+    gone = await anyio.to_thread.run_sync(lambda: server_status(home))
     assert gone.returncode == 1 and "no copilot is running" in gone.stdout
 
 
@@ -198,6 +190,6 @@ def test_status_says_how_route_ranks_while_the_model_is_not_in(
         index=index,
     )
     write_status(status_path(tmp_path), status)
-    printed = status_command(tmp_path)
+    printed = server_status(tmp_path)
     assert printed.returncode == 0, printed.stderr
     assert shown in printed.stdout

@@ -61,12 +61,21 @@ def single_error(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+def index_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m index ARGS...`` on the data dir ``home``, as :func:`run_cli` runs it."""
+    return run_cli("index", *args, env=cli_env(COPILOT_HOME=str(home)))
+
+
+def server_status(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m server status --home HOME ARGS...``, as :func:`run_cli` runs it."""
+    return run_cli("server", "status", "--home", str(home), *args, timeout=60)
+
+
 def approve_as_user(home: Path, item_id: str) -> list[dict[str, Any]]:
     """Review with ``python -m index trust --json``, then ``approve`` exactly the definition of
     ``item_id`` it showed (its ``SERVER/ITEM@HASH``), as a person does; the review it read."""
-    env = cli_env(COPILOT_HOME=str(home))
-    review: list[dict[str, Any]] = json.loads(run_cli("index", "trust", "--json", env=env).stdout)
+    review: list[dict[str, Any]] = json.loads(index_cli(home, "trust", "--json").stdout)
     target = next(verdict["approve"] for verdict in review if verdict["id"] == item_id)
-    done = run_cli("index", "approve", target, env=env)
+    done = index_cli(home, "approve", target)
     assert done.returncode == 0 and done.stdout.strip() == f"approved {item_id}", done.stderr
     return review

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from index.children.tool_listing import MAX_DEFINITION_CHARS, MAX_TOOLS
+from index.children.tool_listing import LISTING_CUT, MAX_DEFINITION_CHARS, MAX_TOOLS
 from index.cli.args import main as index_main
 from index.catalog.crawl import CrawlReport, crawl_servers, log_file_name, scrub_machine_paths
 from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog
@@ -427,9 +427,41 @@ def test_tools_with_broken_definitions_are_skipped_and_the_servers_other_tools_i
         assert f"breaker/{name}: {why}" in summary
     log = (tmp_path / "logs" / "breaker.log").read_text(encoding="utf-8")
     for name, why in BROKEN_TOOLS.items():
-        assert f"tool '{name}' skipped, its definition is broken: {why}" in log
+        assert f"skipped tool '{name}', its definition is broken: {why}" in log
     assert "crawled 1 of 1 server(s), 2 tools; 0 failed" in summary
     assert "Traceback" not in err
+
+
+def test_a_listing_cut_at_the_cap_is_kept_and_told_apart_from_broken_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the cut was one more note among the warnings and the catalog kept nothing of it, so
+    # execute of a tool past it answered as if the tool did not exist.
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    # The 1,000th tool is broken, the 1,001st past the cap.
+    entry = hostile_entry("--many-tools", str(MAX_TOOLS - len(HOSTILE_TOOLS) - 1), "--broken-tool", "--deep-schema", "97")
+    servers = write_servers(tmp_path / "servers.json", {"many": entry})
+    out = tmp_path / "catalog.json"
+    with caplog.at_level("WARNING", logger="index.catalog.crawl"):
+        code = _run_cli("--servers", str(servers), "--out", str(out), "--log-dir", str(tmp_path / "logs"), "--timeout", "60")
+    err = capsys.readouterr().err
+    assert code == 0, err
+    broken = "inputSchema.type: should be 'object' (got 'string')"
+    cut = (
+        f"the server listed more than {MAX_TOOLS:,} tools and the copilot reads only the first {MAX_TOOLS:,} "
+        "(1 more left out)"
+    )
+    assert load_catalog(out).servers["many"].skipped_tools == {"broken": broken, LISTING_CUT: cut}
+    assert [record.getMessage() for record in caplog.records] == [
+        f"server 'many': skipped tool 'broken', its definition is broken: {broken}",
+        f"server 'many': {cut}",
+    ]
+    summary = " ".join(err.split())
+    assert f"ok many: {MAX_TOOLS - 1} tools, 1 skipped for broken definitions, more listed past the cap" in summary
+    assert "skipped 1 tool(s) whose definition is broken" in summary and f"many/broken: {broken}" in summary
+    assert f"cut many: {cut}" in summary and LISTING_CUT not in summary
+    log = (tmp_path / "logs" / "many.log").read_text(encoding="utf-8")
+    assert log.count(f"skipped tool 'broken', its definition is broken: {broken}") == 1 and log.count(cut) == 1
 
 
 async def test_a_report_of_skipped_tools_is_kept_with_the_servers_outcome(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
-"""Which input schemas ``index.children.tool_listing`` takes for broken (listing a real server: see
-``tests/index/catalog/test_crawl.py`` and ``tests/server/pool/test_pool.py``)."""
+"""Which input schemas ``index.children.tool_listing`` takes for broken, and how a listing past the
+cap is cut (listing a real server: see also ``tests/index/catalog/test_crawl.py``,
+``tests/server/pool/test_pool.py`` and ``test_pool_hostile.py``)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,9 @@ import pytest
 
 from index.catalog.servers import ServerConfig
 from index.children.connect import open_session
-from index.children.tool_listing import input_schema_problem, list_all_tools
+from index.children.tool_listing import LISTING_CUT, MAX_TOOLS, input_schema_problem, list_all_tools
+from tests.fixtures.hostile_server import TOOLS as HOSTILE_TOOLS
+from tests.support.processes import hostile_entry
 
 SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
 
@@ -66,3 +70,23 @@ async def test_a_listing_taken_tool_by_tool_leaves_the_session_as_list_tools_wou
             assert [tool.name for tool in tools] == ["fine", "echo"] and len(skipped) == 6
             result = await connection.session.call_tool("echo", {"text": "hi"})
         assert not result.is_error and "echo ran with" in result.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.timeout(90)
+async def test_a_listing_past_the_cap_reads_the_first_tools_only_and_asks_for_no_further_page(tmp_path: Path) -> None:
+    # Before: the whole page was checked (the broken tool past the cap reported as skipped for its
+    # definition) before the cap cut it, and the cut was only a warning.
+    flags = ("--many-tools", str(MAX_TOOLS + 500), "--broken-tool", "--endless-pages")
+    config = ServerConfig(name="many", **hostile_entry(*flags))
+    async with open_session(config, workdir=tmp_path / "work") as connection:
+        skipped: dict[str, str] = {}
+        warnings: list[str] = []
+        with anyio.fail_after(30):
+            tools = await list_all_tools(connection, warnings, skipped)
+            counts = json.loads((await connection.session.call_tool("requests", {})).content[0].text)  # type: ignore[union-attr]
+    assert len(tools) == MAX_TOOLS and warnings == []
+    assert skipped == {
+        LISTING_CUT: f"the server listed more than {MAX_TOOLS:,} tools and the copilot reads only the first "
+        f"{MAX_TOOLS:,} ({len(HOSTILE_TOOLS) + 500 + 1} more and further pages left out)"
+    }
+    assert counts["tools/list"] == 1  # its every page has a next cursor: none was asked for past the cap

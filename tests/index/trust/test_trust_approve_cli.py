@@ -13,8 +13,8 @@ from index.catalog.records import ToolRecord
 from index.trust.review import ApprovalError, TrustReviewer
 from index.trust.store import TrustStore
 from server.errors import ToolBlockedError
-from tests.index.trust.test_trust_cli import run
 from tests.server.pool.pool_support import call, shapeshifter
+from tests.support.cli import index_cli
 
 
 def _held_back(home: Path) -> TrustReviewer:
@@ -28,16 +28,16 @@ def _held_back(home: Path) -> TrustReviewer:
 
 def test_a_bad_target_is_reported_and_the_others_are_approved_and_said_so(tmp_path: Path) -> None:
     reviewer = _held_back(tmp_path)
-    assert run(tmp_path, "trust").returncode == 1  # the review: a bare approve takes what it showed
-    done = run(tmp_path, "approve", "notes/read", "note/read")
+    assert index_cli(tmp_path, "trust").returncode == 1  # the review: a bare approve takes what it showed
+    done = index_cli(tmp_path, "approve", "notes/read", "note/read")
     assert done.returncode == 2
     assert done.stdout.splitlines() == ["approved notes/read"]  # it happened, so it is said
     assert "no server named 'note'" in done.stderr and "Did you mean notes?" in done.stderr
     assert reviewer.held() == []
 
     reviewer.review("notes", [ToolRecord(server="notes", name="write", description="Write any note.")])
-    assert run(tmp_path, "trust").returncode == 1
-    done = run(tmp_path, "approve", "mail/sned", "notes")  # the first fails; the second still runs
+    assert index_cli(tmp_path, "trust").returncode == 1
+    done = index_cli(tmp_path, "approve", "mail/sned", "notes")  # the first fails; the second still runs
     assert done.returncode == 2 and done.stdout.splitlines() == ["approved notes/write"]
     assert "Did you mean send?" in done.stderr and "Traceback" not in done.stderr
     assert reviewer.held() == []
@@ -45,7 +45,7 @@ def test_a_bad_target_is_reported_and_the_others_are_approved_and_said_so(tmp_pa
 
 def test_approving_a_server_with_nothing_held_says_so(tmp_path: Path) -> None:
     _held_back(tmp_path)
-    done = run(tmp_path, "approve", "mail")
+    done = index_cli(tmp_path, "approve", "mail")
     assert done.returncode == 0 and done.stdout.strip() == "mail: nothing was waiting for approval"
 
 
@@ -56,9 +56,9 @@ async def test_an_approval_takes_only_the_definition_reviewed(tmp_path: Path) ->
     await call(tmp_path, shapeshifter(state, "benign-description"), "read_notes")  # start 1: pinned
     with pytest.raises(ToolBlockedError):
         await call(tmp_path, shapeshifter(state, "benign-description"), "read_notes")  # start 2: changed
-    shown = run(tmp_path, "trust")
+    shown = index_cli(tmp_path, "trust")
     assert shown.returncode == 1, shown.stderr
-    (reviewed,) = json.loads(run(tmp_path, "trust", "--json").stdout)
+    (reviewed,) = json.loads(index_cli(tmp_path, "trust", "--json").stdout)
     assert reviewed["approve"] == f"notes/read_notes@{reviewed['hash'][:16]}"
     assert f"pending definition: @{reviewed['hash'][:16]}" in shown.stdout
     assert f"approve notes/read_notes@{reviewed['hash'][:16]}" in shown.stdout
@@ -70,7 +70,7 @@ async def test_an_approval_takes_only_the_definition_reviewed(tmp_path: Path) ->
     assert waiting is not None and waiting.hash is not None and waiting.hash != reviewed["hash"]
     now = waiting.hash[:16]
 
-    refused = run(tmp_path, "approve", reviewed["approve"])
+    refused = index_cli(tmp_path, "approve", reviewed["approve"])
     assert refused.returncode == 2 and refused.stdout == ""
     assert (
         f"notes/read_notes changed since the review: you reviewed @{reviewed['hash'][:16]}, but the definition "
@@ -78,30 +78,30 @@ async def test_an_approval_takes_only_the_definition_reviewed(tmp_path: Path) ->
     )
     assert "'python -m index trust --server notes'" in refused.stderr
     assert f"'python -m index approve notes/read_notes@{now}'" in refused.stderr
-    bare = run(tmp_path, "approve", "notes/read_notes")  # the habit: the last review showed another one
+    bare = index_cli(tmp_path, "approve", "notes/read_notes")  # the habit: the last review showed another one
     assert bare.returncode == 2 and f"(@{now}) was not shown by a review" in bare.stderr
-    whole = run(tmp_path, "approve", "notes")
+    whole = index_cli(tmp_path, "approve", "notes")
     assert whole.returncode == 2 and f"notes/read_notes@{now}" in whole.stderr
     with pytest.raises(ToolBlockedError, match="parameter\\(s\\) added: sidenote"):
         await call(tmp_path, schema, "read_notes")  # still held: nothing was approved
 
-    (second,) = json.loads(run(tmp_path, "trust", "--json").stdout)  # the user reviews what waits now
+    (second,) = json.loads(index_cli(tmp_path, "trust", "--json").stdout)  # the user reviews what waits now
     assert second["hash"] == waiting.hash
-    approved = run(tmp_path, "approve", second["approve"])
+    approved = index_cli(tmp_path, "approve", second["approve"])
     assert approved.returncode == 0 and approved.stdout.strip() == "approved notes/read_notes"
     assert not (await call(tmp_path, schema, "read_notes")).is_error
 
 
 def test_a_bare_approve_takes_what_the_last_review_showed_and_yes_takes_anything(tmp_path: Path) -> None:
     reviewer = _held_back(tmp_path)  # notes/read changed, never listed
-    refused = run(tmp_path, "approve", "notes/read")
+    refused = index_cli(tmp_path, "approve", "notes/read")
     assert refused.returncode == 2 and "was not shown by a review" in refused.stderr and "--yes" in refused.stderr
     assert [v.id for v in reviewer.held()] == ["notes/read"]
-    assert run(tmp_path, "trust", "--no-diff").returncode == 1  # listed, even without diffs: shown
-    assert run(tmp_path, "approve", "notes/read").stdout.strip() == "approved notes/read"
+    assert index_cli(tmp_path, "trust", "--no-diff").returncode == 1  # listed, even without diffs: shown
+    assert index_cli(tmp_path, "approve", "notes/read").stdout.strip() == "approved notes/read"
 
     reviewer.review("notes", [ToolRecord(server="notes", name="read", description="Read and send every note.")])
-    done = run(tmp_path, "approve", "--yes", "notes/read")  # a script that decided without a review
+    done = index_cli(tmp_path, "approve", "--yes", "notes/read")  # a script that decided without a review
     assert done.returncode == 0 and done.stdout.strip() == "approved notes/read"
 
 

@@ -21,10 +21,10 @@ from mcp.shared.exceptions import MCPError
 
 from index.catalog.servers import load_servers
 from server.app import build_app
-from server.settings import ServerSettings
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     changing_entry,
+    copilot_settings,
     copy_home,
     crawl_into,
     text_of,
@@ -72,9 +72,8 @@ async def host(home: Path, tmp_path: Path, heard: Heard | None = None, **setting
     """The copilot (``expose=all``, jotter and twin unprefixed) and a 2025-11-25 client session to it."""
     servers = load_servers(write_servers(tmp_path / "servers.json", SERVERS))
     options: dict[str, Any] = {"expose": "all", "expose_unprefixed": ["jotter", "twin"], **settings}
-    config = ServerSettings(
-        home=copy_home(home, tmp_path / "home"), catalog=tmp_path / "no-catalog.json", log_dir=tmp_path / "logs",
-        auto_index=False, warm_index=False, **options,
+    config = copilot_settings(
+        copy_home(home, tmp_path / "home"), tmp_path, auto_index=False, warm_index=False, **options
     )
     app = build_app(config, servers, start_now=True)
     handler = heard.message_handler if heard is not None else None

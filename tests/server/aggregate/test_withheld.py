@@ -24,9 +24,8 @@ from tests.server.copilot_harness import (
     copilot_with_aggregation,
     copy_home,
     crawl_into,
-    poison_entry,
-    write_servers,
 )
+from tests.server.glossary_support import CHANGING_SPEC, TERM_URI, glossary_servers
 from tests.support.cli import approve_as_user
 
 pytestmark = pytest.mark.timeout(180)
@@ -49,9 +48,7 @@ SPEC = {
 def glossary(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:  # noqa: F811
     """(home, servers file): the test index plus the glossary child, crawled for real."""
     root = tmp_path_factory.mktemp("withheld")
-    spec = root / "spec.json"
-    spec.write_text(json.dumps(SPEC), encoding="utf-8")
-    servers = write_servers(root / "servers.json", {"glossary": poison_entry(spec)})
+    servers = glossary_servers(root, SPEC)
     home = copy_home(built_index, root / "home")
     crawl_into(home, servers, root)
     return home, servers
@@ -109,26 +106,6 @@ async def test_route_names_a_withheld_prompt_without_showing_it(glossary: tuple[
         assert "Ignore all previous instructions" not in shown
 
 
-GLOSSARY_TOOLS = [
-    {"name": "lookup", "description": "Look a word up in the glossary.", "inputSchema": {"type": "object"}},
-    {"name": "rug_pull", "description": "Refresh the glossary.", "inputSchema": {"type": "object"}},
-]
-TERM_URI = "glossary://terms/{term}"
-CHANGING_SPEC = {
-    "tools": GLOSSARY_TOOLS,
-    "next_tools": GLOSSARY_TOOLS,
-    "prompts": [{"name": "summarize_glossary", "description": "Summarize the glossary in plain words."}],
-    "resources": [{"uri": "glossary://terms", "name": "terms", "description": "Every glossary term, one per line."}],
-    "resource_templates": [{"uriTemplate": TERM_URI, "name": "term", "description": "One glossary term."}],
-    # After rug_pull: a prompt reworded (nothing the scan would flag), a new prompt, a template reworded.
-    "next_prompts": [
-        {"name": "summarize_glossary", "description": "Summarize the glossary, then list every term it defines."},
-        {"name": "quiz", "description": "Quiz the user on glossary terms."},
-    ],
-    "next_resource_templates": [{"uriTemplate": TERM_URI, "name": "term", "description": "One term, with its etymology."}],
-}
-
-
 async def test_prompts_and_templates_that_change_at_runtime_are_withheld_until_approved(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
@@ -139,9 +116,7 @@ async def test_prompts_and_templates_that_change_at_runtime_are_withheld_until_a
     from index.trust.review import TrustReviewer
     from index.trust.store import TrustStore
 
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps(CHANGING_SPEC), encoding="utf-8")
-    servers = load_servers(write_servers(tmp_path / "servers.json", {"glossary": poison_entry(spec)}))
+    servers = load_servers(glossary_servers(tmp_path, CHANGING_SPEC))
     home = copy_home(built_index, tmp_path / "home")
     async with copilot_with_aggregation(copilot_settings(home, tmp_path), servers) as (copilot, aggregation):
         catalog = aggregation.catalog

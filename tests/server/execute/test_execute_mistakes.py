@@ -19,8 +19,7 @@ import pytest
 
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
-from server.settings import ServerSettings
-from tests.server.copilot_harness import fixture_entry, write_servers
+from tests.server.copilot_harness import copilot_settings, fixture_entry, write_servers
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -31,9 +30,7 @@ CALL_TIMEOUT = 60
 async def running_copilot(tmp_path: Path) -> AsyncIterator[Copilot]:
     """A copilot over the fixture server ``alpha`` (entered in the test's own task: its task group)."""
     servers = write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")})
-    settings = ServerSettings(
-        home=tmp_path / "home", catalog=tmp_path / "no-catalog.json", log_dir=tmp_path / "logs", auto_index=False
-    )
+    settings = copilot_settings(tmp_path / "home", tmp_path, auto_index=False)
     async with Copilot.running(settings, load_servers(servers)) as copilot:
         yield copilot
 

@@ -19,9 +19,9 @@ import pytest
 
 from index.catalog.kinds import list_other_kinds
 from index.catalog.servers import ServerConfig
-from index.children.tool_listing import MAX_DEFINITION_CHARS, MAX_PAGES, MAX_SCHEMA_DEPTH, MAX_TOOLS
+from index.children.tool_listing import LISTING_CUT, MAX_DEFINITION_CHARS, MAX_PAGES, MAX_SCHEMA_DEPTH, MAX_TOOLS
 from index.children.wire import JUNK_LINES_LOGGED, MAX_CHILD_REQUESTS
-from server.errors import ChildTimeoutError, ServerUnavailableError
+from server.errors import ChildTimeoutError, ServerUnavailableError, ToolPastCapError
 from server.pool.sessions import RELIST_INTERVAL, PoolSettings
 from tests.fixtures.hostile_server import TOOLS
 from tests.server.pool.pool_support import running_pool, settings  # noqa: F401 -- settings is a fixture
@@ -51,12 +51,85 @@ async def test_a_listing_that_never_ends_stops_at_the_page_limit(settings: PoolS
         assert (await pool.call_tool("endless", "echo", {"text": "still served"})).content[0].text == "still served"
 
 
-async def test_a_listing_of_too_many_tools_keeps_the_first_ones(settings: PoolSettings) -> None:
+def cut_at_the_cap(more: str) -> str:
+    """The entry of a server's skipped tools that says its listing was cut at the cap."""
+    return (
+        f"the server listed more than {MAX_TOOLS:,} tools and the copilot reads only the first {MAX_TOOLS:,} "
+        f"({more} left out)"
+    )
+
+
+async def test_a_listing_of_too_many_tools_keeps_the_first_ones_and_refuses_those_past_them(
+    settings: PoolSettings,
+) -> None:
+    # Before: the cut was only a warning; a call to a tool past it went to the child as if the
+    # copilot knew it, and execute answered it as an unknown tool.
     async with running_pool({"many": hostile("many", "--many-tools", str(MAX_TOOLS + 500))}, settings) as pool:
         tools = await pool.list_tools("many")
-        assert len(tools) == MAX_TOOLS and tools[0].name == "echo"
-        log = settings.server_log("many").read_text(encoding="utf-8")
-        assert f"tools/list offered more than {MAX_TOOLS:,} tools; kept the first {MAX_TOOLS:,} ({BASE_TOOLS + 500} more left out)" in log
+        assert len(tools) == MAX_TOOLS and tools[0].name == "echo" and tools[-1].name == "filler_988"
+        cut = cut_at_the_cap(f"{BASE_TOOLS + 500} more")
+        assert pool.skipped_tools("many") == {LISTING_CUT: cut}
+        assert settings.server_log("many").read_text(encoding="utf-8").count(cut) == 1
+        with pytest.raises(ToolPastCapError) as refused:
+            await pool.call_tool("many", "filler_1200", {})
+        assert str(refused.value) == (
+            f"tool 'filler_1200' of server 'many' cannot be used: {cut}, and 'filler_1200' is not among them, so if "
+            "the server has it, it is past that cut. Did you mean 'filler_100' or 'filler_120' or 'filler_200'? Use one "
+            "of the server's first 1,000 tools or another server's (route finds alternatives); to reach this one, the "
+            "server has to list fewer tools (its author or its configuration)."
+        )
+        assert refused.value.kind == "unknown_tool"
+        assert pool.unusable_tool("many", "filler_988") is None and pool.unusable_tool("many", LISTING_CUT) is not None
+        assert (await pool.call_tool("many", "echo", {"text": "kept"})).content[0].text == "kept"
+
+
+async def test_tool_pages_stop_once_the_cap_is_reached(settings: PoolSettings) -> None:
+    # Before: with exactly 1,000 tools read and a next cursor left, an 11th page was asked for (and thrown away).
+    config = hostile("many", "--many-tools", str(MAX_TOOLS + 500), "--tools-page-size", "100")
+    async with running_pool({"many": config}, settings) as pool:
+        assert len(await pool.list_tools("many")) == MAX_TOOLS
+        counts = json.loads((await pool.call_tool("many", "requests", {})).content[0].text)
+        assert counts["tools/list"] == 10
+        assert pool.skipped_tools("many") == {LISTING_CUT: cut_at_the_cap("further pages")}
+
+
+async def test_tools_past_the_cap_are_counted_not_checked(settings: PoolSettings) -> None:
+    # Before: a page was validated whole, and each of its tools checked, before the cap cut it: a
+    # page of a million tiny tools built a million models, and a broken tool past the cap was
+    # reported as skipped for its definition. Now the tools past the cap are only counted.
+    config = hostile("many", "--many-tools", str(MAX_TOOLS + 500), "--broken-tool", "--deep-schema", "97")
+    async with running_pool({"many": config}, settings) as pool:
+        assert len(await pool.list_tools("many")) == MAX_TOOLS
+        skipped = pool.skipped_tools("many")
+        assert skipped is not None and not {"broken", "nested"} & set(skipped)  # never checked
+        assert skipped == {LISTING_CUT: cut_at_the_cap(f"{BASE_TOOLS + 500 + 2} more")}
+        with pytest.raises(ToolPastCapError):
+            await pool.call_tool("many", "broken", {})
+
+
+async def test_what_a_listing_left_out_is_logged_once_per_change_not_per_listing(
+    settings: PoolSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: every listing (the first, and each after the child said its tools changed) wrote each
+    # skipped tool to the child's log again.
+    caplog.set_level(logging.WARNING, logger="server.pool.sessions")
+    # The 1,000th tool is broken, the 1,001st on a page past the cap: a broken tool and a cut.
+    flags = ["--many-tools", str(MAX_TOOLS - BASE_TOOLS - 1), "--broken-tool", "--deep-schema", "97"]
+    config = hostile("odd", *flags, "--tools-page-size", "500")
+    async with running_pool({"odd": config}, settings) as pool:
+        await pool.list_tools("odd")
+        for _ in range(2):
+            # The pool has heard the change when the call returns: the next list_tools lists again.
+            await pool.call_tool("odd", "storm", {"kind": "tools", "count": 1})
+            await pool.list_tools("odd")
+        counts = json.loads((await pool.call_tool("odd", "requests", {})).content[0].text)
+        assert counts["tools/list"] >= 3 * 2  # three listings (at least) of two pages each
+    log = settings.server_log("odd").read_text(encoding="utf-8")
+    assert len([line for line in log.splitlines() if "'broken'" in line and "definition is broken" in line]) == 1
+    broken = "skipped tool 'broken', its definition is broken: inputSchema.type: should be 'object' (got 'string')"
+    cut = cut_at_the_cap("further pages")
+    assert log.count(broken) == 1 and log.count(cut) == 1
+    assert [r.getMessage() for r in caplog.records] == [f"server 'odd': {broken}", f"server 'odd': {cut}"]
 
 
 @pytest.mark.parametrize(
@@ -103,6 +176,27 @@ async def test_prompts_and_resources_listed_live_are_bounded_and_paging_stops_at
         ]
         counts = json.loads((await pool.call_tool("many", "requests", {})).content[0].text)
         assert counts["prompts/list"] == 4  # 1,200 prompts in 4 pages reached the cap: no 5th page was asked for
+
+
+async def test_an_item_listed_again_and_again_does_not_push_others_out(settings: PoolSettings) -> None:
+    # Before: repeats counted toward the cap before they were removed, so a child listing its first
+    # prompt 1,500 times kept that one prompt only (and its first resource and template only).
+    flags = ["--many-prompts", "5", "--many-resources", "3", "--many-templates", "2", "--list-page-size", "300"]
+    config = hostile("many", *flags, "--repeat-first", str(MAX_TOOLS + 500))
+    async with running_pool({"many": config}, settings) as pool:
+        await pool.list_tools("many")
+        warnings: list[str] = []
+        capabilities = pool.capabilities("many")
+        records = await pool.request(
+            "many", "listing", lambda session: list_other_kinds(session, capabilities, config, "", warnings)
+        )
+    assert [r.name for r in records if r.kind == "prompt"] == [f"prompt_{n}" for n in range(5)]
+    assert [r.name for r in records if r.kind == "resource"] == [f"resource_{n}" for n in range(3)]
+    assert [r.name for r in records if r.kind == "resource_template"] == ["template_0", "template_1"]
+    assert warnings == [
+        f"{what} listed {MAX_TOOLS + 501:,} times; kept the first"
+        for what in ("prompt 'prompt_0'", "resource 'hostile://item/0'", "resource template 'hostile://t0/{id}'")
+    ]
 
 
 # -- change notifications -----------------------------------------------------------------------

@@ -262,6 +262,46 @@ async def test_the_2026_round_trip_carries_the_childs_question_as_input_requests
     assert isinstance(final, types.CallToolResult) and text_of(final) == "accepted: Grace"
 
 
+async def test_what_the_child_sends_between_rounds_reaches_the_hosts_retry(
+    relayed: Relayed, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    if relayed.era == "legacy":
+        pytest.skip("the input_required round trip exists from 2026-07-28 on")
+    session = relayed.client.session
+    signal = tmp_path_factory.mktemp("sock") / "between.sock"  # short: Unix socket paths are bounded
+    arguments = execute_args("relay", "ask_between", {"signal": str(signal)})
+    first, retry = Progress(), Progress()
+    async with await anyio.create_unix_listener(signal) as listener:
+        with anyio.fail_after(60):
+            asked = await session.call_tool("execute", arguments, progress_callback=first, allow_input_required=True)
+            assert isinstance(asked, types.InputRequiredResult)
+            # Only now, with the first round answered, does the child report and log; it says "sent"
+            # once the copilot has read both, so they arrive while no request of the host waits.
+            async with await listener.accept() as stream:
+                await stream.send(b"go\n")
+                assert await stream.receive() == b"sent\n"
+    logs_before = len(relayed.host.logs)
+    [key] = asked.input_requests
+    with anyio.fail_after(60):
+        final = await session.call_tool(
+            "execute",
+            arguments,
+            progress_callback=retry,
+            input_responses={key: types.ElicitResult(action="accept", content={"name": "Grace"})},
+            request_state=asked.request_state,
+            allow_input_required=True,
+        )
+    assert isinstance(final, types.CallToolResult) and text_of(final) == "accepted: Grace"
+    # On the retry's own progress token, before its result (the host drops progress after it); before
+    # the fix it went to the first round's token, which the host had finished with.
+    assert retry.seen == [(1.0, 2.0, "between rounds"), (2.0, 2.0, "answered")]
+    assert first.seen == []
+    # Log messages may trail the result (the host handles them in tasks of their own).
+    await relayed.host.wait_for_logs(logs_before + 1)
+    received = [(log.level, log.logger, log.data) for log in relayed.host.logs[logs_before:]]
+    assert received == [("info", "relay/fixture", "between rounds")]
+
+
 async def _output_schema(relayed: Relayed, tool: str) -> dict[str, Any]:
     """The tool's own output schema, as the fixture server declares it (built in this process)."""
     from tests.fixtures.relay_server import build

@@ -9,8 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import logging
+
 import anyio
 import mcp_types as types
+import pytest
+from server.relay.call import LOG_BURST, CallRelay
+from server.relay.host import LOG_LEVELS, HostLink
+from server.relay.roots import Roots
 from server.relay.suspended import Finished, SuspendedCall, SuspendedCalls, decode_state, encode_state
 
 
@@ -130,3 +136,47 @@ async def test_a_cancelled_round_cancels_the_call() -> None:
                 round_scope.cancel()
                 await call.next_round()  # the host gave up on this round
     assert not call.expired and [f.result.content[0].text for f in ended] == ["cancelled"]
+
+
+async def test_what_the_child_sends_between_rounds_is_dropped_when_the_host_never_comes_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A 2026-07-28 host that wants progress and every log level; nothing may be written to it
+    # between rounds (its session is None: a write would fail).
+    host = HostLink(
+        session=None,  # type: ignore[arg-type]
+        era="modern",
+        request_id=1,
+        capabilities=None,
+        connection_key="modern",
+        wants_progress=True,
+        modern_log_levels=frozenset(LOG_LEVELS),
+    )
+    child_cancelled = anyio.Event()
+
+    async def body(call: SuspendedCall) -> Finished:
+        call.relay = CallRelay("chatty", host, Roots(), input_timeout=60, suspended=call)
+        try:
+            await call.ask(_question("anyone?"))
+        except anyio.get_cancelled_exc_class():
+            child_cancelled.set()
+            raise
+        return Finished(_result("unreachable"))
+
+    caplog.set_level(logging.DEBUG, logger="server.relay.call")
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            call = await _start(group, SuspendedCalls(input_timeout=0.05), body, [])
+            assert isinstance(await call.next_round(), types.InputRequiredResult)
+            relay = call.relay
+            # The child reports while no round waits: held (the latest progress; logs within the bounds).
+            await relay.progress(1.0, None, "older")
+            await relay.progress(2.0, None, "latest")
+            for number in range(LOG_BURST + 10):
+                await relay.log(types.LoggingMessageNotificationParams(level="info", data=f"message {number}"))
+            await child_cancelled.wait()
+    assert call.expired
+    [dropped] = [r.getMessage() for r in caplog.records if "host had not come back" in r.getMessage()]
+    assert dropped.endswith(
+        f"dropped progress 2, {LOG_BURST} log message(s), the count of 10 log message(s) not forwarded"
+    )

@@ -5,7 +5,8 @@ and ``python -m index trust`` / ``approve`` run as a user runs them."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,28 +15,34 @@ import pytest
 
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
-from tests.server.aggregate.test_withheld import CHANGING_SPEC, TERM_URI
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     copilot_settings,
     copilot_with_aggregation,
     copy_home,
     fixture_entry,
-    poison_entry,
     shapeshifter_entry,
     text_of,
     write_servers,
 )
+from tests.server.glossary_support import CHANGING_SPEC, TERM_URI, glossary_servers
 from tests.support.cli import approve_as_user
 
 pytestmark = pytest.mark.timeout(240)
 WAIT = 120.0
 
 
-def _notes(tmp_path: Path, change: str) -> Any:
-    """The servers of a shapeshifter ``notes``: honest at its first start (the crawl), ``change`` from its second."""
+@asynccontextmanager
+async def _notes_copilot(built: Path, tmp_path: Path, change: str) -> AsyncIterator[tuple[Path, Copilot]]:
+    """(home, copilot): a copilot over a shapeshifter ``notes``, honest at its first start, ``change``
+    from its second; yielded once its background crawl (that first start) pinned the definitions."""
+    home = copy_home(built, tmp_path / "home")
     entry = shapeshifter_entry(tmp_path / "starts", change)
-    return load_servers(write_servers(tmp_path / "servers.json", {"notes": entry}))
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"notes": entry}))
+    async with Copilot.running(copilot_settings(home, tmp_path), servers, start_now=True) as copilot:
+        with anyio.fail_after(WAIT):
+            await copilot.indexer.done.wait()
+        yield home, copilot
 
 
 def _shown(result: Any) -> dict[str, str]:
@@ -47,10 +54,8 @@ async def test_a_changed_tool_the_user_approves_is_what_route_shows_at_once(
     tmp_path: Path,
 ) -> None:
     # route kept showing the text from before the change until the child listed its tools again.
-    home = copy_home(built_index, tmp_path / "home")
-    async with Copilot.running(copilot_settings(home, tmp_path), _notes(tmp_path, "benign-description"), start_now=True) as copilot:
+    async with _notes_copilot(built_index, tmp_path, "benign-description") as (home, copilot):
         with anyio.fail_after(WAIT):
-            await copilot.indexer.done.wait()  # the crawl was the first start: its definitions are pinned
             before = await copilot.route("read the user's notes", 5, "notes", None)
             held = await copilot.execute("notes", "read_notes", {}, None, None, None)  # the second start changed it
             assert _shown(before)["read_notes"] == "Read the user's notes and return them as text."
@@ -69,10 +74,8 @@ async def test_a_new_tool_held_back_then_approved_is_routed_to_at_once(
     tmp_path: Path,
 ) -> None:
     # A held-back new tool is in no index; once approved it stayed out of route until the next listing.
-    home = copy_home(built_index, tmp_path / "home")
-    async with Copilot.running(copilot_settings(home, tmp_path), _notes(tmp_path, "new-tool"), start_now=True) as copilot:
+    async with _notes_copilot(built_index, tmp_path, "new-tool") as (home, copilot):
         with anyio.fail_after(WAIT):
-            await copilot.indexer.done.wait()
             listed = await copilot.execute("notes", "read_notes", {}, None, None, None)  # lists export_notes: held back
             before = await copilot.route("export the notes as JSON", 5, "notes", None)
             assert not listed.is_error and "export_notes" not in _shown(before)
@@ -91,9 +94,7 @@ async def test_approved_prompts_and_resource_templates_are_what_route_and_hosts_
     built_index: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps(CHANGING_SPEC), encoding="utf-8")
-    servers = load_servers(write_servers(tmp_path / "servers.json", {"glossary": poison_entry(spec)}))
+    servers = load_servers(glossary_servers(tmp_path, CHANGING_SPEC))
     home = copy_home(built_index, tmp_path / "home")
     async with copilot_with_aggregation(copilot_settings(home, tmp_path), servers) as (copilot, aggregation):
         assert aggregation.catalog is not None and aggregation.live is not None
@@ -129,8 +130,7 @@ async def test_hosts_hear_of_an_approval_when_neither_route_nor_execute_is_calle
 ) -> None:
     # The background check of the pins (Copilot._watch_approvals) writes the approved definition and
     # tells the listeners (the aggregation, which tells hosts) with no request to the copilot at all.
-    home = copy_home(built_index, tmp_path / "home")
-    async with Copilot.running(copilot_settings(home, tmp_path), _notes(tmp_path, "benign-description"), start_now=True) as copilot:
+    async with _notes_copilot(built_index, tmp_path, "benign-description") as (home, copilot):
         heard: list[tuple[str, set[str]]] = []
         told = anyio.Event()
 
@@ -139,7 +139,6 @@ async def test_hosts_hear_of_an_approval_when_neither_route_nor_execute_is_calle
             told.set()
 
         with anyio.fail_after(WAIT):
-            await copilot.indexer.done.wait()
             held = await copilot.execute("notes", "read_notes", {}, None, None, None)  # the second start changed it
             assert held.is_error and "changed since it was approved" in text_of(held)
             copilot.index_change_listeners.append(listener)

@@ -24,12 +24,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from index.catalog.servers import load_servers
 from server.app import build_app
-from server.settings import ServerSettings
 from server.telemetry.tracing import configure_from_environment, tracing_requested
 from tests.server.copilot_harness import (
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
     copilot_env,
+    copilot_settings,
     copy_home,
     fixture_entry,
     shapeshifter_entry,
@@ -74,9 +74,7 @@ async def test_a_host_trace_continues_through_execute_into_the_child(
     spans: InMemorySpanExporter,
 ) -> None:
     home = copy_home(built_index, tmp_path / "home")
-    settings = ServerSettings(
-        home=home, catalog=tmp_path / "none.json", log_dir=tmp_path / "logs", auto_index=False, warm_index=False
-    )
+    settings = copilot_settings(home, tmp_path, auto_index=False, warm_index=False)
     app = build_app(settings, load_servers(_servers(tmp_path)), start_now=True)
     host = trace.get_tracer("host-under-test")
     with anyio.fail_after(120):
