@@ -10,7 +10,9 @@ more questions.
 Such calls therefore run in the copilot's task group, not in the request handler, and are kept
 here between rounds. What the child reports between rounds (progress, log messages) is held by the
 call's relay and written on the next round's request before anything else
-(:meth:`server.relay.call.CallRelay.resume`), or dropped if that round never comes. A call whose
+(:meth:`server.relay.call.CallRelay.resume`), or dropped if that round never comes. A call the
+child ends between rounds (it gave up on its question) is kept for the host's retry, which gets its
+result, for up to ``input_timeout`` seconds. A call whose
 host does not come back within ``input_timeout`` seconds is cancelled (the child gets
 ``notifications/cancelled``, its slot is freed) and logged as such; a round the host cancels
 cancels the call. ``requestState`` is sealed by the SDK (bound to the tool,
@@ -89,6 +91,8 @@ class SuspendedCall:
         self._returned = anyio.Event()  # a round returned questions: the host must come back
         self._attached = anyio.Event()  # ... and it did
         self.in_round = False
+        #: A round returned questions and the host has not retried yet.
+        self.awaits_host = False
         self.expired = False
         self.finished: Finished | None = None
         self.scope = anyio.CancelScope()
@@ -130,6 +134,7 @@ class SuspendedCall:
     async def next_round(self) -> types.CallToolResult | types.InputRequiredResult:
         """Wait for the call's result or its next questions; a cancelled round cancels the call."""
         self.in_round = True
+        self.awaits_host = False
         self._attached.set()
         flushed = False
         try:
@@ -147,6 +152,7 @@ class SuspendedCall:
                     continue
                 if pending:
                     self._attached = anyio.Event()
+                    self.awaits_host = True
                     self._returned.set()
                     return types.InputRequiredResult(
                         input_requests={key: q.request for key, q in pending.items()},
@@ -168,6 +174,17 @@ class SuspendedCall:
         if not self._ended and self.finished is not None:
             self._ended = True
             self._on_end(self.finished)
+
+    async def keep_for_retry(self) -> None:
+        """The call ended between rounds: wait (bounded) for the host's retry, which gets the result.
+
+        The host asked to be asked again and will retry with its answers; without this the retry
+        would find no call and get ``input_expired`` for a call that did finish.
+        """
+        if not self.awaits_host:
+            return
+        with anyio.move_on_after(self.input_timeout):
+            await self._attached.wait()
 
     async def watch_host(self) -> None:
         """Cancel the call when a round returned questions and the host did not retry in time."""
@@ -217,6 +234,9 @@ class SuspendedCalls:
                         finished = await run(call)
                     group.cancel_scope.cancel()
                 call.finish(finished if finished is not None else cancelled(call))
+                if finished is not None and not call.in_round:
+                    call.end()  # the trajectory says when it ended, whether or not the host comes back
+                    await call.keep_for_retry()
             finally:
                 self._calls.pop(call.id, None)
                 if call.finished is None:  # the copilot is shutting down

@@ -302,6 +302,41 @@ async def test_what_the_child_sends_between_rounds_reaches_the_hosts_retry(
     assert received == [("info", "relay/fixture", "between rounds")]
 
 
+async def test_a_call_the_child_ends_between_rounds_gives_its_result_to_the_hosts_retry(
+    relayed: Relayed, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    if relayed.era == "legacy":
+        pytest.skip("the input_required round trip exists from 2026-07-28 on")
+    session = relayed.client.session
+    signal = tmp_path_factory.mktemp("sock") / "give-up.sock"  # short: Unix socket paths are bounded
+    arguments = execute_args("relay", "give_up_between", {"signal": str(signal)})
+    async with await anyio.create_unix_listener(signal) as listener:
+        with anyio.fail_after(60):
+            asked = await session.call_tool("execute", arguments, allow_input_required=True)
+            assert isinstance(asked, types.InputRequiredResult)
+            async with await listener.accept() as stream:
+                await stream.send(b"go\n")  # the child gives up on its question and returns
+    # The call has ended, with no round of the host waiting, once its trajectory record is written.
+    with anyio.fail_after(60):
+        while not relayed.events("give_up_between"):
+            await anyio.sleep(0.05)
+    [event] = relayed.events("give_up_between")
+    assert event.error_kind is None
+    [key] = asked.input_requests
+    with anyio.fail_after(60):
+        final = await session.call_tool(
+            "execute",
+            arguments,
+            input_responses={key: types.ElicitResult(action="accept", content={"name": "Too late"})},
+            request_state=asked.request_state,
+            allow_input_required=True,
+        )
+    # Before, the finished call was forgotten and the retry got "no longer waits for an answer".
+    assert isinstance(final, types.CallToolResult) and not final.is_error
+    assert text_of(final) == "gave up waiting"
+    assert len(relayed.events("give_up_between")) == 1  # the retry is not a second call
+
+
 async def _output_schema(relayed: Relayed, tool: str) -> dict[str, Any]:
     """The tool's own output schema, as the fixture server declares it (built in this process)."""
     from tests.fixtures.relay_server import build

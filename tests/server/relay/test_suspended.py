@@ -6,10 +6,9 @@ relay does for a real child; everything waits on events, every wait is bounded.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
-
-import logging
 
 import anyio
 import mcp_types as types
@@ -116,6 +115,43 @@ async def test_a_host_that_does_not_come_back_has_its_call_cancelled_and_reporte
             assert isinstance(await call.next_round(), types.InputRequiredResult)
             await child_cancelled.wait()
     assert call.expired and [f.result.content[0].text for f in ended] == ["expired"]
+    assert calls.get(call.id) is None
+
+
+async def test_a_call_ended_between_rounds_waits_for_the_retry_then_is_let_go() -> None:
+    ended: list[Finished] = []
+    give_up = anyio.Event()
+
+    async def body(call: SuspendedCall) -> Finished:
+        async with anyio.create_task_group() as asking:
+            asking.start_soon(call.ask, _question("in time?"))
+            await give_up.wait()
+            asking.cancel_scope.cancel()  # the child stops waiting for its answer
+        return Finished(_result("gave up"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            calls = SuspendedCalls(input_timeout=60)
+            call = await _start(group, calls, body, ended)
+            assert isinstance(await call.next_round(), types.InputRequiredResult)
+            give_up.set()
+            while not ended:  # reported when it ended, though no round waits for it
+                await anyio.sleep(0)
+            assert calls.get(call.id) is call  # kept for the host's retry ...
+            final = await call.next_round()  # ... which gets its result
+            assert isinstance(final, types.CallToolResult) and final.content[0].text == "gave up"
+    assert [f.result.content[0].text for f in ended] == ["gave up"] and len(calls) == 0
+
+    ended.clear()
+    give_up = anyio.Event()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            calls = SuspendedCalls(input_timeout=0.05)
+            call = await _start(group, calls, body, ended)
+            assert isinstance(await call.next_round(), types.InputRequiredResult)
+            give_up.set()
+    # A host that never retries: the finished call is let go after input_timeout, reported once.
+    assert [f.result.content[0].text for f in ended] == ["gave up"] and not call.expired
     assert calls.get(call.id) is None
 
 
