@@ -262,24 +262,36 @@ async def test_the_2026_round_trip_carries_the_childs_question_as_input_requests
     assert isinstance(final, types.CallToolResult) and text_of(final) == "accepted: Grace"
 
 
+async def _asked_then_go(
+    relayed: Relayed, tmp_path_factory: pytest.TempPathFactory, tool: str, reply: bytes | None = None, **options: Any
+) -> tuple[dict[str, Any], types.InputRequiredResult]:
+    """A 2026-07-28 call of a fixture ``tool`` that asks a question and then waits for ``go`` on its
+    signal socket: sent only once the host got ``input_required``, so what the child does next
+    happens between rounds; ``reply`` is what the child says back once it did it."""
+    if relayed.era == "legacy":
+        pytest.skip("the input_required round trip exists from 2026-07-28 on")
+    signal = tmp_path_factory.mktemp("sock") / "signal.sock"  # short: Unix socket paths are bounded
+    arguments = execute_args("relay", tool, {"signal": str(signal)})
+    async with await anyio.create_unix_listener(signal) as listener:
+        with anyio.fail_after(60):
+            asked = await relayed.client.session.call_tool("execute", arguments, allow_input_required=True, **options)
+            assert isinstance(asked, types.InputRequiredResult)
+            async with await listener.accept() as stream:
+                await stream.send(b"go\n")
+                if reply is not None:
+                    assert await stream.receive() == reply
+    return arguments, asked
+
+
 async def test_what_the_child_sends_between_rounds_reaches_the_hosts_retry(
     relayed: Relayed, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    if relayed.era == "legacy":
-        pytest.skip("the input_required round trip exists from 2026-07-28 on")
     session = relayed.client.session
-    signal = tmp_path_factory.mktemp("sock") / "between.sock"  # short: Unix socket paths are bounded
-    arguments = execute_args("relay", "ask_between", {"signal": str(signal)})
     first, retry = Progress(), Progress()
-    async with await anyio.create_unix_listener(signal) as listener:
-        with anyio.fail_after(60):
-            asked = await session.call_tool("execute", arguments, progress_callback=first, allow_input_required=True)
-            assert isinstance(asked, types.InputRequiredResult)
-            # Only now, with the first round answered, does the child report and log; it says "sent"
-            # once the copilot has read both, so they arrive while no request of the host waits.
-            async with await listener.accept() as stream:
-                await stream.send(b"go\n")
-                assert await stream.receive() == b"sent\n"
+    # The child reports and logs after "go", and says "sent" once the copilot has read both.
+    arguments, asked = await _asked_then_go(
+        relayed, tmp_path_factory, "ask_between", b"sent\n", progress_callback=first
+    )
     logs_before = len(relayed.host.logs)
     [key] = asked.input_requests
     with anyio.fail_after(60):
@@ -305,17 +317,9 @@ async def test_what_the_child_sends_between_rounds_reaches_the_hosts_retry(
 async def test_a_call_the_child_ends_between_rounds_gives_its_result_to_the_hosts_retry(
     relayed: Relayed, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    if relayed.era == "legacy":
-        pytest.skip("the input_required round trip exists from 2026-07-28 on")
     session = relayed.client.session
-    signal = tmp_path_factory.mktemp("sock") / "give-up.sock"  # short: Unix socket paths are bounded
-    arguments = execute_args("relay", "give_up_between", {"signal": str(signal)})
-    async with await anyio.create_unix_listener(signal) as listener:
-        with anyio.fail_after(60):
-            asked = await session.call_tool("execute", arguments, allow_input_required=True)
-            assert isinstance(asked, types.InputRequiredResult)
-            async with await listener.accept() as stream:
-                await stream.send(b"go\n")  # the child gives up on its question and returns
+    # After "go" the child gives up on its question and returns.
+    arguments, asked = await _asked_then_go(relayed, tmp_path_factory, "give_up_between")
     # The call has ended, with no round of the host waiting, once its trajectory record is written.
     with anyio.fail_after(60):
         while not relayed.events("give_up_between"):
