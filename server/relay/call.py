@@ -140,8 +140,13 @@ class CallRelay:
 
     @property
     def progress(self) -> Any:
-        """The progress callback to put on the child request (``None`` when the host wants none)."""
-        return self._progress if self.host.wants_progress else None
+        """The progress callback to put on the child request (``None`` when the host wants none).
+
+        A call kept across 2026-07-28 rounds always gets one: each round is a request of its own, and
+        a host that sent no progress token with the first may send one with a retry. Without a token
+        on the child's request from the start, no round could ever get the child's progress.
+        """
+        return self._progress if self.host.wants_progress or self.suspended is not None else None
 
     async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
         if self._ended:

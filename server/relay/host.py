@@ -155,6 +155,8 @@ class HostLink:
 
     # -- messages to the host -----------------------------------------------------------------
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        if not self.wants_progress:
+            return  # this request (a round of a 2026-07-28 call) gave no progress token
         await self.session.report_progress(progress, total, message)
 
     def takes_log(self, level: str) -> bool:

@@ -314,6 +314,30 @@ async def test_what_the_child_sends_between_rounds_reaches_the_hosts_retry(
     assert received == [("info", "relay/fixture", "between rounds")]
 
 
+async def test_a_retry_with_a_progress_token_gets_the_childs_progress_though_the_first_round_had_none(
+    relayed: Relayed, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    retry = Progress()
+    # The first round asks for no progress; the child reports and logs after "go", then says "sent".
+    arguments, asked = await _asked_then_go(relayed, tmp_path_factory, "ask_between", b"sent\n")
+    logs_before = len(relayed.host.logs)
+    [key] = asked.input_requests
+    with anyio.fail_after(60):
+        final = await relayed.client.session.call_tool(
+            "execute",
+            arguments,
+            progress_callback=retry,
+            input_responses={key: types.ElicitResult(action="accept", content={"name": "Lin"})},
+            request_state=asked.request_state,
+            allow_input_required=True,
+        )
+    assert isinstance(final, types.CallToolResult) and text_of(final) == "accepted: Lin"
+    # Before, the child's request carried no progress token (the first round had none), so the
+    # child could report nothing to any later round.
+    assert retry.seen == [(1.0, 2.0, "between rounds"), (2.0, 2.0, "answered")]
+    await relayed.host.wait_for_logs(logs_before + 1)  # not left to trail into the next test
+
+
 async def test_a_call_the_child_ends_between_rounds_gives_its_result_to_the_hosts_retry(
     relayed: Relayed, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
