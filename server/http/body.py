@@ -288,7 +288,28 @@ def _envelope_correction(status: int, answer: bytes, body: bytes, refusals: froz
         return None
     if not isinstance(error.get("error"), dict) or error["error"].get("code") not in refusals:
         return None  # an answer about something else
-    return _problem(body)
+    problem = _problem(body)
+    if problem is None and refusals is _MODERN_REFUSALS:
+        return _unsolicited_response(body)
+    return problem
+
+
+def _unsolicited_response(body: bytes) -> dict[str, Any] | None:
+    """A well-formed JSON-RPC response posted to the 2026-07-28 entry, which the SDK refuses as if
+    it were malformed: say why instead. That entry never asks the client anything (a child's
+    questions come back as an ``input_required`` result), so no response can be due."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "method" in message or not ("result" in message or "error" in message):
+        return None
+    return jsonrpc_error(
+        INVALID_REQUEST,
+        "Invalid Request: this is a JSON-RPC response, and a 2026-07-28 request (no session) asks the client "
+        "nothing it could answer: a server's questions come back as an input_required result; answer them by "
+        "calling the same tool again with inputResponses and its requestState.",
+    )
 
 
 def _problem(body: bytes) -> dict[str, Any] | None:

@@ -274,6 +274,23 @@ async def test_a_misspelt_method_is_answered_with_the_one_meant_on_every_entry(
 
 
 @in_module_loop
+@pytest.mark.parametrize("response", [{"result": {}}, {"error": {"code": -1, "message": "no"}}], ids=["result", "error"])
+async def test_a_response_posted_as_a_2026_07_28_request_is_told_why_no_answer_was_due(
+    over_http: tuple[httpx2.AsyncClient, str, dict[str, str]], response: dict[str, Any]
+) -> None:
+    """The SDK refuses it as a malformed body; it is well formed, only not due (the handshake-era
+    entry takes such a response with 202, as JSON-RPC asks of a response nobody waits for)."""
+    http, url, _ = over_http
+    headers = {**raw_mcp_headers(TOKEN), "mcp-protocol-version": MODERN}
+    answer = await http.post(url, json={"jsonrpc": "2.0", "id": 7, **response}, headers=headers)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()
+    assert error["id"] is None and error["error"]["code"] == -32600
+    assert "this is a JSON-RPC response" in error["error"]["message"]
+    assert "inputResponses" in error["error"]["message"]
+
+
+@in_module_loop
 async def test_the_stdio_copilot_still_serves_after_them(over_stdio: Raw) -> None:
     await over_stdio.send(_call("after") + b"\n")
     assert (await over_stdio.answer("after"))["result"]["structuredContent"] == {"result": "x"}
