@@ -157,17 +157,21 @@ async def test_a_definition_too_big_or_too_deep_is_left_out_and_its_calls_refuse
         assert (await pool.call_tool("odd", "echo", {"text": "others work"})).content[0].text == "others work"
 
 
+async def _listed_live(pool: Any, config: Any, warnings: list[str]) -> list[Any]:
+    """The prompts, resources and templates of the running ``many`` child, listed as the live index
+    re-lists a changed child's (server.aggregate.live)."""
+    await pool.list_tools("many")
+    capabilities = pool.capabilities("many")
+    return await pool.request("many", "listing", lambda session: list_other_kinds(session, capabilities, config, "", warnings))
+
+
 async def test_prompts_and_resources_listed_live_are_bounded_and_paging_stops_at_the_cap(settings: PoolSettings) -> None:
     # The live index re-lists a changed child's prompts and resources this way (server.aggregate.live):
     # before, it followed every page and kept every item.
     config = hostile("many", "--many-prompts", str(MAX_TOOLS + 500), "--many-templates", "3", "--list-page-size", "300")
     async with running_pool({"many": config}, settings) as pool:
-        await pool.list_tools("many")
         warnings: list[str] = []
-        capabilities = pool.capabilities("many")
-        records = await pool.request(
-            "many", "listing", lambda session: list_other_kinds(session, capabilities, config, "", warnings)
-        )
+        records = await _listed_live(pool, config, warnings)
         assert [r.name for r in records if r.kind == "prompt"] == [f"prompt_{n}" for n in range(MAX_TOOLS)]
         assert [r.name for r in records if r.kind == "resource_template"] == ["template_0", "template_1", "template_2"]
         assert warnings == [
@@ -184,12 +188,8 @@ async def test_an_item_listed_again_and_again_does_not_push_others_out(settings:
     flags = ["--many-prompts", "5", "--many-resources", "3", "--many-templates", "2", "--list-page-size", "300"]
     config = hostile("many", *flags, "--repeat-first", str(MAX_TOOLS + 500))
     async with running_pool({"many": config}, settings) as pool:
-        await pool.list_tools("many")
         warnings: list[str] = []
-        capabilities = pool.capabilities("many")
-        records = await pool.request(
-            "many", "listing", lambda session: list_other_kinds(session, capabilities, config, "", warnings)
-        )
+        records = await _listed_live(pool, config, warnings)
     assert [r.name for r in records if r.kind == "prompt"] == [f"prompt_{n}" for n in range(5)]
     assert [r.name for r in records if r.kind == "resource"] == [f"resource_{n}" for n in range(3)]
     assert [r.name for r in records if r.kind == "resource_template"] == ["template_0", "template_1"]
