@@ -11,7 +11,7 @@ when it declares one) is skipped too: ``execute`` could not check params against
 
 The crawler and the child pool both list through :func:`list_all_tools`, so a tool the catalog
 leaves out is a tool the pool refuses, for the same reason in the same words. A child's listing
-is bounded there whatever it sends: a definition over :data:`MAX_DEFINITION_CHARS` characters or an
+is bounded there whatever it sends: a definition over :data:`~index.children.listing_limits.MAX_DEFINITION_CHARS` characters or an
 input schema nested deeper than :data:`MAX_SCHEMA_DEPTH` levels is skipped like a broken one, at most
 :data:`MAX_PAGES` pages are followed (a cursor seen before ends the listing), and only the first
 :data:`MAX_TOOLS` distinct tools listed are read: the rest of their page is counted before anything
@@ -37,10 +37,9 @@ from pydantic import ValidationError
 from index.catalog.kinds import describe_schema_error
 from index.children.connect import ChildConnection
 from index.children.direct import typed_result
-# Shared with the listings of prompts and resources (``index.catalog.kinds``), and still named here.
-from index.children.listing_limits import (  # noqa: F401 -- MAX_DEFINITION_CHARS: the tools' limit too
+# Shared with the listings of prompts and resources (``index.catalog.kinds``).
+from index.children.listing_limits import (
     LISTING_CUT,
-    MAX_DEFINITION_CHARS,
     MAX_PAGES,
     MAX_TOOLS,
     SHOWN_NAME_CHARS,

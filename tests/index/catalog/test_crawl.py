@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from index.children.tool_listing import LISTING_CUT, MAX_DEFINITION_CHARS, MAX_TOOLS
+from index.children.listing_limits import LISTING_CUT, MAX_DEFINITION_CHARS, MAX_TOOLS
 from index.cli.args import main as index_main
 from index.catalog.crawl import CrawlReport, crawl_servers, log_file_name, scrub_machine_paths
 from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog

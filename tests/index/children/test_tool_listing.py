@@ -14,7 +14,8 @@ import pytest
 
 from index.catalog.servers import ServerConfig
 from index.children.connect import open_session
-from index.children.tool_listing import LISTING_CUT, MAX_TOOLS, input_schema_problem, list_all_tools
+from index.children.listing_limits import LISTING_CUT, MAX_TOOLS
+from index.children.tool_listing import input_schema_problem, list_all_tools
 from tests.fixtures.hostile_server import TOOLS as HOSTILE_TOOLS
 from tests.support.processes import hostile_entry
 

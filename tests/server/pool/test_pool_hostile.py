@@ -19,7 +19,8 @@ import pytest
 
 from index.catalog.kinds import list_other_kinds
 from index.catalog.servers import ServerConfig
-from index.children.tool_listing import LISTING_CUT, MAX_DEFINITION_CHARS, MAX_PAGES, MAX_SCHEMA_DEPTH, MAX_TOOLS
+from index.children.listing_limits import LISTING_CUT, MAX_DEFINITION_CHARS, MAX_PAGES, MAX_TOOLS
+from index.children.tool_listing import MAX_SCHEMA_DEPTH
 from index.children.wire import JUNK_LINES_LOGGED, MAX_CHILD_REQUESTS
 from server.errors import ChildTimeoutError, ServerUnavailableError, ToolPastCapError
 from server.pool.sessions import RELIST_INTERVAL, PoolSettings
