@@ -19,13 +19,23 @@ import anyio
 import mcp_types as types
 from mcp import Client
 
-from tests.server.copilot_harness import HttpCopilot, RunningClient, http_client_for, stdio_client_for
+from tests.server.copilot_harness import (
+    HttpCopilot,
+    RunningClient,
+    copilot_env,
+    copy_home,
+    http_client_for,
+    stdio_client_for,
+    write_servers,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 RELAY_SERVER = REPO / "tests" / "fixtures" / "relay_server.py"
 HTTP_TOKEN = "relay-token-0123456789"
 
 Transport = Literal["stdio", "http"]
+#: (transport, client mode) of each host; "auto" negotiates 2026-07-28.
+HOSTS: list[tuple[Transport, str]] = [("stdio", "legacy"), ("stdio", "auto"), ("http", "legacy"), ("http", "auto")]
 
 
 def relay_entry(name: str, **extra: Any) -> dict[str, Any]:
@@ -127,3 +137,31 @@ async def copilot_client(
         finally:
             if process is not None:
                 await process.stop()
+
+
+def host_project(root: Path) -> Path:
+    """The folder a test's host gives as its root (``root/project``, made empty)."""
+    project = root / "project"
+    project.mkdir()
+    return project
+
+
+@asynccontextmanager
+async def relay_copilot(
+    root: Path,
+    built_index: Path,
+    entries: dict[str, dict[str, Any]],
+    transport: Transport,
+    host: Host,
+    **client_options: Any,
+) -> AsyncIterator[tuple[Client, Path]]:
+    """A real copilot serving ``entries`` over ``transport`` from a copy of ``built_index``'s home
+    under ``root`` (no indexing), and a client whose callbacks are ``host``'s; yields the client
+    and the home. ``COPILOT_*`` settings come as keyword arguments named so; the others go to the client."""
+    settings = {name: value for name, value in client_options.items() if name.startswith("COPILOT_")}
+    options = {name: value for name, value in client_options.items() if name not in settings}
+    home = copy_home(built_index, root / "home")
+    servers = write_servers(root / "servers.json", entries)
+    env = copilot_env(home, COPILOT_AUTO_INDEX="false", **settings)
+    async with copilot_client(transport, servers, env, root, **options, **host.client_options()) as client:
+        yield client, home

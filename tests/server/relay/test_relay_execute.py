@@ -32,12 +32,20 @@ from tests.server.copilot_harness import (
     text_of,
     write_servers,
 )
-from tests.server.relay_harness import Host, Progress, Transport, copilot_client, execute_args, relay_entry
+from tests.server.relay_harness import (
+    HOSTS,
+    Host,
+    Progress,
+    Transport,
+    copilot_client,
+    execute_args,
+    host_project,
+    relay_copilot,
+    relay_entry,
+)
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
 
-#: (transport, client mode) of each host; "auto" negotiates 2026-07-28.
-HOSTS: list[tuple[Transport, str]] = [("stdio", "legacy"), ("stdio", "auto"), ("http", "legacy"), ("http", "auto")]
 
 
 @dataclass
@@ -61,32 +69,30 @@ class Relayed:
 async def relayed(request: pytest.FixtureRequest, built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:  # noqa: F811
     transport, era = request.param
     root = tmp_path_factory.mktemp(f"relay-{transport}-{era}")
-    home = copy_home(built_index, root / "home")
-    project = root / "project"
-    project.mkdir()
+    project = host_project(root)
     (project / "notes.txt").write_text("notes from the user's project", encoding="utf-8")
-    servers = write_servers(
-        root / "servers.json",
-        {
-            "relay": relay_entry("relay"),
-            "files": relay_entry("files", works_in="roots"),
-            "alpha": fixture_entry("alpha"),
-        },
-    )
+    entries = {
+        "relay": relay_entry("relay"),
+        "files": relay_entry("files", works_in="roots"),
+        "alpha": fixture_entry("alpha"),
+    }
     log_file = root / "trajectory.jsonl"
-    env = copilot_env(
-        home,
-        COPILOT_AUTO_INDEX="false",
+    host = Host(root=project)
+    async with relay_copilot(
+        root,
+        built_index,
+        entries,
+        transport,
+        host,
+        mode=era,
+        log_level="info",
         COPILOT_LOG_FILE=str(log_file),
         COPILOT_PER_SERVER_CONCURRENCY="1",
         COPILOT_CALL_TIMEOUT="600",
         COPILOT_MAX_RESULT_CHARS="2000",
         COPILOT_MAX_RESULT_BLOCKS="10",
         COPILOT_MAX_RESULT_BYTES="5000",
-    )
-    host = Host(root=project)
-    options = {"mode": era, "log_level": "info", **host.client_options()}
-    async with copilot_client(transport, servers, env, root, **options) as client:
+    ) as (client, home):
         yield Relayed(client, host, transport, era, home, log_file, project)
 
 

@@ -21,12 +21,9 @@ from mcp import Client
 from server.relay.call import MAX_LOG_CHARS, MAX_PROGRESS_CHARS, MAX_WAITING_QUESTIONS
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
-    copilot_env,
-    copy_home,
     text_of,
-    write_servers,
 )
-from tests.server.relay_harness import Host, copilot_client, execute_args
+from tests.server.relay_harness import Host, execute_args, host_project, relay_copilot
 from tests.support.processes import hostile_entry
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
@@ -65,14 +62,18 @@ class Flooded:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def flooded(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:  # noqa: F811
     root = tmp_path_factory.mktemp("relay-hostile")
-    home = copy_home(built_index, root / "home")
-    project = root / "project"
-    project.mkdir()
-    servers = write_servers(root / "servers.json", {"evil": hostile_entry()})
-    env = copilot_env(home, COPILOT_AUTO_INDEX="false", COPILOT_CALL_TIMEOUT="120", COPILOT_TRUST_AUTO_APPROVE="evil")
-    host = FloodedHost(project)
-    options = {"mode": "legacy", "log_level": "debug", **host.client_options()}
-    async with copilot_client("stdio", servers, env, root, **options) as client:
+    host = FloodedHost(host_project(root))
+    async with relay_copilot(
+        root,
+        built_index,
+        {"evil": hostile_entry()},
+        "stdio",
+        host,
+        mode="legacy",
+        log_level="debug",
+        COPILOT_CALL_TIMEOUT="120",
+        COPILOT_TRUST_AUTO_APPROVE="evil",
+    ) as (client, _):
         yield Flooded(client, host)
 
 

@@ -37,20 +37,15 @@ from server.relay.call import (
 )
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
-    copilot_env,
-    copy_home,
     text_of,
-    write_servers,
 )
-from tests.server.relay_harness import Host, Transport, copilot_client, execute_args
+from tests.server.relay_harness import HOSTS, Host, execute_args, host_project, relay_copilot
 from tests.support.processes import hostile_entry
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[3]
 ASKING_SERVER = REPO / "tests" / "fixtures" / "asking_server.py"
-#: (transport, client mode) of each host; "auto" negotiates 2026-07-28.
-HOSTS: list[tuple[Transport, str]] = [("stdio", "legacy"), ("stdio", "auto"), ("http", "legacy"), ("http", "auto")]
 #: Notifications the child sends in one call in the flood tests.
 FLOOD = 20_000
 #: Characters of each flooded log message: unique to the log test, so its lines are told apart.
@@ -77,19 +72,19 @@ class Rated:
 async def rated(request: pytest.FixtureRequest, built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:  # noqa: F811
     transport, era = request.param
     root = tmp_path_factory.mktemp(f"rate-{transport}-{era}")
-    home = copy_home(built_index, root / "home")
-    project = root / "project"
-    project.mkdir()
-    servers = write_servers(
-        root / "servers.json",
-        {"evil": hostile_entry(), "asker": {"command": sys.executable, "args": [str(ASKING_SERVER)]}},
-    )
-    env = copilot_env(
-        home, COPILOT_AUTO_INDEX="false", COPILOT_CALL_TIMEOUT="120", COPILOT_TRUST_AUTO_APPROVE="evil,asker"
-    )
-    host = Host(root=project)
-    options = {"mode": era, "log_level": "debug", **host.client_options()}
-    async with copilot_client(transport, servers, env, root, **options) as client:
+    entries = {"evil": hostile_entry(), "asker": {"command": sys.executable, "args": [str(ASKING_SERVER)]}}
+    host = Host(root=host_project(root))
+    async with relay_copilot(
+        root,
+        built_index,
+        entries,
+        transport,
+        host,
+        mode=era,
+        log_level="debug",
+        COPILOT_CALL_TIMEOUT="120",
+        COPILOT_TRUST_AUTO_APPROVE="evil,asker",
+    ) as (client, home):
         yield Rated(client, host, era, home, tmp_path_factory.mktemp("sock"))
 
 
