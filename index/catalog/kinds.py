@@ -33,6 +33,7 @@ from index.children.listing_limits import (
     MAX_TOOLS,
     SHOWN_NAME_CHARS,
     Repeats,
+    left_out_words,
     size_problem,
 )
 
@@ -114,10 +115,9 @@ async def list_pages(lister: Lister, listing: ListMethod, warnings: list[str]) -
             f"of {MAX_DEFINITION_CHARS:,} characters"
         )
     if left_out or cursor:  # cut at the cap (a cursor is left only then)
-        more = " and ".join(([f"{left_out:,} more"] if left_out else []) + (["further pages"] if cursor else []))
         warnings.append(
             f"{listing.method} offered more than {MAX_ITEMS:,} {listing.plural}; "
-            f"kept the first {MAX_ITEMS:,} ({more} left out)"
+            f"kept the first {MAX_ITEMS:,} ({left_out_words(left_out, bool(cursor))} left out)"
         )
     return items
 

@@ -30,13 +30,17 @@ SHOWN_NAME_CHARS = 100
 LISTING_CUT = "(tools past the cap)"
 
 
+def left_out_words(left_out: int, more_pages: bool) -> str:
+    """What a cut at the cap left out: ``left_out`` items seen and not read, and (``more_pages``) a
+    next page left unasked -- "12 more and further pages"."""
+    return " and ".join(([f"{left_out:,} more"] if left_out else []) + (["further pages"] if more_pages else []))
+
+
 def listing_cut_reason(left_out: int, more_pages: bool) -> str:
-    """The ``LISTING_CUT`` entry: a server listed more tools than the copilot reads (``left_out`` of
-    them seen and left out unread, ``more_pages``: a next page was left unasked)."""
-    more = " and ".join(([f"{left_out:,} more"] if left_out else []) + (["further pages"] if more_pages else []))
+    """The ``LISTING_CUT`` entry: a server listed more tools than the copilot reads."""
     return (
         f"the server listed more than {MAX_TOOLS:,} tools and the copilot reads only the first {MAX_TOOLS:,} "
-        f"({more} left out)"
+        f"({left_out_words(left_out, more_pages)} left out)"
     )
 
 

@@ -1183,10 +1183,7 @@ class ChildPool:
         before = state.skipped_tools or {}
         for name, problem in skipped.items():
             if before.get(name) != problem:
-                words = skipped_words(name, problem)
-                logger.warning("server '%s': %s", child.name, words)
-                if child.process is not None:
-                    child.process.note(words)
+                self._report_listing(child, skipped_words(name, problem))
         state.skipped_tools = skipped
         state.listed_names = dict.fromkeys(tool.name for tool in tools)
 
@@ -1195,10 +1192,15 @@ class ChildPool:
         state = self._state(child.name)
         if warnings and warnings != state.listing_warnings:
             for warning in warnings:
-                logger.warning("server '%s': %s", child.name, warning)
-                if child.process is not None:
-                    child.process.note(warning)
+                self._report_listing(child, warning)
         state.listing_warnings = warnings
+
+    @staticmethod
+    def _report_listing(child: _Child, text: str) -> None:
+        """A problem of the child's listing, for the copilot's log and the child's (where its author looks)."""
+        logger.warning("server '%s': %s", child.name, text)
+        if child.process is not None:
+            child.process.note(text)
 
     async def _listing(self, child: _Child, limit: float) -> list[types.Tool]:
         """Every page of the child's ``tools/list``, within ``limit`` seconds."""

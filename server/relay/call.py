@@ -189,11 +189,8 @@ class CallRelay:
                         return
                 if self._between_rounds:
                     return  # the round ended while this waited: the next round's request gets it
-                held, self._held = self._held, None
-                if held is None:
+                if not await self._write_latest():
                     return
-                self._progress_rate.spend(anyio.current_time())
-                await self._write_progress(held)
                 if self._hurry:
                     return
         finally:
@@ -226,10 +223,16 @@ class CallRelay:
                 self._hurry = False
             if self._writing:
                 return  # the host does not read what was written before: do not pile up more
+        await self._write_latest()
+
+    async def _write_latest(self) -> bool:
+        """Write the held progress now, whatever the rate (it is spent all the same); False: none held."""
         held, self._held = self._held, None
-        if held is not None:
-            self._progress_rate.spend(anyio.current_time())
-            await self._write_progress(held)
+        if held is None:
+            return False
+        self._progress_rate.spend(anyio.current_time())
+        await self._write_progress(held)
+        return True
 
     async def finish(self) -> None:
         """The call's result comes next: what was held back for the host goes first.
@@ -253,10 +256,7 @@ class CallRelay:
             self._writing = True
             written = self._written = anyio.Event()
             try:
-                held, self._held = self._held, None
-                if held is not None:
-                    self._progress_rate.spend(anyio.current_time())
-                    await self._write_progress(held)
+                await self._write_latest()
             finally:
                 self._writing = False
                 written.set()

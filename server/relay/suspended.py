@@ -89,10 +89,10 @@ class SuspendedCall:
         self._keys = itertools.count(1)
         self._changed = anyio.Event()
         self._returned = anyio.Event()  # a round returned questions: the host must come back
-        self._attached = anyio.Event()  # ... and it did
+        #: ... and it did: unset only from a round's return of questions until the host's retry.
+        self._attached = anyio.Event()
+        self._attached.set()
         self.in_round = False
-        #: A round returned questions and the host has not retried yet.
-        self.awaits_host = False
         self.expired = False
         self.finished: Finished | None = None
         self.scope = anyio.CancelScope()
@@ -134,7 +134,6 @@ class SuspendedCall:
     async def next_round(self) -> types.CallToolResult | types.InputRequiredResult:
         """Wait for the call's result or its next questions; a cancelled round cancels the call."""
         self.in_round = True
-        self.awaits_host = False
         self._attached.set()
         flushed = False
         try:
@@ -152,7 +151,6 @@ class SuspendedCall:
                     continue
                 if pending:
                     self._attached = anyio.Event()
-                    self.awaits_host = True
                     self._returned.set()
                     return types.InputRequiredResult(
                         input_requests={key: q.request for key, q in pending.items()},
@@ -181,8 +179,8 @@ class SuspendedCall:
         The host asked to be asked again and will retry with its answers; without this the retry
         would find no call and get ``input_expired`` for a call that did finish.
         """
-        if not self.awaits_host:
-            return
+        if self._attached.is_set():
+            return  # no round returned questions the host still owes answers to
         with anyio.move_on_after(self.input_timeout):
             await self._attached.wait()
 
