@@ -22,7 +22,7 @@ run: install
 	$(PY) -m index build
 	$(PY) -m server --http --host $(HOST) --port $(PORT)
 
-## The test suite (what CI runs): one worker per core, at most 4 (most tests start real processes).
+## The test suite (what CI runs): one worker more than the cores, at most 4 (tests/conftest.py; most tests wait on real processes).
 test: install
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
 

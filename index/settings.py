@@ -57,6 +57,10 @@ def _default_home() -> Path:
     return Path(platformdirs.user_data_dir("mcp-copilot", appauthor=False))
 
 
+def _default_model_cache() -> Path:
+    return Path(platformdirs.user_cache_dir("mcp-copilot", appauthor=False)) / "models"
+
+
 class CopilotSettings(BaseSettings):
     """Read from ``COPILOT_*`` environment variables (and a ``.env`` file)."""
 
@@ -73,6 +77,11 @@ class CopilotSettings(BaseSettings):
         default=DEFAULT_EMBEDDING_PRECISION,
         description="int8 (quantized feed-forward layers: ~2x faster on CPU, same rankings within noise) or float32.",
     )
+    model_cache: Path = Field(
+        default_factory=_default_model_cache,
+        description="Where the embedding model's verified traced encoder is kept, so later processes load it in "
+        "about a second instead of importing sentence-transformers (index.models.compiled).",
+    )
     chroma_url: str | None = Field(default=None, description="Use a Chroma server instead of the embedded store.")
     collection: str = Field(default="tools", description="Chroma collection name.")
     log_dir: Path | None = Field(default=None, description="Trajectory logs (default: HOME/logs).")
@@ -85,8 +94,8 @@ class CopilotSettings(BaseSettings):
     )
 
     @field_validator(
-        "home", "servers", "catalog", "embedding_model", "embedding_precision", "chroma_url", "collection", "log_dir",
-        mode="before",
+        "home", "servers", "catalog", "embedding_model", "embedding_precision", "model_cache", "chroma_url", "collection",
+        "log_dir", mode="before",
     )
     @classmethod
     def _empty_means_unset(cls, value: Any) -> Any:

@@ -441,7 +441,7 @@ def _route_description_size(catalog, report: dict) -> None:
     from server.route.description import describe_pool_from_records
 
     text = describe_pool_from_records(catalog.tools)
-    tokenizer = get_embedder().load().tokenizer
+    tokenizer = get_embedder().model().tokenizer
     pieces = len(tokenizer(text, add_special_tokens=False)["input_ids"])
     print(f"\n== route description for this catalog: {len(text)} characters, {pieces} word-piece tokens "
           f"(BERT tokenizer; ~{len(text) / 4:.0f} at 4 characters per token)")

@@ -143,7 +143,7 @@ def open_capability_check(descriptions: Mapping[tuple[str, str], str], settings:
 
     settings = settings or CopilotSettings.load()
     try:
-        embedder = get_embedder(settings.embedding_model, settings.embedding_precision)
+        embedder = get_embedder(settings.embedding_model, settings.embedding_precision, settings.model_cache)
     except CopilotError as error:
         logger.warning("taxonomy: no embedding model (%s); queries are checked against the index only", error)
         embedder = None

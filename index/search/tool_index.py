@@ -208,7 +208,9 @@ class ToolIndex:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = get_embedder(self.settings.embedding_model, self.settings.embedding_precision)
+            self._embedder = get_embedder(
+                self.settings.embedding_model, self.settings.embedding_precision, self.settings.model_cache
+            )
         return self._embedder
 
     @property

@@ -124,8 +124,40 @@ def _record_metadata(record: ToolRecord) -> dict[str, Any]:
     }
 
 
+#: Per embedded store path: how many times this process dropped Chroma's cached state of it. Chroma
+#: keeps one "system" per path and process, with segments read into memory once; after another
+#: process (an ``index build``, another copilot's re-index) changed the files, reads through it fail
+#: ("Error finding id") or return what was there before. A store whose client is of an older
+#: generation reconnects before its next call.
+_generations: dict[str, int] = {}
+#: Per embedded store path: the build id this process last read or wrote.
+_known_builds: dict[str, str] = {}
+_shared_lock = threading.Lock()
+
+
+def _drop_cached_system(path: str) -> None:
+    """Make Chroma forget this process's state of ``path``: the next client reads the files afresh."""
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+    except ImportError:  # pragma: no cover - another chromadb layout: nothing cached to drop
+        return
+    with SharedSystemClient._refcount_lock:  # noqa: SLF001 -- chromadb has no per-path API for this
+        system = SharedSystemClient._identifier_to_system.pop(path, None)  # noqa: SLF001
+        SharedSystemClient._identifier_to_refcount.pop(path, None)  # noqa: SLF001
+    if system is not None:
+        try:
+            system.stop()
+        except Exception:  # noqa: BLE001 -- it is being thrown away
+            logger.debug("stopping Chroma's old state of %s failed", path, exc_info=True)
+
+
 def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Chroma's own exceptions (server gone, disk full, corrupt files) become an IndexStoreError."""
+    """Chroma's own exceptions (server gone, disk full, corrupt files) become an IndexStoreError.
+
+    An embedded store is read afresh and the call made once more first: what failed may be this
+    process's stale view of files another process changed (every call here may be repeated:
+    reads, upserts, deletes by id).
+    """
 
     @functools.wraps(method)
     def wrapper(self: ChromaStore, *args: Any, **kwargs: Any) -> Any:
@@ -134,6 +166,15 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
         except CopilotError:
             raise
         except Exception as error:  # noqa: BLE001 -- chromadb raises many unrelated types
+            if not self.settings.chroma_url:
+                logger.debug("index store %s: %s failed (%s); reading the store afresh and trying again", self.location, method.__name__, error)
+                self.refresh()
+                try:
+                    return method(self, *args, **kwargs)
+                except CopilotError:
+                    raise
+                except Exception as again:  # noqa: BLE001
+                    error = again
             raise IndexStoreError(f"index store {self.location}: {method.__name__} failed ({error}).") from error
 
     return wrapper
@@ -147,6 +188,7 @@ class ChromaStore:
         self.collection_name = settings.collection
         self.server_collection_name = f"{settings.collection}-servers"
         self._client: ClientAPI | None = None
+        self._client_generation = 0
         self._lock = threading.Lock()
 
     @property
@@ -155,9 +197,31 @@ class ChromaStore:
 
     def client(self) -> ClientAPI:
         with self._lock:
-            if self._client is None:
+            generation = _generations.get(self.location, 0)
+            if self._client is None or self._client_generation != generation:
                 self._client = self._connect()
+                self._client_generation = generation
             return self._client
+
+    def refresh(self) -> None:
+        """Drop this process's cached view of an embedded store (every store of its path reconnects)."""
+        if self.settings.chroma_url:
+            return
+        with _shared_lock:
+            _generations[self.location] = _generations.get(self.location, 0) + 1
+            _drop_cached_system(self.location)
+        logger.debug("index store %s: read afresh from now on", self.location)
+
+    def _note_build(self, build_id: str | None, *, ours: bool) -> None:
+        """Remember the store's build; one this process did not write means another process changed the
+        files, so what Chroma cached of them is dropped before anything else is read."""
+        if self.settings.chroma_url or build_id is None:
+            return
+        with _shared_lock:
+            known = _known_builds.get(self.location)
+            _known_builds[self.location] = build_id
+        if not ours and known is not None and known != build_id:
+            self.refresh()
 
     def _connect(self) -> ClientAPI:
         force_offline()
@@ -238,16 +302,19 @@ class ChromaStore:
         if "model" not in metadata:
             return None
         try:
-            return IndexState.model_validate(metadata)
+            state = IndexState.model_validate(metadata)
         except ValidationError:
             logger.warning("index at %s has unreadable build metadata; treating it as unbuilt", self.location)
             return None
+        self._note_build(state.build_id, ours=False)
+        return state
 
     @_guarded
     def write_state(self, state: IndexState) -> None:
         collection = self.tools(create=True)
         assert collection is not None
         collection.modify(metadata=state.model_dump())
+        self._note_build(state.build_id, ours=True)
 
     # -- reading -----------------------------------------------------------------------------
 

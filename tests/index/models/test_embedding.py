@@ -84,7 +84,7 @@ def test_int8_weights_are_quantized_and_rank_like_float32() -> None:
     import torch
 
     int8, float32 = get_embedder(), get_embedder(precision="float32")
-    layers = dict(int8.load()[0].auto_model.named_modules())
+    layers = dict(int8.model()[0].auto_model.named_modules())
     feed_forward = [layers[f"encoder.layer.{n}.{part}.dense"] for n in range(6) for part in ("intermediate", "output")]
     assert all("quantized" in type(layer).__module__ for layer in feed_forward)
     assert type(layers["encoder.layer.0.attention.self.query"]) is torch.nn.Linear  # attention stays float32

@@ -1,0 +1,182 @@
+"""The traced encoder kept on disk (``COPILOT_MODEL_CACHE``): a later process embeds exactly as the
+model does without importing sentence-transformers, and a damaged, replaced or unusable entry only
+costs the full load again."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from index.models import compiled
+from index.models.embedding import Embedder, get_embedder
+from tests.index.index_support import linked_model_dir
+from tests.support.cli import PROJECT, cli_env
+
+pytestmark = pytest.mark.timeout(240)
+
+TEXTS = [
+    "what time is it in Tokyo",
+    "<tool_assistant>\nserver: spreadsheet tools\ntool: read the rows of an Excel sheet\n</tool_assistant>",
+    "图表生成工具，支持柱状图和折线图",
+    "a very long tool description that goes on and on " * 30,
+]
+
+#: Run in a fresh interpreter with COPILOT_MODEL_CACHE set: what it embedded and what it imported.
+FRESH_PROCESS = """
+import json, sys
+from index.settings import CopilotSettings
+from index.search.tool_index import ToolIndex
+embedder = ToolIndex.open(CopilotSettings.load()).embedder
+texts = json.loads(sys.argv[1])
+queries = embedder.embed_queries(texts).tolist()
+documents = embedder.embed(texts).tolist()
+print(json.dumps({
+    "from_cache": embedder.from_cache,
+    "imported": sorted(m for m in ("sentence_transformers", "transformers", "sklearn") if m in sys.modules),
+    "queries": queries, "documents": documents, "dimension": embedder.dimension,
+}))
+"""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A cache holding the bundled model's entry, made by an embedder of this process."""
+
+    cache: Path
+    entry: str
+    embedder: Embedder
+
+    def copy(self, target: Path) -> Path:
+        return shutil.copytree(self.cache, target)
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Stored:
+    cache = tmp_path_factory.mktemp("model-cache") / "models"
+    embedder = Embedder(cache_dir=cache)
+    embedder.load()
+    assert not embedder.from_cache and embedder.traced_queries  # nothing was stored yet: the model itself
+    [entry] = _entries(cache)
+    assert {path.name for path in entry.iterdir()} == {compiled.ENCODER_FILE, compiled.TOKENIZER_FILE, compiled.META_FILE}
+    return Stored(cache, entry.name, embedder)
+
+
+def _reference(texts: list[str]) -> np.ndarray:
+    """The model itself, no cache involved."""
+    return get_embedder().embed_queries(texts)
+
+
+def _fresh_process(cache: Path, home: Path) -> tuple[dict, str]:
+    env = cli_env(COPILOT_MODEL_CACHE=str(cache), COPILOT_HOME=str(home))
+    result = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, json.dumps(TEXTS)], cwd=PROJECT, env=env, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=200, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout), result.stderr
+
+
+def _entries(cache: Path) -> list[Path]:
+    return sorted(path for path in cache.iterdir()) if cache.is_dir() else []
+
+
+def test_a_later_process_embeds_from_the_cache_exactly_as_the_model_does(stored: Stored, tmp_path: Path) -> None:
+    cache = stored.copy(tmp_path / "cache")
+    run, stderr = _fresh_process(cache, tmp_path / "home")
+    assert run["from_cache"] and run["imported"] == []  # none of the heavy model libraries
+    assert stderr == ""  # torch's notice about quantized tensors stays off a user's screen
+    assert np.allclose(np.asarray(run["queries"]), _reference(TEXTS), atol=1e-6)
+    assert np.array_equal(np.asarray(run["documents"]), np.asarray(run["queries"]))  # int8: one by one
+    assert run["dimension"] == 384
+    assert [path.name for path in _entries(cache)] == [stored.entry]
+
+
+def test_a_damaged_entry_is_deleted_and_the_model_loads_instead(
+    stored: Stored, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = stored.copy(tmp_path / "cache")
+    entry = cache / stored.entry
+    (entry / compiled.ENCODER_FILE).write_bytes(b"not a TorchScript archive")
+
+    caplog.set_level(logging.WARNING, logger=compiled.__name__)
+    embedder = Embedder(cache_dir=cache)
+    vectors = embedder.embed_queries(TEXTS)
+    assert not embedder.from_cache and embedder.traced_queries
+    assert np.allclose(vectors, _reference(TEXTS), atol=1e-6)
+    [warning] = [record.getMessage() for record in caplog.records]
+    assert f"cannot use the cached encoder {entry}" in warning and "loading the model instead" in warning
+    # ... and stored again, whole, for the next process.
+    assert _entries(cache) == [entry]
+    reloaded = compiled.load(cache, entry.name)
+    assert reloaded is not None and np.allclose(reloaded(TEXTS[:1]), vectors[:1], atol=1e-6)
+
+
+def test_an_entry_that_embeds_otherwise_than_stored_is_not_used(
+    stored: Stored, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = stored.copy(tmp_path / "cache")
+    entry = cache / stored.entry
+    assert compiled.load(cache, entry.name) is not None
+    meta = json.loads((entry / compiled.META_FILE).read_text())
+    meta["probe_vectors"][0][0] += 0.01
+    (entry / compiled.META_FILE).write_text(json.dumps(meta))
+
+    caplog.set_level(logging.WARNING, logger=compiled.__name__)
+    assert compiled.load(cache, entry.name) is None
+    assert "no longer embeds as it did when stored" in caplog.text and not entry.exists()
+
+
+def test_any_change_to_the_model_s_files_precision_or_window_is_another_key(tmp_path: Path) -> None:
+    model = linked_model_dir(tmp_path / "model")
+    keys = {compiled.cache_key(model, precision, window) for precision in ("int8", "float32") for window in (128, 256)}
+    assert len(keys) == 4
+    before = compiled.cache_key(model, "int8", 128)
+    assert compiled.cache_key(model, "int8", 128) == before
+    readme = model / "README.md"  # any file: here one the model still loads with
+    readme.unlink()
+    readme.write_text("a local copy of the model\n")
+    assert compiled.cache_key(model, "int8", 128) != before
+
+
+def test_a_new_entry_replaces_the_model_s_old_one_and_keeps_others(stored: Stored, tmp_path: Path) -> None:
+    cache = stored.copy(tmp_path / "cache")
+    traced = stored.embedder._query_encoder  # noqa: SLF001 -- the traced encoder this process made
+    assert compiled.save(cache, "f" * 32, traced, model_dir=stored.embedder.path, precision="float32")
+    assert compiled.save(cache, "e" * 32, traced, model_dir=stored.embedder.path, precision="int8")  # e.g. after an upgrade
+    assert [path.name for path in _entries(cache)] == ["e" * 32, "f" * 32]  # the old int8 entry is gone
+
+
+def test_storing_an_entry_another_process_stored_first_keeps_theirs(stored: Stored, tmp_path: Path) -> None:
+    cache = stored.copy(tmp_path / "cache")
+    entry = cache / stored.entry
+    written = (entry / compiled.META_FILE).stat().st_mtime_ns
+    traced = stored.embedder._query_encoder  # noqa: SLF001 -- the traced encoder this process made
+    assert compiled.save(cache, stored.entry, traced, model_dir=stored.embedder.path, precision="int8")
+    assert _entries(cache) == [entry]  # no second entry, no staging directory left behind
+    assert (entry / compiled.META_FILE).stat().st_mtime_ns == written
+
+
+def test_an_unwritable_cache_only_costs_the_full_load(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    embedder = Embedder(cache_dir=blocked / "models")
+    assert np.allclose(embedder.embed_queries(TEXTS[:2]), _reference(TEXTS[:2]), atol=1e-6)
+    assert embedder.loaded and not embedder.from_cache
+
+
+def test_the_setting_names_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from index.settings import CopilotSettings
+
+    monkeypatch.setenv("COPILOT_MODEL_CACHE", str(tmp_path / "models"))
+    assert CopilotSettings.load().model_cache == tmp_path / "models"
+    monkeypatch.setenv("COPILOT_MODEL_CACHE", "")  # empty: the default, in the user's cache directory
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert CopilotSettings.load().model_cache == tmp_path / "xdg" / "mcp-copilot" / "models"
