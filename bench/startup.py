@@ -86,6 +86,14 @@ def summarize(answers: list[dict]) -> dict[str, float | None]:
     }
 
 
+def span(values: Sequence[float], fmt: str = "{:.1f} s") -> str:
+    """The range of ``values`` over rounds as one cell: ``2.7-3.2 s``, ``1.0 s`` when they agree, ``-`` for none."""
+    if not values:
+        return "-"
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    return low if low == high else f"{low.partition(' ')[0]}-{high}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.startup", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
     parser.add_argument("--tools-json", type=existing_file, default=DEFAULT_TOOLS)
@@ -118,11 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{'mode':<16}{'encoder':<13}{'first answer':>14}{'first good':>12}{'first hybrid':>14}{'answers <=10s':>15}{'hit@3 <=10s':>13}")
         for (mode, cache), rounds in results.items():
             def cell(key: str, fmt: str = "{:.1f} s") -> str:
-                values = [r[key] for r in rounds if r[key] is not None]
-                if not values:
-                    return "-"
-                low, high = min(values), max(values)
-                return fmt.format(low) if low == high else f"{fmt.format(low)}-{fmt.format(high).split()[0]}"
+                return span([r[key] for r in rounds if r[key] is not None], fmt)
 
             print(
                 f"{mode:<16}{cache:<13}{cell('first_answer_s'):>14}{cell('first_good_s'):>12}{cell('first_hybrid_s'):>14}"

@@ -24,6 +24,7 @@ def shared_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         yield
 
 
+@pytest.hookimpl(optionalhook=True)  # without xdist (``-p no:xdist``) there is no such hook
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker more than the cores, at most 4. Most tests wait on processes they
     started (copilots, children, CLIs) for part of their time; with a third worker CI's two cores
