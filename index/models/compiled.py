@@ -21,6 +21,7 @@ import json
 import logging
 import shutil
 import tempfile
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ CACHE_FORMAT = 1
 ENCODER_FILE = "encoder.pt"
 TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "meta.json"
+#: A staging directory older than this was left by a process that died while storing an entry.
+STAGING_MAX_AGE_SECONDS = 3600
 #: A model directory holds a dozen files; a stat per file is the key's cost, so bound it.
 _MAX_MODEL_FILES = 500
 _LIBRARIES = ("torch", "transformers", "sentence-transformers", "tokenizers")
@@ -172,16 +175,33 @@ def save(root: Path, key: str, encoder: TracedEncoder, *, model_dir: Path, preci
 
 
 def _prune(root: Path, *, keep: str, model: str, precision: str) -> None:
-    """Delete the other entries of this model and precision (left by an older torch, model or code)."""
+    """Delete what no process will use again: the other entries of this model and precision (left by
+    an older torch, model or code), entries of model directories that are gone (a removed local
+    model, an old virtualenv's bundled one), and staging directories a killed process left behind
+    (each up to ~70 MB; an hour old, so none still being written)."""
+    stale_before = time.time() - STAGING_MAX_AGE_SECONDS
     for entry in root.iterdir():
-        if entry.name == keep or entry.name.startswith("."):
+        if entry.name == keep:
+            continue
+        if entry.name.startswith("."):
+            try:
+                abandoned = entry.stat().st_mtime < stale_before
+            except OSError:
+                continue
+            if abandoned:
+                logger.debug("deleting the abandoned staging directory %s", entry)
+                shutil.rmtree(entry, ignore_errors=True)
             continue
         try:
             meta = json.loads((entry / META_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(meta, dict) and meta.get("model") == model and meta.get("precision") == precision:
-            logger.debug("deleting the replaced cached encoder %s", entry)
+        if not isinstance(meta, dict):
+            continue
+        replaced = meta.get("model") == model and meta.get("precision") == precision
+        orphaned = isinstance(meta.get("model"), str) and not Path(meta["model"]).exists()
+        if replaced or orphaned:
+            logger.debug("deleting the cached encoder %s (%s)", entry, "replaced" if replaced else "its model is gone")
             shutil.rmtree(entry, ignore_errors=True)
 
 

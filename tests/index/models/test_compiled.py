@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -180,3 +181,28 @@ def test_the_setting_names_the_directory(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("COPILOT_MODEL_CACHE", "")  # empty: the default, in the user's cache directory
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert CopilotSettings.load().model_cache == tmp_path / "xdg" / "mcp-copilot" / "models"
+
+
+def test_storing_deletes_entries_of_models_that_are_gone_and_abandoned_staging(stored: Stored, tmp_path: Path) -> None:
+    cache = stored.copy(tmp_path / "cache")
+    gone = cache / ("a" * 32)
+    shutil.copytree(cache / stored.entry, gone)
+    meta = json.loads((gone / compiled.META_FILE).read_text())
+    (gone / compiled.META_FILE).write_text(json.dumps({**meta, "model": str(tmp_path / "a-removed-model")}))
+    other_model = cache / ("b" * 32)  # another model that still exists: kept
+    shutil.copytree(cache / stored.entry, other_model)
+    meta = json.loads((other_model / compiled.META_FILE).read_text())
+    (other_model / compiled.META_FILE).write_text(json.dumps({**meta, "model": str(tmp_path)}))
+    abandoned, in_progress = cache / ".abandoned-staging", cache / ".staging-being-written"
+    for staging in (abandoned, in_progress):
+        staging.mkdir()
+        (staging / compiled.ENCODER_FILE).write_bytes(b"half an encoder")
+    old = os.stat(abandoned).st_mtime - compiled.STAGING_MAX_AGE_SECONDS - 60
+    os.utime(abandoned, (old, old))
+
+    traced = stored.embedder._query_encoder  # noqa: SLF001 -- the traced encoder this process made
+    assert compiled.save(cache, "c" * 32, traced, model_dir=stored.embedder.path, precision="float32")
+    names = [path.name for path in _entries(cache)]
+    # Gone: the abandoned staging and the entry of the removed model. Kept: a staging being written,
+    # the stored int8 entry, another model's and the new one.
+    assert names == sorted([".staging-being-written", stored.entry, "b" * 32, "c" * 32])
