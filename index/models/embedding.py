@@ -121,7 +121,7 @@ class Embedder:
             if self._ready:
                 return
             force_offline()
-            key = self._cache_key()
+            key = self._cache_key() if self.cache_dir is not None else None  # no cache: no stat of the model's files
             cached = compiled.load(self.cache_dir, key) if self.cache_dir is not None and key else None
             if cached is not None:
                 logger.debug("loaded the cached traced encoder of %s", self.label)

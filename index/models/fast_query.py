@@ -44,12 +44,19 @@ class TracedEncoder:
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         import torch
 
-        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-        token_types = batch.get("token_type_ids")
-        if token_types is None:
-            token_types = torch.zeros_like(batch["input_ids"])
         with torch.inference_mode():
-            return self.module(batch["input_ids"], batch["attention_mask"], token_types).numpy()
+            return self.module(*_features(self.tokenizer, texts, self.max_length)).numpy()
+
+
+def _features(tokenizer: Any, texts: Sequence[str], max_length: int) -> tuple[Any, Any, Any]:
+    """The transformer's inputs for ``texts``, as sentence-transformers tokenizes them."""
+    import torch
+
+    batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    token_types = batch.get("token_type_ids")
+    if token_types is None:
+        token_types = torch.zeros_like(batch["input_ids"])
+    return batch["input_ids"], batch["attention_mask"], token_types
 
 
 def _is_plain_mean_pooled(model: Any) -> bool:
@@ -96,19 +103,12 @@ def traced_query_encoder(model: Any) -> TracedEncoder | None:
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
                 return torch.nn.functional.normalize(pooled, dim=-1)
 
-        example = tokenizer([PROBES[1]], padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        token_types = example.get("token_type_ids")
-        if token_types is None:
-            token_types = torch.zeros_like(example["input_ids"])
         import warnings
 
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TracerWarnings about Python control flow we do not hit
-            traced = torch.jit.freeze(
-                torch.jit.trace(
-                    MeanPooled().eval(), (example["input_ids"], example["attention_mask"], token_types), check_trace=False
-                )
-            )
+            example = _features(tokenizer, [PROBES[1]], max_length)
+            traced = torch.jit.freeze(torch.jit.trace(MeanPooled().eval(), example, check_trace=False))
         expected = np.vstack(
             [model.encode([probe], convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False) for probe in PROBES]
         ).astype(np.float32)

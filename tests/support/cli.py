@@ -45,6 +45,24 @@ def run_cli(
     )
 
 
+def run_python(
+    script: str, *args: str, env: Mapping[str, str] | None = None, timeout: float = 200
+) -> subprocess.CompletedProcess[str]:
+    """``python -c SCRIPT ARGS...`` in the project, stdin closed, output captured; it must exit 0."""
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        env=dict(env) if env is not None else cli_env(),
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def line_with(text: str, phrase: str) -> str:
     """The one line of ``text`` that holds all of ``phrase`` (which is longer than 40 columns)."""
     assert len(phrase) > int(NARROW_COLUMNS), "a phrase this short proves nothing about wrapping"

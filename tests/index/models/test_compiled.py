@@ -8,8 +8,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import pytest
 from index.models import compiled
 from index.models.embedding import Embedder, get_embedder
 from tests.index.index_support import linked_model_dir
-from tests.support.cli import PROJECT, cli_env
+from tests.support.cli import cli_env, run_python
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -77,11 +75,7 @@ def _reference(texts: list[str]) -> np.ndarray:
 
 def _fresh_process(cache: Path, home: Path) -> tuple[dict, str]:
     env = cli_env(COPILOT_MODEL_CACHE=str(cache), COPILOT_HOME=str(home))
-    result = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, json.dumps(TEXTS)], cwd=PROJECT, env=env, stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=200, check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_python(FRESH_PROCESS, json.dumps(TEXTS), env=env)
     return json.loads(result.stdout), result.stderr
 
 

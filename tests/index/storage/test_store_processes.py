@@ -9,8 +9,6 @@ re-indexed its home) or returned the vectors that were there before.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,7 @@ import pytest
 from index.settings import CopilotSettings
 from index.storage.store import ChromaStore
 from tests.index.index_support import make_records, open_index
-from tests.support.cli import PROJECT, cli_env
+from tests.support.cli import run_python
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -57,15 +55,6 @@ collection.add(ids=["added/one"], embeddings=[kept["embeddings"][0]], metadatas=
 """
 
 
-def _in_another_process(script: str, home: Path) -> str:
-    result = subprocess.run(
-        [sys.executable, "-c", script, str(home)], cwd=PROJECT, env=cli_env(), stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=200, check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 def test_a_reindex_by_another_process_is_read_as_that_process_wrote_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     open_index(home).sync(make_records())
@@ -73,7 +62,7 @@ def test_a_reindex_by_another_process_is_read_as_that_process_wrote_it(tmp_path:
     before = store.load_tools()  # this process now holds Chroma's view of the files
     assert store.read_state() is not None
 
-    written = json.loads(_in_another_process(REINDEX, home))
+    written = json.loads(run_python(REINDEX, str(home)).stdout)
 
     index = open_index(home)  # e.g. the benchmark runner's next check of the home
     assert index.tool_count == len(written["vectors"])
@@ -93,7 +82,7 @@ def test_a_read_that_fails_on_an_old_view_is_made_again_on_the_files(tmp_path: P
     store = ChromaStore(CopilotSettings(home=home))
     before = sorted(store.load_tools().ids)
 
-    _in_another_process(EDIT, home)
+    run_python(EDIT, str(home))
 
     after = store.load_tools()
     assert sorted(after.ids) == sorted([*before[2:], "added/one"])
