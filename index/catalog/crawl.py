@@ -51,7 +51,8 @@ from index.children.listing_limits import LISTING_CUT
 from index.children.tool_listing import list_all_tools, skipped_words  # the one bounded listing the pool uses too
 from index.errors import ConfigError, CopilotError
 from index.catalog.filenames import safe_file_name
-from index.catalog.kinds import describe_schema_error, list_other_kinds
+from index.catalog.kinds import list_other_kinds
+from index.children.raw_pages import describe_schema_error
 from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog, skipped_tools_by_server
 from index.catalog.servers import ServerConfig, load_servers
 from index.settings import CopilotSettings

@@ -23,10 +23,11 @@ import mcp.types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from index.catalog.records import ToolRecord
 from index.catalog.servers import ServerConfig
+from index.children.raw_pages import checked_page, describe_schema_error, raw_page, within_room
 from index.children.listing_limits import (
     MAX_DEFINITION_CHARS,
     MAX_PAGES,
@@ -43,8 +44,6 @@ logger = logging.getLogger(__name__)
 #: followed, the first MAX_ITEMS items of each kind kept, a definition over MAX_DEFINITION_CHARS skipped.
 MAX_ITEMS = MAX_TOOLS
 
-Lister = Callable[[types.PaginatedRequestParams | None], Awaitable[Any]]
-
 
 @dataclass(frozen=True)
 class ListMethod:
@@ -55,12 +54,23 @@ class ListMethod:
     kind: str  # one item, in warnings: "prompt"
     plural: str  # "prompts"
     key: str  # the item's attribute that tells it from the others (its record's id): "name", "uri"
+    wire_field: str  # ``field`` as the child sends it: "resourceTemplates"
+    wire_key: str  # ``key`` as the child sends it: "uriTemplate"
+    request: type[BaseModel]  # types.ListPromptsRequest
+    result: type[BaseModel]  # types.ListPromptsResult
 
 
-PROMPTS = ListMethod("prompts/list", "prompts", "prompt", "prompts", "name")
-RESOURCES = ListMethod("resources/list", "resources", "resource", "resources", "uri")
+PROMPTS = ListMethod(
+    "prompts/list", "prompts", "prompt", "prompts", "name", "prompts", "name",
+    types.ListPromptsRequest, types.ListPromptsResult,
+)
+RESOURCES = ListMethod(
+    "resources/list", "resources", "resource", "resources", "uri", "resources", "uri",
+    types.ListResourcesRequest, types.ListResourcesResult,
+)
 RESOURCE_TEMPLATES = ListMethod(
-    "resources/templates/list", "resource_templates", "resource template", "resource templates", "uri_template"
+    "resources/templates/list", "resource_templates", "resource template", "resource templates", "uri_template",
+    "resourceTemplates", "uriTemplate", types.ListResourceTemplatesRequest, types.ListResourceTemplatesResult,
 )
 
 
@@ -69,21 +79,42 @@ def _item_name(item: Any) -> str:
     return str(name)[:SHOWN_NAME_CHARS]
 
 
-async def list_pages(lister: Lister, listing: ListMethod, warnings: list[str]) -> list[Any]:
+async def list_pages(session: ClientSession, listing: ListMethod, warnings: list[str]) -> list[Any]:
     """The items of a paginated list method, bounded whatever the child sends: at most
     :data:`MAX_PAGES` pages (a cursor seen before ends the listing, and so does reaching the cap:
     no further page is asked for), the first :data:`MAX_ITEMS` distinct items kept (an item listed
     again is left out and does not count, so repeats cannot push others out), an item whose
-    definition is over :data:`MAX_DEFINITION_CHARS` skipped; each cut said in ``warnings``."""
+    definition is broken or over :data:`MAX_DEFINITION_CHARS` skipped; each cut said in ``warnings``.
+
+    Each page is read as the child sent it and only the items there is room for are checked
+    (``index.children.raw_pages``): the rest of a page is counted, never built, and a broken item
+    costs only itself.
+    """
     items: list[Any] = []
     kept: set[str] = set()  # the keys of the items kept
+    read_keys: set[str] = set()  # the keys the child sent for the items read
     repeats = Repeats()
     cursor: str | None = None
     seen: set[str] = set()
     left_out = 0
-    skipped = 0  # definitions over the size limit (the first MAX_ITEMS named)
+    skipped = 0  # definitions broken or over the size limit (the first MAX_ITEMS named)
     for _ in range(MAX_PAGES):
-        page = await lister(types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        raw = await raw_page(session, listing.request(params=params))
+        wire_items = raw.get(listing.wire_field)
+        if isinstance(wire_items, list):
+            room = MAX_ITEMS - len(items)
+            read, cut = within_room(wire_items, room, (), read_keys, listing.wire_key, listing.kind, repeats)
+            left_out += cut
+            raw = {**raw, listing.wire_field: read}
+        broken: dict[str, str] = {}
+        page: Any = checked_page(
+            session.protocol_version, listing.method, raw, listing.wire_field, listing.wire_key, listing.result, broken
+        )
+        for name, problem in broken.items():
+            skipped += 1
+            if skipped <= MAX_ITEMS:
+                warnings.append(f"{listing.kind} '{name[:SHOWN_NAME_CHARS]}' skipped, its definition is broken: {problem}")
         for item in getattr(page, listing.field):
             key = str(getattr(item, listing.key))
             if key in kept:
@@ -111,8 +142,8 @@ async def list_pages(lister: Lister, listing: ListMethod, warnings: list[str]) -
     repeats.warn(warnings)
     if skipped > MAX_ITEMS:
         warnings.append(
-            f"{skipped - MAX_ITEMS:,} more {listing.plural} skipped, their definitions are over the copilot's limit "
-            f"of {MAX_DEFINITION_CHARS:,} characters"
+            f"{skipped - MAX_ITEMS:,} more {listing.plural} skipped, their definitions are broken or over the "
+            f"copilot's limit of {MAX_DEFINITION_CHARS:,} characters"
         )
     if left_out or cursor:  # cut at the cap (a cursor is left only then)
         warnings.append(
@@ -195,36 +226,15 @@ def resource_template_record(template: types.ResourceTemplate, config: ServerCon
 
 
 async def list_prompts(session: ClientSession, warnings: list[str]) -> list[types.Prompt]:
-    return await list_pages(lambda p: session.list_prompts(params=p), PROMPTS, warnings)
+    return await list_pages(session, PROMPTS, warnings)
 
 
 async def list_resources(session: ClientSession, warnings: list[str]) -> list[types.Resource]:
-    return await list_pages(lambda p: session.list_resources(params=p), RESOURCES, warnings)
+    return await list_pages(session, RESOURCES, warnings)
 
 
 async def list_resource_templates(session: ClientSession, warnings: list[str]) -> list[types.ResourceTemplate]:
-    return await list_pages(lambda p: session.list_resource_templates(params=p), RESOURCE_TEMPLATES, warnings)
-
-
-#: Problems of a reply named in a crawl's "bad reply" reason; the rest are counted.
-SHOWN_SCHEMA_PROBLEMS = 2
-
-
-def describe_schema_error(error: ValidationError, depth: int = 0) -> str:
-    """The first problems of a reply that broke the MCP schema, where and what (``tools[0].inputSchema.type:
-    should be 'object' (got 'string')``): enough for the user or the server's author to find the tool.
-    ``depth`` leading parts of each location are left out (2: ``inputSchema.type`` of the one tool checked)."""
-    problems = []
-    for item in error.errors()[:SHOWN_SCHEMA_PROBLEMS]:
-        location = item["loc"][depth:]
-        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in location).lstrip(".")
-        message = str(item["msg"]).replace("Input should", "should", 1)
-        shown = item.get("input")
-        if item["type"] != "missing" and isinstance(shown, str | int | float | bool) and len(repr(shown)) <= 60:
-            message += f" (got {shown!r})"
-        problems.append(f"{where}: {message}" if where else message)
-    more = error.error_count() - len(problems)
-    return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
+    return await list_pages(session, RESOURCE_TEMPLATES, warnings)
 
 
 async def _guarded(what: str, call: Callable[[], Awaitable[list[Any]]], warnings: list[str]) -> list[Any]:

@@ -31,12 +31,8 @@ import mcp.types as types
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 from jsonschema.protocols import Validator
-from mcp.client.session import ClientSession
-from pydantic import ValidationError
 
-from index.catalog.kinds import describe_schema_error
 from index.children.connect import ChildConnection
-from index.children.direct import typed_result
 # Shared with the listings of prompts and resources (``index.catalog.kinds``).
 from index.children.listing_limits import (
     LISTING_CUT,
@@ -47,6 +43,7 @@ from index.children.listing_limits import (
     listing_cut_reason,
     size_problem,
 )
+from index.children.raw_pages import checked_page, raw_page, within_room
 
 #: Drafts tried, newest first, for a schema that does not declare one (``$schema``). Older servers
 #: still write draft-04 forms (``"exclusiveMinimum": true``), which newer drafts reject.
@@ -218,18 +215,15 @@ async def list_tools_page(
     """
     session = connection.session
     params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-    raw = await _raw_page(session, params)
+    raw = await raw_page(session, types.ListToolsRequest(params=params))
     page = ToolsPage([])
     items = raw.get("tools")
     if isinstance(items, list):
-        raw = {**raw, "tools": _within_room(items, room, seen, page)}
+        read, page.left_out = within_room(items, room, seen, page.read_names, "name", "tool", page.repeated)
+        page.read = len(read)
+        raw = {**raw, "tools": read}
     version = session.protocol_version
-    try:
-        result = typed_result(version, "tools/list", raw, types.ListToolsResult)
-    except ValidationError as error:
-        if not _only_tools_broken(error):
-            raise
-        result = _tool_by_tool(version, raw, page.skipped)
+    result = checked_page(version, "tools/list", raw, "tools", "name", types.ListToolsResult, page.skipped)
     # What session.list_tools does with a reply it took: the per-tool state later calls use (output
     # schemas, x-mcp-header maps; tools with invalid ones dropped), as it computes ``complete``.
     complete = (params is None or params.cursor is None) and result.next_cursor is None
@@ -237,58 +231,3 @@ async def list_tools_page(
     page.tools = _usable(result.tools, page.skipped)
     page.next_cursor = result.next_cursor
     return page
-
-
-def _within_room(items: list[Any], room: int, seen: Collection[str], page: ToolsPage) -> list[Any]:
-    """The items of a raw page to read: the first ``room`` whose names were not read yet (counting
-    the others in ``page``). Only each item's name is looked at: nothing is built for the rest."""
-    read: list[Any] = []
-    for item in items:
-        name = item.get("name") if isinstance(item, dict) else None
-        if isinstance(name, str) and (name in seen or name in page.read_names):
-            page.repeated.add(f"tool '{name[:SHOWN_NAME_CHARS]}'")
-        elif len(read) >= room:
-            page.left_out += 1
-        else:
-            read.append(item)
-            if isinstance(name, str):
-                page.read_names.add(name)
-    page.read = len(read)
-    return read
-
-
-def _only_tools_broken(error: ValidationError) -> bool:
-    """Whether every problem of the reply lies inside one of its tools (``tools[i]...``)."""
-    return all(
-        len(item["loc"]) >= 2 and item["loc"][0] == "tools" and isinstance(item["loc"][1], int)
-        for item in error.errors()
-    )
-
-
-def _tool_by_tool(version: str | None, raw: dict[str, Any], skipped: dict[str, str]) -> types.ListToolsResult:
-    """The page with each of its tools checked alone: those that fail go to ``skipped``, with why."""
-    good: list[Any] = []
-    for index, item in enumerate(raw["tools"]):
-        try:
-            typed_result(version, "tools/list", {"tools": [item]}, types.ListToolsResult)
-        except ValidationError as error:
-            skipped[_name_of(item, index)] = describe_schema_error(error, depth=2)
-            continue
-        good.append(item)
-    return typed_result(version, "tools/list", {**raw, "tools": good}, types.ListToolsResult)
-
-
-def _name_of(item: Any, index: int) -> str:
-    name = item.get("name") if isinstance(item, dict) else None
-    return name if isinstance(name, str) and name else f"#{index + 1} (no name)"
-
-
-async def _raw_page(session: ClientSession, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
-    """The page as the child sent it: the request ``session.list_tools`` makes, without its check of
-    the reply as a whole -- the session has no public way to take a result unchecked (mcp 2.3)."""
-    data = types.ListToolsRequest(params=params).model_dump(by_alias=True, mode="json", exclude_none=True)
-    opts: Any = {}
-    session._stamp(data, opts)  # the protocol version header an HTTP child expects
-    if session._session_read_timeout_seconds is not None:
-        opts["timeout"] = session._session_read_timeout_seconds
-    return await session._dispatcher.send_raw_request(data["method"], data.get("params"), opts)

@@ -155,6 +155,12 @@ class LiveUpdater(PoolListener):
         if current is None:
             logger.info("not indexing the changes of '%s': there is no index yet (python -m index build)", server)
             return
+        if listing is not None and not current and not others and self._due(server) <= 0:
+            # A server the crawl never listed (added since the build): its prompts and resources
+            # are new too, not only its tools.
+            others = True
+            self._others.discard(server)
+            self._others_listed_at[server] = time.monotonic()
         # The tools this listing left out for a broken definition: the index says why of them (execute).
         skipped = self._pool.skipped_tools(server) if listing is not None else None
         if skipped is not None:

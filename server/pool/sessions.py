@@ -68,7 +68,7 @@ from index.children.connect import (
     describe_exit,
     open_session,
 )
-from index.catalog.kinds import describe_schema_error
+from index.children.raw_pages import describe_schema_error
 from index.children.direct import typed_result
 from index.children.process import LOG_CHECK_INTERVAL
 from index.children.tool_listing import list_all_tools, skipped_words

@@ -525,6 +525,49 @@ async def test_prompts_resources_and_templates_are_bounded_as_tools_are(tmp_path
     assert report.outcomes["huge"].ok and report.outcomes["huge"].tool_count == len(HOSTILE_TOOLS)
 
 
+async def test_a_broken_prompt_or_resource_costs_only_itself(tmp_path: Path) -> None:
+    """Prompts, resources and templates the MCP schema does not allow, listed among good ones: each
+    is skipped with what is wrong with it, and the others are kept (before: the page failed as a
+    whole and the server's every prompt, resource or template was lost)."""
+    servers = {
+        "mixed": ServerConfig(name="mixed", **hostile_entry(
+            "--broken-items", "second", "--many-prompts", "3", "--many-resources", "2", "--many-templates", "2",
+        )),
+    }
+    with anyio.fail_after(60):
+        report = await crawl_servers(servers, concurrency=1, timeout=30, log_dir=tmp_path / "logs", progress=False)
+    assert [(r.kind, r.name) for r in report.records if r.kind != "tool"] == [
+        ("prompt", "prompt_0"), ("prompt", "prompt_1"), ("prompt", "prompt_2"),
+        ("resource", "resource_0"), ("resource", "resource_1"),
+        ("resource_template", "template_0"), ("resource_template", "template_1"),
+    ]
+    assert report.outcomes["mixed"].warnings == [
+        "prompt '#2 (no name)' skipped, its definition is broken: name: Field required",
+        "prompt 'bad_arguments' skipped, its definition is broken: arguments: should be a valid list (got 'none')",
+        "resource 'no_uri' skipped, its definition is broken: uri: Field required",
+        "resource template 'no_template' skipped, its definition is broken: uriTemplate: should be a valid string (got 7)",
+    ]
+    assert report.outcomes["mixed"].ok and report.outcomes["mixed"].tool_count == len(HOSTILE_TOOLS)
+
+
+async def test_items_past_the_cap_are_counted_not_checked(tmp_path: Path) -> None:
+    """A page longer than the cap with broken items past it: the first items fill the cap, and
+    the rest of the page -- broken ones included -- is counted as left out, never checked (before:
+    the whole page was built and checked, and the broken items past the cap failed it)."""
+    servers = {
+        "many": ServerConfig(name="many", **hostile_entry("--many-prompts", str(MAX_TOOLS + 5), "--broken-items", "last")),
+    }
+    with anyio.fail_after(60):
+        report = await crawl_servers(servers, concurrency=1, timeout=30, log_dir=tmp_path / "logs", progress=False)
+    assert Counter(r.kind for r in report.records)["prompt"] == MAX_TOOLS
+    assert report.outcomes["many"].warnings == [
+        f"prompts/list offered more than {MAX_TOOLS:,} prompts; kept the first {MAX_TOOLS:,} (7 more left out)",
+        # (the only resource and template, broken, are within the cap: checked and skipped)
+        "resource 'no_uri' skipped, its definition is broken: uri: Field required",
+        "resource template 'no_template' skipped, its definition is broken: uriTemplate: should be a valid string (got 7)",
+    ]
+
+
 def test_a_servers_file_with_a_key_given_twice_stops_the_crawl_before_any_server_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -340,3 +340,24 @@ async def test_the_tools_a_listing_skips_for_broken_definitions_reach_the_index(
     assert refused.is_error and "tool 'no_schema_1' of server 'breaker' cannot be used: its definition is broken " in (
         refused.content[0].text
     )
+
+
+async def test_a_broken_prompt_or_resource_of_a_child_costs_only_itself(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A child the index never had (added since the build), listing prompts, resources and
+    templates the MCP schema does not allow among good ones: its prompts and resources are listed
+    with its tools (before: only its tools, until it restarted or announced a change), and the
+    good ones are indexed (before: each list failed as a whole)."""
+    home = copy_home(built_index, tmp_path / "home")
+    entry = hostile_entry("--broken-items", "second", "--many-prompts", "2", "--many-resources", "2", "--many-templates", "1")
+    async with running(home, tmp_path, {"mixed": entry}) as (copilot, aggregation):
+        await _execute(copilot, "mixed", "echo", {"text": "hi"})  # unknown to the index: the pool lists it
+        with anyio.fail_after(WAIT):
+            await aggregation.live.settled()
+        indexed = {(r.kind, r.name) for r in copilot.index.records_of({"prompt", "resource", "resource_template"}, server="mixed")}
+        assert indexed == {
+            ("prompt", "prompt_0"), ("prompt", "prompt_1"),
+            ("resource", "resource_0"), ("resource", "resource_1"), ("resource_template", "template_0"),
+        }
