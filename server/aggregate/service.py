@@ -45,6 +45,9 @@ from server.aggregate.pages import page
 from server.aggregate.subscriptions import ResourceSubscriptions
 from server.settings import ServerSettings
 from server.execute.validation import did_you_mean, suggest
+from server.bounded import shown_name
+from server.guard import prompt_findings, resource_findings, warning_text
+from index.trust.scan import Finding
 
 logger = logging.getLogger(__name__)
 
@@ -300,9 +303,13 @@ class Aggregation:
     ) -> types.GetPromptResult:
         server, prompt = await self._resolve_prompt(params.name)
         arguments = dict(params.arguments or {})
-        return await self._forward(
+        result: types.GetPromptResult = await self._forward(
             server, "prompts/get", lambda session: session.get_prompt(prompt, arguments or None)
         )
+        if (note := self._flagged(server, "prompt", prompt, prompt_findings(result))) is not None:
+            message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=note))
+            result = result.model_copy(update={"messages": [message, *result.messages]})
+        return result
 
     # -- resources ------------------------------------------------------------------------------
     async def _list_resources(
@@ -395,8 +402,24 @@ class Aggregation:
         def host(child_uri: str) -> str:  # the URI read as the host spelled it; any other as the catalog lists it
             return uri if child_uri == original else catalog.host_uri(server, child_uri)
 
-        contents = [item.model_copy(update={"uri": host(str(item.uri))}) for item in result.contents]
+        contents: list[Any] = [item.model_copy(update={"uri": host(str(item.uri))}) for item in result.contents]
+        if (note := self._flagged(server, "resource", original, resource_findings(result))) is not None:
+            contents.insert(0, types.TextResourceContents(uri=uri, mime_type="text/plain", text=note))
         return types.ReadResourceResult(contents=contents, meta=result.meta, ttl_ms=0)
+
+    def _flagged(self, server: str, kind: str, name: str, findings: list[Finding]) -> str | None:
+        """Log and count a child's rendered prompt or resource text that carries injection markers
+        (as ``execute`` flags a tool result); the note to put before it with ``COPILOT_RESULT_WARNING``."""
+        if not findings:
+            return None
+        lines = "; ".join(finding.line() for finding in findings[:3])
+        logger.warning(
+            "%s '%s/%s' carries text that looks like instructions for the model: %s", kind, server, shown_name(name), lines
+        )
+        self.copilot.telemetry.metrics.flagged(server)
+        if not self.copilot.settings.result_warning:
+            return None
+        return warning_text(findings, kind, f"server '{server}'")
 
     # -- subscriptions --------------------------------------------------------------------------
     async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> types.EmptyResult:

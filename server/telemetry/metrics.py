@@ -69,7 +69,7 @@ class CopilotMetrics:
             registry=r,
         )
         self.results_flagged = Counter(
-            "copilot_results_flagged", "tool results carrying injection markers", ["server"], registry=r
+            "copilot_results_flagged", "tool results, rendered prompts and read resources carrying injection markers", ["server"], registry=r
         )
         self.child_starts = Counter("copilot_child_starts", "child server starts", ["server", "outcome"], registry=r)
         self.child_restarts = Counter(

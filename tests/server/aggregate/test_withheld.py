@@ -7,25 +7,20 @@ finding is quarantined. The real app in-process, a real MCP client, and a real c
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from index.catalog.servers import load_servers
-from server.app import build_app
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     copilot_settings,
     copilot_with_aggregation,
     copy_home,
-    crawl_into,
 )
-from tests.server.glossary_support import CHANGING_SPEC, TERM_URI, glossary_servers
+from tests.server.glossary_support import CHANGING_SPEC, TERM_URI, crawled_glossary, glossary_host, glossary_servers
 from tests.support.cli import approve_as_user
 
 pytestmark = pytest.mark.timeout(180)
@@ -47,27 +42,13 @@ SPEC = {
 @pytest.fixture(scope="module")
 def glossary(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:  # noqa: F811
     """(home, servers file): the test index plus the glossary child, crawled for real."""
-    root = tmp_path_factory.mktemp("withheld")
-    servers = glossary_servers(root, SPEC)
-    home = copy_home(built_index, root / "home")
-    crawl_into(home, servers, root)
-    return home, servers
-
-
-@asynccontextmanager
-async def host(glossary: tuple[Path, Path], tmp_path: Path) -> AsyncIterator[Client]:
-    home, servers = glossary
-    config = copilot_settings(copy_home(home, tmp_path / "home"), tmp_path, auto_index=False, warm_index=False)
-    app = build_app(config, load_servers(servers), start_now=True)
-    with anyio.fail_after(WAIT):
-        async with Client(app, mode="legacy") as client:
-            yield client
+    return crawled_glossary(built_index, tmp_path_factory.mktemp("withheld"), SPEC)
 
 
 async def test_poisoned_prompts_and_resources_are_neither_listed_nor_served(
     glossary: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    async with host(glossary, tmp_path) as client:
+    async with glossary_host(glossary, tmp_path) as client:
         prompts = [p.name for p in (await client.list_prompts(cache_mode="bypass")).prompts]
         assert "glossary__summarize_glossary" in prompts
         assert not [name for name in prompts if "glossary_helper" in name]
@@ -95,7 +76,7 @@ async def test_poisoned_prompts_and_resources_are_neither_listed_nor_served(
 
 
 async def test_route_names_a_withheld_prompt_without_showing_it(glossary: tuple[Path, Path], tmp_path: Path) -> None:
-    async with host(glossary, tmp_path) as client:
+    async with glossary_host(glossary, tmp_path) as client:
         answer = await client.call_tool(
             "route", {"query": "explain a glossary term", "kind": "prompt", "server": "glossary"}
         )
