@@ -456,7 +456,9 @@ class ChildPool:
         For the other MCP requests a proxy forwards (prompts, resources, completion): the same
         slots, timeout and crash handling as :meth:`call_tool`. ``doing`` names the request in
         errors ("resources/read"). A JSON-RPC error the child answers is raised unchanged
-        (:class:`MCPError`), so its code can be passed on.
+        (:class:`MCPError`), so its code can be passed on; a reply that breaks the MCP schema is a
+        :class:`ServerUnavailableError` saying where (the SDK would answer the host's request as
+        if its own parameters were invalid).
         """
         async with self._borrow(server, timeout) as (child, limit):
             assert child.connection is not None
@@ -470,6 +472,11 @@ class ChildPool:
                     raise
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     raise await self._crashed(child, doing) from None
+                except ValidationError as error:
+                    raise ServerUnavailableError(
+                        f"server '{child.name}' answered {doing} with a reply that does not follow the MCP schema: "
+                        f"{describe_schema_error(error)}"
+                    ) from None
             assert scope.cancelled_caught
             raise self._timed_out(child, doing, limit)
 

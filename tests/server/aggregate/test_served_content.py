@@ -1,8 +1,10 @@
-"""A child's prompt or resource whose definition is clean but whose rendered text carries
-instructions for the model: ``prompts/get`` and ``resources/read`` are scanned as ``execute``'s
-results are -- logged and counted always, a note put first with ``COPILOT_RESULT_WARNING``. The real
-app in-process, a real MCP client, and a real child (``tests/fixtures/poison_server.py``) crawled
-into a real index.
+"""What a child's ``prompts/get`` and ``resources/read`` answers become for the host.
+
+A prompt or resource whose definition is clean but whose rendered text carries instructions for
+the model is scanned as ``execute``'s results are -- logged and counted always, a note put first
+with ``COPILOT_RESULT_WARNING``; a reply that breaks the MCP schema is the child's error, not the
+host's. The real app in-process, a real MCP client, and a real child
+(``tests/fixtures/poison_server.py``) crawled into a real index.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from tests.server.copilot_harness import built_index  # noqa: F401 -- session fixture
 from tests.server.glossary_support import crawled_glossary, glossary_host
@@ -23,13 +26,15 @@ SPEC = {
     "prompts": [
         {"name": "summarize_glossary", "description": "Summarize the glossary in plain words."},
         {"name": "define_term", "description": "Define one glossary term."},
+        {"name": "list_terms", "description": "List the glossary terms."},
     ],
     "resources": [
         {"uri": "glossary://terms", "name": "terms", "description": "Every glossary term, one per line."},
         {"uri": "glossary://notes", "name": "notes", "description": "Notes on the glossary."},
+        {"uri": "glossary://index", "name": "index", "description": "The glossary's index."},
     ],
-    "prompt_texts": {"summarize_glossary": POISONED_TEXT},
-    "resource_texts": {"glossary://terms": POISONED_TEXT},
+    "prompt_texts": {"summarize_glossary": POISONED_TEXT, "list_terms": 5},  # 5: no string, the reply breaks the schema
+    "resource_texts": {"glossary://terms": POISONED_TEXT, "glossary://index": 7},
 }
 TERMS = "copilot://glossary/glossary://terms"
 NOTES = "copilot://glossary/glossary://notes"
@@ -37,7 +42,7 @@ NOTES = "copilot://glossary/glossary://notes"
 
 @pytest.fixture(scope="module")
 def glossary(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:  # noqa: F811
-    return crawled_glossary(built_index, tmp_path_factory.mktemp("flagged"), SPEC)
+    return crawled_glossary(built_index, tmp_path_factory.mktemp("served"), SPEC)
 
 
 def _flag_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -89,3 +94,26 @@ async def test_with_the_result_warning_a_note_comes_first(
     assert [m.content.text for m in clean_prompt.messages] == ["prompt define_term"]
     assert [c.text for c in clean_resource.contents] == ["contents of glossary://notes"]
     assert len(_flag_lines(caplog)) == 2
+
+
+async def test_a_reply_that_breaks_the_schema_is_the_childs_error_not_the_hosts(
+    glossary: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """(Before: ``-32602 Invalid request parameters`` with no data, as if the host's request were wrong.)"""
+    async with glossary_host(glossary, tmp_path) as client:
+        with pytest.raises(MCPError) as prompt:
+            await client.get_prompt("glossary__list_terms", {})
+        with pytest.raises(MCPError) as resource:
+            await client.read_resource("copilot://glossary/glossary://index", cache_mode="bypass")
+        # The child is still there: the next request reaches it.
+        assert (await client.get_prompt("glossary__define_term", {})).messages[0].content.text == "prompt define_term"
+    assert prompt.value.error.code == -32603
+    assert prompt.value.error.message.startswith(
+        "prompts/get on server 'glossary' failed: server 'glossary' answered prompts/get with a reply that does not "
+        "follow the MCP schema: messages[0].content.TextContent.text: should be a valid string (got 5)"
+    )
+    assert resource.value.error.code == -32603
+    assert resource.value.error.message.startswith(
+        "resources/read on server 'glossary' failed: server 'glossary' answered resources/read with a reply that "
+        "does not follow the MCP schema: contents[0].TextResourceContents.text: should be a valid string (got 7)"
+    )
