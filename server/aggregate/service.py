@@ -51,6 +51,9 @@ from index.trust.scan import Finding
 
 logger = logging.getLogger(__name__)
 
+#: Values one completion may hold (the spec: "must not exceed 100 items").
+MAX_COMPLETION_VALUES = 100
+
 #: The copilot's own tools (never handed out as names of child tools).
 META_TOOLS = frozenset({"route", "execute", "execute-tool"})
 #: JSON-RPC code of "resource not found" (MCP 2025-11-25, resources).
@@ -478,9 +481,10 @@ class Aggregation:
             return types.CompleteResult(completion=types.Completion(values=[]))
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None
-        return await self._forward(
+        result: types.CompleteResult = await self._forward(
             server, "completion/complete", lambda session: session.complete(child_ref, argument, context)
         )
+        return _within_completion_limit(result, server)
 
     # -- forwarding -----------------------------------------------------------------------------
     async def _forward(self, server: str, what: str, operation: Callable[[Any], Any]) -> Any:
@@ -490,6 +494,20 @@ class Aggregation:
             raise _child_error(error, what, server) from None
         except CopilotError as error:
             raise _copilot_error(error, f"{what} on server '{server}'") from None
+
+
+def _within_completion_limit(result: types.CompleteResult, server: str) -> types.CompleteResult:
+    """A child's completion held to the spec's :data:`MAX_COMPLETION_VALUES` values: the first ones,
+    with ``hasMore`` and a ``total`` that counts them all."""
+    completion = result.completion
+    if len(completion.values) <= MAX_COMPLETION_VALUES:
+        return result
+    logger.info(
+        "server '%s' offered %d completion values; passing the first %d", server, len(completion.values), MAX_COMPLETION_VALUES
+    )
+    total = max(completion.total or 0, len(completion.values))
+    cut = completion.model_copy(update={"values": completion.values[:MAX_COMPLETION_VALUES], "total": total, "has_more": True})
+    return result.model_copy(update={"completion": cut})
 
 
 def _template_matches(template: str, uri: str) -> bool:

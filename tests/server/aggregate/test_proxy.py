@@ -261,6 +261,14 @@ async def test_prompt_arguments_complete_through_the_child(host: Host) -> None:
     assert result.completion.values == ["typescript"]
 
 
+async def test_a_completion_over_the_specs_limit_reaches_the_host_cut_to_it(host: Host) -> None:
+    """The child offers 150 values; the spec allows 100 in one completion (before: all 150 passed on)."""
+    ref = types.PromptReference(type="ref/prompt", name="jotter__review_code")
+    result = await host.client.complete(ref, {"name": "code", "value": "x"})
+    assert result.completion.values == [f"x{n}" for n in range(100)]
+    assert result.completion.has_more is True and result.completion.total == 150
+
+
 # -- resources --------------------------------------------------------------------------------------
 async def test_resources_are_listed_under_copilot_uris_with_the_deny_list_in_force(host: Host) -> None:
     resources = {str(r.uri): r for r in await host.pages(host.client.list_resources, "resources")}
