@@ -10,7 +10,8 @@ child sends meanwhile goes through it:
 - ``elicitation/create``, ``sampling/createMessage`` and ``roots/list`` are answered by the host
   when it declared the capability -- asked directly (legacy era) or through the ``input_required``
   round trip (2026-07-28, :mod:`server.relay.suspended`) -- and refused with a clear message
-  otherwise (``roots/list`` then answers the known roots, see :mod:`server.relay.roots`).
+  otherwise (``roots/list`` then answers the known roots, see :mod:`server.relay.roots`). A
+  question for the user names the server that asks (:func:`attributed`).
 
 The time the host takes to answer does not count against the call's timeout.
 
@@ -353,6 +354,7 @@ class CallRelay:
                 f"this call; MCP Copilot relays at most {MAX_WAITING_QUESTIONS} at once. Ask again once they are "
                 "answered."
             )
+        request = attributed(request, self.server)
         response: types.InputResponse | types.ErrorData | None = None
         with anyio.CancelScope() as asking, self.host_time():
             self._asking.add(asking)
@@ -386,6 +388,19 @@ class CallRelay:
             self._waiting.cancel()
         for asking in list(self._asking):
             asking.cancel()
+
+
+def attributed(request: types.InputRequest, server: str) -> types.InputRequest:
+    """A child's question to the user as the host shows it: naming the server that asks.
+
+    The host sees only the copilot, and the spec asks clients to make clear which server requests
+    information; only the copilot knows which child it is, so its message says so.
+    """
+    if not isinstance(request, types.ElicitRequest):
+        return request
+    params = request.params
+    message = f"Server '{server}' asks: {params.message}"
+    return request.model_copy(update={"params": params.model_copy(update={"message": message})})
 
 
 def _cannot_answer(server: str, kind: str, host: HostLink) -> str:

@@ -108,14 +108,18 @@ async def test_child_progress_reaches_the_host_on_the_same_request(relayed: Rela
 
 
 async def test_child_questions_are_answered_by_the_host(relayed: Relayed) -> None:
+    """Each question names the server that asks: the host sees only the copilot (before: the
+    child's message alone)."""
     relayed.host.questions.clear()
     result = await relayed.execute("relay", "ask_name", {"question": "Who is asking?"})
     assert text_of(result) == "accepted: Ada"
-    assert relayed.host.questions == ["Who is asking?"]
+    assert relayed.host.questions == ["Server 'relay' asks: Who is asking?"]
 
     both = await relayed.execute("relay", "ask_twice")
     assert text_of(both) == "accepted: Ada | accepted: Ada"
-    assert relayed.host.questions[1:] == ["First question: your name?", "Second question: your name again?"]
+    assert relayed.host.questions[1:] == [
+        "Server 'relay' asks: First question: your name?", "Server 'relay' asks: Second question: your name again?"
+    ]
     [logged] = relayed.events("ask_twice")  # one trajectory entry per call, however many rounds
     assert logged.error is None and logged.result is not None
 
@@ -260,7 +264,7 @@ async def test_the_2026_round_trip_carries_the_childs_question_as_input_requests
     first = await session.call_tool("execute", arguments, allow_input_required=True)
     assert isinstance(first, types.InputRequiredResult)
     [(key, request)] = first.input_requests.items()
-    assert isinstance(request, types.ElicitRequest) and request.params.message == "Name for the round trip?"
+    assert isinstance(request, types.ElicitRequest) and request.params.message == "Server 'relay' asks: Name for the round trip?"
     answer = types.ElicitResult(action="accept", content={"name": "Grace"})
     final = await session.call_tool(
         "execute", arguments, input_responses={key: answer}, request_state=first.request_state, allow_input_required=True

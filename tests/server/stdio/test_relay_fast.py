@@ -222,7 +222,7 @@ async def test_a_host_that_answers_questions(era: str, built_index: Path, tmp_pa
     servers = write_servers(tmp_path / "servers.json", {"relay": relay_entry("relay")})
     async with _copilot(tmp_path, home, servers, era, **host.client_options()) as copilot:
         result = await copilot.execute("relay", "ask_name", {"question": "Who are you?"})
-        assert text_of(result) == "accepted: Ada" and host.questions == ["Who are you?"]
+        assert text_of(result) == "accepted: Ada" and host.questions == ["Server 'relay' asks: Who are you?"]
         # 2026-07-28: the input_required round trip (which the SDK client drives) stays on the SDK path.
         assert len(copilot.fast_ids()) == (1 if era == "legacy" else 0)
 
