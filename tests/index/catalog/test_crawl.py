@@ -27,6 +27,7 @@ from tests.fixtures.hostile_server import HUGE_NAME, TOOLS as HOSTILE_TOOLS
 from tests.support.processes import hostile_entry
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
+CHANGING_SERVER = FIXTURE.with_name("changing_server.py")
 SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
 PROJECT_DIR = Path(__file__).resolve().parents[3]
 FIXTURE_TOOLS = {
@@ -331,25 +332,39 @@ async def _wait_for_port(port: int, server: subprocess.Popen[bytes]) -> None:
 
 
 async def test_remote_server_is_crawled_over_streamable_http(tmp_path: Path) -> None:
-    port = _free_port()
+    """Tools, and a second server's prompts, resources and templates (each list read raw, as the
+    session would ask it over HTTP)."""
+    port, notes_port = _free_port(), _free_port()
     server = subprocess.Popen(
         [sys.executable, str(FIXTURE), "--name", "remote", "--transport", "streamable-http", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    notes = subprocess.Popen(
+        [sys.executable, str(CHANGING_SERVER), "--name", "notes", "--transport", "streamable-http", "--port", str(notes_port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
         with anyio.fail_after(45):
             await _wait_for_port(port, server)
+            await _wait_for_port(notes_port, notes)
             servers = parse_servers(json.dumps({"mcpServers": {
                 "remote": {"url": f"http://127.0.0.1:{port}/mcp", "category": "Test"},
+                "notes": {"url": f"http://127.0.0.1:{notes_port}/mcp"},
                 "gone": {"url": f"http://127.0.0.1:{_free_port()}/mcp"},
             }})).servers
             report = await crawl_servers(servers, timeout=20, log_dir=tmp_path / "logs", progress=False)
     finally:
-        server.terminate()
-        server.wait(10)
-    assert report.succeeded == ["remote"]
-    assert {record.name for record in report.records} >= FIXTURE_TOOLS
+        for process in (server, notes):
+            process.terminate()
+            process.wait(10)
+    assert report.succeeded == ["remote", "notes"]
+    assert {record.name for record in report.records if record.server == "remote"} >= FIXTURE_TOOLS
     assert report.servers["remote"].category == "Test"
+    assert sorted((r.kind, r.name) for r in report.records if r.server == "notes" and r.kind != "tool") == [
+        ("prompt", "greeting"), ("prompt", "review_code"),
+        ("resource", "logo"), ("resource", "readme"), ("resource_template", "item"),
+    ]
+    assert report.outcomes["notes"].warnings == []
     gone = report.outcomes["gone"]
     assert gone.kind == "HTTP error" and "cannot reach" in gone.reason
 
