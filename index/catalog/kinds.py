@@ -50,26 +50,24 @@ class ListMethod:
     """One list method of a kind: where its items are in a page and how warnings call them."""
 
     method: str  # "prompts/list"
-    field: str  # the page's attribute holding the items
+    field: str  # the typed page's attribute holding the items
     kind: str  # one item, in warnings: "prompt"
     plural: str  # "prompts"
-    key: str  # the item's attribute that tells it from the others (its record's id): "name", "uri"
     wire_field: str  # ``field`` as the child sends it: "resourceTemplates"
-    wire_key: str  # ``key`` as the child sends it: "uriTemplate"
+    key: str  # what tells an item from the others (its record's id), as the child sends it: "uriTemplate"
     request: type[BaseModel]  # types.ListPromptsRequest
     result: type[BaseModel]  # types.ListPromptsResult
 
 
 PROMPTS = ListMethod(
-    "prompts/list", "prompts", "prompt", "prompts", "name", "prompts", "name",
-    types.ListPromptsRequest, types.ListPromptsResult,
+    "prompts/list", "prompts", "prompt", "prompts", "prompts", "name", types.ListPromptsRequest, types.ListPromptsResult
 )
 RESOURCES = ListMethod(
-    "resources/list", "resources", "resource", "resources", "uri", "resources", "uri",
+    "resources/list", "resources", "resource", "resources", "resources", "uri",
     types.ListResourcesRequest, types.ListResourcesResult,
 )
 RESOURCE_TEMPLATES = ListMethod(
-    "resources/templates/list", "resource_templates", "resource template", "resource templates", "uri_template",
+    "resources/templates/list", "resource_templates", "resource template", "resource templates",
     "resourceTemplates", "uriTemplate", types.ListResourceTemplatesRequest, types.ListResourceTemplatesResult,
 )
 
@@ -91,8 +89,7 @@ async def list_pages(session: ClientSession, listing: ListMethod, warnings: list
     costs only itself.
     """
     items: list[Any] = []
-    kept: set[str] = set()  # the keys of the items kept
-    read_keys: set[str] = set()  # the keys the child sent for the items read
+    read_keys: set[str] = set()  # the keys of the items read (checked): a key listed again is a repeat
     repeats = Repeats()
     cursor: str | None = None
     seen: set[str] = set()
@@ -104,30 +101,25 @@ async def list_pages(session: ClientSession, listing: ListMethod, warnings: list
         wire_items = raw.get(listing.wire_field)
         if isinstance(wire_items, list):
             room = MAX_ITEMS - len(items)
-            read, cut = within_room(wire_items, room, (), read_keys, listing.wire_key, listing.kind, repeats)
+            read, cut = within_room(wire_items, room, (), read_keys, listing.key, listing.kind, repeats)
             left_out += cut
             raw = {**raw, listing.wire_field: read}
         broken: dict[str, str] = {}
         page: Any = checked_page(
-            session.protocol_version, listing.method, raw, listing.wire_field, listing.wire_key, listing.result, broken
+            session.protocol_version, listing.method, raw, listing.wire_field, listing.key, listing.result, broken
         )
         for name, problem in broken.items():
             skipped += 1
             if skipped <= MAX_ITEMS:
                 warnings.append(f"{listing.kind} '{name[:SHOWN_NAME_CHARS]}' skipped, its definition is broken: {problem}")
+        # Only what ``within_room`` read is here: distinct keys, within the room the cap leaves.
         for item in getattr(page, listing.field):
-            key = str(getattr(item, listing.key))
-            if key in kept:
-                repeats.add(f"{listing.kind} '{key[:SHOWN_NAME_CHARS]}'")
-            elif len(items) >= MAX_ITEMS:
-                left_out += 1
-            elif (problem := size_problem(item)) is not None:
+            if (problem := size_problem(item)) is not None:
                 skipped += 1
                 if skipped <= MAX_ITEMS:
                     warnings.append(f"{listing.kind} '{_item_name(item)}' skipped, its definition is too big: {problem}")
             else:
                 items.append(item)
-                kept.add(key)
         cursor = page.next_cursor
         if not cursor or len(items) >= MAX_ITEMS:
             break

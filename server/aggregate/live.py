@@ -119,8 +119,7 @@ class LiveUpdater(PoolListener):
                 listing = self._tools.pop(server, None)
                 others = server in self._others and self._due(server) <= 0
                 if others:
-                    self._others.discard(server)
-                    self._others_listed_at[server] = time.monotonic()
+                    self._listing_others(server)
                 self._working = True
                 try:
                     await self._update(server, listing, others)
@@ -132,6 +131,11 @@ class LiveUpdater(PoolListener):
                     self._working = False
                     self._progress.set()
                     self._progress = anyio.Event()
+
+    def _listing_others(self, server: str) -> None:
+        """``server``'s prompts and resources are listed now: nothing waits for it, the interval restarts."""
+        self._others.discard(server)
+        self._others_listed_at[server] = time.monotonic()
 
     def _due(self, server: str) -> float:
         """Seconds until ``server``'s prompts and resources may be listed again (<= 0: now)."""
@@ -159,8 +163,7 @@ class LiveUpdater(PoolListener):
             # A server the crawl never listed (added since the build): its prompts and resources
             # are new too, not only its tools.
             others = True
-            self._others.discard(server)
-            self._others_listed_at[server] = time.monotonic()
+            self._listing_others(server)
         # The tools this listing left out for a broken definition: the index says why of them (execute).
         skipped = self._pool.skipped_tools(server) if listing is not None else None
         if skipped is not None:

@@ -36,6 +36,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from index.errors import CopilotError
 from index.catalog.records import ToolRecord
+from index.trust.scan import Finding
 from server.aggregate.catalog import ChildCatalog
 from server.aggregate.exposure import Exposure
 from server.aggregate.live import Change, LiveUpdater
@@ -47,7 +48,6 @@ from server.settings import ServerSettings
 from server.execute.validation import did_you_mean, suggest
 from server.bounded import shown_name
 from server.guard import prompt_findings, resource_findings, warning_text
-from index.trust.scan import Finding
 
 logger = logging.getLogger(__name__)
 

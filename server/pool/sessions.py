@@ -344,6 +344,14 @@ def _end_reason(child: _Child) -> str:
     return child.stop_reason or "crashed"
 
 
+def _bad_reply(child: _Child, doing: str, error: ValidationError) -> ServerUnavailableError:
+    """A child's reply to ``doing`` that breaks the MCP schema, saying where (the child is alive)."""
+    return ServerUnavailableError(
+        f"server '{child.name}' answered {doing} with a reply that does not follow the MCP schema: "
+        f"{describe_schema_error(error)}"
+    )
+
+
 def _error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
@@ -473,10 +481,7 @@ class ChildPool:
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     raise await self._crashed(child, doing) from None
                 except ValidationError as error:
-                    raise ServerUnavailableError(
-                        f"server '{child.name}' answered {doing} with a reply that does not follow the MCP schema: "
-                        f"{describe_schema_error(error)}"
-                    ) from None
+                    raise _bad_reply(child, doing, error) from None
             assert scope.cancelled_caught
             raise self._timed_out(child, doing, limit)
 
@@ -1223,10 +1228,7 @@ class ChildPool:
                 self._note_listing_warnings(child, warnings)
                 return tools
             except ValidationError as error:  # broken beyond single tools (those are skipped)
-                raise ServerUnavailableError(
-                    f"server '{child.name}' answered tools/list with a reply that does not follow the MCP schema: "
-                    f"{describe_schema_error(error)}"
-                ) from None
+                raise _bad_reply(child, "tools/list", error) from None
             except MCPError as error:
                 if error.code == types.CONNECTION_CLOSED:
                     raise await self._crashed(child, "tools/list") from None

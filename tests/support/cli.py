@@ -26,15 +26,12 @@ def cli_env(**settings: str) -> dict[str, str]:
     return env
 
 
-def run_cli(
-    *args: str,
-    env: Mapping[str, str] | None = None,
-    cwd: Path = PROJECT,
-    timeout: float = 120,
+def _python(
+    argv: list[str], env: Mapping[str, str] | None, cwd: Path, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m ARGS...`` with stdin closed, output captured, ``COLUMNS=40``."""
+    """This interpreter with ``argv``, stdin closed, output captured, ``COLUMNS=40`` unless ``env`` says."""
     return subprocess.run(
-        [sys.executable, "-m", *args],
+        [sys.executable, *argv],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -45,20 +42,21 @@ def run_cli(
     )
 
 
+def run_cli(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path = PROJECT,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m ARGS...`` with stdin closed, output captured, ``COLUMNS=40``."""
+    return _python(["-m", *args], env, cwd, timeout)
+
+
 def run_python(
     script: str, *args: str, env: Mapping[str, str] | None = None, timeout: float = 200
 ) -> subprocess.CompletedProcess[str]:
     """``python -c SCRIPT ARGS...`` in the project, stdin closed, output captured; it must exit 0."""
-    result = subprocess.run(
-        [sys.executable, "-c", script, *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        cwd=PROJECT,
-        env=dict(env) if env is not None else cli_env(),
-        timeout=timeout,
-        check=False,
-    )
+    result = _python(["-c", script, *args], env, PROJECT, timeout)
     assert result.returncode == 0, result.stderr
     return result
 
