@@ -135,15 +135,30 @@ _known_builds: dict[str, str] = {}
 _shared_lock = threading.Lock()
 
 
+#: Where chromadb 1.x keeps its per-path client state: the lock, the systems and their reference counts.
+_CHROMA_REGISTRY = ("_refcount_lock", "_identifier_to_system", "_identifier_to_refcount")
+
+
 def _drop_cached_system(path: str) -> None:
-    """Make Chroma forget this process's state of ``path``: the next client reads the files afresh."""
+    """Make Chroma forget this process's state of ``path``: the next client reads the files afresh.
+
+    Chroma has no per-path API for this, so it is done through its private registry; a chromadb
+    whose registry looks different gets its public ``clear_system_cache()`` instead, which forgets
+    every path (other stores of this process then reconnect too: slower, never stale)."""
     try:
         from chromadb.api.shared_system_client import SharedSystemClient
     except ImportError:  # pragma: no cover - another chromadb layout: nothing cached to drop
         return
-    with SharedSystemClient._refcount_lock:  # noqa: SLF001 -- chromadb has no per-path API for this
-        system = SharedSystemClient._identifier_to_system.pop(path, None)  # noqa: SLF001
-        SharedSystemClient._identifier_to_refcount.pop(path, None)  # noqa: SLF001
+    lock, systems, refcounts = (getattr(SharedSystemClient, name, None) for name in _CHROMA_REGISTRY)
+    if lock is None or not isinstance(systems, dict) or not isinstance(refcounts, dict):
+        logger.debug("chromadb's client registry is not as expected: clearing all of it to read %s afresh", path)
+        clear = getattr(SharedSystemClient, "clear_system_cache", None)
+        if callable(clear):
+            clear()
+        return
+    with lock:
+        system = systems.pop(path, None)
+        refcounts.pop(path, None)
     if system is not None:
         try:
             system.stop()

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import index.storage.store as store_module
 from index.settings import CopilotSettings
 from index.storage.store import ChromaStore
 from tests.index.index_support import make_records, open_index
@@ -76,7 +77,12 @@ def test_a_reindex_by_another_process_is_read_as_that_process_wrote_it(tmp_path:
     assert [hit.tool for hit in index.search("count the words in this text", top_k=1)] == ["count_words"]
 
 
-def test_a_read_that_fails_on_an_old_view_is_made_again_on_the_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("registry", ["as-in-chromadb-1.5", "changed"])
+def test_a_read_that_fails_on_an_old_view_is_made_again_on_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry: str
+) -> None:
+    if registry == "changed":  # a later chromadb whose private client registry has other names
+        monkeypatch.setattr(store_module, "_CHROMA_REGISTRY", ("_lock_renamed", "_systems_renamed", "_counts_renamed"))
     home = tmp_path / "home"
     open_index(home).sync(make_records())
     store = ChromaStore(CopilotSettings(home=home))
