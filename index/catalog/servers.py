@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from index.children.environment import inherited_environment
+from index.children.environment import inherited_environment, system_trust_bundle, with_system_trust
 from index.errors import ConfigError
 from index.catalog.redact import Redactor
 from index.catalog.self_entry import SELF_ENTRY_ADVICE, launches_copilot
@@ -212,11 +212,12 @@ class ServerConfig(BaseModel):
         token/password/secret/auth/key are dropped and ``user:pass@`` is removed from URLs, except
         for the variables this entry lists in ``inherit_env``. ``PATH`` ends with the copilot's own
         scripts directory, so ``uvx`` from the ``uv`` dependency is found even when the copilot's
-        virtualenv is not activated.
+        virtualenv is not activated. uv and Node are pointed at the system's certificate store when
+        nothing else says what they trust (:func:`~index.children.environment.with_system_trust`).
         """
         child = inherited_environment(os.environ if base is None else base, self.inherit_env)
         child.update(self.env)
-        return child
+        return with_system_trust(child, system_trust_bundle())
 
 
 class ServersFile(BaseModel):

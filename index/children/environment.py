@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import sys
 import sysconfig
 from collections.abc import Iterable, Mapping
 
@@ -82,6 +83,47 @@ def _with_own_scripts(path: str) -> str:
     if scripts and scripts not in entries:
         entries.append(scripts)
     return os.pathsep.join(entries)
+
+
+#: Where Linux and the BSDs keep the system's certificate bundle (the places ``openssl-probe``, which
+#: uv's TLS stack uses, looks in first).
+SYSTEM_TRUST_FILES = (
+    "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu, Alpine, Arch
+    "/etc/pki/tls/certs/ca-bundle.crt",  # Fedora, RHEL
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/ssl/ca-bundle.pem",  # openSUSE
+    "/etc/ssl/cert.pem",  # macOS, OpenBSD, Alpine
+    "/usr/local/share/certs/ca-root-nss.crt",  # FreeBSD
+)
+#: Settings by which the user already chose what uv (or everything using OpenSSL) trusts.
+_UV_TRUST_SETTINGS = ("UV_SYSTEM_CERTS", "UV_NATIVE_TLS", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def system_trust_bundle() -> str | None:
+    """The system's certificate bundle file, if it has one where tools look for it."""
+    return next((path for path in SYSTEM_TRUST_FILES if os.path.isfile(path)), None)
+
+
+def with_system_trust(child: dict[str, str], bundle: str | None) -> dict[str, str]:
+    """``child`` told to trust the machine's certificate store when fetching packages.
+
+    ``uvx`` verifies TLS with the Mozilla roots uv bundles, and Node with its own: behind a
+    TLS-intercepting proxy whose root certificate is only in the system store, every ``uvx`` child
+    failed to start (``invalid peer certificate: UnknownIssuer``) whenever the host started the
+    copilot without ``SSL_CERT_FILE`` -- and hosts such as Claude Desktop pass only a minimal
+    environment. So, when the system has a store (``bundle``) and nothing says otherwise,
+    ``UV_SYSTEM_CERTS`` makes uv use it (what uv's documentation advises for a corporate root), and
+    ``NODE_EXTRA_CA_CERTS`` adds its certificates to Node's own (they add to, never replace, what
+    Node trusts). A choice already made (``UV_SYSTEM_CERTS``/``UV_NATIVE_TLS``, ``SSL_CERT_FILE``,
+    ``SSL_CERT_DIR``, ``NODE_EXTRA_CA_CERTS``, by the copilot's environment or the entry) is kept.
+    """
+    if bundle is None and sys.platform not in ("darwin", "win32"):
+        return child  # no store to trust: uv's own roots are all there is
+    if not any(child.get(name) for name in _UV_TRUST_SETTINGS):
+        child["UV_SYSTEM_CERTS"] = "true"
+    if bundle is not None and not child.get("NODE_EXTRA_CA_CERTS"):
+        child["NODE_EXTRA_CA_CERTS"] = bundle
+    return child
 
 
 def _listed(name: str, patterns: Iterable[str]) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from index.children.environment import system_trust_bundle, with_system_trust
 from index.errors import ConfigError
 from index.catalog.servers import ServerConfig, load_servers, parse_servers
 from index.settings import PROJECT_DIR, livemcpbench_dir
@@ -437,6 +438,51 @@ def test_child_path_can_find_uvx_from_the_copilots_own_environment() -> None:
 def test_server_env_overrides_inherited_values() -> None:
     child = ServerConfig(name="s", command="x", env={"LANG": "de_DE.UTF-8"}).child_environment({"LANG": "C"})
     assert child["LANG"] == "de_DE.UTF-8"
+
+
+BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def test_a_child_started_without_tls_settings_trusts_the_systems_store() -> None:
+    # A host that passes only HOME and PATH (Claude Desktop): uv and Node get the system's roots.
+    child = with_system_trust({"PATH": "/usr/bin", "HOME": "/home/u"}, BUNDLE)
+    assert child["UV_SYSTEM_CERTS"] == "true"
+    assert child["NODE_EXTRA_CA_CERTS"] == BUNDLE
+
+
+@pytest.mark.parametrize(
+    "chosen",
+    [
+        {"SSL_CERT_FILE": "/corp/roots.pem"},
+        {"SSL_CERT_DIR": "/corp/roots"},
+        {"UV_SYSTEM_CERTS": "false"},
+        {"UV_NATIVE_TLS": "true"},
+    ],
+)
+def test_what_the_user_chose_for_uv_is_kept(chosen: dict[str, str]) -> None:
+    child = with_system_trust({"PATH": "/usr/bin", **chosen}, BUNDLE)
+    assert {name: child[name] for name in chosen} == chosen
+    assert "UV_SYSTEM_CERTS" not in child or "UV_SYSTEM_CERTS" in chosen
+
+
+def test_nodes_extra_certificates_are_kept_and_an_entry_decides_last() -> None:
+    kept = with_system_trust({"NODE_EXTRA_CA_CERTS": "/corp/node.pem"}, BUNDLE)
+    assert kept["NODE_EXTRA_CA_CERTS"] == "/corp/node.pem"
+    entry = ServerConfig(name="s", command="uvx", env={"UV_SYSTEM_CERTS": "false"})
+    assert entry.child_environment({"PATH": "/usr/bin"})["UV_SYSTEM_CERTS"] == "false"
+
+
+def test_a_linux_machine_without_a_store_gets_nothing_added(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.platform", "linux")
+    assert with_system_trust({"PATH": "/usr/bin"}, None) == {"PATH": "/usr/bin"}
+
+
+def test_the_child_environment_uses_this_machines_store() -> None:
+    bundle = system_trust_bundle()
+    if bundle is None:
+        pytest.skip("this machine has no system certificate bundle in the usual places")
+    child = ServerConfig(name="s", command="uvx").child_environment({"PATH": "/usr/bin"})
+    assert child["NODE_EXTRA_CA_CERTS"] == bundle and child["UV_SYSTEM_CERTS"] == "true"
 
 
 def test_launch_hash_changes_only_with_the_launch() -> None:

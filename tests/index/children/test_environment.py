@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from index.children.connect import open_session
-from index.children.environment import looks_secret_name, strip_url_credentials
+from index.children.environment import looks_secret_name, strip_url_credentials, system_trust_bundle
 from index.catalog.servers import ServerConfig
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
@@ -75,6 +75,29 @@ async def test_an_entry_opts_in_to_the_credentials_it_needs(tmp_path: Path, monk
     assert env["UV_INDEX_PRIVATE_PASSWORD"] == CREDENTIALS["UV_INDEX_PRIVATE_PASSWORD"]
     assert env["PRIVATE_REGISTRY_TOKEN"] == "not-on-the-allowlist-10"
     assert "UV_PUBLISH_TOKEN" not in env  # what it did not list stays out
+
+
+#: What says which certificates uv and Node trust (cleared, as a host with a minimal environment has them).
+TRUST_SETTINGS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "UV_SYSTEM_CERTS", "UV_NATIVE_TLS", "NODE_EXTRA_CA_CERTS")
+
+
+@pytest.mark.parametrize("copilot_sets", [None, "SSL_CERT_FILE"])
+async def test_a_child_of_a_copilot_without_tls_settings_trusts_the_system_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copilot_sets: str | None
+) -> None:
+    bundle = system_trust_bundle()
+    if bundle is None:
+        pytest.skip("this machine has no system certificate bundle in the usual places")
+    for name in TRUST_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    if copilot_sets:
+        monkeypatch.setenv(copilot_sets, "/corp/roots.pem")
+    env = await _child_environment(_dumping("tls", tmp_path), tmp_path)
+    assert env["NODE_EXTRA_CA_CERTS"] == bundle
+    if copilot_sets:  # uv already reads the user's roots
+        assert env[copilot_sets] == "/corp/roots.pem" and "UV_SYSTEM_CERTS" not in env
+    else:
+        assert env["UV_SYSTEM_CERTS"] == "true"
 
 
 @pytest.mark.parametrize(
