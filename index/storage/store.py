@@ -152,9 +152,7 @@ def _drop_cached_system(path: str) -> None:
     lock, systems, refcounts = (getattr(SharedSystemClient, name, None) for name in _CHROMA_REGISTRY)
     if lock is None or not isinstance(systems, dict) or not isinstance(refcounts, dict):
         logger.debug("chromadb's client registry is not as expected: clearing all of it to read %s afresh", path)
-        clear = getattr(SharedSystemClient, "clear_system_cache", None)
-        if callable(clear):
-            clear()
+        SharedSystemClient.clear_system_cache()
         return
     with lock:
         system = systems.pop(path, None)
