@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from bench.retrieval.lab import QueryParts, Space, parts, rank, with_operations
+from bench.retrieval.lab import QueryParts, Space, dense_only, parts, rank, with_operations
 from bench.retrieval.study import open_study, print_comparison, shipped_rows
 from index.search.ranking import HYBRID, best_of, fuse, standardize
 from index.search.text import STOPWORDS, tool_document
@@ -102,7 +102,8 @@ class PieceEncoder:
         if text not in self._cache:
             import torch
 
-            features = self.model.tokenize([text])
+            prepare = getattr(self.model, "preprocess", None) or self.model.tokenize  # renamed in sentence-transformers 5
+            features = prepare([text])
             with torch.inference_mode():
                 output = self.model(features)
             ids = features["input_ids"][0].numpy()
@@ -148,6 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     documents = [encode(tool_document(record)) for record in records]
     shipped = shipped_rows(study)
     print_comparison("== shipped ranker (per set: mean of each metric)", shipped, shipped, study.sets)
+    plain_dense = {name: rank(study.space, dense_only("tool"), qs).rows for name, qs in study.sets.items()}
+    print_comparison("== plain dense (the pooled vector alone)", plain_dense, shipped, study.sets)
     queries = {q.text for qs in study.sets.values() for q in qs}
     print(f"word-piece vectors of {len(queries)} queries", file=sys.stderr)
     for text in sorted(queries):
