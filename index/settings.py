@@ -85,6 +85,16 @@ class CopilotSettings(BaseSettings):
     chroma_url: str | None = Field(default=None, description="Use a Chroma server instead of the embedded store.")
     collection: str = Field(default="tools", description="Chroma collection name.")
     log_dir: Path | None = Field(default=None, description="Trajectory logs (default: HOME/logs).")
+    usage_prior: Path | None = Field(
+        default=None, description="The usage prior route adds (default: HOME/usage-prior.json; python -m index usage)."
+    )
+    usage_prior_weight: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=10.0,
+        description="route adds weight x log(1 + trajectories that ran the tool without error) to a tool's score; "
+        "0 turns the usage prior off.",
+    )
     # Here, not in the server's settings: every process that starts children (the copilot, a
     # crawl, the benchmark runner) keeps its secrets from them (index.children.secrecy).
     protect_process: bool = Field(
@@ -95,7 +105,7 @@ class CopilotSettings(BaseSettings):
 
     @field_validator(
         "home", "servers", "catalog", "embedding_model", "embedding_precision", "model_cache", "chroma_url", "collection",
-        "log_dir", mode="before",
+        "log_dir", "usage_prior", "usage_prior_weight", mode="before",
     )
     @classmethod
     def _empty_means_unset(cls, value: Any) -> Any:
@@ -141,6 +151,10 @@ class CopilotSettings(BaseSettings):
     @property
     def logs_dir(self) -> Path:
         return self.log_dir if self.log_dir is not None else self.home / "logs"
+
+    @property
+    def usage_prior_file(self) -> Path:
+        return self.usage_prior if self.usage_prior is not None else self.home / "usage-prior.json"
 
     def servers_file(self) -> Path:
         """The server list in use: ``COPILOT_SERVERS``, else ``./servers.json``, else the project's."""

@@ -474,7 +474,7 @@ class Copilot:
         return pool
 
     def index_info(self, *, load: bool = False) -> dict[str, Any] | None:
-        """Model and tool count of the index.
+        """Model and tool count of the index, and the usage prior ``route`` adds, if any.
 
         ``load`` reads the count (which may load the index: call it from a worker thread);
         otherwise the last count read is used, so this never blocks the event loop.
@@ -487,6 +487,9 @@ class Copilot:
                 logger.debug("tool count unavailable", exc_info=True)
         if self._tool_count is not None:
             info["tool_count"] = self._tool_count
+        usage_prior = getattr(self.index, "usage_prior_info", None)
+        if load and usage_prior is not None and (usage := usage_prior()) is not None:
+            info["usage_prior"] = usage  # the rankings of the session depend on it
         return info
 
     async def begin_session(self, log: SessionLog | None) -> None:

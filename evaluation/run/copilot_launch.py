@@ -112,6 +112,9 @@ def copilot_launch(
     # Each task starts a fresh copilot: without a wait, its first routes would be keyword-only
     # for as long as the model takes to load, so a run's results would depend on machine load.
     env.setdefault("COPILOT_ROUTE_MODEL_WAIT", str(TASK_ROUTE_MODEL_WAIT))
+    # Nor on what earlier runs on this machine logged: a usage prior learned from them would
+    # change a task's rankings. A run that measures one sets the weight in its own environment.
+    env.setdefault("COPILOT_USAGE_PRIOR_WEIGHT", "0")
     if category:
         env["COPILOT_CATEGORY"] = category
     if copilot_home is not None:

@@ -55,6 +55,12 @@ def _search(args: argparse.Namespace) -> int:
     return search_command(args)
 
 
+def _usage(args: argparse.Namespace) -> int:
+    from index.cli.usage import usage_command
+
+    return usage_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m index", description=DESCRIPTION, formatter_class=HelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
@@ -86,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--top-k", type=int, default=5)
     search.add_argument("--server", help="only tools of this server")
     search.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    usage = add("usage", _usage, "Learn the usage prior route adds (tools that ran without error in earlier trajectories).")
+    usage.add_argument("paths", nargs="*", metavar="PATH", help="trajectory logs: files or directories (default: COPILOT_LOG_DIR)")
+    usage.add_argument(
+        "--successful", type=Path, metavar="VERDICTS", help="count only tasks judged a success in this verdicts.jsonl (or judge directory)"
+    )
+    usage.add_argument("--out", type=Path, help="prior to write (default: COPILOT_USAGE_PRIOR or COPILOT_HOME/usage-prior.json)")
+    usage.add_argument("--show", type=int, default=10, metavar="N", help="print the N most used tools (default 10)")
 
     from index.trust.cli import add_commands
 

@@ -41,3 +41,8 @@ def _bash_escaped(match: re.Match[str]) -> str:
     # $'\x9b' would be the byte 0x9b, not the character U+009B (UTF-8 c2 9b): C1 controls as \u.
     code = ord(match.group())
     return _NAMED.get(match.group()) or (f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}")
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 tool``, ``2 tools`` (``plural`` for nouns that do not just take an s)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"

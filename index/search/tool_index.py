@@ -49,6 +49,7 @@ from index.settings import DEFAULT_EMBEDDING_MODEL, CopilotSettings
 from index.storage.store import ChromaStore, IndexState, StoredTool
 from index.cli.suggest import nearest_names
 from index.search.text import DOCUMENT_VERSION, server_document, tokenize, tool_document
+from index.usage.prior import UsagePriorFile
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +160,14 @@ def _skipped_after(
     }
 
 
+def _tools_of(snapshot: _Snapshot) -> list[tuple[str, str] | None]:
+    """(server, tool) of each entry (a tool's id is ``server/name``); None for prompts and resources."""
+    return [
+        (server, record_id[len(server) + 1 :]) if kind == "tool" else None
+        for record_id, server, kind in zip(snapshot.space.ids, snapshot.servers, snapshot.kinds, strict=True)
+    ]
+
+
 def _build_id() -> str:
     return uuid.uuid4().hex[:12]
 
@@ -189,6 +198,7 @@ class ToolIndex:
         self.settings = settings
         self._embedder = embedder
         self._store = ChromaStore(settings)
+        self._usage = UsagePriorFile(settings.usage_prior_file, settings.usage_prior_weight)
         self._lock = threading.RLock()
         self._snapshot: _Snapshot | None = None
         self._checked_at = 0.0
@@ -544,11 +554,20 @@ class ToolIndex:
         signals = [whole, *operation_signals(whole, space.lexical, operations, weights)]
         server_scores = similarities(space.server_vectors, server_vector) if space.server_names else None
         return _Scored(
-            scores=best_of([fuse(s, weights, mask) for s in signals]),
+            scores=self._with_usage(snapshot, best_of([fuse(s, weights, mask) for s in signals])),
             dense=whole.dense,
             lexical=_best_signal([s.lexical for s in signals]),
             server_scores=server_scores,
         )
+
+    def _with_usage(self, snapshot: _Snapshot, scores: np.ndarray) -> np.ndarray:
+        """``scores`` plus the usage prior's boost (see :mod:`index.usage.prior`), when there is one."""
+        boost = self._usage.boost(snapshot.space, lambda: _tools_of(snapshot))
+        return scores if boost is None else scores + boost
+
+    def usage_prior_info(self) -> dict[str, Any] | None:
+        """The usage prior ``route`` adds (file, trajectories, tools, weight), or None."""
+        return self._usage.info()
 
     @staticmethod
     def _related_servers(

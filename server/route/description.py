@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from index.search.text import STOPWORDS, humanize, split_identifier
+from index.cli.display import counted
 
 #: Servers named per category before "+N more".
 MAX_SERVERS_PER_CATEGORY = 10
@@ -89,10 +90,6 @@ def _label(name: str) -> str:
     return " ".join(words) or name
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
 def _category_name(category: str) -> str:
     name = " ".join(category.split()) or "Other"
     return name if len(name) <= MAX_CATEGORY_NAME_CHARS else name[: MAX_CATEGORY_NAME_CHARS - 1] + "…"
@@ -111,7 +108,7 @@ def _more_line(groups: list[tuple[str, list[PoolServer]]]) -> str:
     """Categories left out of the detailed lines, by name and size, within :data:`MAX_MORE_CHARS`."""
     shown: list[str] = []
     for index, (category, members) in enumerate(groups):
-        entry = f"{_category_name(category)} ({_plural(len(members), 'server')})"
+        entry = f"{_category_name(category)} ({counted(len(members), 'server')})"
         rest = len(groups) - index - 1
         if len(", ".join([*shown, entry])) + len(f" +{rest} more") > MAX_MORE_CHARS:
             return "- Also: " + ", ".join(shown) + f" +{len(groups) - index} more categories"
@@ -125,9 +122,9 @@ def describe_pool(servers: Iterable[PoolServer]) -> str:
     lines = [INTRO]
     if pool:
         tool_count = sum(len(s.tools) for s in pool)
-        servers_counted = _plural(len(pool), "server")
-        counted = f"{_plural(tool_count, 'tool')} on {servers_counted}" if tool_count else servers_counted
-        lines.append(f"The pool has {counted}, by category (typical words; servers):")
+        servers_counted = counted(len(pool), "server")
+        size = f"{counted(tool_count, 'tool')} on {servers_counted}" if tool_count else servers_counted
+        lines.append(f"The pool has {size}, by category (typical words; servers):")
         groups: dict[str, list[PoolServer]] = defaultdict(list)
         for server in pool:
             groups[server.category or "Other"].append(server)

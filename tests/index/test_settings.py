@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(120)
 
 EMPTIED = (
     "COPILOT_HOME", "COPILOT_SERVERS", "COPILOT_CATALOG", "COPILOT_EMBEDDING_MODEL", "COPILOT_EMBEDDING_PRECISION",
-    "COPILOT_CHROMA_URL", "COPILOT_COLLECTION", "COPILOT_LOG_DIR",
+    "COPILOT_CHROMA_URL", "COPILOT_COLLECTION", "COPILOT_LOG_DIR", "COPILOT_USAGE_PRIOR", "COPILOT_USAGE_PRIOR_WEIGHT",
 )
 
 
@@ -43,6 +43,14 @@ def test_an_empty_setting_is_the_default_not_the_working_directory(
     assert settings.catalog_file() == DEFAULT_CATALOG
     assert settings.embedding_model == DEFAULT_EMBEDDING_MODEL and settings.embedding_precision == "int8"
     assert settings.chroma_url is None and settings.collection == "tools" and settings.log_dir is None
+    assert settings.usage_prior_file == settings.home / "usage-prior.json" and settings.usage_prior_weight == 0.5
+
+
+@pytest.mark.parametrize("value", ["-1", "11", "a lot"])
+def test_a_usage_prior_weight_out_of_range_names_the_variable(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COPILOT_USAGE_PRIOR_WEIGHT", value)
+    with pytest.raises(ConfigError, match=r"^COPILOT_USAGE_PRIOR_WEIGHT: "):
+        CopilotSettings.load()
 
 
 @pytest.mark.parametrize("name", ["tools-v2", "my.index_1", "a" * 504])

@@ -5,6 +5,7 @@ index does not know, and edits of the servers file while running (server.copilot
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,11 @@ from index.catalog.servers import load_servers
 from index.children.listing_limits import LISTING_CUT, MAX_TOOLS
 from index.search.tool_index import ToolIndex
 from index.settings import CopilotSettings
+from index.usage.learning import learn_usage
+from index.usage.prior import write_usage_prior
 from server.copilot import Copilot
 from server.route.indexing import STATE_FILE_NAME
+from server.trajectory.session_log import SessionLogs
 from tests.index.index_support import index_with_broken_model
 from tests.server.copilot_harness import (
     BROKEN_WRONG_TYPE,
@@ -329,3 +333,30 @@ async def test_a_tool_past_the_cap_of_a_crawled_listing_is_refused_without_start
             echoed = await copilot.execute("many", "echo", {"text": "kept"}, None, None, None)
     assert refused.is_error and refused.content[0].text == _past_the_cut("filler_1200", "511 more")
     assert not echoed.is_error and echoed.content[0].text == "kept"
+
+
+async def test_the_usage_prior_learned_from_a_session_s_trajectory_lifts_its_tool_in_the_next(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    home = copy_home(built_index, tmp_path / "home")
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    settings = copilot_settings(home, tmp_path, auto_index=False)
+    async with Copilot.running(settings, servers, start_now=True) as copilot:
+        logs = SessionLogs(settings, copilot_version="test", index_info=copilot.index_info)
+        first = logs.open("first", None)
+        before = await copilot.route("echo some text back", 5, None, first)
+        result = await copilot.execute("alpha", "echo", {"text": "hi"}, None, None, first)
+        assert not result.is_error
+        await copilot.execute("alpha", "add", {"a": "x", "b": 1}, None, None, first)  # a wrong call: not counted
+        learned = learn_usage([settings.logs_dir])
+        assert learned.prior.tools == {"alpha": {"echo": 1}}
+        write_usage_prior(learned.prior, settings.usage_prior_file)
+        second = logs.open("second", None)
+        after = await copilot.route("echo some text back", 5, None, second)
+    scores = [{(t["server"], t["tool"]): t["score"] for t in r.structured_content["tools"]} for r in (before, after)]
+    assert scores[1][("alpha", "echo")] == pytest.approx(scores[0][("alpha", "echo")] + 0.5 * math.log(2), abs=1e-3)
+    assert "usage_prior" not in read_events(first.path)[0].index  # each session has its own file
+    assert read_events(second.path)[0].index["usage_prior"] == {
+        "file": str(settings.usage_prior_file), "trajectories": 1, "tools": 1, "weight": 0.5,
+    }

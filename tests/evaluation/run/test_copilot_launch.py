@@ -73,3 +73,9 @@ def test_each_tasks_first_routes_wait_for_the_model_unless_the_runner_says_other
     # model takes to load, so a run's retrieval would depend on the machine's load.
     assert launch(tmp_path).env["COPILOT_ROUTE_MODEL_WAIT"] == "120"
     assert launch(tmp_path, COPILOT_ROUTE_MODEL_WAIT="5").env["COPILOT_ROUTE_MODEL_WAIT"] == "5"
+
+
+def test_a_run_ranks_without_a_usage_prior_unless_the_runner_asks_for_one(tmp_path: Path) -> None:
+    # A prior learned from earlier runs on this machine would change a task's rankings.
+    assert launch(tmp_path).env["COPILOT_USAGE_PRIOR_WEIGHT"] == "0"
+    assert launch(tmp_path, COPILOT_USAGE_PRIOR_WEIGHT="1.5").env["COPILOT_USAGE_PRIOR_WEIGHT"] == "1.5"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from index.models.embedding import Embedder, EmbeddingModelError, bundled_model_
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.catalog.records import ToolRecord
 from index.search.tool_index import ToolIndex
+from index.usage.prior import UsagePrior, write_usage_prior
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -426,3 +428,23 @@ def test_each_listed_operation_is_searched_on_its_own(index: ToolIndex) -> None:
     # Scores stay sorted and one operation's answer keeps its own best tool first.
     assert [h.score for h in listed.hits] == sorted((h.score for h in listed.hits), reverse=True)
     assert index.route("write a file", top_k=1).hits[0].tool == "write_file"
+
+
+def test_a_usage_prior_lifts_the_tools_agents_ran_before(built_home: Path, tmp_path: Path) -> None:
+    prior = tmp_path / "usage-prior.json"
+    plain = open_index(built_home, usage_prior=prior)
+    before = {hit.tool: hit.score for hit in plain.route("create a new file", 5).hits}
+    assert list(before)[:3] == ["write_file", "create_directory", "create_document"]
+    assert plain.usage_prior_info() is None
+    write_usage_prior(UsagePrior(trajectories=10, tools={"word-document-server": {"create_document": 9}}), prior)
+    after = {hit.tool: hit.score for hit in plain.route("create a new file", 5).hits}  # read at the next route
+    assert list(after)[:3] == ["write_file", "create_document", "create_directory"]
+    assert after["create_document"] == pytest.approx(before["create_document"] + 0.5 * math.log(10), abs=1e-3)
+    assert after["write_file"] == before["write_file"]
+    assert plain.usage_prior_info() == {"file": str(prior), "trajectories": 10, "tools": 1, "weight": 0.5}
+    # the weight is a setting; 0 turns the prior off
+    assert [h.tool for h in open_index(built_home, usage_prior=prior, usage_prior_weight=0).search("create a new file")][:3] == list(before)[:3]
+    # the baselines rank without it
+    assert plain.search("create a new file", method="dense")[0].score == pytest.approx(
+        open_index(built_home, usage_prior=tmp_path / "none.json").search("create a new file", method="dense")[0].score
+    )

@@ -1,0 +1,161 @@
+"""Learning the usage prior from trajectory logs (the copilot's JSONL, see the README's log format).
+
+A trajectory is one JSONL file. Each ``execute`` event whose ``result`` is not an error (and that
+has no copilot ``error``) counts its ``server``/``tool`` once for the file, however often it ran.
+Only those fields are read, so logs of older and newer copilots count alike. Given the judge's
+``verdicts.jsonl``, only trajectories of tasks judged a success count (a task is its
+``session_start``'s ``task_id``, else the file's name, as a benchmark run names it): the tools that
+solved tasks, not the ones an agent tried. What cannot be read is reported, never fatal: a line that
+is not JSON (file and line), a file with no trajectory event (e.g. another program's JSONL), an
+unreadable file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from index.errors import ConfigError
+from index.usage.prior import UsagePrior
+
+logger = logging.getLogger(__name__)
+
+#: A benchmark run directory has this file; its tasks' logs are at its top level, and what is below
+#: (the tasks' workspaces) are the agents' outputs, not logs.
+_RUN_SUMMARY = "summary.json"
+_EVENTS = frozenset({"session_start", "route", "execute", "final_answer", "usage", "workspace", "confirmation", "session_end"})
+
+
+@dataclass
+class Learned:
+    prior: UsagePrior
+    files: int = 0
+    executes: int = 0  # execute events read
+    counted: int = 0  # (trajectory, tool) pairs counted
+    unsuccessful: int = 0  # trajectories left out: their task was not judged a success
+    problems: list[str] = field(default_factory=list)
+
+
+def log_files(paths: Iterable[Path]) -> tuple[list[Path], list[str]]:
+    """Every ``*.jsonl`` under ``paths`` (files as given, directories recursively; a benchmark run's
+    workspaces are skipped), each once, sorted; and what was not found."""
+    found: dict[Path, Path] = {}
+    missing = []
+    for path in paths:
+        if path.is_file():
+            found.setdefault(path.resolve(), path)
+        elif path.is_dir():
+            pattern = "*.jsonl" if (path / _RUN_SUMMARY).is_file() else "**/*.jsonl"
+            for file in path.glob(pattern):
+                if file.is_file():
+                    found.setdefault(file.resolve(), file)
+        else:
+            missing.append(f"{path}: no such file or directory")
+    return sorted(found.values()), missing
+
+
+def successful_tasks(path: Path) -> tuple[set[str], list[str]]:
+    """The tasks the judge's ``verdicts.jsonl`` (or the judge directory holding it) calls a success,
+    the last verdict of a task winning; and the lines it could not read."""
+    if path.is_dir():
+        path = path / "verdicts.jsonl"
+    verdicts: dict[str, object] = {}
+    problems: list[str] = []
+    try:
+        for number, record in _json_lines(path):
+            if not isinstance(record, dict) or not isinstance(record.get("task_id"), str) or "verdict" not in record:
+                problems.append(f"{path}:{number}: not a verdict (task_id and verdict); skipped")
+                continue
+            verdicts[record["task_id"]] = record["verdict"]
+    except OSError as error:
+        raise ConfigError(
+            f"{path}: cannot read the judge's verdicts ({error.strerror or error}); pass the verdicts.jsonl "
+            "of a judged run (python -m evaluation.judge writes it into its output directory)."
+        ) from None
+    return {task for task, verdict in verdicts.items() if verdict == "success"}, problems
+
+
+def learn_usage(paths: Iterable[Path], *, successful: set[str] | None = None) -> Learned:
+    """The prior of every trajectory under ``paths`` (only those of the ``successful`` tasks, when given)."""
+    files, problems = log_files(paths)
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    learned = Learned(UsagePrior(), problems=problems)
+    for path in files:
+        read = _read(path, learned)
+        if read is None:
+            continue
+        task, succeeded = read
+        if successful is not None and task not in successful:
+            learned.unsuccessful += 1
+            continue
+        learned.files += 1
+        for server, tool in succeeded:
+            counts[server][tool] += 1
+        learned.counted += len(succeeded)
+    learned.prior = UsagePrior(
+        learned_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        trajectories=learned.files,
+        tools={server: dict(sorted(tools.items())) for server, tools in sorted(counts.items())},
+    )
+    return learned
+
+
+def _read(path: Path, learned: Learned) -> tuple[str, set[tuple[str, str]]] | None:
+    """The task of ``path`` and the tools that ran without error in it; None (with the problem noted)
+    when it is no trajectory."""
+    succeeded: set[tuple[str, str]] = set()
+    task: str | None = None
+    events = 0
+    bad_lines: list[int] = []
+    try:
+        for number, event in _json_lines(path):
+            if event is _NOT_JSON:
+                bad_lines.append(number)
+            if not isinstance(event, dict) or event.get("event") not in _EVENTS:
+                continue
+            events += 1
+            if event["event"] == "session_start" and task is None and isinstance(event.get("task_id"), str):
+                task = event["task_id"]
+            elif event["event"] == "execute":
+                learned.executes += 1
+                if (pair := _success(event)) is not None:
+                    succeeded.add(pair)
+    except OSError as error:
+        learned.problems.append(f"{path}: cannot read ({error.strerror or error}); skipped")
+        return None
+    if bad_lines:
+        shown = ", ".join(map(str, bad_lines[:5])) + (f" and {len(bad_lines) - 5} more" if len(bad_lines) > 5 else "")
+        learned.problems.append(f"{path}:{bad_lines[0]}: not JSON (line {shown}); the other lines were read")
+    if not events:
+        learned.problems.append(f"{path}: no trajectory event (not a copilot log?); skipped")
+        return None
+    return task or path.stem, succeeded
+
+
+_NOT_JSON = object()
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, object]]:
+    """(line number, parsed JSON or :data:`_NOT_JSON`) of each line that is not blank (raises OSError)."""
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except ValueError:
+                yield number, _NOT_JSON
+
+
+def _success(event: dict[str, object]) -> tuple[str, str] | None:
+    server, tool, result = event.get("server"), event.get("tool"), event.get("result")
+    if not isinstance(server, str) or not isinstance(tool, str) or not server or not tool:
+        return None
+    if event.get("error") or not isinstance(result, dict) or result.get("is_error", False):
+        return None
+    return server, tool
