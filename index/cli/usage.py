@@ -14,6 +14,8 @@ from index.usage.prior import write_usage_prior
 
 
 def usage_command(args: argparse.Namespace) -> int:
+    if args.show < 0:
+        raise ConfigError(f"--show must be 0 or more (got {args.show}).")
     settings = CopilotSettings.load()
     paths = [Path(p) for p in args.paths] or [settings.logs_dir]
     successful = None

@@ -79,3 +79,8 @@ def test_nothing_to_learn_from_leaves_the_prior_in_place(home: Path, tmp_path: P
     err = capsys.readouterr().err
     assert err.startswith(f"error: no trajectory to learn from under {tmp_path / 'empty'}; nothing written.")
     assert read_usage_prior(home / "usage-prior.json") == kept
+
+
+def test_a_negative_show_is_refused(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["usage", "--show", "-1"]) == 2
+    assert capsys.readouterr().err == "error: --show must be 0 or more (got -1).\n"
