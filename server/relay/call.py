@@ -11,7 +11,7 @@ child sends meanwhile goes through it:
   when it declared the capability -- asked directly (legacy era) or through the ``input_required``
   round trip (2026-07-28, :mod:`server.relay.suspended`) -- and refused with a clear message
   otherwise (``roots/list`` then answers the known roots, see :mod:`server.relay.roots`). A
-  question for the user names the server that asks (:func:`attributed`).
+  question for the user, or a model request, names the server that asks (:func:`attributed`).
 
 The time the host takes to answer does not count against the call's timeout.
 
@@ -391,16 +391,23 @@ class CallRelay:
 
 
 def attributed(request: types.InputRequest, server: str) -> types.InputRequest:
-    """A child's question to the user as the host shows it: naming the server that asks.
+    """A child's question to the user, or its model request, as the host shows it: naming the server.
 
     The host sees only the copilot, and the spec asks clients to make clear which server requests
-    information; only the copilot knows which child it is, so its message says so.
+    information; only the copilot knows which child it is, so its message says so. A sampling
+    request says it in its system prompt, first: the person who reviews it sees who asks, and the
+    host's model that the messages come from a tool server, not from its user.
     """
-    if not isinstance(request, types.ElicitRequest):
-        return request
-    params = request.params
-    message = f"Server '{server}' asks: {params.message}"
-    return request.model_copy(update={"params": params.model_copy(update={"message": message})})
+    if isinstance(request, types.ElicitRequest):
+        params = request.params
+        message = f"Server '{server}' asks: {params.message}"
+        return request.model_copy(update={"params": params.model_copy(update={"message": message})})
+    if isinstance(request, types.CreateMessageRequest):
+        sampling = request.params
+        note = f"This request comes from the tool server '{server}' (through MCP Copilot), not from the user."
+        system = f"{note}\n\n{sampling.system_prompt}" if sampling.system_prompt else note
+        return request.model_copy(update={"params": sampling.model_copy(update={"system_prompt": system})})
+    return request
 
 
 def _cannot_answer(server: str, kind: str, host: HostLink) -> str:

@@ -50,6 +50,7 @@ class Host:
     elicit_answer: str = "accept"
     questions: list[str] = field(default_factory=list)
     prompts: list[str] = field(default_factory=list)
+    system_prompts: list[str | None] = field(default_factory=list)
     root_requests: int = 0
     logs: list[types.LoggingMessageNotificationParams] = field(default_factory=list)
     #: Set by each log message while :meth:`wait_for_logs` waits (made there: it needs the event loop).
@@ -64,6 +65,7 @@ class Host:
     async def sampling(self, context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         message = params.messages[0].content
         self.prompts.append(getattr(message, "text", ""))
+        self.system_prompts.append(params.system_prompt)
         return types.CreateMessageResult(
             role="assistant", content=types.TextContent(type="text", text="a short summary"), model="host-model"
         )

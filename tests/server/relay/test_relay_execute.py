@@ -137,6 +137,10 @@ async def test_sampling_is_relayed_to_the_host(relayed: Relayed) -> None:
     result = await relayed.execute("relay", "summarize", {"text": "the relay works"})
     assert text_of(result) == "sampled (host-model): a short summary"
     assert relayed.host.prompts[-1] == "Summarize: the relay works"
+    # The host sees only the copilot: the request says which server asks, before the child's own system prompt.
+    assert relayed.host.system_prompts[-1] == (
+        "This request comes from the tool server 'relay' (through MCP Copilot), not from the user.\n\nBe brief."
+    )
 
 
 async def test_roots_list_from_a_child_answers_the_hosts_roots(relayed: Relayed) -> None:
