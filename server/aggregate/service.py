@@ -72,6 +72,8 @@ def _says_not_found(error: MCPError) -> bool:
 #: ``meta`` mode; listed child items change with the children (and a list_changed says so).
 _TTL_STATIC_MS = 300_000
 _TTL_CHILDREN_MS = 60_000
+#: Flagged texts remembered as warned about, at most (then the memory starts again).
+_MAX_WARNED = 10_000
 
 SessionKey = Callable[[ServerRequestContext[Any, Any]], tuple[Hashable, Any]]
 
@@ -102,6 +104,8 @@ class Aggregation:
         self.live: LiveUpdater | None = None
         self.subscriptions: ResourceSubscriptions | None = None
         self._app: MCPServer[Any] | None = None
+        #: Flagged prompt and resource texts already warned about (a host may get one on every turn).
+        self._warned: set[tuple[str, str, str, str]] = set()
 
     # -- life cycle -----------------------------------------------------------------------------
     @asynccontextmanager
@@ -416,8 +420,16 @@ class Aggregation:
         if not findings:
             return None
         lines = "; ".join(finding.line() for finding in findings[:3])
-        logger.warning(
-            "%s '%s/%s' carries text that looks like instructions for the model: %s", kind, server, shown_name(name), lines
+        key = (kind, server, name, lines)
+        if key in self._warned:  # the same text again: once at WARNING is enough for whoever reads the log
+            level = logging.DEBUG
+        else:
+            level = logging.WARNING
+            if len(self._warned) >= _MAX_WARNED:  # a child making up new texts forever costs no memory
+                self._warned.clear()
+            self._warned.add(key)
+        logger.log(
+            level, "%s '%s/%s' carries text that looks like instructions for the model: %s", kind, server, shown_name(name), lines
         )
         self.copilot.telemetry.metrics.flagged(server)
         if not self.copilot.settings.result_warning:

@@ -61,6 +61,10 @@ async def test_poisoned_prompt_and_resource_text_is_logged_and_passes_unchanged(
         resource = await client.read_resource(TERMS, cache_mode="bypass")
         clean_prompt = await client.get_prompt("glossary__define_term", {})
         clean_resource = await client.read_resource(NOTES, cache_mode="bypass")
+        # a host may get them on every turn: the same text is warned about once
+        again = await client.get_prompt("glossary__summarize_glossary", {})
+        await client.read_resource(TERMS, cache_mode="bypass")
+    assert again.messages == prompt.messages
     assert [m.content.text for m in prompt.messages] == [POISONED_TEXT]
     assert [c.text for c in resource.contents] == [POISONED_TEXT]
     assert [m.content.text for m in clean_prompt.messages] == ["prompt define_term"]
