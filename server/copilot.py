@@ -256,6 +256,7 @@ class Copilot:
         #: index meanwhile is told to wait for it, not to build the index by hand.
         self._startup_indexing = False
         self._tool_count: int | None = None
+        self._usage_prior: dict[str, Any] | None = None
         #: The children's prompts, resources and exposed tools (``server.aggregate``), set by ``server.app``.
         self.aggregation: Any = None
         self._indexed_pool: dict[str, PoolServer] = {}
@@ -476,8 +477,8 @@ class Copilot:
     def index_info(self, *, load: bool = False) -> dict[str, Any] | None:
         """Model and tool count of the index, and the usage prior ``route`` adds, if any.
 
-        ``load`` reads the count (which may load the index: call it from a worker thread);
-        otherwise the last count read is used, so this never blocks the event loop.
+        ``load`` reads the count (which may load the index: call it from a worker thread) and the
+        prior's file; otherwise the last ones read are used, so this never blocks the event loop.
         """
         info: dict[str, Any] = {"model": getattr(self.index, "model_name", self.settings.embedding_model)}
         if load:
@@ -488,8 +489,10 @@ class Copilot:
         if self._tool_count is not None:
             info["tool_count"] = self._tool_count
         usage_prior = getattr(self.index, "usage_prior_info", None)
-        if load and usage_prior is not None and (usage := usage_prior()) is not None:
-            info["usage_prior"] = usage  # the rankings of the session depend on it
+        if load and usage_prior is not None:
+            self._usage_prior = usage_prior()  # reads the file: only from a worker thread
+        if self._usage_prior is not None:
+            info["usage_prior"] = self._usage_prior  # the rankings of the session depend on it
         return info
 
     async def begin_session(self, log: SessionLog | None) -> None:

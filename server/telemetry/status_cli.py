@@ -49,6 +49,9 @@ def _print(status: CopilotStatus) -> None:
     index = status.index
     indexing = status.indexing
     state = f"{index.get('tool_count', '?')} tools, model {index.get('model', '?')}{_model_note(index.get('model_state'))}"
+    usage = index.get("usage_prior")
+    if isinstance(usage, dict):
+        state += f"; usage prior of {usage.get('trajectories', '?')} trajectories, weight {usage.get('weight', '?')}"
     if indexing.get("in_progress"):
         state += f"; indexing {len(indexing.get('pending_servers', []))} server(s)"
     if indexing.get("failed_servers"):

@@ -354,9 +354,10 @@ async def test_the_usage_prior_learned_from_a_session_s_trajectory_lifts_its_too
         write_usage_prior(learned.prior, settings.usage_prior_file)
         second = logs.open("second", None)
         after = await copilot.route("echo some text back", 5, None, second)
+        status_index = copilot.index_info()  # what status shows, without reading the file on the event loop
     scores = [{(t["server"], t["tool"]): t["score"] for t in r.structured_content["tools"]} for r in (before, after)]
     assert scores[1][("alpha", "echo")] == pytest.approx(scores[0][("alpha", "echo")] + 0.5 * math.log(2), abs=1e-3)
     assert "usage_prior" not in read_events(first.path)[0].index  # each session has its own file
-    assert read_events(second.path)[0].index["usage_prior"] == {
+    assert read_events(second.path)[0].index["usage_prior"] == status_index["usage_prior"] == {
         "file": str(settings.usage_prior_file), "trajectories": 1, "tools": 1, "weight": 0.5,
     }

@@ -179,12 +179,18 @@ def test_status_of_a_killed_copilot_is_reported_stale_and_removed(tmp_path: Path
             "retry loads it)",
         ),
         ({}, "3 tools, model m\n"),  # a copilot that does not say
+        (
+            {"state": "loaded"},
+            "3 tools, model m (loaded); usage prior of 12 trajectories, weight 0.5\n",
+        ),
     ],
 )
 def test_status_says_how_route_ranks_while_the_model_is_not_in(
     tmp_path: Path, model_state: dict[str, object], shown: str
 ) -> None:
     index: dict[str, object] = {"model": "m", "tool_count": 3, **({"model_state": model_state} if model_state else {})}
+    if model_state.get("state") == "loaded":  # and route adds a usage prior
+        index["usage_prior"] = {"file": "/home/u/usage-prior.json", "trajectories": 12, "tools": 30, "weight": 0.5}
     status = CopilotStatus(
         pid=os.getpid(), process_created=process_created(), transport="stdio", started_at="x", updated_at="y",
         index=index,
