@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from bench.retrieval.lab import CV_OBJECTIVE, folds_by_task, parts, top_indices
 from bench.retrieval.metrics import query_metrics
 from bench.retrieval.sets import Query
-from bench.retrieval.study import SHIPPED_SCORE, Rows, Study, open_study, print_comparison, shipped_rows
+from bench.retrieval.study import SHIPPED_SCORE, Rows, Study, open_study, print_comparison
 from index.search.ranking import standardize
 from index.usage.prior import usage_boost
 
@@ -66,20 +66,29 @@ def counts_vector(logs: Logs, tasks: set[str], names: Sequence[str]) -> np.ndarr
     return np.asarray([counts[name] for name in names], dtype=np.float64)
 
 
+def boosted_rows(study: Study, scores: Mapping[str, list[np.ndarray]], boost: Callable[[Query], np.ndarray | float]) -> Rows:
+    """Every query's metrics when its shipped ``scores`` get ``boost(query)`` added (0: the shipped ranking)."""
+    names = study.space.names
+    return {
+        name: [
+            query_metrics([names[i] for i in top_indices(score + boost(query), 10)], query.relevant)
+            for query, score in zip(queries, scores[name], strict=True)
+        ]
+        for name, queries in study.sets.items()
+    }
+
+
 def prior_rows(
     study: Study, scores: Mapping[str, list[np.ndarray]], logs: Logs, folds: list[set[str]], weight_of: Sequence[float]
 ) -> Rows:
     """Every query ranked with its fold's weight and the prior of the other folds' tasks."""
-    rows: Rows = {name: [] for name in study.sets}
     every = set().union(*folds)
-    priors = [counts_vector(logs, every - fold, study.space.names) for fold in folds]
+    boosts = [
+        usage_boost(counts_vector(logs, every - fold, study.space.names), weight)
+        for fold, weight in zip(folds, weight_of, strict=True)
+    ]
     fold_of = {task: number for number, fold in enumerate(folds) for task in fold}
-    for name, queries in study.sets.items():
-        for query, score in zip(queries, scores[name], strict=True):
-            number = fold_of[query.task_id]
-            ranked = top_indices(score + usage_boost(priors[number], weight_of[number]), 10)
-            rows[name].append(query_metrics([study.space.names[i] for i in ranked], query.relevant))
-    return rows
+    return boosted_rows(study, scores, lambda query: boosts[fold_of[query.task_id]])
 
 
 def chosen_weights(study: Study, scores: Mapping[str, list[np.ndarray]], logs: Logs, folds: list[set[str]]) -> list[float]:
@@ -121,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(study, int):
         return study
     scores = {name: [SHIPPED_SCORE(study.space, parts(q.text)) for q in queries] for name, queries in study.sets.items()}
-    shipped = shipped_rows(study)
+    shipped = boosted_rows(study, scores, lambda query: 0.0)  # the shipped ranker, from the scores above
     print_comparison("== shipped ranker (per set: mean of each metric)", shipped, shipped, study.sets)
     tasks = sorted({q.task_id for queries in study.sets.values() for q in queries})
     stand_ins = {"annotated": annotated_logs(study), "route's first answer": first_answer_logs(study, scores)}
@@ -143,13 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for neighbours in HUB_NEIGHBOURS:
         prior = closeness(study.space.space.tool_vectors, min(neighbours, len(study.space.names) - 1))
         for weight in (0.25, 0.5):
-            rows = {
-                name: [
-                    query_metrics([study.space.names[i] for i in top_indices(score + weight * prior, 10)], q.relevant)
-                    for q, score in zip(queries, scores[name], strict=True)
-                ]
-                for name, queries in study.sets.items()
-            }
+            rows = boosted_rows(study, scores, lambda query, boost=weight * prior: boost)
             print_comparison(f"== closeness to the {neighbours} nearest tools, weight {weight}", rows, shipped, study.sets)
     return 0
 

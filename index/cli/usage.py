@@ -26,24 +26,17 @@ def usage_command(args: argparse.Namespace) -> int:
     problems += learned.problems
     for problem in problems:
         print(f"warning: {printable(problem)}", file=sys.stderr)
-    shown = ", ".join(str(p) for p in paths)
+    unsuccessful = counted(learned.unsuccessful, "trajectory", "trajectories")
     if not learned.files:
-        left_out = (
-            f" ({counted(learned.unsuccessful, 'trajectory', 'trajectories')} left out: not judged a success)"
-            if learned.unsuccessful
-            else ""
-        )
+        shown = ", ".join(str(p) for p in paths)
+        left_out = f" ({unsuccessful} left out: not judged a success)" if learned.unsuccessful else ""
         raise ConfigError(
             f"no trajectory to learn from under {shown}{left_out}; nothing written. Pass the copilot's log "
             "directory (COPILOT_LOG_DIR, default COPILOT_HOME/logs) or a benchmark run's directory."
         )
     prior = learned.prior
     out = args.out or settings.usage_prior_file
-    left_out = (
-        f"; {counted(learned.unsuccessful, 'trajectory', 'trajectories')} of tasks not judged a success left out"
-        if successful is not None
-        else ""
-    )
+    left_out = f"; {unsuccessful} of tasks not judged a success left out" if successful is not None else ""
     print(
         f"learned from {counted(learned.files, 'trajectory', 'trajectories')} ({counted(learned.executes, 'execute call')}"
         f"{left_out}): {counted(prior.tool_total, 'tool')} of {counted(len(prior.tools), 'server')} ran without error"

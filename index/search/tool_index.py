@@ -160,14 +160,6 @@ def _skipped_after(
     }
 
 
-def _tools_of(snapshot: _Snapshot) -> list[tuple[str, str] | None]:
-    """(server, tool) of each entry (a tool's id is ``server/name``); None for prompts and resources."""
-    return [
-        (server, record_id[len(server) + 1 :]) if kind == "tool" else None
-        for record_id, server, kind in zip(snapshot.space.ids, snapshot.servers, snapshot.kinds, strict=True)
-    ]
-
-
 def _build_id() -> str:
     return uuid.uuid4().hex[:12]
 
@@ -562,7 +554,7 @@ class ToolIndex:
 
     def _with_usage(self, snapshot: _Snapshot, scores: np.ndarray) -> np.ndarray:
         """``scores`` plus the usage prior's boost (see :mod:`index.usage.prior`), when there is one."""
-        boost = self._usage.boost(snapshot.space, lambda: _tools_of(snapshot))
+        boost = self._usage.boost(snapshot.space.ids, snapshot.kinds)
         return scores if boost is None else scores + boost
 
     def usage_prior_info(self) -> dict[str, Any] | None:

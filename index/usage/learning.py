@@ -5,15 +5,19 @@ has no copilot ``error``) counts its ``server``/``tool`` once for the file, howe
 Only those fields are read, so logs of older and newer copilots count alike. Given the judge's
 ``verdicts.jsonl``, only trajectories of tasks judged a success count (a task is its
 ``session_start``'s ``task_id``, else the file's name, as a benchmark run names it): the tools that
-solved tasks, not the ones an agent tried. What cannot be read is reported, never fatal: a line that
-is not JSON (file and line), a file with no trajectory event (e.g. another program's JSONL), an
-unreadable file.
+solved tasks, not the ones an agent tried. A file is a trajectory when it has a ``session_start``
+(every writer begins with one, and the judge skips a log without it too). What cannot be read is
+reported, never fatal: a line that is not JSON (file and line), a file that is no trajectory (e.g.
+another program's JSONL), an unreadable file.
+
+The judge's readers (``evaluation.trajectories``, ``evaluation.judge.verdict_log``) and the log's
+models (``server.trajectory.records``) are not used: ``index`` imports neither package, and these
+few fields are all a count needs.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -23,22 +27,27 @@ from pathlib import Path
 from index.errors import ConfigError
 from index.usage.prior import UsagePrior
 
-logger = logging.getLogger(__name__)
-
 #: A benchmark run directory has this file; its tasks' logs are at its top level, and what is below
 #: (the tasks' workspaces) are the agents' outputs, not logs.
 _RUN_SUMMARY = "summary.json"
-_EVENTS = frozenset({"session_start", "route", "execute", "final_answer", "usage", "workspace", "confirmation", "session_end"})
 
 
 @dataclass
 class Learned:
     prior: UsagePrior
-    files: int = 0
     executes: int = 0  # execute events read
-    counted: int = 0  # (trajectory, tool) pairs counted
     unsuccessful: int = 0  # trajectories left out: their task was not judged a success
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def files(self) -> int:
+        """Trajectories counted."""
+        return self.prior.trajectories
+
+    @property
+    def counted(self) -> int:
+        """(trajectory, tool) pairs counted."""
+        return sum(sum(tools.values()) for tools in self.prior.tools.values())
 
 
 def log_files(paths: Iterable[Path]) -> tuple[list[Path], list[str]]:
@@ -85,6 +94,7 @@ def learn_usage(paths: Iterable[Path], *, successful: set[str] | None = None) ->
     files, problems = log_files(paths)
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     learned = Learned(UsagePrior(), problems=problems)
+    trajectories = 0
     for path in files:
         read = _read(path, learned)
         if read is None:
@@ -93,13 +103,12 @@ def learn_usage(paths: Iterable[Path], *, successful: set[str] | None = None) ->
         if successful is not None and task not in successful:
             learned.unsuccessful += 1
             continue
-        learned.files += 1
+        trajectories += 1
         for server, tool in succeeded:
             counts[server][tool] += 1
-        learned.counted += len(succeeded)
     learned.prior = UsagePrior(
         learned_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        trajectories=learned.files,
+        trajectories=trajectories,
         tools={server: dict(sorted(tools.items())) for server, tools in sorted(counts.items())},
     )
     return learned
@@ -110,18 +119,19 @@ def _read(path: Path, learned: Learned) -> tuple[str, set[tuple[str, str]]] | No
     when it is no trajectory."""
     succeeded: set[tuple[str, str]] = set()
     task: str | None = None
-    events = 0
+    started = False
     bad_lines: list[int] = []
     try:
         for number, event in _json_lines(path):
             if event is _NOT_JSON:
                 bad_lines.append(number)
-            if not isinstance(event, dict) or event.get("event") not in _EVENTS:
+            if not isinstance(event, dict):
                 continue
-            events += 1
-            if event["event"] == "session_start" and task is None and isinstance(event.get("task_id"), str):
-                task = event["task_id"]
-            elif event["event"] == "execute":
+            if event.get("event") == "session_start":
+                started = True
+                if task is None and isinstance(event.get("task_id"), str):
+                    task = event["task_id"]
+            elif event.get("event") == "execute":
                 learned.executes += 1
                 if (pair := _success(event)) is not None:
                     succeeded.add(pair)
@@ -131,7 +141,7 @@ def _read(path: Path, learned: Learned) -> tuple[str, set[tuple[str, str]]] | No
     if bad_lines:
         shown = ", ".join(map(str, bad_lines[:5])) + (f" and {len(bad_lines) - 5} more" if len(bad_lines) > 5 else "")
         learned.problems.append(f"{path}:{bad_lines[0]}: not JSON (line {shown}); the other lines were read")
-    if not events:
+    if not started:
         learned.problems.append(f"{path}: no trajectory event (not a copilot log?); skipped")
         return None
     return task or path.stem, succeeded

@@ -19,7 +19,7 @@ it, and reaches it only by being executed without error.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -45,8 +45,9 @@ class UsagePrior(BaseModel):
     #: server -> tool -> trajectories in which the tool returned a result that is not an error.
     tools: dict[str, dict[str, NonNegativeInt]] = Field(default_factory=dict)
 
-    def count(self, server: str, tool: str) -> int:
-        return self.tools.get(server, {}).get(tool, 0)
+    def by_id(self) -> dict[str, int]:
+        """The counts keyed by the index's record id of a tool (``server/name``, ``ToolRecord.id``)."""
+        return {f"{server}/{tool}": count for server, tools in self.tools.items() for tool, count in tools.items()}
 
     @property
     def tool_total(self) -> int:
@@ -58,11 +59,12 @@ def usage_boost(counts: np.ndarray, weight: float) -> np.ndarray:
     return (weight * np.log1p(np.asarray(counts, dtype=np.float64))).astype(np.float32)
 
 
-def prior_vector(prior: UsagePrior, tools: Sequence[tuple[str, str] | None], weight: float) -> np.ndarray:
-    """The boost of each entry of an index, aligned with it (``(server, tool)``; None for a prompt or
-    resource, which is never executed and gets none)."""
-    counts = np.fromiter((prior.count(*tool) if tool else 0 for tool in tools), dtype=np.float64, count=len(tools))
-    return usage_boost(counts, weight)
+def prior_vector(prior: UsagePrior, ids: Sequence[str], kinds: Sequence[str], weight: float) -> np.ndarray:
+    """The boost of each record of an index (``ids`` and ``kinds`` aligned with it); prompts and
+    resources, which are never executed, get none."""
+    counts = prior.by_id()
+    values = (counts.get(record_id, 0) if kind == "tool" else 0 for record_id, kind in zip(ids, kinds, strict=True))
+    return usage_boost(np.fromiter(values, dtype=np.float64, count=len(ids)), weight)
 
 
 class UsagePriorFile:
@@ -74,7 +76,7 @@ class UsagePriorFile:
         self.weight = weight
         self._stamp: tuple[int, int, int] | None = None
         self._prior: UsagePrior | None = None
-        self._vector: tuple[UsagePrior, object, np.ndarray] | None = None
+        self._vector: tuple[UsagePrior, Sequence[str], np.ndarray] | None = None
 
     def current(self) -> UsagePrior | None:
         if self.weight <= 0:
@@ -100,16 +102,17 @@ class UsagePriorFile:
             self._stamp, self._prior = stamp, prior
         return self._prior
 
-    def boost(self, space: object, tools: Callable[[], Sequence[tuple[str, str] | None]]) -> np.ndarray | None:
-        """What ``route`` adds to each entry of ``space`` (``tools()`` names them), or None without a prior."""
+    def boost(self, ids: Sequence[str], kinds: Sequence[str]) -> np.ndarray | None:
+        """What ``route`` adds to each record of an index, or None without a prior. Computed once per
+        prior and index snapshot (``ids`` is the snapshot's own list, so it stands for the snapshot)."""
         prior = self.current()
         if prior is None:
             return None
         cached = self._vector
-        if cached is not None and cached[0] is prior and cached[1] is space:
+        if cached is not None and cached[0] is prior and cached[1] is ids:
             return cached[2]
-        vector = prior_vector(prior, tools(), self.weight)
-        self._vector = (prior, space, vector)
+        vector = prior_vector(prior, ids, kinds, self.weight)
+        self._vector = (prior, ids, vector)
         return vector
 
     def info(self) -> dict[str, object] | None:

@@ -18,7 +18,8 @@ PRIOR = UsagePrior(trajectories=12, tools={"fs": {"write_file": 7, "read_file": 
 def test_the_boost_is_the_weight_times_the_log_of_one_plus_the_count() -> None:
     assert usage_boost(np.array([0, 1, 7]), 0.5).tolist() == pytest.approx([0.0, 0.5 * math.log(2), 0.5 * math.log(8)])
     # aligned with the index; prompts and resources (None) and unknown tools get nothing
-    vector = prior_vector(PRIOR, [("fs", "read_file"), None, ("fs", "unknown"), ("time", "now")], 1.0)
+    ids = ["fs/read_file", "prompt:fs/read_file", "fs/unknown", "time/now"]
+    vector = prior_vector(PRIOR, ids, ["tool", "prompt", "tool", "tool"], 1.0)
     assert vector.tolist() == pytest.approx([math.log(2), 0.0, 0.0, math.log(4)])
 
 
@@ -50,24 +51,24 @@ def test_a_broken_file_names_itself_what_is_wrong_and_how_to_rebuild(tmp_path: P
 def test_route_reads_a_new_prior_and_routes_without_a_broken_one(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "usage-prior.json"
     source = UsagePriorFile(path, 0.5)
-    tools = [("fs", "write_file"), ("time", "now")]
-    assert source.boost("space", lambda: tools) is None and source.info() is None
+    ids, kinds = ["fs/write_file", "time/now"], ["tool", "tool"]
+    assert source.boost(ids, kinds) is None and source.info() is None
     write_usage_prior(PRIOR, path)
-    assert source.boost("space", lambda: tools).tolist() == pytest.approx([0.5 * math.log(8), 0.5 * math.log(4)])
+    assert source.boost(ids, kinds).tolist() == pytest.approx([0.5 * math.log(8), 0.5 * math.log(4)])
     assert source.info() == {"file": str(path), "trajectories": 12, "tools": 3, "weight": 0.5}
     write_usage_prior(UsagePrior(trajectories=1, tools={"time": {"now": 1}}), path)
-    assert source.boost("space", lambda: tools).tolist() == pytest.approx([0.0, 0.5 * math.log(2)])
+    assert source.boost(ids, kinds).tolist() == pytest.approx([0.0, 0.5 * math.log(2)])
     path.write_text("{broken")
     with caplog.at_level(logging.WARNING, logger="index.usage.prior"):
-        assert source.boost("space", lambda: tools) is None
-        assert source.boost("space", lambda: tools) is None
+        assert source.boost(ids, kinds) is None
+        assert source.boost(ids, kinds) is None
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and warnings[0].endswith("; routing without it")  # once, not on every route
     path.unlink()
-    assert source.boost("space", lambda: tools) is None
+    assert source.boost(ids, kinds) is None
 
 
 def test_a_weight_of_zero_turns_it_off(tmp_path: Path) -> None:
     path = tmp_path / "usage-prior.json"
     write_usage_prior(PRIOR, path)
-    assert UsagePriorFile(path, 0.0).boost("space", lambda: [("fs", "write_file")]) is None
+    assert UsagePriorFile(path, 0.0).boost(["fs/write_file"], ["tool"]) is None
