@@ -731,10 +731,14 @@ class Copilot:
                     server_running=bool(self.pool.is_running(hit.server)),
                     annotations=annotations,
                     structured_output=bool(getattr(hit, "output_schema", None)),
+                    input_for=list(getattr(hit, "input_for", [])),
                 )
             )
             if len(tools) >= k:
                 break
+        shown = {(tool.server, tool.tool) for tool in tools}
+        for tool in tools:  # a tool the answer holds back is no reason to call another first
+            tool.input_for = [need for need in tool.input_for if (tool.server, need.tool) in shown]
         note = _hidden_note(note, held, refused_read_only)
         if not found.hits and note is None:
             note = await self._missing_kind_note(kind_name, servers, only)

@@ -30,6 +30,7 @@ import numpy as np
 
 from bench.args import existing_file, output_file
 from bench.retrieval.lab import (
+    BEFORE_PROVIDERS,
     CV_OBJECTIVE,
     FLOAT32,
     SHIPPED,
@@ -223,7 +224,12 @@ def _run(args: argparse.Namespace) -> int:
             for method, r in results[name].items()
         }
 
-    for baseline, title in ((BASELINE, "shipped minus plain dense"), (FLOAT32, "shipped (int8) minus the same ranker in float32")):
+    comparisons = (
+        (BASELINE, "shipped minus plain dense"),
+        (BEFORE_PROVIDERS, "shipped minus the same ranker without input providers"),
+        (FLOAT32, "shipped (int8) minus the same ranker in float32"),
+    )
+    for baseline, title in comparisons:
         print(f"\n== {title}, per query (95% CI); a CI below 0 would be a loss beyond noise")
         for name, query_set in sets.items():
             clusters = [q.task_id for q in query_set.queries]

@@ -29,7 +29,21 @@ from bench.retrieval.metrics import query_metrics
 from bench.retrieval.sets import Query
 from index.search.lexical import LexicalIndex
 from index.search.query import parse_query
-from index.search.ranking import HYBRID, HYBRID_V1, SearchSpace, Signals, Weights, best_of, fuse, server_best, similarities
+from index.search.providers import input_providers, provider_positions
+from index.search.ranking import (
+    HYBRID,
+    HYBRID_V1,
+    PROVIDER_DEPTH,
+    PROVIDER_GAP,
+    SearchSpace,
+    Signals,
+    Weights,
+    best_of,
+    fuse,
+    server_best,
+    similarities,
+    with_providers,
+)
 from index.catalog.records import Catalog, ToolRecord
 from index.search.text import _parameter_words, humanize, server_document, tokenize, tool_document, tool_lexical_text
 
@@ -160,6 +174,8 @@ class Space:
     names: list[str]
     full_lexical: LexicalIndex
     query_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Per tool: the positions of its input providers (see :mod:`index.search.providers`).
+    providers: tuple[tuple[int, ...], ...] = ()
 
     def vectors(self, texts: Iterable[str]) -> None:
         missing = sorted({t for t in texts if t not in self.query_vectors})
@@ -213,7 +229,8 @@ def build_space(catalog: Catalog, encoder: Encoder, version: str, cache: Embeddi
         lexical=LexicalIndex([tokenize(lexical_text(r)) for r in records]),
     )
     full = LexicalIndex([tokenize(full_lexical_text(r)) for r in records]) if version == "v3" else space.lexical
-    return Space(encoder, version, space, [r.name for r in records], full)
+    providers = provider_positions(space.ids, input_providers(records))
+    return Space(encoder, version, space, [r.name for r in records], full, providers=providers)
 
 
 # -- candidates ---------------------------------------------------------------------------------------
@@ -225,9 +242,11 @@ def top_indices(scores: np.ndarray, depth: int) -> list[int]:
 
 
 #: The ranker the copilot ships, as the bench names it.
-SHIPPED = "hybrid v2 + ops, int8 (shipped)"
-#: The same ranker with the model in float32 (what shipped before int8).
-FLOAT32 = "hybrid v2 + ops, float32"
+SHIPPED = "hybrid v2 + ops + providers, int8 (shipped)"
+#: The same ranker with the model in float32.
+FLOAT32 = "hybrid v2 + ops + providers, float32"
+#: The shipped ranker before input providers were lifted (what shipped before them).
+BEFORE_PROVIDERS = "hybrid v2 + ops, int8 (before)"
 
 
 @dataclass(frozen=True)
@@ -308,6 +327,18 @@ def scored(space: Space, q: QueryParts, weights: Weights = HYBRID, **options: st
     if not weights.lexical:
         signals = signals[:1]
     return best_of([fuse(each, weights) for each in signals]), signals[0].dense, best_of([each.lexical for each in signals])
+
+
+def with_input_providers(
+    score: Callable[[Space, QueryParts], np.ndarray], depth: int = PROVIDER_DEPTH, gap: float = PROVIDER_GAP
+) -> Callable[[Space, QueryParts], np.ndarray]:
+    """``score`` with the input providers of its best tools lifted below them, as ``route`` does."""
+
+    def lifted(space: Space, q: QueryParts) -> np.ndarray:
+        scores = score(space, q)
+        return with_providers(scores, space.providers, depth=depth, gap=gap) if space.providers else scores
+
+    return lifted
 
 
 def fused(weights: Weights, *, operations: Operations = "lexical", **options: str) -> Callable[[Space, QueryParts], np.ndarray]:
@@ -460,8 +491,9 @@ def baseline_candidates() -> list[Candidate]:
         Candidate("two-level", v2, two_level, "paper: server sim x tool sim"),
         Candidate("hybrid v1", v2, fused(HYBRID_V1, operations="none", lexical="full"), "z(dense)+z(BM25 all fields)+z(server), equal weights"),
         Candidate("hybrid v2, whole query", v3, fused(HYBRID, operations="none"), _weights_label(HYBRID) + ", whole query only, float32"),
-        Candidate(FLOAT32, v3, fused(HYBRID), _weights_label(HYBRID) + ", + BM25 of each listed operation, float32 (before)"),
-        Candidate(SHIPPED, shipped, fused(HYBRID), _weights_label(HYBRID) + ", + BM25 of each listed operation, int8 embeddings"),
+        Candidate(BEFORE_PROVIDERS, shipped, fused(HYBRID), _weights_label(HYBRID) + ", + BM25 of each listed operation, int8 (before)"),
+        Candidate(FLOAT32, v3, with_input_providers(fused(HYBRID)), _weights_label(HYBRID) + ", + operations, input providers lifted, float32"),
+        Candidate(SHIPPED, shipped, with_input_providers(fused(HYBRID)), _weights_label(HYBRID) + ", + operations, input providers lifted, int8"),
     ]
 
 

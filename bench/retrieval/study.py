@@ -9,14 +9,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.retrieval.lab import EmbeddingCache, Encoder, Score, Space, build_space, fused, load_encoder, prepare, rank
+from bench.retrieval.lab import (
+    EmbeddingCache,
+    Encoder,
+    Score,
+    Space,
+    build_space,
+    fused,
+    load_encoder,
+    prepare,
+    rank,
+    with_input_providers,
+)
 from bench.retrieval.metrics import KEYS, paired_difference, summarize
 from bench.retrieval.sets import Query, agent_step_set, question_set, read_annotations, real_agent_set
 from index.catalog.records import Catalog
 from index.search.ranking import HYBRID
 
-#: The shipped ranker as the lab scores it (best over the whole query and each listed operation).
-SHIPPED_SCORE = fused(HYBRID)
+#: The shipped ranker as the lab scores it (best over the whole query and each listed operation,
+#: then the input providers of the best tools lifted below them).
+SHIPPED_SCORE = with_input_providers(fused(HYBRID))
 
 Rows = dict[str, list[dict[str, float]]]
 

@@ -32,7 +32,9 @@ import numpy as np
 from bench.retrieval.lab import CV_OBJECTIVE, folds_by_task, parts, top_indices
 from bench.retrieval.metrics import query_metrics
 from bench.retrieval.sets import Query
-from bench.retrieval.study import SHIPPED_SCORE, Rows, Study, open_study, print_comparison
+from bench.retrieval.lab import fused
+from bench.retrieval.study import Rows, Study, open_study, print_comparison
+from index.search.ranking import HYBRID, with_providers
 from index.search.ranking import standardize
 from index.usage.prior import usage_boost
 
@@ -67,11 +69,18 @@ def counts_vector(logs: Logs, tasks: set[str], names: Sequence[str]) -> np.ndarr
 
 
 def boosted_rows(study: Study, scores: Mapping[str, list[np.ndarray]], boost: Callable[[Query], np.ndarray | float]) -> Rows:
-    """Every query's metrics when its shipped ``scores`` get ``boost(query)`` added (0: the shipped ranking)."""
+    """Every query's metrics when its fused ``scores`` get ``boost(query)`` added and then, as ``route``
+    does, the input providers of the best tools lifted (boost 0: the shipped ranking)."""
     names = study.space.names
+
+    def ranked(score: np.ndarray) -> list[int]:
+        providers = getattr(study.space, "providers", ())  # a hand-made space may have none
+        lifted = with_providers(score, providers) if providers else score
+        return top_indices(lifted, 10)
+
     return {
         name: [
-            query_metrics([names[i] for i in top_indices(score + boost(query), 10)], query.relevant)
+            query_metrics([names[i] for i in ranked(score + boost(query))], query.relevant)
             for query, score in zip(queries, scores[name], strict=True)
         ]
         for name, queries in study.sets.items()
@@ -129,7 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     study = open_study(argv, "python -m bench.retrieval.usage", __doc__.split("\n\n")[0])
     if isinstance(study, int):
         return study
-    scores = {name: [SHIPPED_SCORE(study.space, parts(q.text)) for q in queries] for name, queries in study.sets.items()}
+    # The fused scores before input providers: the prior is added to them, and providers lifted after.
+    score = fused(HYBRID)
+    scores = {name: [score(study.space, parts(q.text)) for q in queries] for name, queries in study.sets.items()}
     shipped = boosted_rows(study, scores, lambda query: 0.0)  # the shipped ranker, from the scores above
     print_comparison("== shipped ranker (per set: mean of each metric)", shipped, shipped, study.sets)
     tasks = sorted({q.task_id for queries in study.sets.values() for q in queries})

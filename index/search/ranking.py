@@ -209,6 +209,39 @@ def score_tools(
     return fuse(signals, weights, mask)
 
 
+#: How many of the best-ranked tools have their input providers lifted (chosen by cross-validation).
+PROVIDER_DEPTH = 10
+#: How far below the tool that needs it a provider is placed, in fused-score units (about a tenth
+#: of a signal's standard deviation): just below it, above the tools that were already below it.
+PROVIDER_GAP = 0.1
+#: How far apart several providers of one tool are placed, in their own order (shown scores have 3 decimals).
+PROVIDER_STEP = 0.001
+
+
+def with_providers(
+    scores: np.ndarray,
+    providers: Sequence[Sequence[int]],
+    mask: np.ndarray | None = None,
+    *,
+    depth: int = PROVIDER_DEPTH,
+    gap: float = PROVIDER_GAP,
+) -> np.ndarray:
+    """``scores`` with the providers of the ``depth`` best tools (within ``mask``) lifted to ``gap``
+    below the tool that needs them, when they scored lower; nothing else moves."""
+    lifted = scores
+    for consumer in top_indices(scores, depth, mask):
+        floor = scores[consumer] - gap
+        # Several providers of one tool keep their own order, a step apart, instead of tying.
+        below = sorted((p for p in providers[consumer] if lifted[p] < floor), key=lambda p: (-float(scores[p]), p))
+        for place, provider in enumerate(below):
+            value = floor - PROVIDER_STEP * place
+            if lifted[provider] < value:
+                if lifted is scores:
+                    lifted = scores.copy()
+                lifted[provider] = value
+    return lifted
+
+
 def top_indices(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> list[int]:
     """Indices of the ``k`` best scores (ties broken by position, i.e. catalog order)."""
     if mask is not None:
@@ -218,8 +251,11 @@ def top_indices(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> l
     if k <= 0:
         return []
     if k < scores.size:
-        candidates = np.argpartition(-scores, k - 1)[:k]
+        # Every tool tying with the k-th best is a candidate: argpartition alone picks among ties
+        # arbitrarily, and the ranking would then depend on more than scores and positions.
+        kth = np.partition(scores, scores.size - k)[scores.size - k]
+        candidates = np.flatnonzero(scores >= kth)
     else:
         candidates = np.arange(scores.size)
-    order = np.lexsort((candidates, -scores[candidates]))
+    order = np.lexsort((candidates, -scores[candidates]))[:k]
     return [int(i) for i in candidates[order]]

@@ -31,6 +31,7 @@ from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.cli.hints import index_command
 from index.search.lexical import LexicalIndex
 from index.search.model_loading import LEXICAL_MODES, LoadFailure, ModelLoader
+from index.search.providers import InputFor, Provision, input_providers, provider_positions
 from index.search.query import ParsedQuery, check_top_k, parse_query
 from index.search.ranking import (
     HYBRID,
@@ -43,6 +44,7 @@ from index.search.ranking import (
     operation_signals,
     similarities,
     top_indices,
+    with_providers,
 )
 from index.catalog.records import RECORD_KINDS, RecordKind, ToolRecord
 from index.settings import DEFAULT_EMBEDDING_MODEL, CopilotSettings
@@ -76,6 +78,8 @@ class SearchHit(BaseModel):
     annotations: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = None
     score: float
+    #: Tools ranked in the same answer that take an input this one gives (call this one first).
+    input_for: list[InputFor] = []
 
 
 SearchMode = Literal["hybrid", "dense", "bm25", "two-level", "lexical-startup", "lexical-fallback"]
@@ -114,6 +118,8 @@ class _Snapshot:
     kinds: np.ndarray  # kind of each record ("tool", "prompt", ...), aligned with space.ids
     kind_set: frozenset[str]
     server_first: dict[str, int]  # a position of each server's tools (its category and description)
+    input_providers: dict[str, list[Provision]]  # consumer id -> the tools giving it an input
+    providers: tuple[tuple[int, ...], ...]  # the same by position, aligned with space.ids
     parsed: dict[int, ToolRecord] = field(default_factory=dict)
 
     def record(self, position: int) -> ToolRecord:
@@ -304,6 +310,7 @@ class ToolIndex:
             server_vectors=server_vectors,
             lexical=LexicalIndex(loaded.tokens),
         )
+        providers = input_providers(ToolRecord.model_validate_json(text) for text in loaded.records_json)
         logger.debug("loaded %d tools from %s in %.2f s", len(ids), self.location, time.perf_counter() - started)
         return _Snapshot(
             state=state,
@@ -315,6 +322,8 @@ class ToolIndex:
             kinds=np.asarray(loaded.kinds, dtype=object),
             kind_set=frozenset(loaded.kinds),
             server_first={name: i for i, name in reversed(list(enumerate(loaded.servers)))},
+            input_providers=providers,
+            providers=provider_positions(ids, providers),
         )
 
     def _replace_snapshot(self, state: IndexState) -> None:
@@ -474,11 +483,21 @@ class ToolIndex:
                 result.related_categories = list(
                     dict.fromkeys(c for c in (self._category(snapshot, s) for s in result.related_servers) if c)
                 )
-        result.hits = [self._hit(snapshot, position, scored.scores) for position in positions]
+        result.hits = [self._hit(snapshot, position, scored.scores, positions) for position in positions]
         return result
 
     @staticmethod
-    def _hit(snapshot: _Snapshot, position: int, scores: np.ndarray) -> SearchHit:
+    def _input_for(snapshot: _Snapshot, position: int, answer: Sequence[int]) -> list[InputFor]:
+        provider = snapshot.space.ids[position]
+        needs = []
+        for consumer in answer:
+            for provision in snapshot.input_providers.get(snapshot.space.ids[consumer], ()):
+                if provision.provider == provider:
+                    needs.append(InputFor(tool=snapshot.record(consumer).name, parameter=provision.parameter))
+        return needs
+
+    @classmethod
+    def _hit(cls, snapshot: _Snapshot, position: int, scores: np.ndarray, answer: Sequence[int] = ()) -> SearchHit:
         record = snapshot.record(position)
         return SearchHit(
             server=record.server,
@@ -493,6 +512,7 @@ class ToolIndex:
             annotations=record.annotations,
             output_schema=record.output_schema,
             score=round(float(scores[position]), 4),
+            input_for=cls._input_for(snapshot, position, answer),
         )
 
     def model_state(self) -> dict[str, Any]:
@@ -545,8 +565,10 @@ class ToolIndex:
         )
         signals = [whole, *operation_signals(whole, space.lexical, operations, weights)]
         server_scores = similarities(space.server_vectors, server_vector) if space.server_names else None
+        # Providers are lifted last, so a tool's input provider follows it whatever raised the tool.
+        scores = self._with_usage(snapshot, best_of([fuse(s, weights, mask) for s in signals]))
         return _Scored(
-            scores=self._with_usage(snapshot, best_of([fuse(s, weights, mask) for s in signals])),
+            scores=with_providers(scores, snapshot.providers, mask),
             dense=whole.dense,
             lexical=_best_signal([s.lexical for s in signals]),
             server_scores=server_scores,

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from index.search.model_loading import LEXICAL_MODES
+from index.search.providers import InputFor
 from server.bounded import shown_name
 
 #: Longest tool description shown in route's text (the structured answer keeps it whole).
@@ -36,6 +37,11 @@ class RoutedTool(BaseModel):
     structured_output: bool = Field(
         default=False,
         description="The tool declares an output schema: its results carry structured content matching it.",
+    )
+    input_for: list[InputFor] = Field(
+        default_factory=list,
+        description="Tools in this answer that take an input this tool gives (the parameter; none when their "
+        "description names this tool): call this one first.",
     )
 
 
@@ -154,6 +160,13 @@ def _schema_text(schema: dict[str, Any]) -> str:
     return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
 
 
+def _needs_text(needs: list[InputFor]) -> str:
+    return "; ".join(
+        f"{need.tool} (its {need.parameter})" if need.parameter else f"{need.tool} (its description names this tool)"
+        for need in needs
+    )
+
+
 def _other_kind_lines(rank: int, item: RoutedTool) -> list[str]:
     """A prompt or resource hit: what it is and how a host gets it."""
     kind = item.kind.replace("_", " ")
@@ -202,6 +215,8 @@ def render_route(answer: RouteAnswer) -> str:
         if len(description) > MAX_DESCRIPTION_CHARS:
             description = description[:MAX_DESCRIPTION_CHARS] + "…"
         lines.append(f"   {description}".replace("\n", "\n   "))
+        if tool.input_for:
+            lines.append(f"   call it first for: {_needs_text(tool.input_for)}")
         lines.append(f"   required params: {', '.join(tool.required) if tool.required else '(none)'}")
         lines.append(f"   input schema: {_schema_text(tool.input_schema)}")
         if tool.structured_output:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ from tests.server.copilot_harness import (
     write_servers,
 )
 from tests.support.processes import hostile_entry
+
+MAPS_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "maps_server.py"
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -361,3 +364,28 @@ async def test_the_usage_prior_learned_from_a_session_s_trajectory_lifts_its_too
     assert read_events(second.path)[0].index["usage_prior"] == status_index["usage_prior"] == {
         "file": str(settings.usage_prior_file), "trajectories": 1, "tools": 1, "weight": 0.5,
     }
+
+
+async def test_route_puts_the_tool_giving_an_input_right_after_the_tool_needing_it_and_says_so(tmp_path: Path) -> None:
+    """A real child whose ``find_parking`` takes coordinates only ``geocode_address`` gives: the agent
+    asking for parking gets the geocoder next to it, told to call it first, and the chain works."""
+    servers_path = write_servers(tmp_path / "servers.json", {"maps": {"command": sys.executable, "args": [str(MAPS_SERVER)]}})
+    home = tmp_path / "home"
+    await anyio.to_thread.run_sync(lambda: crawl_into(home, servers_path, tmp_path / "crawl"))
+    query = "<tool_assistant>\nserver: maps\ntool: find parking near the Forbidden City\n</tool_assistant>"
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), load_servers(servers_path), start_now=True) as copilot:
+        routed = await copilot.route(query, 3, None, None)
+        tools = routed.structured_content["tools"]
+        assert [t["tool"] for t in tools[:2]] == ["find_parking", "geocode_address"]
+        assert tools[1]["score"] == pytest.approx(tools[0]["score"] - 0.1, abs=1e-3)  # lifted, not ranked there
+        assert tools[1]["input_for"] == [{"tool": "find_parking", "parameter": "latitude"}]
+        assert tools[0]["input_for"] == [] and "call it first for: find_parking (its latitude)" in routed.content[0].text
+        place = json.loads((await copilot.execute("maps", "geocode_address", {"address": "Forbidden City"}, None, None, None)).content[0].text)
+        lots = await copilot.execute("maps", "find_parking", {k: place[k] for k in ("latitude", "longitude")}, None, None, None)
+        assert lots.content[0].text == "2 parking lots within 500 m of 39.9163,116.3972"
+    # a tool the answer holds back is no reason to call another first
+    hidden = copilot_settings(home, tmp_path, auto_index=False, deny=["maps/find_parking"])
+    async with Copilot.running(hidden, load_servers(servers_path), start_now=True) as copilot:
+        routed = await copilot.route(query, 3, None, None)
+    assert all(t["input_for"] == [] for t in routed.structured_content["tools"])
+    assert "call it first" not in routed.content[0].text

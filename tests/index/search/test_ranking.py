@@ -74,6 +74,10 @@ def test_top_indices_order_ties_and_mask() -> None:
     scores = np.array([0.5, 0.9, 0.9, 0.1])
     assert top_indices(scores, 3) == [1, 2, 0]
     assert top_indices(scores, 5, mask=np.array([True, False, False, True])) == [0, 3]
+    # a tie across the cut goes to the first positions, however many tie
+    tied = np.array([0.2] * 40 + [0.9], dtype=np.float32)
+    assert top_indices(tied, 3) == [40, 0, 1]
+    assert top_indices(tied[::-1].copy(), 2) == [0, 1]
 
 
 def test_judge_trims_only_clearly_worse_hits_and_flags_weak_matches() -> None:

@@ -448,3 +448,28 @@ def test_a_usage_prior_lifts_the_tools_agents_ran_before(built_home: Path, tmp_p
     assert plain.search("create a new file", method="dense")[0].score == pytest.approx(
         open_index(built_home, usage_prior=tmp_path / "none.json").search("create a new file", method="dense")[0].score
     )
+
+
+def test_a_tools_input_provider_is_lifted_just_below_it_in_hybrid_rankings_only(tmp_path: Path) -> None:
+    def tool(name: str, description: str, *required: str) -> ToolRecord:
+        properties = {p: {"type": "string"} for p in required}
+        return ToolRecord(server="maps", name=name, description=description,
+                          input_schema={"type": "object", "properties": properties, "required": list(required)})
+
+    records = [
+        tool("geocode_address", "Convert a street address to coordinates: latitude and longitude.", "address"),
+        tool("find_parking", "Find parking lots and garages near a point on the map.", "latitude", "longitude"),
+        tool("get_weather", "Today's weather forecast for a city.", "city"),
+    ]
+    index = open_index(tmp_path)
+    index.sync(records, catalog="tests", catalog_digest="maps")
+    hits = index.search("find a parking garage", top_k=3)
+    assert [h.tool for h in hits[:2]] == ["find_parking", "geocode_address"]
+    assert hits[1].score == pytest.approx(hits[0].score - 0.1, abs=1e-3)
+    assert [n.model_dump() for n in hits[1].input_for] == [{"tool": "find_parking", "parameter": "latitude"}]
+    assert hits[0].input_for == [] and hits[2].input_for == []
+    # the plain baselines rank by their own signal alone
+    dense = index.search("find a parking garage", top_k=3, method="dense")
+    assert dense[0].tool == "find_parking" and dense[1].score != pytest.approx(dense[0].score - 0.1, abs=1e-3)
+    # asked on its own, the geocoder needs nothing and is needed by nothing shown
+    assert all(h.input_for == [] for h in index.search("geocode an address", top_k=1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from index.search.providers import InputFor
 from server.route.answer import MAX_ECHO_CHARS, RoutedTool, RouteAnswer, echo_query, render_route
 
 
@@ -50,3 +51,15 @@ def test_keyword_only_answers_say_why_and_what_to_do() -> None:
     assert "keyword matching only" in failed and "in about 60 s" in failed and "COPILOT_EMBEDDING_MODEL" in failed
     retrying = render_route(RouteAnswer(query="zzqx", ranking="lexical-fallback", model_error="boom", model_retry_seconds=0))
     assert "no tool shares a word" in retrying and "retrying to load it in the background" in retrying
+
+
+def test_a_tool_another_hit_needs_first_says_so() -> None:
+    codes = _tool("get-station-code-of-citys").model_copy(
+        update={"input_for": [InputFor(tool="get-tickets", parameter=None), InputFor(tool="get-train-route", parameter="fromStation")]}
+    )
+    text = render_route(RouteAnswer(query="train tickets", tools=[_tool("get-tickets"), codes]))
+    assert (
+        "   call it first for: get-tickets (its description names this tool); get-train-route (its fromStation)\n"
+        "   required params: (none)" in text
+    )
+    assert text.count("call it first") == 1
