@@ -30,7 +30,7 @@ from bench.retrieval.lab import CV_OBJECTIVE, folds_by_task, fused, parts, top_i
 from bench.retrieval.metrics import query_metrics
 from bench.retrieval.study import Rows, Study, open_study, print_comparison
 from index.search.providers import Provision, input_providers, provider_positions, words_of
-from index.search.ranking import HYBRID, PROVIDER_DEPTH, PROVIDER_GAP, with_providers
+from index.search.ranking import HYBRID, PROVIDER_CAP, PROVIDER_DEPTH, PROVIDER_GAP, with_providers
 
 SEEDS = (0, 1, 2)
 DEPTHS = (1, 3, 5, 10, 20)
@@ -63,14 +63,16 @@ def reversed_links(providers: Graph) -> Graph:
     return tuple(tuple(found) for found in consumers)
 
 
-def lifted_rows(study: Study, scores: Mapping[str, list[np.ndarray]], providers: Graph | None, depth: int, gap: float) -> Rows:
+def lifted_rows(
+    study: Study, scores: Mapping[str, list[np.ndarray]], providers: Graph | None, depth: int, gap: float, cap: int = PROVIDER_CAP
+) -> Rows:
     """Every query's metrics with the providers of its ``depth`` best tools lifted (None: not lifted)."""
     names = study.space.names
     rows: Rows = {}
     for name, queries in study.sets.items():
         rows[name] = []
         for query, score in zip(queries, scores[name], strict=True):
-            final = score if providers is None else with_providers(score, providers, depth=depth, gap=gap)
+            final = score if providers is None else with_providers(score, providers, depth=depth, gap=gap, cap=cap)
             rows[name].append(query_metrics([names[i] for i in top_indices(final, 10)], query.relevant))
     return rows
 
@@ -124,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for depth, gap in FIXED:
         label = f"providers lifted, depth {depth}, gap {gap:g}" + (" (shipped)" if (depth, gap) == (PROVIDER_DEPTH, PROVIDER_GAP) else "")
         print_comparison(label, lifted_rows(study, scores, every, depth, gap), before, study.sets)
+    for cap in (1, 2, len(study.catalog.tools)):
+        rows = lifted_rows(study, scores, every, PROVIDER_DEPTH, PROVIDER_GAP, cap)
+        print_comparison(f"at most {cap} providers per tool (shipped: {PROVIDER_CAP})", rows, before, study.sets)
     ablations: dict[str, Callable[[Provision], bool]] = {
         "named only": lambda p: rule_of(p) == "named",
         "handles only (coordinates included)": lambda p: rule_of(p) != "named",

@@ -216,6 +216,9 @@ PROVIDER_DEPTH = 10
 PROVIDER_GAP = 0.1
 #: How far apart several providers of one tool are placed, in their own order (shown scores have 3 decimals).
 PROVIDER_STEP = 0.001
+#: The most providers one tool may have lifted (its best-scoring ones): 3 ranks as all of them on
+#: the LiveMCPBench catalog, where a tool has up to 5; the bundled catalog has a tool with 11.
+PROVIDER_CAP = 3
 
 
 def with_providers(
@@ -225,15 +228,18 @@ def with_providers(
     *,
     depth: int = PROVIDER_DEPTH,
     gap: float = PROVIDER_GAP,
+    cap: int = PROVIDER_CAP,
 ) -> np.ndarray:
     """``scores`` with the providers of the ``depth`` best tools (within ``mask``) lifted to ``gap``
-    below the tool that needs them, when they scored lower; nothing else moves."""
+    below the tool that needs them, when they scored lower (at most ``cap`` per tool, its best
+    scoring ones); nothing else moves."""
     lifted = scores
     for consumer in top_indices(scores, depth, mask):
         floor = scores[consumer] - gap
-        # Several providers of one tool keep their own order, a step apart, instead of tying.
-        below = sorted((p for p in providers[consumer] if lifted[p] < floor), key=lambda p: (-float(scores[p]), p))
-        for place, provider in enumerate(below):
+        # The best-scoring few only (a tool whose rule finds many providers would push everything
+        # else out of the answer), in their own order, a step apart, instead of tying.
+        best = sorted(providers[consumer], key=lambda p: (-float(scores[p]), p))[:cap]
+        for place, provider in enumerate(p for p in best if lifted[p] < floor):
             value = floor - PROVIDER_STEP * place
             if lifted[provider] < value:
                 if lifted is scores:

@@ -99,3 +99,11 @@ def test_several_providers_of_one_tool_keep_their_own_order_a_step_apart() -> No
     lifted = with_providers(scores, providers, depth=1, gap=0.1)
     # 3 was already above 4.9 and stays; 2 (0.5) goes before 1 (-1.0)
     assert lifted.tolist() == pytest.approx([5.0, 4.899, 4.9, 4.95])
+
+
+def test_a_tool_with_many_providers_has_only_its_best_scoring_few_lifted() -> None:
+    providers = ((1, 2, 3, 4), (), (), (), ())
+    scores = np.array([5.0, 0.1, 0.4, 0.3, 0.2])
+    lifted = with_providers(scores, providers, depth=1, gap=0.1, cap=2)
+    assert lifted.tolist() == pytest.approx([5.0, 0.1, 4.9, 4.899, 0.2])
+    assert with_providers(scores, providers, depth=1, gap=0.1).tolist() == pytest.approx([5.0, 0.1, 4.9, 4.899, 4.898])
