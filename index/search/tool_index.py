@@ -16,13 +16,13 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from index.storage.build_report import BuildReport
 from index.models.embedding import Embedder, get_embedder
@@ -164,6 +164,18 @@ def _skipped_after(
         for server, tools in sorted(merged.items())
         if (kept := {name: why for name, why in sorted(tools.items()) if f"{server}/{name}" not in indexed})
     }
+
+
+def _stored_tools(records_json: Sequence[str], kinds: Sequence[str]) -> Iterator[ToolRecord]:
+    """The stored tools that still read as records (one that does not is left out of the input
+    providers, not a reason to refuse every search; showing it as a hit says what is wrong)."""
+    for text, kind in zip(records_json, kinds, strict=True):
+        if kind != "tool":
+            continue
+        try:
+            yield ToolRecord.model_validate_json(text)
+        except ValidationError as error:
+            logger.debug("a stored tool does not read as a record: %s", error)
 
 
 def _build_id() -> str:
@@ -310,7 +322,7 @@ class ToolIndex:
             server_vectors=server_vectors,
             lexical=LexicalIndex(loaded.tokens),
         )
-        providers = input_providers(ToolRecord.model_validate_json(text) for text in loaded.records_json)
+        providers = input_providers(_stored_tools(loaded.records_json, loaded.kinds))
         logger.debug("loaded %d tools from %s in %.2f s", len(ids), self.location, time.perf_counter() - started)
         return _Snapshot(
             state=state,

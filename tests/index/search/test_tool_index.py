@@ -473,3 +473,11 @@ def test_a_tools_input_provider_is_lifted_just_below_it_in_hybrid_rankings_only(
     assert dense[0].tool == "find_parking" and dense[1].score != pytest.approx(dense[0].score - 0.1, abs=1e-3)
     # asked on its own, the geocoder needs nothing and is needed by nothing shown
     assert all(h.input_for == [] for h in index.search("geocode an address", top_k=1))
+
+
+def test_a_stored_tool_that_no_longer_reads_as_a_record_is_left_out_of_the_input_providers_only() -> None:
+    good = ToolRecord(server="maps", name="find_parking", input_schema={"type": "object", "properties": {}})
+    prompt = ToolRecord(server="maps", name="plan", kind="prompt")
+    stored = [good.model_dump_json(), '{"server": "maps", "name": 3', prompt.model_dump_json()]
+    read = list(tool_index_module._stored_tools(stored, ["tool", "tool", "prompt"]))  # noqa: SLF001
+    assert read == [good]
