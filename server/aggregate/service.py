@@ -37,6 +37,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from index.errors import CopilotError
 from index.catalog.records import ToolRecord
 from index.trust.scan import Finding
+from server.aggregate.caps import cap_prompt, cap_resource
 from server.aggregate.catalog import ChildCatalog
 from server.aggregate.exposure import Exposure
 from server.aggregate.live import Change, LiveUpdater
@@ -313,7 +314,9 @@ class Aggregation:
         result: types.GetPromptResult = await self._forward(
             server, "prompts/get", lambda session: session.get_prompt(prompt, arguments or None)
         )
-        if (note := self._flagged(server, "prompt", prompt, prompt_findings(result))) is not None:
+        findings = prompt_findings(result)  # the whole text is scanned, then cut to the caps
+        result = cap_prompt(result, self.copilot.limits)
+        if (note := self._flagged(server, "prompt", prompt, findings)) is not None:
             message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=note))
             result = result.model_copy(update={"messages": [message, *result.messages]})
         return result
@@ -409,10 +412,13 @@ class Aggregation:
         def host(child_uri: str) -> str:  # the URI read as the host spelled it; any other as the catalog lists it
             return uri if child_uri == original else catalog.host_uri(server, child_uri)
 
+        findings = resource_findings(result)  # the whole text is scanned, then cut to the caps
         contents: list[Any] = [item.model_copy(update={"uri": host(str(item.uri))}) for item in result.contents]
-        if (note := self._flagged(server, "resource", original, resource_findings(result))) is not None:
+        capped = cap_resource(types.ReadResourceResult(contents=contents, meta=result.meta), self.copilot.limits, uri)
+        contents = list(capped.contents)
+        if (note := self._flagged(server, "resource", original, findings)) is not None:
             contents.insert(0, types.TextResourceContents(uri=uri, mime_type="text/plain", text=note))
-        return types.ReadResourceResult(contents=contents, meta=result.meta, ttl_ms=0)
+        return types.ReadResourceResult(contents=contents, meta=capped.meta, ttl_ms=0)
 
     def _flagged(self, server: str, kind: str, name: str, findings: list[Finding]) -> str | None:
         """Log and count a child's rendered prompt or resource text that carries injection markers

@@ -94,16 +94,28 @@ def _mb(size: int) -> str:
     return f"{size / 1_000_000:.1f} MB" if size >= 100_000 else f"{size:,} bytes"
 
 
+@dataclass(frozen=True)
+class Wording:
+    """How the notes name what was cut and say how to get the rest (a tool result by default)."""
+
+    noun: str = "result"
+    fewer: str = "Ask the tool for fewer items if you need the rest."
+    less: str = "If you need the rest, call the tool again asking for less (a filter, a page, a smaller range)."
+    smaller: str = "Ask the tool for a smaller or lower-resolution version, or for a file path."
+
+
 @dataclass
 class _Cuts:
     """What a cap removed, for the note and ``_meta``."""
 
+    wording: Wording = field(default_factory=Wording)
     notes: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def cap_result(result: CallToolResult, limits: ResultLimits | int) -> CallToolResult:
-    """``result`` within ``limits`` (a bare ``int`` caps text characters only), with notes on what was cut."""
+def cap_result(result: CallToolResult, limits: ResultLimits | int, wording: Wording = Wording()) -> CallToolResult:
+    """``result`` within ``limits`` (a bare ``int`` caps text characters only), with notes on what was cut
+    (in ``wording``: a prompt or resource passes through here as content blocks too)."""
     if isinstance(limits, int):
         limits = ResultLimits(chars=limits, blocks=1 << 30, binary_bytes=1 << 62)
     content = result.content
@@ -125,7 +137,7 @@ def cap_result(result: CallToolResult, limits: ResultLimits | int) -> CallToolRe
     ):
         return result
 
-    cuts = _Cuts()
+    cuts = _Cuts(wording)
     blocks = list(content)
     if len(blocks) > limits.blocks:
         blocks = _cap_blocks(blocks, limits.blocks, cuts)
@@ -150,8 +162,8 @@ def _cap_blocks(blocks: list[Any], limit: int, cuts: _Cuts) -> list[Any]:
         dropped[_kind(block)] = dropped.get(_kind(block), 0) + 1
     kinds = ", ".join(f"{count:,} {kind}" for kind, count in dropped.items())
     cuts.notes.append(
-        f"[copilot: the result had {len(blocks):,} content blocks; only the first {limit:,} are shown "
-        f"({kinds} dropped; COPILOT_MAX_RESULT_BLOCKS). Ask the tool for fewer items if you need the rest.]"
+        f"[copilot: the {cuts.wording.noun} had {len(blocks):,} content blocks; only the first {limit:,} are shown "
+        f"({kinds} dropped; COPILOT_MAX_RESULT_BLOCKS). {cuts.wording.fewer}]"
     )
     cuts.meta["blocks"] = {"total": len(blocks), "kept": limit, "dropped": dropped}
     return blocks[:limit]
@@ -173,9 +185,9 @@ def _cap_binary(blocks: list[Any], limit: int, cuts: _Cuts) -> list[Any]:
         kept.append(TextContent(type="text", text=f"[copilot: {what} of {_mb(size)} dropped here: over the cap]"))
     total = sum(item["bytes"] for item in dropped)
     cuts.notes.append(
-        f"[copilot: {len(dropped)} binary block(s) ({_mb(total)} of base64 data) dropped: a result may carry at most "
-        f"{_mb(limit)} of images, audio and binary resources "
-        "(COPILOT_MAX_RESULT_BYTES). Ask the tool for a smaller or lower-resolution version, or for a file path.]"
+        f"[copilot: {len(dropped)} binary block(s) ({_mb(total)} of base64 data) dropped: a {cuts.wording.noun} may "
+        f"carry at most {_mb(limit)} of images, audio and binary resources "
+        f"(COPILOT_MAX_RESULT_BYTES). {cuts.wording.smaller}]"
     )
     cuts.meta["binary"] = {"dropped": dropped}
     return kept
@@ -201,10 +213,10 @@ def _cap_text(blocks: list[Any], max_chars: int, cuts: _Cuts) -> list[Any]:
             kept.append(_with_text(block, text[:budget]))
             budget = 0
     cut = total - max_chars
-    note = f"[copilot: result cut to the first {max_chars:,} of {total:,} characters of text ({cut:,} characters cut"
+    note = f"[copilot: {cuts.wording.noun} cut to the first {max_chars:,} of {total:,} characters of text ({cut:,} characters cut"
     if dropped_blocks:
         note += f", {dropped_blocks} later text block(s) dropped"
-    note += "). If you need the rest, call the tool again asking for less (a filter, a page, a smaller range).]"
+    note += f"). {cuts.wording.less}]"
     cuts.notes.append(note)
     cuts.meta["text"] = {"total_chars": total, "kept_chars": max_chars, "dropped_blocks": dropped_blocks}
     return kept
