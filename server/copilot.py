@@ -732,6 +732,9 @@ class Copilot:
                     annotations=annotations,
                     structured_output=bool(getattr(hit, "output_schema", None)),
                     input_for=list(getattr(hit, "input_for", [])),
+                    input_from=[
+                        source for source in getattr(hit, "input_from", []) if self._may_suggest(hit.server, source.tool)
+                    ],
                 )
             )
             if len(tools) >= k:
@@ -739,6 +742,7 @@ class Copilot:
         shown = {(tool.server, tool.tool) for tool in tools}
         for tool in tools:  # a tool the answer holds back is no reason to call another first
             tool.input_for = [need for need in tool.input_for if (tool.server, need.tool) in shown]
+            tool.input_from = [source for source in tool.input_from if (tool.server, source.tool) not in shown]
         note = _hidden_note(note, held, refused_read_only)
         if not found.hits and note is None:
             note = await self._missing_kind_note(kind_name, servers, only)
@@ -766,6 +770,17 @@ class Copilot:
             omitted=found.trimmed if len(tools) < k else 0,
             operations=found.operations,
         )
+
+    def _may_suggest(self, server: str, tool: str) -> bool:
+        """Whether ``route`` may point the model at a tool it did not rank (allowed, not held back)."""
+        if not self.policy.tool_allowed(server, tool) or self.pool.unusable_tool(server, tool) is not None:
+            return False
+        if self.guard is not None and self.guard.blocked(server, tool) is not None:
+            return False
+        if self.policy.read_only:
+            record = self.index.get(server, tool)
+            return self.policy.read_only_permits(server, tool, record.annotations if record is not None else None)
+        return True
 
     async def _missing_kind_note(self, kind: str, servers: list[str], only: str | None) -> str | None:
         """When the pool (or the server filter) offers nothing of ``kind``: say so and what it offers."""

@@ -57,11 +57,12 @@ class Provision:
     parameter: str | None = None
 
 
-class InputFor(BaseModel):
-    """A tool of the same answer that needs a hit's output first."""
+class InputLink(BaseModel):
+    """The other end of a hit's input link: the tool that takes its output (``input_for``) or that
+    gives it an input (``input_from``)."""
 
     tool: str
-    #: The required parameter the hit gives it; None when its description names the hit instead.
+    #: The required parameter the link fills; None when the consumer's description names the provider.
     parameter: str | None = None
 
 

@@ -31,10 +31,11 @@ from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.cli.hints import index_command
 from index.search.lexical import LexicalIndex
 from index.search.model_loading import LEXICAL_MODES, LoadFailure, ModelLoader
-from index.search.providers import InputFor, Provision, input_providers, provider_positions
+from index.search.providers import InputLink, Provision, input_providers, provider_positions
 from index.search.query import ParsedQuery, check_top_k, parse_query
 from index.search.ranking import (
     HYBRID,
+    PROVIDER_CAP,
     Method,
     SearchSpace,
     Weights,
@@ -79,7 +80,10 @@ class SearchHit(BaseModel):
     output_schema: dict[str, Any] | None = None
     score: float
     #: Tools ranked in the same answer that take an input this one gives (call this one first).
-    input_for: list[InputFor] = []
+    input_for: list[InputLink] = []
+    #: Tools of its server that give this one a required input (its best-scoring few, in or out of the
+    #: answer): where a value it needs comes from.
+    input_from: list[InputLink] = []
 
 
 SearchMode = Literal["hybrid", "dense", "bm25", "two-level", "lexical-startup", "lexical-fallback"]
@@ -499,14 +503,23 @@ class ToolIndex:
         return result
 
     @staticmethod
-    def _input_for(snapshot: _Snapshot, position: int, answer: Sequence[int]) -> list[InputFor]:
+    def _input_for(snapshot: _Snapshot, position: int, answer: Sequence[int]) -> list[InputLink]:
         provider = snapshot.space.ids[position]
         needs = []
         for consumer in answer:
             for provision in snapshot.input_providers.get(snapshot.space.ids[consumer], ()):
                 if provision.provider == provider:
-                    needs.append(InputFor(tool=snapshot.record(consumer).name, parameter=provision.parameter))
+                    needs.append(InputLink(tool=snapshot.record(consumer).name, parameter=provision.parameter))
         return needs
+
+    @staticmethod
+    def _input_from(snapshot: _Snapshot, position: int, scores: np.ndarray) -> list[InputLink]:
+        found = [p for p in snapshot.input_providers.get(snapshot.space.ids[position], ()) if p.provider in snapshot.position]
+        found.sort(key=lambda p: (-float(scores[snapshot.position[p.provider]]), snapshot.position[p.provider]))
+        return [
+            InputLink(tool=snapshot.record(snapshot.position[p.provider]).name, parameter=p.parameter)
+            for p in found[:PROVIDER_CAP]
+        ]
 
     @classmethod
     def _hit(cls, snapshot: _Snapshot, position: int, scores: np.ndarray, answer: Sequence[int] = ()) -> SearchHit:
@@ -525,6 +538,7 @@ class ToolIndex:
             output_schema=record.output_schema,
             score=round(float(scores[position]), 4),
             input_for=cls._input_for(snapshot, position, answer),
+            input_from=cls._input_from(snapshot, position, scores),
         )
 
     def model_state(self) -> dict[str, Any]:

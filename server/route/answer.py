@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from index.search.model_loading import LEXICAL_MODES
-from index.search.providers import InputFor
+from index.search.providers import InputLink
 from server.bounded import shown_name
 
 #: Longest tool description shown in route's text (the structured answer keeps it whole).
@@ -38,10 +38,15 @@ class RoutedTool(BaseModel):
         default=False,
         description="The tool declares an output schema: its results carry structured content matching it.",
     )
-    input_for: list[InputFor] = Field(
+    input_for: list[InputLink] = Field(
         default_factory=list,
         description="Tools in this answer that take an input this tool gives (the parameter; none when their "
         "description names this tool): call this one first.",
+    )
+    input_from: list[InputLink] = Field(
+        default_factory=list,
+        description="Tools of this server, not in this answer, that give this tool a required input (the "
+        "parameter; none when its description names them): call one first rather than guessing the value.",
     )
 
 
@@ -160,10 +165,17 @@ def _schema_text(schema: dict[str, Any]) -> str:
     return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
 
 
-def _needs_text(needs: list[InputFor]) -> str:
+def _needs_text(needs: list[InputLink]) -> str:
     return "; ".join(
         f"{need.tool} (its {need.parameter})" if need.parameter else f"{need.tool} (its description names this tool)"
         for need in needs
+    )
+
+
+def _sources_text(sources: list[InputLink]) -> str:
+    return "; ".join(
+        f"{source.tool} (gives its {source.parameter})" if source.parameter else f"{source.tool} (named in its description)"
+        for source in sources
     )
 
 
@@ -217,6 +229,8 @@ def render_route(answer: RouteAnswer) -> str:
         lines.append(f"   {description}".replace("\n", "\n   "))
         if tool.input_for:
             lines.append(f"   call it first for: {_needs_text(tool.input_for)}")
+        if tool.input_from:
+            lines.append(f"   needs first (not in this answer): {_sources_text(tool.input_from)}")
         lines.append(f"   required params: {', '.join(tool.required) if tool.required else '(none)'}")
         lines.append(f"   input schema: {_schema_text(tool.input_schema)}")
         if tool.structured_output:

@@ -380,12 +380,29 @@ async def test_route_puts_the_tool_giving_an_input_right_after_the_tool_needing_
         assert tools[1]["score"] == pytest.approx(tools[0]["score"] - 0.1, abs=1e-3)  # lifted, not ranked there
         assert tools[1]["input_for"] == [{"tool": "find_parking", "parameter": "latitude"}]
         assert tools[0]["input_for"] == [] and "call it first for: find_parking (its latitude)" in routed.content[0].text
+        assert tools[0]["input_from"] == [] and "needs first" not in routed.content[0].text  # the geocoder is right there
         place = json.loads((await copilot.execute("maps", "geocode_address", {"address": "Forbidden City"}, None, None, None)).content[0].text)
         lots = await copilot.execute("maps", "find_parking", {k: place[k] for k in ("latitude", "longitude")}, None, None, None)
         assert lots.content[0].text == "2 parking lots within 500 m of 39.9163,116.3972"
-    # a tool the answer holds back is no reason to call another first
+        # asked for one tool, the answer still says where its latitude comes from
+        alone = await copilot.route(query, 1, None, None)
+        assert alone.structured_content["tools"][0]["input_from"] == [{"tool": "geocode_address", "parameter": "latitude"}]
+        assert "needs first (not in this answer): geocode_address (gives its latitude)" in alone.content[0].text
+    # a tool the answer holds back is no reason to call another first, nor one to point at
     hidden = copilot_settings(home, tmp_path, auto_index=False, deny=["maps/find_parking"])
     async with Copilot.running(hidden, load_servers(servers_path), start_now=True) as copilot:
         routed = await copilot.route(query, 3, None, None)
     assert all(t["input_for"] == [] for t in routed.structured_content["tools"])
     assert "call it first" not in routed.content[0].text
+    no_geocoder = copilot_settings(home, tmp_path, auto_index=False, deny=["maps/geocode_address"])
+    async with Copilot.running(no_geocoder, load_servers(servers_path), start_now=True) as copilot:
+        routed = await copilot.route(query, 1, None, None)
+    assert routed.structured_content["tools"][0]["tool"] == "find_parking"
+    assert routed.structured_content["tools"][0]["input_from"] == [] and "needs first" not in routed.content[0].text
+    # in read-only mode only a tool the mode permits is pointed at (the fixture declares no readOnlyHint)
+    geocoder = [{"tool": "geocode_address", "parameter": "latitude"}]
+    for allowed, expected in ((["maps/find_parking"], []), (["maps/find_parking", "maps/geocode_address"], geocoder)):
+        read_only = copilot_settings(home, tmp_path, auto_index=False, read_only=True, read_only_allow=allowed)
+        async with Copilot.running(read_only, load_servers(servers_path), start_now=True) as copilot:
+            routed = await copilot.route(query, 1, None, None)
+        assert [(t["tool"], t["input_from"]) for t in routed.structured_content["tools"]] == [("find_parking", expected)]

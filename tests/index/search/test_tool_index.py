@@ -468,6 +468,11 @@ def test_a_tools_input_provider_is_lifted_just_below_it_in_hybrid_rankings_only(
     assert hits[1].score == pytest.approx(hits[0].score - 0.1, abs=1e-3)
     assert [n.model_dump() for n in hits[1].input_for] == [{"tool": "find_parking", "parameter": "latitude"}]
     assert hits[0].input_for == [] and hits[2].input_for == []
+    # and the other way: where the tool's inputs come from, whether or not they are in the answer
+    assert [n.model_dump() for n in hits[0].input_from] == [{"tool": "geocode_address", "parameter": "latitude"}]
+    assert hits[1].input_from == [] and hits[2].input_from == []
+    alone = index.search("find a parking garage", top_k=1)
+    assert [n.model_dump() for n in alone[0].input_from] == [{"tool": "geocode_address", "parameter": "latitude"}]
     # the plain baselines rank by their own signal alone
     dense = index.search("find a parking garage", top_k=3, method="dense")
     assert dense[0].tool == "find_parking" and dense[1].score != pytest.approx(dense[0].score - 0.1, abs=1e-3)

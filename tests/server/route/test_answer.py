@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from index.search.providers import InputFor
+from index.search.providers import InputLink
 from server.route.answer import MAX_ECHO_CHARS, RoutedTool, RouteAnswer, echo_query, render_route
 
 
@@ -55,7 +55,7 @@ def test_keyword_only_answers_say_why_and_what_to_do() -> None:
 
 def test_a_tool_another_hit_needs_first_says_so() -> None:
     codes = _tool("get-station-code-of-citys").model_copy(
-        update={"input_for": [InputFor(tool="get-tickets", parameter=None), InputFor(tool="get-train-route", parameter="fromStation")]}
+        update={"input_for": [InputLink(tool="get-tickets", parameter=None), InputLink(tool="get-train-route", parameter="fromStation")]}
     )
     text = render_route(RouteAnswer(query="train tickets", tools=[_tool("get-tickets"), codes]))
     assert (
@@ -63,3 +63,11 @@ def test_a_tool_another_hit_needs_first_says_so() -> None:
         "   required params: (none)" in text
     )
     assert text.count("call it first") == 1
+    parking = _tool("find_parking").model_copy(
+        update={"input_from": [InputLink(tool="geocode_address", parameter="latitude"), InputLink(tool="get-tickets")]}
+    )
+    text = render_route(RouteAnswer(query="parking", tools=[parking]))
+    assert (
+        "   needs first (not in this answer): geocode_address (gives its latitude); get-tickets (named in its description)\n"
+        "   required params: (none)" in text
+    )
