@@ -13,11 +13,25 @@ from index.cli.display import printable
 from index.errors import QueryError
 from index.cli.hints import index_command
 from index.search.query import MAX_TOP_K, check_top_k
+from index.search.providers import InputLink
 from index.search.tool_index import SearchHit, ToolIndex
 
 
 def _hit_summary(hit: SearchHit) -> dict[str, Any]:
     return {"server": hit.server, "tool": hit.tool, "score": hit.score}
+
+
+def _links(hit: SearchHit) -> str:
+    """The hit's input links, before its description: "[call it first for: a] [inputs from: b (latitude)] "."""
+    def named(links: list[InputLink]) -> str:
+        return ", ".join(f"{link.tool} ({link.parameter})" if link.parameter else link.tool for link in links)
+
+    parts = []
+    if hit.input_for:
+        parts.append(f"[call it first for: {named(hit.input_for)}]")
+    if hit.input_from:
+        parts.append(f"[inputs from: {named(hit.input_from)}]")
+    return "".join(part + " " for part in parts)
 
 
 def _print_table(query: str, hits: list[SearchHit], index: ToolIndex) -> None:
@@ -42,6 +56,7 @@ def _print_table(query: str, hits: list[SearchHit], index: ToolIndex) -> None:
         description = " ".join(hit.description.split())
         if len(description) > 160:
             description = description[:157] + "..."
+        description = _links(hit) + description
         table.add_row(
             str(rank), cell(hit.server), cell(hit.tool), f"{hit.score:.3f}", cell(", ".join(hit.required)), cell(description)
         )

@@ -87,6 +87,26 @@ def test_search_prints_a_table(env_home: Path, capsys: pytest.CaptureFixture[str
     assert "3 of 25 tools" in out and "convert_to_pdf" in out and "word-document-server" in out
 
 
+def test_search_table_shows_input_links(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def tool(name: str, description: str, *required: str) -> ToolRecord:
+        schema = {"type": "object", "properties": {p: {"type": "string"} for p in required}, "required": list(required)}
+        return ToolRecord(server="maps", name=name, description=description, input_schema=schema)
+
+    records = [
+        tool("geocode_address", "Convert a street address to coordinates: latitude and longitude.", "address"),
+        tool("find_parking", "Find parking lots and garages near a point on the map.", "latitude", "longitude"),
+    ]
+    catalog = make_catalog(records).save(tmp_path / "catalog.json")
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main(["build", "--catalog", str(catalog)]) == 0
+    capsys.readouterr()
+    assert main(["search", "find a parking garage", "--top-k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "[inputs from: geocode_address (latitude)] Find parking lots" in out
+    assert "[call it first for: find_parking (latitude)] Convert a street address" in out
+
+
 def test_search_json_carries_full_hits(env_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["search", "read a file", "--json", "--server", "filesystem", "--top-k", "2"]) == 0
     payload = json.loads(capsys.readouterr().out)
