@@ -38,7 +38,7 @@ HANDLE_WORDS = frozenset(
 )
 #: Words of a parameter's name too general to say what provides it.
 _GENERIC_WORDS = frozenset(
-    {"from", "to", "the", "of", "by", "in", "for", "on", "and", "or", "id", "name", "type", "value", "list", "string",
+    {"from", "to", "the", "of", "by", "in", "for", "on", "and", "or", "id", "ids", "name", "type", "value", "list", "string",
      "text", "query", "input", "data", "file", "path", "url", "number", "num", "count", "limit", "max", "min", "page", "options"}
 )
 _ASCII_WORD = re.compile(r"[A-Za-z]+")
@@ -67,6 +67,7 @@ class InputLink(BaseModel):
 
 
 def words_of(text: str) -> set[str]:
+    """Lowercased ASCII words of ``text``, identifiers split, a plural ``s`` folded on words over three letters."""
     words = set()
     for piece in _ASCII_WORD.findall(_CAMEL.sub(" ", text)):
         word = piece.lower()
@@ -75,7 +76,7 @@ def words_of(text: str) -> set[str]:
 
 
 def _is_handle(parameter: str) -> bool:
-    return bool(words_of(parameter) & HANDLE_WORDS) or parameter.lower().endswith("id")
+    return bool(words_of(parameter) & HANDLE_WORDS) or parameter.lower().endswith(("id", "ids"))
 
 
 def _own_text(record: ToolRecord) -> str:

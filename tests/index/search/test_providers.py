@@ -40,10 +40,13 @@ def test_ids_and_codes_are_handles_and_ordinary_inputs_are_not() -> None:
     reader = _tool("fs", "read_file", "Read a file's content.", "path")
     kill = _tool("os", "kill_process", "Stop a process.", "pid")
     processes = _tool("os", "list_processes", "Running processes with their pid and command.")
-    found = input_providers([story, stories, writer, reader, kill, processes])
+    compare = _tool("arxiv", "compare_papers", "Compare several papers.", "paperIds")
+    search = _tool("arxiv", "search_papers", "Find papers by keyword.", "keyword")
+    found = input_providers([story, stories, writer, reader, kill, processes, compare, search])
     assert found == {
         "hn/getComments": [Provision("hn/getComments", "hn/getTopStories", "storyId")],
         "os/kill_process": [Provision("os/kill_process", "os/list_processes", "pid")],  # an ...id name is a handle too
+        "arxiv/compare_papers": [Provision("arxiv/compare_papers", "arxiv/search_papers", "paperIds")],  # and ...ids
     }
 
 
