@@ -701,20 +701,18 @@ class Copilot:
         held: list[str] = []
         refused_read_only = 0
         for hit in hits:
-            if not self.policy.tool_allowed(hit.server, hit.tool):
+            if getattr(hit, "kind", "tool") == "tool":
+                if (why := self._tool_held_back(hit.server, hit.tool, hit.annotations)) is not None:
+                    how, message = why
+                    if how == "held":
+                        held.append(message)
+                    elif how == "read-only":
+                        refused_read_only += 1
+                    continue
+            elif not self.policy.tool_allowed(hit.server, hit.tool):  # prompts and resources run nothing
                 continue
-            is_tool = getattr(hit, "kind", "tool") == "tool"  # prompts and resources run nothing
-            if is_tool and (broken := self.pool.unusable_tool(hit.server, hit.tool)) is not None:
-                held.append(str(broken))  # broke (or fell past the cap) since it was indexed: execute would refuse it
-                continue
-            if is_tool and self.guard is not None and (verdict := self.guard.blocked(hit.server, hit.tool)) is not None:
-                held.append(verdict.message())
-                continue
-            if not is_tool and self.guard is not None and (why := self.guard.withheld(_item_record(hit))):
-                held.append(why)
-                continue
-            if is_tool and self.policy.read_only and not self.policy.read_only_permits(hit.server, hit.tool, hit.annotations):
-                refused_read_only += 1
+            elif self.guard is not None and (withheld := self.guard.withheld(_item_record(hit))):
+                held.append(withheld)
                 continue
             annotations = self.policy.annotations(hit.server, hit.tool, hit.annotations)
             tools.append(
@@ -771,16 +769,24 @@ class Copilot:
             operations=found.operations,
         )
 
+    def _tool_held_back(self, server: str, tool: str, annotations: dict[str, Any] | None) -> tuple[str, str] | None:
+        """Why ``route`` does not show a tool, or None: ("denied", ""), ("held", the message to show:
+        broken, past the cap or quarantined since it was indexed, so execute would refuse it) or
+        ("read-only", "")."""
+        if not self.policy.tool_allowed(server, tool):
+            return "denied", ""
+        if (broken := self.pool.unusable_tool(server, tool)) is not None:
+            return "held", str(broken)
+        if self.guard is not None and (verdict := self.guard.blocked(server, tool)) is not None:
+            return "held", verdict.message()
+        if self.policy.read_only and not self.policy.read_only_permits(server, tool, annotations):
+            return "read-only", ""
+        return None
+
     def _may_suggest(self, server: str, tool: str) -> bool:
-        """Whether ``route`` may point the model at a tool it did not rank (allowed, not held back)."""
-        if not self.policy.tool_allowed(server, tool) or self.pool.unusable_tool(server, tool) is not None:
-            return False
-        if self.guard is not None and self.guard.blocked(server, tool) is not None:
-            return False
-        if self.policy.read_only:
-            record = self.index.get(server, tool)
-            return self.policy.read_only_permits(server, tool, record.annotations if record is not None else None)
-        return True
+        """Whether ``route`` may point the model at a tool it did not rank: one it would show."""
+        record = self.index.get(server, tool) if self.policy.read_only else None  # annotations matter only then
+        return self._tool_held_back(server, tool, record.annotations if record is not None else None) is None
 
     async def _missing_kind_note(self, kind: str, servers: list[str], only: str | None) -> str | None:
         """When the pool (or the server filter) offers nothing of ``kind``: say so and what it offers."""

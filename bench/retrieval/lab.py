@@ -18,7 +18,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 from pathlib import Path
@@ -590,6 +590,31 @@ class FoldResult:
     fitted_on_all: Weights | None = None  # the choice on every task (what ships)
 
 
+def objective_value(
+    rows: Mapping[str, Sequence[dict[str, float]]],
+    sets: Mapping[str, Sequence[Query]],
+    keep: Callable[[Query], bool] = lambda _: True,
+    objective: Mapping[str, str] = CV_OBJECTIVE,
+) -> float:
+    """The cross-validation objective of ``rows`` over the queries ``keep`` accepts: the mean, over
+    ``objective``'s sets, of each set's mean metric."""
+    values = []
+    for name, metric in objective.items():
+        kept = [row[metric] for row, query in zip(rows[name], sets[name], strict=True) if keep(query)]
+        values.append(sum(kept) / max(len(kept), 1))
+    return sum(values) / len(values)
+
+
+def fold_means(
+    rows: Mapping[str, Sequence[dict[str, float]]], sets: Mapping[str, Sequence[Query]], folds: Sequence[set[str]]
+) -> dict[str, list[float]]:
+    """Per set of :data:`CV_OBJECTIVE`: its metric's mean on each fold's tasks (the fold-to-fold spread)."""
+    return {
+        name: [objective_value(rows, sets, lambda q, fold=fold: q.task_id in fold, {name: metric}) for fold in folds]
+        for name, metric in CV_OBJECTIVE.items()
+    }
+
+
 def folds_by_task(task_ids: Iterable[str], k: int = 5, seed: int = 0) -> list[set[str]]:
     tasks = sorted(set(task_ids))
     rng = np.random.default_rng(seed)
@@ -625,15 +650,8 @@ def cross_validate(
     for number, held_out in enumerate(folds_by_task(all_tasks, k)):
 
         def score_on(point: int, train: bool) -> float:
-            values = []
-            for name, metric in objective.items():
-                chosen = [
-                    row[metric]
-                    for row, query in zip(table[name][point], sets[name], strict=True)
-                    if (query.task_id in held_out) != train
-                ]
-                values.append(sum(chosen) / max(len(chosen), 1))
-            return sum(values) / len(values)
+            rows = {name: table[name][point] for name in objective}
+            return objective_value(rows, sets, lambda q: (q.task_id in held_out) != train, objective)
 
         best = max(range(len(grid)), key=lambda p: (round(score_on(p, True), 6), -p))
         test = {}
@@ -641,13 +659,7 @@ def cross_validate(
             chosen_rows = [row for row, q in zip(table[name][best], sets[name], strict=True) if q.task_id in held_out]
             test[name] = {key: sum(r[key] for r in chosen_rows) / max(len(chosen_rows), 1) for key in ("hit@3", "prec@3", "nDCG@10", "MRR")}
         results.append(FoldResult(number, grid[best], score_on(best, False), test))
-    overall = []
-    for point in range(len(grid)):
-        values = []
-        for name, metric in objective.items():
-            rows = table[name][point]
-            values.append(sum(r[metric] for r in rows) / max(len(rows), 1))
-        overall.append(sum(values) / len(values))
+    overall = [objective_value({name: table[name][point] for name in objective}, sets, objective=objective) for point in range(len(grid))]
     best_all = max(range(len(grid)), key=lambda p: (round(overall[p], 6), -p))
     results[-1].fitted_on_all = grid[best_all]
     return results

@@ -26,10 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from bench.retrieval.lab import CV_OBJECTIVE, folds_by_task, fused, parts, top_indices
+from bench.retrieval.lab import CV_OBJECTIVE, fold_means, folds_by_task, fused, objective_value, parts, top_indices
 from bench.retrieval.metrics import query_metrics
 from bench.retrieval.study import Rows, Study, open_study, print_comparison
-from index.search.providers import Provision, input_providers, provider_positions, words_of
+from index.search.providers import Provision, input_providers, provider_positions
+from index.search.text import latin_words
 from index.search.ranking import HYBRID, PROVIDER_CAP, PROVIDER_DEPTH, PROVIDER_GAP, with_providers
 
 SEEDS = (0, 1, 2)
@@ -45,7 +46,7 @@ Graph = tuple[tuple[int, ...], ...]
 def rule_of(provision: Provision) -> str:
     if provision.parameter is None:
         return "named"
-    return "coordinate" if words_of(provision.parameter) & COORDINATE_WORDS else "handle"
+    return "coordinate" if latin_words(provision.parameter) & COORDINATE_WORDS else "handle"
 
 
 def graph(study: Study, keep: Callable[[Provision], bool] = lambda _: True) -> Graph:
@@ -84,27 +85,19 @@ def cross_validated(
     each objective metric's mean on each held-out fold (for the fold-to-fold spread)."""
     chosen: Rows = {name: [{} for _ in queries] for name, queries in study.sets.items()}
     picks = []
-    per_fold: dict[str, list[float]] = {name: [] for name in CV_OBJECTIVE}
     tasks = {q.task_id for queries in study.sets.values() for q in queries}
-    for held_out in folds_by_task(tasks, 5, seed):
-
-        def objective(point: int) -> float:
-            values = []
-            for name, metric in CV_OBJECTIVE.items():
-                kept = [r[metric] for r, q in zip(table[point][name], study.sets[name], strict=True) if q.task_id not in held_out]
-                values.append(sum(kept) / max(len(kept), 1))
-            return sum(values) / len(values)
-
-        best = max(range(len(grid)), key=lambda p: (round(objective(p), 6), -p))
+    folds = folds_by_task(tasks, 5, seed)
+    for held_out in folds:
+        best = max(
+            range(len(grid)),
+            key=lambda p: (round(objective_value(table[p], study.sets, lambda q: q.task_id not in held_out), 6), -p),
+        )
         picks.append(grid[best])
         for name, queries in study.sets.items():
             for i, query in enumerate(queries):
                 if query.task_id in held_out:
                     chosen[name][i] = table[best][name][i]
-        for name, metric in CV_OBJECTIVE.items():
-            kept = [r[metric] for r, q in zip(table[best][name], study.sets[name], strict=True) if q.task_id in held_out]
-            per_fold[name].append(sum(kept) / max(len(kept), 1))
-    return chosen, picks, per_fold
+    return chosen, picks, fold_means(chosen, study.sets, folds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

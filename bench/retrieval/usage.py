@@ -29,13 +29,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from bench.retrieval.lab import CV_OBJECTIVE, folds_by_task, parts, top_indices
+from bench.retrieval.lab import CV_OBJECTIVE, fold_means, folds_by_task, fused, parts, top_indices
 from bench.retrieval.metrics import query_metrics
 from bench.retrieval.sets import Query
-from bench.retrieval.lab import fused
 from bench.retrieval.study import Rows, Study, open_study, print_comparison
-from index.search.ranking import HYBRID, with_providers
-from index.search.ranking import standardize
+from index.search.ranking import HYBRID, standardize, with_providers
 from index.usage.prior import usage_boost
 
 FOLDS = 5
@@ -169,14 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fold_spread(rows: Rows, sets: Mapping[str, Sequence[Query]], folds: list[set[str]]) -> str:
-    parts_ = []
-    for name, metric in CV_OBJECTIVE.items():
-        means = [
-            float(np.mean([r[metric] for r, q in zip(rows[name], sets[name], strict=True) if q.task_id in fold]))
-            for fold in folds
-        ]
-        parts_.append(f"{name} {metric} sd {np.std(means, ddof=1):.3f} (range {min(means):.3f}-{max(means):.3f})")
-    return "; ".join(parts_)
+    return "; ".join(
+        f"{name} {CV_OBJECTIVE[name]} sd {np.std(means, ddof=1):.3f} (range {min(means):.3f}-{max(means):.3f})"
+        for name, means in fold_means(rows, sets, folds).items()
+    )
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from index.catalog.records import ToolRecord
+from index.search.text import latin_words
 
 #: Words that make a required parameter a handle (a value another tool returns).
 HANDLE_WORDS = frozenset(
@@ -41,8 +42,6 @@ _GENERIC_WORDS = frozenset(
     {"from", "to", "the", "of", "by", "in", "for", "on", "and", "or", "id", "ids", "name", "type", "value", "list", "string",
      "text", "query", "input", "data", "file", "path", "url", "number", "num", "count", "limit", "max", "min", "page", "options"}
 )
-_ASCII_WORD = re.compile(r"[A-Za-z]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 #: A tool name that reads as an identifier, not a word: has ``_``/``-``/``.`` or an inner capital.
 _IDENTIFIER_NAME = re.compile(r"[_.-]|[a-z0-9][A-Z]")
 _NAME_TOKEN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
@@ -66,17 +65,8 @@ class InputLink(BaseModel):
     parameter: str | None = None
 
 
-def words_of(text: str) -> set[str]:
-    """Lowercased ASCII words of ``text``, identifiers split, a plural ``s`` folded on words over three letters."""
-    words = set()
-    for piece in _ASCII_WORD.findall(_CAMEL.sub(" ", text)):
-        word = piece.lower()
-        words.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
-    return words
-
-
 def _is_handle(parameter: str) -> bool:
-    return bool(words_of(parameter) & HANDLE_WORDS) or parameter.lower().endswith(("id", "ids"))
+    return bool(latin_words(parameter) & HANDLE_WORDS) or parameter.lower().endswith(("id", "ids"))
 
 
 def _own_text(record: ToolRecord) -> str:
@@ -87,18 +77,18 @@ def _own_text(record: ToolRecord) -> str:
     return "\n".join(texts)
 
 
-def _parameter_words(record: ToolRecord) -> set[str]:
+def _taken_words(record: ToolRecord) -> set[str]:
     properties = record.input_schema.get("properties")
-    return set().union(*(words_of(str(name)) for name in properties)) if isinstance(properties, dict) else set()
+    return set().union(*(latin_words(str(name)) for name in properties)) if isinstance(properties, dict) else set()
 
 
 def _server_provisions(tools: Sequence[ToolRecord]) -> Iterable[Provision]:
     by_name = {tool.name: tool for tool in tools if _IDENTIFIER_NAME.search(tool.name)}
     described: dict[str, set[int]] = defaultdict(set)  # description word -> tools mentioning it
     for i, tool in enumerate(tools):
-        for word in words_of(tool.description):
+        for word in latin_words(tool.description):
             described[word].add(i)
-    takes = [_parameter_words(tool) for tool in tools]
+    takes = [_taken_words(tool) for tool in tools]
     for i, tool in enumerate(tools):
         named = {token for token in _NAME_TOKEN.findall(_own_text(tool)) if token in by_name and token != tool.name}
         for name in sorted(named):
@@ -106,7 +96,7 @@ def _server_provisions(tools: Sequence[ToolRecord]) -> Iterable[Provision]:
         for parameter in tool.required:
             if not _is_handle(parameter):
                 continue
-            words = {w for w in words_of(parameter) if w not in _GENERIC_WORDS and len(w) > 2}
+            words = {w for w in latin_words(parameter) if w not in _GENERIC_WORDS and len(w) > 2}
             if not words:
                 continue
             candidates = set.intersection(*(described.get(w, set()) for w in words)) - {i}

@@ -76,6 +76,19 @@ def _stem(word: str) -> str:
     return word
 
 
+def latin_words(text: str) -> set[str]:
+    """The lowercased words of ``text``'s Latin letters and digits, identifiers split and plurals
+    folded as :func:`tokenize` does, stopwords kept and CJK left out (names, parameters, the words
+    of a description that can name them)."""
+    return {
+        _stem(word.lower())
+        for piece in _WORD.findall(text)
+        if not _CJK_RUN.fullmatch(piece)
+        for word in _CAMEL_BOUNDARY.split(piece)
+        if word
+    }
+
+
 def tokenize(text: str) -> list[str]:
     """Lowercased word tokens for BM25: identifiers split, CJK segmented, stopwords dropped."""
     tokens: list[str] = []
