@@ -14,7 +14,9 @@
    (every stored tool compared).
 3. With ``--scale N``: N synthetic tools (real tool texts with varied names and extra words,
    vectors = the real tool's vector plus noise) written straight into a Chroma store, then
-   load time, memory (RSS) and route latency -- again against dense brute force and Chroma.
+   load time, memory (RSS) and route latency -- again against dense brute force and Chroma --
+   and what the input links cost when a route first needs a server's, against finding them all
+   at load.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from index.catalog.livemcpbench import load_livemcpbench
 from index.catalog.records import Catalog, ToolRecord, load_catalog
 from index.settings import DEFAULT_CATALOG, PROJECT_DIR, CopilotSettings, livemcpbench_dir
 from index.storage.store import ChromaStore, IndexState
+from index.search.providers import ServerLinks, input_providers, provider_positions
 from index.search.text import DOCUMENT_VERSION, server_document, tool_document
 from index.search.tool_index import ToolIndex
 
@@ -239,6 +242,38 @@ def write_synthetic_index(home: Path, base_index: ToolIndex, count: int) -> floa
     return time.perf_counter() - started
 
 
+def link_rows(index: ToolIndex, routes: int = 50, depth: int = 10) -> list[str]:
+    """What the input links cost: found for every tool when the index loads (as before they were
+    found per server), against a route's first need of the servers of ``depth`` tools it has not
+    met (random tools, a fresh set of links: the worst case, every server new)."""
+    snapshot = index._current(required=True)  # noqa: SLF001 -- the links of the loaded snapshot
+    assert snapshot is not None
+    started = time.perf_counter()
+    everything = provider_positions(snapshot.space.ids, input_providers(
+        ToolRecord.model_validate_json(text) for text, kind in zip(snapshot.records_json, snapshot.kinds) if kind == "tool"
+    ))
+    up_front = time.perf_counter() - started
+    links = ServerLinks(snapshot.space.tool_servers, snapshot.kinds, snapshot.record)
+    rng = np.random.default_rng(7)
+    firsts = []
+    for _ in range(routes):
+        positions = rng.choice(len(snapshot.space.ids), size=min(depth, len(snapshot.space.ids)), replace=False)
+        started = time.perf_counter()
+        found = [links[int(p)] for p in positions]
+        firsts.append(time.perf_counter() - started)
+        assert found == [everything[int(p)] for p in positions]  # the same links either way
+    first = statistics.median(firsts)
+    return [
+        row(f"input links of {len(snapshot.space.ids)} tools, found up front at load", f"{up_front:.2f} s"),
+        row(
+            f"input links, a route's first need ({depth} tools of servers not met yet, p50 of {routes})",
+            f"{first * 1000:.1f} ms (max {max(firsts) * 1000:.1f})",
+            f"{up_front:.2f} s up front",
+            f"{first / up_front:.4f}x",
+        ),
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.speed", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
     parser.add_argument("--tools-json", type=existing_file, default=DEFAULT_TOOLS)
@@ -303,6 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 scale_lines.append(row("memory added by the loaded index (RSS)", f"{(rss_after - rss_before) / 2**20:.0f} MiB"))
                 scale_lines.append(row("process memory (RSS) after loading", f"{rss_after / 2**20:.0f} MiB"))
                 scale_lines += report_latency(f"route, {big.tool_count} tools,", big_timings, 50)
+                scale_lines += link_rows(big)
                 print("\n" + "\n".join(scale_lines), flush=True)
             print(
                 f"\nquestions: {len(queries)} task questions (median {statistics.median(len(q) for q in queries):.0f} characters) "

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from pydantic import BaseModel
 
 from index.catalog.records import ToolRecord
@@ -82,25 +83,41 @@ def _taken_words(record: ToolRecord) -> set[str]:
     return set().union(*(latin_words(str(name)) for name in properties)) if isinstance(properties, dict) else set()
 
 
+def _handle_words(parameter: str) -> set[str]:
+    """The words of a required handle parameter that say what provides it (none: not a handle)."""
+    if not _is_handle(parameter):
+        return set()
+    return {w for w in latin_words(parameter) if w not in _GENERIC_WORDS and len(w) > 2}
+
+
 def _server_provisions(tools: Sequence[ToolRecord]) -> Iterable[Provision]:
     by_name = {tool.name: tool for tool in tools if _IDENTIFIER_NAME.search(tool.name)}
+    handles = [[(parameter, words) for parameter in tool.required if (words := _handle_words(parameter))] for tool in tools]
+    # Reading every description is most of the work; a server none of whose tools needs a handle skips it.
+    wanted = set().union(*(words for needs in handles for _, words in needs))
     described: dict[str, set[int]] = defaultdict(set)  # description word -> tools mentioning it
+    # A folded word less its last letter is in the text it came from (``stories`` -> ``story``).
+    clues = {word[:-1] for word in wanted}
     for i, tool in enumerate(tools):
-        for word in latin_words(tool.description):
-            described[word].add(i)
-    takes = [_taken_words(tool) for tool in tools]
+        lowered = tool.description.lower()
+        if any(clue in lowered for clue in clues):
+            for word in latin_words(tool.description) & wanted:
+                described[word].add(i)
+    takes: dict[int, set[str]] = {}  # the parameter words of each candidate provider, read once
     for i, tool in enumerate(tools):
-        named = {token for token in _NAME_TOKEN.findall(_own_text(tool)) if token in by_name and token != tool.name}
+        text = _own_text(tool) if by_name else ""
+        named = (
+            {token for token in _NAME_TOKEN.findall(text) if token in by_name and token != tool.name}
+            if any(name in text for name in by_name)  # a whole token only where the name is a substring
+            else set()
+        )
         for name in sorted(named):
             yield Provision(tool.id, by_name[name].id)
-        for parameter in tool.required:
-            if not _is_handle(parameter):
-                continue
-            words = {w for w in latin_words(parameter) if w not in _GENERIC_WORDS and len(w) > 2}
-            if not words:
-                continue
+        for parameter, words in handles[i]:
             candidates = set.intersection(*(described.get(w, set()) for w in words)) - {i}
             for j in sorted(candidates):
+                if j not in takes:
+                    takes[j] = _taken_words(tools[j])
                 if not words & takes[j] and tools[j].name not in named:
                     yield Provision(tool.id, tools[j].id, parameter)
 
@@ -124,3 +141,45 @@ def provider_positions(ids: Sequence[str], providers: Mapping[str, Sequence[Prov
     return tuple(
         tuple(position[p.provider] for p in providers.get(record_id, ()) if p.provider in position) for record_id in ids
     )
+
+
+class ServerLinks:
+    """The input providers of an index's tools, found server by server when a route first needs them.
+
+    The links never cross a server, so a server's are found from its own tools alone: loading an
+    index parses no record for them (finding every link up front took 100,000 tools 7-12 s more to
+    load), and a route pays only for the servers of its best tools, once (``python -m bench speed
+    --scale 100000`` times both). ``links[position]`` is
+    what :func:`index.search.ranking.with_providers` reads: the positions of a tool's providers.
+    A stored tool that no longer reads as a record (``read`` returns None) is left out of the links.
+    Threads may race to find one server's links: both find the same, and a dict write is atomic.
+    """
+
+    def __init__(self, tool_servers: Sequence[int], kinds: Sequence[str], read: Callable[[int], ToolRecord | None]) -> None:
+        self._servers = np.asarray(tool_servers)
+        self._tools = np.asarray([kind == "tool" for kind in kinds], dtype=bool)
+        self._read = read
+        self._found: dict[int, dict[int, tuple[tuple[int, Provision], ...]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._servers)
+
+    def __getitem__(self, position: int) -> tuple[int, ...]:
+        return tuple(provider for provider, _ in self.of(position))
+
+    def of(self, position: int) -> tuple[tuple[int, Provision], ...]:
+        """The providers of the tool at ``position``: each one's position and its link, in catalog order."""
+        server = int(self._servers[position])
+        found = self._found.get(server)
+        if found is None:
+            found = self._found[server] = self._server_links(server)
+        return found.get(position, ())
+
+    def _server_links(self, server: int) -> dict[int, tuple[tuple[int, Provision], ...]]:
+        members = np.flatnonzero((self._servers == server) & self._tools)
+        records = {int(p): record for p in members if (record := self._read(int(p))) is not None}
+        position = {record.id: p for p, record in records.items()}
+        links: dict[int, dict[int, Provision]] = defaultdict(dict)
+        for provision in _server_provisions(list(records.values())):
+            links[position[provision.consumer]].setdefault(position[provision.provider], provision)
+        return {consumer: tuple(found.items()) for consumer, found in links.items()}

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -31,7 +31,7 @@ from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.cli.hints import index_command
 from index.search.lexical import LexicalIndex
 from index.search.model_loading import LEXICAL_MODES, LoadFailure, ModelLoader
-from index.search.providers import InputLink, Provision, input_providers, provider_positions
+from index.search.providers import InputLink, ServerLinks
 from index.search.query import ParsedQuery, check_top_k, parse_query
 from index.search.ranking import (
     HYBRID,
@@ -122,9 +122,11 @@ class _Snapshot:
     kinds: np.ndarray  # kind of each record ("tool", "prompt", ...), aligned with space.ids
     kind_set: frozenset[str]
     server_first: dict[str, int]  # a position of each server's tools (its category and description)
-    input_providers: dict[str, list[Provision]]  # consumer id -> the tools giving it an input
-    providers: tuple[tuple[int, ...], ...]  # the same by position, aligned with space.ids
     parsed: dict[int, ToolRecord] = field(default_factory=dict)
+    providers: ServerLinks = field(init=False)  # each tool's input providers, found per server on first need
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "providers", ServerLinks(self.space.tool_servers, self.kinds, self._stored_tool))
 
     def record(self, position: int) -> ToolRecord:
         """The full record, parsed on first use (a dict write is atomic, so threads may race harmlessly)."""
@@ -132,6 +134,15 @@ class _Snapshot:
         if record is None:
             record = self.parsed[position] = ToolRecord.model_validate_json(self.records_json[position])
         return record
+
+    def _stored_tool(self, position: int) -> ToolRecord | None:
+        """The record, or None when it no longer reads as one (left out of the input providers, not a
+        reason to refuse every search; showing it as a hit says what is wrong)."""
+        try:
+            return self.record(position)
+        except ValidationError as error:
+            logger.debug("a stored tool does not read as a record: %s", error)
+            return None
 
 
 @dataclass(frozen=True)
@@ -168,18 +179,6 @@ def _skipped_after(
         for server, tools in sorted(merged.items())
         if (kept := {name: why for name, why in sorted(tools.items()) if f"{server}/{name}" not in indexed})
     }
-
-
-def _stored_tools(records_json: Sequence[str], kinds: Sequence[str]) -> Iterator[ToolRecord]:
-    """The stored tools that still read as records (one that does not is left out of the input
-    providers, not a reason to refuse every search; showing it as a hit says what is wrong)."""
-    for text, kind in zip(records_json, kinds, strict=True):
-        if kind != "tool":
-            continue
-        try:
-            yield ToolRecord.model_validate_json(text)
-        except ValidationError as error:
-            logger.debug("a stored tool does not read as a record: %s", error)
 
 
 def _build_id() -> str:
@@ -326,7 +325,6 @@ class ToolIndex:
             server_vectors=server_vectors,
             lexical=LexicalIndex(loaded.tokens),
         )
-        providers = input_providers(_stored_tools(loaded.records_json, loaded.kinds))
         logger.debug("loaded %d tools from %s in %.2f s", len(ids), self.location, time.perf_counter() - started)
         return _Snapshot(
             state=state,
@@ -338,8 +336,6 @@ class ToolIndex:
             kinds=np.asarray(loaded.kinds, dtype=object),
             kind_set=frozenset(loaded.kinds),
             server_first={name: i for i, name in reversed(list(enumerate(loaded.servers)))},
-            input_providers=providers,
-            providers=provider_positions(ids, providers),
         )
 
     def _replace_snapshot(self, state: IndexState) -> None:
@@ -504,21 +500,19 @@ class ToolIndex:
 
     @staticmethod
     def _input_for(snapshot: _Snapshot, position: int, answer: Sequence[int]) -> list[InputLink]:
-        provider = snapshot.space.ids[position]
-        needs = []
-        for consumer in answer:
-            for provision in snapshot.input_providers.get(snapshot.space.ids[consumer], ()):
-                if provision.provider == provider:
-                    needs.append(InputLink(tool=snapshot.record(consumer).name, parameter=provision.parameter))
-        return needs
+        return [
+            InputLink(tool=snapshot.record(consumer).name, parameter=provision.parameter)
+            for consumer in answer
+            for provider, provision in snapshot.providers.of(consumer)
+            if provider == position
+        ]
 
     @staticmethod
     def _input_from(snapshot: _Snapshot, position: int, scores: np.ndarray) -> list[InputLink]:
-        found = [p for p in snapshot.input_providers.get(snapshot.space.ids[position], ()) if p.provider in snapshot.position]
-        found.sort(key=lambda p: (-float(scores[snapshot.position[p.provider]]), snapshot.position[p.provider]))
+        found = sorted(snapshot.providers.of(position), key=lambda link: (-float(scores[link[0]]), link[0]))
         return [
-            InputLink(tool=snapshot.record(snapshot.position[p.provider]).name, parameter=p.parameter)
-            for p in found[:PROVIDER_CAP]
+            InputLink(tool=snapshot.record(provider).name, parameter=provision.parameter)
+            for provider, provision in found[:PROVIDER_CAP]
         ]
 
     @classmethod

@@ -22,6 +22,8 @@ from index.catalog.servers import load_servers
 from index.children.listing_limits import LISTING_CUT, MAX_TOOLS
 from index.search.tool_index import ToolIndex
 from index.settings import CopilotSettings
+from index.trust.review import TrustReviewer
+from index.trust.store import TrustData, TrustStore
 from index.usage.learning import learn_usage
 from index.usage.prior import write_usage_prior
 from server.copilot import Copilot
@@ -406,3 +408,18 @@ async def test_route_puts_the_tool_giving_an_input_right_after_the_tool_needing_
         async with Copilot.running(read_only, load_servers(servers_path), start_now=True) as copilot:
             routed = await copilot.route(query, 1, None, None)
         assert [(t["tool"], t["input_from"]) for t in routed.structured_content["tools"]] == [("find_parking", expected)]
+    # a geocoder held back since it changed (a rug pull waiting for approval) is not pointed at either
+    def tamper(data: TrustData) -> bool:
+        data.pins_of("tool")["maps/geocode_address"].approved.hash = "approved-before-a-change"
+        return True
+
+    store = TrustStore.in_home(home)
+    store.update(tamper)
+    geocode = ToolIndex.open(CopilotSettings(home=home)).get("maps", "geocode_address")
+    assert geocode is not None and TrustReviewer(store).review("maps", [geocode]).blocked  # now waiting as "changed"
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), load_servers(servers_path), start_now=True) as copilot:
+        routed = await copilot.route(query, 1, None, None)
+        refused = await copilot.execute("maps", "geocode_address", {"address": "Forbidden City"}, None, None, None)
+    assert refused.is_error and "changed" in refused.content[0].text
+    assert [(t["tool"], t["input_from"]) for t in routed.structured_content["tools"]] == [("find_parking", [])]
+    assert "needs first" not in routed.content[0].text

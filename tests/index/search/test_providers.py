@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from index.catalog.records import ToolRecord
-from index.search.providers import Provision, input_providers, provider_positions
+from index.search.providers import Provision, ServerLinks, input_providers, provider_positions
 from index.search.ranking import with_providers
 
 
@@ -110,3 +110,31 @@ def test_a_tool_with_many_providers_has_only_its_best_scoring_few_lifted() -> No
     lifted = with_providers(scores, providers, depth=1, gap=0.1, cap=2)
     assert lifted.tolist() == pytest.approx([5.0, 0.1, 4.9, 4.899, 0.2])
     assert with_providers(scores, providers, depth=1, gap=0.1).tolist() == pytest.approx([5.0, 0.1, 4.9, 4.899, 4.898])
+
+
+def test_links_found_server_by_server_equal_the_whole_catalogs_and_read_only_that_server() -> None:
+    other = _tool("weather", "get_forecast", "The forecast for a latitude.", "latitude")
+    city = _tool("weather", "find_city", "A city's latitude and longitude.", "name")
+    prompt = ToolRecord(server="maps", name="plan_trip", kind="prompt", description="Uses geocode_address.")
+    records = [GEO, other, PARKING, prompt, city, REVERSE]
+    servers = [0, 1, 0, 0, 1, 0]
+    read: list[int] = []
+
+    def reader(position: int) -> ToolRecord:
+        read.append(position)
+        return records[position]
+
+    links = ServerLinks(servers, [r.kind for r in records], reader)
+    assert read == [] and len(links) == 6  # nothing is read before a route needs it
+    assert links[2] == (0,) and links.of(2) == ((0, Provision("maps/find_parking", "maps/geocode_address", "latitude")),)
+    assert sorted(read) == [0, 2, 5]  # the maps tools only: not the weather tools, not the prompt
+    assert links[0] == () and links[5] == (0,) and sorted(read) == [0, 2, 5]  # found once per server
+    assert links[1] == (4,) and sorted(read) == [0, 1, 2, 4, 5]
+    ids = [r.id for r in records]
+    assert tuple(links[i] for i in range(6)) == provider_positions(ids, input_providers(records))
+
+
+def test_a_tool_that_cannot_be_read_is_left_out_of_its_servers_links() -> None:
+    records = [GEO, PARKING]
+    links = ServerLinks([0, 0], ["tool", "tool"], lambda position: None if position == 0 else records[position])
+    assert links[1] == () and links[0] == ()

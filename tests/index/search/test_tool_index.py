@@ -480,9 +480,24 @@ def test_a_tools_input_provider_is_lifted_just_below_it_in_hybrid_rankings_only(
     assert all(h.input_for == [] for h in index.search("geocode an address", top_k=1))
 
 
-def test_a_stored_tool_that_no_longer_reads_as_a_record_is_left_out_of_the_input_providers_only() -> None:
-    good = ToolRecord(server="maps", name="find_parking", input_schema={"type": "object", "properties": {}})
-    prompt = ToolRecord(server="maps", name="plan", kind="prompt")
-    stored = [good.model_dump_json(), '{"server": "maps", "name": 3', prompt.model_dump_json()]
-    read = list(tool_index_module._stored_tools(stored, ["tool", "tool", "prompt"]))  # noqa: SLF001
-    assert read == [good]
+def test_a_stored_tool_that_no_longer_reads_as_a_record_is_left_out_of_the_input_providers_only(tmp_path: Path) -> None:
+    index = open_index(tmp_path)
+    index.sync(
+        [
+            ToolRecord(server="maps", name="geocode_address", description="An address to its latitude.",
+                       input_schema={"type": "object", "properties": {"address": {"type": "string"}}}),
+            ToolRecord(server="maps", name="find_parking", description="Parking near a point.",
+                       input_schema={"type": "object", "properties": {"latitude": {"type": "string"}}, "required": ["latitude"]}),
+        ],
+        catalog="tests",
+        catalog_digest="maps",
+    )
+    snapshot = index._current(required=True)  # noqa: SLF001
+    assert snapshot is not None
+    parking, geocoder = snapshot.position["maps/find_parking"], snapshot.position["maps/geocode_address"]
+    intact = open_index(tmp_path)._current(required=True)  # noqa: SLF001 (another index: its own snapshot)
+    assert intact is not None and intact.providers[parking] == (geocoder,)
+    snapshot.records_json[geocoder] = '{"server": "maps", "name": 3'  # as a store written by a future version might hold it
+    assert snapshot.providers[parking] == ()
+    assert snapshot._stored_tool(geocoder) is None  # noqa: SLF001
+    assert snapshot.record(parking).name == "find_parking"
