@@ -136,10 +136,11 @@ class _Snapshot:
         return record
 
     def _stored_tool(self, position: int) -> ToolRecord | None:
-        """The record, or None when it no longer reads as one (left out of the input providers, not a
-        reason to refuse every search; showing it as a hit says what is wrong)."""
+        """The record for finding input links, or None when it no longer reads as one (left out of the
+        links, not a reason to refuse every search; showing it as a hit says what is wrong). Not kept:
+        a server's links read all its tools, and a long session would end up holding every record."""
         try:
-            return self.record(position)
+            return self.parsed.get(position) or ToolRecord.model_validate_json(self.records_json[position])
         except ValidationError as error:
             logger.debug("a stored tool does not read as a record: %s", error)
             return None

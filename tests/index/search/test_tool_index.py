@@ -500,4 +500,5 @@ def test_a_stored_tool_that_no_longer_reads_as_a_record_is_left_out_of_the_input
     snapshot.records_json[geocoder] = '{"server": "maps", "name": 3'  # as a store written by a future version might hold it
     assert snapshot.providers[parking] == ()
     assert snapshot._stored_tool(geocoder) is None  # noqa: SLF001
+    assert snapshot.parsed == {}  # the links keep no record: a long session would hold them all
     assert snapshot.record(parking).name == "find_parking"
