@@ -12,7 +12,9 @@ cross-validated weights (fold by fold), weak-match and trimming effects, the shi
 through the real Chroma-backed ``ToolIndex`` with its latency against plain dense in the same
 run, and the size of the generated route description. The shipped ranker's misses go to
 ``bench/results/retrieval-misses.jsonl``; a ``--quick`` run's to ``retrieval-misses-quick.jsonl``,
-so a smoke run never replaces the full run's misses.
+so a smoke run never replaces the full run's misses. Every set side by side as a plot, the tables
+and the misses go to ``bench/results/retrieval.html`` (``retrieval-quick.html``), see
+:mod:`bench.retrieval.report`.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from bench.retrieval.lab import (
     study_candidates,
 )
 from bench.retrieval.metrics import KEYS, Estimate, paired_difference, summarize
+from bench.retrieval.report import miss_records, write_report
 from bench.retrieval.sets import (
     Query,
     QuerySet,
@@ -133,19 +136,11 @@ def save_misses(
 
 def _write_misses(path: Path, queries: Sequence[Query], ranked: Ranked, set_name: str) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
+    records = miss_records(queries, ranked, set_name)
     with path.open("a", encoding="utf-8") as out:
-        for query, names, row in zip(queries, ranked.names, ranked.rows, strict=True):
-            if row.get("hit@3", 1.0) >= 1.0:
-                continue
-            count += 1
-            record = {
-                "set": set_name, "task_id": query.task_id, "category": query.category, "form": query.form,
-                "query": query.text, "relevant": sorted(query.relevant), "top5": names[:5],
-                "rank_of_first_relevant": next((i + 1 for i, n in enumerate(names) if n in query.relevant), None),
-            }
+        for record in records:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return count
+    return len(records)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -341,8 +336,10 @@ def _run(args: argparse.Namespace) -> int:
     # -- 9. route description size ---------------------------------------------------------------------------
     _route_description_size(catalog, report)
 
-    # -- misses ---------------------------------------------------------------------------------------------
-    save_misses(sets, results, args.quick)
+    # -- misses, and the page to look at ------------------------------------------------------------------
+    misses = save_misses(sets, results, args.quick)
+    page = write_report({n: s.queries for n, s in sets.items()}, results, MISSES_SETS, misses, args.quick, RESULTS_DIR)
+    print(f"every set side by side, as a plot and tables, with the misses: {page}")
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=1, default=str))
     return 0

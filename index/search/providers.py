@@ -17,7 +17,7 @@ text signal ranks it. The catalog does say it, in two ways, read here without a 
   ``geocode_address`` describes coordinates with latitude and takes an address).
 
 :func:`index.search.ranking.with_providers` then lifts the providers of the best-ranked tools to just below the tool
-that needs them. ``python -m bench.retrieval.providers`` measures it on every query set with the
+that needs them. ``python -m bench.retrieval.studies.providers`` measures it on every query set with the
 depth and gap chosen by cross-validation across tasks.
 """
 

@@ -8,7 +8,7 @@ log damps the loop in which a tool ranked high is run more and then ranked highe
 
 Why a prior at all: most needs an agent meets are met by a few tools (write a file, search the web,
 geocode an address), and nothing in a tool's text says which. Learned from successful runs of
-other tasks (``python -m bench.retrieval.usage``, cross-validated across tasks) it is the one change
+other tasks (``python -m bench.retrieval.studies.usage``, cross-validated across tasks) it is the one change
 measured here that gains on every query set; learned from every run of an agent that executes
 ``route``'s first answer, the gain at the default weight is smaller and it still loses on none.
 

@@ -1,6 +1,6 @@
 """Late interaction on the shipped model's own token vectors (ColBERT-style MaxSim): a lab study.
 
-``python -m bench.retrieval.interaction [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
+``python -m bench.retrieval.studies.interaction [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
 
 The dense signal compares one pooled vector per text, so a long question's many needs blur into
 one point and a step phrased in other words is matched only as a whole. Late interaction keeps the
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.retrieval.lab import QueryParts, Score, Space, dense_only, parts, with_dense, with_operations
-from bench.retrieval.study import open_study, print_comparison, shipped_rows, study_rows
+from bench.retrieval.studies.harness import open_study, print_comparison, shipped_rows, study_rows
 from index.search.ranking import HYBRID, best_of, fuse, standardize
 from index.search.text import STOPWORDS, tool_document
 
@@ -139,7 +139,7 @@ def maxsim_alone(tokens: TokenSpace, encode: PieceEncoder, *, idf: bool) -> Scor
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    study = open_study(argv, "python -m bench.retrieval.interaction", __doc__.split("\n\n")[0])
+    study = open_study(argv, "python -m bench.retrieval.studies.interaction", __doc__.split("\n\n")[0])
     if isinstance(study, int):
         return study
     encode = PieceEncoder()

@@ -1,4 +1,4 @@
-"""The document-expansion study (``python -m bench.retrieval.expansion``): its vocabulary and the
+"""The document-expansion study (``python -m bench.retrieval.studies.expansion``): its vocabulary and the
 words it adds, on a small hand-made vocabulary (the study itself needs LiveMCPBench and the model)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.retrieval.expansion import nearest_new_words, vocabulary
+from bench.retrieval.studies.expansion import nearest_new_words, vocabulary
 from index.search.text import tokenize
 
 

@@ -1,9 +1,9 @@
-"""The query-reduction study (``python -m bench.retrieval.reduction``): the catalog's vocabulary and
+"""The query-reduction study (``python -m bench.retrieval.studies.reduction``): the catalog's vocabulary and
 what a query keeps of itself (the study itself needs LiveMCPBench and the model)."""
 
 from __future__ import annotations
 
-from bench.retrieval.reduction import catalog_vocabulary, reduced
+from bench.retrieval.studies.reduction import catalog_vocabulary, reduced
 from index.catalog.records import ToolRecord
 
 

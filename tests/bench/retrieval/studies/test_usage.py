@@ -1,4 +1,4 @@
-"""The usage-prior study (``python -m bench.retrieval.usage``): a held-out task is ranked with the
+"""The usage-prior study (``python -m bench.retrieval.studies.usage``): a held-out task is ranked with the
 prior of the other folds' tasks only, and what each stand-in for the logs holds (the study itself
 needs LiveMCPBench and the model)."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bench.retrieval.sets import Query
-from bench.retrieval.usage import annotated_logs, counts_vector, first_answer_logs, prior_rows
+from bench.retrieval.studies.usage import annotated_logs, counts_vector, first_answer_logs, prior_rows
 
 NAMES = ["write_file", "read_file", "geocode"]
 

@@ -1,6 +1,6 @@
 """A usage prior learned from other tasks, cross-validated across tasks: a lab study.
 
-``python -m bench.retrieval.usage [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
+``python -m bench.retrieval.studies.usage [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
 
 The copilot can add to each tool's score ``w * log(1 + n)``, n the number of earlier trajectories
 that ran the tool without error (:mod:`index.usage`). Its value depends on the logs it learns
@@ -32,7 +32,7 @@ import numpy as np
 from bench.retrieval.lab import CV_OBJECTIVE, fold_means, folds_by_task, fused, parts, top_indices
 from bench.retrieval.metrics import query_metrics
 from bench.retrieval.sets import Query
-from bench.retrieval.study import Rows, Study, open_study, print_comparison
+from bench.retrieval.studies.harness import Rows, Study, open_study, print_comparison
 from index.search.ranking import HYBRID, standardize, with_providers
 from index.usage.prior import usage_boost
 
@@ -133,7 +133,7 @@ def closeness(tool_vectors: np.ndarray, neighbours: int) -> np.ndarray:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    study = open_study(argv, "python -m bench.retrieval.usage", __doc__.split("\n\n")[0])
+    study = open_study(argv, "python -m bench.retrieval.studies.usage", __doc__.split("\n\n")[0])
     if isinstance(study, int):
         return study
     # The fused scores before input providers: the prior is added to them, and providers lifted after.

@@ -1,6 +1,6 @@
 """Input providers lifted below the tools that need them, cross-validated across tasks: a lab study.
 
-``python -m bench.retrieval.providers [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
+``python -m bench.retrieval.studies.providers [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
 
 A task's annotated tools include the ones its main tools need first -- ``geocode_address`` before
 ``find_parking_facilities`` (which takes a latitude), the station-code lookup before
@@ -28,7 +28,7 @@ import numpy as np
 
 from bench.retrieval.lab import CV_OBJECTIVE, fold_means, folds_by_task, fused, objective_value, parts, top_indices
 from bench.retrieval.metrics import query_metrics
-from bench.retrieval.study import Rows, Study, open_study, print_comparison
+from bench.retrieval.studies.harness import Rows, Study, open_study, print_comparison
 from index.search.providers import Provision, input_providers, provider_positions
 from index.search.text import latin_words
 from index.search.ranking import HYBRID, PROVIDER_CAP, PROVIDER_DEPTH, PROVIDER_GAP, with_providers
@@ -101,7 +101,7 @@ def cross_validated(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    study = open_study(argv, "python -m bench.retrieval.providers", __doc__.splitlines()[0])
+    study = open_study(argv, "python -m bench.retrieval.studies.providers", __doc__.splitlines()[0])
     if isinstance(study, int):
         return study
     provisions = [p for found in input_providers(study.catalog.tools).values() for p in found]

@@ -1,4 +1,4 @@
-"""The coverage re-ranking study (``python -m bench.retrieval.coverage``): aspects, xQuAD, PM2, CV.
+"""The coverage re-ranking study (``python -m bench.retrieval.studies.coverage``): aspects, xQuAD, PM2, CV.
 
 The study itself needs LiveMCPBench and the model; what is tested here is its logic on small
 hand-made score vectors and a small hand-made search space: a query of one aspect keeps the shipped
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.retrieval.coverage import DEPTH, Scored, aspects, cross_validate, pm2, rerank_xquad, score_query, xquad
+from bench.retrieval.studies.coverage import DEPTH, Scored, aspects, cross_validate, pm2, rerank_xquad, score_query, xquad
 from bench.retrieval.lab import Encoder, Space, fused, parts, top_indices
 from bench.retrieval.sets import Query
 from index.search.lexical import LexicalIndex

@@ -1,11 +1,11 @@
-"""The query-adapter study (``python -m bench.retrieval.adapter``): its synthetic queries and its
+"""The query-adapter study (``python -m bench.retrieval.studies.adapter``): its synthetic queries and its
 training, on small hand-made vectors (the study itself needs LiveMCPBench and the model)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from bench.retrieval.adapter import synthetic_queries, train_adapter
+from bench.retrieval.studies.adapter import synthetic_queries, train_adapter
 from index.catalog.records import ToolRecord
 
 

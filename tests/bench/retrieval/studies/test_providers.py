@@ -1,4 +1,4 @@
-"""The input-provider study (``python -m bench.retrieval.providers``): depth and gap are chosen on the
+"""The input-provider study (``python -m bench.retrieval.studies.providers``): depth and gap are chosen on the
 training folds alone, and each link is told apart by its rule (the study itself needs LiveMCPBench and
 the model)."""
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bench.retrieval.lab import folds_by_task
-from bench.retrieval.providers import cross_validated, rule_of
+from bench.retrieval.studies.providers import cross_validated, rule_of
 from bench.retrieval.sets import Query
 from index.search.providers import Provision
 

@@ -1,6 +1,6 @@
 """Aspect-coverage re-ranking (xQuAD, PM2) of queries that hold several needs: a lab study.
 
-``python -m bench.retrieval.coverage [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
+``python -m bench.retrieval.studies.coverage [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
 
 A task question usually needs one tool per step ("find news about X, summarize it and save it to
 /root/a.md"), and the whole question's ranking fills its head with the dominant need's tools.
@@ -49,7 +49,7 @@ from bench.retrieval.lab import (
 )
 from bench.retrieval.metrics import KEYS, query_metrics
 from bench.retrieval.sets import Query
-from bench.retrieval.study import SHIPPED_SCORE, open_study, print_comparison, shipped_rows
+from bench.retrieval.studies.harness import SHIPPED_SCORE, open_study, print_comparison, shipped_rows
 from index.search.ranking import HYBRID, fuse
 from index.search.text import tokenize
 
@@ -292,7 +292,7 @@ def _latency(space: Space, sets: dict[str, Sequence[Query]]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from bench.retrieval import DEFAULT_ANNOTATIONS
 
-    study = open_study(argv, "python -m bench.retrieval.coverage", __doc__.split("\n\n")[0])
+    study = open_study(argv, "python -m bench.retrieval.studies.coverage", __doc__.split("\n\n")[0])
     if isinstance(study, int):
         return study
     sets, space, cache, encoder = study.sets, study.space, study.cache, study.encoder

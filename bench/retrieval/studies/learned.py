@@ -1,6 +1,6 @@
 """A learned re-ranker over richer features, cross-validated across tasks: a lab study.
 
-``python -m bench.retrieval.learned [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
+``python -m bench.retrieval.studies.learned [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
 
 The shipped ranker adds three z-scored signals with fixed weights; a grid of weights fitted by
 cross-validation bought nothing beyond noise. This asks whether *more* features, and a model that
@@ -42,7 +42,7 @@ import numpy as np
 from bench.retrieval.lab import QueryParts, Space, folds_by_task, parts, top_indices, with_operations
 from bench.retrieval.metrics import paired_difference, query_metrics
 from bench.retrieval.sets import Query
-from bench.retrieval.study import Rows, open_study, print_comparison, shipped_rows
+from bench.retrieval.studies.harness import Rows, open_study, print_comparison, shipped_rows
 from index.search.lexical import LexicalIndex
 from index.search.ranking import HYBRID, best_of, fuse, similarities, standardize
 from index.search.text import humanize, tokenize, tool_lexical_text
@@ -192,7 +192,7 @@ SIGNALS_ONLY = ("shipped", "dense", "bm25", "server", "bottom_up", "log_rank_den
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    study = open_study(argv, "python -m bench.retrieval.learned", __doc__.split("\n\n")[0])
+    study = open_study(argv, "python -m bench.retrieval.studies.learned", __doc__.split("\n\n")[0])
     if isinstance(study, int):
         return study
     records = sorted(study.catalog.tools, key=lambda r: r.id)  # the space's order

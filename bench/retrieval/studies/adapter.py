@@ -1,6 +1,6 @@
 """A linear query adapter trained on the catalog alone: a lab study.
 
-``python -m bench.retrieval.adapter [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
+``python -m bench.retrieval.studies.adapter [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
 
 No cross-encoder ships its weights on PyPI, and fine-tuning the model would mean shipping (or
 building) new weights. The cheapest learned step is a matrix ``W`` applied to the query's
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from bench.retrieval.lab import QueryParts, Space, with_dense
-from bench.retrieval.study import open_study, print_comparison, shipped_rows, study_rows
+from bench.retrieval.studies.harness import open_study, print_comparison, shipped_rows, study_rows
 from index.catalog.records import ToolRecord
 from index.search.gloss import english_gloss
 from index.search.ranking import similarities
@@ -82,7 +82,7 @@ def adapted_score(w: np.ndarray) -> Callable[[Space, QueryParts], np.ndarray]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    study = open_study(argv, "python -m bench.retrieval.adapter", __doc__.split("\n\n")[0])
+    study = open_study(argv, "python -m bench.retrieval.studies.adapter", __doc__.split("\n\n")[0])
     if isinstance(study, int):
         return study
     records = sorted(study.catalog.tools, key=lambda r: r.id)  # the space's order

@@ -1,6 +1,6 @@
 """Verbose-query reduction for the dense signal: a lab study.
 
-``python -m bench.retrieval.reduction [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
+``python -m bench.retrieval.studies.reduction [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
 
 A task question tells a story ("I'm planning a trip with my family…") around the operations it
 needs, and the pooled query vector averages all of it. Query reduction keeps only the words the
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from bench.retrieval.lab import QueryParts, Score, Space, parts, with_dense
-from bench.retrieval.study import open_study, print_comparison, shipped_rows, study_rows
+from bench.retrieval.studies.harness import open_study, print_comparison, shipped_rows, study_rows
 from index.catalog.records import ToolRecord
 from index.search.ranking import similarities
 from index.search.text import tokenize, tool_lexical_text
@@ -53,7 +53,7 @@ def with_reduced_query(vocabulary: frozenset[str], share: float) -> Score:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    study = open_study(argv, "python -m bench.retrieval.reduction", __doc__.split("\n\n")[0])
+    study = open_study(argv, "python -m bench.retrieval.studies.reduction", __doc__.split("\n\n")[0])
     if isinstance(study, int):
         return study
     vocabulary = catalog_vocabulary(study.catalog.tools)

@@ -1,6 +1,6 @@
 """Document expansion for BM25 with the model's own vocabulary: a lab study.
 
-``python -m bench.retrieval.expansion [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
+``python -m bench.retrieval.studies.expansion [--home DIR]`` (LiveMCPBench data as for ``bench retrieval``).
 
 BM25 misses a step phrased in other words (the dev set's ``synonym`` form, and the questions'
 everyday wording); the usual remedy is to expand each *document* with words a query might use
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.retrieval.study import SHIPPED_SCORE, open_study, print_comparison, shipped_rows, study_rows
+from bench.retrieval.studies.harness import SHIPPED_SCORE, open_study, print_comparison, shipped_rows, study_rows
 from index.models.model_names import bundled_model_path
 from index.search.lexical import LexicalIndex
 from index.search.text import tokenize, tool_lexical_text
@@ -56,7 +56,7 @@ def nearest_new_words(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    study = open_study(argv, "python -m bench.retrieval.expansion", __doc__.split("\n\n")[0])
+    study = open_study(argv, "python -m bench.retrieval.studies.expansion", __doc__.split("\n\n")[0])
     if isinstance(study, int):
         return study
     words = vocabulary(bundled_model_path() / "vocab.txt")  # open_study loaded this model

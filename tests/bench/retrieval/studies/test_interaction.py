@@ -1,4 +1,4 @@
-"""The late-interaction study (``python -m bench.retrieval.interaction``): which word pieces count and
+"""The late-interaction study (``python -m bench.retrieval.studies.interaction``): which word pieces count and
 how a tool is scored from its pieces, on hand-made vectors (the study itself needs LiveMCPBench
 and the model)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.retrieval.interaction import Pieces, TokenSpace, content_mask
+from bench.retrieval.studies.interaction import Pieces, TokenSpace, content_mask
 
 
 def _unit(*rows: list[float]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The learned re-ranker study (``python -m bench.retrieval.learned``): its folds and its re-ranking,
+"""The learned re-ranker study (``python -m bench.retrieval.studies.learned``): its folds and its re-ranking,
 on small hand-made features (the study itself needs LiveMCPBench and the model)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from bench.retrieval.learned import FOLDS, Entry, Lab, _ranks
+from bench.retrieval.studies.learned import FOLDS, Entry, Lab, _ranks
 from bench.retrieval.sets import Query
 
 NAMES = ["a", "b", "c", "d"]
