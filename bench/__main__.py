@@ -15,13 +15,13 @@ BENCHMARKS = {
     "startup": "bench.startup",  # time to the first good route: lexical-first vs waiting for the model
     "speed": "bench.speed",  # route latency, build time, 100k-tool scale
     "pool": "bench.pool",  # warm pool vs direct call vs spawn-per-call
-    "relay": "bench.relay",  # execute through the stdio copilot vs the host calling the child directly
+    "relay": "bench.proxy.relay",  # execute through the stdio copilot vs the host calling the child directly
     "judge": "bench.judge",  # judge concurrency speed-up and cache
     "taxonomy": "bench.taxonomy",  # error classes against the hand-labelled trajectories
     "faults": "bench.faults",  # orphans after SIGKILL/SIGHUP/double signal, fds per session, leaked secrets
     "trust": "bench.trust",  # poisoning scan: corpus detection, false positives on the real catalogs
-    "exposure": "bench.exposure",  # context a host pays per COPILOT_EXPOSE mode (tools/list, route answers)
-    "conformance": "bench.conformance",  # the official MCP conformance suite against the copilot as a proxy
+    "exposure": "bench.proxy.exposure",  # context a host pays per COPILOT_EXPOSE mode (tools/list, route answers)
+    "conformance": "bench.proxy.conformance",  # the official MCP conformance suite against the copilot as a proxy
 }
 
 

@@ -55,7 +55,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.args import non_negative_float, positive_int
-from index.children.watchdog import tagged
+from index.children.containment.watchdog import tagged
 from index.cli.console import HelpFormatter
 
 REPO = Path(__file__).resolve().parents[1]

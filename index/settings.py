@@ -96,7 +96,7 @@ class CopilotSettings(BaseSettings):
         "0 turns the usage prior off.",
     )
     # Here, not in the server's settings: every process that starts children (the copilot, a
-    # crawl, the benchmark runner) keeps its secrets from them (index.children.secrecy).
+    # crawl, the benchmark runner) keeps its secrets from them (index.children.containment.secrecy).
     protect_process: bool = Field(
         default=True,
         description="On Linux, mark the copilot non-dumpable so its children cannot read its environment or memory "

@@ -160,7 +160,7 @@ async def _watch_signals(serving: Any, shutdown: Any) -> None:
     """
     import anyio
 
-    from index.children.guard import child_guard
+    from index.children.containment.guard import child_guard
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for received in signals:
@@ -228,7 +228,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     _configure_logging(settings.log_level)
-    from index.children.secrecy import protect_secrets
+    from index.children.containment.secrecy import protect_secrets
 
     protection = protect_secrets(non_dumpable=settings.protect_process)  # before any child could look
     logger.debug("non-dumpable: %s; blanked in /proc/self/environ: %s", protection.non_dumpable, protection.blanked)

@@ -294,7 +294,7 @@ class Copilot:
         On exit every child is stopped (the pool's own shutdown, then ``kill_all`` as the last
         resort) and every open session log gets its ``session_end``.
         """
-        from index.children.guard import child_guard
+        from index.children.containment.guard import child_guard
         from index.search.tool_index import ToolIndex  # heavy dependencies load lazily, not at import
         from index.trust.settings import TrustSettings
         from server.pool.sessions import ChildPool

@@ -27,17 +27,17 @@ import openai
 from pydantic import ValidationError
 from rich.console import Console
 
-from evaluation.run.agent import AgentConfig
-from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, MIN_AGENT_LOG_BYTES
-from evaluation.run.confirm import CLIENT_POLICIES, DEFAULT_POLICY, ConfirmPolicy
-from evaluation.run.external_agent import check_template
+from evaluation.run.agents.agent import AgentConfig
+from evaluation.run.agents.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, MIN_AGENT_LOG_BYTES
+from evaluation.run.agents.confirm import CLIENT_POLICIES, DEFAULT_POLICY, ConfirmPolicy
+from evaluation.run.agents.external_agent import check_template
 from evaluation.judge.options import JudgeOptions, add_judge_arguments
 from evaluation.judge.cli import judge_any
 from evaluation.judge.tool_descriptions import load_tool_descriptions
 from evaluation.llm import LLMError, client_for, resolve_llm_settings
 from evaluation.run.models import ModelPrice, RunManifest, TaskRecord, load_price_table, price_for
 from evaluation.run.tasks import BenchmarkTask, load_tasks, select_tasks
-from evaluation.run.index_ready import ensure_index, refuse_partial
+from evaluation.run.task_setup.index_ready import ensure_index, refuse_partial
 from evaluation.run.layout import run_directories
 from evaluation.run.runner import BUILTIN_AGENT, BenchmarkRunner, RunnerConfig, check_setup
 from evaluation.run.run_lock import run_lock

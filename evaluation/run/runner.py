@@ -8,10 +8,10 @@ Per task, in ``<out>``:
   ``usage`` (per model call), ``final_answer``, the ``workspace`` changes and ``session_end``
   (whose ``reason`` says how the task ended).
 - ``tasks/<task_id>/`` — the workspace (``workspace/``, also the child servers' ``HOME``, see
-  :mod:`evaluation.run.child_home`), their working and temp directories (``work/<server>/tmp``) and
+  :mod:`evaluation.run.task_setup.child_home`), their working and temp directories (``work/<server>/tmp``) and
   stderr logs (``children/``), the per-task ``servers.json`` and ``mcp_config.json``, the
   question and answer files, the agent's stdout/stderr and, for the built-in agent, the copilot's
-  stderr (each capped at ``--max-agent-log-bytes``, head and tail: :mod:`evaluation.run.bounded_log`),
+  stderr (each capped at ``--max-agent-log-bytes``, head and tail: :mod:`evaluation.run.agents.bounded_log`),
   and the built-in agent's conversation (``messages.json``). Only ``workspace/`` is listed as the
   task's output.
 - ``summary.json`` — one record per finished task (see :mod:`evaluation.run.models`); an agent log
@@ -43,16 +43,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from evaluation.run.agent import AgentConfig, AgentError, CopilotAgent, copilot_session, stderr_tail
-from evaluation.run.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, BoundedLog, LogCut, piped_into
-from evaluation.run.child_home import child_environment, shared_locations
-from evaluation.run.confirm import DEFAULT_POLICY, ConfirmPolicy, elicitation_answerer
-from evaluation.run.copilot_launch import CopilotLaunch, copilot_launch
-from evaluation.run.external_agent import missing_program, render_command, run_external_agent
+from evaluation.run.agents.agent import AgentConfig, AgentError, CopilotAgent, copilot_session, stderr_tail
+from evaluation.run.agents.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, BoundedLog, LogCut, piped_into
+from evaluation.run.task_setup.child_home import child_environment, shared_locations
+from evaluation.run.agents.confirm import DEFAULT_POLICY, ConfirmPolicy, elicitation_answerer
+from evaluation.run.task_setup.copilot_launch import CopilotLaunch, copilot_launch
+from evaluation.run.agents.external_agent import missing_program, render_command, run_external_agent
 from evaluation.llm import EndpointError, probe_endpoint
 from evaluation.run.models import ErrorKind, ModelPrice, RunManifest, TaskRecord, TaskStatus, price_for
 from evaluation.run.tasks import BenchmarkTask
-from evaluation.run.workspace import (
+from evaluation.run.task_setup.workspace import (
     TASK_ROOT,
     ServerRewrite,
     copy_task_files,
@@ -100,7 +100,7 @@ class RunnerConfig(BaseModel):
     #: Working directory of the copilot process (where its ``.env`` is read); children run in
     #: the workspace regardless.
     cwd: Path = Field(default_factory=Path.cwd)
-    #: Who answers the copilot's confirmation questions (see :mod:`evaluation.run.confirm`).
+    #: Who answers the copilot's confirmation questions (see :mod:`evaluation.run.agents.confirm`).
     confirm: ConfirmPolicy = DEFAULT_POLICY
     #: Variables the servers opt into with ``inherit_env``: the copilot must receive them to pass them on.
     inherit_env: list[str] = Field(default_factory=list)

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from index.children.environment import inherited_environment, system_trust_bundle, with_system_trust
+from index.children.containment.environment import inherited_environment, system_trust_bundle, with_system_trust
 from index.errors import ConfigError
 from index.catalog.redact import Redactor
 from index.catalog.self_entry import SELF_ENTRY_ADVICE, launches_copilot
@@ -208,12 +208,12 @@ class ServerConfig(BaseModel):
     def child_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment a stdio child starts with: the inherited allowlist plus ``env``.
 
-        Credentials are not inherited (``index.children.environment``): variables whose names say
+        Credentials are not inherited (``index.children.containment.environment``): variables whose names say
         token/password/secret/auth/key are dropped and ``user:pass@`` is removed from URLs, except
         for the variables this entry lists in ``inherit_env``. ``PATH`` ends with the copilot's own
         scripts directory, so ``uvx`` from the ``uv`` dependency is found even when the copilot's
         virtualenv is not activated. uv and Node are pointed at the system's certificate store when
-        nothing else says what they trust (:func:`~index.children.environment.with_system_trust`).
+        nothing else says what they trust (:func:`~index.children.containment.environment.with_system_trust`).
         """
         child = inherited_environment(os.environ if base is None else base, self.inherit_env)
         child.update(self.env)

@@ -1,7 +1,7 @@
 """A stdio child's process tree and its stderr log: exit codes, bounded kill escalation, log tails.
 
 Stopping a child signals its process group *and* every descendant seen or tagged as its own
-(``index.children.guard``), so a grandchild that left the group with ``setsid`` dies too.
+(``index.children.containment.guard``), so a grandchild that left the group with ``setsid`` dies too.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import anyio
 import anyio.abc
 import psutil
 
-from index.children.guard import descendants, kill_tree
+from index.children.containment.guard import descendants, kill_tree
 
 logger = logging.getLogger(__name__)
 

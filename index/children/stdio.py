@@ -6,7 +6,7 @@ non-JSON line, lets a malformed reply cost the call's whole timeout, and exposes
 process (pid, exit code) nor a way to kill it from a signal handler. Reading stdout is
 ``index.children.wire``'s job. The child gets only ``ServerConfig.child_environment()`` plus
 ``TMPDIR``/``TEMP``/``TMP`` set to ``<workdir>/tmp`` and its ``MCP_COPILOT_CHILD`` tag; it starts
-through ``index.children.guard`` (it dies with the copilot); its stderr is appended to its own log.
+through ``index.children.containment.guard`` (it dies with the copilot); its stderr is appended to its own log.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from mcp.shared.message import SessionMessage
 
 from index.children.direct import DirectRequests
 from index.children.errors import ChildStartError, CommandNotFoundError
-from index.children.guard import TAG_VARIABLE, child_guard
+from index.children.containment.guard import TAG_VARIABLE, child_guard
 from index.children.process import ChildProcess, describe_exit
 from index.children.wire import ChildRequests, PendingRequests, StdoutReader, note_dropped
 from index.catalog.servers import ServerConfig

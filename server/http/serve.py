@@ -151,7 +151,7 @@ async def serve_http(
     import uvicorn
     from sse_starlette.sse import AppStatus
 
-    from index.children.guard import child_guard
+    from index.children.containment.guard import child_guard
 
     class Server(uvicorn.Server):
         #: Why it stops: the signal's name.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from index.children.environment import system_trust_bundle, with_system_trust
+from index.children.containment.environment import system_trust_bundle, with_system_trust
 from index.errors import ConfigError
 from index.catalog.servers import ServerConfig, load_servers, parse_servers
 from index.settings import PROJECT_DIR, livemcpbench_dir

@@ -1,8 +1,8 @@
 """The official MCP conformance suite (npm ``@modelcontextprotocol/conformance``) against the real
-copilot over HTTP, proxying the conformance fixture child (``bench/conformance.py``).
+copilot over HTTP, proxying the conformance fixture child (``bench/proxy/conformance.py``).
 
 Every scenario must pass except the expected failures listed (with reasons) in
-``bench.conformance.EXPECTED_FAILURES`` (none today). Skipped only when npm cannot install the
+``bench.proxy.conformance.EXPECTED_FAILURES`` (none today). Skipped only when npm cannot install the
 suite here, and never in CI (``COPILOT_REQUIRE_CONFORMANCE=1``).
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.conformance import EXPECTED_FAILURES, SuiteUnavailable, install_suite, prepare_home, run_suite, serve_copilot
+from bench.proxy.conformance import EXPECTED_FAILURES, SuiteUnavailable, install_suite, prepare_home, run_suite, serve_copilot
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -1,0 +1,301 @@
+"""The built-in agent: LiveMCPBench's MCP Copilot Agent, a ReAct loop over ``route``/``execute``.
+
+Like the paper's agent (``baseline/run_conversation.py``) it talks to the copilot through a real
+MCP client session, offers the model exactly the tools the copilot lists (names, descriptions and
+schemas as published), answers every tool call with the tool's result cut to a size limit, and
+stops at the first reply without tool calls — that reply is the final answer. Any
+OpenAI-compatible chat endpoint with tool calling works; each model call logs a ``usage`` event.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+import anyio
+import openai
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.session import ElicitationFnT
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, Implementation, ListToolsResult
+from mcp_types import CONNECTION_CLOSED
+from pydantic import BaseModel, Field
+
+from evaluation.run.agents.bounded_log import LogCut
+from evaluation.run.task_setup.copilot_launch import CopilotLaunch
+from evaluation.llm import describe_api_error
+from evaluation.run.models import ErrorKind, ModelPrice
+from index.errors import CopilotError
+from server.trajectory.records import Usage
+
+logger = logging.getLogger(__name__)
+
+#: The paper's system prompt, verbatim (first message of every published trajectory).
+SYSTEM_PROMPT = """\
+You are an agent designed to assist users with daily tasks by using external tools. You have access to two tools: a retrieval tool and an execution tool. The retrieval tool allows you to search a large toolset for relevant tools, and the execution tool lets you invoke the tools you retrieved. Whenever possible, you should use these tools to get accurate, up-to-date information and to perform file operations.
+
+Note that you can only response to user once, so you should try to provide a complete answer in your response.
+"""
+CLIENT_INFO = Implementation(name="mcp-copilot-benchmark-agent", version="1")
+
+
+class AgentConfig(BaseModel):
+    model: str
+    temperature: float = Field(default=0.7, ge=0, le=2, description="Sampling temperature (OpenAI's range).")
+    max_turns: int = Field(default=50, ge=1, description="Model calls per task.")
+    max_tool_result_chars: int = Field(default=10_000, ge=100, description="As the paper's max_tool_tokens (characters).")
+    tool_timeout: float = Field(default=300.0, gt=0, description="Seconds per route/execute call (the paper's value).")
+    startup_timeout: float = Field(default=120.0, gt=0, description="Seconds for the copilot to answer initialize.")
+    base_url: str = ""
+    #: The copilot tools offered to the model (``execute-tool``, the paper's alias of ``execute``,
+    #: stays callable but is not offered twice). When the copilot lists none of them, all it lists.
+    tool_names: tuple[str, ...] = ("route", "execute")
+
+
+class AgentError(CopilotError):
+    """The agent could not produce an answer; ``kind`` classifies why (``TaskRecord.error_kind``)."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+
+
+class ToolSession(Protocol):
+    """What the loop needs from an MCP client session (``ClientSession`` and ``Client`` fit)."""
+
+    async def list_tools(self) -> ListToolsResult: ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> CallToolResult: ...
+
+
+def openai_tools(listing: ListToolsResult, names: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The copilot's tools as OpenAI function tools, unchanged (only ``names``, when it lists them)."""
+    offered = [tool for tool in listing.tools if tool.name in names] or list(listing.tools)
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description or "",
+                "parameters": tool.input_schema or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in offered
+    ]
+
+
+def render_tool_result(result: CallToolResult, limit: int) -> str:
+    """What the model sees of a tool result: its text (structured content when there is none)."""
+    parts: list[str] = []
+    for block in result.content:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)  # type: ignore[union-attr]
+        elif kind in ("image", "audio"):
+            mime = getattr(block, "mime_type", None) or getattr(block, "mimeType", "")
+            parts.append(f"[{kind} content, {mime}, {len(getattr(block, 'data', '') or '')} base64 characters]")
+        elif kind == "resource":
+            resource = getattr(block, "resource", None)
+            text = getattr(resource, "text", None)
+            parts.append(text if text is not None else f"[resource {getattr(resource, 'uri', '')}]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link {getattr(block, 'uri', '')}]")
+        else:
+            parts.append(json.dumps(block.model_dump(mode="json", exclude_none=True), ensure_ascii=False))
+    if not any(p.strip() for p in parts) and result.structured_content is not None:
+        parts = [json.dumps(result.structured_content, ensure_ascii=False)]
+    text = "\n".join(parts)
+    if result.is_error:
+        text = "Error: " + text
+    return truncate(text, limit)
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n…[truncated: showing {limit} of {len(text)} characters]"
+
+
+class CopilotAgent:
+    """One task's conversation. Counters stay readable after a failure (for the run summary)."""
+
+    def __init__(
+        self,
+        llm: openai.AsyncOpenAI,
+        config: AgentConfig,
+        on_usage: Callable[[Usage], None] | None = None,
+        price: ModelPrice | None = None,
+    ) -> None:
+        self.llm = llm
+        self.config = config
+        self.on_usage = on_usage
+        self.price = price
+        self.turns = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost: float | None = 0.0 if price else None
+        self.messages: list[dict[str, Any]] = []
+
+    async def run(self, session: ToolSession, question: str) -> str:
+        """The final answer; raises :class:`AgentError`."""
+        try:
+            with anyio.fail_after(self.config.tool_timeout):
+                listing = await session.list_tools()
+        except (MCPError, TimeoutError, anyio.ClosedResourceError, anyio.BrokenResourceError) as error:
+            raise AgentError("copilot_failed", f"listing the copilot's tools failed: {error or type(error).__name__}") from None
+        tools = openai_tools(listing, self.config.tool_names)
+        if not tools:
+            raise AgentError("copilot_failed", "the copilot lists no tools")
+        self.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
+        while self.turns < self.config.max_turns:
+            message = await self._complete(tools)
+            calls = list(message.tool_calls or [])
+            if not calls:
+                answer = (message.content or "").strip()
+                self.messages.append({"role": "assistant", "content": message.content or ""})
+                if not answer:
+                    raise AgentError("no_answer", f"the model replied with neither text nor a tool call (turn {self.turns})")
+                return answer
+            for call in calls:
+                if not call.id:
+                    call.id = f"call_{uuid.uuid4().hex[:12]}"
+            self.messages.append(
+                {
+                    "role": "assistant",
+                    "content": message.content,
+                    "tool_calls": [
+                        {
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.function.name, "arguments": call.function.arguments or "{}"},
+                        }
+                        for call in calls
+                    ],
+                }
+            )
+            for call in calls:
+                content = await self._call_tool(session, call.function.name, call.function.arguments)
+                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        raise AgentError("max_turns", f"no final answer after {self.config.max_turns} model calls (--max-turns)")
+
+    async def _complete(self, tools: list[dict[str, Any]]) -> Any:
+        first = self.turns == 0
+        self.turns += 1
+        try:
+            response = await self.llm.chat.completions.create(
+                model=self.config.model,
+                messages=self.messages,  # type: ignore[arg-type]
+                tools=tools,  # type: ignore[arg-type]
+                temperature=self.config.temperature,
+            )
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as error:
+            text = describe_api_error(error, self.config.base_url)
+            if first or "tool" in text.lower() or "function" in text.lower():
+                raise AgentError(
+                    "tools_refused",
+                    f"the model endpoint refused a tool-calling request ({text}); "
+                    "the built-in agent needs a model/endpoint with OpenAI-style tool calling",
+                ) from None
+            raise AgentError("llm_error", text) from None
+        except openai.OpenAIError as error:
+            raise AgentError("llm_error", describe_api_error(error, self.config.base_url)) from None
+        if not getattr(response, "choices", None):
+            raise AgentError("llm_error", f"the model endpoint returned no choices (turn {self.turns})")
+        self._log_usage(response)
+        return response.choices[0].message
+
+    def _log_usage(self, response: Any) -> None:
+        usage = getattr(response, "usage", None)
+        input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        cost = self.price.cost(input_tokens, output_tokens) if self.price else None
+        if cost is not None and self.cost is not None:
+            self.cost += cost
+        if self.on_usage is not None:
+            self.on_usage(
+                Usage(
+                    model=getattr(response, "model", None) or self.config.model,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    cost=cost,
+                    turn=self.turns,
+                    llm_calls=1,  # the judge's efficiency report sums these into turns
+                )
+            )
+
+    async def _call_tool(self, session: ToolSession, name: str, raw_arguments: str | None) -> str:
+        try:
+            arguments = json.loads(raw_arguments or "{}")
+        except json.JSONDecodeError as error:
+            return f"Error: the arguments of {name} are not valid JSON ({error.msg}): {truncate(raw_arguments or '', 500)}"
+        if not isinstance(arguments, dict):
+            return f"Error: the arguments of {name} must be a JSON object, got {type(arguments).__name__}"
+        try:
+            with anyio.fail_after(self.config.tool_timeout):
+                result = await session.call_tool(name, arguments)
+        except TimeoutError:
+            return f"Error: the call to {name} timed out after {self.config.tool_timeout:g} s"
+        except MCPError as error:
+            if error.code == CONNECTION_CLOSED:
+                raise AgentError("copilot_failed", f"the copilot process closed the connection during {name}") from None
+            return f"Error: {error.message}"
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            raise AgentError("copilot_failed", f"the copilot process exited during {name}") from None
+        return render_tool_result(result, self.config.max_tool_result_chars)
+
+
+@asynccontextmanager
+async def copilot_session(
+    launch: CopilotLaunch,
+    stderr: TextIO,
+    startup_timeout: float,
+    elicitation_callback: ElicitationFnT | None = None,
+) -> AsyncIterator[ClientSession]:
+    """Start the copilot over stdio and yield an initialized session; stops it on exit.
+
+    With ``elicitation_callback`` the session declares elicitation support and the callback
+    answers the copilot's confirmation questions (see :mod:`evaluation.run.agents.confirm`).
+    """
+    params = StdioServerParameters(command=launch.command, args=launch.args, env=launch.env, cwd=launch.cwd)
+    try:
+        async with stdio_client(params, errlog=stderr) as (read, write):
+            async with ClientSession(
+                read, write, client_info=CLIENT_INFO, elicitation_callback=elicitation_callback
+            ) as session:
+                try:
+                    with anyio.fail_after(startup_timeout):
+                        await session.initialize()
+                except TimeoutError:
+                    raise AgentError(
+                        "copilot_failed", f"the copilot did not answer initialize within {startup_timeout:g} s"
+                    ) from None
+                except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as error:
+                    raise AgentError("copilot_failed", f"the copilot exited during startup ({error or 'closed'})") from None
+                yield session
+    except OSError as error:
+        raise AgentError("copilot_failed", f"cannot start the copilot ({launch.command}): {error}") from None
+
+
+def stderr_tail(path: Path, lines: int = 5, chars: int | None = None, cut: LogCut | None = None) -> str:
+    """The last non-blank lines of a stderr file (at most ``chars`` characters), for error
+    messages that point at the cause.
+
+    A capped log (``cut``) is read from its kept tail only: the runner's note of what was cut, and
+    the head before it, are not the end of what the process wrote.
+    """
+    try:
+        with path.open("rb") as handle:
+            if cut is not None:
+                handle.seek(max(0, handle.seek(0, 2) - cut.tail))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    tail = " | ".join([line.strip() for line in text.splitlines() if line.strip()][-lines:])
+    return tail if chars is None else tail[-chars:]

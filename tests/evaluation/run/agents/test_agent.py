@@ -1,0 +1,172 @@
+"""The built-in ReAct agent against a small in-process MCP server and a scripted model over HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from evaluation.run.agents.agent import SYSTEM_PROMPT, AgentConfig, AgentError, CopilotAgent, render_tool_result, truncate
+from evaluation.llm import make_client
+from evaluation.run.models import ModelPrice
+from server.trajectory.records import Usage
+from tests.evaluation.run.support import route_execute_answer, tool_results
+from tests.support.scripted_openai import Reply, ScriptedOpenAI, ToolCall
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def mini_copilot(calls: list[tuple[str, dict[str, Any]]]) -> MCPServer:
+    """route/execute with the copilot's names; execute echoes or fails on purpose."""
+    server = MCPServer("mini-copilot")
+
+    @server.tool(description="Search the tool pool.")
+    def route(query: str, top_k: int = 5) -> str:
+        calls.append(("route", {"query": query, "top_k": top_k}))
+        return "server_name: fx\ntool_name: echo"
+
+    @server.tool(description="Call a tool on a server.")
+    def execute(server_name: str, tool_name: str, params: dict | None = None) -> str:
+        calls.append(("execute", {"server_name": server_name, "tool_name": tool_name, "params": params}))
+        if tool_name == "fail":
+            raise ToolError("the tool failed on purpose")
+        if tool_name == "huge":
+            return "y" * 50_000
+        return f"echo: {(params or {}).get('text', '')}"
+
+    @server.tool(name="execute-tool", description="Alias of execute.")
+    def execute_tool(server_name: str, tool_name: str, params: dict | None = None) -> str:
+        return execute(server_name, tool_name, params)
+
+    return server
+
+
+async def run_agent(llm: ScriptedOpenAI, config: AgentConfig, usage: list[Usage], price: ModelPrice | None = None):
+    calls: list[tuple[str, dict[str, Any]]] = []
+    client = make_client(llm.base_url, "test", timeout=10, max_retries=0)
+    agent = CopilotAgent(client, config, on_usage=usage.append, price=price)
+    try:
+        async with Client(mini_copilot(calls)) as session:
+            with anyio.fail_after(30):
+                try:
+                    answer = await agent.run(session, "Echo hello please")
+                except AgentError as error:
+                    return agent, calls, error
+    finally:
+        await client.close()
+    return agent, calls, answer
+
+
+async def test_route_execute_answer_loop() -> None:
+    usage: list[Usage] = []
+    handler = route_execute_answer("fx", "echo", {"text": "hello"}, answer="The tool said: echo: hello")
+    with ScriptedOpenAI(handler=handler) as llm:
+        agent, calls, answer = await run_agent(
+            llm, AgentConfig(model="m1", base_url=llm.base_url), usage, price=ModelPrice(input=1.0, output=2.0)
+        )
+        requests = list(llm.requests)
+    assert answer == "The tool said: echo: hello"
+    assert [name for name, _ in calls] == ["route", "execute"]
+    assert calls[1][1] == {"server_name": "fx", "tool_name": "echo", "params": {"text": "hello"}}
+    first = requests[0]
+    assert first["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT}
+    assert first["messages"][1] == {"role": "user", "content": "Echo hello please"}
+    assert first["temperature"] == 0.7 and first["model"] == "m1"
+    # The copilot's tools as published, without the duplicate alias.
+    offered = {tool["function"]["name"]: tool["function"] for tool in first["tools"]}
+    assert set(offered) == {"route", "execute"}
+    assert offered["route"]["description"] == "Search the tool pool."
+    assert offered["execute"]["parameters"]["required"] == ["server_name", "tool_name"]
+    # Every tool call is answered with its result, tied to the call id.
+    last = requests[-1]["messages"]
+    assert tool_results(requests[-1]) == ["server_name: fx\ntool_name: echo", "echo: hello"]
+    assert last[2]["tool_calls"][0]["id"] == last[3]["tool_call_id"]
+    assert agent.turns == 3
+    assert [(u.input_tokens, u.output_tokens) for u in usage] == [(10, 5), (10, 5), (100, 20)]
+    assert all(u.model == "m1" for u in usage)
+    assert agent.input_tokens == 120 and agent.output_tokens == 30
+    assert agent.cost == pytest.approx((120 * 1.0 + 30 * 2.0) / 1e6)
+
+
+async def test_tool_errors_and_bad_arguments_go_back_to_the_model() -> None:
+    replies = [
+        Reply(tool_calls=[ToolCall("execute", '{"server_name": "fx", ')]),  # truncated JSON
+        Reply(tool_calls=[ToolCall("execute", {"server_name": "fx", "tool_name": "fail", "params": {}})]),
+        Reply(tool_calls=[ToolCall("execute", {"server_name": "fx", "tool_name": "huge", "params": {}})]),
+        Reply(content="gave up"),
+    ]
+    with ScriptedOpenAI() as llm:
+        llm.push(*replies)
+        agent, calls, answer = await run_agent(
+            llm, AgentConfig(model="m", max_tool_result_chars=1000, base_url=llm.base_url), []
+        )
+        results = tool_results(llm.requests[-1])
+    assert answer == "gave up"
+    assert results[0].startswith("Error: the arguments of execute are not valid JSON")
+    assert results[1].startswith("Error:") and "failed on purpose" in results[1]
+    assert results[2].startswith("y" * 1000) and "truncated: showing 1000 of 50000 characters" in results[2]
+    assert [c[1]["tool_name"] for c in calls] == ["fail", "huge"]
+
+
+async def test_endpoint_refusing_tools_is_a_clear_error() -> None:
+    with ScriptedOpenAI() as llm:
+        llm.push(Reply(status=400, body={"error": {"message": "tools are not supported by this model", "code": 400}}))
+        agent, calls, error = await run_agent(llm, AgentConfig(model="plain", base_url=llm.base_url), [])
+    assert isinstance(error, AgentError) and error.kind == "tools_refused"
+    assert "tools are not supported" in str(error) and "tool calling" in str(error)
+    assert calls == []
+
+
+async def test_max_turns_stops_a_model_that_never_answers() -> None:
+    looping = Reply(tool_calls=[ToolCall("route", {"query": "again"})])
+    with ScriptedOpenAI(handler=lambda request: looping) as llm:
+        agent, calls, error = await run_agent(llm, AgentConfig(model="m", max_turns=3, base_url=llm.base_url), [])
+    assert isinstance(error, AgentError) and error.kind == "max_turns"
+    assert agent.turns == 3 and len(calls) == 3
+
+
+async def test_empty_reply_is_not_an_answer() -> None:
+    with ScriptedOpenAI() as llm:
+        llm.push(Reply(content=""))
+        _, _, error = await run_agent(llm, AgentConfig(model="m", base_url=llm.base_url), [])
+    assert isinstance(error, AgentError) and error.kind == "no_answer"
+
+
+async def test_server_error_after_retries_is_an_llm_error() -> None:
+    with ScriptedOpenAI() as llm:
+        llm.push(Reply(status=503))
+        _, _, error = await run_agent(llm, AgentConfig(model="m", base_url=llm.base_url), [])
+    assert isinstance(error, AgentError) and error.kind == "llm_error" and "503" in str(error)
+
+
+def test_render_tool_result_prefers_text_and_marks_errors() -> None:
+    from mcp.types import CallToolResult, ImageContent, TextContent
+
+    result = CallToolResult(
+        content=[TextContent(type="text", text="hello"), ImageContent(type="image", data="QUJD", mime_type="image/png")],
+        is_error=True,
+    )
+    assert render_tool_result(result, 1000) == "Error: hello\n[image content, image/png, 4 base64 characters]"
+    structured = CallToolResult(content=[], structured_content={"city": "Rome"})
+    assert render_tool_result(structured, 1000) == '{"city": "Rome"}'
+    assert truncate("abc", 5) == "abc"
+
+
+def test_the_stderr_tail_of_a_capped_log_is_what_the_copilot_wrote_last(tmp_path) -> None:
+    # Before: the whole file was read, so a tail of few lines showed the runner's own note of the
+    # cut as the copilot's last words.
+    from evaluation.run.agents.agent import stderr_tail  # noqa: PLC0415
+    from evaluation.run.agents.bounded_log import BoundedLog  # noqa: PLC0415
+
+    path = tmp_path / "copilot.stderr.log"
+    log = BoundedLog(path, "stderr", 1024, writer="the copilot")
+    log.write(b"starting\n" + b"x" * 3000 + b"\nTraceback: the real cause\n")
+    cut = log.close()
+    assert cut is not None and b"evaluation.run:" in path.read_bytes()
+    tail = stderr_tail(path, cut=cut)
+    assert tail.endswith("Traceback: the real cause") and "evaluation.run" not in tail and "starting" not in tail
+    assert stderr_tail(path).startswith("starting")  # uncapped reading: the whole file

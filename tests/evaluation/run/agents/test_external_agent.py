@@ -1,0 +1,194 @@
+"""``--agent-cmd``: shell-safe templating, missing programs, answers, failures and timeouts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from evaluation.run.agents.external_agent import (
+    PLACEHOLDERS,
+    check_template,
+    missing_program,
+    render_command,
+    run_external_agent,
+)
+from index.errors import ConfigError
+
+pytestmark = pytest.mark.timeout(60)
+
+HOSTILE = "What's in /root/x? $(touch pwned) `touch pwned2`; rm -rf / \"quoted\" {braces}\nsecond line"
+
+
+def test_placeholders_are_substituted_shell_safely(tmp_path: Path) -> None:
+    values = {name: f"<{name}>" for name in PLACEHOLDERS} | {"question": HOSTILE}
+    command = render_command("printf '%s' {question} > out.txt; echo {task_id}", values)
+    subprocess.run(["/bin/sh", "-c", command], cwd=tmp_path, check=True, capture_output=True)
+    assert (tmp_path / "out.txt").read_text() == HOSTILE
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+
+
+def test_unknown_placeholders_and_malformed_templates_are_rejected() -> None:
+    check_template("agent --q {question} --config {mcp_config} --literal '{{json}}'")
+    with pytest.raises(ConfigError, match=r"unknown placeholder\(s\) \{prompt\}.*known: \{question\}"):
+        check_template("agent {prompt}")
+    with pytest.raises(ConfigError, match="malformed template"):
+        check_template("agent {question")
+    with pytest.raises(ConfigError, match="empty"):
+        check_template("   ")
+
+
+def test_missing_program_is_detected_before_running(tmp_path: Path) -> None:
+    assert missing_program("definitely-not-an-agent-xyz {question}") == "agent program 'definitely-not-an-agent-xyz' is not on PATH"
+    assert missing_program(f"{tmp_path}/nope.sh {{question}}") == f"agent program '{tmp_path}/nope.sh' does not exist"
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\n")
+    assert "not executable" in (missing_program(f"{script} {{question}}") or "")
+    script.chmod(0o755)
+    assert missing_program(f"{script} {{question}}") is None
+    assert missing_program("FOO=1 sh -c 'echo {question}'") is None
+    assert missing_program("cd {workspace} && agent") is None  # the shell decides
+
+
+async def run(tmp_path: Path, command: str, timeout: float = 30.0):
+    answer_file = tmp_path / "answer.txt"
+    result = await run_external_agent(
+        command,
+        cwd=tmp_path,
+        env=dict(os.environ),
+        stdout_path=tmp_path / "stdout.log",
+        stderr_path=tmp_path / "stderr.log",
+        answer_file=answer_file,
+        timeout=timeout,
+    )
+    return result
+
+
+async def test_answer_file_wins_over_stdout(tmp_path: Path) -> None:
+    result = await run(tmp_path, f"echo chatter; printf 'the answer' > {shlex.quote(str(tmp_path / 'answer.txt'))}")
+    assert (result.answer, result.answer_source, result.error) == ("the answer", "answer_file", None)
+    assert (tmp_path / "stdout.log").read_text() == "chatter\n"
+
+
+async def test_stdout_is_the_answer_without_an_answer_file(tmp_path: Path) -> None:
+    result = await run(tmp_path, "echo 'forty two'; echo 'progress noise' >&2")
+    assert (result.answer, result.answer_source, result.exit_code) == ("forty two", "stdout", 0)
+    assert (tmp_path / "stderr.log").read_text() == "progress noise\n"
+
+
+async def test_a_flood_on_stdout_is_read_bounded_keeping_its_end(tmp_path: Path) -> None:
+    from evaluation.run.agents.external_agent import MAX_STDOUT_ANSWER_BYTES  # noqa: PLC0415
+    from evaluation.run.runner import MAX_ANSWER_CHARS, _bounded_answer  # noqa: PLC0415
+
+    flood = 3 * MAX_STDOUT_ANSWER_BYTES
+    result = await run(tmp_path, f"head -c {flood} /dev/zero | tr '\\0' x; echo; echo 'the answer'")
+    assert result.answer is not None and result.answer.endswith("the answer")
+    assert result.answer.startswith(f"[... the first {flood + 12 - MAX_STDOUT_ANSWER_BYTES:,} bytes of the agent's output omitted")
+    assert len(result.answer) < MAX_STDOUT_ANSWER_BYTES + 100
+    logged = _bounded_answer(result.answer)  # what the trajectory's final_answer holds
+    assert len(logged) < MAX_ANSWER_CHARS + 100 and logged.endswith("characters cut]")
+
+
+async def test_headless_json_output_gives_answer_usage_and_cost(tmp_path: Path) -> None:
+    payload = {
+        "type": "result", "subtype": "success", "is_error": False, "result": "Paris",
+        "total_cost_usd": 0.0123,
+        "usage": {"input_tokens": 100, "cache_read_input_tokens": 50, "output_tokens": 7},
+        "modelUsage": {"claude-sonnet-4": {}},
+    }
+    result = await run(tmp_path, f"printf '%s' {shlex.quote(json.dumps(payload))}")
+    assert result.answer == "Paris"
+    assert result.usage is not None
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cost) == (150, 7, 0.0123)
+    assert result.usage.model == "claude-sonnet-4"
+
+
+async def test_failing_agent_is_a_failed_task_with_its_stderr(tmp_path: Path) -> None:
+    result = await run(tmp_path, "echo partial; echo 'boom: bad flag' >&2; exit 3")
+    assert result.error_kind == "agent_failed" and result.exit_code == 3
+    assert "status 3" in (result.error or "") and "boom: bad flag" in (result.error or "")
+    assert result.answer is None  # partial stdout of a crashed agent is not an answer
+
+
+async def test_command_unknown_to_the_shell(tmp_path: Path) -> None:
+    result = await run(tmp_path, "no-such-agent-program-xyz --flag")
+    assert result.error_kind == "agent_not_found" and "exit 127" in (result.error or "")
+
+
+async def test_agent_without_answer(tmp_path: Path) -> None:
+    result = await run(tmp_path, "true")
+    assert result.error_kind == "no_answer" and result.answer is None
+
+
+async def test_timeout_kills_the_agent_and_everything_it_started(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    # The agent starts a long-lived grandchild in its own session (as MCP hosts start servers),
+    # then never finishes on its own.
+    command = f"setsid sleep 300 & echo $! > {shlex.quote(str(pid_file))}; wait"
+    result = await run(tmp_path, command, timeout=2.0)
+    assert result.timed_out and result.error_kind == "timeout"
+    assert "within 2 s" in (result.error or "")
+    child = int(pid_file.read_text())
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_a_process_that_left_the_agents_session_and_tree_is_stopped_too(tmp_path: Path) -> None:
+    pid_file = tmp_path / "escaped.pid"
+    # Started in its own session, then orphaned when the agent exits at once: neither in the agent's
+    # process group nor in its tree any more, only its inherited environment tells where it came from.
+    command = (
+        f"setsid sh -c 'echo $$ > {shlex.quote(str(pid_file))}; exec sleep 300' & "
+        f"while [ ! -s {shlex.quote(str(pid_file))} ]; do :; done; echo answer"
+    )
+    result = await run(tmp_path, command, timeout=30.0)
+    assert (result.answer, result.error) == ("answer", None)
+    escaped = int(pid_file.read_text())
+    assert not psutil.pid_exists(escaped) or psutil.Process(escaped).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_a_flooding_agents_logs_keep_their_head_and_tail_within_the_cap(tmp_path: Path) -> None:
+    # A real process writing 20 MB to each stream, far past the default cap, then failing: the
+    # runner's disk holds the head and the tail of each, and the error still quotes the last stderr line.
+    from evaluation.run.agents.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES  # noqa: PLC0415
+
+    flood = 20_000_000
+    command = (
+        f"echo out-start; head -c {flood} /dev/zero | tr '\\0' x; echo; echo out-end; "
+        f"echo err-start >&2; head -c {flood} /dev/zero | tr '\\0' y >&2; echo >&2; echo 'fatal: gave up' >&2; exit 4"
+    )
+    result = await run(tmp_path, command)
+    assert (result.exit_code, result.error_kind) == (4, "agent_failed")
+    assert "fatal: gave up" in (result.error or "")
+    for name, first, last in (("stdout.log", b"out-start\n", b"x\nout-end\n"), ("stderr.log", b"err-start\n", b"y\nfatal: gave up\n")):
+        data = (tmp_path / name).read_bytes()
+        assert len(data) <= DEFAULT_MAX_AGENT_LOG_BYTES + 300, name
+        assert data.startswith(first) and data.endswith(last), name
+        cut = result.logs_cut[name]
+        assert cut.head + cut.tail == DEFAULT_MAX_AGENT_LOG_BYTES and cut.cut == cut.written - DEFAULT_MAX_AGENT_LOG_BYTES
+        assert f"{cut.cut:,} of the {cut.written:,} bytes the agent wrote" in data.decode()
+
+
+async def test_an_answer_on_stdout_is_read_from_a_capped_logs_tail(tmp_path: Path) -> None:
+    flood = 3_000_000
+    answer_file = tmp_path / "answer.txt"
+    result = await run_external_agent(
+        f"head -c {flood} /dev/zero | tr '\\0' x; echo; echo 'the answer'",
+        cwd=tmp_path, env=dict(os.environ), stdout_path=tmp_path / "stdout.log", stderr_path=tmp_path / "stderr.log",
+        answer_file=answer_file, timeout=30.0, max_log_bytes=4096,
+    )  # fmt: skip
+    cut = result.logs_cut["stdout.log"]
+    assert (cut.written, cut.tail) == (flood + 12, 2048)
+    # Only the agent's own bytes (the tail), never the runner's note or the head before it.
+    assert result.answer == f"[... the first {flood + 12 - 2048:,} bytes of the agent's output omitted ...]\n" + "x" * 2036 + "\nthe answer"
+    assert result.error is None and result.logs_cut.keys() == {"stdout.log"}
+
+
+async def test_output_under_the_cap_is_logged_whole_and_nothing_is_recorded_as_cut(tmp_path: Path) -> None:
+    result = await run(tmp_path, "printf 'abc'; printf 'def' >&2")
+    assert (tmp_path / "stdout.log").read_bytes() == b"abc" and (tmp_path / "stderr.log").read_bytes() == b"def"
+    assert result.logs_cut == {} and result.answer == "abc"

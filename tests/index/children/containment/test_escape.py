@@ -1,0 +1,63 @@
+"""A daemon that double-forks, calls ``setsid`` and ``exec``s with an empty environment (no tag, not
+in the child's group, orphaned at once) is still found and killed when its child is closed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from index.children.connect import ChildExitedError, InitializeTimeoutError, open_session
+from index.children.containment.guard import TAG_VARIABLE
+from index.catalog.servers import ServerConfig
+from tests.support.processes import kill_leftovers, wait_gone
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
+
+ESCAPING_SERVER = Path(__file__).resolve().parents[3] / "fixtures" / "escaping_server.py"
+
+
+def _escaping() -> ServerConfig:
+    return ServerConfig(name="escaping", command=sys.executable, args=[str(ESCAPING_SERVER)])
+
+
+async def test_an_untagged_double_forked_daemon_stays_in_the_childs_tree_and_dies_with_it(tmp_path: Path) -> None:
+    leftovers: list[psutil.Process] = []
+    try:
+        with anyio.fail_after(40):
+            async with open_session(_escaping(), workdir=tmp_path / "work") as connection:
+                child = psutil.Process(connection.pid)
+                leftovers.append(child)
+                result = await connection.session.call_tool("vanish", {})
+                daemon = psutil.Process(int(result.content[0].text))  # type: ignore[union-attr]
+                leftovers.append(daemon)
+                assert TAG_VARIABLE not in daemon.environ()  # nothing tags it
+                parent = daemon.ppid()
+        assert await wait_gone(leftovers, 20) == []
+        assert parent == child.pid  # orphaned, but re-parented to the child (a subreaper), not to init
+    finally:
+        kill_leftovers(leftovers)
+
+
+async def test_an_answer_to_initialize_without_its_newline_is_named_in_the_timeout(tmp_path: Path) -> None:
+    config = ServerConfig(name="escaping", command=sys.executable, args=[str(ESCAPING_SERVER), "--no-newline"])
+    with anyio.fail_after(30), pytest.raises(InitializeTimeoutError) as caught:
+        async with open_session(config, workdir=tmp_path / "work", init_timeout=2):
+            pass
+    message = str(caught.value)
+    assert "did not answer initialize within 2s" in message
+    assert "bytes to stdout without ending the line ('{\"jsonrpc\": \"2.0\", \"id\": " in message
+    assert "must end every message with a newline" in message
+
+
+async def test_a_child_that_exits_in_the_middle_of_a_line_says_so(tmp_path: Path) -> None:
+    args = [str(ESCAPING_SERVER), "--no-newline", "--then-exit", "3"]
+    config = ServerConfig(name="escaping", command=sys.executable, args=args)
+    with anyio.fail_after(30), pytest.raises(ChildExitedError) as caught:
+        async with open_session(config, workdir=tmp_path / "work", init_timeout=20):
+            pass
+    assert "exited with exit code 3 before answering initialize. It wrote " in str(caught.value)
+    assert "without ending the line" in str(caught.value)

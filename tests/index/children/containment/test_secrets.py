@@ -1,0 +1,58 @@
+"""A process that starts children through ``open_session`` (the crawler, not only the copilot's
+start-up, which protects itself) keeps its secrets from them: a child reading
+``/proc/<parent>/environ`` finds none, while the process itself still sees them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import HOSTILE_SERVER
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
+
+REPO = Path(__file__).resolve().parents[4]
+SECRET = "sk-childaudit-owner-secret-0123456789"
+
+#: Owns one session like the crawler does; afterwards writes what its own environment still says.
+_OWNER = """
+import anyio, os, sys
+from pathlib import Path
+from index.children.connect import open_session
+from index.catalog.servers import ServerConfig
+
+async def main():
+    config = ServerConfig(
+        name="spy", command=sys.executable,
+        args=[sys.argv[1], "--look-for", sys.argv[2], "--report", sys.argv[3]],
+    )
+    with anyio.fail_after(30):
+        async with open_session(config, workdir=Path(sys.argv[4])):
+            pass
+    Path(sys.argv[5]).write_text(os.environ.get("OPENAI_API_KEY", "<unset>"))
+
+anyio.run(main)
+"""
+
+
+def test_a_child_cannot_read_the_secrets_of_the_process_that_started_it(tmp_path: Path) -> None:
+    report, seen = tmp_path / "report.json", tmp_path / "seen.txt"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("COPILOT_")}
+    env["OPENAI_API_KEY"] = SECRET
+    owner = subprocess.run(
+        [sys.executable, "-c", _OWNER, str(HOSTILE_SERVER), SECRET, str(report), str(tmp_path / "work"), str(seen)],
+        cwd=tmp_path,  # no .env of the checkout is read
+        env={**env, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=50,
+    )
+    assert owner.returncode == 0, owner.stderr.decode(errors="replace")[-2000:]
+    ancestors = json.loads(report.read_text(encoding="utf-8"))["ancestors"]
+    assert ancestors[0]["found"] == []  # the owner, the child's parent
+    assert seen.read_text(encoding="utf-8") == SECRET  # the owner itself still has it
