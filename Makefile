@@ -23,8 +23,9 @@ run: install
 	$(PY) -m server --http --host $(HOST) --port $(PORT)
 
 ## The test suite (what CI runs): one worker more than the cores, at most 4 (tests/conftest.py; most tests wait on real processes).
+## The 15 slowest steps are listed at the end, so a test that grows slow is seen before the suite does.
 test: install
-	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadscope --durations=15
 
 ## Benchmarks (retrieval quality, speed, pool, judge); each prints ratios against its baseline.
 bench: install
