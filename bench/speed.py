@@ -253,7 +253,8 @@ def link_rows(index: ToolIndex, routes: int = 50, depth: int = 10) -> list[str]:
         ToolRecord.model_validate_json(text) for text, kind in zip(snapshot.records_json, snapshot.kinds) if kind == "tool"
     ))
     up_front = time.perf_counter() - started
-    links = ServerLinks(snapshot.space.tool_servers, snapshot.kinds, snapshot.record)
+    # A fresh set of links reading records as the snapshot's own does.
+    links = ServerLinks(snapshot.space.tool_servers, snapshot.kinds, snapshot._stored_tool)  # noqa: SLF001
     rng = np.random.default_rng(7)
     firsts = []
     for _ in range(routes):

@@ -47,8 +47,8 @@ from bench.retrieval.lab import (
     rank,
     study_candidates,
 )
-from bench.retrieval.metrics import KEYS, Estimate, paired_difference, summarize
-from bench.retrieval.report import miss_records, write_report
+from bench.retrieval.metrics import KEYS, Estimate, Summaries, interval_cell, paired_difference
+from bench.retrieval.report import miss_records, summaries_of, write_report
 from bench.retrieval.sets import (
     Query,
     QuerySet,
@@ -78,17 +78,11 @@ MISSES_SETS = ("agent-steps", "questions", "real-agent")
 BASELINE = "dense"
 
 
-def _cell(estimate: Estimate) -> str:
-    return f"{estimate.mean:.3f} ({estimate.low:.2f}-{estimate.high:.2f})"
-
-
-def _print_set_table(title: str, results: dict[str, Ranked], queries: Sequence[Query]) -> None:
-    clusters = [q.task_id for q in queries]
+def _print_set_table(title: str, summaries: dict[str, dict[str, Estimate]]) -> None:
     print(f"\n{title}")
     print(f"{'method':<34}" + "".join(f"{key:>19}" for key in KEYS))
-    for method, ranked in results.items():
-        estimates = summarize(ranked.rows, clusters)
-        print(f"{method:<34}" + "".join(f"{_cell(estimates[key]):>19}" for key in KEYS))
+    for method, estimates in summaries.items():
+        print(f"{method:<34}" + "".join(f"{interval_cell(estimates[key]):>19}" for key in KEYS))
 
 
 def _mean(rows: Sequence[dict[str, float]], key: str, keep: Sequence[bool] | None = None) -> float:
@@ -211,12 +205,13 @@ def _run(args: argparse.Namespace) -> int:
     # -- 1. baselines and the shipped ranker on every set ---------------------------------------
     baselines = baseline_candidates()
     results: dict[str, dict[str, Ranked]] = {}
+    summaries: Summaries = {}
     for name, query_set in sets.items():
         results[name] = {c.name: rank(spaces[c.space_key], c.score, query_set.queries) for c in baselines}
-        _print_set_table(f"== {name} ({len(query_set)} queries): mean (95% CI, tasks resampled)", results[name], query_set.queries)
+        summaries[name] = summaries_of({name: query_set.queries}, {name: results[name]})[name]
+        _print_set_table(f"== {name} ({len(query_set)} queries): mean (95% CI, tasks resampled)", summaries[name])
         report["sets"][name] = {
-            method: {key: est.__dict__ for key, est in summarize(r.rows, [q.task_id for q in query_set.queries]).items()}
-            for method, r in results[name].items()
+            method: {key: est.__dict__ for key, est in estimates.items()} for method, estimates in summaries[name].items()
         }
 
     comparisons = (
@@ -338,7 +333,7 @@ def _run(args: argparse.Namespace) -> int:
 
     # -- misses, and the page to look at ------------------------------------------------------------------
     misses = save_misses(sets, results, args.quick)
-    page = write_report({n: s.queries for n, s in sets.items()}, results, MISSES_SETS, misses, args.quick, RESULTS_DIR)
+    page = write_report({n: s.queries for n, s in sets.items()}, results, summaries, MISSES_SETS, misses, args.quick, RESULTS_DIR)
     print(f"every set side by side, as a plot and tables, with the misses: {page}")
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=1, default=str))

@@ -75,6 +75,15 @@ def clustered_bootstrap(
     return Estimate(float(np.mean(values)), float(low), float(high))
 
 
+def interval_cell(estimate: Estimate) -> str:
+    """An estimate as a table cell: ``0.781 (0.73-0.83)``."""
+    return f"{estimate.mean:.3f} ({estimate.low:.2f}-{estimate.high:.2f})"
+
+
+#: Per query set, per method: every metric's estimate (what the tables, the JSON and the page show).
+Summaries = dict[str, dict[str, dict[str, Estimate]]]
+
+
 def summarize(
     rows: Sequence[Mapping[str, float]], clusters: Sequence[str], keys: Iterable[str] = KEYS
 ) -> dict[str, Estimate]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.retrieval.lab import SHIPPED, Ranked
-from bench.retrieval.metrics import KEYS, summarize
+from bench.retrieval.metrics import KEYS, Summaries, interval_cell, summarize
 from bench.retrieval.sets import Query
 from evaluation.report.plots import figure_png, pyplot
 from evaluation.report.render import MAX_LISTED, esc, html_page, html_table, png_img
@@ -49,20 +49,28 @@ def miss_records(queries: Sequence[Query], ranked: Ranked, set_name: str) -> lis
     return misses
 
 
-def comparison_figure(sets: Mapping[str, Sequence[Query]], results: Mapping[str, Mapping[str, Ranked]]) -> Any:
+def summaries_of(sets: Mapping[str, Sequence[Query]], results: Mapping[str, Mapping[str, Ranked]]) -> Summaries:
+    """Every set's methods with every metric's task-clustered estimate, computed once for the printed
+    tables, the JSON and the page."""
+    return {
+        name: {method: summarize(ranked.rows, [q.task_id for q in sets[name]]) for method, ranked in by_method.items()}
+        for name, by_method in results.items()
+    }
+
+
+def comparison_figure(sets: Mapping[str, Sequence[Query]], summaries: Summaries) -> Any:
     """One row per query set, one column per metric in :data:`PLOTTED`: each method's mean with its
     task-clustered 95% interval, the shipped ranker in its own colour, issue 10's targets dashed."""
     plt = pyplot()
-    names = list(results)
-    methods = list(dict.fromkeys(m for name in names for m in results[name]))
+    names = list(summaries)
+    methods = list(dict.fromkeys(m for name in names for m in summaries[name]))
     figure, grid = plt.subplots(
         len(names), len(PLOTTED), figsize=(4.2 * len(PLOTTED), 0.32 * len(methods) * len(names) + 1.4 * len(names)),
         squeeze=False,
     )
     for row, name in enumerate(names):
-        clusters = [q.task_id for q in sets[name]]
-        shown = [m for m in methods if m in results[name]]
-        estimates = {m: summarize(results[name][m].rows, clusters, PLOTTED) for m in shown}
+        shown = [m for m in methods if m in summaries[name]]
+        estimates = summaries[name]
         for column, key in enumerate(PLOTTED):
             axes = grid[row][column]
             for y, method in enumerate(shown):
@@ -80,22 +88,17 @@ def comparison_figure(sets: Mapping[str, Sequence[Query]], results: Mapping[str,
             axes.set_ylim(len(shown) - 0.5, -0.5)
             axes.set_xlim(0, 1)
             axes.grid(axis="x", alpha=0.3)
-            axes.set_title(f"{name} ({len(clusters)} queries): {key}", fontsize=9)
+            axes.set_title(f"{name} ({len(sets[name])} queries): {key}", fontsize=9)
     figure.suptitle("Retrieval on every query set (mean, 95% CI with tasks resampled; shipped ranker in orange)", fontsize=10)
     figure.tight_layout()
     return figure
 
 
-def set_table(name: str, queries: Sequence[Query], results: Mapping[str, Ranked]) -> Table:
-    clusters = [q.task_id for q in queries]
-    rows = []
-    for method, ranked in results.items():
-        estimates = summarize(ranked.rows, clusters)
-        rows.append([method, *(f"{estimates[k].mean:.3f} ({estimates[k].low:.2f}-{estimates[k].high:.2f})" for k in KEYS)])
+def set_table(name: str, queries: Sequence[Query], summaries: Mapping[str, Mapping[str, Any]]) -> Table:
     return Table(
-        title=f"{name} ({len(queries)} queries from {len(set(clusters))} tasks)",
+        title=f"{name} ({len(queries)} queries from {len({q.task_id for q in queries})} tasks)",
         header=["method", *KEYS],
-        rows=rows,
+        rows=[[method, *(interval_cell(estimates[k]) for k in KEYS)] for method, estimates in summaries.items()],
         note="mean (95% CI, tasks resampled)",
     )
 
@@ -116,15 +119,19 @@ def misses_table(name: str, misses: Sequence[Mapping[str, Any]], misses_file: Pa
 
 
 def report_html(
-    sets: Mapping[str, Sequence[Query]], results: Mapping[str, Mapping[str, Ranked]], misses_sets: Sequence[str], misses_file: Path
+    sets: Mapping[str, Sequence[Query]],
+    results: Mapping[str, Mapping[str, Ranked]],
+    summaries: Summaries,
+    misses_sets: Sequence[str],
+    misses_file: Path,
 ) -> str:
-    plot = figure_png(comparison_figure(sets, results))
+    plot = figure_png(comparison_figure(sets, summaries))
     body = [
         "<h1>route: retrieval on every query set</h1>",
         f"<p class='note'>The shipped ranker is <b>{esc(SHIPPED)}</b>. Produced by <code>python -m bench retrieval</code>; "
         "the run's printed output has the candidates, models, cross-validation and latency as well.</p>",
         f"<div class='plots'>{png_img('every query set side by side', plot)}</div>",
-        *(html_table(set_table(name, sets[name], results[name])) for name in results),
+        *(html_table(set_table(name, sets[name], summaries[name])) for name in summaries),
         *(
             html_table(misses_table(name, miss_records(sets[name], results[name][SHIPPED], name), misses_file))
             for name in misses_sets
@@ -137,6 +144,7 @@ def report_html(
 def write_report(
     sets: Mapping[str, Sequence[Query]],
     results: Mapping[str, Mapping[str, Ranked]],
+    summaries: Summaries,
     misses_sets: Sequence[str],
     misses_file: Path,
     quick: bool,
@@ -144,5 +152,5 @@ def write_report(
 ) -> Path:
     path = report_path(quick, results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report_html(sets, results, misses_sets, misses_file), encoding="utf-8")
+    path.write_text(report_html(sets, results, summaries, misses_sets, misses_file), encoding="utf-8")
     return path

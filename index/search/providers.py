@@ -122,17 +122,25 @@ def _server_provisions(tools: Sequence[ToolRecord]) -> Iterable[Provision]:
                     yield Provision(tool.id, tools[j].id, parameter)
 
 
+def _first_links(tools: Sequence[ToolRecord]) -> dict[str, dict[str, Provision]]:
+    """One server's links: consumer id -> provider id -> the first rule that linked them."""
+    links: dict[str, dict[str, Provision]] = defaultdict(dict)
+    for provision in _server_provisions(tools):
+        links[provision.consumer].setdefault(provision.provider, provision)
+    return links
+
+
 def input_providers(records: Iterable[ToolRecord]) -> dict[str, list[Provision]]:
     """Consumer id -> its providers, from tools of the same server only (first reason kept)."""
     servers: dict[str, list[ToolRecord]] = defaultdict(list)
     for record in records:
         if record.kind == "tool":
             servers[record.server].append(record)
-    provisions: dict[str, dict[str, Provision]] = defaultdict(dict)
-    for server in sorted(servers):
-        for provision in _server_provisions(servers[server]):
-            provisions[provision.consumer].setdefault(provision.provider, provision)
-    return {consumer: list(found.values()) for consumer, found in provisions.items()}
+    return {
+        consumer: list(found.values())
+        for server in sorted(servers)
+        for consumer, found in _first_links(servers[server]).items()
+    }
 
 
 def provider_positions(ids: Sequence[str], providers: Mapping[str, Sequence[Provision]]) -> tuple[tuple[int, ...], ...]:
@@ -157,7 +165,7 @@ class ServerLinks:
 
     def __init__(self, tool_servers: Sequence[int], kinds: Sequence[str], read: Callable[[int], ToolRecord | None]) -> None:
         self._servers = np.asarray(tool_servers)
-        self._tools = np.asarray([kind == "tool" for kind in kinds], dtype=bool)
+        self._tools = np.asarray(kinds) == "tool"
         self._read = read
         self._found: dict[int, dict[int, tuple[tuple[int, Provision], ...]]] = {}
 
@@ -179,7 +187,7 @@ class ServerLinks:
         members = np.flatnonzero((self._servers == server) & self._tools)
         records = {int(p): record for p in members if (record := self._read(int(p))) is not None}
         position = {record.id: p for p, record in records.items()}
-        links: dict[int, dict[int, Provision]] = defaultdict(dict)
-        for provision in _server_provisions(list(records.values())):
-            links[position[provision.consumer]].setdefault(position[provision.provider], provision)
-        return {consumer: tuple(found.items()) for consumer, found in links.items()}
+        return {
+            position[consumer]: tuple((position[p.provider], p) for p in found.values())
+            for consumer, found in _first_links(list(records.values())).items()
+        }

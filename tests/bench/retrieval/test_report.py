@@ -11,7 +11,7 @@ import pytest
 import bench.retrieval.report as report_module
 from bench.retrieval.lab import SHIPPED, Ranked
 from bench.retrieval.metrics import query_metrics
-from bench.retrieval.report import comparison_figure, miss_records, report_html, report_path, write_report
+from bench.retrieval.report import comparison_figure, miss_records, report_html, report_path, summaries_of, write_report
 from bench.retrieval.sets import Query
 
 RIGHT = frozenset({"write_file"})
@@ -40,7 +40,7 @@ def small_run() -> tuple[dict[str, list[Query]], dict[str, dict[str, Ranked]]]:
 
 def test_every_set_is_a_row_of_panels_with_the_issues_targets_where_they_apply() -> None:
     sets, results = small_run()
-    figure = comparison_figure(sets, results)
+    figure = comparison_figure(sets, summaries_of(sets, results))
     panels = figure.get_axes()
     assert [p.get_title() for p in panels[:3]] == ["agent-steps (3 queries): hit@3", "agent-steps (3 queries): prec@3", "agent-steps (3 queries): nDCG@10"]
     assert len(panels) == 9
@@ -60,7 +60,7 @@ def test_every_set_is_a_row_of_panels_with_the_issues_targets_where_they_apply()
 def test_the_page_is_self_contained_and_lists_each_miss_with_what_came_instead(tmp_path: Path) -> None:
     sets, results = small_run()
     misses = tmp_path / "retrieval-misses.jsonl"
-    page = report_html(sets, results, ["agent-steps", "real-agent"], misses)
+    page = report_html(sets, results, summaries_of(sets, results), ["agent-steps", "real-agent"], misses)
     assert page.count("data:image/png;base64,") == 1
     assert not re.search(r"(src|href)=['\"]?(https?:)?//", page)  # nothing fetched
     assert "<b>it</b>" not in page and "save &lt;b&gt;it&lt;/b&gt; to a file" in page  # a query is text, not markup
@@ -77,7 +77,7 @@ def test_a_long_list_of_misses_is_cut_and_says_where_the_rest_are(tmp_path: Path
     sets, results = small_run()
     monkeypatch.setattr(report_module, "MAX_LISTED", 1)
     results["agent-steps"][SHIPPED] = ranked([["a"], ["b"], ["c"]], sets["agent-steps"])
-    page = report_html(sets, results, ["agent-steps"], tmp_path / "retrieval-misses.jsonl")
+    page = report_html(sets, results, summaries_of(sets, results), ["agent-steps"], tmp_path / "retrieval-misses.jsonl")
     assert "3 queries with no relevant tool" in page and "the first 1 shown, all of them in retrieval-misses.jsonl" in page
     assert "not in the top 10" in page
     assert [m["query"] for m in miss_records(sets["agent-steps"], results["agent-steps"][SHIPPED], "agent-steps")] == [
@@ -87,9 +87,10 @@ def test_a_long_list_of_misses_is_cut_and_says_where_the_rest_are(tmp_path: Path
 
 def test_a_quick_run_writes_its_own_page_and_the_same_rankings_write_the_same_page(tmp_path: Path) -> None:
     sets, results = small_run()
-    full = write_report(sets, results, ["agent-steps"], tmp_path / "m.jsonl", quick=False, results_dir=tmp_path)
-    quick = write_report(sets, results, ["agent-steps"], tmp_path / "m.jsonl", quick=True, results_dir=tmp_path)
+    summaries = summaries_of(sets, results)
+    full = write_report(sets, results, summaries, ["agent-steps"], tmp_path / "m.jsonl", quick=False, results_dir=tmp_path)
+    quick = write_report(sets, results, summaries, ["agent-steps"], tmp_path / "m.jsonl", quick=True, results_dir=tmp_path)
     assert (full, quick) == (report_path(False, tmp_path), report_path(True, tmp_path)) and full != quick
     first = full.read_bytes()
-    write_report(sets, results, ["agent-steps"], tmp_path / "m.jsonl", quick=False, results_dir=tmp_path)
+    write_report(sets, results, summaries, ["agent-steps"], tmp_path / "m.jsonl", quick=False, results_dir=tmp_path)
     assert full.read_bytes() == first
