@@ -95,6 +95,13 @@ class CopilotSettings(BaseSettings):
         description="route adds weight x log(1 + trajectories that ran the tool without error) to a tool's score; "
         "0 turns the usage prior off.",
     )
+    session_prior_weight: float = Field(
+        default=2.0,
+        ge=0.0,
+        le=10.0,
+        description="route adds this to the score of every tool of the servers the session last ran a tool of "
+        "without error (index.search.session_prior); 0 turns the session prior off.",
+    )
     # Here, not in the server's settings: every process that starts children (the copilot, a
     # crawl, the benchmark runner) keeps its secrets from them (index.children.containment.secrecy).
     protect_process: bool = Field(
@@ -105,7 +112,7 @@ class CopilotSettings(BaseSettings):
 
     @field_validator(
         "home", "servers", "catalog", "embedding_model", "embedding_precision", "model_cache", "chroma_url", "collection",
-        "log_dir", "usage_prior", "usage_prior_weight", mode="before",
+        "log_dir", "usage_prior", "usage_prior_weight", "session_prior_weight", mode="before",
     )
     @classmethod
     def _empty_means_unset(cls, value: Any) -> Any:

@@ -171,7 +171,9 @@ def session_log(copilot: Copilot, ctx: ServerRequestContext[Any, Any]) -> Sessio
     # The transport's own id (the ``mcp-session-id`` header of an HTTP session; none on stdio or for
     # session-less 2026-era requests) links what a host reports to this trajectory.
     transport_id = connection.session_id if connection is not None else None
-    log = copilot.sessions.open(key, _client_info(ctx), transport_session_id=transport_id)
+    # Session-less requests share one log; over stdio they still come from the one host.
+    private = connection is not None or copilot.transport != "http"
+    log = copilot.sessions.open(key, _client_info(ctx), transport_session_id=transport_id, private=private)
     if connection is not None:
         connection.exit_stack.callback(lambda: copilot.sessions.end(key, _end_reason(copilot, log)))
     return log

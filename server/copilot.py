@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -161,6 +161,8 @@ class _ExecuteRecord:
         if self.written:
             return
         self.written = True
+        if error is None and not result.is_error and self.log is not None and self.log.recent_servers is not None:
+            self.log.recent_servers.note(self.server)
         self.telemetry.outcome(
             server=self.server, tool=self.tool, kind=kind, error=error, tool_error=bool(result.is_error),
             flagged=len(flags or []),
@@ -602,7 +604,8 @@ class Copilot:
             # embedding it waits for the model, which route does not (route_model_wait, 0 by
             # default), so the sync lands in the background and a later route shows it.
             await self.follow_approvals(APPROVAL_SYNC_WAIT if self.index.embedder.loaded else 0.0)
-            answer = await self._route(text_query if isinstance(query, str) else query, top_k, server, kind)
+            used = log.recent_servers.servers() if log is not None and log.recent_servers is not None else ()
+            answer = await self._route(text_query if isinstance(query, str) else query, top_k, server, kind, used)
             if annotate is not None:
                 annotate(answer)
             result = CallToolResult(
@@ -621,10 +624,15 @@ class Copilot:
         if log is not None:
             hits = [RouteHit(server=t.server, tool=t.tool, score=t.score) for t in (answer.tools if answer else [])]
             ranking = answer.ranking if answer else None
-            log.route(call_id, text_query or str(query), hits, _ms(start), error=error, ranking=ranking)
+            log.route(
+                call_id, text_query or str(query), hits, _ms(start), error=error, ranking=ranking,
+                session_servers=answer.session_servers if answer else None,
+            )
         return result
 
-    async def _route(self, query: Any, top_k: Any, server: Any, kind: Any = None) -> RouteAnswer:
+    async def _route(
+        self, query: Any, top_k: Any, server: Any, kind: Any = None, session_servers: Sequence[str] = ()
+    ) -> RouteAnswer:
         if query is not None and not isinstance(query, str):
             raise QueryError(
                 f"query must be a string describing the task, got {type(query).__name__} {str(query)[:60]!r} "
@@ -667,6 +675,7 @@ class Copilot:
                     kinds=kinds,
                     wait_for_model=False,
                     model_wait=self.settings.route_model_wait,
+                    session_servers=session_servers,
                 ),
                 abandon_on_cancel=True,
             )
@@ -767,6 +776,7 @@ class Copilot:
             related_categories=found.related_categories,
             omitted=found.trimmed if len(tools) < k else 0,
             operations=found.operations,
+            session_servers=found.session_servers,
         )
 
     def _tool_held_back(self, server: str, tool: str, annotations: dict[str, Any] | None) -> tuple[str, str] | None:

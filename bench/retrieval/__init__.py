@@ -7,7 +7,8 @@ Corpus: LiveMCPBench's own 527-tool snapshot. Query sets (:mod:`bench.retrieval.
 generated agent-step dev set, the task questions, the paper agent's real route queries, and
 off-catalog requests. For each set: hit@1/3/5, prec@3, R@10, nDCG@10, MRR with task-clustered
 bootstrap 95% intervals, per category, for BM25, plain dense, the paper's two-level score, the
-first hybrid and the shipped ranker; then the candidates tried, the embedding models, the
+first hybrid and the shipped ranker, and the shipped ranker within a session (each dev-set task
+replayed as one, :mod:`bench.retrieval.sessions`); then the candidates tried, the embedding models, the
 cross-validated weights (fold by fold), weak-match and trimming effects, the shipped ranker run
 through the real Chroma-backed ``ToolIndex`` with its latency against plain dense in the same
 run, and the size of the generated route description. The shipped ranker's misses go to
@@ -49,6 +50,7 @@ from bench.retrieval.lab import (
 )
 from bench.retrieval.metrics import KEYS, Estimate, Summaries, interval_cell, paired_difference
 from bench.retrieval.report import miss_records, summaries_of, write_report
+from bench.retrieval.sessions import IN_SESSION, first_answer_ran, fused_scores, rank_in_sessions, sessions_of
 from bench.retrieval.sets import (
     Query,
     QuerySet,
@@ -104,6 +106,19 @@ def _sets(args: argparse.Namespace, known: set[str]) -> dict[str, QuerySet]:
         for query_set in sets.values():
             query_set.queries = query_set.queries[::4]
     return sets
+
+
+def _in_sessions(space: Space, sets: dict[str, QuerySet], results: dict[str, dict[str, Ranked]]) -> None:
+    """Add the shipped ranker with ``route``'s session prior at its default weight to every set's
+    results: a dev-set task replayed as one session whose earlier steps ran the shipped ranker's
+    first answer (no label read), the real agent queries in their own sessions, questions first."""
+    steps = sets["agent-steps"].queries
+    steps_fused = fused_scores(space, steps)
+    sessions = sessions_of({name: query_set.queries for name, query_set in sets.items()}, first_answer_ran(steps, steps_fused, space))
+    weight = CopilotSettings.model_fields["session_prior_weight"].default
+    for name, query_set in sets.items():
+        fused_of = steps_fused if name == "agent-steps" else None
+        results[name][IN_SESSION] = rank_in_sessions(space, query_set.queries, sessions, weight, fused_of)
 
 
 def misses_path(quick: bool, results_dir: Path = RESULTS_DIR) -> Path:
@@ -208,6 +223,8 @@ def _run(args: argparse.Namespace) -> int:
     summaries: Summaries = {}
     for name, query_set in sets.items():
         results[name] = {c.name: rank(spaces[c.space_key], c.score, query_set.queries) for c in baselines}
+    _in_sessions(spaces[("minilm", "v3")], sets, results)
+    for name, query_set in sets.items():
         summaries[name] = summaries_of({name: query_set.queries}, {name: results[name]})[name]
         _print_set_table(f"== {name} ({len(query_set)} queries): mean (95% CI, tasks resampled)", summaries[name])
         report["sets"][name] = {
@@ -215,18 +232,20 @@ def _run(args: argparse.Namespace) -> int:
         }
 
     comparisons = (
-        (BASELINE, "shipped minus plain dense"),
-        (BEFORE_PROVIDERS, "shipped minus the same ranker without input providers"),
-        (FLOAT32, "shipped (int8) minus the same ranker in float32"),
+        (SHIPPED, BASELINE, "shipped minus plain dense, per query (95% CI); a CI below 0 would be a loss beyond noise"),
+        (SHIPPED, BEFORE_PROVIDERS, "shipped minus the same ranker without input providers, per query (95% CI)"),
+        (SHIPPED, FLOAT32, "shipped (int8) minus the same ranker in float32, per query (95% CI)"),
+        (IN_SESSION, SHIPPED, f"{IN_SESSION} minus the shipped ranker alone, per query (95% CI): "
+         "see python -m bench.retrieval.studies.session"),
     )
-    for baseline, title in comparisons:
-        print(f"\n== {title}, per query (95% CI); a CI below 0 would be a loss beyond noise")
+    for method, baseline, title in comparisons:
+        print(f"\n== {title}")
         for name, query_set in sets.items():
             clusters = [q.task_id for q in query_set.queries]
             cells = []
             for key in ("hit@3", "prec@3", "nDCG@10", "MRR"):
                 diff = paired_difference(
-                    [r[key] for r in results[name][SHIPPED].rows], [r[key] for r in results[name][baseline].rows], clusters
+                    [r[key] for r in results[name][method].rows], [r[key] for r in results[name][baseline].rows], clusters
                 )
                 cells.append(f"{key} {diff.mean:+.3f} ({diff.low:+.3f} to {diff.high:+.3f})")
             print(f"  {name:<26} " + "   ".join(cells))

@@ -32,6 +32,11 @@ class Query:
     task_id: str
     category: str
     form: str
+    #: The dev set's step number (0 elsewhere): a task's steps are routed in this order.
+    step: int = 0
+    #: The servers the agent's session had run a tool of without error before it sent this query,
+    #: most recent first (the real agent queries; see :mod:`index.search.session_prior`).
+    session: tuple[str, ...] = ()
 
 
 @dataclass
@@ -69,33 +74,57 @@ def question_set(annotations: list[dict], known: set[str]) -> QuerySet:
 
 def route_queries(path: Path) -> list[tuple[str, str]]:
     """``(task_id, query)`` of every ``route`` call in LiveMCPBench's sample trajectories."""
+    return [(task_id, query) for task_id, query, _ in route_sessions(path)]
+
+
+def route_sessions(path: Path) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(task_id, query, session)`` of every ``route`` call in LiveMCPBench's sample trajectories;
+    ``session`` is what the copilot's session prior would lift: the servers of the ``execute``
+    calls before it that returned without error, most recent first."""
+    from index.search.session_prior import RecentServers
+
     if not path.exists():
         return []
-    queries = []
+    calls = []
     for item in json.loads(path.read_text(encoding="utf-8")):
+        recent = RecentServers()
+        executed: dict[str, str] = {}  # tool call id -> server, until its result is read
         for message in item.get("messages") or []:
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
-                if function.get("name") != "route":
-                    continue
                 try:
-                    query = json.loads(function.get("arguments") or "{}").get("query")
+                    arguments = json.loads(function.get("arguments") or "{}")
                 except json.JSONDecodeError:
                     continue
-                if isinstance(query, str) and query.strip():
-                    queries.append((str(item.get("task_id")), query))
-    return queries
+                if not isinstance(arguments, dict):
+                    continue
+                if function.get("name") == "route":
+                    query = arguments.get("query")
+                    if isinstance(query, str) and query.strip():
+                        calls.append((str(item.get("task_id")), query, recent.servers()))
+                elif str(function.get("name") or "").startswith("execute") and isinstance(arguments.get("server_name"), str):
+                    executed[str(call.get("id"))] = arguments["server_name"]
+            server = executed.pop(str(message.get("tool_call_id")), None) if message.get("role") == "tool" else None
+            if server is not None and _succeeded(str(message.get("content") or "")):
+                recent.note(server)
+    return calls
+
+
+def _succeeded(content: str) -> bool:
+    """Whether a logged ``execute`` result is one the copilot would count: not a timeout, not an
+    error result (the agent's log holds the child's result as JSON inside the printed one)."""
+    return not content.startswith("Tool call timed out") and '"isError": true' not in content and "isError=True" not in content
 
 
 def real_agent_set(path: Path, questions: QuerySet) -> QuerySet:
     by_task = {q.task_id: q for q in questions.queries}
     result = QuerySet("real-agent", note="route queries the paper's agent wrote; relevant = the task's tools")
-    for task_id, text in route_queries(path):
+    for task_id, text, session in route_sessions(path):
         task = by_task.get(task_id)
         if task is None:
             result.skipped += 1
             continue
-        result.queries.append(Query(text, task.relevant, task_id, task.category, "real"))
+        result.queries.append(Query(text, task.relevant, task_id, task.category, "real", session=session))
     return result
 
 
@@ -113,7 +142,7 @@ def agent_step_set(known: set[str], path: Path = DATA_FILE, *, task_level: dict[
         if not relevant:
             result.skipped += 1
             continue
-        result.queries.append(Query(item.query, relevant, item.task_id, item.category, item.form))
+        result.queries.append(Query(item.query, relevant, item.task_id, item.category, item.form, step=item.step))
     return result
 
 

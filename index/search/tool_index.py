@@ -52,6 +52,7 @@ from index.settings import DEFAULT_EMBEDDING_MODEL, CopilotSettings
 from index.storage.store import ChromaStore, IndexState, StoredTool
 from index.cli.suggest import nearest_names
 from index.search.text import DOCUMENT_VERSION, server_document, tokenize, tool_document
+from index.search.session_prior import session_boost
 from index.usage.prior import UsagePriorFile
 
 logger = logging.getLogger(__name__)
@@ -109,6 +110,8 @@ class SearchResult(BaseModel):
     related_categories: list[str] = []
     #: The operations a query listed, each also searched on its own (empty for one operation).
     operations: list[str] = []
+    #: The session's servers whose tools were lifted (see :mod:`index.search.session_prior`).
+    session_servers: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -437,6 +440,7 @@ class ToolIndex:
         wait_for_model: bool = True,
         model_wait: float = 0.0,
         weights: Weights = HYBRID,
+        session_servers: Collection[str] = (),
     ) -> SearchResult:
         """:meth:`search` plus what ``route`` tells the model: weak matches, trimmed hits, start-up mode.
 
@@ -445,6 +449,8 @@ class ToolIndex:
         loading (the load is started in the background) or failed to load (retried in the
         background after a delay) instead of waiting for it; ``model_wait`` seconds first, when
         positive, for a load starting or in progress (a failed one is not retried before its delay).
+        ``session_servers`` are the servers the caller's session ran a tool of without error: their
+        tools are lifted (:mod:`index.search.session_prior`; not while answering by keywords).
         """
         parsed = parse_query(query)
         top_k = check_top_k(top_k)
@@ -474,10 +480,13 @@ class ToolIndex:
         lexical_only = mode in LEXICAL_MODES
         # The hybrid (also while it answers lexically at start-up) searches each listed operation too.
         operations = list(parsed.operations) if method == "hybrid" else []
-        scored = self._scores(snapshot, parsed, "bm25" if lexical_only else method, mask, weights, operations)
+        scored = self._scores(
+            snapshot, parsed, "bm25" if lexical_only else method, mask, weights, operations, session_servers
+        )
         positions = top_indices(scored.scores, top_k, mask)
         result = SearchResult(
-            hits=[], mode=mode, model_failure=failure, operations=operations, truncated=parsed.truncated
+            hits=[], mode=mode, model_failure=failure, operations=operations, truncated=parsed.truncated,
+            session_servers=self._lifted(snapshot, session_servers) if method == "hybrid" and not lexical_only else [],
         )
         if lexical_only:
             # Keywords alone: a tool sharing no word with the query scores 0 and its rank is
@@ -566,6 +575,7 @@ class ToolIndex:
         mask: np.ndarray | None,
         weights: Weights,
         operations: list[str],
+        session_servers: Collection[str] = (),
     ) -> _Scored:
         space = snapshot.space
         if method == "bm25":
@@ -587,7 +597,7 @@ class ToolIndex:
         signals = [whole, *operation_signals(whole, space.lexical, operations, weights)]
         server_scores = similarities(space.server_vectors, server_vector) if space.server_names else None
         # Providers are lifted last, so a tool's input provider follows it whatever raised the tool.
-        scores = self._with_usage(snapshot, best_of([fuse(s, weights, mask) for s in signals]))
+        scores = self._with_priors(snapshot, best_of([fuse(s, weights, mask) for s in signals]), session_servers)
         return _Scored(
             scores=with_providers(scores, snapshot.providers, mask),
             dense=whole.dense,
@@ -595,10 +605,24 @@ class ToolIndex:
             server_scores=server_scores,
         )
 
-    def _with_usage(self, snapshot: _Snapshot, scores: np.ndarray) -> np.ndarray:
-        """``scores`` plus the usage prior's boost (see :mod:`index.usage.prior`), when there is one."""
-        boost = self._usage.boost(snapshot.space.ids, snapshot.kinds)
-        return scores if boost is None else scores + boost
+    def _with_priors(self, snapshot: _Snapshot, scores: np.ndarray, session_servers: Collection[str]) -> np.ndarray:
+        """``scores`` plus the usage prior's boost (:mod:`index.usage.prior`) and the session's
+        (:mod:`index.search.session_prior`), each when there is one."""
+        for boost in (
+            self._usage.boost(snapshot.space.ids, snapshot.kinds),
+            session_boost(
+                snapshot.space.tool_servers, snapshot.server_index, session_servers, self.settings.session_prior_weight
+            ),
+        ):
+            if boost is not None:
+                scores = scores + boost
+        return scores
+
+    def _lifted(self, snapshot: _Snapshot, session_servers: Collection[str]) -> list[str]:
+        """The session's servers a hybrid ranking lifts: those in the index, when the prior is on."""
+        if self.settings.session_prior_weight <= 0:
+            return []
+        return [name for name in session_servers if name in snapshot.server_index]
 
     def usage_prior_info(self) -> dict[str, Any] | None:
         """The usage prior ``route`` adds (file, trajectories, tools, weight), or None."""

@@ -87,6 +87,11 @@ class RouteAnswer(BaseModel):
     operations: list[str] = Field(
         default_factory=list, description="The operations the query listed, each searched on its own as well."
     )
+    session_servers: list[str] = Field(
+        default_factory=list,
+        description="Servers this session ran a tool of without error, most recent first: their tools ranked "
+        "a little higher.",
+    )
 
 
 def _lexical_sentence(answer: RouteAnswer) -> str:

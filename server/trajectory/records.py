@@ -65,6 +65,9 @@ class RouteEvent(_Event):
     #: How the results were ranked: ``hybrid``, or keyword-only while the model was loading
     #: (``lexical-startup``) or after it failed to load (``lexical-fallback``). ``None`` in older logs.
     ranking: str | None = None
+    #: The session's servers whose tools the ranking lifted (``index.search.session_prior``);
+    #: ``None`` when none were, and in older logs.
+    session_servers: list[str] | None = None
 
 
 class ExecuteResult(BaseModel):

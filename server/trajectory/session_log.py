@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from index.search.session_prior import RecentServers
 from server.bounded import cap_for_log
 from server.settings import ServerSettings
 from server.trajectory.records import (
@@ -55,6 +56,7 @@ class SessionLog:
         owns_writer: bool,
         field_chars: int = 100_000,
         event_chars: int = 1_000_000,
+        private: bool = True,
     ) -> None:
         self.writer = writer
         self._field_chars = field_chars
@@ -68,6 +70,10 @@ class SessionLog:
         self.ended = False
         #: monotonic time of the session's last message (see ``server.app.session_middleware``).
         self.last_activity = time.monotonic()
+        #: The servers this session ran a tool of without error, which ``route`` lifts
+        #: (:mod:`index.search.session_prior`); None when the log is shared by clients that are not
+        #: one conversation (session-less requests over HTTP), whose calls say nothing of each other's.
+        self.recent_servers = RecentServers() if private else None
 
     def begin(self, index: dict[str, Any] | None) -> None:
         """Write ``session_start`` (once), with the index's model and tool count."""
@@ -99,9 +105,15 @@ class SessionLog:
         latency_ms: float,
         error: str | None = None,
         ranking: str | None = None,
+        session_servers: list[str] | None = None,
     ) -> None:
         bounded = self._bounded(query=query, error=error)
-        self._write(RouteEvent(call_id=call_id, results=results, latency_ms=latency_ms, ranking=ranking, **bounded))
+        self._write(
+            RouteEvent(
+                call_id=call_id, results=results, latency_ms=latency_ms, ranking=ranking,
+                session_servers=session_servers or None, **bounded,
+            )
+        )
 
     def execute(
         self,
@@ -171,12 +183,19 @@ class SessionLogs:
             return self._sessions.get(key)
 
     def open(
-        self, key: Hashable, client: dict[str, Any] | None, *, transport_session_id: str | None = None
+        self,
+        key: Hashable,
+        client: dict[str, Any] | None,
+        *,
+        transport_session_id: str | None = None,
+        private: bool = True,
     ) -> SessionLog:
         """The session's log; a new one is stamped now and written by :meth:`SessionLog.begin`.
 
         ``transport_session_id`` is the transport's own id of the session (an HTTP session's
         ``mcp-session-id``): recorded in ``session_start`` and in the log line naming the file.
+        ``private`` is false for a log that clients with nothing in common share (see
+        :attr:`SessionLog.recent_servers`).
         """
         with self._lock:
             existing = self._sessions.get(key)
@@ -199,6 +218,7 @@ class SessionLogs:
                 owns_writer=owns,
                 field_chars=settings.log_max_field_chars,
                 event_chars=settings.log_max_event_chars,
+                private=private,
             )
         logger.info("session %s%s: trajectory in %s", start.session_id[:8], _transport_note(start), log.path)
         return log

@@ -229,15 +229,20 @@ async def test_the_http_session_id_leads_to_the_sessions_trajectory(
 ) -> None:
     """The ``mcp-session-id`` a host sees (and names in its errors) is in its trajectory's
     ``session_start`` and in the copilot's log line naming that file; session-less 2026-07-28
-    requests have none."""
+    requests have none. Only a session the transport names remembers the servers it ran for
+    ``route``'s session prior: session-less requests over HTTP share one log with any client."""
     home = copy_home(built_index, tmp_path / "home")
     servers = write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")})
     logs = tmp_path / "logs"
-    env = copilot_env(home, COPILOT_LOG_DIR=str(logs), COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false")
+    env = copilot_env(
+        home, COPILOT_LOG_DIR=str(logs), COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false",
+        COPILOT_ROUTE_MODEL_WAIT="90",  # the session prior lifts ranked, not keyword-only, answers
+    )
     process = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], env, tmp_path, tmp_path / "stderr.log")
     await process.start()
     assert process.url is not None
     seen: dict[str, set[str]] = {"legacy": set(), "2026-07-28": set()}
+    lifted: dict[str, Any] = {}
     try:
         for mode, ids in seen.items():
             running = RunningClient(_client_noting_session_ids(process.url, f"ids-{mode}", mode, ids))
@@ -247,10 +252,13 @@ async def test_the_http_session_id_leads_to_the_sessions_trajectory(
                     "execute", {"server_name": "alpha", "tool_name": "echo", "params": {"text": mode}}
                 )
                 assert text_of(result) == mode
+                routed = await client.call_tool("route", {"query": "echo the given text back"})
+                lifted[mode] = routed.structured_content["session_servers"]
             finally:
                 await running.stop()
     finally:
         await process.stop()  # the copilot's log is complete once it has exited
+    assert lifted == {"legacy": ["alpha"], "2026-07-28": []}
     [session_id] = seen["legacy"]
     assert seen["2026-07-28"] == set()
     starts = {}

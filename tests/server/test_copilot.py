@@ -368,6 +368,51 @@ async def test_the_usage_prior_learned_from_a_session_s_trajectory_lifts_its_too
     }
 
 
+async def test_route_lifts_the_servers_its_session_ran_a_tool_of_and_logs_them(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    """Two servers with the same ``echo``: once a session has run alpha's without error, its route
+    lifts alpha's tools by the session prior's weight, says so, and logs it; a failed call, another
+    session and a log clients share lift nothing."""
+    home = copy_home(built_index, tmp_path / "home")
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha"), "beta": fixture_entry("beta")}))
+    settings = copilot_settings(home, tmp_path, auto_index=False)
+    query = "echo the given text back"
+
+    def scores(result: Any) -> dict[tuple[str, str], float]:
+        return {(t["server"], t["tool"]): t["score"] for t in result.structured_content["tools"]}
+
+    async with Copilot.running(settings, servers, start_now=True) as copilot:
+        logs = SessionLogs(settings, copilot_version="test", index_info=copilot.index_info)
+        session, other, shared = logs.open("session", None), logs.open("other", None), logs.open("shared", None, private=False)
+        before = await copilot.route(query, 10, None, session)
+        failed = await copilot.execute("beta", "add", {"a": "x", "b": 1}, None, None, session)  # an error: not counted
+        assert failed.is_error
+        assert (await copilot.route(query, 10, None, session)).structured_content["session_servers"] == []
+        for log in (session, other, shared):
+            if log is not other:
+                assert not (await copilot.execute("alpha", "echo", {"text": "hi"}, None, None, log)).is_error
+        after = await copilot.route(query, 10, None, session)
+        elsewhere = await copilot.route(query, 10, None, other)
+        in_shared = await copilot.route(query, 10, None, shared)
+    assert after.structured_content["session_servers"] == ["alpha"]
+    lifted = {key: score - scores(before)[key] for key, score in scores(after).items()}
+    assert lifted[("alpha", "echo")] == pytest.approx(2.0, abs=1e-3)  # the default weight
+    assert lifted[("beta", "echo")] == pytest.approx(0.0, abs=1e-3)
+    assert [t["server"] for t in after.structured_content["tools"][:1]] == ["alpha"]
+    for unlifted in (elsewhere, in_shared):
+        assert unlifted.structured_content["session_servers"] == [] and scores(unlifted) == pytest.approx(scores(before))
+    routes = [e for e in read_events(session.path) if e.event == "route"]
+    assert [e.session_servers for e in routes] == [None, None, ["alpha"]]
+    # a weight of 0 turns it off
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False, session_prior_weight=0), servers, start_now=True) as copilot:
+        log = SessionLogs(settings, copilot_version="test", index_info=copilot.index_info).open("off", None)
+        await copilot.execute("alpha", "echo", {"text": "hi"}, None, None, log)
+        off = await copilot.route(query, 10, None, log)
+    assert off.structured_content["session_servers"] == [] and scores(off) == pytest.approx(scores(before))
+
+
 async def test_route_puts_the_tool_giving_an_input_right_after_the_tool_needing_it_and_says_so(tmp_path: Path) -> None:
     """A real child whose ``find_parking`` takes coordinates only ``geocode_address`` gives: the agent
     asking for parking gets the geocoder next to it, told to call it first, and the chain works."""

@@ -430,6 +430,27 @@ def test_each_listed_operation_is_searched_on_its_own(index: ToolIndex) -> None:
     assert index.route("write a file", top_k=1).hits[0].tool == "write_file"
 
 
+def test_the_servers_a_session_used_are_lifted_by_the_session_prior(built_home: Path) -> None:
+    index = open_index(built_home)
+    before = {hit.tool: hit.score for hit in index.route("create a new file", 5).hits}
+    assert list(before)[:3] == ["write_file", "create_directory", "create_document"]
+    used = ["no-such-server", "word-document-server"]  # a server the index does not hold is passed over
+    lifted = index.route("create a new file", 5, session_servers=used)
+    assert lifted.session_servers == ["word-document-server"]
+    after = {hit.tool: hit.score for hit in lifted.hits}
+    assert list(after).index("create_document") < list(after).index("create_directory")
+    assert after["create_document"] == pytest.approx(before["create_document"] + 2.0, abs=1e-3)
+    assert after["write_file"] == before["write_file"]
+    # the weight is a setting; 0 turns it off
+    off = open_index(built_home, session_prior_weight=0).route("create a new file", 5, session_servers=used)
+    assert off.session_servers == [] and [h.tool for h in off.hits][:3] == list(before)[:3]
+    # the baselines rank without it
+    for method in ("bm25", "dense"):
+        plain = index.route("create a new file", 5, method=method)
+        with_session = index.route("create a new file", 5, method=method, session_servers=used)
+        assert with_session.session_servers == [] and with_session.hits == plain.hits
+
+
 def test_a_usage_prior_lifts_the_tools_agents_ran_before(built_home: Path, tmp_path: Path) -> None:
     prior = tmp_path / "usage-prior.json"
     plain = open_index(built_home, usage_prior=prior)
