@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.run_shared import run_root
+
 
 @pytest.fixture(scope="session", autouse=True)
 def shared_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
@@ -17,10 +19,8 @@ def shared_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     copilots and CLIs, on every worker) loads it in about a second -- and the user's real cache is
     never touched. Entries are written atomically, so workers may race to store the same one.
     """
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's root under xdist
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XDG_CACHE_HOME", str(shared / "user-cache"))
+        patch.setenv("XDG_CACHE_HOME", str(run_root(tmp_path_factory) / "user-cache"))
         yield
 
 

@@ -1,7 +1,7 @@
 """Running the real copilot (``python -m server``) in a subprocess for the app tests.
 
 - ``built_index`` (session-scoped): crawls real fixture servers and builds a real index in a
-  temp ``COPILOT_HOME`` -- the only embedding-model load in the test process.
+  temp ``COPILOT_HOME``, once per run (the first worker that needs it builds it for all).
 - ``copilot_home`` copies it per copilot process, so processes never share a store.
 - :class:`StdioCopilot` / :class:`HttpCopilot` start a copilot and keep one MCP client session
   open in a background task, so a module-scoped fixture can share it across tests.
@@ -36,6 +36,7 @@ from index.catalog.servers import ServerConfig, ServersFile, parse_servers
 from index.settings import CopilotSettings
 from server.settings import ServerSettings
 from server.trajectory.records import parse_event
+from tests.support.run_shared import built_once
 
 if TYPE_CHECKING:
     from server.aggregate.service import Aggregation
@@ -160,9 +161,8 @@ def build_test_index(home: Path) -> None:
 
 @pytest.fixture(scope="session")
 def built_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("copilot-index")
-    build_test_index(home)
-    return home
+    """Built once per run and shared by every worker: tests copy it (``copy_home``), never change it."""
+    return built_once(tmp_path_factory, "copilot-index", build_test_index)
 
 
 def crawl_into(home: Path, servers_file: Path, root: Path) -> None:

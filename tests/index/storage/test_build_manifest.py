@@ -51,13 +51,13 @@ def _build(home: Path, catalog: Path, servers: Path, caplog: pytest.LogCaptureFi
 
 
 def test_the_cli_answers_an_unchanged_build_from_the_manifest_and_rebuilds_a_deleted_store(
-    home: Path, catalog: Path, servers: Path
+    home: Path, catalog: Path, servers: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     env = cli_env(COPILOT_HOME=str(home), COPILOT_CATALOG=str(catalog), COPILOT_SERVERS=str(servers))
     total = len(make_records())
-    first = run_cli("index", "build", env=env, timeout=240)
-    assert first.returncode == 0, first.stderr
-    assert SHORTCUT not in first.stderr
+    # The first build in this process (the CLI runs the same build_index; each CLI run costs a cold start).
+    first, shortcut = _build(home, catalog, servers, caplog)
+    assert first.added == total and not shortcut
     assert (home / "index" / FILE_NAME).is_file()
 
     second = run_cli("index", "build", env=env, timeout=240)

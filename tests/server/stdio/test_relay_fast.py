@@ -67,14 +67,27 @@ class Pair:
     sdk: Copilot
     era: str
 
-    async def both(self, server: str, tool: str, params: dict[str, Any] | None = None) -> tuple[Any, Any]:
-        """The same call through both copilots; the fast one must have served it on its fast path."""
+    async def both(
+        self, server: str, tool: str, params: dict[str, Any] | None = None, *, together: bool = False
+    ) -> tuple[Any, Any]:
+        """The same call through both copilots; the fast one must have served it on its fast path.
+        ``together``: both at once (a call that waits out a timeout need not be waited for twice)."""
         before = len(self.fast.fast_ids())
-        fast = await self.fast.execute(server, tool, params)
+        results: dict[str, Any] = {}
+
+        async def call(name: str, copilot: Any) -> None:
+            results[name] = await copilot.execute(server, tool, params)
+
+        if together:
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, "fast", self.fast)
+                group.start_soon(call, "sdk", self.sdk)
+        else:
+            await call("fast", self.fast)
+            await call("sdk", self.sdk)
         assert len(self.fast.fast_ids()) == before + 1, f"{tool}: not served on the fast path"
-        sdk = await self.sdk.execute(server, tool, params)
         assert self.sdk.fast_ids() == []
-        return fast, sdk
+        return results["fast"], results["sdk"]
 
 
 def _servers(root: Path) -> Path:
@@ -160,17 +173,18 @@ async def test_a_hostile_childs_broken_replies_fail_the_call_the_same_way(pair: 
 
 
 async def test_a_crashing_and_a_hanging_child_fail_the_call_the_same_way(pair: Pair) -> None:
-    fast, sdk = await pair.both("alpha", "crash", {})
+    # Each call waits on a child starting or timing out: the two copilots are asked at once.
+    fast, sdk = await pair.both("alpha", "crash", {}, together=True)
     assert fast.is_error and "crashed" in text_of(fast)
     # The messages name the exit; the rest is the same text with that copilot's own log path.
     assert text_of(fast).split(". ")[0] == text_of(sdk).split(". ")[0]
-    fast, sdk = await pair.both("alpha", "echo", {"text": "restarted"})
+    fast, sdk = await pair.both("alpha", "echo", {"text": "restarted"}, together=True)
     _same(fast, sdk)
     # Started and listed first, so that the limit applies to the call alone.
-    fast, sdk = await pair.both("slow", "sleep", {"seconds": 0})
+    fast, sdk = await pair.both("slow", "sleep", {"seconds": 0}, together=True)
     _same(fast, sdk)
     assert not fast.is_error
-    fast, sdk = await pair.both("slow", "sleep", {"seconds": 60})  # over its 5 s timeout
+    fast, sdk = await pair.both("slow", "sleep", {"seconds": 60}, together=True)  # over its 5 s timeout
     _same(fast, sdk)
     assert fast.is_error and "did not finish the call to 'sleep' within 5s" in text_of(fast)
 
