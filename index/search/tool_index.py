@@ -486,7 +486,7 @@ class ToolIndex:
         positions = top_indices(scored.scores, top_k, mask)
         result = SearchResult(
             hits=[], mode=mode, model_failure=failure, operations=operations, truncated=parsed.truncated,
-            session_servers=self._lifted(snapshot, session_servers) if method == "hybrid" and not lexical_only else [],
+            session_servers=self._lifted(snapshot, session_servers, mask) if method == "hybrid" and not lexical_only else [],
         )
         if lexical_only:
             # Keywords alone: a tool sharing no word with the query scores 0 and its rank is
@@ -618,11 +618,16 @@ class ToolIndex:
                 scores = scores + boost
         return scores
 
-    def _lifted(self, snapshot: _Snapshot, session_servers: Collection[str]) -> list[str]:
-        """The session's servers a hybrid ranking lifts: those in the index, when the prior is on."""
-        if self.settings.session_prior_weight <= 0:
+    def _lifted(self, snapshot: _Snapshot, session_servers: Collection[str], mask: np.ndarray | None) -> list[str]:
+        """The session's servers a hybrid ranking lifts, when the prior is on: those in the index
+        whose tools this search may return (a server filter or a removed server lifts nothing)."""
+        if self.settings.session_prior_weight <= 0 or not session_servers:
             return []
-        return [name for name in session_servers if name in snapshot.server_index]
+        searched = None if mask is None else {snapshot.servers[i] for i in np.flatnonzero(mask)}
+        return [
+            name for name in session_servers
+            if name in snapshot.server_index and (searched is None or name in searched)
+        ]
 
     def usage_prior_info(self) -> dict[str, Any] | None:
         """The usage prior ``route`` adds (file, trajectories, tools, weight), or None."""

@@ -441,6 +441,9 @@ def test_the_servers_a_session_used_are_lifted_by_the_session_prior(built_home: 
     assert list(after).index("create_document") < list(after).index("create_directory")
     assert after["create_document"] == pytest.approx(before["create_document"] + 2.0, abs=1e-3)
     assert after["write_file"] == before["write_file"]
+    # a search restricted to other servers lifts none and says so
+    elsewhere = index.route("create a new file", 5, servers={"filesystem"}, session_servers=used)
+    assert elsewhere.session_servers == [] and {h.server for h in elsewhere.hits} == {"filesystem"}
     # the weight is a setting; 0 turns it off
     off = open_index(built_home, session_prior_weight=0).route("create a new file", 5, session_servers=used)
     assert off.session_servers == [] and [h.tool for h in off.hits][:3] == list(before)[:3]
