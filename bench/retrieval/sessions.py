@@ -59,6 +59,24 @@ def first_answer_ran(steps: Sequence[Query], scores: Sequence[np.ndarray], space
     return ran
 
 
+def first_answer_in_session_ran(steps: Sequence[Query], scores: Sequence[np.ndarray], space: Space, weight: float) -> Ran:
+    """As :func:`first_answer_ran`, each step's first answer ranked as ``route`` ranks it within
+    its session: lifted by the servers of the answers before it (the agent's own loop)."""
+    ran: dict[str, dict[int, list[str]]] = defaultdict(dict)
+    asked = sorted(
+        ((query, score) for query, score in zip(steps, scores, strict=True) if query.form == AGENT_FORM),
+        key=lambda pair: (pair[0].task_id, pair[0].step),
+    )
+    for query, score in asked:
+        recent = RecentServers()
+        for step in sorted(s for s in ran[query.task_id] if s < query.step):
+            for server in ran[query.task_id][step]:
+                recent.note(server)
+        lift = session_lift(space, recent.servers(), weight)
+        ran[query.task_id][query.step] = [server_of(space, top_indices(score if lift is None else score + lift, 1)[0])]
+    return ran
+
+
 def sessions_of(sets: Sets, ran: Ran) -> Sessions:
     """Each query's session: a dev-set step's is its task's earlier steps (in order, remembered as
     the copilot remembers them); a real agent query's is its own; a task question starts one."""

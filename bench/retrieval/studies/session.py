@@ -4,7 +4,8 @@
 
 ``route`` adds a weight to every tool of the servers its session last ran a tool of without error
 (:mod:`index.search.session_prior`). Each dev-set task is replayed as one session, its earlier steps
-having run their annotated tools or ``route``'s first answer (:mod:`bench.retrieval.sessions`); a
+having run their annotated tools or ``route``'s first answer, alone or itself ranked in the session
+(:mod:`bench.retrieval.sessions`); a
 task's question starts its session (unchanged by construction); the real agent queries carry the
 servers the paper's agent executed without error before each ``route`` call.
 
@@ -23,6 +24,7 @@ from bench.retrieval.lab import folds_by_task, objective_value, parts, scored, t
 from bench.retrieval.sessions import (
     Sessions,
     annotated_ran,
+    first_answer_in_session_ran,
     first_answer_ran,
     fused_scores,
     rank_in_sessions,
@@ -97,7 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = sorted({q.task_id for queries in study.sets.values() for q in queries})
     shipped_weight = CopilotSettings.model_fields["session_prior_weight"].default
     first = first_answer_ran(steps, fused["agent-steps"], study.space)
-    for label, ran in (("annotated", annotated), ("route's first answer", first)):
+    looped = first_answer_in_session_ran(steps, fused["agent-steps"], study.space, shipped_weight)
+    stand_ins = (
+        ("annotated", annotated),
+        ("route's first answer", first),
+        (f"route's first answer, itself ranked in the session (weight {shipped_weight:g})", looped),
+    )
+    for label, ran in stand_ins:
         sessions = sessions_of(study.sets, ran)
         grid_rows = {weight: rows_at(sessions, weight) for weight in GRID}
         print(f"\n## earlier steps ran: {label}")

@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.retrieval.sessions import annotated_ran, first_answer_ran, rank_in_sessions, sessions_of, shared_steps
+from bench.retrieval.sessions import (
+    annotated_ran,
+    first_answer_in_session_ran,
+    first_answer_ran,
+    rank_in_sessions,
+    sessions_of,
+    shared_steps,
+)
 from bench.retrieval.sets import Query
 
 NAMES = ["write_file", "read_file", "geocode", "write_file"]
@@ -45,6 +52,16 @@ def test_route_s_first_answer_is_what_an_earlier_step_ran() -> None:
     steps = [_step("t1", 1, "geocode"), _step("t1", 1, "geocode", form="plain"), _step("t1", 2, "write_file")]
     scores = [np.array([0.0, 0.0, 0.0, 1.0]), np.array([0.0, 0.0, 1.0, 0.0]), np.array([1.0, 0.0, 0.0, 0.0])]
     assert first_answer_ran(steps, scores, _space()) == {"t1": {1: ["office"], 2: ["files"]}}  # wrong, as the agent took it
+
+
+def test_an_agent_looping_on_route_s_first_answer_gets_each_answer_ranked_in_its_session() -> None:
+    # Step 1's first answer is read_file (files); step 2 alone would answer geocode (maps), but
+    # with files lifted its first answer is write_file (files). Step order, not list order, counts.
+    steps = [_step("t1", 2, "write_file"), _step("t1", 1, "read_file")]
+    scores = [np.array([0.5, 0.0, 1.0, 0.0]), np.array([0.0, 1.0, 0.0, 0.0])]
+    assert first_answer_ran(steps, scores, _space()) == {"t1": {1: ["files"], 2: ["maps"]}}
+    assert first_answer_in_session_ran(steps, scores, _space(), 2.0) == {"t1": {1: ["files"], 2: ["files"]}}
+    assert first_answer_in_session_ran(steps, scores, _space(), 0.0) == first_answer_ran(steps, scores, _space())
 
 
 def test_the_session_s_servers_are_lifted_by_the_weight() -> None:
