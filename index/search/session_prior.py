@@ -11,8 +11,9 @@ weight is 1) to every tool of the servers this session ran a tool of without err
 Measured with ``python -m bench.retrieval.studies.session`` (the README's retrieval section): on
 the agent-steps set, each task's steps routed in order with the servers of its earlier steps as the
 session's, it gains on hit@3 and prec@3 beyond noise, whether the earlier steps ran their annotated
-tools or ``route``'s first answer, and on the real agent queries; a task's first query (every task
-question) is unchanged by construction. The weight was chosen by cross-validation across tasks.
+tools or ``route``'s first answer; the paper agent's real queries, in their own sessions, rank the
+same; a task's first query (every task question) is unchanged by construction. The weight was
+chosen by cross-validation across tasks.
 """
 
 from __future__ import annotations
