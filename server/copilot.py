@@ -161,8 +161,8 @@ class _ExecuteRecord:
         if self.written:
             return
         self.written = True
-        if error is None and not result.is_error and self.log is not None and self.log.recent_servers is not None:
-            self.log.recent_servers.note(self.server)
+        if error is None and not result.is_error and self.log is not None:
+            self.log.note_used(self.server)
         self.telemetry.outcome(
             server=self.server, tool=self.tool, kind=kind, error=error, tool_error=bool(result.is_error),
             flagged=len(flags or []),
@@ -604,7 +604,7 @@ class Copilot:
             # embedding it waits for the model, which route does not (route_model_wait, 0 by
             # default), so the sync lands in the background and a later route shows it.
             await self.follow_approvals(APPROVAL_SYNC_WAIT if self.index.embedder.loaded else 0.0)
-            used = log.recent_servers.servers() if log is not None and log.recent_servers is not None else ()
+            used = log.used_servers() if log is not None else ()
             answer = await self._route(text_query if isinstance(query, str) else query, top_k, server, kind, used)
             if annotate is not None:
                 annotate(answer)

@@ -544,9 +544,31 @@ class Ranked:
 
 
 def rank(space: Space, score: Callable[[Space, QueryParts], np.ndarray], queries: Sequence[Query], depth: int = 10) -> Ranked:
+    return _ranked(space, queries, (score(space, parts(query.text)) for query in queries), depth)
+
+
+def rank_lifted(
+    space: Space,
+    queries: Sequence[Query],
+    fused_of: Sequence[np.ndarray],
+    boost: Callable[[Query], np.ndarray | float],
+    depth: int = 10,
+) -> Ranked:
+    """Each query's fused scores (``fused_of``, before any prior) plus ``boost(query)`` (a prior),
+    then, as ``route`` does, the input providers of the best tools lifted below them."""
+    providers = getattr(space, "providers", ())  # a hand-made space may have none
+
+    def lifted(query: Query, fused_score: np.ndarray) -> np.ndarray:
+        scores = fused_score + boost(query)
+        return with_providers(scores, providers) if providers else scores
+
+    return _ranked(space, queries, (lifted(q, f) for q, f in zip(queries, fused_of, strict=True)), depth)
+
+
+def _ranked(space: Space, queries: Sequence[Query], scores: Iterable[np.ndarray], depth: int) -> Ranked:
     names, rows = [], []
-    for query in queries:
-        ranked = [space.names[i] for i in top_indices(score(space, parts(query.text)), depth)]
+    for query, score in zip(queries, scores):
+        ranked = [space.names[i] for i in top_indices(score, depth)]
         names.append(ranked)
         rows.append(query_metrics(ranked, query.relevant) if query.relevant else {})
     return Ranked(names, rows)

@@ -7,7 +7,8 @@ for what the agent ran:
 
 - *annotated* (:func:`annotated_ran`): each earlier step ran its annotated tools;
 - *route's first answer* (:func:`first_answer_ran`): each earlier step ran the tool the shipped
-  ranker puts first for its ``<tool_assistant>`` query, right or wrong (no label is read).
+  ranker puts first for its ``<tool_assistant>`` query, right or wrong (no label is read), alone
+  or itself ranked in its session.
 
 A task's question is its session's first query (nothing used yet). The real agent queries carry
 their own sessions (:attr:`bench.retrieval.sets.Query.session`).
@@ -20,10 +21,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from bench.retrieval.lab import Ranked, Space, fused, parts, top_indices
-from bench.retrieval.metrics import query_metrics
+from bench.retrieval.lab import Ranked, Space, fused, parts, rank_lifted, top_indices
 from bench.retrieval.sets import Query
-from index.search.ranking import HYBRID, with_providers
+from index.search.ranking import HYBRID
 from index.search.session_prior import RecentServers, session_boost
 
 #: The form of a step an agent sends in the "route's first answer" stand-in.
@@ -50,49 +50,39 @@ def annotated_ran(steps: Sequence[Query], space: Space) -> Ran:
     return ran
 
 
-def first_answer_ran(steps: Sequence[Query], scores: Sequence[np.ndarray], space: Space) -> Ran:
-    """Each step ran the first tool of its ``<tool_assistant>`` query's ``scores``."""
-    ran: dict[str, dict[int, list[str]]] = defaultdict(dict)
-    for query, score in zip(steps, scores, strict=True):
-        if query.form == AGENT_FORM:
-            ran[query.task_id][query.step] = [server_of(space, top_indices(score, 1)[0])]
-    return ran
-
-
-def first_answer_in_session_ran(steps: Sequence[Query], scores: Sequence[np.ndarray], space: Space, weight: float) -> Ran:
-    """As :func:`first_answer_ran`, each step's first answer ranked as ``route`` ranks it within
-    its session: lifted by the servers of the answers before it (the agent's own loop)."""
+def first_answer_ran(steps: Sequence[Query], scores: Sequence[np.ndarray], space: Space, weight: float = 0.0) -> Ran:
+    """Each step ran the first tool of its ``<tool_assistant>`` query's ``scores``; with a
+    ``weight``, that first answer ranked as ``route`` ranks it within its session, lifted by the
+    servers of the answers before it (an agent looping on ``route``'s first answer)."""
     ran: dict[str, dict[int, list[str]]] = defaultdict(dict)
     asked = sorted(
         ((query, score) for query, score in zip(steps, scores, strict=True) if query.form == AGENT_FORM),
         key=lambda pair: (pair[0].task_id, pair[0].step),
     )
     for query, score in asked:
-        recent = RecentServers()
-        for step in sorted(s for s in ran[query.task_id] if s < query.step):
-            for server in ran[query.task_id][step]:
-                recent.note(server)
-        lift = session_lift(space, recent.servers(), weight)
+        lift = session_lift(space, session_before(ran[query.task_id], query.step), weight)
         ran[query.task_id][query.step] = [server_of(space, top_indices(score if lift is None else score + lift, 1)[0])]
     return ran
 
 
+def session_before(steps: Mapping[int, Sequence[str]], step: int) -> tuple[str, ...]:
+    """The session before ``step``: the servers its task's earlier steps ran, remembered in order
+    as the copilot remembers them (most recent first, at most its memory)."""
+    recent = RecentServers()
+    for earlier in sorted(s for s in steps if s < step):
+        for server in steps[earlier]:
+            recent.note(server)
+    return recent.servers()
+
+
 def sessions_of(sets: Sets, ran: Ran) -> Sessions:
-    """Each query's session: a dev-set step's is its task's earlier steps (in order, remembered as
-    the copilot remembers them); a real agent query's is its own; a task question starts one."""
-    sessions: dict[Query, tuple[str, ...]] = {}
-    for queries in sets.values():
-        for query in queries:
-            if query.form == "real":
-                sessions[query] = query.session
-                continue
-            recent = RecentServers()
-            steps = ran.get(query.task_id, {})
-            for step in sorted(s for s in steps if s < query.step):
-                for server in steps[step]:
-                    recent.note(server)
-            sessions[query] = recent.servers()
-    return sessions
+    """Each query's session: a dev-set step's is its task's earlier steps; a real agent query's is
+    its own; a task question starts one."""
+    return {
+        query: query.session if query.form == "real" else session_before(ran.get(query.task_id, {}), query.step)
+        for queries in sets.values()
+        for query in queries
+    }
 
 
 def shared_steps(ran: Ran) -> tuple[int, int]:
@@ -129,18 +119,12 @@ def rank_in_sessions(
     """The shipped ranker with each query's session lifted, as ``route`` ranks it: the fused score
     (``fused_of``, computed when not given), plus the session's lift, then the input providers of
     the best tools lifted below them."""
-    names, rows = [], []
-    for query, fused_score in zip(queries, fused_of if fused_of is not None else fused_scores(space, queries), strict=True):
-        scores = fused_score
+
+    def boost(query: Query) -> np.ndarray | float:
         lift = session_lift(space, sessions.get(query, ()), weight)
-        if lift is not None:
-            scores = scores + lift
-        if space.providers:
-            scores = with_providers(scores, space.providers)
-        ranked = [space.names[i] for i in top_indices(scores, depth)]
-        names.append(ranked)
-        rows.append(query_metrics(ranked, query.relevant) if query.relevant else {})
-    return Ranked(names, rows)
+        return 0.0 if lift is None else lift
+
+    return rank_lifted(space, queries, fused_of if fused_of is not None else fused_scores(space, queries), boost, depth)
 
 
 def server_of(space: Space, position: int) -> str:

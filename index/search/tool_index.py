@@ -480,13 +480,13 @@ class ToolIndex:
         lexical_only = mode in LEXICAL_MODES
         # The hybrid (also while it answers lexically at start-up) searches each listed operation too.
         operations = list(parsed.operations) if method == "hybrid" else []
-        scored = self._scores(
-            snapshot, parsed, "bm25" if lexical_only else method, mask, weights, operations, session_servers
-        )
+        # What the answer says was lifted is exactly what scoring lifts.
+        lifted = self._lifted(snapshot, session_servers, mask) if method == "hybrid" and not lexical_only else []
+        scored = self._scores(snapshot, parsed, "bm25" if lexical_only else method, mask, weights, operations, lifted)
         positions = top_indices(scored.scores, top_k, mask)
         result = SearchResult(
             hits=[], mode=mode, model_failure=failure, operations=operations, truncated=parsed.truncated,
-            session_servers=self._lifted(snapshot, session_servers, mask) if method == "hybrid" and not lexical_only else [],
+            session_servers=lifted,
         )
         if lexical_only:
             # Keywords alone: a tool sharing no word with the query scores 0 and its rank is
@@ -575,7 +575,7 @@ class ToolIndex:
         mask: np.ndarray | None,
         weights: Weights,
         operations: list[str],
-        session_servers: Collection[str] = (),
+        lifted: Collection[str] = (),
     ) -> _Scored:
         space = snapshot.space
         if method == "bm25":
@@ -597,7 +597,7 @@ class ToolIndex:
         signals = [whole, *operation_signals(whole, space.lexical, operations, weights)]
         server_scores = similarities(space.server_vectors, server_vector) if space.server_names else None
         # Providers are lifted last, so a tool's input provider follows it whatever raised the tool.
-        scores = self._with_priors(snapshot, best_of([fuse(s, weights, mask) for s in signals]), session_servers)
+        scores = self._with_priors(snapshot, best_of([fuse(s, weights, mask) for s in signals]), lifted)
         return _Scored(
             scores=with_providers(scores, snapshot.providers, mask),
             dense=whole.dense,
@@ -605,13 +605,13 @@ class ToolIndex:
             server_scores=server_scores,
         )
 
-    def _with_priors(self, snapshot: _Snapshot, scores: np.ndarray, session_servers: Collection[str]) -> np.ndarray:
-        """``scores`` plus the usage prior's boost (:mod:`index.usage.prior`) and the session's
-        (:mod:`index.search.session_prior`), each when there is one."""
+    def _with_priors(self, snapshot: _Snapshot, scores: np.ndarray, lifted: Collection[str]) -> np.ndarray:
+        """``scores`` plus the usage prior's boost (:mod:`index.usage.prior`) and the session's for
+        the ``lifted`` servers (:mod:`index.search.session_prior`), each when there is one."""
         for boost in (
             self._usage.boost(snapshot.space.ids, snapshot.kinds),
             session_boost(
-                snapshot.space.tool_servers, snapshot.server_index, session_servers, self.settings.session_prior_weight
+                snapshot.space.tool_servers, snapshot.server_index, lifted, self.settings.session_prior_weight
             ),
         ):
             if boost is not None:
@@ -623,11 +623,12 @@ class ToolIndex:
         whose tools this search may return (a server filter or a removed server lifts nothing)."""
         if self.settings.session_prior_weight <= 0 or not session_servers:
             return []
-        searched = None if mask is None else {snapshot.servers[i] for i in np.flatnonzero(mask)}
-        return [
-            name for name in session_servers
-            if name in snapshot.server_index and (searched is None or name in searched)
-        ]
+        positions = [(name, snapshot.server_index.get(name)) for name in session_servers]
+        if mask is None:
+            return [name for name, position in positions if position is not None]
+        searched = np.zeros(len(snapshot.server_index), dtype=bool)  # per server: any tool in the mask
+        searched[snapshot.space.tool_servers[mask]] = True
+        return [name for name, position in positions if position is not None and searched[position]]
 
     def usage_prior_info(self) -> dict[str, Any] | None:
         """The usage prior ``route`` adds (file, trajectories, tools, weight), or None."""

@@ -70,10 +70,19 @@ class SessionLog:
         self.ended = False
         #: monotonic time of the session's last message (see ``server.app.session_middleware``).
         self.last_activity = time.monotonic()
-        #: The servers this session ran a tool of without error, which ``route`` lifts
-        #: (:mod:`index.search.session_prior`); None when the log is shared by clients that are not
-        #: one conversation (session-less requests over HTTP), whose calls say nothing of each other's.
-        self.recent_servers = RecentServers() if private else None
+        # The servers this session ran a tool of without error, which ``route`` lifts
+        # (index.search.session_prior); none when the log is shared by clients that are not one
+        # conversation (session-less requests over HTTP), whose calls say nothing of each other's.
+        self._recent_servers = RecentServers() if private else None
+
+    def note_used(self, server: str) -> None:
+        """``server`` ran a tool of this session's without error."""
+        if self._recent_servers is not None:
+            self._recent_servers.note(server)
+
+    def used_servers(self) -> tuple[str, ...]:
+        """The servers ``route`` lifts for this session, most recent first (none for a shared log)."""
+        return self._recent_servers.servers() if self._recent_servers is not None else ()
 
     def begin(self, index: dict[str, Any] | None) -> None:
         """Write ``session_start`` (once), with the index's model and tool count."""
@@ -195,7 +204,7 @@ class SessionLogs:
         ``transport_session_id`` is the transport's own id of the session (an HTTP session's
         ``mcp-session-id``): recorded in ``session_start`` and in the log line naming the file.
         ``private`` is false for a log that clients with nothing in common share (see
-        :attr:`SessionLog.recent_servers`).
+        :meth:`SessionLog.used_servers`).
         """
         with self._lock:
             existing = self._sessions.get(key)

@@ -24,7 +24,6 @@ from bench.retrieval.lab import folds_by_task, objective_value, parts, scored, t
 from bench.retrieval.sessions import (
     Sessions,
     annotated_ran,
-    first_answer_in_session_ran,
     first_answer_ran,
     fused_scores,
     rank_in_sessions,
@@ -99,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = sorted({q.task_id for queries in study.sets.values() for q in queries})
     shipped_weight = CopilotSettings.model_fields["session_prior_weight"].default
     first = first_answer_ran(steps, fused["agent-steps"], study.space)
-    looped = first_answer_in_session_ran(steps, fused["agent-steps"], study.space, shipped_weight)
+    looped = first_answer_ran(steps, fused["agent-steps"], study.space, shipped_weight)
     stand_ins = (
         ("annotated", annotated),
         ("route's first answer", first),

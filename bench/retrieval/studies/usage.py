@@ -29,11 +29,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from bench.retrieval.lab import CV_OBJECTIVE, fold_means, folds_by_task, fused, parts, top_indices
-from bench.retrieval.metrics import query_metrics
+from bench.retrieval.lab import CV_OBJECTIVE, fold_means, folds_by_task, fused, parts, rank_lifted, top_indices
 from bench.retrieval.sets import Query
 from bench.retrieval.studies.harness import Rows, Study, open_study, print_comparison
-from index.search.ranking import HYBRID, standardize, with_providers
+from index.search.ranking import HYBRID, standardize
 from index.usage.prior import usage_boost
 
 FOLDS = 5
@@ -69,20 +68,7 @@ def counts_vector(logs: Logs, tasks: set[str], names: Sequence[str]) -> np.ndarr
 def boosted_rows(study: Study, scores: Mapping[str, list[np.ndarray]], boost: Callable[[Query], np.ndarray | float]) -> Rows:
     """Every query's metrics when its fused ``scores`` get ``boost(query)`` added and then, as ``route``
     does, the input providers of the best tools lifted (boost 0: the shipped ranking)."""
-    names = study.space.names
-
-    def ranked(score: np.ndarray) -> list[int]:
-        providers = getattr(study.space, "providers", ())  # a hand-made space may have none
-        lifted = with_providers(score, providers) if providers else score
-        return top_indices(lifted, 10)
-
-    return {
-        name: [
-            query_metrics([names[i] for i in ranked(score + boost(query))], query.relevant)
-            for query, score in zip(queries, scores[name], strict=True)
-        ]
-        for name, queries in study.sets.items()
-    }
+    return {name: rank_lifted(study.space, queries, scores[name], boost).rows for name, queries in study.sets.items()}
 
 
 def prior_rows(

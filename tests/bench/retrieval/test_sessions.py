@@ -11,7 +11,6 @@ import pytest
 
 from bench.retrieval.sessions import (
     annotated_ran,
-    first_answer_in_session_ran,
     first_answer_ran,
     rank_in_sessions,
     sessions_of,
@@ -60,8 +59,8 @@ def test_an_agent_looping_on_route_s_first_answer_gets_each_answer_ranked_in_its
     steps = [_step("t1", 2, "write_file"), _step("t1", 1, "read_file")]
     scores = [np.array([0.5, 0.0, 1.0, 0.0]), np.array([0.0, 1.0, 0.0, 0.0])]
     assert first_answer_ran(steps, scores, _space()) == {"t1": {1: ["files"], 2: ["maps"]}}
-    assert first_answer_in_session_ran(steps, scores, _space(), 2.0) == {"t1": {1: ["files"], 2: ["files"]}}
-    assert first_answer_in_session_ran(steps, scores, _space(), 0.0) == first_answer_ran(steps, scores, _space())
+    assert first_answer_ran(steps, scores, _space(), 2.0) == {"t1": {1: ["files"], 2: ["files"]}}
+    assert first_answer_ran(steps, scores, _space(), 0.0) == first_answer_ran(steps, scores, _space())
 
 
 def test_the_session_s_servers_are_lifted_by_the_weight() -> None:
