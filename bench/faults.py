@@ -3,7 +3,7 @@
 ``python -m bench faults`` (or ``python -m bench.faults [--sessions N] [--settle S]``)
 
 Every row runs a real copilot (``python -m server``, stdio or HTTP) whose servers are the hostile
-fixture (``tests/fixtures/hostile_server.py``): one that ignores SIGTERM and starts grandchildren
+fixture (``tests/fixtures/hostile/hostile_server.py``): one that ignores SIGTERM and starts grandchildren
 that leave its process group (``setsid``, and a double-forked daemon), with a call in flight, and
 one that hangs before ``initialize`` after detaching a grandchild of its own. Then the copilot is
 stopped the hard way and the processes it started that are still alive ``--settle`` seconds later
@@ -59,7 +59,7 @@ from index.children.containment.watchdog import tagged
 from index.cli.console import HelpFormatter
 
 REPO = Path(__file__).resolve().parents[1]
-HOSTILE = REPO / "tests" / "fixtures" / "hostile_server.py"
+HOSTILE = REPO / "tests" / "fixtures" / "hostile" / "hostile_server.py"
 SECRETS = {
     "OPENAI_API_KEY": "sk-bench-openai-key-0123456789",
     "COPILOT_HTTP_TOKEN": "bench-http-token-0123456789abcdef",

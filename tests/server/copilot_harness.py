@@ -44,10 +44,10 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_SERVER = REPO / "tests" / "fixtures" / "fixture_server.py"
-CHANGING_SERVER = REPO / "tests" / "fixtures" / "changing_server.py"
-SCHEMA_BREAKER = REPO / "tests" / "fixtures" / "schema_breaking_server.py"
-SHAPESHIFTER = REPO / "tests" / "fixtures" / "shapeshifter_server.py"
-POISON_SERVER = REPO / "tests" / "fixtures" / "poison_server.py"
+CHANGING_SERVER = REPO / "tests" / "fixtures" / "hostile" / "changing_server.py"
+SCHEMA_BREAKER = REPO / "tests" / "fixtures" / "hostile" / "schema_breaking_server.py"
+SHAPESHIFTER = REPO / "tests" / "fixtures" / "hostile" / "shapeshifter_server.py"
+POISON_SERVER = REPO / "tests" / "fixtures" / "hostile" / "poison_server.py"
 #: Servers whose tools are crawled into the test index ("gamma" is in no test's servers file).
 INDEXED_SERVERS: dict[str, list[str]] = {
     "alpha": [],
@@ -69,13 +69,13 @@ def fixture_entry(name: str, mode: str = "healthy", *, tools: list[str] | None =
 
 
 def changing_entry(name: str, *, tools_file: Path | None = None, **extra: Any) -> dict[str, Any]:
-    """A servers-file entry of the changing fixture server (see ``tests/fixtures/changing_server.py``)."""
+    """A servers-file entry of the changing fixture server (see ``tests/fixtures/hostile/changing_server.py``)."""
     args = [str(CHANGING_SERVER), "--name", name, *(["--tools-file", str(tools_file)] if tools_file else [])]
     return {"command": sys.executable, "args": args, **extra}
 
 
 def schema_breaker_entry(*flags: str, **extra: Any) -> dict[str, Any]:
-    """A servers-file entry of the child with broken tool definitions (``tests/fixtures/schema_breaking_server.py``)."""
+    """A servers-file entry of the child with broken tool definitions (``tests/fixtures/hostile/schema_breaking_server.py``)."""
     return {"command": sys.executable, "args": [str(SCHEMA_BREAKER), *flags], **extra}
 
 
@@ -89,13 +89,13 @@ BROKEN_WRONG_TYPE = (
 
 def shapeshifter_entry(state: Path, change: str, *flags: str, **extra: Any) -> dict[str, Any]:
     """A servers-file entry of the child that changes its definitions ``change`` from its second start
-    (``tests/fixtures/shapeshifter_server.py``; ``state`` counts its starts)."""
+    (``tests/fixtures/hostile/shapeshifter_server.py``; ``state`` counts its starts)."""
     args = [str(SHAPESHIFTER), "--state", str(state), "--change", change, *flags]
     return {"command": sys.executable, "args": args, **extra}
 
 
 def poison_entry(spec: Path, **extra: Any) -> dict[str, Any]:
-    """A servers-file entry of the child serving exactly the JSON ``spec`` (``tests/fixtures/poison_server.py``)."""
+    """A servers-file entry of the child serving exactly the JSON ``spec`` (``tests/fixtures/hostile/poison_server.py``)."""
     return {"command": sys.executable, "args": [str(POISON_SERVER), str(spec)], **extra}
 
 

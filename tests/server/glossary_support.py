@@ -1,4 +1,4 @@
-"""The ``glossary`` child of the withheld-definition and approval tests: ``tests/fixtures/poison_server.py``
+"""The ``glossary`` child of the withheld-definition and approval tests: ``tests/fixtures/hostile/poison_server.py``
 serving exactly a JSON spec, among them one whose prompts and resource templates change at runtime."""
 
 from __future__ import annotations

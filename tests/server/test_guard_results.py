@@ -1,6 +1,6 @@
 """Results of a real child that carry instructions where the text blocks do not: in the structured
 content (which hosts often show the model instead of the text) or a resource link's description.
-The child is tests/fixtures/poison_server.py, answering with exactly the result the test wrote."""
+The child is tests/fixtures/hostile/poison_server.py, answering with exactly the result the test wrote."""
 
 from __future__ import annotations
 

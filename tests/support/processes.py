@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import psutil
 
-HOSTILE_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "hostile_server.py"
+HOSTILE_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "hostile" / "hostile_server.py"
 _POLL = 0.05
 
 

@@ -23,12 +23,12 @@ from index.catalog.servers import ServerConfig, parse_servers
 from index.search.tool_index import ToolIndex
 from index.settings import CopilotSettings
 from index.storage.build import build_index
-from tests.fixtures.hostile_server import HUGE_NAME, TOOLS as HOSTILE_TOOLS
+from tests.fixtures.hostile.hostile_server import HUGE_NAME, TOOLS as HOSTILE_TOOLS
 from tests.support.processes import hostile_entry
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
-CHANGING_SERVER = FIXTURE.with_name("changing_server.py")
-SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
+CHANGING_SERVER = FIXTURE.parent / "hostile" / "changing_server.py"
+SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "hostile" / "schema_breaking_server.py"
 PROJECT_DIR = Path(__file__).resolve().parents[3]
 FIXTURE_TOOLS = {
     "echo", "add", "counter", "sleep", "crash", "huge", "get_env", "write_file", "delete_item", "structured", "fail",

@@ -19,7 +19,7 @@ from tests.support.processes import wait_for_file
 
 pytestmark = pytest.mark.timeout(60)
 
-FLOODING_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "flooding_http_server.py"
+FLOODING_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "hostile" / "flooding_http_server.py"
 
 
 @pytest.fixture

@@ -16,10 +16,10 @@ from index.catalog.servers import ServerConfig
 from index.children.connect import open_session
 from index.children.listing_limits import LISTING_CUT, MAX_TOOLS
 from index.children.tool_listing import input_schema_problem, list_all_tools
-from tests.fixtures.hostile_server import TOOLS as HOSTILE_TOOLS
+from tests.fixtures.hostile.hostile_server import TOOLS as HOSTILE_TOOLS
 from tests.support.processes import hostile_entry
 
-SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "schema_breaking_server.py"
+SCHEMA_BREAKER = Path(__file__).resolve().parents[2] / "fixtures" / "hostile" / "schema_breaking_server.py"
 
 
 @pytest.mark.parametrize(

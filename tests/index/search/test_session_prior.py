@@ -1,5 +1,5 @@
 """The session prior's memory and boost (index.search.session_prior); ranking with it is in
-``test_tool_index.py``, a copilot's sessions in ``tests/server/test_copilot.py``."""
+``test_tool_index.py``, a copilot's sessions in ``tests/server/copilot/test_copilot.py``."""
 
 from __future__ import annotations
 

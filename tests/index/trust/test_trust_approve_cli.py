@@ -1,6 +1,6 @@
 """``python -m index approve`` as a person runs it: a bad target must not hide what the good ones
 did, nor stop them; and an approval takes only the definition a review showed (a real child that
-changes its tools in between: ``tests/fixtures/shapeshifter_server.py`` in a real pool)."""
+changes its tools in between: ``tests/fixtures/hostile/shapeshifter_server.py`` in a real pool)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from index.storage.build import screen_catalog
 from index.catalog.records import Catalog, ToolRecord
 from index.settings import PROJECT_DIR, CopilotSettings
 
-SHAPESHIFTER = PROJECT_DIR / "tests" / "fixtures" / "shapeshifter_server.py"
+SHAPESHIFTER = PROJECT_DIR / "tests" / "fixtures" / "hostile" / "shapeshifter_server.py"
 
 
 def test_crawl_pins_and_reports_a_poisoned_server(tmp_path: Path) -> None:

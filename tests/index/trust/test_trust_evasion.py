@@ -2,7 +2,7 @@
 bytes smuggled in variation selectors, an instruction split over parameter descriptions; and a
 review whose scan must not hold the pins file's locks (route and execute read it on every call).
 
-The pool tests run a real child (tests/fixtures/poison_server.py) serving the exact bytes."""
+The pool tests run a real child (tests/fixtures/hostile/poison_server.py) serving the exact bytes."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from server.guard import DefinitionGuard
 from server.pool.sessions import ChildPool, PoolSettings
 
 ACROSS_FIELDS = "description and schema, read together"
-POISON_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "poison_server.py"
+POISON_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "hostile" / "poison_server.py"
 
 pytestmark = pytest.mark.timeout(120)
 

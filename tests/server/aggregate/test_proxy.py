@@ -24,7 +24,7 @@ import pytest_asyncio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.fixtures.changing_server import LOGO
+from tests.fixtures.hostile.changing_server import LOGO
 from tests.server.copilot_harness import (
     HttpCopilot,
     RunningClient,

@@ -4,7 +4,7 @@ A prompt or resource whose definition is clean but whose rendered text carries i
 the model is scanned as ``execute``'s results are -- logged and counted always, a note put first
 with ``COPILOT_RESULT_WARNING``; a reply that breaks the MCP schema is the child's error, not the
 host's. The real app in-process, a real MCP client, and a real child
-(``tests/fixtures/poison_server.py``) crawled into a real index.
+(``tests/fixtures/hostile/poison_server.py``) crawled into a real index.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from server.aggregate import subscriptions as subscriptions_module
 from server.aggregate.notify import Broadcaster
 from server.aggregate.subscriptions import UPDATE_INTERVAL, ResourceSubscriptions
 from server.pool.sessions import ChildPool, PoolSettings
-from tests.fixtures.hostile_server import UPDATED_URI
+from tests.fixtures.hostile.hostile_server import UPDATED_URI
 from tests.server.aggregate.outbound import StreamOutbound
 from tests.server.pool.pool_support import running_pool, settings  # noqa: F401 -- settings is a fixture
 from tests.support.processes import hostile_entry

@@ -1,7 +1,7 @@
 """Prompts and resources whose definitions carry instructions for the model are withheld: not
 listed, not served, and named (not shown) in ``route`` answers -- as a tool with a high trust
 finding is quarantined. The real app in-process, a real MCP client, and a real child
-(``tests/fixtures/poison_server.py``) crawled into a real index.
+(``tests/fixtures/hostile/poison_server.py``) crawled into a real index.
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ async def test_hang_past_timeout_kills_and_restarts(settings: PoolSettings) -> N
 
 async def test_an_answer_without_its_newline_is_named_in_the_timeout(settings: PoolSettings) -> None:
     # The child answered, but never ended the line: "it may be stuck" alone sent users looking elsewhere.
-    escaping = Path(__file__).resolve().parents[2] / "fixtures" / "escaping_server.py"
+    escaping = Path(__file__).resolve().parents[2] / "fixtures" / "hostile" / "escaping_server.py"
     config = ServerConfig(name="forgetful", command=sys.executable, args=[str(escaping)])
     async with running_pool({"forgetful": config}, settings) as pool:
         with anyio.fail_after(20), pytest.raises(ChildTimeoutError) as caught:

@@ -24,7 +24,7 @@ from index.children.tool_listing import MAX_SCHEMA_DEPTH
 from index.children.wire import JUNK_LINES_LOGGED, MAX_CHILD_REQUESTS
 from server.errors import ChildTimeoutError, ServerUnavailableError, ToolPastCapError
 from server.pool.sessions import RELIST_INTERVAL, PoolSettings
-from tests.fixtures.hostile_server import TOOLS
+from tests.fixtures.hostile.hostile_server import TOOLS
 from tests.server.pool.pool_support import running_pool, settings  # noqa: F401 -- settings is a fixture
 from tests.support.processes import hostile_entry
 

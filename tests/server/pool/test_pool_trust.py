@@ -1,5 +1,5 @@
 """Rug pulls in the child pool: a real hostile child whose definitions change between starts
-(tests/fixtures/shapeshifter_server.py) is checked at every listing by server.guard."""
+(tests/fixtures/hostile/shapeshifter_server.py) is checked at every listing by server.guard."""
 
 from __future__ import annotations
 

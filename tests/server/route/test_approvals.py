@@ -1,6 +1,6 @@
 """A definition the user approves is what ``route`` shows right after the approval
 (``server.route.approvals``): the real copilot in-process with its real pool and index, real
-children whose definitions change (``tests/fixtures/shapeshifter_server.py``, ``poison_server.py``),
+children whose definitions change (``tests/fixtures/hostile/shapeshifter_server.py``, ``poison_server.py``),
 and ``python -m index trust`` / ``approve`` run as a user runs them."""
 
 from __future__ import annotations

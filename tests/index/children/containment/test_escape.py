@@ -17,7 +17,7 @@ from tests.support.processes import kill_leftovers, wait_gone
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
-ESCAPING_SERVER = Path(__file__).resolve().parents[3] / "fixtures" / "escaping_server.py"
+ESCAPING_SERVER = Path(__file__).resolve().parents[3] / "fixtures" / "hostile" / "escaping_server.py"
 
 
 def _escaping() -> ServerConfig:

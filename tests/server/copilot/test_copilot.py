@@ -44,7 +44,7 @@ from tests.server.copilot_harness import (
 )
 from tests.support.processes import hostile_entry
 
-MAPS_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "maps_server.py"
+MAPS_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "maps_server.py"
 
 pytestmark = pytest.mark.timeout(120)
 

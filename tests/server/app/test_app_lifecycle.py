@@ -179,7 +179,7 @@ async def test_stdout_carries_only_protocol_messages(built_index: Path, tmp_path
     assert code == 0
 
 
-BLOCKING_SERVER = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "blocking_server.py"
+BLOCKING_SERVER = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "hostile" / "blocking_server.py"
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
