@@ -35,6 +35,7 @@ from index.search.ranking import (
     HYBRID_V1,
     PROVIDER_DEPTH,
     PROVIDER_GAP,
+    SIGNAL_CEILING,
     SearchSpace,
     Signals,
     Weights,
@@ -598,7 +599,7 @@ GRID_FUSION = ("zsum", "rrf")
 
 def weight_grid() -> list[Weights]:
     return [
-        Weights(dense=1.0, lexical=lex, server=srv, bottom_up=up, fusion=fusion)  # type: ignore[arg-type]
+        Weights(dense=1.0, lexical=lex, server=srv, bottom_up=up, fusion=fusion, ceiling=SIGNAL_CEILING)  # type: ignore[arg-type]
         for lex, srv, up, fusion in itertools.product(GRID_LEXICAL, GRID_SERVER, GRID_BOTTOM_UP, GRID_FUSION)
     ]
 

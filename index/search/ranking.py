@@ -1,7 +1,7 @@
 """Scoring tools for a query: BM25, dense, the paper's two-level score, and the hybrid.
 
 The hybrid fuses up to four signals, each first put on the same footing (a z-score over the
-candidate tools, or a reciprocal rank for RRF):
+candidate tools, bounded at :data:`SIGNAL_CEILING`, or a reciprocal rank for RRF):
 
 * dense     -- cosine similarity of the query's ``tool:`` part (the whole query when plain) and
   the tool's text (name in words, description, parameter names, English gloss of Chinese);
@@ -49,14 +49,22 @@ class Weights:
     fusion: Fusion = "zsum"
     #: RRF's rank offset (the usual 60): larger flattens the head of each ranking.
     rrf_k: int = 60
+    #: z-sum: the most standard deviations one signal may put a tool above the signal's mean
+    #: (:func:`standardize`); None: no bound, as the first hybrid had.
+    ceiling: float | None = None
 
     def of(self, signal: str) -> float:
         return float(getattr(self, signal))
 
 
 #: The shipped ranker (see the module docstring for how it was chosen).
-HYBRID = Weights()
-#: The first hybrid: dense + BM25 + server description, equal weights.
+#: The bound on one signal's z-score (see :func:`standardize`): the tightest that leaves the rankings of
+#: LiveMCPBench's 527 tools as they were (2 of 929 agent-step first places move, nothing else); with
+#: unrelated tools added to the catalog it keeps part of what the unbounded sum loses
+#: (``python -m bench.retrieval.studies.scale``).
+SIGNAL_CEILING = 10.0
+HYBRID = Weights(ceiling=SIGNAL_CEILING)
+#: The first hybrid: dense + BM25 + server description, equal weights, unbounded z-scores.
 HYBRID_V1 = Weights(dense=1.0, lexical=1.0, server=1.0, bottom_up=0.0)
 
 
@@ -99,15 +107,26 @@ def similarities(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
         return torch.mv(torch.from_numpy(matrix), torch.tensor(vector, dtype=torch.float32)).numpy()
 
 
-def standardize(values: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """z-scores over the candidates (``mask``); a constant signal contributes nothing."""
+def standardize(values: np.ndarray, mask: np.ndarray | None = None, ceiling: float | None = None) -> np.ndarray:
+    """z-scores over the candidates (``mask``); a constant signal contributes nothing.
+
+    With ``ceiling`` the spread is at least (best - mean) / ceiling, so the best candidate scores at
+    most ``ceiling`` and the others keep their order and proportions. Why: a signal only a few tools
+    score on has a tiny standard deviation. BM25 for a word exactly one of n tools has puts that tool
+    at sqrt(n - 1) standard deviations, whatever the word: 23 at 527 tools, 316 at 100,000. One
+    incidental word ("book" in a finance tool's ``priceToBook``) then outweighs every other signal,
+    and more so the larger the catalog, so weights chosen on one catalog would not hold on a larger one.
+    """
     candidates = values if mask is None else values[mask]
     if candidates.size == 0:
         return values
+    mean = float(candidates.mean())
     spread = float(candidates.std())
+    if ceiling is not None:
+        spread = max(spread, (float(candidates.max()) - mean) / ceiling)
     if spread < 1e-9:
         return np.zeros_like(values, dtype=np.float32)
-    return ((values - float(candidates.mean())) / spread).astype(np.float32)
+    return ((values - mean) / spread).astype(np.float32)
 
 
 def reciprocal_ranks(values: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
@@ -134,7 +153,10 @@ def fuse(signals: Signals, weights: Weights, mask: np.ndarray | None = None) -> 
         values = getattr(signals, name)
         if weight == 0 or values is None:
             continue
-        part = standardize(values, mask) if weights.fusion == "zsum" else reciprocal_ranks(values, weights.rrf_k, mask)
+        if weights.fusion == "zsum":
+            part = standardize(values, mask, weights.ceiling)
+        else:
+            part = reciprocal_ranks(values, weights.rrf_k, mask)
         total = weight * part if total is None else total + weight * part
     if total is None:
         raise ValueError("no signal to fuse: every weight is 0 or every signal is missing")

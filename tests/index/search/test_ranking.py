@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ from index.search.confidence import judge
 from index.search.ranking import (
     HYBRID,
     HYBRID_V1,
+    SIGNAL_CEILING,
     Signals,
     Weights,
     best_of,
@@ -28,6 +31,37 @@ def test_standardize_over_the_candidates_only() -> None:
     masked = standardize(values, np.array([True, True, True, False]))
     assert masked[:3].tolist() == pytest.approx([-1.2247, 0.0, 1.2247], abs=1e-3)
     assert standardize(np.ones(4, dtype=np.float32)).tolist() == [0, 0, 0, 0]  # a flat signal adds nothing
+
+
+def test_a_bounded_signal_puts_its_best_at_the_ceiling_and_keeps_the_rest_in_proportion() -> None:
+    sparse = np.zeros(10_000, dtype=np.float32)
+    sparse[7], sparse[8] = 1.2, 0.6  # BM25 of a word two tools of 10,000 have
+    assert standardize(sparse)[7] > 60  # unbounded: about sqrt(n / 2) standard deviations
+    bounded = standardize(sparse, ceiling=10.0)
+    assert bounded[7] == pytest.approx(10.0)
+    assert (bounded[8] - bounded[0]) / (bounded[7] - bounded[0]) == pytest.approx(0.5)  # proportions kept
+    assert np.argsort(-bounded, kind="stable").tolist() == np.argsort(-sparse, kind="stable").tolist()
+    # within the ceiling nothing changes: a dense-like signal's best is a few deviations out
+    spread_out = np.random.default_rng(0).normal(0.3, 0.05, 1000).astype(np.float32)
+    assert standardize(spread_out, ceiling=10.0) == pytest.approx(standardize(spread_out))
+    # the bound is over the candidates only: a masked-out tool's value does not set it
+    mask = np.ones(10_000, dtype=bool)
+    mask[7] = False
+    assert standardize(sparse, mask, ceiling=10.0)[8] == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("tools", [527, 10_000, 100_000])
+def test_one_incidental_word_does_not_outweigh_a_clear_dense_leader_at_any_catalog_size(tools: int) -> None:
+    assert HYBRID.ceiling == SIGNAL_CEILING and HYBRID_V1.ceiling is None
+    rng = np.random.default_rng(tools)
+    dense = rng.normal(0.2, 0.05, tools).astype(np.float32)
+    dense[0] = float(dense.mean() + 6 * dense.std())  # the tool the request means, 6 deviations ahead
+    lexical = np.zeros(tools, dtype=np.float32)
+    lexical[1] = 1.2  # one word of the request ("book") only tool 1 has ("priceToBook")
+    signals = Signals(dense=dense, lexical=lexical)
+    assert int(np.argmax(fuse(signals, HYBRID))) == 0
+    # unbounded, the single match is sqrt(n - 1) deviations: 23 at 527 tools, 316 at 100,000
+    assert int(np.argmax(fuse(signals, replace(HYBRID, ceiling=None)))) == 1
 
 
 def test_reciprocal_ranks_break_ties_by_position_and_respect_the_mask() -> None:

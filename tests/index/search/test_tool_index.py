@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ import index.search.tool_index as tool_index_module
 from index.models.embedding import Embedder, EmbeddingModelError, bundled_model_path
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.catalog.records import ToolRecord
+from index.search.ranking import HYBRID
 from index.search.tool_index import ToolIndex
 from index.usage.prior import UsagePrior, write_usage_prior
 
@@ -526,3 +528,41 @@ def test_a_stored_tool_that_no_longer_reads_as_a_record_is_left_out_of_the_input
     assert snapshot._stored_tool(geocoder) is None  # noqa: SLF001
     assert snapshot.parsed == {}  # the links keep no record: a long session would hold them all
     assert snapshot.record(parking).name == "find_parking"
+
+
+def _unrelated_tools() -> list[ToolRecord]:
+    """240 tools of other trades: a catalog large enough that one word only one tool has would be
+    sqrt(n - 1) > 15 standard deviations of BM25 without the bound."""
+    verbs = ("encode", "decode", "compress", "hash", "sort", "parse", "validate", "format", "merge", "split", "count", "rotate")
+    things = ("csv rows", "json payload", "xml tree", "image thumbnail", "audio clip", "git commit", "docker container",
+              "sql table", "email message", "calendar event", "dns record", "zip archive", "pdf page", "font file",
+              "color palette", "qr code", "barcode", "log line", "regex pattern", "unit value")
+    return [
+        ToolRecord(server=thing.replace(" ", "-"), name=f"{verb}_{thing.replace(' ', '_')}",
+                   description=f"{verb.capitalize()} the given {thing} and return the result.",
+                   input_schema={"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]})
+        for thing in things
+        for verb in verbs
+    ]
+
+
+def test_a_word_only_one_tool_has_does_not_outweigh_the_tool_the_request_means(tmp_path: Path) -> None:
+    records = [
+        *_unrelated_tools(),
+        ToolRecord(server="lodging", name="reserve_room", description="Reserve a room at a hotel or guesthouse for the given dates.",
+                   input_schema={"type": "object", "properties": {"city": {"type": "string"}, "check_in": {"type": "string"}}}),
+        # "book" only as part of a parameter name (price to book ratio)
+        ToolRecord(server="stocks", name="ticker_metrics", description="Valuation metrics of a stock ticker.",
+                   input_schema={"type": "object", "properties": {"symbol": {"type": "string"}, "priceToBook": {"type": "number"}}}),
+    ]
+    index = open_index(tmp_path)
+    index.sync(records, catalog="tests", catalog_digest="lodging")
+    query = "book a bed for two nights"
+    assert [h.tool for h in index.search(query, top_k=1, method="bm25")] == ["ticker_metrics"]  # the one word BM25 has
+    assert [h.tool for h in index.search(query, top_k=1, method="dense")] == ["reserve_room"]
+    bounded = index.search(query, top_k=2)
+    assert [h.tool for h in bounded] == ["reserve_room", "ticker_metrics"]
+    # unbounded, that single word is sqrt(241) = 15.5 deviations of BM25 and wins
+    unbounded = index.route(query, top_k=2, weights=replace(HYBRID, ceiling=None), trim=False).hits
+    assert [h.tool for h in unbounded] == ["ticker_metrics", "reserve_room"]
+    assert unbounded[0].score - bounded[1].score == pytest.approx(0.5 * (15.5 - 10), abs=0.1)  # BM25 weight x what the bound took
