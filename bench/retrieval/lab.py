@@ -16,6 +16,7 @@ import itertools
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -186,6 +187,11 @@ class Space:
                 self.query_vectors[text] = vector
 
 
+_BATCH = 64
+#: Embedding this many texts or more says how far it has got (on stderr), every 1,024.
+_PROGRESS_FROM = 1000
+
+
 class EmbeddingCache:
     """Document embeddings on disk, keyed by model and text (re-running the bench re-embeds nothing)."""
 
@@ -199,7 +205,13 @@ class EmbeddingCache:
         if path.exists():
             return np.load(path)
         embed = encoder.queries if queries else encoder.documents
-        vectors = np.vstack([_normalized(embed(list(texts[i : i + 64]))) for i in range(0, len(texts), 64)]) if texts else np.zeros((0, 1), np.float32)
+        batches = []
+        for start in range(0, len(texts), _BATCH):
+            batches.append(_normalized(embed(list(texts[start : start + _BATCH]))))
+            done = start + len(batches[-1])
+            if len(texts) >= _PROGRESS_FROM and (done % (_BATCH * 16) == 0 or done == len(texts)):
+                print(f"  embedded {done}/{len(texts)} {kind} ({encoder.name})", file=sys.stderr, flush=True)
+        vectors = np.vstack(batches) if batches else np.zeros((0, 1), np.float32)
         self.directory.mkdir(parents=True, exist_ok=True)
         np.save(path, vectors)
         return vectors
