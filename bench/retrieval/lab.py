@@ -399,6 +399,21 @@ def server_coherence(weight: float = 0.6, k: int = 5) -> Callable[[Space, QueryP
     return score
 
 
+def name_twins(gap: float = PROVIDER_GAP) -> Callable[[Space, QueryParts], np.ndarray]:
+    """Each of the best 10 tools' same-named tools on other servers (``read_file`` of two file
+    servers) lifted just below it, as input providers are. Relevance is by name, and precision counts
+    a name at every server that has it, so this raises prec@3 by showing one tool twice."""
+
+    def score(space: Space, q: QueryParts) -> np.ndarray:
+        holders: dict[str, list[int]] = {}
+        for position, name in enumerate(space.names):
+            holders.setdefault(name, []).append(position)
+        twins = [tuple(p for p in holders[name] if p != position) for position, name in enumerate(space.names)]
+        return with_providers(best_of([fuse(each, HYBRID) for each in with_operations(space, q)]), twins, depth=PROVIDER_DEPTH, gap=gap)
+
+    return score
+
+
 def server_diversity(penalty: float = 0.25, pool: int = 40) -> Callable[[Space, QueryParts], np.ndarray]:
     """The first ranking's top ``pool`` re-ordered greedily (MMR over servers): a tool loses
     ``penalty`` standard deviations of the scores per tool of its server already placed -- a task
@@ -534,6 +549,7 @@ def study_candidates(models: Iterable[str]) -> list[Candidate]:
         Candidate("shipped + dense feedback", v3, pseudo_relevance_feedback(), "query vector + 0.3 x mean of the top 3 tools, re-ranked"),
         Candidate("shipped + server coherence", v3, server_coherence(), "+0.6 x the server's 1/rank mass in the top 5"),
         Candidate("shipped + server diversity", v3, server_diversity(), "top 40 re-ordered, -0.25 sd per tool of a server already placed"),
+        Candidate("shipped + name twins", v3, name_twins(), "a top-10 tool's same-named tools on other servers lifted just below it"),
         Candidate("shipped + file operations", v3, with_file_operations(False), "paths imply operations ('write markdown file'), BM25 each"),
         Candidate("shipped + file ops embedded", v3, with_file_operations(True), "the same, each embedded and scored on every signal"),
     ]
