@@ -19,6 +19,7 @@ import re
 import sys
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -36,7 +37,6 @@ from index.search.ranking import (
     HYBRID_V1,
     PROVIDER_DEPTH,
     PROVIDER_GAP,
-    SIGNAL_CEILING,
     SearchSpace,
     Signals,
     Weights,
@@ -404,12 +404,19 @@ def name_twins(gap: float = PROVIDER_GAP) -> Callable[[Space, QueryParts], np.nd
     servers) lifted just below it, as input providers are. Relevance is by name, and precision counts
     a name at every server that has it, so this raises prec@3 by showing one tool twice."""
 
+    twins_of: dict[tuple[str, ...], list[tuple[int, ...]]] = {}  # per catalog (its names in order), found once
+
+    def twins(space: Space) -> list[tuple[int, ...]]:
+        names = tuple(space.names)
+        if names not in twins_of:
+            holders: dict[str, list[int]] = defaultdict(list)
+            for position, name in enumerate(names):
+                holders[name].append(position)
+            twins_of[names] = [tuple(p for p in holders[name] if p != position) for position, name in enumerate(names)]
+        return twins_of[names]
+
     def score(space: Space, q: QueryParts) -> np.ndarray:
-        holders: dict[str, list[int]] = {}
-        for position, name in enumerate(space.names):
-            holders.setdefault(name, []).append(position)
-        twins = [tuple(p for p in holders[name] if p != position) for position, name in enumerate(space.names)]
-        return with_providers(best_of([fuse(each, HYBRID) for each in with_operations(space, q)]), twins, depth=PROVIDER_DEPTH, gap=gap)
+        return with_providers(best_of([fuse(each, HYBRID) for each in with_operations(space, q)]), twins(space), gap=gap)
 
     return score
 
@@ -627,7 +634,7 @@ GRID_FUSION = ("zsum", "rrf")
 
 def weight_grid() -> list[Weights]:
     return [
-        Weights(dense=1.0, lexical=lex, server=srv, bottom_up=up, fusion=fusion, ceiling=SIGNAL_CEILING)  # type: ignore[arg-type]
+        Weights(dense=1.0, lexical=lex, server=srv, bottom_up=up, fusion=fusion)  # type: ignore[arg-type]
         for lex, srv, up, fusion in itertools.product(GRID_LEXICAL, GRID_SERVER, GRID_BOTTOM_UP, GRID_FUSION)
     ]
 

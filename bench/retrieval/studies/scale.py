@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from bench.retrieval.lab import Score, build_space, dense_only, fused, with_input_providers
+from bench.retrieval.lab import Score, Space, build_space, dense_only, fused, with_input_providers
 from bench.retrieval.studies.harness import Rows, Study, open_study, print_comparison, study_rows
 from index.catalog.records import Catalog, CatalogServer, ToolRecord
 from index.search.ranking import HYBRID, SIGNAL_CEILING
@@ -107,12 +107,14 @@ def with_distractors(catalog: Catalog, tools: Sequence[ToolRecord], servers: dic
     )
 
 
+#: The reference every ranker is paired with, and the ranker that ships.
+UNBOUNDED = "unbounded z-sum"
 SHIPPED = f"bounded at {SIGNAL_CEILING:g} (shipped)"
 
 
 def rankers() -> dict[str, Score]:
     """The rankers compared, the unbounded z-sum (the reference) first."""
-    out: dict[str, Score] = {"unbounded z-sum": with_input_providers(fused(replace(HYBRID, ceiling=None)))}
+    out: dict[str, Score] = {UNBOUNDED: with_input_providers(fused(replace(HYBRID, ceiling=None)))}
     for ceiling in CEILINGS:
         label = SHIPPED if ceiling == SIGNAL_CEILING else f"bounded at {ceiling:g}"
         out[label] = with_input_providers(fused(replace(HYBRID, ceiling=ceiling)))
@@ -120,34 +122,37 @@ def rankers() -> dict[str, Score]:
     return out
 
 
-def rows_at(study: Study, catalog: Catalog) -> dict[str, Rows]:
+def rows_at(study: Study, space: Space) -> dict[str, Rows]:
+    return {label: study_rows(study, score, space=space) for label, score in rankers().items()}
+
+
+def grown_space(study: Study, catalog: Catalog) -> Space:
     space = build_space(catalog, study.encoder, "v3", study.cache)
     space.query_vectors.update(study.space.query_vectors)  # the same query vectors at every size
-    return {label: study_rows(study, score, space=space) for label, score in rankers().items()}
+    return space
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     study = open_study(argv, "python -m bench.retrieval.studies.scale", __doc__.split("\n\n")[0])
     if isinstance(study, int):
         return study
-    alone = rows_at(study, study.catalog)
-    reference = "unbounded z-sum"
+    alone = rows_at(study, study.space)
     print(f"== LiveMCPBench's {len(study.catalog.tools)} tools alone; each ranker against the unbounded z-sum")
     for label, rows in alone.items():
-        print_comparison(f"-- {label}", rows, alone[reference], study.sets)
+        print_comparison(f"-- {label}", rows, alone[UNBOUNDED], study.sets)
     for family, modules in FAMILIES.items():
         tools, servers = library_tools(modules)
         print(f"\n== {family}: {len(tools)} documented functions and classes of {len(servers)} modules", flush=True)
         for size in sorted({min(size, len(tools)) for size in SIZES}):
             catalog = with_distractors(study.catalog, tools, servers, size)
             print(f"\n==== {len(catalog.tools)} tools ({size} added)", file=sys.stderr, flush=True)
-            grown = rows_at(study, catalog)
+            grown = rows_at(study, grown_space(study, catalog))
             print(f"\n==== {family}, {size} added ({len(catalog.tools)} tools)")
-            for label in (reference, SHIPPED):
+            for label in (UNBOUNDED, SHIPPED):
                 print_comparison(f"-- {label}, against itself on the 527 tools alone", grown[label], alone[label], study.sets)
             for label, rows in grown.items():
-                if label != reference:
-                    print_comparison(f"-- {label}, against the unbounded z-sum at this size", rows, grown[reference], study.sets)
+                if label != UNBOUNDED:
+                    print_comparison(f"-- {label}, against the unbounded z-sum at this size", rows, grown[UNBOUNDED], study.sets)
     return 0
 
 
