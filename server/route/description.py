@@ -36,8 +36,11 @@ _GENERIC = frozenset(
     data tool tools server servers mcp model context protocol provides provide using use based api apis
     file files support supports allows enable enables access simple powerful official unofficial via
     including like etc one multiple various comprehensive specific detailed current details by id name names
-    query result results return returns value values item items page type getter retrieve retrieves""".split()
+    query result results return returns value values item items page type getter retrieve retrieves
+    generate manage take perform show handle check execute against given""".split()
 ) | STOPWORDS
+#: Words ending in "s" that are not plurals (or whose singular means something else: "news", "maps").
+_NOT_PLURAL = frozenset("news analysis status series chess physics lyrics sports maps canvas axis alias".split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 
 INTRO = "Search the tool pool for the tool that does one step of your task."
@@ -62,27 +65,54 @@ class PoolServer:
     tools: list[str] = field(default_factory=list)
 
 
-def _words(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(text) if w.lower() not in _GENERIC and len(w) > 2]
+def _singular(word: str) -> str:
+    """``word`` without a plural or third-person "s" (papers, searches, queries), so one kind of
+    service is counted once and a generic verb is known in any form ("fetches" is "fetch")."""
+    if word in _NOT_PLURAL or len(word) <= 3 or word.endswith(("ss", "us", "is")):
+        return word
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("ches", "shes", "sses", "xes", "zes")):
+        return word[:-2]
+    return word[:-1] if word.endswith("s") else word
 
 
-def _keywords(servers: list[PoolServer], all_servers: list[PoolServer]) -> list[str]:
+def _terms(text: str) -> list[tuple[str, str]]:
+    """(singular, as written) for each word of ``text`` that says something about a service."""
+    terms = []
+    for match in _WORD.findall(text):
+        word = match.lower()
+        base = _singular(word)
+        if len(base) > 2 and word not in _GENERIC and base not in _GENERIC:
+            terms.append((base, word))
+    return terms
+
+
+def _keywords(servers: list[PoolServer], all_servers: list[PoolServer], shown: set[str]) -> list[str]:
+    """Words typical of these servers' tools and descriptions (tf-idf across categories), leaving
+    out the ``shown`` words (the server names the line lists anyway), each in its commonest form."""
     wanted = min(MAX_KEYWORDS_PER_CATEGORY, 4 + len(servers) // 3)
-    """Words typical of these servers' tools and descriptions (tf-idf across categories)."""
     document_frequency: Counter[str] = Counter()
     by_category: dict[str, Counter[str]] = defaultdict(Counter)
     for server in all_servers:
-        words = [w for t in server.tools for w in _words(" ".join(split_identifier(t)))] + _words(server.description)
-        by_category[server.category or "Other"].update(words)
+        by_category[server.category or "Other"].update(base for base, _ in _server_terms(server))
     for counts in by_category.values():
         document_frequency.update(counts.keys())
-    category = servers[0].category or "Other"
-    counts = by_category[category]
+    counts = by_category[servers[0].category or "Other"]
+    written: dict[str, Counter[str]] = defaultdict(Counter)
+    for server in servers:
+        for base, word in _server_terms(server):
+            written[base][word] += 1
     total = len(by_category)
     scored = sorted(
-        counts, key=lambda w: (-(counts[w] * math.log((1 + total) / document_frequency[w])), w)
+        (base for base in counts if base not in shown),
+        key=lambda w: (-(counts[w] * math.log((1 + total) / document_frequency[w])), w),
     )
-    return scored[:wanted]
+    return [min(written[base], key=lambda w: (-written[base][w], len(w), w)) for base in scored[:wanted]]
+
+
+def _server_terms(server: PoolServer) -> list[tuple[str, str]]:
+    return [term for tool in server.tools for term in _terms(" ".join(split_identifier(tool)))] + _terms(server.description)
 
 
 def _label(name: str) -> str:
@@ -96,9 +126,12 @@ def _category_name(category: str) -> str:
 
 
 def _category_line(category: str, members: list[PoolServer], pool: list[PoolServer]) -> str:
-    keywords = ", ".join(_keywords(members, pool))
     named = sorted(members, key=lambda s: (-len(s.tools), s.name))
-    labels = ", ".join(_label(s.name) for s in named[:MAX_SERVERS_PER_CATEGORY])
+    listed = [_label(s.name) for s in named[:MAX_SERVERS_PER_CATEGORY]]
+    # A server's name already says its kind of service ("excel", "git"): the keywords say the rest.
+    shown = {_singular(word.lower()) for label in listed for word in _WORD.findall(label)}
+    keywords = ", ".join(_keywords(members, pool, shown))
+    labels = ", ".join(listed)
     more = f" +{len(named) - MAX_SERVERS_PER_CATEGORY} more" if len(named) > MAX_SERVERS_PER_CATEGORY else ""
     # A category whose servers have no English words (or none yet indexed) has no keywords.
     return f"- {_category_name(category)}: " + (f"{keywords}; " if keywords else "") + f"{labels}{more}"

@@ -42,6 +42,40 @@ def test_description_lists_categories_kinds_and_servers_with_guidance() -> None:
     assert "one operation per query" in text and "<tool_assistant>" in text
 
 
+def _keywords_of(text: str, category: str) -> list[str]:
+    line = next(line for line in text.splitlines() if line.startswith(f"- {category}: "))
+    return line.removeprefix(f"- {category}: ").split("; ")[0].split(", ")
+
+
+def test_keywords_count_a_word_once_in_any_form_and_leave_generic_verbs_out() -> None:
+    pool = [
+        PoolServer("arxiv", "Searches papers and fetches abstracts.", "Research", ["search_papers", "download_paper"]),
+        PoolServer("scholar", "Finds papers and their citations.", "Research", ["paper_citations", "generate_summary"]),
+        PoolServer("time", "Current time in any timezone.", "Utilities", ["get_current_time"]),
+    ]
+    keywords = _keywords_of(describe_pool(pool), "Research")
+    assert keywords[0] == "papers"  # "paper" and "papers" counted as one word, shown as most often written
+    assert "paper" not in keywords
+    # Generic verbs in any form say nothing about the kind of service.
+    assert not {"searches", "fetches", "generate", "finds", "search", "fetch"} & set(keywords)
+    assert keywords == ["papers", "citations", "abstracts", "download"]  # 4 for a category of 2 servers
+
+
+def test_keywords_leave_out_what_the_listed_server_names_say() -> None:
+    pool = [
+        PoolServer("excel", "Excel workbooks: read and write sheets.", "Office", ["excel_read_sheet", "excel_write_cells"]),
+        PoolServer("word-document-server", "Word documents.", "Office", ["add_paragraph", "create_document"]),
+        PoolServer("news", "News headlines.", "Media", ["get_news"]),
+    ]
+    text = describe_pool(pool)
+    office = _keywords_of(text, "Office")
+    assert "excel" not in office and "document" not in office and "word" not in office  # the servers' names follow
+    assert office == ["sheet", "cells", "paragraph", "workbooks"]  # "sheet" and "sheets" once each: the shorter
+    assert "excel, word document" in text
+    # "news" is not a plural: its server name is not repeated, and no "new" is made of it.
+    assert "new" not in text.split("Media: ")[1].split(";")[0].split(", ")
+
+
 def test_description_stays_a_few_hundred_tokens_for_a_large_pool() -> None:
     pool = [
         PoolServer(f"server-{i:03d}", f"Does thing {i} with widgets and gadgets.", f"Category {i % 9}", [f"tool_{i}_{j}" for j in range(8)])
