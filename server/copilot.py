@@ -55,6 +55,7 @@ from server.relay.hub import Relay
 from server.relay.suspended import Finished, SuspendedCall, decode_state
 from server.execute.results import ResultLimits, cap_result, text_result, to_log_result
 from server.route.description import PoolServer, describe_pool_from_config
+from server.route.pool_cache import load_pool, pool_cache_path, save_pool
 from server.trajectory.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
 from server.telemetry import Telemetry, instrumented
@@ -264,6 +265,8 @@ class Copilot:
         self._indexed_pool: dict[str, PoolServer] = {}
         #: (index build, its servers and tools) as last read from the index (``_UNREAD``: not yet).
         self._pool_read: tuple[object, dict[str, PoolServer]] = (_UNREAD, {})
+        #: The index build whose pool the last start kept (``server.route.pool_cache``); ``_UNREAD``: not looked.
+        self._kept_build: object = _UNREAD
         self._route_description: str | None = None
         #: Awaited with the new text whenever route's description changes.
         self.route_description_listeners: list[Callable[[str], Awaitable[None]]] = []
@@ -449,6 +452,12 @@ class Copilot:
                 self._indexed_pool = await anyio.to_thread.run_sync(self._pool_from_index, abandon_on_cancel=True)
             except Exception:  # noqa: BLE001 -- the description falls back to the servers file
                 logger.debug("index not readable for the route description", exc_info=True)
+        elif self._kept_build is _UNREAD and self._pool_read[0] is _UNREAD:
+            # Before the index is read (in the background, after initialize): the pool the last run kept.
+            kept = await anyio.to_thread.run_sync(load_pool, pool_cache_path(self.settings.index_dir))
+            self._kept_build = kept[0] if kept is not None else None
+            if kept is not None and self._pool_read[0] is _UNREAD:
+                self._indexed_pool = kept[1]
         description = self.route_description()
         if description == self._route_description:
             return
@@ -474,6 +483,9 @@ class Copilot:
             server = pool.setdefault(record.server, PoolServer(record.server, record.server_description, record.category))
             server.tools.append(record.name)
         self._pool_read = (build, pool)
+        if build is not None and build != self._kept_build:
+            save_pool(pool_cache_path(self.settings.index_dir), build, pool)
+            self._kept_build = build
         return pool
 
     def index_info(self, *, load: bool = False) -> dict[str, Any] | None:
