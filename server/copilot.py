@@ -54,8 +54,8 @@ from server.relay.host import HostLink
 from server.relay.hub import Relay
 from server.relay.suspended import Finished, SuspendedCall, decode_state
 from server.execute.results import ResultLimits, cap_result, text_result, to_log_result
+from index.storage.pool_cache import KeptServer, keep_pool, kept_pool, pool_of_records, pool_path
 from server.route.description import PoolServer, describe_pool_from_config
-from server.route.pool_cache import load_pool, pool_cache_path, save_pool
 from server.trajectory.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
 from server.telemetry import Telemetry, instrumented
@@ -73,6 +73,10 @@ SERVERS_FILE_CHECK_INTERVAL = 1.0
 APPROVALS_CHECK_INTERVAL = 1.0
 _LISTED_NAMES = 25
 _UNREAD = object()
+
+
+def _pool_servers(servers: Mapping[str, KeptServer]) -> dict[str, PoolServer]:
+    return {name: PoolServer(name, kept.description, kept.category, list(kept.tools)) for name, kept in servers.items()}
 
 
 def copilot_version() -> str:
@@ -454,10 +458,10 @@ class Copilot:
                 logger.debug("index not readable for the route description", exc_info=True)
         elif self._kept_build is _UNREAD and self._pool_read[0] is _UNREAD:
             # Before the index is read (in the background, after initialize): the pool the last run kept.
-            kept = await anyio.to_thread.run_sync(load_pool, pool_cache_path(self.settings.index_dir))
-            self._kept_build = kept[0] if kept is not None else None
+            kept = await anyio.to_thread.run_sync(kept_pool, pool_path(self.settings.index_dir))
+            self._kept_build = kept.build if kept is not None else None
             if kept is not None and self._pool_read[0] is _UNREAD:
-                self._indexed_pool = kept[1]
+                self._indexed_pool = _pool_servers(kept.servers)
         description = self.route_description()
         if description == self._route_description:
             return
@@ -478,13 +482,11 @@ class Copilot:
         read_build, pool = self._pool_read
         if build == read_build:
             return pool
-        pool = {}
-        for record in self.index.records().values():
-            server = pool.setdefault(record.server, PoolServer(record.server, record.server_description, record.category))
-            server.tools.append(record.name)
+        servers = pool_of_records(self.index.records().values())
+        pool = _pool_servers(servers)
         self._pool_read = (build, pool)
         if build is not None and build != self._kept_build:
-            save_pool(pool_cache_path(self.settings.index_dir), build, pool)
+            keep_pool(pool_path(self.settings.index_dir), servers, build)
             self._kept_build = build
         return pool
 

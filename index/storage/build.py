@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from index.storage.pool_cache import keep_pool, pool_of_records, pool_path
 from index.storage.build_manifest import (
     BuildInputs,
     builder_digest,
@@ -200,6 +201,9 @@ def _build(
             progress=progress,
             skipped=catalog.skipped_tools(),
         )
+    # The index now holds exactly the catalog's records: the copilot's next start describes them
+    # without reading the index first (see index.storage.pool_cache).
+    keep_pool(pool_path(settings.index_dir), pool_of_records(catalog.tools))
     if inputs is not None and (signature := store_signature(Path(inputs.store))) is not None:
         write_manifest(manifest, inputs, signature, report.total)
     return report
