@@ -272,6 +272,7 @@ class Copilot:
         #: The index build whose pool the last start kept (``server.route.pool_cache``); ``_UNREAD``: not looked.
         self._kept_build: object = _UNREAD
         self._route_description: str | None = None
+        self._describing = anyio.Lock()
         #: Awaited with the new text whenever route's description changes.
         self.route_description_listeners: list[Callable[[str], Awaitable[None]]] = []
         #: Awaited with (server, kinds changed) when the copilot itself rewrote records of the index
@@ -444,13 +445,24 @@ class Copilot:
 
     # -- route's description --------------------------------------------------------------------
     def route_description(self) -> str:
-        """route's tool description for the routable servers (see :mod:`server.route.description`)."""
-        routable = {name: self.servers[name] for name in self.routable_servers()}
-        return describe_pool_from_config(routable, self._indexed_pool)
+        """route's tool description for the routable servers (see :mod:`server.route.description`),
+        as the last refresh made it (made now if none has)."""
+        if self._route_description is not None:
+            return self._route_description
+        return self._describe({name: self.servers[name] for name in self.routable_servers()}, self._indexed_pool)
+
+    @staticmethod
+    def _describe(routable: Mapping[str, ServerConfig], indexed: Mapping[str, PoolServer]) -> str:
+        return describe_pool_from_config(routable, indexed)
 
     async def refresh_route_description(self, *, reload_index: bool = False) -> None:
         """Regenerate route's description; when it changed, tell the listeners (the app updates the
-        tool and sends ``notifications/tools/list_changed``)."""
+        tool and sends ``notifications/tools/list_changed``). One refresh at a time, so a slower
+        earlier one cannot overwrite a later one's text."""
+        async with self._describing:
+            await self._refresh_route_description(reload_index)
+
+    async def _refresh_route_description(self, reload_index: bool) -> None:
         if reload_index:
             try:
                 self._indexed_pool = await anyio.to_thread.run_sync(self._pool_from_index, abandon_on_cancel=True)
@@ -462,7 +474,9 @@ class Copilot:
             self._kept_build = kept.build if kept is not None else None
             if kept is not None and self._pool_read[0] is _UNREAD:
                 self._indexed_pool = _pool_servers(kept.servers)
-        description = self.route_description()
+        # Off the event loop: a pool of 100,000 tool names takes most of a second to describe.
+        routable = {name: self.servers[name] for name in self.routable_servers()}
+        description = await anyio.to_thread.run_sync(self._describe, routable, self._indexed_pool)
         if description == self._route_description:
             return
         changed = self._route_description is not None

@@ -88,27 +88,41 @@ def _terms(text: str) -> list[tuple[str, str]]:
     return terms
 
 
-def _keywords(servers: list[PoolServer], all_servers: list[PoolServer], shown: set[str]) -> list[str]:
-    """Words typical of these servers' tools and descriptions (tf-idf across categories), leaving
-    out the ``shown`` words (the server names the line lists anyway), each in its commonest form."""
-    wanted = min(MAX_KEYWORDS_PER_CATEGORY, 4 + len(servers) // 3)
-    document_frequency: Counter[str] = Counter()
-    by_category: dict[str, Counter[str]] = defaultdict(Counter)
-    for server in all_servers:
-        by_category[server.category or "Other"].update(base for base, _ in _server_terms(server))
-    for counts in by_category.values():
-        document_frequency.update(counts.keys())
-    counts = by_category[servers[0].category or "Other"]
-    written: dict[str, Counter[str]] = defaultdict(Counter)
-    for server in servers:
-        for base, word in _server_terms(server):
-            written[base][word] += 1
-    total = len(by_category)
-    scored = sorted(
-        (base for base in counts if base not in shown),
-        key=lambda w: (-(counts[w] * math.log((1 + total) / document_frequency[w])), w),
-    )
-    return [min(written[base], key=lambda w: (-written[base][w], len(w), w)) for base in scored[:wanted]]
+@dataclass
+class _PoolWords:
+    """The pool's words, counted once per description (a pool may hold 100,000 tool names)."""
+
+    #: Per category: how often each word (singular) occurs in its servers' tool names and descriptions.
+    by_category: dict[str, Counter[str]]
+    #: Per category: how each word is written there (singular -> written form -> count).
+    written: dict[str, dict[str, Counter[str]]]
+    #: In how many categories each word occurs.
+    document_frequency: Counter[str]
+
+    @classmethod
+    def of(cls, pool: Iterable[PoolServer]) -> _PoolWords:
+        by_category: dict[str, Counter[str]] = defaultdict(Counter)
+        written: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+        for server in pool:
+            category = server.category or "Other"
+            for base, word in _server_terms(server):
+                by_category[category][base] += 1
+                written[category][base][word] += 1
+        document_frequency: Counter[str] = Counter()
+        for counts in by_category.values():
+            document_frequency.update(counts.keys())
+        return cls(by_category, written, document_frequency)
+
+    def keywords(self, category: str, wanted: int, shown: set[str]) -> list[str]:
+        """Words typical of ``category`` (tf-idf across categories), leaving out the ``shown`` words
+        (the server names its line lists anyway), each as most often written there."""
+        counts, written = self.by_category[category], self.written[category]
+        total = len(self.by_category)
+        scored = sorted(
+            (base for base in counts if base not in shown),
+            key=lambda w: (-(counts[w] * math.log((1 + total) / self.document_frequency[w])), w),
+        )
+        return [min(written[base], key=lambda w: (-written[base][w], len(w), w)) for base in scored[:wanted]]
 
 
 def _server_terms(server: PoolServer) -> list[tuple[str, str]]:
@@ -125,12 +139,13 @@ def _category_name(category: str) -> str:
     return name if len(name) <= MAX_CATEGORY_NAME_CHARS else name[: MAX_CATEGORY_NAME_CHARS - 1] + "…"
 
 
-def _category_line(category: str, members: list[PoolServer], pool: list[PoolServer]) -> str:
+def _category_line(category: str, members: list[PoolServer], words: _PoolWords) -> str:
     named = sorted(members, key=lambda s: (-len(s.tools), s.name))
     listed = [_label(s.name) for s in named[:MAX_SERVERS_PER_CATEGORY]]
     # A server's name already says its kind of service ("excel", "git"): the keywords say the rest.
     shown = {_singular(word.lower()) for label in listed for word in _WORD.findall(label)}
-    keywords = ", ".join(_keywords(members, pool, shown))
+    wanted = min(MAX_KEYWORDS_PER_CATEGORY, 4 + len(members) // 3)
+    keywords = ", ".join(words.keywords(category, wanted, shown))
     labels = ", ".join(listed)
     more = f" +{len(named) - MAX_SERVERS_PER_CATEGORY} more" if len(named) > MAX_SERVERS_PER_CATEGORY else ""
     # A category whose servers have no English words (or none yet indexed) has no keywords.
@@ -162,9 +177,10 @@ def describe_pool(servers: Iterable[PoolServer]) -> str:
         for server in pool:
             groups[server.category or "Other"].append(server)
         ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+        words = _PoolWords.of(pool)
         used = 0
         for position, (category, members) in enumerate(ordered):
-            line = _category_line(category, members, pool)
+            line = _category_line(category, members, words)
             if used + len(line) > MAX_CATEGORY_CHARS and position > 0:
                 lines.append(_more_line(ordered[position:]))
                 break

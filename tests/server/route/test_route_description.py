@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import anyio
@@ -129,3 +130,34 @@ async def test_copilot_regenerates_the_description_when_servers_change(
         assert "- Counting" not in changes[0] and "beta" not in changes[0] and "- Math" in changes[0]
         await copilot.refresh_route_description()
         assert len(changes) == 1  # unchanged text: no second notification
+
+
+async def test_a_slower_earlier_refresh_does_not_overwrite_a_later_one(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The text is made in a worker thread; two refreshes must not finish out of order.
+    home = copy_home(built_index, tmp_path / "home")
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha", category="Math")}))
+    release_first = threading.Event()
+    made: list[str] = []
+
+    def describe(routable: object, indexed: object) -> str:
+        text = f"description {len(made) + 1}"
+        made.append(text)
+        if text == "description 1":
+            assert release_first.wait(30)  # the first is slow
+        return text
+
+    monkeypatch.setattr(Copilot, "_describe", staticmethod(describe))
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers) as copilot:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(copilot.refresh_route_description)
+                await anyio.wait_all_tasks_blocked()  # the first is making its text
+                group.start_soon(copilot.refresh_route_description)
+                await anyio.wait_all_tasks_blocked()  # the second waits for it (or, unordered, is done)
+                release_first.set()
+        assert made == ["description 1", "description 2"]
+        assert copilot.route_description() == "description 2"
