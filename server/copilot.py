@@ -27,6 +27,7 @@ from index.errors import CopilotError, IndexNotBuiltError, QueryError
 from index.catalog.records import ToolRecord
 from index.search.query import MAX_QUERY_CHARS, MAX_TOP_K
 from index.catalog.servers import ServerConfig, ServersFile, load_servers
+from index.storage.pool_cache import KeptServer, keep_pool, kept_pool, pool_of_records, pool_path
 from server.bounded import shown_name
 from server.errors import (
     CallCancelledError,
@@ -54,7 +55,6 @@ from server.relay.host import HostLink
 from server.relay.hub import Relay
 from server.relay.suspended import Finished, SuspendedCall, decode_state
 from server.execute.results import ResultLimits, cap_result, text_result, to_log_result
-from index.storage.pool_cache import KeptServer, keep_pool, kept_pool, pool_of_records, pool_path
 from server.route.description import PoolServer, describe_pool_from_config
 from server.trajectory.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
@@ -269,7 +269,7 @@ class Copilot:
         self._indexed_pool: dict[str, PoolServer] = {}
         #: (index build, its servers and tools) as last read from the index (``_UNREAD``: not yet).
         self._pool_read: tuple[object, dict[str, PoolServer]] = (_UNREAD, {})
-        #: The index build whose pool the last start kept (``server.route.pool_cache``); ``_UNREAD``: not looked.
+        #: The index build whose pool the last start kept (``index.storage.pool_cache``); ``_UNREAD``: not looked.
         self._kept_build: object = _UNREAD
         self._route_description: str | None = None
         self._describing = anyio.Lock()
