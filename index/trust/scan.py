@@ -20,7 +20,8 @@ full-schema poisoning, ASCII smuggling, rug pulls):
 Matching runs on a normalized copy (NFKC, confusable letters folded to ASCII, invisible
 characters removed), so ``ignоre`` with a Cyrillic ``о`` or ``ig\u200bnore`` still match. The
 prose fields are also read together, as a model reads them, so an instruction split over
-several parameter descriptions is found too.
+several parameter descriptions is found too, and names are read as words
+(``ignore_all_previous_instructions``).
 Each finding has a severity; a ``high`` finding quarantines the tool. The thresholds were
 set so that no tool of the real LiveMCPTool catalogs (488 crawled here, 527 in LiveMCPBench's
 snapshot) is high (``python -m bench trust``).
@@ -733,6 +734,35 @@ def scan_text(
     return collector.findings
 
 
+#: Where an identifier meets the next word: a run of ``_``, ``-``, ``.`` or spaces, or a change of case.
+_IDENTIFIER_BREAK = re.compile(r"[\s_.\-]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def _is_identifier(where: str) -> bool:
+    """A field whose text is a name: the tool's, a parameter's, or a schema key's."""
+    return where == "name" or where.endswith((".properties", "(a key)"))
+
+
+def _identifier_words(text: str, where: str, out: _Collector) -> None:
+    """An identifier read as the words a model reads in it: ``ignore_all_previous_instructions`` or
+    ``doNotTellTheUser`` is an instruction the phrase rules only see once it is split into words.
+
+    Only what quarantines is kept: a name is a label, and the weaker rules fire on ordinary ones
+    (a language-model tool's ``system_prompt`` parameter reads as "system prompt")."""
+    normalized = skeleton(text)
+    words = " ".join(part for part in _IDENTIFIER_BREAK.split(normalized) if part)
+    if words == normalized:
+        return
+    where = f"{where} (read as words)"
+    found = _Collector()
+    _instructions(words, where, found)
+    _secrets(words, where, found)
+    _exfiltration(words, where, found)
+    for finding in found.findings:
+        if finding.severity == "high":
+            out.add(finding.rule, finding.category, finding.severity, where, finding.message, finding.excerpt)
+
+
 def scan_tool(record: ToolRecord, context: ScanContext | None = None) -> list[Finding]:
     """Every finding in ``record``'s definition, worst first."""
     context = context or ScanContext()
@@ -742,6 +772,8 @@ def scan_tool(record: ToolRecord, context: ScanContext | None = None) -> list[Fi
     texts = list(tool_texts(record))
     for where, text in texts:
         scan_text(text, where, out, context=context, in_name=where == "name")
+        if _is_identifier(where):
+            _identifier_words(text, where, out)
     _split_across_fields(texts, out)
     return sorted(out.findings, key=lambda f: -SEVERITY_ORDER[f.severity])
 
