@@ -20,8 +20,9 @@ full-schema poisoning, ASCII smuggling, rug pulls):
 Matching runs on a normalized copy (NFKC, confusable letters folded to ASCII, invisible
 characters removed), so ``ignоre`` with a Cyrillic ``о`` or ``ig\u200bnore`` still match. The
 prose fields are also read together, as a model reads them, so an instruction split over
-several parameter descriptions is found too, and names are read as words
-(``ignore_all_previous_instructions``).
+several parameter descriptions is found too, and every field is also read as words: a name split
+at ``_``, ``-``, ``.`` and case changes (``ignore_all_previous_instructions``), prose with its line
+breaks as spaces.
 Each finding has a severity; a ``high`` finding quarantines the tool. The thresholds were
 set so that no tool of the real LiveMCPTool catalogs (488 crawled here, 527 in LiveMCPBench's
 snapshot) is high (``python -m bench trust``).
@@ -734,33 +735,44 @@ def scan_text(
     return collector.findings
 
 
-#: Where an identifier meets the next word: a run of ``_``, ``-``, ``.`` or spaces, or a change of case.
-_IDENTIFIER_BREAK = re.compile(r"[\s_.\-]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+#: Where a name meets its next word: a run of ``_``, ``-``, ``.`` or spaces, or a change of case.
+_NAME_BREAK = re.compile(r"[\s_.\-]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+#: What a model reads past as a space in prose: a single line break inside running text (not a
+#: blank line, nor one before a list item, heading, quote or table row, which separate), and the
+#: joins of a name written in it (not ``.`` or ``-``, which end sentences and join ordinary words).
+_PROSE_BREAK = re.compile(
+    r"(?<!\n)[ \t]*\n[ \t]*(?![\s\-*+#>|\u2022]|\d+[.)])"
+    r"|(?<=[A-Za-z0-9])_+(?=[A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])"
+)
 
 
-def _is_identifier(where: str) -> bool:
+def _is_name(where: str) -> bool:
     """A field whose text is a name: the tool's, a parameter's, or a schema key's."""
     return where == "name" or where.endswith((".properties", "(a key)"))
 
 
-def _identifier_words(text: str, where: str, out: _Collector) -> None:
-    """An identifier read as the words a model reads in it: ``ignore_all_previous_instructions`` or
-    ``doNotTellTheUser`` is an instruction the phrase rules only see once it is split into words.
+def _read_as_words(text: str, where: str, out: _Collector) -> None:
+    """``text`` read as the words a model reads in it. An instruction spelled as a name
+    (``ignore_all_previous_instructions``, ``doNotTellTheUser``) or one word per line is one the
+    phrase rules see only once its words are apart, or together on one line.
 
-    Only what quarantines is kept: a name is a label, and the weaker rules fire on ordinary ones
-    (a language-model tool's ``system_prompt`` parameter reads as "system prompt")."""
+    Only what quarantines is added, for a rule not already raised: a name is a label, and the
+    weaker rules fire on ordinary ones (a language-model tool's ``system_prompt`` reads as
+    "system prompt"). Prose read this way is checked for instructions only."""
     normalized = skeleton(text)
-    words = " ".join(part for part in _IDENTIFIER_BREAK.split(normalized) if part)
+    words = " ".join(part for part in (_NAME_BREAK if _is_name(where) else _PROSE_BREAK).split(normalized) if part)
     if words == normalized:
         return
-    where = f"{where} (read as words)"
     found = _Collector()
-    _instructions(words, where, found)
-    _secrets(words, where, found)
-    _exfiltration(words, where, found)
+    label = f"{where} (read as words)"
+    _instructions(words, label, found)
+    if _is_name(where):  # in prose the split would break paths apart (id_ed25519.pub is no private key)
+        _secrets(words, label, found)
+        _exfiltration(words, label, found)
+    raised = {finding.rule for finding in out.findings if finding.severity == "high"}
     for finding in found.findings:
-        if finding.severity == "high":
-            out.add(finding.rule, finding.category, finding.severity, where, finding.message, finding.excerpt)
+        if finding.severity == "high" and finding.rule not in raised:
+            out.add(finding.rule, finding.category, finding.severity, label, finding.message, finding.excerpt)
 
 
 def scan_tool(record: ToolRecord, context: ScanContext | None = None) -> list[Finding]:
@@ -772,8 +784,7 @@ def scan_tool(record: ToolRecord, context: ScanContext | None = None) -> list[Fi
     texts = list(tool_texts(record))
     for where, text in texts:
         scan_text(text, where, out, context=context, in_name=where == "name")
-        if _is_identifier(where):
-            _identifier_words(text, where, out)
+        _read_as_words(text, where, out)
     _split_across_fields(texts, out)
     return sorted(out.findings, key=lambda f: -SEVERITY_ORDER[f.severity])
 
