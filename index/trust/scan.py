@@ -6,7 +6,8 @@ tool-poisoning work (Invariant Labs' ``<IMPORTANT>`` tool, tool shadowing, "line
 full-schema poisoning, ASCII smuggling, rug pulls):
 
 - ``instructions``: text that addresses the model rather than describing the tool -- override
-  phrases, concealment from the user, pseudo-system tags, role hijacks;
+  phrases (in English, Chinese and eight more languages), concealment from the user,
+  pseudo-system tags, role hijacks;
 - ``secrets``: requests to read or pass on credentials and files unrelated to a tool
   (``~/.ssh``, ``.env``, ``mcp.json``, ``*_API_KEY`` values);
 - ``shadowing``: rules about *other* tools ("when this tool is available, send_email must…"),
@@ -243,6 +244,48 @@ _STEALTH = re.compile(
 _OVERRIDE_ZH = re.compile(
     r"(忽略|无视|忘记|忘掉|不要理会)(之前|以前|先前|上面|上述|前面|所有|一切|系统|原有)(的)?(所有|全部|一切)?(的)?(指令|指示|说明|规则|提示|设定|要求)"
 )
+
+
+def _in_either_order(verbs: str, qualifiers: str, nouns: str) -> str:
+    """An override in a language that puts "ignore" before or after "all previous instructions"."""
+    s = _SENTENCE
+    return (
+        rf"(?:{verbs}){s}{{0,40}}?(?:(?:{qualifiers}){s}{{0,25}}?(?:{nouns})|(?:{nouns}){s}{{0,25}}?(?:{qualifiers}))"
+        rf"|(?:{qualifiers}){s}{{0,25}}?(?:{nouns}){s}{{0,30}}?(?:{verbs})"
+    )
+
+
+#: The override in the other languages an attacker may write it in (English and Chinese above):
+#: Spanish, Portuguese, Italian, French, German, Russian, Japanese, Korean. Compiled on first use
+#: from the words' skeletons, since the text is matched as a skeleton (Cyrillic letters with a Latin
+#: look-alike are folded to it).
+_OVERRIDE_OTHER_LANGUAGES = (
+    _in_either_order(
+        r"\b(?:ignora|ignore|ignoren|ignorem|ignorate|ignori|ignorez|ignorer|olvida|olvide|olviden|omite|descarta|"
+        r"esque[çc]a|esque[çc]am|desconsidere|dimentica|dimentichi|dimenticate|oublie[rz]?|"
+        r"ne\s+tiens\s+pas\s+compte|ne\s+tenez\s+pas\s+compte|ignorier\w*|vergiss|vergessen|missachte\w*)\b",
+        r"\b(?:anteriores|previas|pr[ée]vias|precedentes|precedenti|todas|tutte|toutes|pr[ée]c[ée]dentes|"
+        r"ant[ée]rieures|ci-dessus|vorherige\w*|bisherige\w*|fr[üu]here\w*|obige\w*|alle)\b",
+        r"\b(?:instrucciones|indicaciones|reglas|instru[çc][õo]es|regras|orienta[çc][õo]es|istruzioni|regole|"
+        r"indicazioni|instructions|consignes|r[èe]gles|directives|anweisungen|instruktionen|regeln|befehle|vorgaben)\b",
+    ),
+    _in_either_order(
+        r"(?:игнорируй\w*|игнорировать|забудь\w*|забыть|не\s+обращай\w*\s+внимани\w*)",
+        r"(?:предыдущ\w*|прежн\w*|вс[еёя]\w*|системн\w*|выше)",
+        r"(?:инструкци\w*|указани\w*|правил\w*|команд\w*)",
+    ),
+    r"(?:以前|前|これまで|今まで|上記|上|すべて|全て|システム)の?(?:すべての|全ての)?(?:指示|命令|ルール|指令|プロンプト)"
+    r"(?:を|は)?(?:すべて|全て)?(?:無視|忘れ)",
+    r"(?:이전|앞|위|모든|기존|시스템)(?:의)?\s*(?:모든\s*)?(?:지시|명령|지침|규칙|프롬프트)(?:사항)?(?:을|를|은|는)?\s*"
+    r"(?:모두\s*|전부\s*)?(?:무시|잊)",
+)
+
+
+@lru_cache(maxsize=1)
+def _override_other_languages() -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{skeleton(source)})" for source in _OVERRIDE_OTHER_LANGUAGES), _F)
+
+
 _CONCEAL_ZH = re.compile(r"(不要|别|切勿|不得|禁止|无需|不必)(向|对)?(用户|使用者)?(告诉|通知|提醒|告知|透露|提及|说明)(用户|使用者)?")
 _ASK_USER = re.compile(r"\b(do not|don'?t|never|without)\s+(ask(ing)?|consult(ing)?|confirm(ing)?\s+with)\s+the\s+user\b", _F)
 _PSEUDO_TAG = re.compile(
@@ -532,6 +575,9 @@ def _instructions(text: str, where: str, out: _Collector) -> None:
     ):
         if (match := pattern.search(text)) is not None:
             out.add(rule, "instructions", "high", where, message, _sentence_around(text, match.start(), match.end()))
+    if (match := _override_other_languages().search(text)) is not None:
+        out.add("instructions.override", "instructions", "high", where,
+                "tells the model to ignore or override its instructions", _sentence_around(text, match.start(), match.end()))
     if (match := _CONCEAL_ZH.search(text)) is not None and re.search("用户|使用者", match.group(0)):
         out.add("instructions.conceal", "instructions", "high", where, "tells the model to keep something from the user",
                 _sentence_around(text, match.start(), match.end()))
