@@ -6,7 +6,7 @@ tool-poisoning work (Invariant Labs' ``<IMPORTANT>`` tool, tool shadowing, "line
 full-schema poisoning, ASCII smuggling, rug pulls):
 
 - ``instructions``: text that addresses the model rather than describing the tool -- override
-  phrases (in English, Chinese and eight more languages), concealment from the user,
+  phrases and concealment from the user (both in English, Chinese and eight more languages),
   pseudo-system tags, role hijacks;
 - ``secrets``: requests to read or pass on credentials and files unrelated to a tool
   (``~/.ssh``, ``.env``, ``mcp.json``, ``*_API_KEY`` values);
@@ -246,44 +246,121 @@ _OVERRIDE_ZH = re.compile(
 )
 
 
-def _in_either_order(verbs: str, qualifiers: str, nouns: str) -> str:
-    """An override in a language that puts "ignore" before or after "all previous instructions"."""
+def _override_words(verbs: str, qualifiers: str, nouns: str, *, verb_last: bool = False) -> str:
+    """An override in another language: "ignore" then "all previous instructions" (either word order
+    of the two), and, for a language that may put the verb last, "all previous instructions ignore"."""
     s = _SENTENCE
-    return (
-        rf"(?:{verbs}){s}{{0,40}}?(?:(?:{qualifiers}){s}{{0,25}}?(?:{nouns})|(?:{nouns}){s}{{0,25}}?(?:{qualifiers}))"
-        rf"|(?:{qualifiers}){s}{{0,25}}?(?:{nouns}){s}{{0,30}}?(?:{verbs})"
-    )
+    first = rf"(?:{verbs}){s}{{0,40}}?(?:(?:{qualifiers}){s}{{0,25}}?(?:{nouns})|(?:{nouns}){s}{{0,25}}?(?:{qualifiers}))"
+    return first + (rf"|(?:{qualifiers}){s}{{0,25}}?(?:{nouns}){s}{{0,30}}?(?:{verbs})" if verb_last else "")
 
 
 #: The override in the other languages an attacker may write it in (English and Chinese above):
-#: Spanish, Portuguese, Italian, French, German, Russian, Japanese, Korean. Compiled on first use
-#: from the words' skeletons, since the text is matched as a skeleton (Cyrillic letters with a Latin
-#: look-alike are folded to it).
+#: Spanish, Portuguese, Italian, French, German, Russian, Japanese, Korean; each with the script it
+#: is written in, so a text without that script is not searched for it.
 _OVERRIDE_OTHER_LANGUAGES = (
-    _in_either_order(
-        r"\b(?:ignora|ignore|ignoren|ignorem|ignorate|ignori|ignorez|ignorer|olvida|olvide|olviden|omite|descarta|"
-        r"esque[çc]a|esque[çc]am|desconsidere|dimentica|dimentichi|dimenticate|oublie[rz]?|"
-        r"ne\s+tiens\s+pas\s+compte|ne\s+tenez\s+pas\s+compte|ignorier\w*|vergiss|vergessen|missachte\w*)\b",
-        r"\b(?:anteriores|previas|pr[ée]vias|precedentes|precedenti|todas|tutte|toutes|pr[ée]c[ée]dentes|"
-        r"ant[ée]rieures|ci-dessus|vorherige\w*|bisherige\w*|fr[üu]here\w*|obige\w*|alle)\b",
-        r"\b(?:instrucciones|indicaciones|reglas|instru[çc][õo]es|regras|orienta[çc][õo]es|istruzioni|regole|"
-        r"indicazioni|instructions|consignes|r[èe]gles|directives|anweisungen|instruktionen|regeln|befehle|vorgaben)\b",
+    (
+        "latin",
+        _override_words(
+            r"\b(?:ignora|ignore|ignoren|ignorem|ignorate|ignori|ignorez|ignorer|olvida|olvide|olviden|omite|descarta|"
+            r"esque[çc]a|esque[çc]am|desconsidere|dimentica|dimentichi|dimenticate|oublie[rz]?|"
+            r"ne\s+tiens\s+pas\s+compte|ne\s+tenez\s+pas\s+compte)\b",
+            r"\b(?:anteriores|previas|pr[ée]vias|precedentes|precedenti|todas|tutte|toutes|pr[ée]c[ée]dentes|"
+            r"ant[ée]rieures|ci-dessus)\b",
+            r"\b(?:instrucciones|indicaciones|reglas|instru[çc][õo]es|regras|orienta[çc][õo]es|istruzioni|regole|"
+            r"indicazioni|instructions|consignes|r[èe]gles|directives)\b",
+        ),
     ),
-    _in_either_order(
-        r"(?:игнорируй\w*|игнорировать|забудь\w*|забыть|не\s+обращай\w*\s+внимани\w*)",
-        r"(?:предыдущ\w*|прежн\w*|вс[еёя]\w*|системн\w*|выше)",
-        r"(?:инструкци\w*|указани\w*|правил\w*|команд\w*)",
+    (
+        "latin",
+        _override_words(
+            r"\b(?:ignorier\w*|vergiss|vergessen|missachte\w*)\b",
+            r"\b(?:vorherige\w*|bisherige\w*|fr[üu]here\w*|obige\w*|alle)\b",
+            r"\b(?:anweisungen|instruktionen|regeln|befehle|vorgaben)\b",
+            verb_last=True,
+        ),
     ),
-    r"(?:以前|前|これまで|今まで|上記|上|すべて|全て|システム)の?(?:すべての|全ての)?(?:指示|命令|ルール|指令|プロンプト)"
-    r"(?:を|は)?(?:すべて|全て)?(?:無視|忘れ)",
-    r"(?:이전|앞|위|모든|기존|시스템)(?:의)?\s*(?:모든\s*)?(?:지시|명령|지침|규칙|프롬프트)(?:사항)?(?:을|를|은|는)?\s*"
-    r"(?:모두\s*|전부\s*)?(?:무시|잊)",
+    (
+        "cyrillic",
+        _override_words(
+            r"(?:игнорируй\w*|игнорировать|забудь\w*|забыть|не\s+обращай\w*\s+внимани\w*)",
+            r"(?:предыдущ\w*|прежн\w*|вс[еёя]\w*|системн\w*|выше)",
+            r"(?:инструкци\w*|указани\w*|правил\w*|команд\w*)",
+            verb_last=True,
+        ),
+    ),
+    (
+        "cjk",
+        r"(?:以前|前|これまで|今まで|上記|上|すべて|全て|システム)の?(?:すべての|全ての)?(?:指示|命令|ルール|指令|プロンプト)"
+        r"(?:を|は)?(?:すべて|全て)?(?:無視|忘れ)",
+    ),
+    (
+        "cjk",
+        r"(?:이전|앞|위|모든|기존|시스템)(?:의)?\s*(?:모든\s*)?(?:지시|명령|지침|규칙|프롬프트)(?:사항)?(?:을|를|은|는)?\s*"
+        r"(?:모두\s*|전부\s*)?(?:무시|잊)",
+    ),
 )
 
 
-@lru_cache(maxsize=1)
-def _override_other_languages() -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{skeleton(source)})" for source in _OVERRIDE_OTHER_LANGUAGES), _F)
+#: Keeping something from the user, in the same languages ("do not tell the user").
+_CONCEAL_OTHER_LANGUAGES = (
+    ("latin", r"\bno\s+(?:le\s+|les\s+)?(?:digas|diga|digan|menciones|mencione|informes|informe|reveles|revele|cuentes|cuente)\b"
+     + _SENTENCE + r"{0,30}?\b(?:al|a\s+los)\s+usuarios?\b"),
+    ("latin", r"\bn[ãa]o\s+(?:conte|diga|mencione|informe|revele)\b" + _SENTENCE + r"{0,30}?\b(?:ao|aos)\s+usu[áa]rios?\b"),
+    ("latin", r"\bnon\s+(?:dire|dirlo|menzionare|informare|rivelare|dica|dite)\b" + _SENTENCE + r"{0,30}?\butent[ei]\b"),
+    ("latin", r"\bne\s+(?:le\s+|lui\s+)?(?:dis|dites|mentionne[rz]?|r[ée]v[èe]le[rz]?|informe[rz]?|signale[rz]?)\s+(?:rien\s+|pas\s+)"
+     + _SENTENCE + r"{0,30}?\b(?:l'|les?\s+)?utilisateurs?\b"),
+    ("latin", r"\b(?:sag\w*|erw[äa]hn\w*|verr[äa]t\w*|informier\w*|teil\w*)\b" + _SENTENCE
+     + r"{0,30}?\b(?:dem|den)\s+(?:benutzer\w*|nutzer\w*|anwender\w*)\b" + _SENTENCE + r"{0,20}?\bnichts?\b"),
+    ("latin", r"\b(?:dem|den)\s+(?:benutzer\w*|nutzer\w*|anwender\w*)\s+nichts?\b" + _SENTENCE
+     + r"{0,30}?\b(?:sag\w*|erw[äa]hn\w*|verr[äa]t\w*|mitteil\w*)\b"),
+    ("cyrillic", r"не\s+(?:говори\w*|сообщай\w*|рассказывай\w*|упоминай\w*|сообщать|говорить)\s+(?:об\s+этом\s+)?пользовател\w*"),
+    ("cjk", r"(?:ユーザー|利用者)(?:に|へ)(?:は)?(?:言わ|伝え|知らせ|教え|報告し)ない"),
+    ("cjk", r"(?:사용자|유저)(?:에게|한테)\s*(?:는\s*)?(?:말하지|알리지|알려주지|공개하지)\s*(?:마|말)"),
+)
+#: Whether a text has the script a pattern is written in (after folding, Russian keeps letters such
+#: as и, л, п that have no Latin look-alike); None: any text.
+_SCRIPTS: dict[str, re.Pattern[str] | None] = {
+    "latin": None,
+    "cyrillic": re.compile("[\u0400-\u04ff]"),
+    "cjk": re.compile("[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"),
+}
+
+
+def _skeleton_pattern(source: str) -> str:
+    """``source`` as it must read to match a skeleton: each letter with a look-alike becomes what
+    it folds to, in either case ("Н" folds to Latin "H" but "н" stays Cyrillic, so "Не говори"
+    would not match "не говори" case-insensitively)."""
+    out: list[str] = []
+    in_class = False
+    for char in source:
+        if char == "[" and not in_class:
+            in_class = True
+            out.append(char)
+        elif char == "]" and in_class:
+            in_class = False
+            out.append(char)
+        elif char.isascii() or not char.isalpha():
+            out.append(char)
+        else:
+            forms = "".join(dict.fromkeys(skeleton(form) for form in (char, char.lower(), char.upper())))
+            out.append(forms if in_class or len(forms) == 1 else f"[{forms}]")
+    return "".join(out)
+
+
+@lru_cache(maxsize=2)
+def _other_languages(kind: str) -> tuple[tuple[re.Pattern[str] | None, re.Pattern[str]], ...]:
+    """(script test, pattern) of the ``"override"`` or ``"conceal"`` patterns in other languages,
+    compiled on first use from the words' skeletons (:func:`_skeleton_pattern`), since the text is
+    matched as a skeleton (Cyrillic letters with a Latin look-alike are folded to it)."""
+    sources = _OVERRIDE_OTHER_LANGUAGES if kind == "override" else _CONCEAL_OTHER_LANGUAGES
+    return tuple((_SCRIPTS[script], re.compile(_skeleton_pattern(source), _F)) for script, source in sources)
+
+
+def _in_other_languages(kind: str, text: str) -> re.Match[str] | None:
+    for script, pattern in _other_languages(kind):
+        if (script is None or script.search(text)) and (match := pattern.search(text)) is not None:
+            return match
+    return None
 
 
 _CONCEAL_ZH = re.compile(r"(不要|别|切勿|不得|禁止|无需|不必)(向|对)?(用户|使用者)?(告诉|通知|提醒|告知|透露|提及|说明)(用户|使用者)?")
@@ -575,9 +652,12 @@ def _instructions(text: str, where: str, out: _Collector) -> None:
     ):
         if (match := pattern.search(text)) is not None:
             out.add(rule, "instructions", "high", where, message, _sentence_around(text, match.start(), match.end()))
-    if (match := _override_other_languages().search(text)) is not None:
+    if (match := _in_other_languages("override", text)) is not None:
         out.add("instructions.override", "instructions", "high", where,
                 "tells the model to ignore or override its instructions", _sentence_around(text, match.start(), match.end()))
+    if (match := _in_other_languages("conceal", text)) is not None:
+        out.add("instructions.conceal", "instructions", "high", where, "tells the model to keep something from the user",
+                _sentence_around(text, match.start(), match.end()))
     if (match := _CONCEAL_ZH.search(text)) is not None and re.search("用户|使用者", match.group(0)):
         out.add("instructions.conceal", "instructions", "high", where, "tells the model to keep something from the user",
                 _sentence_around(text, match.start(), match.end()))
