@@ -985,7 +985,7 @@ class Copilot:
             if host is not None and host.era == "modern" and host.answers_anything and self._task_group is not None:
                 return await self._start_suspended(prepared, host, record)
             result = await self._run(prepared, self.relay.call(prepared.server, host) if host is not None else None)
-            result, flags = self._flagged(result)
+            result, flags = await self._flagged(result)
         except ExecuteError as exc:
             error, kind = str(exc), exc.kind
             result = _error_result(exc)
@@ -1005,9 +1005,9 @@ class Copilot:
         record.write(result, error, kind, flags)
         return result
 
-    def _flagged(self, result: CallToolResult) -> tuple[CallToolResult, list[Any]]:
+    async def _flagged(self, result: CallToolResult) -> tuple[CallToolResult, list[Any]]:
         """The result with a warning in front when it looks like it tries to steer the model (server.guard)."""
-        flags = result_findings(result)
+        flags = await result_findings(result)
         if flags and self.settings.result_warning:
             result = result.model_copy(update={"content": [warning_block(flags), *result.content]})
         return result, flags
@@ -1076,7 +1076,7 @@ class Copilot:
         async def run(suspended: SuspendedCall) -> Finished:
             relay = suspended.relay = self.relay.call(call.server, host, suspended)
             try:
-                result, flags = self._flagged(await self._run(call, relay))
+                result, flags = await self._flagged(await self._run(call, relay))
                 return Finished(result, flags=flags)
             except ExecuteError as exc:
                 return Finished(_error_result(exc), str(exc), exc.kind)

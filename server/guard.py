@@ -32,6 +32,10 @@ logger = logging.getLogger(__name__)
 
 #: Characters of a result scanned for injection markers (beyond this the rest is not scanned).
 RESULT_SCAN_CHARS = 200_000
+#: Text up to this size is scanned on the event loop (well under a millisecond); more goes to a
+#: worker thread, because a child's flood of crafted text takes up to a second to scan and would
+#: hold up every other session meanwhile.
+SCAN_INLINE_CHARS = 20_000
 #: Prompt and resource definitions whose scan is remembered (scanned again once forgotten).
 _ITEMS_REMEMBERED = 4096
 
@@ -167,7 +171,7 @@ def _resource_texts(result: types.ReadResourceResult) -> Iterator[str]:
     return (item.text for item in result.contents if isinstance(item, TextResourceContents))
 
 
-def _findings(texts: Iterable[str]) -> list[Finding]:
+async def _findings(texts: Iterable[str]) -> list[Finding]:
     parts: list[str] = []
     size = 0
     for text in texts:  # stops reading at the limit (a structured result may be large)
@@ -175,22 +179,25 @@ def _findings(texts: Iterable[str]) -> list[Finding]:
         size += len(parts[-1]) + 1
         if size >= RESULT_SCAN_CHARS:
             break
-    return scan_result_text("\n".join(parts))
+    text = "\n".join(parts)
+    if len(text) <= SCAN_INLINE_CHARS:
+        return scan_result_text(text)
+    return await anyio.to_thread.run_sync(scan_result_text, text)
 
 
-def result_findings(result: CallToolResult) -> list[Finding]:
+async def result_findings(result: CallToolResult) -> list[Finding]:
     """Injection markers in a tool result's text (the result itself passes unchanged)."""
-    return _findings(_texts(result))
+    return await _findings(_texts(result))
 
 
-def prompt_findings(result: types.GetPromptResult) -> list[Finding]:
+async def prompt_findings(result: types.GetPromptResult) -> list[Finding]:
     """Injection markers in a child's rendered prompt (``prompts/get``)."""
-    return _findings(_prompt_texts(result))
+    return await _findings(_prompt_texts(result))
 
 
-def resource_findings(result: types.ReadResourceResult) -> list[Finding]:
+async def resource_findings(result: types.ReadResourceResult) -> list[Finding]:
     """Injection markers in the text of a child's resource (``resources/read``)."""
-    return _findings(_resource_texts(result))
+    return await _findings(_resource_texts(result))
 
 
 def warning_text(findings: list[Finding], what: str = "tool result", source: str = "the tool") -> str:

@@ -314,7 +314,7 @@ class Aggregation:
         result: types.GetPromptResult = await self._forward(
             server, "prompts/get", lambda session: session.get_prompt(prompt, arguments or None)
         )
-        findings = prompt_findings(result)  # the whole text is scanned, then cut to the caps
+        findings = await prompt_findings(result)  # the whole text is scanned, then cut to the caps
         result = cap_prompt(result, self.copilot.limits)
         if (note := self._flagged(server, "prompt", prompt, findings)) is not None:
             message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=note))
@@ -412,7 +412,7 @@ class Aggregation:
         def host(child_uri: str) -> str:  # the URI read as the host spelled it; any other as the catalog lists it
             return uri if child_uri == original else catalog.host_uri(server, child_uri)
 
-        findings = resource_findings(result)  # the whole text is scanned, then cut to the caps
+        findings = await resource_findings(result)  # the whole text is scanned, then cut to the caps
         contents: list[Any] = [item.model_copy(update={"uri": host(str(item.uri))}) for item in result.contents]
         capped = cap_resource(types.ReadResourceResult(contents=contents, meta=result.meta), self.copilot.limits, uri)
         contents = list(capped.contents)

@@ -50,7 +50,7 @@ async def call_weather(tmp_path: Path, result: dict[str, Any]) -> Any:
 )
 async def test_injection_outside_the_text_blocks_is_flagged(tmp_path: Path, result: dict[str, Any]) -> None:
     answer = await call_weather(tmp_path, result)
-    assert {finding.rule for finding in result_findings(answer)} >= {"instructions.override"}
+    assert {finding.rule for finding in await result_findings(answer)} >= {"instructions.override"}
 
 
 async def test_a_plain_structured_result_is_not_flagged(tmp_path: Path) -> None:
@@ -59,13 +59,36 @@ async def test_a_plain_structured_result_is_not_flagged(tmp_path: Path) -> None:
         {"content": [{"type": "text", "text": "sunny"}], "structuredContent": {"sky": "sunny", "temperature": 21}},
     )
     assert answer.structured_content == {"sky": "sunny", "temperature": 21}
-    assert result_findings(answer) == []
+    assert await result_findings(answer) == []
 
 
 async def test_the_scan_stops_at_its_limit_in_a_large_structured_result(tmp_path: Path) -> None:
     # Text past the limit is not scanned, whichever part of the result holds it.
     filler = ["sunny"] * (RESULT_SCAN_CHARS // 5)
     late = {"content": [{"type": "text", "text": "sunny"}], "structuredContent": {"days": filler, "note": INJECTION}}
-    assert result_findings(await call_weather(tmp_path, late)) == []
+    assert await result_findings(await call_weather(tmp_path, late)) == []
     early = {"content": [{"type": "text", "text": "sunny"}], "structuredContent": {"note": INJECTION, "days": filler}}
-    assert result_findings(await call_weather(tmp_path, early))
+    assert await result_findings(await call_weather(tmp_path, early))
+
+
+async def test_a_large_result_is_scanned_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A child's flood of crafted text takes up to a second to scan: the other sessions must not wait for it.
+    import threading
+
+    import server.guard as guard_module
+
+    scanned_in: list[bool] = []
+    real_scan = guard_module.scan_result_text
+
+    def scan(text: str) -> Any:
+        scanned_in.append(threading.current_thread() is threading.main_thread())
+        return real_scan(text)
+
+    monkeypatch.setattr(guard_module, "scan_result_text", scan)
+    (tmp_path / "small").mkdir()
+    (tmp_path / "large").mkdir()
+    small = await call_weather(tmp_path / "small", {"content": [{"type": "text", "text": INJECTION}]})
+    large_text = INJECTION + " sunny" * (guard_module.SCAN_INLINE_CHARS // 6 + 1)
+    large = await call_weather(tmp_path / "large", {"content": [{"type": "text", "text": large_text}]})
+    assert await result_findings(small) and await result_findings(large)  # both flagged
+    assert scanned_in == [True, False]  # the small one on the loop, the large one in a worker thread
