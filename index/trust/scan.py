@@ -317,6 +317,7 @@ _CONCEAL_OTHER_LANGUAGES = (
     ("cjk", r"(?:ユーザー|利用者)(?:に|へ)(?:は)?(?:言わ|伝え|知らせ|教え|報告し)ない"),
     ("cjk", r"(?:사용자|유저)(?:에게|한테)\s*(?:는\s*)?(?:말하지|알리지|알려주지|공개하지)\s*(?:마|말)"),
 )
+_OtherLanguageRule = Literal["override", "conceal"]
 #: Whether a text has the script a pattern is written in (after folding, Russian keeps letters such
 #: as и, л, п that have no Latin look-alike); None: any text.
 _SCRIPTS: dict[str, re.Pattern[str] | None] = {
@@ -348,7 +349,7 @@ def _skeleton_pattern(source: str) -> str:
 
 
 @lru_cache(maxsize=2)
-def _other_languages(kind: str) -> tuple[tuple[re.Pattern[str] | None, re.Pattern[str]], ...]:
+def _other_languages(kind: _OtherLanguageRule) -> tuple[tuple[re.Pattern[str] | None, re.Pattern[str]], ...]:
     """(script test, pattern) of the ``"override"`` or ``"conceal"`` patterns in other languages,
     compiled on first use from the words' skeletons (:func:`_skeleton_pattern`), since the text is
     matched as a skeleton (Cyrillic letters with a Latin look-alike are folded to it)."""
@@ -356,7 +357,7 @@ def _other_languages(kind: str) -> tuple[tuple[re.Pattern[str] | None, re.Patter
     return tuple((_SCRIPTS[script], re.compile(_skeleton_pattern(source), _F)) for script, source in sources)
 
 
-def _in_other_languages(kind: str, text: str) -> re.Match[str] | None:
+def _in_other_languages(kind: _OtherLanguageRule, text: str) -> re.Match[str] | None:
     for script, pattern in _other_languages(kind):
         if (script is None or script.search(text)) and (match := pattern.search(text)) is not None:
             return match
