@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from index.json_text import parse_json
 from index.errors import CopilotError
 
 #: The six categories of the paper, in its order.
@@ -166,7 +167,7 @@ def read_json_file(
     except UnicodeDecodeError as error:
         raise error_class(f"{path}: {what} is not UTF-8 text ({error.reason} at byte {error.start}).") from None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as error:
         raise error_class(f"{path}:{error.lineno}: {what} is not valid JSON ({error.msg}).") from None
 

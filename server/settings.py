@@ -8,7 +8,6 @@ string (``time/*,memory``).
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -16,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from index.json_text import parse_json
 from index.errors import ConfigError
 from index.search.query import MAX_TOP_K
 from index.settings import CopilotSettings, check_writable_directory
@@ -210,7 +210,7 @@ class ServerSettings(CopilotSettings):
         if isinstance(value, str):
             text = value.strip()
             if text.startswith("["):
-                return json.loads(text)
+                return parse_json(text)
             return [part for part in text.split(os.pathsep) if part.strip()]
         return value
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from index.json_text import parse_json
 from index.errors import CatalogError
 from index.catalog.livemcpbench import load_livemcpbench
 from index.catalog.records import Catalog, load_catalog
@@ -43,7 +44,7 @@ def _read(path: Path, text: str | None) -> Catalog:
     if text is None:
         return load_catalog(path)  # a gzipped catalog snapshot
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as error:
         raise CatalogError(f"{path}:{error.lineno}: tool list is not valid JSON ({error.msg}).") from None
     if isinstance(data, list):

@@ -9,7 +9,7 @@ the judge asks again and finally records ``abstain``.
 
 from __future__ import annotations
 
-import json
+from index.json_text import parse_json
 import re
 from typing import Literal
 
@@ -70,7 +70,7 @@ def _status_from_json(text: str) -> tuple[Status, str] | None:
         candidates.append(stripped[last_open:])
     for candidate in reversed(candidates):
         try:
-            data = json.loads(candidate)
+            data = parse_json(candidate)
         except ValueError:
             continue
         if not isinstance(data, dict):

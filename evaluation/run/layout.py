@@ -8,11 +8,11 @@ reports pass@k across them. Rerunning the same command resumes every repeat.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from index.json_text import parse_json
 from evaluation.run.models import SUMMARY_FILE
 from index.errors import ConfigError
 from server.trajectory.records import utc_now
@@ -64,7 +64,7 @@ def run_directories(out: Path, repeats: int | None) -> list[Path]:
     names = [repeat_name(number) for number in range(1, max(count, len(existing or [])) + 1)]
     manifest = RepeatsManifest(repeats=names)
     if existing is not None:
-        manifest.created = json.loads((out / REPEATS_FILE).read_text(encoding="utf-8")).get("created", manifest.created)
+        manifest.created = parse_json((out / REPEATS_FILE).read_text(encoding="utf-8")).get("created", manifest.created)
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / (REPEATS_FILE + ".tmp")
     tmp.write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from index.json_text import parse_json
 from evaluation.tasks import canonical_category
 from evaluation.trajectories.model import CONFIRMATION_REQUIRED, Confirmation, LoadResult, Problem, ToolCall, Trajectory, UsageTotals
 from server.trajectory.records import (
@@ -127,7 +128,7 @@ def read_jsonl(path: Path, result: LoadResult) -> list[Session]:
 
 def _is_foreign_json(line: str) -> bool:
     try:
-        data = json.loads(line)
+        data = parse_json(line)
     except ValueError:
         return False
     return isinstance(data, dict) and "event" not in data

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from index.json_text import parse_json
 from evaluation.tasks import canonical_category, split_numbered
 from evaluation.trajectories.copilot import infer_error_kind
 from evaluation.trajectories.model import LoadResult, Problem, ToolCall, Trajectory
@@ -97,7 +98,7 @@ def _json_args(text: Any) -> dict[str, Any]:
     if isinstance(text, dict):
         return text
     try:
-        value = json.loads(text or "{}")
+        value = parse_json(text or "{}")
     except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
@@ -193,7 +194,7 @@ def read_livemcpbench(path: Path, result: LoadResult, explicit: bool) -> list[Tr
         result.problems.append(Problem(kind="unreadable_file", file=str(path), message=f"cannot read ({error.strerror})"))
         return []
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = parse_json(raw.decode("utf-8"))
     except UnicodeDecodeError as error:
         result.problems.append(
             Problem(kind="unreadable_file", file=str(path), message=f"not UTF-8 text ({error.reason} at byte {error.start}); skipped")

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from index.json_text import parse_json
 from index.errors import CatalogError
 from index.catalog.records import Catalog, CatalogServer, ToolRecord
 from index.cli.hints import index_command
@@ -62,7 +63,7 @@ def _read_json(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as error:
         raise CatalogError(f"{path}: cannot read ({error}).") from None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as error:
         raise CatalogError(f"{path}:{error.lineno}: not valid JSON ({error.msg}).") from None
 

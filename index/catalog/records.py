@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, computed_field
 
+from index.json_text import parse_json
 from index.errors import CatalogError
 
 CATALOG_VERSION = 1
@@ -156,7 +157,7 @@ def load_catalog(path: str | Path) -> Catalog:
     except (OSError, EOFError, zlib.error) as error:  # unreadable, a directory, or a corrupt/truncated .gz
         raise CatalogError(f"{path}: cannot read the catalog ({error}).") from None
     try:
-        data = json.loads(raw)
+        data = parse_json(raw)
     except json.JSONDecodeError as error:
         raise CatalogError(f"{path}:{error.lineno}: catalog is not valid JSON ({error.msg}).") from None
     except UnicodeDecodeError as error:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from index.json_text import parse_json
 from index.children.containment.environment import inherited_environment, system_trust_bundle, with_system_trust
 from index.errors import ConfigError
 from index.catalog.redact import Redactor
@@ -436,7 +437,7 @@ def parse_servers(
     """Parse a server list from JSON text; ``source`` names the file in error messages."""
     environ = os.environ if environ is None else environ
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as error:
         raise ConfigError(
             f"{source}:{error.lineno}:{error.colno}: not valid JSON ({error.msg}). "

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from index.json_text import parse_json
 from index.cli.display import printable
 from index.errors import QueryError
 from index.cli.hints import index_command
@@ -77,7 +78,7 @@ def _batch_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def _parse_batch_line(line: str) -> str:
     try:
-        item = json.loads(line)
+        item = parse_json(line)
     except json.JSONDecodeError as error:
         raise QueryError(f'not valid JSON ({error.msg}); expected {{"query": "..."}}') from None
     if not isinstance(item, dict) or "query" not in item:

@@ -21,6 +21,7 @@ import re
 
 from pydantic import BaseModel
 
+from index.json_text import parse_json
 from index.errors import QueryError
 
 #: Longer than any sensible tool request: the rest is cut off (the embedder reads only the first
@@ -122,10 +123,8 @@ def _json_fields(text: str) -> dict[str, str] | None:
     """``{"server": ..., "tool": ...}`` (string values only), or None when ``text`` is not such an object."""
     if not (text.startswith("{") and text.endswith("}")):
         return None
-    import json
-
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         return None
     if not isinstance(data, dict):

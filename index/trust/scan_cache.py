@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from index.json_text import parse_json
 from index.storage.atomic import write_text_atomic
 from index.catalog.records import ToolRecord
 from index.trust import scan as scan_module
@@ -124,7 +125,7 @@ class ScanCache:
         except (OSError, UnicodeDecodeError) as error:
             return self._unreadable(f"cannot read it: {error}")
         try:
-            document = json.loads(text)
+            document = parse_json(text)
         except json.JSONDecodeError as error:
             return self._unreadable(f"not JSON: line {error.lineno}: {error.msg}")
         entries = document.get("entries") if isinstance(document, dict) else None

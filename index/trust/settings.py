@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
+from index.json_text import parse_json
 from index.settings import CopilotSettings
 from index.trust.review import TrustReviewer
 from index.trust.scan_cache import ScanCache
@@ -15,8 +16,6 @@ from index.trust.store import TrustStore
 
 def split_list(value: Any) -> Any:
     """``a,b`` or a JSON list (``["a","b"]``) -> a list (the form every list setting takes)."""
-    import json
-
     if value is None:
         return []
     if isinstance(value, str):
@@ -24,7 +23,7 @@ def split_list(value: Any) -> Any:
         if not text:
             return []
         if text.startswith("["):
-            return json.loads(text)
+            return parse_json(text)
         return [part.strip() for part in text.split(",") if part.strip()]
     return value
 

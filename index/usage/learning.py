@@ -17,13 +17,13 @@ few fields are all a count needs.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from index.json_text import parse_json
 from index.errors import ConfigError
 from index.usage.prior import UsagePrior
 
@@ -157,7 +157,7 @@ def _json_lines(path: Path) -> Iterator[tuple[int, object]]:
             if not line.strip():
                 continue
             try:
-                yield number, json.loads(line)
+                yield number, parse_json(line)
             except ValueError:
                 yield number, _NOT_JSON
 

@@ -17,6 +17,7 @@ from typing import Any
 from jsonschema import exceptions as schema_errors
 from rapidfuzz import fuzz, process
 
+from index.json_text import parse_json
 from index.children.tool_listing import schema_validator_class
 from server.bounded import shown_name
 from server.errors import InvalidParamsError
@@ -91,7 +92,7 @@ def coerce_params(params: Any) -> dict[str, Any]:
         if not text:
             return {}
         try:
-            parsed = json.loads(text)
+            parsed = parse_json(text)
         except json.JSONDecodeError as error:
             raise InvalidParamsError(
                 f"'params' must be a JSON object of the tool's arguments; the string given is not valid JSON "
@@ -100,7 +101,7 @@ def coerce_params(params: Any) -> dict[str, Any]:
         if isinstance(parsed, str) and parsed.lstrip().startswith("{"):
             # Encoded twice (a JSON string holding the object's JSON): models do this too.
             try:
-                parsed = json.loads(parsed)
+                parsed = parse_json(parsed)
             except json.JSONDecodeError:
                 pass
         if isinstance(parsed, Mapping):

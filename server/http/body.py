@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -13,6 +12,7 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from index.json_text import parse_json
 from server.bounded import shown_name
 from server.envelope import lenient_read_problem, message_problem
 from server.http.common import CONNECTION_CLOSE, MCP_PATH, jsonrpc_error, reply, send_json
@@ -281,7 +281,7 @@ def _envelope_correction(status: int, answer: bytes, body: bytes, refusals: froz
         # for a notification (parsing every notification again would cost for nothing).
         return _problem(body) if b'"id"' in body else None
     try:
-        error = json.loads(answer)
+        error = parse_json(answer)
     except ValueError:
         return None
     if not isinstance(error, dict) or error.get("id") is not None:
@@ -299,7 +299,7 @@ def _unsolicited_response(body: bytes) -> dict[str, Any] | None:
     it were malformed: say why instead. That entry never asks the client anything (a child's
     questions come back as an ``input_required`` result), so no response can be due."""
     try:
-        message = json.loads(body)
+        message = parse_json(body)
     except (ValueError, RecursionError):
         return None
     if not isinstance(message, dict) or "method" in message or not ("result" in message or "error" in message):

@@ -33,6 +33,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from index.json_text import parse_json
 from server.relay.host import request_kind
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def decode_state(state: str | None) -> dict[str, Any]:
     if not state:
         return {}
     try:
-        decoded = json.loads(state)
+        decoded = parse_json(state)
     except ValueError:
         return {}
     return decoded if isinstance(decoded, dict) and decoded.get("v") == STATE_VERSION else {}

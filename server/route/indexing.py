@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from index.json_text import parse_json
 from index.errors import CopilotError, IndexNotBuiltError
 from index.catalog.records import Catalog, ToolRecord, load_catalog
 from index.catalog.servers import ServerConfig
@@ -45,7 +46,7 @@ class IndexPlan:
 
 def _load_state(path: Path) -> dict[str, str]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as error:

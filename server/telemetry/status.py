@@ -9,7 +9,7 @@ works the same for a stdio copilot a host started and an HTTP one; a file whose 
 
 from __future__ import annotations
 
-import json
+from index.json_text import parse_json
 import logging
 import os
 from pathlib import Path
@@ -115,7 +115,7 @@ def read_statuses(home: Path, *, remove_stale: bool = True) -> tuple[list[Copilo
         return statuses, notes
     for path in sorted(directory.glob("copilot-*.json")):
         try:
-            status = CopilotStatus.model_validate(json.loads(path.read_text(encoding="utf-8")))
+            status = CopilotStatus.model_validate(parse_json(path.read_text(encoding="utf-8")))
         except (OSError, ValueError) as error:
             notes.append(f"{path}: unreadable status file ({type(error).__name__}); skipped")
             continue

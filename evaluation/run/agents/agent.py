@@ -26,6 +26,7 @@ from mcp.types import CallToolResult, Implementation, ListToolsResult
 from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel, Field
 
+from index.json_text import parse_json
 from evaluation.run.agents.bounded_log import LogCut
 from evaluation.run.task_setup.copilot_launch import CopilotLaunch
 from evaluation.llm import describe_api_error
@@ -232,7 +233,7 @@ class CopilotAgent:
 
     async def _call_tool(self, session: ToolSession, name: str, raw_arguments: str | None) -> str:
         try:
-            arguments = json.loads(raw_arguments or "{}")
+            arguments = parse_json(raw_arguments or "{}")
         except json.JSONDecodeError as error:
             return f"Error: the arguments of {name} are not valid JSON ({error.msg}): {truncate(raw_arguments or '', 500)}"
         if not isinstance(arguments, dict):

@@ -26,6 +26,7 @@ import anyio.abc
 import psutil
 from pydantic import BaseModel
 
+from index.json_text import parse_json
 from evaluation.run.agents.agent import stderr_tail
 from evaluation.run.agents.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, PIPE_DRAIN_SECONDS, BoundedLog, LogCut, pump
 from evaluation.run.models import ErrorKind
@@ -238,7 +239,7 @@ def _read_answer(result: ExternalResult, answer_file: Path, stdout_path: Path, c
 def _headless_json(stdout: str) -> tuple[str, Usage | None, bool] | None:
     """Claude Code's ``--output-format json`` result object: answer, usage and cost."""
     try:
-        data: Any = json.loads(stdout)
+        data: Any = parse_json(stdout)
     except json.JSONDecodeError:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("result"), str):

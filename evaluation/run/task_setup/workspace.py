@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from index.json_text import parse_json
 from evaluation.run.task_setup.child_home import merge_entry_env
 from index.errors import ConfigError
 from server.trajectory.records import WorkspaceChanges, WorkspaceFile
@@ -304,7 +305,7 @@ def write_task_servers(
         except OSError as error:
             raise ConfigError(f"{servers_file}: cannot read server list ({error.strerror}).") from None
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as error:
         raise ConfigError(f"{servers_file}:{error.lineno}:{error.colno}: not valid JSON ({error.msg}).") from None
     if not isinstance(data, dict):
