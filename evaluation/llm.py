@@ -147,6 +147,8 @@ async def probe_endpoint(base_url: str, api_key: str | None, timeout: float = 10
         ) from None
     except openai.APIStatusError as error:
         logger.debug("probe of %s answered HTTP %s; treating the endpoint as reachable", base_url, error.status_code)
+    except UNREADABLE_BODY_ERRORS as error:  # it answered: the chat call decides
+        logger.debug("probe of %s: %s; treating the endpoint as reachable", base_url, describe_unreadable_body(error, base_url))
     finally:
         await client.close()
 
@@ -161,3 +163,14 @@ def describe_api_error(error: Exception, base_url: str) -> str:
         message = error.message if isinstance(error.message, str) else str(error)
         return f"HTTP {error.status_code} from {base_url}: {message}"
     return f"{type(error).__name__}: {error}"
+
+
+#: What the ``openai`` client raises for a reply body it cannot read as JSON: it parses the body only
+#: after its retries, and Python's reader raises ``RecursionError`` for JSON nested too deeply.
+UNREADABLE_BODY_ERRORS = (ValueError, RecursionError)
+
+
+def describe_unreadable_body(error: BaseException, base_url: str) -> str:
+    """A reply body that is not valid JSON (cut off by a proxy, an overloaded or broken server)."""
+    why = "nested too deeply to read" if isinstance(error, RecursionError) else str(error)
+    return f"{base_url} answered a body that is not valid JSON ({why})"

@@ -18,11 +18,13 @@ from pydantic import BaseModel
 
 from evaluation.judge.cache import CachedCompletion, CompletionCache, request_key
 from evaluation.llm import (
+    UNREADABLE_BODY_ERRORS,
     EndpointError,
     LLMError,
     LLMSettings,
     client_for,
     describe_api_error,
+    describe_unreadable_body,
     probe_endpoint,
     request_deadline,
 )
@@ -107,12 +109,11 @@ class CompletionService:
                 raise self._fatal from None
             except openai.OpenAIError as error:
                 raise LLMError(describe_api_error(error, self.settings.base_url)) from None
-            except ValueError as error:
-                # The client parses the body only after its retries: a reply declared JSON that is
-                # not (cut off by a proxy, an overloaded server) escaped as a JSONDecodeError
-                # traceback for the whole run. It is one failed request: the task stays unjudged.
+            except UNREADABLE_BODY_ERRORS as error:
+                # A reply declared JSON that is not escaped as a traceback for the whole run. It is
+                # one failed request: the task stays unjudged.
                 raise LLMError(
-                    f"{self.settings.base_url} answered a body that is not valid JSON ({error}); "
+                    f"{describe_unreadable_body(error, self.settings.base_url)}; "
                     "the task stays unjudged (a rerun retries it)"
                 ) from None
             latency_ms = (time.perf_counter() - started) * 1000

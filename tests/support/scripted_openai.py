@@ -86,6 +86,8 @@ class _QuietServer(ThreadingHTTPServer):
 class ScriptedOpenAI:
     def __init__(self, handler: Handler | None = None, host: str = "127.0.0.1") -> None:
         self.handler = handler
+        #: When set, ``GET /models`` answers these bytes as JSON instead of a model list.
+        self.models_body: bytes | None = None
         self.requests: list[dict[str, Any]] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -127,7 +129,9 @@ class ScriptedOpenAI:
                         return  # the client gave up
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/models") and outer.models_body is not None:
+                    self._send(200, None, raw=("application/json", outer.models_body))
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
                 else:
                     self._send(404, {"error": {"message": "not found"}})

@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from index.json_text import parse_json
 from evaluation.run.agents.bounded_log import LogCut
 from evaluation.run.task_setup.copilot_launch import CopilotLaunch
-from evaluation.llm import describe_api_error
+from evaluation.llm import UNREADABLE_BODY_ERRORS, describe_api_error, describe_unreadable_body
 from evaluation.run.models import ErrorKind, ModelPrice
 from index.errors import CopilotError
 from server.trajectory.records import Usage
@@ -205,6 +205,8 @@ class CopilotAgent:
             raise AgentError("llm_error", text) from None
         except openai.OpenAIError as error:
             raise AgentError("llm_error", describe_api_error(error, self.config.base_url)) from None
+        except UNREADABLE_BODY_ERRORS as error:
+            raise AgentError("llm_error", describe_unreadable_body(error, self.config.base_url)) from None
         if not getattr(response, "choices", None):
             raise AgentError("llm_error", f"the model endpoint returned no choices (turn {self.turns})")
         self._log_usage(response)

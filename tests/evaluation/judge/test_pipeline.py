@@ -357,7 +357,11 @@ async def test_a_reply_without_text_is_a_failed_request_not_a_cached_abstain(
     assert rerun.judged_now == 1 and rerun.success == 1 and rerun.exit_code == 0
 
 
-@pytest.mark.parametrize("body", [b'{"choices": [{"message": {"content": "Stat', b"{not json", b""], ids=["cut", "bad", "empty"])
+@pytest.mark.parametrize(
+    "body",
+    [b'{"choices": [{"message": {"content": "Stat', b"{not json", b"", b'{"choices": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"],
+    ids=["cut", "bad", "empty", "nested-too-deep"],
+)
 async def test_a_reply_that_is_not_valid_json_is_a_failed_request(
     llm: ScriptedOpenAI, tmp_path: Path, body: bytes
 ) -> None:
@@ -371,6 +375,19 @@ async def test_a_reply_that_is_not_valid_json_is_a_failed_request(
     llm.handler = lambda request: Reply(content="Status: success")
     rerun = await judge_paths([logs], _options(llm, tmp_path))
     assert rerun.judged_now == 2 and rerun.success == 2 and rerun.exit_code == 0
+
+
+@pytest.mark.parametrize("body", [b"<html>not an API</html>", b"[" * 50_000 + b"]" * 50_000], ids=["html", "nested-too-deep"])
+async def test_a_model_list_that_is_not_valid_json_still_counts_as_reachable(
+    llm: ScriptedOpenAI, tmp_path: Path, body: bytes
+) -> None:
+    # The reachability probe (GET /models) answered something: the chat call decides. The deep
+    # body escaped the probe as a RecursionError traceback.
+    logs = _logs(tmp_path, "t1")
+    llm.models_body = body
+    llm.handler = lambda request: Reply(content="Status: success")
+    summary = await judge_paths([logs], _options(llm, tmp_path))
+    assert summary.judged_now == 1 and summary.success == 1 and summary.exit_code == 0
 
 
 async def test_an_answer_that_never_ends_is_bounded_by_the_timeout(llm: ScriptedOpenAI, tmp_path: Path) -> None:

@@ -143,6 +143,18 @@ async def test_server_error_after_retries_is_an_llm_error() -> None:
     assert isinstance(error, AgentError) and error.kind == "llm_error" and "503" in str(error)
 
 
+@pytest.mark.parametrize(
+    "body", [b'{"choices": [{"mess', b'{"choices": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"], ids=["cut", "nested-too-deep"]
+)
+async def test_a_reply_that_is_not_valid_json_is_an_llm_error(body: bytes) -> None:
+    # Both escaped the agent: the first as a JSONDecodeError, the second as a RecursionError.
+    with ScriptedOpenAI() as llm:
+        llm.push(Reply(raw=("application/json", body)))
+        _, _, error = await run_agent(llm, AgentConfig(model="m", base_url=llm.base_url), [])
+    assert isinstance(error, AgentError) and error.kind == "llm_error"
+    assert f"{llm.base_url} answered a body that is not valid JSON" in str(error)
+
+
 def test_render_tool_result_prefers_text_and_marks_errors() -> None:
     from mcp.types import CallToolResult, ImageContent, TextContent
 
