@@ -255,11 +255,11 @@ def _override_words(verbs: str, qualifiers: str, nouns: str, *, verb_last: bool 
 
 
 #: The override in the other languages an attacker may write it in (English and Chinese above):
-#: Spanish, Portuguese, Italian, French, German, Russian, Japanese, Korean; each with the script it
-#: is written in, so a text without that script is not searched for it.
+#: Spanish, Portuguese, Italian, French, German, Russian, Japanese, Korean; each with its gate
+#: (:data:`_GATES`), so a text without what it needs is not searched for it.
 _OVERRIDE_OTHER_LANGUAGES = (
     (
-        "latin",
+        "latin-override",
         _override_words(
             r"\b(?:ignora|ignore|ignoren|ignorem|ignorate|ignori|ignorez|ignorer|olvida|olvide|olviden|omite|descarta|"
             r"esque[çc]a|esque[çc]am|desconsidere|dimentica|dimentichi|dimenticate|oublie[rz]?|"
@@ -271,7 +271,7 @@ _OVERRIDE_OTHER_LANGUAGES = (
         ),
     ),
     (
-        "latin",
+        "latin-override",
         _override_words(
             r"\b(?:ignorier\w*|vergiss|vergessen|missachte\w*)\b",
             r"\b(?:vorherige\w*|bisherige\w*|fr[üu]here\w*|obige\w*|alle)\b",
@@ -303,25 +303,33 @@ _OVERRIDE_OTHER_LANGUAGES = (
 
 #: Keeping something from the user, in the same languages ("do not tell the user").
 _CONCEAL_OTHER_LANGUAGES = (
-    ("latin", r"\bno\s+(?:le\s+|les\s+)?(?:digas|diga|digan|menciones|mencione|informes|informe|reveles|revele|cuentes|cuente)\b"
+    ("latin-conceal", r"\bno\s+(?:le\s+|les\s+)?(?:digas|diga|digan|menciones|mencione|informes|informe|reveles|revele|cuentes|cuente)\b"
      + _SENTENCE + r"{0,30}?\b(?:al|a\s+los)\s+usuarios?\b"),
-    ("latin", r"\bn[ãa]o\s+(?:conte|diga|mencione|informe|revele)\b" + _SENTENCE + r"{0,30}?\b(?:ao|aos)\s+usu[áa]rios?\b"),
-    ("latin", r"\bnon\s+(?:dire|dirlo|menzionare|informare|rivelare|dica|dite)\b" + _SENTENCE + r"{0,30}?\butent[ei]\b"),
-    ("latin", r"\bne\s+(?:le\s+|lui\s+)?(?:dis|dites|mentionne[rz]?|r[ée]v[èe]le[rz]?|informe[rz]?|signale[rz]?)\s+(?:rien\s+|pas\s+)"
+    ("latin-conceal", r"\bn[ãa]o\s+(?:conte|diga|mencione|informe|revele)\b" + _SENTENCE + r"{0,30}?\b(?:ao|aos)\s+usu[áa]rios?\b"),
+    ("latin-conceal", r"\bnon\s+(?:dire|dirlo|menzionare|informare|rivelare|dica|dite)\b" + _SENTENCE + r"{0,30}?\butent[ei]\b"),
+    ("latin-conceal", r"\bne\s+(?:le\s+|lui\s+)?(?:dis|dites|mentionne[rz]?|r[ée]v[èe]le[rz]?|informe[rz]?|signale[rz]?)\s+(?:rien\s+|pas\s+)"
      + _SENTENCE + r"{0,30}?\b(?:l'|les?\s+)?utilisateurs?\b"),
-    ("latin", r"\b(?:sag\w*|erw[äa]hn\w*|verr[äa]t\w*|informier\w*|teil\w*)\b" + _SENTENCE
+    ("latin-conceal", r"\b(?:sag\w*|erw[äa]hn\w*|verr[äa]t\w*|informier\w*|teil\w*)\b" + _SENTENCE
      + r"{0,30}?\b(?:dem|den)\s+(?:benutzer\w*|nutzer\w*|anwender\w*)\b" + _SENTENCE + r"{0,20}?\bnichts?\b"),
-    ("latin", r"\b(?:dem|den)\s+(?:benutzer\w*|nutzer\w*|anwender\w*)\s+nichts?\b" + _SENTENCE
+    ("latin-conceal", r"\b(?:dem|den)\s+(?:benutzer\w*|nutzer\w*|anwender\w*)\s+nichts?\b" + _SENTENCE
      + r"{0,30}?\b(?:sag\w*|erw[äa]hn\w*|verr[äa]t\w*|mitteil\w*)\b"),
     ("cyrillic", r"не\s+(?:говори\w*|сообщай\w*|рассказывай\w*|упоминай\w*|сообщать|говорить)\s+(?:об\s+этом\s+)?пользовател\w*"),
     ("cjk", r"(?:ユーザー|利用者)(?:に|へ)(?:は)?(?:言わ|伝え|知らせ|教え|報告し)ない"),
     ("cjk", r"(?:사용자|유저)(?:에게|한테)\s*(?:는\s*)?(?:말하지|알리지|알려주지|공개하지)\s*(?:마|말)"),
 )
 _OtherLanguageRule = Literal["override", "conceal"]
-#: Whether a text has the script a pattern is written in (after folding, Russian keeps letters such
-#: as и, л, п that have no Latin look-alike); None: any text.
-_SCRIPTS: dict[str, re.Pattern[str] | None] = {
-    "latin": None,
+#: What a text must hold for a pattern to be searched in it, which is far cheaper than the
+#: pattern (tool results are scanned on every call): the script it is written in (after folding,
+#: Russian keeps letters such as и, л, п that have no Latin look-alike), or for the Latin-script
+#: languages the nouns each of their patterns needs ("instructions", "the user").
+_GATES: dict[str, tuple[str, ...] | re.Pattern[str]] = {
+    # Words, looked for in the lowercased text (a plain substring search: a case-insensitive regex
+    # alternation of them took longer than the patterns it gates).
+    "latin-override": (
+        "instru", "istru", "indica", "regl", "regra", "regol", "orienta", "consign", "règle", "regle", "directive",
+        "anweisung", "regeln", "befehl", "vorgabe",
+    ),
+    "latin-conceal": ("usuári", "usuari", "utent", "utilisateur", "benutzer", "nutzer", "anwender"),
     "cyrillic": re.compile("[\u0400-\u04ff]"),
     "cjk": re.compile("[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"),
 }
@@ -349,17 +357,24 @@ def _skeleton_pattern(source: str) -> str:
 
 
 @lru_cache(maxsize=2)
-def _other_languages(kind: _OtherLanguageRule) -> tuple[tuple[re.Pattern[str] | None, re.Pattern[str]], ...]:
-    """(script test, pattern) of the ``"override"`` or ``"conceal"`` patterns in other languages,
+def _other_languages(kind: _OtherLanguageRule) -> tuple[tuple[tuple[str, ...] | re.Pattern[str], re.Pattern[str]], ...]:
+    """(gate, pattern) of the ``"override"`` or ``"conceal"`` patterns in other languages,
     compiled on first use from the words' skeletons (:func:`_skeleton_pattern`), since the text is
     matched as a skeleton (Cyrillic letters with a Latin look-alike are folded to it)."""
     sources = _OVERRIDE_OTHER_LANGUAGES if kind == "override" else _CONCEAL_OTHER_LANGUAGES
-    return tuple((_SCRIPTS[script], re.compile(_skeleton_pattern(source), _F)) for script, source in sources)
+    return tuple((_GATES[gate], re.compile(_skeleton_pattern(source), _F)) for gate, source in sources)
 
 
 def _in_other_languages(kind: _OtherLanguageRule, text: str) -> re.Match[str] | None:
-    for script, pattern in _other_languages(kind):
-        if (script is None or script.search(text)) and (match := pattern.search(text)) is not None:
+    lowered: str | None = None
+    for gate, pattern in _other_languages(kind):
+        if isinstance(gate, tuple):
+            lowered = text.lower() if lowered is None else lowered
+            if not any(word in lowered for word in gate):
+                continue
+        elif not gate.search(text):
+            continue
+        if (match := pattern.search(text)) is not None:
             return match
     return None
 
