@@ -449,7 +449,10 @@ class Copilot:
         as the last refresh made it (made now if none has)."""
         if self._route_description is not None:
             return self._route_description
-        return self._describe({name: self.servers[name] for name in self.routable_servers()}, self._indexed_pool)
+        return self._describe(self._routable_configs(), self._indexed_pool)
+
+    def _routable_configs(self) -> dict[str, ServerConfig]:
+        return {name: self.servers[name] for name in self.routable_servers()}
 
     @staticmethod
     def _describe(routable: Mapping[str, ServerConfig], indexed: Mapping[str, PoolServer]) -> str:
@@ -475,8 +478,7 @@ class Copilot:
             if kept is not None and self._pool_read[0] is _UNREAD:
                 self._indexed_pool = _pool_servers(kept.servers)
         # Off the event loop: a pool of 100,000 tool names takes most of a second to describe.
-        routable = {name: self.servers[name] for name in self.routable_servers()}
-        description = await anyio.to_thread.run_sync(self._describe, routable, self._indexed_pool)
+        description = await anyio.to_thread.run_sync(self._describe, self._routable_configs(), self._indexed_pool)
         if description == self._route_description:
             return
         changed = self._route_description is not None

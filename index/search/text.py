@@ -67,7 +67,7 @@ def humanize(name: str) -> str:
     return " ".join(split_identifier(name)).lower()
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     """A deliberately tiny English plural folding (files -> file, queries -> query)."""
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -81,7 +81,7 @@ def latin_words(text: str) -> set[str]:
     folded as :func:`tokenize` does, stopwords kept and CJK left out (names, parameters, the words
     of a description that can name them)."""
     return {
-        _stem(word.lower())
+        stem(word.lower())
         for piece in _WORD.findall(text)
         if not _CJK_RUN.fullmatch(piece)
         for word in _CAMEL_BOUNDARY.split(piece)
@@ -100,7 +100,7 @@ def tokenize(text: str) -> list[str]:
         for word in _CAMEL_BOUNDARY.split(piece):
             word = word.lower()
             if word and word not in STOPWORDS:
-                tokens.append(_stem(word))
+                tokens.append(stem(word))
     return tokens
 
 

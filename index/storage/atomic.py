@@ -1,9 +1,36 @@
-"""Replacing a small file atomically, so a reader in another process never sees half of it."""
+"""Small files of the copilot's own: replaced atomically, so a reader in another process never
+sees half of one, and read back as their pydantic model."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class UnusableFile(Exception):
+    """A kept file that cannot be read or is not what its model says (the message says why)."""
+
+
+def read_model(path: Path, model: type[Model]) -> Model | None:
+    """``model`` as kept in ``path``; None when there is no such file, :class:`UnusableFile` when
+    it cannot be read or does not validate (the caller decides how loudly to ignore it)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UnusableFile(f"cannot read it: {error}") from None
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "file"
+        raise UnusableFile(f"{where}: {first['msg']}") from None
 
 
 def write_text_atomic(path: Path, text: str) -> None:

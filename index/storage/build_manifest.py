@@ -29,9 +29,9 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from index.storage.atomic import write_text_atomic
+from index.storage.atomic import UnusableFile, read_model, write_text_atomic
 from index.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -128,24 +128,11 @@ def store_signature(chroma_dir: Path) -> str | None:
 def read_manifest(path: Path) -> BuildManifest | None:
     """The recorded manifest; a missing one is None, an unreadable one too (with a warning)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        manifest = read_model(path, BuildManifest)
+    except UnusableFile as error:
+        logger.warning("ignoring the build manifest %s (%s); the index is checked in full", path, error)
         return None
-    except (OSError, UnicodeDecodeError) as error:
-        logger.warning("ignoring the build manifest %s (cannot read it: %s); the index is checked in full", path, error)
-        return None
-    try:
-        manifest = BuildManifest.model_validate_json(text)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "file"
-        logger.warning(
-            "ignoring the build manifest %s (%s: %s); the index is checked in full", path, where, first["msg"]
-        )
-        return None
-    if manifest.version != MANIFEST_VERSION:
-        return None
-    return manifest
+    return manifest if manifest is not None and manifest.version == MANIFEST_VERSION else None
 
 
 def write_manifest(path: Path, inputs: BuildInputs, signature: str, tools: int) -> None:

@@ -16,10 +16,10 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from index.catalog.records import ToolRecord
-from index.storage.atomic import write_text_atomic
+from index.storage.atomic import UnusableFile, read_model, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +65,8 @@ def keep_pool(path: Path, servers: dict[str, KeptServer], build: str = "") -> No
 def kept_pool(path: Path) -> KeptPool | None:
     """The pool as last kept, or None when there is no usable file."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        pool = read_model(path, KeptPool)
+    except UnusableFile as error:
+        logger.debug("ignoring %s (%s)", path, error)
         return None
-    except (OSError, UnicodeDecodeError) as error:
-        logger.debug("ignoring %s: %s", path, error)
-        return None
-    try:
-        pool = KeptPool.model_validate_json(text)
-    except ValidationError as error:
-        logger.debug("ignoring %s: %s", path, error.errors()[0]["msg"])
-        return None
-    return pool if pool.version == POOL_VERSION else None
+    return pool if pool is not None and pool.version == POOL_VERSION else None

@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from index.search.text import STOPWORDS, humanize, split_identifier
+from index.search.text import STOPWORDS, humanize, split_identifier, stem
 from index.cli.display import counted
 
 #: Servers named per category before "+N more".
@@ -67,14 +67,13 @@ class PoolServer:
 
 def _singular(word: str) -> str:
     """``word`` without a plural or third-person "s" (papers, searches, queries), so one kind of
-    service is counted once and a generic verb is known in any form ("fetches" is "fetch")."""
-    if word in _NOT_PLURAL or len(word) <= 3 or word.endswith(("ss", "us", "is")):
+    service is counted once and a generic verb is known in any form ("fetches" is "fetch"): the
+    search index's folding, plus the "-es" after a sibilant it leaves ("searches" is "searche" there)."""
+    if word in _NOT_PLURAL:
         return word
-    if word.endswith("ies"):
-        return word[:-3] + "y"
     if word.endswith(("ches", "shes", "sses", "xes", "zes")):
         return word[:-2]
-    return word[:-1] if word.endswith("s") else word
+    return stem(word)
 
 
 def _terms(text: str) -> list[tuple[str, str]]:
