@@ -13,7 +13,11 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class UnusableFile(Exception):
-    """A kept file that cannot be read or is not what its model says (the message says why)."""
+    """A kept file that cannot be read (``unreadable``) or is not what its model says; the message says why."""
+
+    def __init__(self, reason: str, *, unreadable: bool) -> None:
+        super().__init__(reason)
+        self.unreadable = unreadable
 
 
 def read_model(path: Path, model: type[Model]) -> Model | None:
@@ -24,13 +28,13 @@ def read_model(path: Path, model: type[Model]) -> Model | None:
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as error:
-        raise UnusableFile(f"cannot read it: {error}") from None
+        raise UnusableFile(str(error), unreadable=True) from None
     try:
         return model.model_validate_json(text)
     except ValidationError as error:
         first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "file"
-        raise UnusableFile(f"{where}: {first['msg']}") from None
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise UnusableFile(f"{where}: {first['msg']}", unreadable=False) from None
 
 
 def write_text_atomic(path: Path, text: str) -> None:

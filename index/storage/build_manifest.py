@@ -130,7 +130,8 @@ def read_manifest(path: Path) -> BuildManifest | None:
     try:
         manifest = read_model(path, BuildManifest)
     except UnusableFile as error:
-        logger.warning("ignoring the build manifest %s (%s); the index is checked in full", path, error)
+        reason = f"cannot read it: {error}" if error.unreadable else str(error)
+        logger.warning("ignoring the build manifest %s (%s); the index is checked in full", path, reason)
         return None
     return manifest if manifest is not None and manifest.version == MANIFEST_VERSION else None
 

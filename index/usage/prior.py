@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, NonNegativeInt, ValidationError
+from pydantic import BaseModel, Field, NonNegativeInt
 
 from index.errors import ConfigError
-from index.storage.atomic import write_text_atomic
+from index.storage.atomic import UnusableFile, read_model, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -127,17 +127,10 @@ def read_usage_prior(path: Path) -> UsagePrior | None:
     """The prior in ``path``; None when there is no such file; :class:`ConfigError` (naming the
     file, what is wrong and how to rebuild it) when it cannot be read or is not a prior."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: cannot read the usage prior ({error}); {_REBUILD}") from None
-    try:
-        return UsagePrior.model_validate_json(text)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the file"
-        raise ConfigError(f"{path}: not a usage prior ({where}: {first['msg']}); {_REBUILD}") from None
+        return read_model(path, UsagePrior)
+    except UnusableFile as error:
+        what = "cannot read the usage prior" if error.unreadable else "not a usage prior"
+        raise ConfigError(f"{path}: {what} ({error}); {_REBUILD}") from None
 
 
 def write_usage_prior(prior: UsagePrior, path: Path) -> None:
