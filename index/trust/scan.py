@@ -878,6 +878,8 @@ def scan_text(
 
 
 #: Where a name meets its next word: a run of ``_``, ``-``, ``.`` or spaces, or a change of case.
+#: Not index.search.text.split_identifier: the scan cache's digest covers this module only, so what
+#: decides a verdict stays in it.
 _NAME_BREAK = re.compile(r"[\s_.\-]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 #: What a model reads past as a space in prose: a single line break inside running text (not a
 #: blank line, nor one before a list item, heading, quote or table row, which separate), and the
