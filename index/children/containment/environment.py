@@ -8,7 +8,10 @@ them: publish tokens (``UV_PUBLISH_TOKEN``), registry passwords (``npm_config__a
 
 - a variable whose *name* says it is a secret (a word such as token, password, secret, auth, key,
   credential; see :func:`looks_secret_name`) is dropped;
-- ``user:pass@`` (or ``token@``) is removed from every URL in the remaining *values*.
+- ``user:pass@`` (or ``token@``) is removed from every URL in the remaining *values* (from a proxy
+  variable's value also without a scheme, ``user:pass@proxy:3128``, which curl, pip and requests
+  accept), and so is the value of a query parameter whose name says it is a secret
+  (``?access_token=…``).
 
 A server entry that needs one of these (a private index with a password, an authenticating proxy)
 lists the variable names in its ``inherit_env`` key: those are passed unchanged, allowlisted or not.
@@ -50,6 +53,12 @@ _SECRET_ENDINGS = (
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 #: The userinfo of a URL anywhere in a value (several URLs may share one value, as in ``UV_INDEX``).
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+#: A proxy's userinfo written without a scheme, at the start of the value or of a listed item.
+_BARE_USERINFO = re.compile(r"(?:^|(?<=[,\s]))[^/@\s,]+@(?=[^@\s,])")
+#: Proxy variables, whose values are ``[scheme://][user:pass@]host[:port]``.
+_PROXY_NAME = re.compile(r"(?i)(?:http|https|all|ftp)_proxy")
+#: A URL query parameter (its value ends at the next parameter, fragment or space).
+_QUERY_PARAMETER = re.compile(r"(?P<lead>[?&;](?P<name>[A-Za-z0-9_.-]+)=)[^&;#\s]*")
 
 
 def looks_secret_name(name: str) -> bool:
@@ -65,15 +74,26 @@ def looks_secret_name(name: str) -> bool:
     return False
 
 
-def strip_url_credentials(value: str) -> str:
-    """``value`` with ``user:pass@`` / ``token@`` removed from every URL in it."""
-    if "@" not in value:
-        return value
-    return _URL_USERINFO.sub(lambda match: match.group("scheme"), value)
+def strip_url_credentials(value: str, name: str = "") -> str:
+    """``value`` (of the variable ``name``) without the credentials in its URLs.
+
+    ``user:pass@`` / ``token@`` go from every URL, and from a proxy variable's value also without a
+    scheme (``me@example.com`` elsewhere is an address, not a credential); a query parameter whose
+    name says it is a secret keeps its name and loses its value.
+    """
+    if "@" in value:
+        value = _URL_USERINFO.sub(lambda match: match.group("scheme"), value)
+        if "@" in value and _PROXY_NAME.fullmatch(name):
+            value = _BARE_USERINFO.sub("", value)
+    if "=" in value:
+        value = _QUERY_PARAMETER.sub(
+            lambda match: match.group("lead") if looks_secret_name(match.group("name")) else match.group(0), value
+        )
+    return value
 
 
-def has_url_credentials(value: str) -> bool:
-    return strip_url_credentials(value) != value
+def has_url_credentials(value: str, name: str = "") -> bool:
+    return strip_url_credentials(value, name) != value
 
 
 def _with_own_scripts(path: str) -> str:
@@ -142,6 +162,6 @@ def inherited_environment(source: Mapping[str, str], inherit: Iterable[str] = ()
         if inherit and _listed(key, inherit):
             child[key] = value
         elif (key in INHERITED_NAMES or key.startswith(INHERITED_PREFIXES)) and not looks_secret_name(key):
-            child[key] = strip_url_credentials(value)
+            child[key] = strip_url_credentials(value, key)
     child["PATH"] = _with_own_scripts(child.get("PATH", os.defpath))
     return child

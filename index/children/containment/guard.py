@@ -40,6 +40,7 @@ from pathlib import Path
 
 import psutil
 
+from index.children.containment.environment import inherited_environment
 from index.children.containment.secrecy import protect_secrets
 from index.errors import ConfigError
 from index.settings import CopilotSettings
@@ -204,6 +205,8 @@ class ChildGuard:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 start_new_session=True,  # a signal to the copilot's group must not reach it
+                # A new program's /proc/<pid>/environ is readable by the children it watches again.
+                env=inherited_environment(os.environ),
             )
         except OSError as error:
             logger.warning("cannot start the child watchdog (%s); children rely on their parent-death signal", error)

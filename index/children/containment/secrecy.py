@@ -61,7 +61,7 @@ def _environment_block() -> tuple[int, int]:
 
 
 def _is_secret(name: str, value: str) -> bool:
-    return looks_secret_name(name) or has_url_credentials(value)
+    return looks_secret_name(name) or has_url_credentials(value, name)
 
 
 def blank_secret_environment() -> list[str]:

@@ -10,7 +10,12 @@ import anyio
 import pytest
 
 from index.children.connect import open_session
-from index.children.containment.environment import looks_secret_name, strip_url_credentials, system_trust_bundle
+from index.children.containment.environment import (
+    inherited_environment,
+    looks_secret_name,
+    strip_url_credentials,
+    system_trust_bundle,
+)
 from index.catalog.servers import ServerConfig
 
 FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "fixture_server.py"
@@ -126,3 +131,29 @@ def test_url_credentials_are_removed_from_every_url_in_a_value() -> None:
     stripped = "a=https://one.example/simple b=https://two.example/x c=https://three.example/"
     assert strip_url_credentials(value) == stripped
     assert strip_url_credentials("me@example.com") == "me@example.com"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "stripped"),
+    [
+        ("HTTPS_PROXY", "alice:hunter2pw@proxy.corp:3128", "proxy.corp:3128"),
+        ("http_proxy", "bob@proxy.corp:8080", "proxy.corp:8080"),
+        ("ALL_PROXY", "a:b@one.corp:1, c@two.corp:2", "one.corp:1, two.corp:2"),
+        ("HTTP_PROXY", "proxy.corp:3128", "proxy.corp:3128"),
+        ("no_proxy", "me@example.com", "me@example.com"),
+        ("PIP_INDEX_URL", "https://pypi.corp/simple?access_token=abc&page=2", "https://pypi.corp/simple?access_token=&page=2"),
+        ("UV_INDEX", "https://pypi.corp/simple?apiKey=abc#frag", "https://pypi.corp/simple?apiKey=#frag"),
+        ("PIP_INDEX_URL", "https://pypi.corp/simple?page=2", "https://pypi.corp/simple?page=2"),
+    ],
+)
+def test_proxy_userinfo_without_a_scheme_and_secret_query_parameters_are_removed(
+    name: str, value: str, stripped: str
+) -> None:
+    assert strip_url_credentials(value, name) == stripped
+
+
+def test_a_child_does_not_inherit_a_proxy_password_written_without_a_scheme() -> None:
+    source = {"PATH": "/usr/bin", "HTTPS_PROXY": "alice:hunter2pw@proxy.corp:3128", "EMAIL_NOT_INHERITED": "x"}
+    child = inherited_environment(source)
+    assert child["HTTPS_PROXY"] == "proxy.corp:3128"
+    assert "hunter2pw" not in "".join(child.values())

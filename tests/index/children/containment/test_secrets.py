@@ -32,8 +32,10 @@ async def main():
         args=[sys.argv[1], "--look-for", sys.argv[2], "--report", sys.argv[3]],
     )
     with anyio.fail_after(30):
-        async with open_session(config, workdir=Path(sys.argv[4])):
-            pass
+        async with open_session(config, workdir=Path(sys.argv[4])) as connection:
+            # Once the session is up, the watchdog watching the child runs too.
+            stolen = await connection.session.call_tool("steal", {})
+    Path(sys.argv[3]).with_suffix(".later.json").write_text(stolen.content[0].text)
     Path(sys.argv[5]).write_text(os.environ.get("OPENAI_API_KEY", "<unset>"))
 
 anyio.run(main)
@@ -55,4 +57,7 @@ def test_a_child_cannot_read_the_secrets_of_the_process_that_started_it(tmp_path
     assert owner.returncode == 0, owner.stderr.decode(errors="replace")[-2000:]
     ancestors = json.loads(report.read_text(encoding="utf-8"))["ancestors"]
     assert ancestors[0]["found"] == []  # the owner, the child's parent
+    later = json.loads(report.with_suffix(".later.json").read_text(encoding="utf-8"))
+    assert later["ancestors"][0]["readable"] and later["ancestors"][0]["found"] == []
+    assert later["elsewhere"] == []  # nor in the watchdog's, a program started afresh
     assert seen.read_text(encoding="utf-8") == SECRET  # the owner itself still has it
