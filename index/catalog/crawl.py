@@ -52,6 +52,7 @@ from index.children.tool_listing import list_all_tools, skipped_words  # the one
 from index.errors import ConfigError, CopilotError
 from index.catalog.filenames import safe_file_name
 from index.catalog.kinds import list_other_kinds
+from index.children.errors import connection_lost
 from index.children.raw_pages import describe_schema_error
 from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog, skipped_tools_by_server
 from index.catalog.servers import ServerConfig, load_servers
@@ -230,9 +231,13 @@ def _first_line(message: str, server: str) -> str:
 
 
 def _failure(
-    config: ServerConfig, error: BaseException, *, phase: str, limit: float
+    config: ServerConfig, error: BaseException, *, phase: str, limit: float, answered: bool = False
 ) -> tuple[str, str, str, list[str]]:
-    """(kind, one-line reason, full message, stderr tail) for an exception from one server."""
+    """(kind, one-line reason, full message, stderr tail) for an exception from one server.
+
+    ``answered``: the error was the server's own answer while its connection was open (a -32000
+    error is then no crash; :func:`index.children.errors.connection_lost`).
+    """
     name = config.name
     if isinstance(error, ChildStartError):
         kind = {
@@ -254,7 +259,7 @@ def _failure(
         reason = f"no answer to {phase} within {limit:g} s"
         return TIMED_OUT, reason, f"server '{name}': {reason}; raise its 'timeout' or --timeout if it is slow.", []
     if isinstance(error, MCPError):
-        if error.code == types.CONNECTION_CLOSED:
+        if error.code == types.CONNECTION_CLOSED and not answered:
             return CRASHED, f"closed the connection during {phase}", f"server '{name}' closed the connection during {phase}.", []
         reason = f"answered {phase} with error {error.code}: {error.message}"
         return LIST_FAILED, reason, f"server '{name}' {reason}.", []
@@ -295,6 +300,7 @@ async def crawl_server(
     phase = "initialize"
     tools: list[types.Tool] | None = None
     others: list[ToolRecord] = []
+    answered = False  # the error below is the server's own answer, read while it was connected
     try:
         # The hard stop also bounds a start or a teardown that hangs; open_session kills the group.
         with anyio.CancelScope(deadline=deadline + TEARDOWN_GRACE):
@@ -304,7 +310,11 @@ async def crawl_server(
                 start_seconds = round(anyio.current_time() - started, 2)
                 phase = "tools/list"
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0.01)):
-                    tools = await list_all_tools(connection, warnings, skipped)
+                    try:
+                        tools = await list_all_tools(connection, warnings, skipped)
+                    except MCPError as error:
+                        answered = not connection_lost(error, connection.closed)  # read before the teardown
+                        raise
                 if connection.process is not None:  # where the server's author looks
                     for name, problem in skipped.items():
                         connection.process.note(skipped_words(name, problem))
@@ -318,6 +328,7 @@ async def crawl_server(
                             config,
                             _server_description(config, initialize_result),
                             warnings,
+                            connection.closed,
                         )
                     except Exception as error:  # noqa: BLE001 -- its tools are crawled; the rest is a bonus
                         warnings.append(f"listing prompts/resources failed ({type(error).__name__}: {error})")
@@ -329,7 +340,7 @@ async def crawl_server(
     except Exception as error:  # noqa: BLE001 - every failure of a child is reported, none aborts the crawl
         while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
             error = error.exceptions[0]
-        kind, reason, message, tail = _failure(config, error, phase=phase, limit=limit)
+        kind, reason, message, tail = _failure(config, error, phase=phase, limit=limit, answered=answered)
         if not tail and log_path is not None:
             tail = read_log_tail(log_path, log_offset, max_lines=STDERR_TAIL_LINES)
         reason, message, tail = config.redact(reason), config.redact(message), [config.redact(x) for x in tail]

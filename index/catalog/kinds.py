@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import mcp.types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from index.catalog.records import ToolRecord
 from index.catalog.servers import ServerConfig
+from index.children.errors import connection_lost
 from index.children.raw_pages import checked_page, describe_schema_error, raw_page, within_room
 from index.children.listing_limits import (
     MAX_DEFINITION_CHARS,
@@ -229,12 +231,14 @@ async def list_resource_templates(session: ClientSession, warnings: list[str]) -
     return await list_pages(session, RESOURCE_TEMPLATES, warnings)
 
 
-async def _guarded(what: str, call: Callable[[], Awaitable[list[Any]]], warnings: list[str]) -> list[Any]:
+async def _guarded(
+    what: str, call: Callable[[], Awaitable[list[Any]]], warnings: list[str], closed: anyio.Event | None
+) -> list[Any]:
     """A list method's items, or none with a warning when the child answers it wrongly."""
     try:
         return await call()
     except MCPError as error:
-        if error.code == types.CONNECTION_CLOSED:
+        if connection_lost(error, closed):
             raise
         warnings.append(f"{what} failed: error {error.code}: {error.message}")
     except ValidationError as error:
@@ -248,17 +252,23 @@ async def list_other_kinds(
     config: ServerConfig,
     server_description: str,
     warnings: list[str],
+    closed: anyio.Event | None = None,
 ) -> list[ToolRecord]:
-    """Records of the prompts, resources and resource templates the server declares it has."""
+    """Records of the prompts, resources and resource templates the server declares it has.
+
+    ``closed`` is the transport's end (:func:`index.children.errors.connection_lost`): a list the
+    child answers with its own error is skipped with a warning, an ended connection is raised.
+    """
     records: list[ToolRecord] = []
     if capabilities is not None and capabilities.prompts is not None:
-        for prompt in await _guarded("prompts/list", lambda: list_prompts(session, warnings), warnings):
+        for prompt in await _guarded("prompts/list", lambda: list_prompts(session, warnings), warnings, closed):
             records.append(prompt_record(prompt, config, server_description))
     if capabilities is not None and capabilities.resources is not None:
-        for resource in await _guarded("resources/list", lambda: list_resources(session, warnings), warnings):
+        listed = await _guarded("resources/list", lambda: list_resources(session, warnings), warnings, closed)
+        for resource in listed:
             records.append(resource_record(resource, config, server_description))
         templates = await _guarded(
-            "resources/templates/list", lambda: list_resource_templates(session, warnings), warnings
+            "resources/templates/list", lambda: list_resource_templates(session, warnings), warnings, closed
         )
         for template in templates:
             records.append(resource_template_record(template, config, server_description))

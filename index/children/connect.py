@@ -51,6 +51,7 @@ from index.children.errors import (
     InitializeTimeoutError,
     RemoteConnectError,
     SelfEntryError,
+    connection_lost,
     format_tail,
 )
 from index.children.remote import remote_streams
@@ -165,7 +166,7 @@ async def _initialize(
             streams.abrupt_close = False
             return result
         except MCPError as error:
-            if error.code != types.CONNECTION_CLOSED:
+            if not connection_lost(error, streams.closed):
                 failure = config.redact(f"answered initialize with error {error.code}: {error.message}")
         except RuntimeError as error:  # unsupported protocol version
             failure = str(error)

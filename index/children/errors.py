@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+import mcp.types as types
+from mcp.shared.exceptions import MCPError
+
 from index.errors import CrawlError
 
 
@@ -52,3 +56,14 @@ def format_tail(lines: list[str]) -> str:
     if not lines:
         return " It wrote nothing to stderr."
     return " Last stderr lines:\n  " + "\n  ".join(lines)
+
+
+def connection_lost(error: MCPError, closed: anyio.Event | None) -> bool:
+    """Whether ``error`` is the word that the child's transport ended, not a JSON-RPC error of its own.
+
+    The SDK (and :mod:`index.children.direct`) fail every pending request with ``CONNECTION_CLOSED``
+    (-32000) once the transport's ``closed`` event is set; -32000 is also the usual code of a
+    server's own generic error, which is passed on as such (its child is alive and keeps its state).
+    ``closed`` is ``None`` where no transport is known: the code alone decides.
+    """
+    return error.code == types.CONNECTION_CLOSED and (closed is None or closed.is_set())

@@ -115,13 +115,13 @@ async def remote_streams(config: ServerConfig, max_message_bytes: int = DEFAULT_
         async def forward() -> None:
             # A separate hop so the pool learns when the remote connection ends.
             try:
-                async with forward_send:
-                    async for item in read:
-                        await forward_send.send(item)
+                async for item in read:
+                    await forward_send.send(item)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 pass
             finally:
-                closed.set()
+                closed.set()  # before the session hears the end (index.children.errors.connection_lost)
+                forward_send.close()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(forward)

@@ -241,14 +241,17 @@ class LiveUpdater(PoolListener):
     async def _list_others(self, server: str, config: ServerConfig, description: str) -> list[ToolRecord] | None:
         """The server's prompts and resources now, or ``None`` when it cannot say (not running, failed)."""
         capabilities = self._pool.capabilities(server)
-        if capabilities is None:
+        connection = self._pool.connection(server)
+        if capabilities is None or connection is None:
             return None
         warnings: list[str] = []
         try:
             records = await self._pool.request(
                 server,
                 "prompts/resources listing",
-                lambda session: list_other_kinds(session, capabilities, config, description, warnings),
+                lambda session: list_other_kinds(
+                    session, capabilities, config, description, warnings, connection.closed
+                ),
             )
         except Exception as error:  # noqa: BLE001 -- the next change tries again
             logger.warning("could not list the prompts/resources of '%s': %s", server, error)

@@ -68,6 +68,7 @@ from index.children.connect import (
     describe_exit,
     open_session,
 )
+from index.children.errors import connection_lost
 from index.children.raw_pages import describe_schema_error
 from index.children.direct import typed_result
 from index.children.process import LOG_CHECK_INTERVAL
@@ -470,12 +471,13 @@ class ChildPool:
         """
         async with self._borrow(server, timeout) as (child, limit):
             assert child.connection is not None
-            session = child.connection.session
+            connection = child.connection
+            session = connection.session
             with anyio.move_on_after(limit) as scope, _busy(child, doing):
                 try:
                     return await operation(session)
                 except MCPError as error:
-                    if error.code == types.CONNECTION_CLOSED:
+                    if connection_lost(error, connection.closed):
                         raise await self._crashed(child, doing) from None
                     raise
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -1116,14 +1118,15 @@ class ChildPool:
         self, child: _Child, tool: str, arguments: dict[str, Any] | None, limit: float, relay: Any = None
     ) -> types.CallToolResult:
         assert child.connection is not None
-        session = child.connection.session
+        connection = child.connection
+        session = connection.session
         doing = f"the call to '{tool}'"
         with anyio.move_on_after(limit) as scope, _busy(child, doing), self._in_flight(child, relay, scope):
             try:
                 # Not session.call_tool: the copilot passes the child's result on as it is, without
                 # checking its structured content against the tool's output schema (the host may).
                 progress = relay.progress if relay is not None else None
-                direct = child.connection.direct
+                direct = connection.direct
                 if direct is not None and not sdk_tracing_on():
                     # Beside the session (index.children.direct): same checks, far less framing.
                     params: dict[str, Any] = {"name": tool} if arguments is None else {"name": tool, "arguments": arguments}
@@ -1132,7 +1135,7 @@ class ChildPool:
                 request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments))
                 return await session.send_request(request, types.CallToolResult, progress_callback=progress)
             except MCPError as error:
-                if error.code == types.CONNECTION_CLOSED:
+                if connection_lost(error, connection.closed):
                     raise await self._crashed(child, doing) from None
                 if error.data == COPILOT_ORIGIN:  # the child's reply was unreadable; the message says why
                     return _error_result(f"{error.message} (calling '{tool}')")
@@ -1230,7 +1233,7 @@ class ChildPool:
             except ValidationError as error:  # broken beyond single tools (those are skipped)
                 raise _bad_reply(child, "tools/list", error) from None
             except MCPError as error:
-                if error.code == types.CONNECTION_CLOSED:
+                if connection_lost(error, connection.closed):
                     raise await self._crashed(child, "tools/list") from None
                 if error.data == COPILOT_ORIGIN:
                     raise ServerUnavailableError(f"{error.message} (listing its tools)") from None

@@ -625,3 +625,23 @@ def test_machine_paths_are_scrubbed_from_records(tmp_path: Path) -> None:
     scrubbed = scrub_machine_paths(value, workdir)
     assert scrubbed["description"] == "Allowed directories: <workdir>/data and ~/notes"
     assert scrubbed["input_schema"]["properties"]["path"]["default"] == "<workdir>"
+
+
+ERRING_SERVER = FIXTURE.parent / "hostile" / "erring_server.py"
+
+
+async def test_a_listing_answered_with_error_32000_is_the_servers_answer_not_a_crash(tmp_path: Path) -> None:
+    # -32000 is also the SDK's code for an ended connection: read alone, it made this a crash.
+    servers = {
+        name: ServerConfig(name=name, command=sys.executable, args=[str(ERRING_SERVER), "--fail", method])
+        for name, method in (("tools", "tools/list"), ("prompts", "prompts/list"))
+    }
+    with anyio.fail_after(60):
+        report = await crawl_servers(servers, concurrency=2, timeout=30, log_dir=tmp_path / "logs", progress=False)
+    tools = report.outcomes["tools"]
+    assert not tools.ok and tools.kind == "tools/list failed"
+    assert tools.reason == "answered tools/list with error -32000: Connection closed"
+    prompts = report.outcomes["prompts"]
+    assert prompts.ok and "prompts/list failed: error -32000: Connection closed" in prompts.warnings
+    listed = {(record.kind, record.name) for record in report.records if record.server == "prompts"}
+    assert listed == {("tool", "counter"), ("tool", "fail"), ("resource", "note")}  # the listing went on

@@ -16,6 +16,7 @@ from index.children.connect import (
     ChildExitedError,
     ChildStartError,
     CommandNotFoundError,
+    InitializeFailedError,
     InitializeTimeoutError,
     RemoteConnectError,
     open_session,
@@ -77,6 +78,16 @@ async def test_crash_at_start_reports_exit_code_and_stderr(tmp_path: Path) -> No
     assert caught.value.returncode == 3
     assert isinstance(caught.value, CrawlError)
     assert "fatal: fixture configured to crash at start" in log.read_text()
+
+
+async def test_an_initialize_answered_with_error_32000_is_the_servers_answer(tmp_path: Path) -> None:
+    # The SDK's code for an ended connection too: read alone, it became "closed its stdout".
+    erring = FIXTURE.parent / "hostile" / "erring_server.py"
+    config = ServerConfig(name="erring", command=sys.executable, args=[str(erring), "--fail", "initialize"])
+    with anyio.fail_after(30), pytest.raises(InitializeFailedError) as caught:
+        async with open_session(config, workdir=tmp_path):
+            pytest.fail("a server that refuses initialize must not yield a connection")
+    assert str(caught.value) == "server 'erring' answered initialize with error -32000: Connection closed. It wrote nothing to stderr."
 
 
 async def test_hang_at_start_hits_init_timeout_and_leaves_no_process(tmp_path: Path) -> None:
