@@ -10,7 +10,12 @@ A child's result passes through unchanged -- content blocks, structured content,
 - *blocks*: content blocks beyond this many are dropped, and counted by kind;
 - *structured content*: its JSON is shortened where it is long -- long strings cut, long arrays
   and objects keep their first entries -- so it stays valid JSON with every key the tool's
-  output schema requires in small objects; only when that cannot fit is it dropped.
+  output schema requires in small objects; only when that cannot fit is it dropped;
+- *a block's other fields* (:data:`FIELD_CHARS`): a name, title or description is cut, a block's
+  ``_meta``, annotations or icons are dropped, and a block whose URI or MIME type is that long is
+  replaced by a text block saying what it was (no host can use it);
+- *the result's* ``_meta``: dropped when its JSON is over the text cap (or :data:`FIELD_CHARS`,
+  when that is more).
 
 Whatever was cut is said in a final text block (for the model) and in the result's ``_meta``
 under :data:`CUT_META_KEY` (for programs), so a host never mistakes a cut result for the whole.
@@ -32,6 +37,9 @@ from mcp_types import (
     TextResourceContents,
 )
 
+from pydantic import BaseModel
+from pydantic_core import to_json
+
 from server.trajectory.records import ExecuteResult
 
 #: ``_meta`` key of a result the copilot cut: what was cut, machine-readable.
@@ -39,6 +47,16 @@ CUT_META_KEY = "mcp-copilot/cut"
 #: Strings shorter than this are never cut (names, ids, dates and enum values stay intact).
 _MIN_CUT_STRING = 64
 _ELLIPSIS = "…"
+#: Characters a content block's field besides its payload may take (a name, a description, a URI,
+#: its ``_meta``): far beyond any honest one, and a cap the text cap does not see otherwise.
+FIELD_CHARS = 8_000
+#: Fields cut where they are long (the rest of a block still works).
+_CUT_FIELDS = ("name", "title", "description")
+#: Fields without which a block means nothing: one that long makes the block unusable.
+_VITAL_FIELDS = ("uri", "mime_type")
+_VITAL_LABELS = {"uri": "URI", "mime_type": "MIME type"}
+#: Fields dropped where they are long (only hosts read them).
+_DROPPED_FIELDS = ("meta", "annotations", "icons")
 
 
 @dataclass(frozen=True)
@@ -78,6 +96,25 @@ def _with_text(block: Any, text: str) -> Any:
         return block.model_copy(update={"text": text})
     resource = block.resource.model_copy(update={"text": text})
     return block.model_copy(update={"resource": resource})
+
+
+def _json_chars(value: Any) -> int:
+    return len(to_json(value, by_alias=True)) if value is not None else 0
+
+
+def _field_chars(value: Any) -> int:
+    return len(value) if isinstance(value, str) else _json_chars(value)
+
+
+def _parts(block: Any) -> list[BaseModel]:
+    """The block and its embedded resource: the models whose own fields the field cap reads."""
+    resource = getattr(block, "resource", None)
+    return [block, resource] if isinstance(resource, BaseModel) else [block]
+
+
+def _over_field_cap(block: Any) -> bool:
+    fields = _CUT_FIELDS + _VITAL_FIELDS + _DROPPED_FIELDS
+    return any(_field_chars(getattr(part, name, None)) > FIELD_CHARS for part in _parts(block) for name in fields)
 
 
 def _kind(block: Any) -> str:
@@ -129,11 +166,16 @@ def cap_result(result: CallToolResult, limits: ResultLimits | int, wording: Word
             binary_total += _block_binary(block)
     structured = result.structured_content
     structured_size = _size(structured) if structured is not None else 0
+    meta_size = _json_chars(result.meta)
+    meta_cap = max(limits.chars, FIELD_CHARS)
+    fields_over = any(map(_over_field_cap, content[: limits.blocks]))
     if (
         text_total <= limits.chars
         and binary_total <= limits.binary_bytes
         and len(content) <= limits.blocks
         and structured_size <= limits.chars
+        and meta_size <= meta_cap
+        and not fields_over
     ):
         return result
 
@@ -141,6 +183,8 @@ def cap_result(result: CallToolResult, limits: ResultLimits | int, wording: Word
     blocks = list(content)
     if len(blocks) > limits.blocks:
         blocks = _cap_blocks(blocks, limits.blocks, cuts)
+    if fields_over:
+        blocks = _cap_fields(blocks, cuts)
     # Text before binary: the notes that stand in for dropped binary blocks are the copilot's own
     # text, never counted against (or cut by) the text cap.
     if text_total > limits.chars:
@@ -150,8 +194,15 @@ def cap_result(result: CallToolResult, limits: ResultLimits | int, wording: Word
         blocks = _cap_binary(blocks, limits.binary_bytes, cuts)
     if structured_size > limits.chars:
         structured = _cap_structured(structured, structured_size, limits.chars, cuts)
-    blocks.append(TextContent(type="text", text="\n".join(cuts.notes)))
     meta = dict(result.meta or {})
+    if meta_size > meta_cap:
+        cuts.notes.append(
+            f"[copilot: the {cuts.wording.noun}'s _meta ({meta_size:,} characters of JSON, over the "
+            f"{meta_cap:,}-character cap) was dropped.]"
+        )
+        cuts.meta["meta"] = {"total_chars": meta_size, "dropped": True}
+        meta = {}
+    blocks.append(TextContent(type="text", text="\n".join(cuts.notes)))
     meta[CUT_META_KEY] = cuts.meta
     return result.model_copy(update={"content": blocks, "structured_content": structured, "meta": meta})
 
@@ -167,6 +218,54 @@ def _cap_blocks(blocks: list[Any], limit: int, cuts: _Cuts) -> list[Any]:
     )
     cuts.meta["blocks"] = {"total": len(blocks), "kept": limit, "dropped": dropped}
     return blocks[:limit]
+
+
+def _cap_fields(blocks: list[Any], cuts: _Cuts) -> list[Any]:
+    """Blocks whose fields besides their payload fit :data:`FIELD_CHARS` each (see the module docstring)."""
+    kept: list[Any] = []
+    found: list[str] = []
+    for index, block in enumerate(blocks):
+        if not _over_field_cap(block):
+            kept.append(block)
+            continue
+        vital = [
+            f"{_VITAL_LABELS[name]} of {_field_chars(getattr(part, name, None)):,} characters"
+            for part in _parts(block)
+            for name in _VITAL_FIELDS
+            if _field_chars(getattr(part, name, None)) > FIELD_CHARS
+        ]
+        if vital:
+            kind = _kind(block)
+            article = "an" if kind[0] in "aeiou" else "a"
+            found.append(f"block {index + 1} ({kind}) replaced: its {', '.join(vital)}")
+            kept.append(TextContent(type="text", text=f"[copilot: {article} {kind} with a {vital[0]} dropped here]"))
+            continue
+        parts = [_fit_fields(part, f"block {index + 1}", found) for part in _parts(block)]
+        if len(parts) == 2:
+            parts[0] = parts[0].model_copy(update={"resource": parts[1]})
+        kept.append(parts[0])
+    cuts.notes.append(
+        f"[copilot: fields of content blocks over {FIELD_CHARS:,} characters were cut: {'; '.join(found)}.]"
+    )
+    cuts.meta["fields"] = {"max_chars": FIELD_CHARS, "cut": found}
+    return kept
+
+
+def _fit_fields(part: BaseModel, where: str, found: list[str]) -> BaseModel:
+    update: dict[str, Any] = {}
+    for name in _CUT_FIELDS + _DROPPED_FIELDS:
+        value = getattr(part, name, None)
+        size = _field_chars(value)
+        if size <= FIELD_CHARS:
+            continue
+        label = "_meta" if name == "meta" else name
+        if name in _CUT_FIELDS:
+            update[name] = value[:FIELD_CHARS] + _ELLIPSIS
+            found.append(f"{where} {label} cut to {FIELD_CHARS:,} of {size:,} characters")
+        else:
+            update[name] = None
+            found.append(f"{where} {label} ({size:,} characters) dropped")
+    return part.model_copy(update=update)
 
 
 def _cap_binary(blocks: list[Any], limit: int, cuts: _Cuts) -> list[Any]:

@@ -10,10 +10,12 @@ from mcp_types import (
     CallToolResult,
     EmbeddedResource,
     ImageContent,
+    ResourceLink,
     TextContent,
+    TextResourceContents,
 )
 
-from server.execute.results import CUT_META_KEY, ResultLimits, cap_result, to_log_result
+from server.execute.results import CUT_META_KEY, FIELD_CHARS, ResultLimits, cap_result, to_log_result
 
 
 def _text(*texts: str, structured: object = None) -> CallToolResult:
@@ -112,6 +114,42 @@ def test_a_result_meta_from_the_child_is_kept_beside_the_cut_report() -> None:
     result = CallToolResult(content=[TextContent(type="text", text="x" * 50)], _meta={"child/key": 1})
     capped = cap_result(result, ResultLimits(chars=10))
     assert capped.meta["child/key"] == 1 and capped.meta[CUT_META_KEY]["text"]["kept_chars"] == 10
+
+
+def test_long_fields_besides_the_payload_are_cut_or_dropped_with_a_note() -> None:
+    # Before: only text, binary data and structured content were measured, so a child's 6 MB
+    # description, URI, MIME type or _meta reached the host whole.
+    huge = "d" * (FIELD_CHARS * 3)
+    link = ResourceLink(type="resource_link", name="report", uri="file:///r.pdf", description=huge)
+    bad_uri = ResourceLink(type="resource_link", name="x", uri="file:///" + huge)
+    image = ImageContent(type="image", data="aGVsbG8=", mime_type="image/" + huge)
+    text = TextContent(type="text", text="rows", _meta={"k": huge})
+    embedded = EmbeddedResource(
+        type="resource", resource=TextResourceContents(uri="note://1", text="body", _meta={"k": huge})
+    )
+    capped = cap_result(CallToolResult(content=[link, bad_uri, image, text, embedded]), ResultLimits())
+    kept_link, uri_note, image_note, kept_text, kept_embedded, note = capped.content
+    assert kept_link.description == huge[:FIELD_CHARS] + "…" and kept_link.uri == "file:///r.pdf"
+    assert uri_note.text == "[copilot: a resource link with a URI of 24,008 characters dropped here]"
+    assert image_note.text == "[copilot: an image with a MIME type of 24,006 characters dropped here]"
+    assert kept_text.text == "rows" and kept_text.meta is None
+    assert kept_embedded.resource.text == "body" and kept_embedded.resource.meta is None
+    assert note.text.startswith(f"[copilot: fields of content blocks over {FIELD_CHARS:,} characters were cut: ")
+    assert "block 1 description cut to" in note.text and "block 4 _meta (" in note.text
+    assert capped.meta[CUT_META_KEY]["fields"]["max_chars"] == FIELD_CHARS
+    assert len(capped.model_dump_json(by_alias=True)) < 10 * FIELD_CHARS
+
+
+def test_a_result_meta_over_the_text_cap_is_dropped_with_a_note() -> None:
+    result = CallToolResult(content=[TextContent(type="text", text="ok")], _meta={"k": "m" * 20_000})
+    capped = cap_result(result, ResultLimits(chars=10_000))
+    assert capped.content[0].text == "ok" and "k" not in capped.meta
+    assert capped.content[-1].text == (
+        "[copilot: the result's _meta (20,008 characters of JSON, over the 10,000-character cap) was dropped.]"
+    )
+    assert capped.meta[CUT_META_KEY]["meta"] == {"total_chars": 20_008, "dropped": True}
+    honest = CallToolResult(content=[TextContent(type="text", text="ok")], _meta={"k": "m" * 9_000})
+    assert cap_result(honest, ResultLimits(chars=10_000)) is honest
 
 
 def test_log_form_uses_wire_field_names() -> None:
