@@ -990,7 +990,7 @@ class Copilot:
             result, flags = await self._flagged(result)
         except ExecuteError as exc:
             error, kind = str(exc), exc.kind
-            result = _error_result(exc)
+            result, flags = await self._error_flagged(exc)
             if isinstance(exc, ConfirmationRequiredError) and exc.token:
                 result.structured_content = {"confirmation_required": True, "confirm": exc.token}  # type: ignore[attr-defined]
         except CopilotError as exc:
@@ -1006,6 +1006,11 @@ class Copilot:
             result = text_result(error + " (see the copilot's log)", is_error=True)
         record.write(result, error, kind, flags)
         return result
+
+    async def _error_flagged(self, exc: ExecuteError) -> tuple[CallToolResult, list[Any]]:
+        """The error's result, scanned as a result when it quotes the child (its stderr, say)."""
+        result = _error_result(exc)
+        return await self._flagged(result) if exc.quotes_child else (result, [])
 
     async def _flagged(self, result: CallToolResult) -> tuple[CallToolResult, list[Any]]:
         """The result with a warning in front when it looks like it tries to steer the model (server.guard)."""
@@ -1081,7 +1086,8 @@ class Copilot:
                 result, flags = await self._flagged(await self._run(call, relay))
                 return Finished(result, flags=flags)
             except ExecuteError as exc:
-                return Finished(_error_result(exc), str(exc), exc.kind)
+                result, flags = await self._error_flagged(exc)
+                return Finished(result, str(exc), exc.kind, flags=flags)
             except CopilotError as exc:
                 return Finished(_error_result(exc), str(exc), "execute_error")
             except Exception as exc:

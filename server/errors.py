@@ -13,9 +13,12 @@ class ExecuteError(CopilotError):
     """Base of errors raised while handling an ``execute`` call.
 
     ``kind`` is the machine-readable class written to the trajectory log (``error_kind``).
+    ``quotes_child`` marks messages that quote the child (its stderr lines, a line it left
+    unfinished on stdout, its own error): text it controls, scanned like its results.
     """
 
     kind = "execute_error"
+    quotes_child = False
 
 
 class UnknownServerError(ExecuteError):
@@ -41,6 +44,7 @@ class ServerUnavailableError(ExecuteError):
     """The child could not be started (disabled, missing command, failed initialize)."""
 
     kind = "server_unavailable"
+    quotes_child = True
 
 
 def broken_tool_error(server: str, tool: str, problem: str) -> ServerUnavailableError:
@@ -83,12 +87,14 @@ class ChildCrashedError(ExecuteError):
     """The child exited or broke its stdio stream during a call; it restarts on the next call."""
 
     kind = "child_crashed"
+    quotes_child = True
 
 
 class ChildTimeoutError(ExecuteError):
     """A call took longer than its timeout; the child is restarted on the next call."""
 
     kind = "timeout"
+    quotes_child = True
 
 
 class PolicyDeniedError(ExecuteError):
