@@ -73,6 +73,8 @@ MAX_WAITING_QUESTIONS = 4
 MAX_PROGRESS_CHARS = 1000
 #: Characters of a child's log message passed to the host, in all its strings.
 MAX_LOG_CHARS = 10_000
+#: Characters of a child's question to the user (an elicitation's message) passed to the host.
+MAX_QUESTION_CHARS = 10_000
 #: Progress notifications of one call written to the host at once, then how many a second: enough
 #: for a progress bar, while a child sending 100,000 does not have the host read 100,000.
 PROGRESS_BURST = 20
@@ -397,16 +399,26 @@ def attributed(request: types.InputRequest, server: str) -> types.InputRequest:
     information; only the copilot knows which child it is, so its message says so. A sampling
     request says it in its system prompt, first: the person who reviews it sees who asks, and the
     host's model that the messages come from a tool server, not from its user.
+
+    A question longer than :data:`MAX_QUESTION_CHARS` is cut, saying so. A model request asks for
+    no context of the host's conversation: to the host, "this server" and "all servers" are the
+    copilot, so either would give one child what the user said to every other.
     """
     if isinstance(request, types.ElicitRequest):
         params = request.params
-        message = f"Server '{server}' asks: {params.message}"
+        asked = params.message
+        if len(asked) > MAX_QUESTION_CHARS:
+            asked = f"{asked[:MAX_QUESTION_CHARS]}…[{len(asked) - MAX_QUESTION_CHARS:,} characters cut by MCP Copilot]"
+        message = f"Server '{server}' asks: {asked}"
         return request.model_copy(update={"params": params.model_copy(update={"message": message})})
     if isinstance(request, types.CreateMessageRequest):
         sampling = request.params
         note = f"This request comes from the tool server '{server}' (through MCP Copilot), not from the user."
         system = f"{note}\n\n{sampling.system_prompt}" if sampling.system_prompt else note
-        return request.model_copy(update={"params": sampling.model_copy(update={"system_prompt": system})})
+        update: dict[str, object] = {"system_prompt": system}
+        if sampling.include_context not in (None, "none"):
+            update["include_context"] = "none"
+        return request.model_copy(update={"params": sampling.model_copy(update=update)})
     return request
 
 

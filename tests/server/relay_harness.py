@@ -51,6 +51,7 @@ class Host:
     questions: list[str] = field(default_factory=list)
     prompts: list[str] = field(default_factory=list)
     system_prompts: list[str | None] = field(default_factory=list)
+    include_contexts: list[str | None] = field(default_factory=list)
     root_requests: int = 0
     logs: list[types.LoggingMessageNotificationParams] = field(default_factory=list)
     #: Set by each log message while :meth:`wait_for_logs` waits (made there: it needs the event loop).
@@ -66,6 +67,7 @@ class Host:
         message = params.messages[0].content
         self.prompts.append(getattr(message, "text", ""))
         self.system_prompts.append(params.system_prompt)
+        self.include_contexts.append(params.include_context)
         return types.CreateMessageResult(
             role="assistant", content=types.TextContent(type="text", text="a short summary"), model="host-model"
         )

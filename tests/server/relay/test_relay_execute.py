@@ -23,6 +23,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 
+from server.relay.call import MAX_QUESTION_CHARS
 from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     copilot_env,
@@ -131,6 +132,25 @@ async def test_a_declined_question_reaches_the_child_as_declined(relayed: Relaye
     finally:
         relayed.host.elicit_answer = "accept"
     assert text_of(result) == "decline"
+
+
+async def test_a_very_long_question_is_cut_saying_so(relayed: Relayed) -> None:
+    # Before: a child's 5 MB question reached the host whole, while its progress and logs were cut.
+    relayed.host.questions.clear()
+    result = await relayed.execute("relay", "ask_name", {"question": "Q" * (MAX_QUESTION_CHARS + 5000)})
+    assert text_of(result) == "accepted: Ada"
+    assert relayed.host.questions == [
+        f"Server 'relay' asks: {'Q' * MAX_QUESTION_CHARS}…[5,000 characters cut by MCP Copilot]"
+    ]
+
+
+@pytest.mark.parametrize("asked", ["thisServer", "allServers"])
+async def test_a_model_request_gets_none_of_the_hosts_context(relayed: Relayed, asked: str) -> None:
+    # To the host, "this server" and "all servers" are the copilot: either would hand one child
+    # the host's context from every server.
+    result = await relayed.execute("relay", "summarize", {"text": "the relay works", "include_context": asked})
+    assert text_of(result) == "sampled (host-model): a short summary"
+    assert relayed.host.include_contexts[-1] == "none"
 
 
 async def test_sampling_is_relayed_to_the_host(relayed: Relayed) -> None:
