@@ -24,6 +24,11 @@ logger = logging.getLogger(__name__)
 
 #: Seconds between SIGTERM and SIGKILL to the child's process group.
 KILL_GRACE = 2.0
+#: When its owner gives up on a child (the copilot exiting, a cancelled crawl), closing waits this
+#: long after stdin closes, then this long after SIGTERM: the whole stop, for all children in
+#: parallel, fits in the 2 s a host waits after closing the copilot's stdin before it sends SIGTERM.
+HURRIED_GRACE = 0.5
+HURRIED_KILL_GRACE = 0.5
 _EXIT_POLL_INTERVAL = 0.01
 #: Probing a group scans the process table (~1 ms), so it is polled less often than an exit code.
 _GROUP_POLL_INTERVAL = 0.05

@@ -30,7 +30,7 @@ from mcp.shared.message import SessionMessage
 from index.children.direct import DirectRequests
 from index.children.errors import ChildStartError, CommandNotFoundError
 from index.children.containment.guard import TAG_VARIABLE, child_guard
-from index.children.process import ChildProcess, describe_exit
+from index.children.process import HURRIED_GRACE, HURRIED_KILL_GRACE, ChildProcess, describe_exit
 from index.children.wire import ChildRequests, PendingRequests, StdoutReader, note_dropped
 from index.catalog.servers import ServerConfig
 
@@ -240,6 +240,11 @@ async def stdio_streams(
             tg.start_soon(write_stdin)
             try:
                 yield streams
+            except anyio.get_cancelled_exc_class():
+                # The caller gives up (the copilot stopping mid-crawl, a hard deadline): the short
+                # waits, so the stop fits in the 2 s a host waits before it sends SIGTERM.
+                child.hurry(HURRIED_GRACE, HURRIED_KILL_GRACE)
+                raise
             finally:
                 # Shielded and bounded: a cancelled caller must neither leak the process group
                 # nor hang on it.

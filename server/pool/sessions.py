@@ -71,7 +71,7 @@ from index.children.connect import (
 from index.children.errors import connection_lost
 from index.children.raw_pages import describe_schema_error
 from index.children.direct import typed_result
-from index.children.process import LOG_CHECK_INTERVAL
+from index.children.process import HURRIED_GRACE, HURRIED_KILL_GRACE, LOG_CHECK_INTERVAL
 from index.children.tool_listing import list_all_tools, skipped_words
 from index.children.wire import COPILOT_ORIGIN
 from index.catalog.servers import ServerConfig
@@ -100,8 +100,8 @@ _LOG_LINE_CHARS = 2000
 #: When the copilot exits, children get this long to exit after their stdin closes (at most
 #: ``shutdown_grace``), then this long after SIGTERM before SIGKILL, all in parallel: the whole
 #: stop fits in the 2 s a host waits after closing the copilot's stdin before it sends SIGTERM.
-EXIT_GRACE = 0.5
-EXIT_KILL_GRACE = 0.5
+EXIT_GRACE = HURRIED_GRACE
+EXIT_KILL_GRACE = HURRIED_KILL_GRACE
 #: Most children started by warm() and not called yet at once.
 MAX_WARM_UNUSED = 2
 #: Seconds between two re-listings of one server's changed tools (a flood of list_changed costs one per interval).

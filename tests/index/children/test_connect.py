@@ -21,6 +21,7 @@ from index.children.connect import (
     RemoteConnectError,
     open_session,
 )
+from index.children.process import HURRIED_GRACE, HURRIED_KILL_GRACE, ChildProcess
 from index.errors import CrawlError
 from index.catalog.servers import ServerConfig
 
@@ -88,6 +89,28 @@ async def test_an_initialize_answered_with_error_32000_is_the_servers_answer(tmp
         async with open_session(config, workdir=tmp_path):
             pytest.fail("a server that refuses initialize must not yield a connection")
     assert str(caught.value) == "server 'erring' answered initialize with error -32000: Connection closed. It wrote nothing to stderr."
+
+
+async def test_a_cancelled_session_stops_its_child_with_the_short_waits(tmp_path: Path) -> None:
+    # Before: the copilot stopping mid-crawl waited the full 2 s for a child that ignores SIGTERM,
+    # past the 2 s a host gives it before its own SIGTERM.
+    hostile = FIXTURE.parent / "hostile" / "hostile_server.py"
+    config = ServerConfig(
+        name="stubborn", command=sys.executable, args=[str(hostile), "--hang-before-initialize", "--ignore-signals"]
+    )
+    spawned: list[ChildProcess] = []
+    with anyio.fail_after(30):
+        with anyio.CancelScope() as scope:
+
+            def give_up(process: ChildProcess) -> None:
+                spawned.append(process)
+                scope.cancel()
+
+            async with open_session(config, workdir=tmp_path, init_timeout=25, on_spawn=give_up):
+                pytest.fail("a server that never answers initialize must not yield a connection")
+    [process] = spawned
+    assert (process.shutdown_grace, process.kill_grace) == (HURRIED_GRACE, HURRIED_KILL_GRACE)
+    assert gone(process.pid)
 
 
 async def test_hang_at_start_hits_init_timeout_and_leaves_no_process(tmp_path: Path) -> None:
