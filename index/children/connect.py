@@ -40,8 +40,10 @@ import httpx2
 import mcp.types as types
 from mcp.client.session import ClientSession, MessageHandlerFnT
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from index.children.direct import DirectRequests
+from index.children.raw_pages import describe_schema_error
 from index.children.process import KILL_GRACE, ChildProcess, describe_exit, read_log_tail
 from index.children.errors import (
     ChildExitedError,
@@ -170,6 +172,10 @@ async def _initialize(
                 failure = config.redact(f"answered initialize with error {error.code}: {error.message}")
         except RuntimeError as error:  # unsupported protocol version
             failure = str(error)
+        except ValidationError as error:
+            failure = config.redact(
+                f"answered initialize with a reply that does not follow the MCP schema: {describe_schema_error(error)}"
+            )
     command_line = config.display_command
     if scope.cancelled_caught:
         where = config.display_target

@@ -91,6 +91,20 @@ async def test_an_initialize_answered_with_error_32000_is_the_servers_answer(tmp
     assert str(caught.value) == "server 'erring' answered initialize with error -32000: Connection closed. It wrote nothing to stderr."
 
 
+async def test_an_initialize_reply_breaking_the_schema_says_where_not_a_validation_dump(tmp_path: Path) -> None:
+    # Before: pydantic's whole dump, "For further information visit https://errors.pydantic.dev/…" included.
+    erring = FIXTURE.parent / "hostile" / "erring_server.py"
+    config = ServerConfig(name="erring", command=sys.executable, args=[str(erring), "--bad-initialize"])
+    with anyio.fail_after(30), pytest.raises(InitializeFailedError) as caught:
+        async with open_session(config, workdir=tmp_path):
+            pytest.fail("a server whose initialize reply is unreadable must not yield a connection")
+    assert str(caught.value) == (
+        "server 'erring' answered initialize with a reply that does not follow the MCP schema: capabilities: should "
+        "be a valid dictionary or instance of ServerCapabilities (got 7); serverInfo: Field required. It wrote "
+        "nothing to stderr."
+    )
+
+
 async def test_a_cancelled_session_stops_its_child_with_the_short_waits(tmp_path: Path) -> None:
     # Before: the copilot stopping mid-crawl waited the full 2 s for a child that ignores SIGTERM,
     # past the 2 s a host gives it before its own SIGTERM.
