@@ -64,11 +64,12 @@ def _print_summary(summary: JudgeSummary, console: Console) -> None:
             )
         return
     lo, hi = summary.ci95
-    unjudged = f"; {len(summary.errors)} not judged (left out of the rate)" if summary.errors else ""
+    unjudged_ids = summary.unjudged
+    unjudged = f"; {len(unjudged_ids)} not judged (left out of the rate)" if unjudged_ids else ""
     if summary.success_rate is None:
         # No verdict at all: a 0% headline would read as an agent that failed every task.
         console.print(
-            f"[bold red]nothing could be judged[/]: {len(summary.errors)} task(s) not judged (see below), "
+            f"[bold red]nothing could be judged[/]: {len(unjudged_ids)} task(s) not judged (see below), "
             f"{len(summary.missing_trajectories)} without trajectory; no success rate."
         )
     else:
@@ -104,6 +105,14 @@ def _print_summary(summary: JudgeSummary, console: Console) -> None:
         console.print(f"[red]not judged[/] {escape(failure.task_id)}: {escape(failure.error)}", highlight=False)
     if summary.errors:
         console.print(f"[red]{len(summary.errors)} task(s) not judged[/]; rerun the same command to retry only those.")
+    failed = {failure.task_id for failure in summary.errors}
+    if kept_out := [task_id for task_id in unjudged_ids if task_id not in failed]:
+        # Not the endpoint's doing: a rerun alone changes nothing, the input problem above must be fixed.
+        console.print(
+            f"[red]{len(kept_out)} task(s) not judged because of an input problem above[/] "
+            f"({escape(', '.join(kept_out[:5]))}{', ...' if len(kept_out) > 5 else ''}); fix it and rerun.",
+            highlight=False,
+        )
     for path in summary.report_files:
         console.print(f"wrote {path}", highlight=False)
 
@@ -139,11 +148,17 @@ async def judge_any(paths: Sequence[Path], options: JudgeOptions, as_repeats: bo
             raise JudgeError("--repeats: pass --out DIR for the report across the run directories.")
         out = options.out_dir or Path(paths[0]) / "judge"
         repeats = await judge_repeats(directories, options.model_copy(update={"out_dir": None}), out)
-        for directory, one in zip(directories, repeats.repeats, strict=False):
+        for directory, one in zip(repeats.directories, repeats.repeats, strict=True):
             if one.fatal and not _saved_before_stopping(one):
                 continue  # nothing to show for this repeat but the error line
             console.print(f"[bold]{escape(str(directory))}[/]", highlight=False)
             _print_summary(one, console)
+        for directory in repeats.not_run:
+            console.print(
+                f"[bold]{escape(str(directory))}[/]: [yellow]not run yet[/] (no trajectory); resume the run "
+                "(the same python -m evaluation.run command), then judge again.",
+                highlight=False,
+            )
         print_repeats(repeats, console)
         fatal = repeats.fatal
         code = repeats.exit_code

@@ -28,6 +28,10 @@ class JudgeError(CopilotError):
     """Judging cannot start or produced nothing (bad paths, nothing to judge, unwritable output)."""
 
 
+class NoTrajectoriesError(JudgeError):
+    """The paths hold no trajectory at all: for a repeat of a run, one that has not run yet."""
+
+
 class JudgeOptions(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -48,6 +52,13 @@ class JudgeOptions(BaseModel):
     use_cache: bool = True
     show_progress: bool = True
     write_reports: bool = True
+    #: The prefix of the command-line options these came from (``judge-`` in the runner), so an
+    #: error names the option the user typed: ``--judge-out``, not ``--out``.
+    option_prefix: str = ""
+
+    def option(self, name: str) -> str:
+        """The command-line spelling of option ``name`` (``out`` -> ``--judge-out`` in the runner)."""
+        return f"--{self.option_prefix}{name}"
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, prefix: str = "", **overrides: object) -> JudgeOptions:
@@ -82,6 +93,7 @@ class JudgeOptions(BaseModel):
             "cache_dir": get("cache_dir"),
             "use_cache": not get("no_cache", False),
             "show_progress": not get("no_progress", False),
+            "option_prefix": prefix,
         }
         values.update(overrides)
         try:

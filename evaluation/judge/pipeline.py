@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from evaluation.report.models import InputInfo, JudgeInfo, QuestionMismatch, Rep
 from evaluation.judge.cache import CompletionCache
 from evaluation.judge.completions import CompletionService
 from evaluation.judge.judging import Job, Judge
-from evaluation.judge.options import VERDICTS_FILE, JudgeError, JudgeOptions
+from evaluation.judge.options import VERDICTS_FILE, JudgeError, JudgeOptions, NoTrajectoriesError
 from evaluation.judge.tool_descriptions import ToolDescriptions, load_tool_descriptions
 from evaluation.judge.lock import output_lock
 from evaluation.judge.prompts import PROMPT_VERSION
@@ -62,6 +63,9 @@ class JudgeSummary(BaseModel):
     success_rate: float | None = None
     ci95: tuple[float, float] = (0.0, 0.0)
     errors: list[TaskFailure] = Field(default_factory=list)
+    #: The report's tasks without an outcome: ``errors`` and the tasks an input problem kept from
+    #: the judge (a task without a question).
+    not_judged: list[str] = Field(default_factory=list)
     unknown_task_ids: list[str] = Field(default_factory=list)
     missing_trajectories: list[str] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
@@ -73,10 +77,15 @@ class JudgeSummary(BaseModel):
     fatal: str | None = None
 
     @property
+    def unjudged(self) -> list[str]:
+        """Every task left without an outcome, each once (before the report: the failed ones)."""
+        return list(dict.fromkeys([*(failure.task_id for failure in self.errors), *self.not_judged]))
+
+    @property
     def exit_code(self) -> int:
         if self.fatal:
             return 2
-        return 1 if self.errors else 0
+        return 1 if self.unjudged else 0
 
 
 def default_out_dir(paths: Sequence[Path]) -> Path:
@@ -84,21 +93,60 @@ def default_out_dir(paths: Sequence[Path]) -> Path:
     return (first if first.is_dir() else first.parent) / "judge"
 
 
-def _prepare_out_dir(path: Path) -> Path:
+def _prepare_out_dir(path: Path, option: str = "--out") -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"
         probe.write_text("")
         probe.unlink()
     except OSError as error:
-        raise JudgeError(f"cannot write to output directory {path} ({error.strerror}); pass --out DIR.") from None
+        raise JudgeError(f"cannot write to output directory {path} ({error.strerror}); pass {option} DIR.") from None
     return path
+
+
+def _unwritable_reason(path: Path) -> str | None:
+    """Why a directory could not be created or written at ``path``, checked without creating it."""
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return None
+
+
+def check_options(options: JudgeOptions) -> None:
+    """Everything the judge will read or write that can be checked before there is anything to judge:
+    the benchmark runner calls this before its first task, so a typo is not reported hours later."""
+    if options.human_labels is not None:
+        load_human_labels(options.human_labels)
+    if options.tools_file is not None:
+        load_tool_descriptions(options.tools_file)
+    else:
+        _default_catalog(options)
+    for name, directory in (("out", options.out_dir), ("cache-dir", options.cache_dir if options.use_cache else None)):
+        if directory is not None and (reason := _unwritable_reason(directory)):
+            raise JudgeError(f"{options.option(name)} {directory}: cannot write there ({reason}); pass another directory.")
+
+
+def _default_catalog(options: JudgeOptions) -> Path:
+    """The copilot's catalog; one named explicitly (``COPILOT_CATALOG``) must exist: a mistyped
+    path would have the judge run without any tool description, and nobody would notice."""
+    settings = CopilotSettings.load()
+    catalog = settings.catalog_file()
+    if settings.catalog is not None and not catalog.is_file():
+        raise JudgeError(
+            f"COPILOT_CATALOG={catalog}: no such file (the judge shows the tools' descriptions from it); "
+            f"fix the path, unset it to use the bundled catalog, or pass {options.option('tools')} FILE."
+        )
+    return catalog
 
 
 def _default_descriptions(options: JudgeOptions) -> ToolDescriptions:
     if options.tools_file is not None:
         return load_tool_descriptions(options.tools_file)
-    catalog = CopilotSettings.load().catalog_file()
+    catalog = _default_catalog(options)
     if catalog.is_file():
         try:
             return load_tool_descriptions(catalog)
@@ -107,8 +155,15 @@ def _default_descriptions(options: JudgeOptions) -> ToolDescriptions:
     return {}
 
 
+def _no_question(task: Task | None, tasks_file: Path | None) -> str:
+    """What to do about a task neither the task list nor its log gives a question."""
+    if task is not None:
+        return f"its entry in the task list {tasks_file} has an empty Question and its log has none; add the question there"
+    return "its log has none; pass --tasks FILE with a task list that holds this task"
+
+
 def _plan(
-    tasks: dict[str, Task], loaded: LoadResult, summary: JudgeSummary
+    tasks: dict[str, Task], loaded: LoadResult, summary: JudgeSummary, tasks_file: Path | None = None
 ) -> tuple[list[Job], list[TaskInfo]]:
     """Jobs to judge and the task universe (the report's denominator)."""
     jobs: list[Job] = []
@@ -132,7 +187,8 @@ def _plan(
             )
         if not question:
             summary.problems.append(
-                f"{', '.join(trajectory.sources)}: task {task_id} has no question (pass --tasks FILE with this task); not judged"
+                f"{', '.join(trajectory.sources)}: task {task_id} has no question ({_no_question(task, tasks_file)}); "
+                "not judged"
             )
             continue
         category = task.category if task else (trajectory.category or UNCATEGORISED)
@@ -245,11 +301,11 @@ def _read_inputs(paths: list[Path], options: JudgeOptions, summary: JudgeSummary
     if not loaded.trajectories:
         where = ", ".join(str(path) for path in paths)
         detail = "" if not loaded.problems else f" ({len(loaded.problems)} problem(s), first: {loaded.problems[0]})"
-        raise JudgeError(
+        raise NoTrajectoriesError(
             f"no trajectories found in {where}{detail}. Expected copilot logs (*.jsonl) or a LiveMCPBench "
             "trajectory file (JSON list of tasks with messages)."
         )
-    jobs, universe = _plan(tasks, loaded, summary)
+    jobs, universe = _plan(tasks, loaded, summary, options.tasks_file)
     if not jobs:
         reason = (
             f"none of their task ids is in the task list {options.tasks_file} (first: {summary.unknown_task_ids[0]!r})"
@@ -298,7 +354,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         raise JudgeError("no trajectory paths given.")
     summary = JudgeSummary(out_dir=options.out_dir or default_out_dir(paths))
     inputs = _read_inputs(paths, options, summary)
-    _prepare_out_dir(summary.out_dir)  # only now: bad input must not leave an empty output directory behind
+    _prepare_out_dir(summary.out_dir, options.option("out"))  # only now: bad input must not leave an empty output directory behind
     with output_lock(summary.out_dir):
         log = VerdictLog(summary.out_dir / VERDICTS_FILE)
         config = options.config_hash()
@@ -326,6 +382,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         summary.n_tasks = built.n_tasks
         summary.success, summary.failure, summary.abstain = built.success, built.failure, len(built.abstains)
         summary.success_rate, summary.ci95 = built.success_rate, built.ci95
+        summary.not_judged = built.not_judged
         formats = FORMATS if options.write_reports else ("json",)
         summary.report_files = write_reports(
             built, summary.out_dir, formats=formats, trajectories=inputs.loaded.trajectories, verdicts=verdicts

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from evaluation.judge.options import JudgeError, JudgeOptions
+from evaluation.judge.options import JudgeError, JudgeOptions, NoTrajectoriesError
 from evaluation.judge.pipeline import JudgeSummary, judge_paths
 from evaluation.report.files import load_report
 from evaluation.report.repeats import RepeatsReport, build_repeats_report
@@ -25,7 +25,12 @@ RUN_TASKS_FILE = "tasks.json"
 
 class RepeatsSummary(BaseModel):
     out_dir: Path
+    #: The repeats judged, with their directories (in the same order).
     repeats: list[JudgeSummary] = Field(default_factory=list)
+    directories: list[Path] = Field(default_factory=list)
+    #: Repeats without any trajectory yet (an interrupted run stopped before them): not judged,
+    #: left out of pass@k, named so the run is resumed.
+    not_run: list[Path] = Field(default_factory=list)
     report: RepeatsReport | None = None
     report_files: list[Path] = Field(default_factory=list)
 
@@ -35,7 +40,8 @@ class RepeatsSummary(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        return max((summary.exit_code for summary in self.repeats), default=2)
+        code = max((summary.exit_code for summary in self.repeats), default=2)
+        return max(code, 1) if self.not_run else code
 
 
 def repeat_directories(paths: Sequence[Path], as_repeats: bool) -> list[Path] | None:
@@ -53,6 +59,15 @@ def repeat_directories(paths: Sequence[Path], as_repeats: bool) -> list[Path] | 
     return None
 
 
+async def _judge_repeat(name: str, directory: Path, options: JudgeOptions) -> JudgeSummary:
+    """One repeat, judged like a single run against its own task list (``tasks.json``) unless
+    ``--tasks`` was given."""
+    own_tasks = directory / RUN_TASKS_FILE
+    tasks_file = options.tasks_file or (own_tasks if own_tasks.is_file() else None)
+    judged_into = options.out_dir / name.replace(":", "-") if options.out_dir else directory / "judge"
+    return await judge_paths([directory], options.model_copy(update={"tasks_file": tasks_file, "out_dir": judged_into}))
+
+
 def _names(directories: Sequence[Path]) -> list[str]:
     names = [directory.name or str(directory) for directory in directories]
     if len(set(names)) < len(names):  # e.g. run-a/out and run-b/out
@@ -66,15 +81,26 @@ async def judge_repeats(directories: Sequence[Path], options: JudgeOptions, out_
     ``options.out_dir``, to ``<out>/<repeat name>``)."""
     summary = RepeatsSummary(out_dir=out_dir)
     names = _names(directories)
+    judged_names: list[str] = []
     for name, directory in zip(names, directories, strict=True):
-        own_tasks = directory / RUN_TASKS_FILE
-        tasks_file = options.tasks_file or (own_tasks if own_tasks.is_file() else None)
-        judged_into = options.out_dir / name.replace(":", "-") if options.out_dir else directory / "judge"
-        one = await judge_paths([directory], options.model_copy(update={"tasks_file": tasks_file, "out_dir": judged_into}))
+        try:
+            one = await _judge_repeat(name, directory, options)
+        except NoTrajectoriesError:
+            # An interrupted run stops before its later repeats: the judge reports the ones that ran.
+            summary.not_run.append(directory)
+            continue
         summary.repeats.append(one)
+        summary.directories.append(directory)
+        judged_names.append(name)
         if one.fatal:
             return summary
+    if not summary.repeats:
+        raise JudgeError(
+            f"none of the {len(directories)} repeats holds a trajectory yet ({', '.join(map(str, directories))}); "
+            "run them first (rerun the same python -m evaluation.run command to resume)."
+        )
     reports = [load_report(one.out_dir) for one in summary.repeats]
-    summary.report = build_repeats_report(reports, names, list(directories))
+    not_run = [name for name, directory in zip(names, directories, strict=True) if directory in summary.not_run]
+    summary.report = build_repeats_report(reports, judged_names, summary.directories, not_run=not_run)
     summary.report_files = write_repeats_reports(summary.report, out_dir, formats=("json", "md", "html") if options.write_reports else ("json",))
     return summary

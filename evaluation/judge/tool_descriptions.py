@@ -25,7 +25,7 @@ _SHAPES = "a copilot catalog snapshot ({\"servers\": …, \"tools\": [...]}) or 
 def load_tool_descriptions(path: str | Path) -> ToolDescriptions:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8") if path.suffix != ".gz" else None
+        text = path.read_text(encoding="utf-8-sig") if path.suffix != ".gz" else None
     except FileNotFoundError:
         raise CatalogError(
             f"{path}: tool list not found (pass --tools with a catalog or LiveMCPBench tools.json)."

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -64,14 +64,15 @@ class VerdictRecord(BaseModel):
 class VerdictLog:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._file = None
+        self._file: TextIO | None = None
 
     def read(self) -> list[VerdictRecord]:
         """Existing records; damaged lines (an interrupted write) are skipped with a warning."""
         records: list[VerdictRecord] = []
         if not self.path.is_file():
             return records
-        with self.path.open(encoding="utf-8", errors="replace") as handle:
+        # utf-8-sig: a file someone saved in a Windows editor keeps its first verdict.
+        with self.path.open(encoding="utf-8-sig", errors="replace") as handle:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
@@ -85,16 +86,32 @@ class VerdictLog:
 
     def append(self, record: VerdictRecord) -> None:
         if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("a", encoding="utf-8")
+            self._file = self._open()
         self._file.write(record.model_dump_json() + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
+
+    def _open(self) -> TextIO:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.path.open("a", encoding="utf-8")
+        if _lacks_final_newline(self.path):
+            # A write cut short (SIGKILL, a full disk) or an editor that dropped the final newline:
+            # the next verdict must start its own line, or both it and that line are lost.
+            handle.write("\n")
+        return handle
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _lacks_final_newline(path: Path) -> bool:
+    with path.open("rb") as handle:
+        if handle.seek(0, os.SEEK_END) == 0:
+            return False
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) != b"\n"
 
 
 def latest_by_task(records: list[VerdictRecord]) -> dict[str, VerdictRecord]:

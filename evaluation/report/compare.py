@@ -14,10 +14,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from evaluation.report.files import load_report
+from evaluation.json_files import JSONFileError, read_json_model, unreadable
+from evaluation.report.files import report_file
 from evaluation.report.models import Report
+from evaluation.report.render import markdown_row
 from evaluation.report.stats import McNemar, holm, mcnemar_exact, paired_difference_interval, wilson_interval
 from evaluation.report.tables import listed_ids, rate_cells
 from evaluation.tasks import CATEGORIES
@@ -84,14 +86,18 @@ class Comparison(BaseModel):
 
 def _load(directory: Path) -> Report:
     try:
-        return load_report(directory)
+        path = report_file(directory)
     except FileNotFoundError:
         raise CompareError(
             f"{directory}: no report.json (looked in {directory} and {directory / 'judge'}); "
             "judge the run first with 'python -m evaluation.judge'."
         ) from None
-    except (ValidationError, ValueError) as error:
-        raise CompareError(f"{directory}: report.json is unreadable ({str(error).splitlines()[0]}).") from None
+    try:
+        return read_json_model(path, Report)
+    except (JSONFileError, OSError) as error:
+        raise CompareError(
+            unreadable(path, "report.json", error) + "; fix it, or judge the run again to rewrite it."
+        ) from None
 
 
 def _conclusion(test: McNemar, name_a: str, name_b: str, alpha: float) -> str:
@@ -263,8 +269,13 @@ def render(comparison: Comparison, a: Report, b: Report) -> str:
     ]
     for row in c.by_category:
         out.append(
-            f"| {row.category} | {row.n} | {row.success_a} ({row.rate_a:.0%}) | {row.success_b} ({row.rate_b:.0%}) | "
-            f"{(row.rate_b - row.rate_a) * 100:+.1f} pt | {row.only_a} | {row.only_b} | {row.p_value:.3g} | {row.p_holm:.3g} |"
+            markdown_row(
+                [
+                    row.category, str(row.n), f"{row.success_a} ({row.rate_a:.0%})", f"{row.success_b} ({row.rate_b:.0%})",
+                    f"{(row.rate_b - row.rate_a) * 100:+.1f} pt", str(row.only_a), str(row.only_b), f"{row.p_value:.3g}",
+                    f"{row.p_holm:.3g}",
+                ]
+            )
         )
     out.append(
         f"| **all** | {c.n_tasks} | {c.success_a} ({c.rate_a:.0%}) | {c.success_b} ({c.rate_b:.0%}) | "
@@ -284,7 +295,7 @@ def render(comparison: Comparison, a: Report, b: Report) -> str:
         for task_id in [*c.only_a, *c.only_b]:
             row = rows_a[task_id]
             question = row.question[:70] + ("..." if len(row.question) > 70 else "")
-            out.append(f"| {task_id} | {row.category} | {row.verdict} | {rows_b[task_id].verdict} | {question} |")
+            out.append(markdown_row([task_id, row.category, row.verdict, rows_b[task_id].verdict, question]))
     for warning in c.warnings:
         out.append(f"\nwarning: {warning}")
     return "\n".join(out) + "\n"

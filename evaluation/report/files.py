@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from evaluation.json_files import read_json_model
 from evaluation.report.models import Report
 from evaluation.report.plots import render_plots
 from evaluation.report.render import report_html, report_markdown
@@ -60,10 +61,18 @@ def write_reports(
     return written
 
 
-def load_report(directory: str | Path) -> Report:
-    """``report.json`` of a judged run (``DIR/report.json`` or ``DIR/judge/report.json``)."""
+def report_file(directory: str | Path) -> Path:
+    """The ``report.json`` of a judged run: ``DIR/report.json``, ``DIR/judge/report.json`` or
+    ``DIR`` itself; ``FileNotFoundError`` when there is none."""
     directory = Path(directory)
     for candidate in (directory / "report.json", directory / "judge" / "report.json", directory):
         if candidate.is_file():
-            return Report.model_validate_json(candidate.read_bytes())
+            return candidate
     raise FileNotFoundError(directory)
+
+
+def load_report(directory: str | Path) -> Report:
+    """``report.json`` of a judged run (see :func:`report_file`); a file that cannot be read as a
+    report raises :class:`JSONFileError` with the reason (syntax error with line and column, or
+    the missing or wrong field)."""
+    return read_json_model(report_file(directory), Report)

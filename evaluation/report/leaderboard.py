@@ -13,16 +13,19 @@ numbers are not comparable.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from evaluation.report.files import atomic_write, load_report
+from evaluation.json_files import JSONFileError, read_json_model, unreadable
+from evaluation.report.files import atomic_write, report_file
 from evaluation.report.models import Report
-from evaluation.report.plots import figure_png, pyplot
+from evaluation.report.plots import figure_png, literal, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, png_img
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
 from evaluation.report.stats import mcnemar_exact, paired_difference_interval
@@ -31,6 +34,8 @@ from index.cli.console import HelpFormatter
 from index.errors import CopilotError
 
 DEFAULT_ALPHA = 0.05
+KeyT = TypeVar("KeyT")
+REJUDGE = "; fix it, or judge the run again to rewrite it."
 
 
 class LeaderboardError(CopilotError):
@@ -97,11 +102,25 @@ def _judge_key(report: Report) -> str:
     return judge.config_hash or f"{','.join(judge.models)}/{judge.prompt}/v{judge.prompt_version}/{judge.key_points}"
 
 
+def _run_label(directory: Path) -> str:
+    """The directory a run is known by: for ``RUN/judge`` (the judge's default output), ``RUN``."""
+    if directory.name == "judge" and directory.parent.name:
+        return directory.parent.name
+    return directory.name or str(directory)
+
+
 def _name(agent: str | None, model: str | None, directory: Path, taken: set[str]) -> str:
+    """A name no other run has: the agent and model, then its directory, then its path, then a number.
+
+    Runs of the same agent and model are the usual case (a rerun, another day); names are the
+    keys of the table, the frontier and its steps, so two runs sharing one would be mixed up."""
     label = " ".join(part for part in (agent, model) if part)
-    name = label or directory.name or str(directory)
-    if name in taken:
-        name = f"{name} ({directory.name or directory})"
+    candidates = [label, f"{label} ({_run_label(directory)})", f"{label} ({directory})"] if label else [
+        _run_label(directory),
+        str(directory),
+    ]
+    numbered = (f"{candidates[-1]} #{number}" for number in itertools.count(2))  # the same directory twice
+    name = next(candidate for candidate in itertools.chain(candidates, numbered) if candidate not in taken)
     taken.add(name)
     return name
 
@@ -110,9 +129,9 @@ def _repeats(directory: Path) -> RepeatsReport | None:
     for candidate in (directory / REPEATS_REPORT, directory / "judge" / REPEATS_REPORT):
         if candidate.is_file():
             try:
-                return RepeatsReport.model_validate_json(candidate.read_bytes())
-            except (ValidationError, ValueError) as error:
-                raise LeaderboardError(f"{candidate}: unreadable ({str(error).splitlines()[0]}).") from None
+                return read_json_model(candidate, RepeatsReport)
+            except (JSONFileError, OSError) as error:
+                raise LeaderboardError(unreadable(candidate, REPEATS_REPORT, error) + REJUDGE) from None
     return None
 
 
@@ -147,14 +166,16 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
             not_judged=sum(t.outcomes.count("not_judged") for t in repeats.tasks),
         )
     try:
-        report = load_report(directory)
+        path = report_file(directory)
     except FileNotFoundError:
         raise LeaderboardError(
             f"{directory}: no report.json or repeats.json (looked in {directory} and {directory / 'judge'}); "
             "judge the run first with 'python -m evaluation.judge'."
         ) from None
-    except (ValidationError, ValueError) as error:
-        raise LeaderboardError(f"{directory}: report.json is unreadable ({str(error).splitlines()[0]}).") from None
+    try:
+        report = read_json_model(path, Report)
+    except (JSONFileError, OSError) as error:
+        raise LeaderboardError(unreadable(path, "report.json", error) + REJUDGE) from None
     efficiency = report.efficiency.get("all")
     return Entry(
         name=_name(report.agent, report.model, directory, taken),
@@ -179,19 +200,20 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
     )
 
 
-def pareto_frontier(points: Sequence[tuple[str, float, float]]) -> list[str]:
-    """Names of the ``(name, cost, success)`` points no other point dominates (cost <= and
-    success >=, one of them strictly), cheapest first."""
+def pareto_frontier(points: Sequence[tuple[KeyT, float, float]]) -> list[KeyT]:
+    """Keys of the ``(key, cost, success)`` points no other point dominates (cost <= and
+    success >=, one of them strictly), cheapest first (ties in the order given). A point is
+    compared with every other point, not with every other key: equal keys stay two points."""
     frontier = []
-    for name, cost, success in points:
+    for index, (key, cost, success) in enumerate(points):
         dominated = any(
             other_cost <= cost and other_success >= success and (other_cost < cost or other_success > success)
-            for other, other_cost, other_success in points
-            if other != name
+            for other, (_, other_cost, other_success) in enumerate(points)
+            if other != index
         )
         if not dominated:
-            frontier.append((cost, -success, name))
-    return [name for _, _, name in sorted(frontier)]
+            frontier.append((cost, -success, index, key))
+    return [key for _, _, _, key in sorted(frontier, key=lambda point: point[:3])]
 
 
 def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
@@ -215,16 +237,17 @@ def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
 
 def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Leaderboard:
     axis = "cost" if entries and all(e.cost is not None and e.cost > 0 for e in entries) else "tokens"
+    # Keyed by the entry itself, not its name: the frontier is a set of runs.
     points = [
-        (e.name, getattr(e, axis), e.success_rate)
+        (e, getattr(e, axis), e.success_rate)
         for e in entries
         if getattr(e, axis) is not None and e.success_rate is not None
     ]
-    frontier = pareto_frontier(points)  # type: ignore[arg-type]
-    by_name = {e.name: e for e in entries}
-    for name in frontier:
-        by_name[name].on_frontier = True
-    steps = [_step(by_name[a], by_name[b], alpha) for a, b in zip(frontier, frontier[1:], strict=False)]
+    on_frontier = pareto_frontier(points)  # type: ignore[arg-type]
+    for entry in on_frontier:
+        entry.on_frontier = True
+    frontier = [entry.name for entry in on_frontier]
+    steps = [_step(a, b, alpha) for a, b in zip(on_frontier, on_frontier[1:], strict=False)]
     warnings = []
     keys = {e.judge_key for e in entries}
     if len(keys) > 1:
@@ -338,7 +361,7 @@ def frontier_figure(board: Leaderboard) -> object:
     for entry, x, y in shown:
         axes.scatter([x], [y], s=60, color="#F58518" if entry.on_frontier else "#4C78A8", zorder=3)
         axes.errorbar([x], [y], yerr=[[max(0.0, y - entry.ci95[0] * 100)], [max(0.0, entry.ci95[1] * 100 - y)]], color="#999", capsize=3, zorder=2)
-        axes.annotate(entry.name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+        axes.annotate(literal(entry.name), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
     on = sorted((x, y) for e, x, y in shown if e.on_frontier)
     if on:
         axes.step([p[0] for p in on], [p[1] for p in on], where="post", color="#F58518", label="Pareto frontier")

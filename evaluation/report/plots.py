@@ -18,9 +18,19 @@ def pyplot() -> Any:
     import matplotlib  # noqa: PLC0415 -- seconds of import time, only when plotting
 
     matplotlib.use("Agg")
+    # A matplotlibrc with usetex would send every label through LaTeX, where a task's category or a
+    # model name with _ % & # is a LaTeX error: the labels here are plain text.
+    matplotlib.rcParams["text.usetex"] = False
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     return plt
+
+
+def literal(text: str) -> str:
+    """``text`` drawn as written. Categories, model and run names are user data: matplotlib reads
+    a pair of ``$`` in a label as mathtext, which garbles it or (``$$``, ``$^$``) stops the whole
+    report with a parse error. An escaped ``\\$`` is drawn as a plain ``$``."""
+    return text.replace("$", r"\$")
 
 
 def figure_png(figure: Figure) -> bytes:
@@ -44,7 +54,7 @@ def category_figure(report: Report) -> Figure:
     low = [max(0.0, ((rate.rate or 0.0) - rate.ci95[0]) * 100) for rate in rates]
     high = [max(0.0, (rate.ci95[1] - (rate.rate or 0.0)) * 100) for rate in rates]
     colors = ["#4C78A8"] * (len(names) - 1) + ["#F58518"]
-    labels = [f"{name}  {rate.success}/{rate.n}" for name, rate in zip(names, rates, strict=True)]
+    labels = [literal(f"{name}  {rate.success}/{rate.n}") for name, rate in zip(names, rates, strict=True)]
     axes.barh(labels, values, xerr=[low, high], color=colors, capsize=3)
     axes.invert_yaxis()
     axes.set_xlim(0, 100)
@@ -73,7 +83,7 @@ def agreement_figure(report: Report) -> Figure | None:
     if len(report.judges) > 1 and report.success_rate is not None:
         figure, axes = plt.subplots(figsize=(6, 0.45 * len(report.judges) + 1.2))
         # Each judge has a rate whenever the jury has: both rest on the same tasks with an outcome.
-        axes.barh([judge.model for judge in report.judges], [judge.success_rate * 100 for judge in report.judges])  # type: ignore[operator]
+        axes.barh([literal(judge.model) for judge in report.judges], [judge.success_rate * 100 for judge in report.judges])  # type: ignore[operator]
         axes.axvline(report.success_rate * 100, color="#F58518", label="jury")
         axes.set_xlim(0, 100)
         axes.set_xlabel("success rate, %")

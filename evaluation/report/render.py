@@ -32,6 +32,16 @@ ul{font-size:.85rem}
 """
 
 
+def markdown_cell(text: str) -> str:
+    """``text`` as one Markdown table cell: ``|`` escaped and every line break a space -- ``\\r``,
+    ``\\r\\n``, ``\\u2028`` … too, which Markdown viewers also take as the end of the row."""
+    return " ".join(text.replace("|", "\\|").splitlines())
+
+
+def markdown_row(cells: list[str]) -> str:
+    return "| " + " | ".join(markdown_cell(cell) for cell in cells) + " |"
+
+
 def markdown_table(table: Table) -> list[str]:
     out = [f"## {table.title}", ""]
     if table.note:
@@ -40,7 +50,7 @@ def markdown_table(table: Table) -> list[str]:
         out.append("| " + " | ".join(table.header) + " |")
         out.append("|" + "---|" * len(table.header))
         for row in table.rows:
-            out.append("| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |")
+            out.append(markdown_row(row))
         out.append("")
     return out
 

@@ -74,9 +74,12 @@ class RepeatsReport(BaseModel):
     generated: str = Field(default_factory=utc_now)
     agent: str | None = None
     model: str | None = None
+    #: The repeats judged (a repeat not run yet is not one of them).
     n_repeats: int
     ks: list[int]
     repeats: list[RepeatInfo]
+    #: Repeats of the run without any trajectory yet (an interrupted run): left out of every figure.
+    not_run: list[str] = Field(default_factory=list)
     n_tasks: int
     #: Over the tasks with at least one judged attempt (``None`` when there is none).
     pass_at_1: float | None
@@ -185,11 +188,21 @@ def _over_tasks(rows: Sequence[TaskRepeats], ks: Sequence[int], field: str) -> d
     return {k: mean for k, mean in means.items() if mean is not None}
 
 
-def build_repeats_report(reports: Sequence[Report], names: Sequence[str], paths: Sequence[Path]) -> RepeatsReport:
+def build_repeats_report(
+    reports: Sequence[Report], names: Sequence[str], paths: Sequence[Path], not_run: Sequence[str] = ()
+) -> RepeatsReport:
+    """pass@k over the judged ``reports``; ``not_run`` names the repeats with no trajectory yet."""
     if not reports:
         raise ValueError("no repeats")
     rows = _task_rows(reports)
     warnings = _warnings(reports, names)
+    if not_run:
+        warnings.insert(
+            0,
+            f"{len(not_run)} of {len(reports) + len(not_run)} repeats have not run yet ({', '.join(not_run)}): the "
+            f"figures are over the {len(reports)} that ran; resume the run (the same python -m evaluation.run "
+            "command), then judge again.",
+        )
     unjudged = [row.task_id for row in rows if row.n == 0]
     if unjudged:
         warnings.append(
@@ -216,6 +229,7 @@ def build_repeats_report(reports: Sequence[Report], names: Sequence[str], paths:
         model=first.model,
         n_repeats=n,
         ks=ks,
+        not_run=list(not_run),
         repeats=[
             RepeatInfo(
                 name=name,

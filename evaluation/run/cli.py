@@ -33,7 +33,7 @@ from evaluation.run.agents.confirm import CLIENT_POLICIES, DEFAULT_POLICY, Confi
 from evaluation.run.agents.external_agent import check_template
 from evaluation.judge.options import JudgeOptions, add_judge_arguments
 from evaluation.judge.cli import judge_any
-from evaluation.judge.tool_descriptions import load_tool_descriptions
+from evaluation.judge.pipeline import check_options
 from evaluation.llm import LLMError, client_for, resolve_llm_settings
 from evaluation.run.models import ModelPrice, RunManifest, TaskRecord, load_price_table, price_for
 from evaluation.run.tasks import BenchmarkTask, load_tasks, select_tasks
@@ -313,10 +313,9 @@ def _main(args: argparse.Namespace, console: Console) -> int:
     price_table = load_price_table(args.price_table) if args.price_table else None
     agent_config, llm, api_key = _builtin_agent(args, price_table, console)
     if args.judge:
-        # A judge without a model, or with a bad --judge-tools, should fail now, not after the whole run.
-        judge_options = JudgeOptions.from_args(args, prefix=JUDGE_PREFIX, tasks_file=args.tasks)
-        if judge_options.tools_file is not None:
-            load_tool_descriptions(judge_options.tools_file)
+        # A judge without a model, a missing --judge-human-labels, a bad --judge-tools or an
+        # unwritable --judge-out should fail now, not after the whole run.
+        check_options(JudgeOptions.from_args(args, prefix=JUDGE_PREFIX, tasks_file=args.tasks))
 
     out = _run_directory(args.out)
     # Held until the run (and its judging) ends: a second run on this --out stops before any task.

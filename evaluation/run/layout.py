@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from index.json_text import parse_json
+from evaluation.json_files import JSONFileError, read_json_model, unreadable
 from evaluation.run.models import SUMMARY_FILE
 from index.errors import ConfigError
 from server.trajectory.records import utc_now
@@ -33,14 +33,20 @@ def repeat_name(number: int) -> str:
 
 def read_repeats(directory: Path) -> list[Path] | None:
     """The repeat directories of ``directory`` when it holds a repeated run, else ``None``."""
+    manifest = _read_manifest(directory)
+    return None if manifest is None else [directory / name for name in manifest.repeats]
+
+
+def _read_manifest(directory: Path) -> RepeatsManifest | None:
     path = directory / REPEATS_FILE
     if not path.is_file():
         return None
     try:
-        manifest = RepeatsManifest.model_validate_json(path.read_bytes())
-    except (ValidationError, ValueError, OSError) as error:
-        raise ConfigError(f"{path}: not a repeats manifest ({str(error).splitlines()[0]}).") from None
-    return [directory / name for name in manifest.repeats]
+        return read_json_model(path, RepeatsManifest)
+    except (JSONFileError, OSError) as error:
+        raise ConfigError(
+            unreadable(path, "the repeats manifest", error) + "; fix it, or use another --out to start over."
+        ) from None
 
 
 def run_directories(out: Path, repeats: int | None) -> list[Path]:
@@ -49,7 +55,8 @@ def run_directories(out: Path, repeats: int | None) -> list[Path]:
     ``repeats`` ``None`` keeps what ``out`` already holds (a single run, or its repeats);
     a larger number than before adds repeats, a smaller one runs only the first ``repeats``.
     """
-    existing = read_repeats(out)
+    manifest = _read_manifest(out)
+    existing = None if manifest is None else [out / name for name in manifest.repeats]
     if existing is None:
         if repeats is None or repeats == 1:
             return [out]
@@ -62,9 +69,7 @@ def run_directories(out: Path, repeats: int | None) -> list[Path]:
     else:
         count = repeats if repeats is not None else len(existing)
     names = [repeat_name(number) for number in range(1, max(count, len(existing or [])) + 1)]
-    manifest = RepeatsManifest(repeats=names)
-    if existing is not None:
-        manifest.created = parse_json((out / REPEATS_FILE).read_text(encoding="utf-8")).get("created", manifest.created)
+    manifest = RepeatsManifest(repeats=names, created=manifest.created if manifest else utc_now())
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / (REPEATS_FILE + ".tmp")
     tmp.write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")

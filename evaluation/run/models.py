@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from evaluation.json_files import JSONFileError, read_json_model, unreadable
 from evaluation.tasks import read_json_file
 from index.errors import ConfigError
 from server.trajectory.records import utc_now
@@ -104,11 +105,11 @@ class RunManifest:
         path = out / SUMMARY_FILE
         if path.is_file():
             try:
-                summary = RunSummary.model_validate_json(path.read_text(encoding="utf-8"))
-            except (ValidationError, ValueError) as error:
+                summary = read_json_model(path, RunSummary)
+            except (JSONFileError, OSError) as error:
                 raise ConfigError(
-                    f"{path}: not a run summary ({str(error).splitlines()[0]}). "
-                    "Use another --out directory or remove the file to start over."
+                    unreadable(path, "the run summary", error)
+                    + ". Use another --out directory or remove the file to start over."
                 ) from None
             summary = summary.model_copy(update={k: v for k, v in metadata.items() if v is not None})
         else:

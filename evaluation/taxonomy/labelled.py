@@ -35,7 +35,7 @@ def load_labelled_set(
 ) -> tuple[list[LabelledCase], dict[tuple[str, str], str]]:
     """The labelled cases under ``directory`` (and the samples' when present and wanted), and the
     tool descriptions the capability check may use for them."""
-    labels = json.loads((directory / LABELS_FILE).read_text(encoding="utf-8"))
+    labels = json.loads((directory / LABELS_FILE).read_text(encoding="utf-8-sig"))
     descriptions = {("", name): text for name, text in labels["descriptions"].items()}
     runs = load_trajectories([directory / RUNS_DIR]).trajectories
     tasks = load_tasks(directory / RUNS_DIR / "tasks.json")

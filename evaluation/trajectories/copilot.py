@@ -7,6 +7,7 @@ one that is not UTF-8, is skipped and reported as ``file:line``, never fatal.
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from dataclasses import dataclass, field
@@ -87,6 +88,9 @@ def read_jsonl(path: Path, result: LoadResult) -> list[Session]:
         return []
     with handle:
         for number, raw in enumerate(handle, 1):
+            if number == 1:
+                # A log saved by a Windows editor starts with a BOM: its first event is still an event.
+                raw = raw.removeprefix(codecs.BOM_UTF8)
             if not raw.strip():
                 continue
             try:

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from evaluation.json_files import decode_text
 from index.json_text import parse_json
 from evaluation.tasks import canonical_category, split_numbered
 from evaluation.trajectories.copilot import infer_error_kind
@@ -194,7 +195,7 @@ def read_livemcpbench(path: Path, result: LoadResult, explicit: bool) -> list[Tr
         result.problems.append(Problem(kind="unreadable_file", file=str(path), message=f"cannot read ({error.strerror})"))
         return []
     try:
-        data = parse_json(raw.decode("utf-8"))
+        data = parse_json(decode_text(raw))
     except UnicodeDecodeError as error:
         result.problems.append(
             Problem(kind="unreadable_file", file=str(path), message=f"not UTF-8 text ({error.reason} at byte {error.start}); skipped")

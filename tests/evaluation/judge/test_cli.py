@@ -398,3 +398,58 @@ def test_repeats_where_a_task_was_never_judged_leave_it_out(
     assert report["unjudged_tasks"] == ["u"] and report["pass_at_1"] == 0.0 and report["pass_at_k"] == {"1": 0.0, "2": 0.0}
     assert any(w.startswith("1 of 2 tasks were judged in no repeat (u)") for w in report["warnings"])
     assert "| u | Other | 0/0 | n/a | n/a | n/a |" in (tmp_path / "both" / "repeats.md").read_text()
+
+
+def test_a_task_with_no_question_anywhere_counts_as_not_judged_with_an_accurate_hint(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the task left the rate silently (no "not judged" in the headline, exit 0), and the
+    # hint said "pass --tasks FILE" to a command that had passed it.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    write_copilot_log(logs / "t2.jsonl", "t2", None)
+    tasks = write_tasks(tmp_path / "tasks.json", [task_entry("t1", "question t1"), task_entry("t2", "")])
+    llm.handler = lambda request: Reply(content="Status: success")
+    assert main([str(logs), "--tasks", str(tasks), *_common(tmp_path, llm.base_url)]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1/1 tasks succeeded: 100.0%" in err and "1 not judged (left out of the rate)" in err
+    assert f"task t2 has no question (its entry in the task list {tasks} has an empty Question" in err
+    assert "pass --tasks FILE" not in err
+    assert "1 task(s) not judged because of an input problem above (t2); fix it and rerun." in err
+
+
+def test_an_interrupted_repeated_run_is_judged_over_the_repeats_that_ran(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "error: no trajectories found in …/repeat-2", exit 2, nothing judged at all.
+    run = tmp_path / "run"
+    for name in ("repeat-1", "repeat-2"):
+        (run / name).mkdir(parents=True)
+        write_tasks(run / name / "tasks.json", [task_entry("t", "question t")])  # written before any task runs
+    write_copilot_log(run / "repeat-1" / "t.jsonl", "t", "question t")
+    (run / "repeats.json").write_text(json.dumps({"repeats": ["repeat-1", "repeat-2"]}), encoding="utf-8")
+    llm.handler = lambda request: Reply(content="Status: success")
+    assert main([str(run), *_common(tmp_path, llm.base_url)]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{run / 'repeat-2'}: not run yet (no trajectory); resume the run" in err
+    report = json.loads((run / "judge" / "repeats.json").read_text())
+    assert (report["n_repeats"], report["not_run"], report["pass_at_1"]) == (1, ["repeat-2"], 1.0)
+    assert report["warnings"][0].startswith("1 of 2 repeats have not run yet (repeat-2)")
+    assert (run / "repeat-1" / "judge" / "report.json").is_file() and not (run / "repeat-2" / "judge").exists()
+    (run / "repeat-1" / "t.jsonl").unlink()
+    assert main([str(run), *_common(tmp_path, llm.base_url)]) == 2
+    assert "none of the 2 repeats holds a trajectory yet" in capsys.readouterr().err
+
+
+def test_a_copilot_catalog_that_does_not_exist_is_an_error_not_a_judge_without_tools(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    monkeypatch.setenv("COPILOT_CATALOG", str(tmp_path / "catalgo.json"))
+    assert main([str(logs), *_common(tmp_path, llm.base_url)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: COPILOT_CATALOG={tmp_path / 'catalgo.json'}: no such file" in err and "--tools FILE" in err
+    assert not llm.requests

@@ -159,3 +159,45 @@ async def test_runs_with_no_task_judged_in_both_are_refused(
     err = capsys.readouterr().err
     assert err.startswith("error: none of the 3 tasks") and "judged in both runs (3 never judged in" in err
     assert "Traceback" not in err
+
+
+async def test_questions_with_pipes_and_line_breaks_keep_the_outcome_table_whole(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
+    # Before: the question went into the table as written: a "|" added columns, a line break
+    # ended the row in the middle of the question.
+    from evaluation.report.compare import _load, compare_reports, render  # noqa: PLC0415
+
+    categories = {"t1": "work", "t2": "work"}
+    a = _load(await _judge_dir(llm, tmp_path, "a", {"t1", "t2"}, categories))
+    b = _load(await _judge_dir(llm, tmp_path, "b", set(), categories))
+    a.tasks[0].question = "Compare A | B\nand list\r| items"
+    a.tasks[1].question = "One\r\ntwo\u2028three"
+    text = render(compare_reports(a, b, "A", "B"), a, b)
+    rows = text.split("Tasks with different outcomes:")[1].strip().splitlines()
+    assert rows[2:] == [
+        "| t1 | Office | success | failure | Compare A \\| B and list \\| items |",
+        "| t2 | Office | success | failure | One two three |",
+    ]
+
+
+async def test_an_unreadable_report_says_what_is_wrong_and_where(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "report.json is unreadable (1 validation error for Report)": no field, no line.
+    run_a = await _judge_dir(llm, tmp_path, "a", {"t1"}, {"t1": "work"})
+    run_b = await _judge_dir(llm, tmp_path, "b", set(), {"t1": "work"})
+    report = json.loads((run_b / "report.json").read_text())
+    del report["n_tasks"]
+    (run_b / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    assert main([str(run_a), str(run_b)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {run_b / 'report.json'}: report.json is unreadable (field n_tasks is missing)" in err
+    (run_b / "report.json").write_text('{\n "n_tasks": 1,\n}', encoding="utf-8")
+    assert main([str(run_a), str(run_b)]) == 2
+    assert "unreadable (not valid JSON: Expecting property name enclosed in double quotes at line 3 column 1)" in (
+        capsys.readouterr().err
+    )
+    # Saved by a Windows editor (a BOM): still a report.
+    (run_a / "report.json").write_bytes(b"\xef\xbb\xbf" + (run_a / "report.json").read_bytes())
+    assert main([str(run_a), str(run_a)]) == 0

@@ -55,6 +55,12 @@ def test_pareto_frontier_keeps_the_runs_nothing_beats() -> None:
     assert pareto_frontier(points) == ["a", "b", "d"]  # c is dearer and worse than b; e worse than a at a's cost
 
 
+def test_pareto_frontier_compares_points_not_keys() -> None:
+    # Before: a point was compared only with points of another name, so of two runs sharing one,
+    # the dearer and no better run stayed on the frontier.
+    assert pareto_frontier([("x", 2.0, 0.5), ("x", 1.0, 0.5), ("y", 3.0, 0.9)]) == ["x", "y"]
+
+
 async def test_three_runs_frontier_steps_and_files(llm: ScriptedOpenAI, tmp_path: Path, capsys) -> None:
     cheap = await judged_run(llm, tmp_path, "cheap-m", 0.01, 5)
     good = await judged_run(llm, tmp_path, "good-m", 0.05, 15)
@@ -186,3 +192,55 @@ async def test_unjudged_tasks_are_left_out_of_frontier_steps_and_an_unjudged_run
     assert (step["common_tasks"], step["only_cheaper"], step["only_dearer"]) == (15, 0, 5)
     markdown = (tmp_path / "board" / "leaderboard.md").read_text()
     assert "| copilot dead-m | 20 | 1 | n/a (not judged) |" in markdown
+
+
+async def _same_agent_run(llm: ScriptedOpenAI, root: Path, name: str, tokens: int, verdict: str) -> Path:
+    """A judged run of agent ``copilot`` with model ``same-m`` (three tasks, ``tokens`` each), in ``root/name``."""
+    run = root / name
+    run.mkdir()
+    for task in ("a", "b", "c"):
+        write_copilot_log(run / f"{task}.jsonl", task, f"question {task}", agent="copilot", model="same-m",
+                          usage=[(tokens, 0, None)])
+    llm.handler = lambda request: Reply(content=f"Status: {verdict}")
+    await judge_paths([run], options(llm, root, out_dir=run / "judge", cache_dir=root / f"cache-{name}"))
+    return run / "judge"
+
+
+async def test_runs_of_the_same_agent_and_model_get_unique_names_and_the_right_frontier(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
+    # Before: r2 and r3 were both "copilot same-m (judge)", and the frontier marked r3 (dearer and
+    # no better than r2) because the names collapsed into one entry.
+    r1 = await _same_agent_run(llm, tmp_path, "r1", 1000, "success")
+    r2 = await _same_agent_run(llm, tmp_path, "r2", 100, "failure")
+    r3 = await _same_agent_run(llm, tmp_path, "r3", 10000, "failure")
+    out = tmp_path / "board"
+    assert main([str(r1), str(r2), str(r3), "--out", str(out)]) == 0
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert [entry["name"] for entry in board["entries"]] == ["copilot same-m", "copilot same-m (r2)", "copilot same-m (r3)"]
+    assert [entry["on_frontier"] for entry in board["entries"]] == [True, True, False]
+    assert board["frontier"] == ["copilot same-m (r2)", "copilot same-m"]
+    [step] = board["steps"]
+    assert (step["cheaper"], step["dearer"], step["only_dearer"]) == ("copilot same-m (r2)", "copilot same-m", 3)
+    # Any number of clashes, even one directory passed again and again, gives unique names.
+    assert main([str(r1), str(r1), str(r1), str(r1), "--out", str(out)]) == 0
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert [entry["name"] for entry in board["entries"]] == [
+        "copilot same-m", "copilot same-m (r1)", f"copilot same-m ({r1})", f"copilot same-m ({r1}) #2",
+    ]
+
+
+def test_run_names_with_dollars_are_drawn_literally(tmp_path: Path) -> None:
+    # Before: a model named "gpt$^$x" stopped the leaderboard with a matplotlib mathtext error.
+    from evaluation.report.leaderboard import Entry, build_leaderboard, frontier_figure, write_leaderboard  # noqa: PLC0415
+
+    entries = [
+        Entry(name=name, path=name, n_tasks=2, success_rate=rate, ci95=(0.1, 0.9), tokens=tokens, judge="j",
+              prompt="p", judge_key="k")
+        for name, rate, tokens in (("copilot gpt$^$x", 0.5, 100.0), ("$$ run", 0.9, 1000.0))
+    ]
+    board = build_leaderboard(entries)
+    figure = frontier_figure(board)
+    assert sorted(text.get_text().replace("\\$", "$") for text in figure.axes[0].texts) == ["$$ run", "copilot gpt$^$x"]
+    write_leaderboard(board, tmp_path / "board")
+    assert (tmp_path / "board" / "leaderboard.png").read_bytes().startswith(b"\x89PNG")

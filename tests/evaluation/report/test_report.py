@@ -237,3 +237,34 @@ def test_tasks_without_a_trajectory_are_failures_even_when_nothing_was_judged() 
     assert [(judge.success_rate, judge.failure) for judge in report.judges] == [(0.0, 0)]
     assert headline(report)[0].startswith("0/2 tasks succeeded: 0.0% (95% CI 0.0%-")
     assert category_table(report).rows[-1][:4] == ["**all**", "2", "0", "0.0%"]
+
+
+def test_labels_from_user_data_are_drawn_literally() -> None:
+    # Before: "$$" in a category (or "$^$" in a judge's name) stopped the report with a mathtext
+    # parse error from matplotlib, after every verdict was in.
+    from matplotlib.cbook import is_math_text  # noqa: PLC0415
+
+    from evaluation.report.plots import agreement_figure, category_figure, figure_png, render_plots  # noqa: PLC0415
+
+    report = _built({"a": "Deals $$", "b": "$^$ and $x$"}, ["a", "b"], {"a": "success", "b": "failure"})
+    report.judges = [report.judges[0].model_copy(update={"model": name}) for name in ("gpt$^$x", "m$$")]
+    labels = []
+    for figure in (category_figure(report), agreement_figure(report)):
+        axes = figure.axes[0]
+        labels += [label.get_text() for label in axes.get_yticklabels()]
+        assert figure_png(figure).startswith(b"\x89PNG")
+    assert not any(is_math_text(label) for label in labels)
+    assert [label.replace("\\$", "$") for label in labels] == [
+        "$^$ and $x$  0/1", "Deals $$  1/1", "All  1/2", "gpt$^$x", "m$$",
+    ]
+    assert set(render_plots(report)) == {"by_category", "agreement"}
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r", "\r\n", "\u2028", "\u2029", "\x0b", "\x85"])
+def test_a_line_break_of_any_kind_in_a_cell_keeps_the_markdown_row_whole(newline: str) -> None:
+    # Before: only "\n" was replaced: a bare CR in a question split the row of report.md.
+    from evaluation.report.render import markdown_table  # noqa: PLC0415
+    from evaluation.report.tables import Table  # noqa: PLC0415
+
+    lines = markdown_table(Table("Tasks", ["task", "question"], [["t1", f"Question 1:{newline}| find it{newline}"]]))
+    assert lines[-2:] == ["| t1 | Question 1: \\| find it |", ""]

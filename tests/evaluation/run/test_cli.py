@@ -478,6 +478,22 @@ def test_a_bad_judge_tools_file_or_task_id_stops_the_run_before_any_task(bench, 
     assert not (bench["tmp"] / "agent-runs.log").exists()  # no task ran
 
 
+def test_every_judge_option_is_checked_before_the_first_task(bench, capsys) -> None:
+    # Before: a missing --judge-human-labels or an unwritable --judge-out was reported after every
+    # task had run, the latter as "pass --out DIR".
+    judge = ["--judge", "--judge-model", "j", "--judge-base-url", "http://127.0.0.1:9/v1"]
+    missing = bench["tmp"] / "labels.json"
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), *judge, "--judge-human-labels", str(missing)) == 2
+    assert f"error: {missing}: human labels not found." in capsys.readouterr().err
+    in_the_way = bench["tmp"] / "a-file"
+    in_the_way.write_text("")
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), *judge, "--judge-out", str(in_the_way / "judge")) == 2
+    err = capsys.readouterr().err
+    assert f"error: --judge-out {in_the_way / 'judge'}: cannot write there ({in_the_way} is not a directory)" in err
+    assert "--out DIR" not in err
+    assert not (bench["tmp"] / "agent-runs.log").exists()  # no task ran
+
+
 def _start_run(
     bench: dict[str, Path], ignore: tuple[signal.Signals, ...], *extra: str
 ) -> tuple[subprocess.Popen, Path]:

@@ -27,7 +27,14 @@ def test_manifest_survives_reopening_and_defines_finished(tmp_path: Path) -> Non
 
 def test_corrupt_manifest_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text("{not json")
-    with pytest.raises(ConfigError, match="summary.json: not a run summary"):
+    with pytest.raises(ConfigError) as caught:
+        RunManifest.open(tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path / 'summary.json'}: the run summary is unreadable (not valid JSON: Expecting property name "
+        "enclosed in double quotes at line 1 column 2). Use another --out directory or remove the file to start over."
+    )
+    (tmp_path / "summary.json").write_text(json.dumps({"tasks": {"a": {"status": "done"}}}))
+    with pytest.raises(ConfigError, match=r"unreadable \(field tasks\.a\.task_id is missing; and 1 more problem"):
         RunManifest.open(tmp_path)
 
 

@@ -126,3 +126,12 @@ def test_session_without_task_id_takes_the_file_name_of_a_known_task(tmp_path: P
     write_copilot_log(tmp_path / "task-9.jsonl", None, None)
     assert set(load_trajectories([tmp_path], known_tasks={"task-9"}).trajectories) == {"task-9"}
     assert set(load_trajectories([tmp_path]).trajectories) == {"s1"}  # unknown: the session id
+
+
+def test_a_log_saved_with_a_bom_keeps_its_first_event(tmp_path: Path) -> None:
+    # Before: the BOM made session_start "not JSON" and the whole task was dropped.
+    log = write_copilot_log(tmp_path / "t1.jsonl", "t1", "question t1", answer="the answer")
+    log.write_bytes(b"\xef\xbb\xbf" + log.read_bytes())
+    result = load_trajectories([tmp_path])
+    assert result.problems == [] and result.malformed_lines == 0
+    assert (result.trajectories["t1"].question, result.trajectories["t1"].final_answer) == ("question t1", "the answer")

@@ -72,3 +72,10 @@ def test_real_livemcpbench_sample() -> None:
     assert sum(1 for call in audio.execute_calls if call.error_kind == "timeout") == 5
     finance = next(t for t in result.trajectories.values() if t.category == "Finance")
     assert finance.route_calls[0].hits[0] == ("yahoo-finance", "get_historical_stock_prices")
+
+
+def test_a_file_saved_with_a_bom_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps([livemcpbench_entry("a", "Where is X?")]).encode())
+    result = load_trajectories([path])
+    assert result.problems == [] and result.trajectories["a"].question == "Where is X?"
