@@ -42,6 +42,8 @@ from server.execute.arguments import unknown_arguments, unknown_arguments_messag
 from server.copilot import Copilot, Shutdown, copilot_version
 from server.route.answer import RouteAnswer
 from server.route.kinds import ROUTE_KINDS
+from server.invalid_params import invalid_params_hint
+from server.stdio.settle import open_requests
 from server.unknown_method import unknown_method_hint
 from server.pool.settings import PoolSettings
 from server.relay.hub import install_handlers
@@ -459,6 +461,9 @@ def build_app(
     _IN_FLIGHT[app] = in_flight
     lowlevel = app._lowlevel_server  # noqa: SLF001 -- the SDK lists no served methods publicly
     app.middleware.insert(0, unknown_method_hint(lambda: list(lowlevel._request_handlers)))  # noqa: SLF001
+    app.middleware.insert(0, invalid_params_hint())
+    if transport != "http":
+        app.middleware.append(open_requests(app).middleware)
     aggregation.install(app)
     install_handlers(app)
     return app

@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from index.children.wire import error_at, loose_parse, request_id_of
 from server.envelope import EnvelopeProblem, invalid_request, message_problem, parse_error, value_problem
 from server.stdio.fast import FastExecute, execute_tools
+from server.stdio.settle import open_requests
 from server.stdio.pipes import MAX_LINE_BYTES, PipeWriter, stdio_files
 
 logger = logging.getLogger(__name__)
@@ -256,12 +257,19 @@ async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Calla
 
         stdin.on_oversized = answer_oversized
         if not fast:
+            stdin.at_end = open_requests(app).settle
             async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
                 answering = AnswerUnparseable(read_stream, write_stream, lines)
                 await server.run(answering, write_stream, server.create_initialization_options())
             return
         async with FastExecute.serving(server, stdout.send, execute_tools(app), on_taken=on_taken) as fast_path:
-            stdin.take, stdin.at_end = fast_path.take, fast_path.finish
+            sdk_requests = open_requests(app)
+
+            async def at_end() -> None:
+                await sdk_requests.settle()
+                await fast_path.finish()
+
+            stdin.take, stdin.at_end = fast_path.take, at_end
             async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
                 answering = AnswerUnparseable(read_stream, write_stream, lines)
                 await server.run(answering, write_stream, server.create_initialization_options())

@@ -281,6 +281,37 @@ async def test_calls_cut_off_by_the_end_of_input_are_answered_connection_closed(
         assert sorted(_shape(ends[path])) == [(-32700, "last"), (-32000, "gone"), (-32000, "gone")], path
 
 
+async def test_requests_sent_just_before_the_end_of_input_are_answered(tmp_path: Path) -> None:
+    # Before: the SDK cancelled a request it had just received before its handler started, so the
+    # last request of a host that then closed stdin got no answer at all.
+    ends: dict[str, list[dict[str, Any]]] = {}
+
+    async def run(path: str) -> None:
+        async with raw_copilot(tmp_path / path, path) as copilot:
+            await copilot.send(
+                line(ping("ping")),
+                line({"jsonrpc": "2.0", "id": "tools", "method": "tools/list"}),
+                line({"jsonrpc": "2.0", "id": "bad", "method": "tools/call", "params": {"name": "route", "arguments": [1]}}),
+            )
+            await copilot.process.stdin.aclose()  # type: ignore[union-attr]
+            ends[path] = [m for m in await _read_to_the_end(copilot) if "method" not in m]
+            copilot.assert_clean()
+
+    async with anyio.create_task_group() as group:
+        for path in PATHS:
+            group.start_soon(run, path)
+    for path in PATHS:
+        answers = {m["id"]: m for m in ends[path] if m["id"] != "initialize"}
+        assert set(answers) == {"ping", "tools", "bad"}, path
+        assert answers["ping"]["result"] == {}
+        assert {tool["name"] for tool in answers["tools"]["result"]["tools"]} >= {"route", "execute"}
+        assert answers["bad"]["error"] == {
+            "code": -32602,
+            "message": "Invalid request parameters: tools/call: arguments: should be a valid dictionary",
+            "data": "",
+        }
+
+
 async def test_the_copilot_leaves_when_the_host_stops_listening(tmp_path: Path) -> None:
     """A host that closed its input but never reads the answers, and one that closed its end of
     stdout: the copilot ends the session and exits, without a traceback."""

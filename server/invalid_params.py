@@ -1,0 +1,49 @@
+"""A request whose params break its method's schema: ``Invalid request parameters``, saying which.
+
+The SDK answers every such request with ``-32602``, ``Invalid request parameters`` and empty
+``data`` (no pydantic text on the wire): a host or a person cannot tell that ``arguments`` must be
+an object, or that ``name`` is missing. The code and ``data`` stay; the message gains the first
+problems, where and what (``tools/call: name: Field required``), in the words the copilot uses for
+a child's replies that break the schema (:func:`index.children.raw_pages.describe_schema_error`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from index.children.raw_pages import describe_schema_error
+from server.bounded import shown_name
+
+#: The SDK's own message, kept as the start of ours.
+SDK_MESSAGE = "Invalid request parameters"
+
+
+def invalid_params_hint() -> Callable[..., Any]:
+    """Server middleware: ``Invalid request parameters`` names the params that break the schema."""
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Any]) -> Any:
+        try:
+            return await call_next(ctx)
+        except ValidationError as error:
+            if ctx.request_id is None:
+                raise
+            method = shown_name(ctx.method) if isinstance(ctx.method, str) else "the request"
+            raise MCPError(
+                code=types.INVALID_PARAMS, message=f"{SDK_MESSAGE}: {method}: {_problems(error)}", data=""
+            ) from None
+
+    return middleware
+
+
+def _problems(error: ValidationError) -> str:
+    """The problems, located in the params (the SDK's model names and union branches left out)."""
+    text = describe_schema_error(error)
+    for prefix in ("params.", "params"):
+        text = text.replace(prefix, "", 1) if text.startswith(prefix) else text
+    return text
