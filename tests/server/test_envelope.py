@@ -295,3 +295,22 @@ async def test_the_stdio_copilot_still_serves_after_them(over_stdio: Raw) -> Non
     await over_stdio.send(_call("after") + b"\n")
     assert (await over_stdio.answer("after"))["result"]["structuredContent"] == {"result": "x"}
 
+
+
+@in_module_loop
+async def test_params_that_break_the_schema_are_named_on_every_entry(
+    over_stdio: Raw, over_http: tuple[httpx2.AsyncClient, str, dict[str, str]]
+) -> None:
+    """The SDK says only ``Invalid request parameters``; the copilot names what is wrong (same code and data)."""
+    params = {"name": "route", "arguments": "current time"}
+    request = {"jsonrpc": "2.0", "id": "args", "method": "tools/call", "params": params}
+    [over_pipes] = await over_stdio.exchange(json.dumps(request).encode() + b"\n", "args")
+    http, url, session = over_http
+    handshake = await http.post(url, json=request, headers=session)
+    [event] = [line.removeprefix("data: ") for line in handshake.text.splitlines() if line.startswith("data: {")]
+    envelope = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {**raw_mcp_headers(TOKEN), "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "route"}
+    modern = await http.post(url, json={**request, "params": {**params, "_meta": envelope}}, headers=headers)
+    message = "Invalid request parameters: tools/call: arguments: should be a valid dictionary (got 'current time')"
+    expected = {"jsonrpc": "2.0", "id": "args", "error": {"code": -32602, "message": message, "data": ""}}
+    assert (over_pipes, json.loads(event), modern.json()) == (expected, expected, expected), modern.status_code
