@@ -38,7 +38,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     unknown = [name for name in names if name not in BENCHMARKS]
     if unknown:
-        print(f"unknown benchmark(s) {unknown}; choose from {sorted(BENCHMARKS)}", file=sys.stderr)
+        from index.cli.suggest import nearest_names
+
+        for name in unknown:
+            close = nearest_names(name, BENCHMARKS, limit=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            print(f"unknown benchmark {name!r}.{hint} Choose from: {', '.join(sorted(BENCHMARKS))}.", file=sys.stderr)
         return 2
     status = 0
     try:

@@ -281,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--annotations", type=existing_file, default=DEFAULT_ANNOTATIONS)
     parser.add_argument("--trajectories", type=existing_file, default=DEFAULT_TRAJECTORIES)
     parser.add_argument("--rounds", type=positive_int, default=3, help="passes over the queries (default 3)")
-    parser.add_argument("--scale", type=int, default=0, metavar="N", help="also measure N synthetic tools (e.g. 100000)")
+    parser.add_argument("--scale", type=positive_int, default=0, metavar="N", help="also measure N synthetic tools (e.g. 100000)")
     parser.add_argument("--skip-build", action="store_true", help="skip the cold/no-change build timing")
     parser.add_argument("--only", choices=["build"], help="only the builds: cold once, then nothing changed --repeat times")
     parser.add_argument("--repeat", type=positive_int, default=1, metavar="N", help="no-change builds to time (default 1; median and range shown)")

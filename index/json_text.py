@@ -3,11 +3,16 @@
 Python's ``json.loads`` raises ``RecursionError``, not a ``ValueError``, for arrays or objects
 nested deeper than it can follow (about a thousand levels), so a malformed file of
 ``[[[[…]]]]`` got past every reader's "not JSON" handling as a traceback.
+
+It also reads ``"\\ud800"`` -- a lone surrogate escape -- into a string that no UTF-8 encoder
+writes and no tokenizer takes; argv bytes that are not UTF-8 arrive as such surrogates too
+(``surrogateescape``). :func:`without_lone_surrogates` makes such text usable.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 
@@ -26,3 +31,14 @@ def parse_json(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise NestedTooDeepError(text if isinstance(text, str) else "") from None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: What a lone surrogate becomes: the Unicode replacement character, as a UTF-8 decoder's "replace" gives.
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (a str never holds a valid pair: JSON
+    and UTF-8 decoders join those into one character)."""
+    return _LONE_SURROGATE.sub(REPLACEMENT_CHARACTER, text)

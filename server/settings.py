@@ -204,6 +204,12 @@ class ServerSettings(CopilotSettings):
     def _comma_separated(cls, value: Any) -> Any:
         return split_list(value)
 
+    @field_validator("http_token_file", "log_file", mode="before")
+    @classmethod
+    def _empty_path_means_unset(cls, value: Any) -> Any:
+        # Blank (an empty line in .env) would be the path ".": "Is a directory" instead of the default.
+        return cls._empty_means_unset(value)
+
     @field_validator("roots", mode="before")
     @classmethod
     def _path_list(cls, value: Any) -> Any:

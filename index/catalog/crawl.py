@@ -59,6 +59,7 @@ from index.catalog.servers import ServerConfig, load_servers
 from index.settings import CopilotSettings
 from index.cli.suggest import nearest_names
 from index.cli.console import make_console
+from index.cli.display import printable
 
 logger = logging.getLogger(__name__)
 
@@ -292,7 +293,7 @@ async def crawl_server(
     """Crawl one server; never raises for the server's own failures (they are in the outcome)."""
     limit = config.timeout or timeout
     log_path = log_dir / log_file_name(config.name) if config.transport == "stdio" else None
-    log_offset = log_path.stat().st_size if log_path is not None and log_path.exists() else 0
+    log_offset = 0
     started = anyio.current_time()
     deadline = started + limit
     warnings: list[str] = []
@@ -302,6 +303,8 @@ async def crawl_server(
     others: list[ToolRecord] = []
     answered = False  # the error below is the server's own answer, read while it was connected
     try:
+        # Inside the try: a log that cannot be looked at (its dir unusable) fails this server, not the crawl.
+        log_offset = log_path.stat().st_size if log_path is not None and log_path.exists() else 0
         # The hard stop also bounds a start or a teardown that hangs; open_session kills the group.
         with anyio.CancelScope(deadline=deadline + TEARDOWN_GRACE):
             async with _bounded_logs() as watch, open_session(
@@ -344,7 +347,7 @@ async def crawl_server(
         if not tail and log_path is not None:
             tail = read_log_tail(log_path, log_offset, max_lines=STDERR_TAIL_LINES)
         reason, message, tail = config.redact(reason), config.redact(message), [config.redact(x) for x in tail]
-        logger.debug("%s: %s (%s)", config.name, kind, message, exc_info=kind == ERROR)
+        logger.debug("%s: %s (%s)", printable(config.name), kind, printable(message), exc_info=kind == ERROR)
         outcome = ServerOutcome(
             server=config.name, ok=False, seconds=round(anyio.current_time() - started, 2), kind=kind,
             reason=reason, message=message, stderr_tail=tail[-STDERR_TAIL_LINES:], warnings=warnings,
@@ -355,7 +358,7 @@ async def crawl_server(
     if junk:
         warnings.append(f"printed {junk} non-protocol line(s) on stdout; ignored (see its log)")
     for name, problem in skipped.items():
-        logger.warning("server '%s': %s", config.name, skipped_words(name, problem))
+        logger.warning("server '%s': %s", printable(config.name), printable(skipped_words(name, problem)))
     if not tools:
         warnings.append("listed no tools" if not skipped else "listed no tool with a usable definition")
     description = _server_description(config, initialize_result)
@@ -383,8 +386,19 @@ async def crawl_server(
     return outcome, records, info
 
 
+def _unexpected_failure(config: ServerConfig, error: Exception) -> ServerOutcome:
+    """The outcome of a server whose crawl raised past :func:`crawl_server`'s own handling."""
+    reason = config.redact(f"{type(error).__name__}: {error}")
+    return ServerOutcome(server=config.name, ok=False, kind=ERROR, reason=reason, message=f"server '{config.name}': {reason}")
+
+
 # ---------------------------------------------------------------------------------------------
 # many servers
+
+
+def _shown(text: str) -> str:
+    """Server names and what children said, for a rich console: controls made visible, then markup escaped."""
+    return escape(printable(text))
 
 
 class _Display:
@@ -419,7 +433,7 @@ class _Display:
 
     def _describe(self) -> str:
         shown = ", ".join(self.running[:3]) + (f" +{len(self.running) - 3}" if len(self.running) > 3 else "")
-        return escape(shown)
+        return _shown(shown)
 
     def started(self, name: str) -> None:
         self.running.append(name)
@@ -431,18 +445,18 @@ class _Display:
         if self.progress is None:
             return
         if outcome.kind == SELF_ENTRY:
-            line = f"[yellow]skipped[/] {escape(outcome.server)}: {escape(outcome.reason)}"
+            line = f"[yellow]skipped[/] {_shown(outcome.server)}: {_shown(outcome.reason)}"
         elif outcome.ok:
             count = len(outcome.skipped_tools) - (LISTING_CUT in outcome.skipped_tools)
             skipped = f", [yellow]{count} skipped[/] for broken definitions" if count else ""
             if LISTING_CUT in outcome.skipped_tools:
                 skipped += ", [yellow]more listed past the cap[/]"
             line = (
-                f"[green]ok[/]     {escape(outcome.server)}: {outcome.tool_count} tools{skipped} "
+                f"[green]ok[/]     {_shown(outcome.server)}: {outcome.tool_count} tools{skipped} "
                 f"(started in {outcome.start_seconds or 0:.1f} s, {outcome.seconds:.1f} s in all)"
             )
         else:
-            line = f"[red]failed[/] {escape(outcome.server)}: {escape(outcome.kind or '')} - {escape(outcome.reason)}"
+            line = f"[red]failed[/] {_shown(outcome.server)}: {_shown(outcome.kind or '')} - {_shown(outcome.reason)}"
         self.progress.console.print(line, highlight=False)
         self.progress.update(self.task, advance=1, description=self._describe())
 
@@ -474,7 +488,10 @@ async def crawl_servers(
             enabled[name] = config
         else:
             report.skipped[name] = config.reason or "disabled in the server list"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"{log_dir}: cannot be the log directory of the crawled children ({error.strerror or error}).") from None
     console = progress if isinstance(progress, Console) else (make_console(stderr=True) if progress else None)
     results: dict[str, tuple[ServerOutcome, list[ToolRecord], CatalogServer | None]] = {}
     limiter = anyio.CapacityLimiter(concurrency)
@@ -488,7 +505,11 @@ async def crawl_servers(
             async with limiter:
                 display.started(name)
                 workdir = Path(work) / log_file_name(name).removesuffix(".log")
-                result = await crawl_server(config, timeout=timeout, log_dir=log_dir, workdir=workdir)
+                try:
+                    result = await crawl_server(config, timeout=timeout, log_dir=log_dir, workdir=workdir)
+                except Exception as error:  # noqa: BLE001 -- a fault of ours with one server must not end the others' crawls
+                    logger.debug("crawling %s failed", printable(name), exc_info=True)
+                    result = _unexpected_failure(config, error), [], None
                 results[name] = result
                 display.finished(result[0])
                 if on_result is not None:
@@ -531,19 +552,19 @@ def print_summary(report: CrawlReport, console: Console) -> None:
         table.add_column("why", overflow="fold")
         table.add_column("last stderr lines", style="dim", overflow="fold")
         for outcome in report.failed:
-            tail = "\n".join(outcome.stderr_tail[-4:])
-            table.add_row(escape(outcome.server), outcome.kind or "", escape(outcome.reason), escape(tail))
+            tail = "\n".join(_shown(line) for line in outcome.stderr_tail[-4:])
+            table.add_row(_shown(outcome.server), outcome.kind or "", _shown(outcome.reason), tail)
         console.print(table)
     warned = [outcome for outcome in report.outcomes.values() if outcome.ok and outcome.warnings]
     for outcome in warned:
-        console.print(f"[yellow]note[/] {escape(outcome.server)}: {escape('; '.join(outcome.warnings))}", highlight=False)
+        console.print(f"[yellow]note[/] {_shown(outcome.server)}: {_shown('; '.join(outcome.warnings))}", highlight=False)
     _print_skipped_tools(report, console)
     itself = [name for name, reason in report.skipped.items() if reason.startswith(SELF_ENTRY_REASON)]
     disabled = [name for name in report.skipped if name not in itself]
     if disabled:
-        console.print(f"skipped {len(disabled)} disabled server(s): {escape(', '.join(disabled))}", highlight=False)
+        console.print(f"skipped {len(disabled)} disabled server(s): {_shown(', '.join(disabled))}", highlight=False)
     if itself:
-        console.print(f"skipped {len(itself)} entry(ies) that are the copilot itself: {escape(', '.join(itself))}", highlight=False)
+        console.print(f"skipped {len(itself)} entry(ies) that are the copilot itself: {_shown(', '.join(itself))}", highlight=False)
     _print_start_times(report, console)
     console.print(
         f"crawled {len(report.succeeded)} of {len(report.outcomes)} server(s), {count_kinds(report.records)}; "
@@ -565,9 +586,9 @@ def _print_skipped_tools(report: CrawlReport, console: Console) -> None:
             highlight=False,
         )
         for server, name, why in skipped:
-            console.print(f"  {escape(server)}/{escape(name)}: {escape(why)}", highlight=False)
+            console.print(f"  {_shown(server)}/{_shown(name)}: {_shown(why)}", highlight=False)
     for server, _, why in (entry for entry in entries if entry[1] == LISTING_CUT):
-        console.print(f"[yellow]cut[/] {escape(server)}: {escape(why)}", highlight=False)
+        console.print(f"[yellow]cut[/] {_shown(server)}: {_shown(why)}", highlight=False)
 
 
 #: Servers that take at least this long to answer initialize are listed after a crawl.
@@ -583,7 +604,7 @@ def _print_start_times(report: CrawlReport, console: Console) -> None:
     if not starts:
         return
     median = starts[len(starts) // 2][0]
-    slow = [f"{escape(server)} {seconds:.1f} s" for seconds, server in starts if seconds >= SLOW_START_SECONDS]
+    slow = [f"{_shown(server)} {seconds:.1f} s" for seconds, server in starts if seconds >= SLOW_START_SECONDS]
     line = f"start times (launch to initialize): median {median:.1f} s, slowest {starts[0][0]:.1f} s"
     if slow:
         line += f"; {len(slow)} slow to start (>= {SLOW_START_SECONDS:g} s): " + ", ".join(slow)
@@ -604,7 +625,7 @@ def _earlier_records(out: Path, servers: Mapping[str, ServerConfig], console: Co
     try:
         earlier = load_catalog(out)
     except CopilotError as error:
-        console.print(f"note: {escape(str(error))} It is replaced by this crawl.", highlight=False)
+        console.print(f"note: {_shown(str(error))} It is replaced by this crawl.", highlight=False)
         return None
     listed = set(servers)
     return Catalog(
@@ -634,10 +655,62 @@ def review_crawl(records: list[ToolRecord], console: Console) -> None:
     try:
         results = review_by_server(TrustSettings.load().reviewer(), records, pin=True)
     except CopilotError as error:
-        console.print(f"[yellow]warning[/]: tools were not checked against their pins: {escape(str(error))}")
+        console.print(f"[yellow]warning[/]: tools were not checked against their pins: {_shown(str(error))}")
         return
     print_review_summary(console, results)
     print_scan_notes(console, records)
+
+
+def check_catalog_target(out: Path, flag: str) -> None:
+    """Fail now, not at the write after the crawl, when ``out`` cannot be a catalog file."""
+    if out.is_dir():
+        raise ConfigError(f"{flag} {out}: is a directory; give the catalog file to write, e.g. {out / 'catalog.json'}.")
+    for parent in out.parents:
+        if parent.exists():  # a path through a file does not exist: the first one that does is what is in the way
+            if not parent.is_dir():
+                raise ConfigError(f"{flag} {out}: {parent} is a file, not a directory; give a catalog path inside a directory.")
+            return
+
+
+def make_log_dir(log_dir: Path, flag: str | None, home: Path) -> None:
+    """Create the children's log dir; one that cannot be is named by ``flag`` (by COPILOT_HOME when None)."""
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        if log_dir.is_file():
+            reason = "it is a file, not a directory"
+        elif isinstance(error, (FileExistsError, NotADirectoryError)):
+            reason = "a file is in the way"
+        else:
+            reason = error.strerror or str(error)
+        if flag is not None:
+            raise ConfigError(f"{flag} {log_dir}: cannot use it for the children's logs ({reason}); give a writable directory.") from None
+        raise ConfigError(
+            f"cannot use {log_dir} for the children's logs ({reason}); COPILOT_HOME ({home}) must be a writable "
+            "directory: fix it or set COPILOT_HOME elsewhere (or pass --log-dir DIR)."
+        ) from None
+
+
+def print_kept(catalog: Catalog, report: CrawlReport, selected: Mapping[str, ServerConfig], console: Console) -> None:
+    """What the written catalog keeps from the earlier one, by why: a failure now, a server skipped
+    (disabled), or one ``--only`` did not name -- the last are no failure, and only counted."""
+    kept = {record.server for record in catalog.tools} - set(report.servers)
+    in_order = [name for name in catalog.servers if name in kept]
+    failed = [name for name in in_order if name in report.outcomes]
+    not_tried = [name for name in in_order if name in selected and name not in report.outcomes]
+    unnamed = [name for name in in_order if name not in selected]
+    if failed:
+        console.print(
+            f"kept the earlier records of {len(failed)} server(s) whose crawl failed now: {_shown(', '.join(failed))}",
+            highlight=False,
+        )
+    if not_tried:
+        console.print(
+            f"kept the earlier records of {len(not_tried)} skipped server(s), not crawled now: {_shown(', '.join(not_tried))}",
+            highlight=False,
+        )
+    if unnamed:
+        console.print(f"kept the records of {len(unnamed)} other server(s) as they were (not named by --only)", highlight=False)
 
 
 def crawl_command(args: argparse.Namespace) -> int:
@@ -648,6 +721,9 @@ def crawl_command(args: argparse.Namespace) -> int:
     selected = select_servers(loaded.servers, args.only, str(servers_path))
     out = Path(args.out) if args.out else settings.catalog_file()
     log_dir = Path(args.log_dir) if args.log_dir else settings.home / "crawl-logs"
+    # Both checked before any child starts: a crawl takes minutes, and its catalog must be writable at the end.
+    check_catalog_target(out, "--out" if args.out else "the catalog (COPILOT_CATALOG)")
+    make_log_dir(log_dir, "--log-dir" if args.log_dir else None, settings.home)
     console = make_console(stderr=True)
     # Read the catalog to merge into before starting anything: a broken one must not be overwritten.
     base = load_catalog(out) if args.only and out.exists() else None
@@ -655,7 +731,7 @@ def crawl_command(args: argparse.Namespace) -> int:
         base = _earlier_records(out, loaded.servers, console)
     if not any(config.is_enabled for config in selected.values()):
         reasons = "; ".join(f"{name}: {config.reason or 'disabled'}" for name, config in selected.items())
-        console.print(f"error: no enabled server to crawl ({escape(reasons) or 'the server list is empty'}).")
+        console.print(f"error: no enabled server to crawl ({_shown(reasons) or 'the server list is empty'}).")
         return 1
     report = anyio.run(
         partial(
@@ -665,23 +741,18 @@ def crawl_command(args: argparse.Namespace) -> int:
     print_summary(report, console)
     review_crawl(report.records, console)
     if not report.succeeded:
-        console.print(f"error: no server could be crawled; {escape(str(out))} was left unchanged. Logs: {escape(str(log_dir))}")
+        console.print(f"error: no server could be crawled; {_shown(str(out))} was left unchanged. Logs: {_shown(str(log_dir))}")
         return 1
     catalog = report.to_catalog(base, source=f"crawl of {servers_path.name}")
     if not args.only:  # in the server list's order, whatever the earlier catalog's was
         rank = {name: i for i, name in enumerate(loaded.servers)}
         catalog.servers = dict(sorted(catalog.servers.items(), key=lambda item: rank.get(item[0], len(rank))))
         catalog.tools.sort(key=lambda record: rank.get(record.server, len(rank)))
-    kept = sorted({r.server for r in catalog.tools} - set(report.servers))
-    if kept:
-        console.print(
-            f"kept the earlier records of {len(kept)} server(s) whose crawl failed now: {escape(', '.join(kept))}",
-            highlight=False,
-        )
+    print_kept(catalog, report, selected, console)
     catalog.save(out)
     console.print(
-        f"wrote {escape(str(out))}: {count_kinds(catalog.tools)} from {len(catalog.servers)} servers; "
-        f"each child's stderr is in {escape(str(log_dir))}/<server>.log",
+        f"wrote {_shown(str(out))}: {count_kinds(catalog.tools)} from {len(catalog.servers)} servers; "
+        f"each child's stderr is in {_shown(str(log_dir))}/<server>.log",
         highlight=False,
     )
     return 0

@@ -149,11 +149,9 @@ def load_catalog(path: str | Path) -> Catalog:
         if path.suffix == ".gz":
             raw = gzip.decompress(raw)
     except FileNotFoundError:
-        from index.cli.hints import index_command
+        from index.cli.hints import create_catalog_commands
 
-        raise CatalogError(
-            f"{path}: catalog not found. Create one with: {index_command(None, 'crawl', '--out', str(path))}"
-        ) from None
+        raise CatalogError(f"{path}: catalog not found. Create one with: {create_catalog_commands(None, path)}") from None
     except (OSError, EOFError, zlib.error) as error:  # unreadable, a directory, or a corrupt/truncated .gz
         raise CatalogError(f"{path}: cannot read the catalog ({error}).") from None
     try:
@@ -162,15 +160,19 @@ def load_catalog(path: str | Path) -> Catalog:
         raise CatalogError(f"{path}:{error.lineno}: catalog is not valid JSON ({error.msg}).") from None
     except UnicodeDecodeError as error:
         raise CatalogError(f"{path}: catalog is not UTF-8 text ({error.reason} at byte {error.start}).") from None
+    if isinstance(data, dict) and _looks_like_servers_file(data):
+        raise CatalogError(
+            f"{path}: not a catalog snapshot but a servers file; crawl it into a catalog with "
+            f"python -m index crawl --servers {path} --out CATALOG."
+        )
+    if isinstance(data, dict) and "tools" in data and not isinstance(data["tools"], list):
+        raise CatalogError(
+            f"{path}: not a catalog snapshot ('tools' must be a list of tool records, got {_json_type(data['tools'])})."
+        )
     if not isinstance(data, dict) or not isinstance(data.get("tools"), list):
         # Reading such a file as an empty catalog would let ``build`` empty the index.
         got = f"a JSON {type(data).__name__}" if not isinstance(data, dict) else f"keys {sorted(data)[:6]}"
-        hint = (
-            ": this is a servers file; crawl it into a catalog with python -m index crawl --servers FILE --out CATALOG"
-            if isinstance(data, dict) and ("mcpServers" in data or "servers" in data)
-            else ""
-        )
-        raise CatalogError(f"{path}: not a catalog snapshot (expected a JSON object with a 'tools' list, got {got}){hint}.")
+        raise CatalogError(f"{path}: not a catalog snapshot (expected a JSON object with a 'tools' list, got {got}).")
     version = data.get("version", CATALOG_VERSION)
     if isinstance(version, int) and not isinstance(version, bool) and version > CATALOG_VERSION:
         raise CatalogError(
@@ -180,6 +182,41 @@ def load_catalog(path: str | Path) -> Catalog:
     try:
         return Catalog.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise CatalogError(f"{path}: not a catalog snapshot ({where}: {first['msg']}).") from None
+        raise CatalogError(f"{path}: not a catalog snapshot {_describe_invalid(data, error)}.") from None
+
+
+def _json_type(value: object) -> str:
+    """``value``'s kind as JSON names it (an object, not a dict)."""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _looks_like_servers_file(data: dict[str, Any]) -> bool:
+    """A server list (Claude Desktop's ``mcpServers``, VS Code's ``servers`` of launch entries) and no catalog.
+
+    Every catalog has a ``servers`` mapping too: it is a servers file only when there are no ``tools``
+    and its entries say how to launch something."""
+    if "tools" in data:
+        return False
+    if isinstance(data.get("mcpServers"), dict):
+        return True
+    entries = data.get("servers")
+    return isinstance(entries, dict) and any(
+        isinstance(entry, dict) and ("command" in entry or "url" in entry) for entry in entries.values()
+    )
+
+
+def _describe_invalid(data: dict[str, Any], error: ValidationError) -> str:
+    """The first problem by its path (``tools.3.input_schema: ...``), the record it is in when that
+    record names itself (``in the record of time/now``), and how many more problems there are."""
+    first = error.errors()[0]
+    location = first["loc"]
+    where = ".".join(str(part) for part in location)
+    text = f"({where}: {first['msg']})"
+    if len(location) >= 2 and location[0] == "tools" and isinstance(location[1], int):
+        record = data["tools"][location[1]]
+        ids = [record.get(key) for key in ("server", "name")] if isinstance(record, dict) else []
+        if ids and all(isinstance(part, str) for part in ids):
+            text += f" in the record of {ids[0]}/{ids[1]}"
+    more = len(error.errors()) - 1
+    return text + (f"; and {more} more problem(s)" if more else "")

@@ -28,6 +28,7 @@ from index.children.containment.environment import inherited_environment, system
 from index.errors import ConfigError
 from index.catalog.redact import Redactor
 from index.catalog.self_entry import SELF_ENTRY_ADVICE, launches_copilot
+from index.cli.display import printable
 from index.trust.overrides import AnnotationOverride
 
 logger = logging.getLogger(__name__)
@@ -431,6 +432,27 @@ def _misspelling_hint(misspelled: Mapping[str, str]) -> str:
     return "; ".join(f"'{key}' is not a known key: did you mean '{ours}'?" for key, ours in misspelled.items())
 
 
+#: What a server name may hold, for the errors about one that does not.
+_NAME_RULE = "use letters, digits, spaces and punctuation of any script, except '/'"
+
+
+def _name_problem(name: str) -> str | None:
+    """What is wrong with ``name`` as a server name (control characters, lone surrogates, only dots), or None."""
+    if printable(name) != name:
+        # Written raw they would recolour or rewrite the crawl's output; a lone surrogate cannot be written at all.
+        found = sorted({printable(char) for char in name if printable(char) != char})
+        shown = ", ".join(found[:5])
+        kept = "".join(char for char in name if printable(char) == char).strip()
+        instead = f", e.g. '{kept}'" if kept and "/" not in kept else ""
+        return (
+            f"a name cannot contain control characters, line separators, bidi overrides or lone surrogates (found "
+            f"{shown}) -- names are shown on terminals and name log files; {_NAME_RULE}{instead}"
+        )
+    if set(name.strip()) == {"."}:
+        return f"a name cannot be only dots ('.' and '..' are directories, and a server's name also names its log file); {_NAME_RULE}"
+    return None
+
+
 def parse_servers(
     text: str, source: str = "<servers>", environ: Mapping[str, str] | None = None
 ) -> ServersFile:
@@ -477,6 +499,9 @@ def parse_servers(
                 f"{source}:{line}: a server with an empty name: give the entry a name (route shows it and execute "
                 "calls the server by it)."
             )
+        problem = _name_problem(name)
+        if problem is not None:
+            raise ConfigError(f"{source}:{line}: server '{printable(name)}': {problem}.")
         if "/" in name:
             raise ConfigError(
                 f"{source}:{line}: server '{name}': a name cannot contain '/' (tools are named server/tool in route's "

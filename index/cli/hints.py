@@ -58,3 +58,12 @@ def index_command(settings: CopilotSettings | None, *args: str) -> str:
                 shown = value.absolute() if isinstance(value, Path) else value
                 prefix.append(f"{variable}={shlex.quote(str(shown))}")
     return " ".join([*prefix, python_command("-m", "index", *args)])
+
+
+def create_catalog_commands(settings: CopilotSettings | None, path: Path) -> str:
+    """The commands that create the catalog at ``path``: a crawl or LiveMCPBench's import, each with
+    ``--out path`` (without it they write their default catalog, and following the advice would
+    overwrite that one and leave ``path`` missing)."""
+    crawl = index_command(settings, "crawl", "--out", str(path))
+    imported = index_command(settings, "import-livemcpbench", "PATH/tools.json", "--out", str(path))
+    return f"{crawl} -- or: {imported}"

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from index.json_text import parse_json
+from index.json_text import parse_json, without_lone_surrogates
 from index.cli.display import printable
 from index.errors import QueryError
 from index.cli.hints import index_command
@@ -64,16 +64,31 @@ def _print_table(query: str, hits: list[SearchHit], index: ToolIndex) -> None:
     make_console().print(table)
 
 
-def _batch_lines(path: Path) -> Iterator[tuple[int, str]]:
+def _batch_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The batch file's lines as bytes: each is decoded on its own, so a line that is not UTF-8 is
+    that line's error, not the file's (nor silently replaced)."""
     try:
-        handle = sys.stdin if str(path) == "-" else path.open(encoding="utf-8", errors="replace")
+        handle = sys.stdin.buffer if str(path) == "-" else path.open("rb")
     except FileNotFoundError:
         raise QueryError(f"{path}: batch file not found.") from None
     except OSError as error:
-        raise QueryError(f"{path}: cannot read the batch file ({error}).") from None
+        raise QueryError(f"{path}: cannot read the batch file ({error.strerror or error}).") from None
     with handle:
-        for number, line in enumerate(handle, 1):
-            yield number, line
+        try:
+            yield from enumerate(handle, 1)
+        except OSError as error:  # a directory opens, then fails at the first read
+            raise QueryError(f"{path}: cannot read the batch file ({error.strerror or error}).") from None
+
+
+def _decode_batch_line(raw: bytes, number: int) -> str:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise QueryError(
+            f"not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1}); save the file as UTF-8"
+        ) from None
+    # Windows editors (Notepad, PowerShell 5's Out-File) start UTF-8 files with a byte order mark.
+    return line.removeprefix("\ufeff") if number == 1 else line
 
 
 def _parse_batch_line(line: str) -> str:
@@ -85,7 +100,8 @@ def _parse_batch_line(line: str) -> str:
         raise QueryError('expected an object with a "query" field, e.g. {"query": "convert a document to pdf"}')
     if not isinstance(item["query"], str):
         raise QueryError(f'"query" must be a string, not {type(item["query"]).__name__}')
-    return item["query"]
+    # "\ud800" is valid JSON but no UTF-8 text: echoed as it is, the answer line could not be written.
+    return without_lone_surrogates(item["query"])
 
 
 def run_batch(index: ToolIndex, path: Path, top_k: int, server: str | None, out: TextIO, err: TextIO) -> int:
@@ -94,20 +110,21 @@ def run_batch(index: ToolIndex, path: Path, top_k: int, server: str | None, out:
     failures = 0
     if server is not None:
         index.search("check the server filter", top_k=1, server=server)  # an unknown name: one error, not one per line
-    for number, line in _batch_lines(path):
-        if not line.strip():
-            # Nothing asked (a doubled last newline, say): answered, to keep one answer per line, not an error.
-            out.write(json.dumps({"query": None, "line": number, "skipped": "blank line"}) + "\n")
-            continue
+    for number, raw in _batch_lines(path):
         query: Any = None
         answer: dict[str, Any]
         try:
+            line = _decode_batch_line(raw, number)
+            if not line.strip():
+                # Nothing asked (a doubled last newline, say): answered, to keep one answer per line, not an error.
+                out.write(json.dumps({"query": None, "line": number, "skipped": "blank line"}) + "\n")
+                continue
             query = _parse_batch_line(line)
             hits = index.search(query, top_k=top_k, server=server)
             answer = {"query": query, "results": [_hit_summary(h) for h in hits]}
         except QueryError as error:
             failures += 1
-            print(f"{path}:{number}: {error}", file=err)
+            print(f"{printable(str(path))}:{number}: {error}", file=err)
             answer = {"query": query, "line": number, "error": str(error)}
         out.write(json.dumps(answer, ensure_ascii=False) + "\n")
         out.flush()
@@ -128,9 +145,11 @@ def search_command(args: argparse.Namespace) -> int:
         index.ensure_built()
         index.warm()
         return run_batch(index, batch, top_k, args.server, sys.stdout, sys.stderr)
-    hits = index.search(args.query, top_k=top_k, server=args.server)
+    # Bytes of the argument that are not UTF-8 arrive as lone surrogates: echoed in --json they could not be written.
+    query = without_lone_surrogates(args.query)
+    hits = index.search(query, top_k=top_k, server=args.server)
     if args.json:
-        print(json.dumps({"query": args.query, "results": [h.model_dump() for h in hits]}, ensure_ascii=False, indent=1))
+        print(json.dumps({"query": query, "results": [h.model_dump() for h in hits]}, ensure_ascii=False, indent=1))
     elif not hits and index.tool_count == 0:
         print(
             f"the index at {index.location} holds no tools: build it from a catalog with "
@@ -140,6 +159,6 @@ def search_command(args: argparse.Namespace) -> int:
     elif not hits:
         print("no tools matched.", file=sys.stderr)
     else:
-        _print_table(args.query, hits, index)
+        _print_table(query, hits, index)
     return 0
 

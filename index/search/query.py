@@ -21,7 +21,7 @@ import re
 
 from pydantic import BaseModel
 
-from index.json_text import parse_json
+from index.json_text import parse_json, without_lone_surrogates
 from index.errors import QueryError
 
 #: Longer than any sensible tool request: the rest is cut off (the embedder reads only the first
@@ -137,7 +137,9 @@ def parse_query(query: object) -> ParsedQuery:
     """Validate and split a route query; raises :class:`QueryError` with what to send instead."""
     if not isinstance(query, str):
         raise QueryError(f"the query must be text, not {type(query).__name__}; describe the tool you need ({_EXAMPLE}).")
-    text = _CONTROL.sub(" ", query).strip()
+    # A lone surrogate (argv bytes that are not UTF-8, a JSON "\\ud800") reached the tokenizer and
+    # failed the search with a TypeError; as U+FFFD it is just a character that matches nothing.
+    text = without_lone_surrogates(_CONTROL.sub(" ", query)).strip()
     if not text:
         raise QueryError(f"the query is empty; describe the tool you need ({_EXAMPLE}).")
     if len(text) > REFUSED_QUERY_CHARS:

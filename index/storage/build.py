@@ -24,7 +24,7 @@ from index.storage.build_manifest import (
 )
 from index.storage.build_report import BuildReport
 from index.errors import CatalogError
-from index.cli.hints import index_command
+from index.cli.hints import create_catalog_commands, index_command
 from index.catalog.livemcpbench import default_output
 from index.catalog.records import Catalog, load_catalog
 from index.catalog.servers import ServersFile, load_servers
@@ -45,8 +45,8 @@ def resolve_catalog(settings: CopilotSettings, catalog: Path | None) -> Path:
     path = catalog or settings.catalog_file()
     if path.exists():
         return path
-    crawl = index_command(settings, "crawl")
-    if catalog is None and path == DEFAULT_CATALOG:
+    if catalog is None and path == DEFAULT_CATALOG:  # the commands' own default: no --out needed
+        crawl = index_command(settings, "crawl")
         imported = default_output(settings)
         hint = (
             f" An imported catalog exists: {index_command(settings, 'build', '--catalog', str(imported))}"
@@ -58,10 +58,7 @@ def resolve_catalog(settings: CopilotSettings, catalog: Path | None) -> Path:
             f"snapshot with: {index_command(settings, 'import-livemcpbench', 'PATH/tools.json')} and build from it "
             f"with: {index_command(settings, 'build', '--catalog', 'FILE')}.{hint}"
         )
-    raise CatalogError(
-        f"{path}: catalog not found. Create one with: {crawl} -- or: "
-        f"{index_command(settings, 'import-livemcpbench', 'PATH/tools.json')}"
-    )
+    raise CatalogError(f"{path}: catalog not found. Create one with: {create_catalog_commands(settings, path)}")
 
 
 def check_servers_file(settings: CopilotSettings) -> ServersFile:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -93,13 +95,36 @@ def _remember_review(reviewer: TrustReviewer, shown: list[Verdict]) -> None:
         )
 
 
+def _unusable_home(settings: TrustSettings, error: OSError) -> ConfigError:
+    """The one-line error of the other commands for a COPILOT_HOME that is no directory (a file, or a file in the way)."""
+    return ConfigError(
+        f"cannot use {settings.store().path.parent} for the trust store ({error.strerror or error}); COPILOT_HOME "
+        f"({settings.home}) must be a writable directory: fix it or set COPILOT_HOME elsewhere."
+    )
+
+
+def _check_home(settings: TrustSettings) -> None:
+    """Fail with one line when a file stands where the trust store's directory would be. Nothing is
+    created: a listing from a home that does not exist yet shows an empty store, as before."""
+    directory = settings.store().path.parent
+    for path in (directory, *directory.parents):
+        if path.exists():  # a path through a file does not exist: the first one that does is what is in the way
+            if not path.is_dir():
+                raise _unusable_home(settings, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)))
+            return
+
+
 def trust_command(args: argparse.Namespace) -> int:
     """List held-back definitions and quarantined servers with what changed; exit 1 when any are held.
 
     Every definition listed counts as shown to a person (see :mod:`index.trust.approval`)."""
     settings = TrustSettings.load()
+    _check_home(settings)
     reviewer = settings.reviewer()
-    data = reviewer.store.load()  # one snapshot: what is printed is what is marked as shown
+    try:
+        data = reviewer.store.load()  # one snapshot: what is printed is what is marked as shown
+    except OSError as error:
+        raise _unusable_home(settings, error) from None
     held = [v for v in reviewer.held(data) if not args.server or v.server == args.server]
     if args.server and not held:
         known = data.servers_named()
@@ -147,7 +172,9 @@ def trust_command(args: argparse.Namespace) -> int:
 def approve_command(args: argparse.Namespace) -> int:
     """Approve each target on its own: one that fails is reported, the others are still approved
     (and said so -- an approval is never made without a line saying it was)."""
-    reviewer = TrustSettings.load().reviewer()
+    settings = TrustSettings.load()
+    _check_home(settings)
+    reviewer = settings.reviewer()
     failed = 0
     for target in args.targets:
         try:
@@ -156,6 +183,8 @@ def approve_command(args: argparse.Namespace) -> int:
             print(f"error: {printable(str(error))}", file=sys.stderr)
             failed += 1
             continue
+        except OSError as error:  # the store's lock or file cannot be written: so it is for every target
+            raise _unusable_home(settings, error) from None
         for item in approved:
             print(f"approved {printable(item)}", flush=True)
         if not approved:  # a whole server with nothing held: say so rather than print nothing

@@ -19,6 +19,7 @@ from bench.__main__ import BENCHMARKS
         ("pool", ["--servers", "0"], "argument --servers: must be at least 1, got 0"),
         ("pool", ["--spawn-iterations", "-3"], "argument --spawn-iterations: must be at least 1, got -3"),
         ("speed", ["--rounds", "0"], "argument --rounds: must be at least 1, got 0"),
+        ("speed", ["--scale", "-5"], "argument --scale: must be at least 1, got -5"),
         ("speed", ["--tools-json", "{tmp}/none.json"], "argument --tools-json: {tmp}/none.json: no such file"),
         ("startup", ["--rounds", "0"], "argument --rounds: must be at least 1, got 0"),
         ("faults", ["--sessions", "0"], "argument --sessions: must be at least 1, got 0"),
@@ -39,3 +40,12 @@ def test_a_bad_argument_is_refused_before_any_work(
     assert stopped.value.code == 2
     err = " ".join(capsys.readouterr().err.split())
     assert said.format(tmp=tmp_path) in err and "Traceback" not in err
+
+
+def test_an_unknown_benchmark_name_suggests_the_nearest(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.__main__ import main
+
+    assert main(["retreival", "--rounds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("unknown benchmark 'retreival'. Did you mean 'retrieval'? Choose from: ")
+    assert err.count("\n") == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import os
@@ -17,7 +18,8 @@ import pytest
 
 from index.children.listing_limits import LISTING_CUT, MAX_DEFINITION_CHARS, MAX_TOOLS
 from index.cli.args import main as index_main
-from index.catalog.crawl import CrawlReport, crawl_servers, log_file_name, scrub_machine_paths
+from index.catalog.crawl import CrawlReport, crawl_server, crawl_servers, log_file_name, print_summary, scrub_machine_paths
+from index.cli.console import make_console
 from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog
 from index.catalog.servers import ServerConfig, parse_servers
 from index.search.tool_index import ToolIndex
@@ -211,7 +213,9 @@ def _run_cli(*args: str) -> int:
     return index_main(["crawl", *args])
 
 
-def test_only_replaces_just_the_named_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_replaces_just_the_named_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
     servers = write_servers(
         tmp_path / "servers.json",
@@ -235,6 +239,10 @@ def test_only_replaces_just_the_named_servers(tmp_path: Path, monkeypatch: pytes
     assert by_server["gamma"] == {"old_tool"}  # not named: untouched
     assert list(merged.servers) == ["alpha", "beta", "gamma"]
     assert merged.servers["alpha"].description == "fixture server alpha"
+    # The summary says why each kept server was kept: gamma was not named, which is no failure.
+    err = capsys.readouterr().err
+    assert "kept the earlier records of 1 server(s) whose crawl failed now: beta\n" in err
+    assert "kept the records of 1 other server(s) as they were (not named by --only)" in err
 
 
 def test_a_full_crawl_keeps_the_earlier_records_of_a_server_failing_now(
@@ -605,6 +613,87 @@ async def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
         await crawl_servers({}, concurrency=0, log_dir=tmp_path, progress=False)
     with pytest.raises(ConfigError, match="timeout"):
         await crawl_servers({}, timeout=0, log_dir=tmp_path, progress=False)
+
+
+def test_a_server_with_a_very_long_name_is_crawled_with_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its log was <name>.log: past the file system's 255 bytes, which failed the whole crawl.
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    long_name = "a" * 300
+    servers = write_servers(tmp_path / "servers.json", {long_name: fixture_entry("long"), "ok": fixture_entry("ok")})
+    out = tmp_path / "catalog.json"
+    code = _run_cli("--servers", str(servers), "--out", str(out), "--log-dir", str(tmp_path / "logs"), "--timeout", "30")
+    assert code == 0
+    assert list(load_catalog(out).servers) == [long_name, "ok"]
+    logs = sorted(path.name for path in (tmp_path / "logs").iterdir())
+    assert logs == sorted([log_file_name(long_name), "ok.log"]) and all(len(name) <= 100 for name in logs)
+
+
+def test_log_file_names_of_long_and_unencodable_names_are_short_distinct_and_writable() -> None:
+    long_names = ["a" * 300, "a" * 299 + "b"]
+    assert [len(log_file_name(name)) < 100 for name in long_names] == [True, True]
+    assert log_file_name(long_names[0]) != log_file_name(long_names[1])  # cut alike, told apart by the hash
+    surrogates = [log_file_name("\ud800x"), log_file_name("\udc00x")]  # JSON's "\ud800x": no UTF-8 form
+    assert surrogates[0] != surrogates[1] and all(name.isascii() and name.startswith("x-") for name in surrogates)
+    assert log_file_name("..").startswith("server-") and log_file_name("a" * 80) == "a" * 80 + ".log"
+
+
+async def test_a_server_whose_log_cannot_be_opened_fails_alone(tmp_path: Path) -> None:
+    config = ServerConfig.model_validate({**fixture_entry("alpha"), "name": "alpha"})
+    with anyio.fail_after(60):
+        outcome, records, info = await crawl_server(
+            config, timeout=30, log_dir=tmp_path / ("x" * 300), workdir=tmp_path / "work"
+        )
+    assert not outcome.ok and outcome.kind == "error" and "File name too long" in outcome.reason
+    assert records == [] and info is None
+
+
+def _sh_server(script: str) -> dict[str, Any]:
+    return {"command": "/bin/sh", "args": ["-c", script]}
+
+
+async def test_crawl_output_shows_control_characters_from_names_and_children_as_escapes(tmp_path: Path) -> None:
+    # Entries made in code skip the servers file's name check; children's stderr is theirs to fill.
+    servers = {
+        "evil\x1b[2J": ServerConfig(name="evil\x1b[2J", **_sh_server(r"printf '\033]0;pwned\007boom\n' >&2; exit 3")),
+        "ok": ServerConfig.model_validate({**fixture_entry("ok"), "name": "ok"}),
+    }
+    stream = io.StringIO()
+    console = make_console(file=stream)
+    with anyio.fail_after(60):
+        report = await crawl_servers(servers, concurrency=2, timeout=30, log_dir=tmp_path / "logs", progress=console)
+    print_summary(report, console)
+    shown = stream.getvalue()
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert r"failed evil\x1b[2J: crashed" in shown and r"\x1b]0;pwned\x07boom" in shown  # the stderr tail, escaped
+    assert r"ok     ok: " in shown
+
+
+def test_a_log_dir_or_catalog_path_that_cannot_be_used_is_one_error_before_any_child_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    marker = tmp_path / "started"
+    servers = write_servers(tmp_path / "servers.json", {"probe": _sh_server(f"touch {marker}; exit 3")})
+    a_file = tmp_path / "a-file"
+    a_file.write_text("", encoding="utf-8")
+    out = str(tmp_path / "catalog.json")
+    cases = [
+        (["--log-dir", str(a_file), "--out", out], f"error: --log-dir {a_file}: cannot use it for the children's logs (it is a file"),
+        (["--log-dir", str(a_file / "logs"), "--out", out], f"error: --log-dir {a_file / 'logs'}: cannot use it for the children's logs (a file is in the way)"),
+        (["--out", str(a_file / "catalog.json")], f"error: --out {a_file / 'catalog.json'}: {a_file} is a file, not a directory"),
+        (["--out", str(tmp_path)], f"error: --out {tmp_path}: is a directory"),
+    ]
+    for flags, message in cases:
+        assert _run_cli("--servers", str(servers), *flags) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(message) and err.count("\n") == 1 and "Traceback" not in err
+    monkeypatch.setenv("COPILOT_HOME", str(a_file))  # the default log dir is under it
+    assert _run_cli("--servers", str(servers), "--out", out) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot use ") and f"COPILOT_HOME ({a_file}) must be a writable directory" in err
+    assert not marker.exists() and not Path(out).exists()
 
 
 def test_log_file_names_are_safe() -> None:

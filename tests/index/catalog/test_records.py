@@ -25,7 +25,7 @@ def test_gzipped_catalog_round_trips(tmp_path: Path) -> None:
         ("truncated.json.gz", gzip.compress(b'{"tools": []}', mtime=0)[:-6], "cannot read the catalog"),
         ("latin1.json", b'{"source": "caf\xe9"}', "not UTF-8 text"),
         # Read as an empty catalog, any of these would let `build` empty the index.
-        ("servers.json", b'{"mcpServers": {"a": {"command": "x"}}}', "this is a servers file; crawl it"),
+        ("servers.json", b'{"mcpServers": {"a": {"command": "x"}}}', "but a servers file; crawl it"),
         ("other.json", b'{"version": 1, "toolz": []}', r"expected a JSON object with a 'tools' list, got keys \['toolz', 'version'\]"),
         ("list.json", b"[]", "expected a JSON object with a 'tools' list, got a JSON list"),
         ("future.json", b'{"version": 99, "tools": []}', "catalog version 99 was written by a newer copilot"),
@@ -38,6 +38,46 @@ def test_corrupt_catalog_is_a_catalog_error(tmp_path: Path, name: str, data: byt
     with pytest.raises(CatalogError, match=message) as raised:
         load_catalog(path)
     assert str(path) in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        # Every catalog has a 'servers' mapping: that alone made these "a servers file".
+        (b'{"version": 1, "servers": {}, "tools": {"a": 1}}', "('tools' must be a list of tool records, got an object)"),
+        (b'{"servers": {"a": {}}, "tools": "none"}', "('tools' must be a list of tool records, got a string)"),
+        (
+            b'{"servers": {"time": {}}, "tools": [{"server": "time", "name": "now"}, {"server": "time", "name": "at", "input_schema": 3}]}',
+            "(tools.1.input_schema: Input should be a valid dictionary) in the record of time/at.",
+        ),
+        (b'{"servers": {"time": {"tool_count": "many"}}, "tools": []}', "(servers.time.tool_count: Input should be a valid integer"),
+        (b'{"servers": {}, "tools": [{"name": "x"}, 5]}', "(tools.0.server: Field required); and 1 more problem(s)."),
+    ],
+    ids=["tools-an-object", "tools-a-string", "a-bad-tool", "a-bad-server", "several"],
+)
+def test_a_malformed_catalog_says_which_field_of_which_entry(tmp_path: Path, data: bytes, message: str) -> None:
+    path = tmp_path / "catalog.json"
+    path.write_bytes(data)
+    with pytest.raises(CatalogError) as raised:
+        load_catalog(path)
+    assert str(raised.value).startswith(f"{path}: not a catalog snapshot {message}")
+    assert "servers file" not in str(raised.value)
+
+
+def test_a_servers_file_in_vs_codes_form_is_told_apart_from_a_catalog(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_bytes(b'{"servers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}')
+    with pytest.raises(CatalogError, match=f"but a servers file; crawl it into a catalog with python -m index crawl --servers {path} "):
+        load_catalog(path)
+
+
+def test_a_missing_catalog_suggests_commands_that_write_it(tmp_path: Path) -> None:
+    path = tmp_path / "mine.json"
+    with pytest.raises(CatalogError) as raised:
+        load_catalog(path)
+    message = str(raised.value)
+    assert f"-m index crawl --out {path} -- or: " in message
+    assert message.endswith(f"-m index import-livemcpbench PATH/tools.json --out {path}")
 
 
 def test_catalog_that_is_a_directory_is_a_catalog_error(tmp_path: Path) -> None:

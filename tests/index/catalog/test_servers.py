@@ -227,6 +227,41 @@ def test_a_name_route_and_execute_cannot_use_is_refused(tmp_path: Path, name: st
     assert f"{tmp_path / 'servers.json'}:6: " in message and expected in message
 
 
+@pytest.mark.parametrize(
+    ("name", "found", "instead"),
+    [
+        ("evil\x1b]0;pwned\x07", r"found \x07, \x1b", "e.g. 'evil]0;pwned'"),
+        ("nul\x00", r"found \x00", "e.g. 'nul'"),
+        ("line\nbreak", r"found \n", "e.g. 'linebreak'"),
+        ("\ud800x", r"found \ud800", "e.g. 'x'"),  # JSON's "\ud800": no UTF-8 form, no file name
+        ("rtl\u202e", r"found \u202e", "e.g. 'rtl'"),
+    ],
+)
+def test_a_name_that_cannot_be_shown_or_written_is_refused_saying_what_is_allowed(
+    tmp_path: Path, name: str, found: str, instead: str
+) -> None:
+    text = json.dumps({"mcpServers": {"good": {"command": "ok"}, name: {"command": "ok"}}}, indent=2)
+    message = _error_for(tmp_path, text)
+    assert f"{tmp_path / 'servers.json'}:6: server " in message and found in message and instead in message
+    assert "use letters, digits, spaces and punctuation" in message
+    assert message.isprintable() and "\x1b" not in message  # the name itself is shown escaped
+
+
+@pytest.mark.parametrize("name", [".", "..", " ... "])
+def test_a_name_of_only_dots_is_refused(tmp_path: Path, name: str) -> None:
+    text = json.dumps({"mcpServers": {"good": {"command": "ok"}, name: {"command": "ok"}}}, indent=2)
+    message = _error_for(tmp_path, text)
+    assert f"{tmp_path / 'servers.json'}:6: " in message and "a name cannot be only dots" in message
+
+
+def test_names_of_any_script_and_punctuation_still_load(tmp_path: Path) -> None:
+    names = ["time", "Ant Design Components", "必应搜索", "météo.v2", "a" * 300]
+    text = json.dumps({"mcpServers": {name: {"command": "ok"} for name in names}})
+    path = tmp_path / "servers.json"
+    path.write_text(text, encoding="utf-8")
+    assert list(load_servers(path, environ={}).servers) == names
+
+
 def test_a_server_listed_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
     text = '{\n "mcpServers": {\n  "a": {"command": "echo"},\n  "b": {"command": "cat"},\n  "a": {"command": "cat"}\n }\n}'
     message = _error_for(tmp_path, text)

@@ -16,6 +16,7 @@ from index.cli.display import printable, shell_word
         ("line\nfake\rover\ttab", r"line\nfake\rover\ttab"),
         ("nul\x00del\x7fcsi\x9b", r"nul\x00del\x7fcsi\x9b"),
         ("rtl\u202eevil\u2028sep", r"rtl\u202eevil\u2028sep"),
+        ("pair 😀 joined", "pair 😀 joined"),
     ],
 )
 def test_printable_shows_controls_as_escapes(text: str, shown: str) -> None:
@@ -33,3 +34,12 @@ def test_printable_shows_controls_as_escapes(text: str, shown: str) -> None:
 )
 def test_shell_word_quotes_for_pasting(text: str, word: str) -> None:
     assert shell_word(text) == word
+
+
+def test_lone_surrogates_are_shown_as_escapes_any_utf8_stream_can_write() -> None:
+    # JSON's "\ud800" and argv bytes that are not UTF-8 (0xff read as \udcff) are lone surrogates.
+    # Encoded first: a failure is then an encoding error, not a diff of unprintable text.
+    shown = printable("lone\ud800high\udfffand\udcffbyte").encode("utf-8")
+    assert shown == rb"lone\ud800high\udfffand\udcffbyte"
+    # The byte Python read as \udcff, pasted back into a shell: Python reads the same text again.
+    assert shell_word("argv\udcff").encode("utf-8") == rb"$'argv\xff'"

@@ -332,3 +332,30 @@ def test_an_empty_index_says_so_and_how_to_fill_it(
     assert main(["search", "convert a document to pdf"]) == 0
     err = capsys.readouterr().err
     assert "holds no tools: build it from a catalog with" in err and "-m index build" in err
+
+
+def test_a_query_that_is_not_utf8_is_searched_not_a_traceback(env_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # $'time zone \xff' on the command line: the byte arrives as the lone surrogate \udcff.
+    assert main(["search", "time zone \udcff", "--json", "--top-k", "1"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["query"] == "time zone \ufffd" and answer["results"][0]["tool"] == "convert_time"
+
+
+def test_batch_answers_every_line_whatever_its_encoding(env_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    batch = tmp_path / "queries.jsonl"
+    batch.write_bytes(
+        b"\xef\xbb\xbf" + json.dumps({"query": "time zone"}).encode()  # a byte order mark, as Notepad writes
+        + b'\n{"query": "\\ud800"}'  # valid JSON, but a lone surrogate: no text to search
+        + b'\n{"query": "bar \xff chart"}'  # not UTF-8
+        + b'\n{"query": "bar chart \\udc00"}\n'
+    )
+    assert main(["search", "--batch", str(batch), "--top-k", "1"]) == 1
+    captured = capsys.readouterr()
+    answers = [json.loads(line) for line in captured.out.splitlines()]
+    assert [answer.get("line") for answer in answers] == [None, 2, 3, None]
+    assert answers[0]["results"][0]["tool"] == "convert_time"
+    assert answers[1]["query"] == "\ufffd" and "no words to search for" in answers[1]["error"]
+    assert answers[2] == {"query": None, "line": 3, "error": answers[2]["error"]}
+    assert "not UTF-8 text (byte 0xff at column 16)" in answers[2]["error"]
+    assert answers[3]["query"] == "bar chart \ufffd" and answers[3]["results"][0]["tool"] == "generate_bar_chart"
+    assert f"{batch}:2: " in captured.err and f"{batch}:3: not UTF-8" in captured.err and "Traceback" not in captured.err

@@ -42,6 +42,16 @@ def test_learns_from_the_copilot_s_log_directory_by_default(home: Path, capsys: 
     assert prior is not None and prior.tools == {"fs": {"write_file": 2}, "time": {"now": 1}}
 
 
+def test_names_no_utf8_stream_can_write_are_shown_as_escapes(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # JSON's "\ud800" reads into a lone surrogate: printing "most used:" raised UnicodeEncodeError.
+    log = home / "logs" / "a.jsonl"
+    _log(log, "a", ("fs", "write_file"))
+    log.write_text(log.read_text().replace('"fs"', '"\\ud800fs"').replace('"write_file"', '"wr\\u001bite"'))
+    assert main(["usage"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == r"most used: \ud800fs/wr\x1bite 1"
+
+
 def test_counts_only_successful_tasks_and_warns_of_what_it_could_not_read(
     home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

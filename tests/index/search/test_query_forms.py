@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from index.errors import QueryError
 from index.search.query import parse_query
 from index.search.tool_index import ToolIndex
 from tests.index.index_support import make_records, open_index
@@ -121,3 +122,14 @@ def test_a_block_sent_twice_is_one_operation() -> None:
     block = "<tool_assistant>\nserver: maps\ntool: driving directions\n</tool_assistant>\n"
     parsed = parse_query(block * 2)
     assert (parsed.tool, parsed.server, parsed.operations) == ("driving directions", "maps", [])
+
+
+def test_a_lone_surrogate_is_searched_as_a_replacement_character(index: ToolIndex) -> None:
+    # Argv bytes that are not UTF-8 (surrogateescape) and JSON's "\ud800" reach route as lone
+    # surrogates; the tokenizer refused them with a TypeError. (Encoded to compare: a failure is then
+    # an encoding error, not a diff of text no report can print.)
+    assert parse_query("time zone \udcff").tool.encode("utf-8") == "time zone \ufffd".encode("utf-8")
+    found = index.route("<tool_assistant>\nserver: time\ntool: convert between time zones \ud800\n</tool_assistant>", top_k=3)
+    assert found.hits[0].tool == "convert_time"
+    with pytest.raises(QueryError, match="no words to search for"):
+        parse_query("\ud800 \udcff")

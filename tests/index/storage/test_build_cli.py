@@ -7,6 +7,7 @@ servers file must fail the build (so ``make run`` stops there, not at the serve 
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -107,3 +108,33 @@ def test_progress_shows_nothing_when_disabled(capsys: pytest.CaptureFixture[str]
         progress(0, 10)
         progress(10, 10)
     assert capsys.readouterr().err == ""
+
+
+CLOCK_SERVER = PROJECT / "tests" / "fixtures" / "clock_server.py"
+
+
+def test_the_commands_a_missing_catalog_suggests_write_that_catalog(tmp_path: Path) -> None:
+    # Without --out they wrote the default catalog: the build still failed, and the bundled one was overwritten.
+    servers = tmp_path / "servers.json"
+    servers.write_text(
+        json.dumps({"mcpServers": {"clock": {"command": sys.executable, "args": [str(CLOCK_SERVER)]}}}), encoding="utf-8"
+    )
+    env = cli_env(COPILOT_HOME=str(tmp_path / "home"), COPILOT_SERVERS=str(servers))
+    mine = tmp_path / "my catalog.json"  # a space: the commands must quote it
+    missing = single_error(run_cli("index", "build", "--catalog", str(mine), env=env))
+    assert missing.startswith(f"error: {mine}: catalog not found. Create one with: ")
+    crawl, imported = missing.split("Create one with: ", 1)[1].split(" -- or: ")
+    assert imported.endswith(f"-m index import-livemcpbench PATH/tools.json --out {shlex.quote(str(mine))}")
+
+    assert crawl.endswith(f"-m index crawl --out {shlex.quote(str(mine))}")
+    # The user pastes the crawl into a shell without the copilot's settings (COPILOT_CATALOG only
+    # guards the project's catalog, should the command ever lose its --out again).
+    crawled = subprocess.run(
+        crawl, shell=True, cwd=PROJECT, env=cli_env(COPILOT_CATALOG=str(tmp_path / "guard.json")), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert crawled.returncode == 0, crawled.stderr
+    assert mine.is_file()
+    built = run_cli("index", "build", "--catalog", str(mine), env=env, timeout=240)
+    assert built.returncode == 0, built.stderr
+    line_with(built.stdout, "tools: 1 indexed -- 1 added, 0 updated, 0 removed, 0 unchanged")

@@ -49,6 +49,17 @@ def test_approving_a_server_with_nothing_held_says_so(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.strip() == "mail: nothing was waiting for approval"
 
 
+@pytest.mark.parametrize("home", ["a-file", "a-file/home"])
+def test_a_home_that_is_no_directory_is_one_line_not_a_traceback(tmp_path: Path, home: str) -> None:
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    for command in (["trust"], ["trust", "--json"], ["approve", "notes/read"], ["approve", "--yes", "notes"]):
+        done = index_cli(tmp_path / home, *command)
+        assert done.returncode == 2, command
+        assert done.stderr.startswith("error: cannot use ") and done.stderr.count("\n") == 1, done.stderr
+        assert f"COPILOT_HOME ({tmp_path / home}) must be a writable directory" in done.stderr
+        assert done.stdout == ""
+
+
 async def test_an_approval_takes_only_the_definition_reviewed(tmp_path: Path) -> None:
     """A real child changes read_notes, the user reviews it, the child changes it again before the
     approval: neither the reviewed hash nor a bare approve may take the unreviewed definition."""
