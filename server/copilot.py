@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp_types import CallToolResult, InputRequiredResult, InputResponses
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, InputResponses
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
 from index.catalog.records import ToolRecord
@@ -1129,7 +1130,14 @@ class Copilot:
             return result
         if host is not None and suspended.relay is not None:
             suspended.relay.host = host  # progress and logs go to the request that waits now
-        suspended.deliver(responses)
+        problems = suspended.deliver(responses)
+        if problems:
+            # The call still waits: the host can retry with answers of the right kind.
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"{'; '.join(problems)}. Answer each question with a result of its own kind; the call "
+                f"still waits for the answers (at most {self.settings.input_timeout:g}s).",
+            )
         return await suspended.next_round()
 
     async def _ask_confirmation(
@@ -1155,11 +1163,21 @@ class Copilot:
                 decision = approved(await host.ask(request))
                 return Confirmation(approved=decision) if decision is not None else None
             return None
-        answer = (responses or {}).get("confirm") if round_state.get("confirm") else None
+        token = round_state.get("confirm")
+        answer = (responses or {}).get("confirm") if isinstance(token, str) else None
         if answer is None:
-            return confirmation_round(question)
+            return confirmation_round(question, self.confirmations.issue(call.server, call.tool, call.params))
         decision = approved(answer)
-        return Confirmation(approved=decision) if decision is not None else None
+        if decision is None:
+            return None
+        try:
+            self.confirmations.redeem(token, call.server, call.tool, call.params)  # once, within its TTL
+        except ConfirmationRequiredError:
+            raise ConfirmationRequiredError(
+                f"This confirmation of {call.server}/{call.tool} was already used or has expired "
+                f"(COPILOT_CONFIRM_TTL): call execute again without requestState, and the user is asked again."
+            ) from None
+        return Confirmation(approved=decision)
 
     def _check_confirmation(self, call: PreparedCall, confirm: Any, confirmation: Confirmation | None) -> None:
         risk = call.risk

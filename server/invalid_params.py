@@ -43,7 +43,5 @@ def invalid_params_hint() -> Callable[..., Any]:
 
 def _problems(error: ValidationError) -> str:
     """The problems, located in the params (the SDK's model names and union branches left out)."""
-    text = describe_schema_error(error)
-    for prefix in ("params.", "params"):
-        text = text.replace(prefix, "", 1) if text.startswith(prefix) else text
-    return text
+    problems = describe_schema_error(error).split("; ")
+    return "; ".join(problem.removeprefix("params.") for problem in problems)

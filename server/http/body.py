@@ -86,6 +86,10 @@ class RequestBodyGate:
                 await send_json(send, 415, problem)
                 return
             handshake = _handshake_era(headers)
+            if not handshake and (unacceptable := _accept_problem(headers)) is not None:
+                # The SDK's 2026-07-28 entry answers it with an empty 406, which no client can show.
+                await send_json(send, 406, unacceptable)
+                return
             if not handshake and (unreadable := lenient_read_problem(read.body)) is not None:
                 # The SDK's 2026-07-28 entry reads more than its other reader (see EnvelopeCheck): answered here.
                 logger.debug("answered an HTTP request that is not one JSON-RPC message: %s", unreadable.message)
@@ -207,6 +211,17 @@ def _media_type_problem(headers: dict[str, str]) -> dict[str, Any] | None:
         f"(this request's is {shown_name(content_type) or 'missing'!r})."
     )
     return jsonrpc_error(INVALID_REQUEST, message)
+
+
+def _accept_problem(headers: dict[str, str]) -> dict[str, Any] | None:
+    """The JSON-RPC error for a POST whose ``Accept`` leaves out JSON or SSE, worded as the SDK's
+    handshake entry words it (wildcards count, as there), else ``None``."""
+    accepted = {part.split(";")[0].strip().lower() for part in headers.get("accept", "").split(",")}
+    json_ok = bool(accepted & {"*/*", "application/*", "application/json"})
+    sse_ok = bool(accepted & {"*/*", "text/*", "text/event-stream"})
+    if json_ok and sse_ok:
+        return None
+    return jsonrpc_error(INVALID_REQUEST, "Not Acceptable: Client must accept both application/json and text/event-stream")
 
 
 class EnvelopeCheck:

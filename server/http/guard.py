@@ -134,7 +134,38 @@ class GuardMiddleware:
                     extra_headers=[(b"www-authenticate", b'Bearer realm="mcp-copilot"'), CONNECTION_CLOSE],
                 )
                 return
-        await self.app(scope, receive, send)
+        await self.app(_normalized(scope) if _to_normalize(scope, headers) else scope, receive, send)
+
+
+def _to_normalize(scope: Scope, headers: dict[str, str]) -> bool:
+    """Whether :func:`_normalized` would change the request (most pass as they came)."""
+    host = headers.get("host", "")
+    media_type = headers.get("content-type", "").partition(";")[0]
+    resumes = "last-event-id" in headers and scope.get("method") == "GET"
+    return resumes or host != host.lower() or media_type != media_type.lower()
+
+
+def _normalized(scope: Scope) -> Scope:
+    """The request as the SDK's transport reads it right.
+
+    The SDK compares ``Host`` and the ``Content-Type`` media type case-sensitively (``LOCALHOST:8765``
+    got 421, ``APPLICATION/JSON`` 415), where HTTP says both are case-insensitive and this guard
+    already checked the host; and a GET carrying ``Last-Event-ID`` asks to resume a stream from an
+    event store the copilot does not keep, which the SDK answered with nothing (a 500): without the
+    header the GET opens a new stream, as a server without resumption may answer it.
+    """
+    headers: list[tuple[bytes, bytes]] = []
+    for name, value in scope.get("headers", []):
+        lowered = name.lower()
+        if lowered == b"last-event-id" and scope.get("method") == "GET":
+            continue
+        if lowered == b"host":
+            value = value.lower()
+        elif lowered == b"content-type":
+            media_type, separator, parameters = value.partition(b";")
+            value = media_type.lower() + separator + parameters
+        headers.append((name, value))
+    return {**scope, "headers": headers}
 
 
 def _host_name(host: str) -> str:

@@ -27,10 +27,15 @@ def confirmation_request(message: str) -> types.ElicitRequest:
     return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=_SCHEMA))
 
 
-def confirmation_round(message: str) -> types.InputRequiredResult:
-    """The ``input_required`` answer that asks a 2026-07-28 host to confirm."""
+def confirmation_round(message: str, token: str) -> types.InputRequiredResult:
+    """The ``input_required`` answer that asks a 2026-07-28 host to confirm.
+
+    ``requestState`` carries a confirm token (``server.policy.Confirmations``): the host's answer
+    redeems it, so one confirmed round runs the call once, within ``COPILOT_CONFIRM_TTL``; the SDK's
+    seal alone would let the same retry run it again for ten minutes.
+    """
     return types.InputRequiredResult(
-        input_requests={CONFIRM_KEY: confirmation_request(message)}, request_state=encode_state(confirm=True)
+        input_requests={CONFIRM_KEY: confirmation_request(message)}, request_state=encode_state(confirm=token)
     )
 
 

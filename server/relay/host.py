@@ -61,6 +61,15 @@ def request_kind(request: types.InputRequest) -> Ask:
     return "roots"
 
 
+def answer_kind(response: types.InputResponse) -> Ask:
+    """The kind of question ``response`` answers."""
+    if isinstance(response, types.ElicitResult):
+        return "elicitation"
+    if isinstance(response, types.ListRootsResult):
+        return "roots"
+    return "sampling"
+
+
 def _result_type(request: types.InputRequest) -> type[types.InputResponse]:
     if isinstance(request, types.ElicitRequest):
         return types.ElicitResult

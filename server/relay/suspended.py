@@ -12,7 +12,9 @@ here between rounds. What the child reports between rounds (progress, log messag
 call's relay and written on the next round's request before anything else
 (:meth:`server.relay.call.CallRelay.resume`), or dropped if that round never comes. A call the
 child ends between rounds (it gave up on its question) is kept for the host's retry, which gets its
-result, for up to ``input_timeout`` seconds. A call whose
+result, for up to ``input_timeout`` seconds. Only one round waits
+at a time: a second retry of the same call (the host gave up on its first request, or sent it
+twice) takes over, and the earlier round is answered at once, saying so. A call whose
 host does not come back within ``input_timeout`` seconds is cancelled (the child gets
 ``notifications/cancelled``, its slot is freed) and logged as such; a round the host cancels
 cancels the call. ``requestState`` is sealed by the SDK (bound to the tool,
@@ -34,7 +36,7 @@ import anyio.abc
 import mcp_types as types
 
 from index.json_text import parse_json
-from server.relay.host import request_kind
+from server.relay.host import answer_kind, request_kind
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +96,8 @@ class SuspendedCall:
         self._attached = anyio.Event()
         self._attached.set()
         self.in_round = False
+        #: Counts rounds: a round that is no longer the newest was taken over by a later retry.
+        self._round = 0
         self.expired = False
         self.finished: Finished | None = None
         self.scope = anyio.CancelScope()
@@ -124,16 +128,32 @@ class SuspendedCall:
         self._changed.set()
 
     # -- the host's side -----------------------------------------------------------------------
-    def deliver(self, responses: types.InputResponses | None) -> None:
-        """Answers from a retried ``execute``; questions left unanswered are asked again."""
+    def deliver(self, responses: types.InputResponses | None) -> list[str]:
+        """Answers from a retried ``execute``; questions left unanswered are asked again.
+
+        An answer of another kind than its question (a sampling result for an elicitation) is not
+        delivered: the child could not read it. What was wrong with each is returned.
+        """
+        problems: list[str] = []
         for key, response in (responses or {}).items():
             question = self._questions.get(key)
-            if question is not None and not question.answered.is_set():
-                question.response = response
-                question.answered.set()
+            if question is None or question.answered.is_set():
+                continue
+            asked, answered = request_kind(question.request), answer_kind(response)
+            if asked != answered:
+                article = "an" if asked == "elicitation" else "a"
+                problems.append(f"inputResponses[{key!r}] answers {article} {asked} question with a {answered} result")
+                continue
+            question.response = response
+            question.answered.set()
+        return problems
 
     async def next_round(self) -> types.CallToolResult | types.InputRequiredResult:
         """Wait for the call's result or its next questions; a cancelled round cancels the call."""
+        self._round += 1
+        this_round = self._round
+        if self.in_round:
+            self._changed.set()  # the round waiting so far is taken over: it returns now
         self.in_round = True
         self._attached.set()
         flushed = False
@@ -141,6 +161,8 @@ class SuspendedCall:
             if self.relay is not None:
                 await self.relay.resume()  # what the child sent while no round waited
             while True:
+                if this_round != self._round:
+                    return _taken_over()
                 if self.finished is not None:
                     self.end()
                     return self.finished.result
@@ -160,13 +182,16 @@ class SuspendedCall:
                 self._changed = anyio.Event()
                 await self._changed.wait()
         except BaseException:
+            if this_round != self._round:
+                raise  # a later round waits for the call now
             if self.finished is None:
                 self.scope.cancel()  # the host gave up on this round: stop the child's request
             else:
                 self.end()
             raise
         finally:
-            self.in_round = False
+            if this_round == self._round:
+                self.in_round = False
 
     def end(self) -> None:
         """Report how the call ended (once)."""
@@ -198,6 +223,14 @@ class SuspendedCall:
                 self.expired = True
                 self.scope.cancel()
                 return
+
+
+def _taken_over() -> types.CallToolResult:
+    text = (
+        "[copilot] A later retry of this call (the same requestState) took it over; its answer goes to that "
+        "request, not this one."
+    )
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 class SuspendedCalls:

@@ -314,3 +314,20 @@ async def test_params_that_break_the_schema_are_named_on_every_entry(
     message = "Invalid request parameters: tools/call: arguments: should be a valid dictionary (got 'current time')"
     expected = {"jsonrpc": "2.0", "id": "args", "error": {"code": -32602, "message": message, "data": ""}}
     assert (over_pipes, json.loads(event), modern.json()) == (expected, expected, expected), modern.status_code
+
+
+@in_module_loop
+@pytest.mark.parametrize("accept", ["application/json", "text/event-stream", "text/html"])
+async def test_an_accept_without_json_and_sse_gets_406_saying_so_on_both_http_entries(
+    over_http: tuple[httpx2.AsyncClient, str, dict[str, str]], accept: str
+) -> None:
+    """Before: the 2026-07-28 entry answered an empty 406, which no client can show."""
+    http, url, session = over_http
+    request = {"jsonrpc": "2.0", "id": "accept", "method": "ping"}
+    envelope = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    modern_headers = {**raw_mcp_headers(TOKEN), "mcp-protocol-version": MODERN, "mcp-method": "ping", "Accept": accept}
+    modern = await http.post(url, json={**request, "params": {"_meta": envelope}}, headers=modern_headers)
+    handshake = await http.post(url, json=request, headers={**session, "Accept": accept})
+    message = "Not Acceptable: Client must accept both application/json and text/event-stream"
+    for answer in (modern, handshake):
+        assert answer.status_code == 406 and answer.json()["error"] == {"code": -32600, "message": message}

@@ -29,6 +29,7 @@ from tests.server.copilot_harness import (
     fixture_entry,
     http_client_for,
     raw_initialize,
+    raw_mcp_headers,
     read_events,
     text_of,
     write_servers,
@@ -165,6 +166,35 @@ async def test_destructive_call_confirmed_through_elicitation(served: Served, mo
     assert not result.is_error, text_of(result)
     assert text_of(result) == f"deleted {mode}"
     assert len(asked) == 1 and "alpha/delete_item" in asked[0]
+
+
+async def test_a_confirmed_2026_07_28_round_runs_the_call_once(served: Served) -> None:
+    # Before: the sealed requestState stayed valid for the SDK's ten minutes, so replaying the
+    # confirmed retry ran the destructive call again each time.
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    }
+    headers = {
+        **raw_mcp_headers(TOKEN), "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "execute",
+    }
+    call = {"server_name": "alpha", "tool_name": "delete_item", "params": {"item_id": "once"}}
+
+    async def execute(http: httpx2.AsyncClient, **rounds: Any) -> dict[str, Any]:
+        params = {"name": "execute", "arguments": call, "_meta": envelope, **rounds}
+        answer = await http.post(served.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, headers=headers)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json()["result"])
+
+    yes = {"confirm": {"action": "accept", "content": {"approve": True}}}
+    async with httpx2.AsyncClient(timeout=60) as http:
+        asked = await execute(http)
+        assert list(asked["inputRequests"]) == ["confirm"]
+        state = asked["requestState"]
+        first = await execute(http, requestState=state, inputResponses=yes)
+        again = await execute(http, requestState=state, inputResponses=yes)
+    assert first["content"][0]["text"] == "deleted once"
+    assert again["isError"] and "already used or has expired" in again["content"][0]["text"]
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

@@ -287,6 +287,19 @@ async def test_protocol_mistakes_get_the_sdks_clear_answers(
             assert _error_of(answer)["message"] == "Session not found"
 
 
+async def test_headers_http_reads_case_insensitively_and_a_resume_request_are_served(
+    served: Served, http: httpx2.AsyncClient, session: dict[str, str]
+) -> None:
+    # Before: the SDK compared Host and the media type case-sensitively (421, 415), and answered a
+    # GET with Last-Event-ID -- resuming from an event store the copilot does not keep -- with nothing (a 500).
+    upper = {**session, "Host": f"LOCALHOST:{served.port}", "Content-Type": "APPLICATION/JSON; charset=utf-8"}
+    ping = await http.post(served.url, content=b'{"jsonrpc": "2.0", "id": 8, "method": "ping"}', headers=upper)
+    assert ping.status_code == 200 and '"result":{}' in ping.text, ping.text
+    resume = {**session, "Accept": "text/event-stream", "Last-Event-ID": "0"}
+    async with http.stream("GET", served.url, headers=resume) as stream:
+        assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+
+
 # --- Heads and stalls -----------------------------------------------------------------------------
 
 

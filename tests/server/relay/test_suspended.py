@@ -216,3 +216,56 @@ async def test_what_the_child_sends_between_rounds_is_dropped_when_the_host_neve
     assert dropped.endswith(
         f"dropped progress 2, {LOG_BURST} log message(s), the count of 10 log message(s) not forwarded"
     )
+
+
+async def test_a_second_retry_takes_the_call_over_and_the_first_is_answered_at_once() -> None:
+    # Before: each waiting round replaced the event the call sets, so the first retry waited for
+    # ever (kept alive by the stream's pings) while the second got the result.
+    ended: list[Finished] = []
+    go = anyio.Event()
+
+    async def body(call: SuspendedCall) -> Finished:
+        answer = await call.ask(_question("name?"))
+        await go.wait()  # the child works on after the answer: the retries wait
+        return Finished(_result(answer.content["name"]))
+
+    outcomes: dict[str, Any] = {}
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            call = await _start(group, SuspendedCalls(60), body, ended)
+            asked = await call.next_round()
+            [key] = asked.input_requests
+            call.deliver({key: _answer("Ada")})
+
+            async def retry(name: str) -> None:
+                outcomes[name] = await call.next_round()
+
+            group.start_soon(retry, "first")
+            await anyio.wait_all_tasks_blocked()
+            assert call.in_round and "first" not in outcomes
+            group.start_soon(retry, "second")
+            await anyio.wait_all_tasks_blocked()
+            assert outcomes["first"].is_error and "took it over" in outcomes["first"].content[0].text
+            assert call.in_round and "second" not in outcomes  # the first leaving does not end the second's round
+            go.set()
+    assert outcomes["second"].content[0].text == "Ada"
+    assert [f.result.content[0].text for f in ended] == ["Ada"]  # reported once
+
+
+async def test_an_answer_of_another_kind_is_not_delivered_and_said_why() -> None:
+    async def body(call: SuspendedCall) -> Finished:
+        answer = await call.ask(_question("name?"))
+        return Finished(_result(answer.content["name"]))
+
+    sampled = types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="hi"), model="m")
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            call = await _start(group, SuspendedCalls(60), body, [])
+            [key] = (await call.next_round()).input_requests
+            assert call.deliver({key: sampled}) == [
+                f"inputResponses[{key!r}] answers an elicitation question with a sampling result"
+            ]
+            again = await call.next_round()  # still asked: the child never saw the wrong answer
+            assert list(again.input_requests) == [key]
+            assert call.deliver({key: _answer("Grace")}) == []
+            assert (await call.next_round()).content[0].text == "Grace"
