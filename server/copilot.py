@@ -851,11 +851,21 @@ class Copilot:
         tool_requested = _name(tool_name, "tool_name", UnknownToolError)
         arguments = coerce_params(params)
         self.policy.check_allowed(server, tool_requested)
+        live = self.pool.is_running(server)
         info = await self._lookup_tool(server, tool_requested)
         self.policy.check_allowed(server, info.name)
         if self.guard is not None:
             self.guard.check(server, info.name)
         check_params(server, info.name, info.input_schema, arguments)
+        if not live:
+            # Params that fail the index's schema were refused without starting the server. The call
+            # starts it now anyway: its risk is judged on what it lists as it starts (and the guard
+            # pins), not on the index's record, which a child may contradict (readOnlyHint: true
+            # when indexed, destructive now).
+            info = await self._pick_live(server, info.name)
+            if self.guard is not None:
+                self.guard.check(server, info.name)
+            check_params(server, info.name, info.input_schema, arguments)
         risk = self.policy.assess(server, info.name, info.annotations)
         return PreparedCall(server=server, tool=info.name, params=arguments, info=info, risk=risk)
 

@@ -162,10 +162,12 @@ def _texts(result: CallToolResult) -> Iterator[str]:
 
 
 def _prompt_texts(result: types.GetPromptResult) -> Iterator[str]:
-    """A rendered prompt's description and messages: a host hands them to the model as they are."""
+    """A rendered prompt's messages and description: a host hands them to the model as they are.
+
+    Messages first: the scan stops at its budget, and a description padded to it hid them."""
+    yield from _block_texts(message.content for message in result.messages)
     if result.description:
         yield result.description
-    yield from _block_texts(message.content for message in result.messages)
 
 
 def _resource_texts(result: types.ReadResourceResult) -> Iterator[str]:

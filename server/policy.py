@@ -164,10 +164,15 @@ class Policy:
         return effective_annotations(annotations, config.annotations if config is not None else {}, tool)
 
     def read_only_permits(self, server: str, tool: str, annotations: Mapping[str, Any] | None) -> bool:
-        """Read-only mode allows only declared read-only tools and the user's allowlist."""
+        """Read-only mode allows only declared read-only tools and the user's allowlist.
+
+        A tool that also counts as destructive (the servers file's override says so, whatever the
+        child claims) is no read-only tool, however it declares itself.
+        """
         if _matches(self._read_only_allow, server, tool):
             return True
-        return _annotation(self.annotations(server, tool, annotations), "readOnlyHint") is True
+        effective = self.annotations(server, tool, annotations)
+        return _annotation(effective, "readOnlyHint") is True and _annotation(effective, "destructiveHint") is not True
 
     def assess(self, server: str, tool: str, annotations: Mapping[str, Any] | None) -> Risk:
         effective = self.annotations(server, tool, annotations)

@@ -45,7 +45,7 @@ class Target:
 
     text: str
     server: str
-    name: str | None  # None: the whole server
+    name: str | None  # None: the whole server; "": a '/' with no name after it (names nothing)
     kind: str = "tool"
     hash: str | None = None
 
@@ -64,7 +64,8 @@ def parse_target(text: str, servers: set[str]) -> Target:
     if ":" not in rest or kind not in PINNED_ITEM_KINDS or rest.partition("/")[0] in servers:
         kind = "tool"
         server, _, name = rest.partition("/")
-    return Target(text=text, server=server, name=name or None, kind=kind, hash=digest)
+    # "notes/" (a script's "notes/$TOOL" with TOOL empty) names no tool: never the whole server.
+    return Target(text=text, server=server, name=name if name or "/" in rest else None, kind=kind, hash=digest)
 
 
 def approve(store: TrustStore, text: str, *, by: str = "user", unseen: bool = False) -> list[str]:
@@ -83,6 +84,12 @@ def approve(store: TrustStore, text: str, *, by: str = "user", unseen: bool = Fa
             close = nearest_names(target.server, sorted(known))
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             problem.append(f"no server named '{target.server}' in {store.path}.{hint}")
+            return False
+        if target.name == "":
+            problem.append(
+                f"'{text}' names no {target.kind} after the '/': approve one as '{APPROVE_HINT} "
+                f"{target.server}/NAME', or the whole server as '{APPROVE_HINT} {target.server}'."
+            )
             return False
         if target.name is None:
             if target.hash is not None:

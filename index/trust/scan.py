@@ -222,10 +222,19 @@ _OVERRIDE = re.compile(
     + r"{0,30}?\b(instructions?|prompts?|rules|guidelines|directives|messages|guardrails|constraints|polic(y|ies))\b",
     _F,
 )
+#: The override with its noun first: "ignore the instructions above", "disregard the prompt you were
+#: given". Only nouns that name what a model was told: "ignore lint rules above level 3" is no attack.
+_OVERRIDE_NOUN_FIRST = re.compile(
+    r"\b(ignore|disregard|forget|override|bypass|overrule)\b" + _SENTENCE + r"{0,20}?"
+    r"\b(instructions|prompts?|directives|guidelines|guardrails)\b" + _SENTENCE + r"{0,20}?"
+    r"\b(above|before\s+this|so\s+far|you\s+(were|have\s+been)\s+given|you\s+(got|received|have))\b",
+    _F,
+)
 _CONCEAL_TELL = re.compile(
     r"\b(do not|don'?t|dont|never|must not|should not|shouldn'?t|cannot|without|avoid)\s+(ever\s+)?"
+    r"(let(ting)?\s+(the\s+)?(users?|human|person|operator|owner)\s+(know|see|notice|find\s+out)\b|"
     r"(tell(ing)?|inform(ing)?|notify(ing)?|alert(ing)?|mention(ing)?|reveal(ing)?|disclos(e|ing)|show(ing)?|warn(ing)?|"
-    r"let(ting)?\s+the\s+user\s+know|report(ing)?|explain(ing)?)\b" + _SENTENCE + r"{0,30}?\b(the\s+)?(users?|human|person|operator|owner)\b",
+    r"report(ing)?|explain(ing)?)\b" + _SENTENCE + r"{0,30}?\b(the\s+)?(users?|human|person|operator|owner)\b)",
     _F,
 )
 _CONCEAL_KNOW = re.compile(
@@ -242,7 +251,8 @@ _STEALTH = re.compile(
     _F,
 )
 _OVERRIDE_ZH = re.compile(
-    r"(忽略|无视|忘记|忘掉|不要理会)(之前|以前|先前|上面|上述|前面|所有|一切|系统|原有)(的)?(所有|全部|一切)?(的)?(指令|指示|说明|规则|提示|设定|要求)"
+    r"(忽略|无视|無視|忘记|忘記|忘掉|不要理会|不要理會)(之前|以前|先前|上面|上述|前面|所有|一切|系统|系統|原有)(的)?(所有|全部|一切)?(的)?"
+    r"(指令|指示|说明|說明|规则|規則|提示|设定|設定|要求)"
 )
 
 
@@ -379,7 +389,11 @@ def _in_other_languages(kind: _OtherLanguageRule, text: str) -> re.Match[str] | 
     return None
 
 
-_CONCEAL_ZH = re.compile(r"(不要|别|切勿|不得|禁止|无需|不必)(向|对)?(用户|使用者)?(告诉|通知|提醒|告知|透露|提及|说明)(用户|使用者)?")
+#: Simplified and Traditional forms (用户 / 用戶, 告诉 / 告訴 ...).
+_CONCEAL_ZH = re.compile(
+    r"(不要|别|別|切勿|不得|禁止|无需|無需|不必)(向|对|對)?(用户|用戶|使用者)?"
+    r"(告诉|告訴|通知|提醒|告知|透露|提及|说明|說明)(用户|用戶|使用者)?"
+)
 _ASK_USER = re.compile(r"\b(do not|don'?t|never|without)\s+(ask(ing)?|consult(ing)?|confirm(ing)?\s+with)\s+the\s+user\b", _F)
 _PSEUDO_TAG = re.compile(
     r"<\s*/?\s*(important|system|sys|instructions?|admin|secret|hidden|prompt|assistant|im_start|im_end|critical|"
@@ -512,6 +526,14 @@ class ScanContext:
             else:
                 other.setdefault(record.name, record.server)
         return cls(other_tools=other, own_tools=frozenset(own))
+
+    @cached_property
+    def own_by_case(self) -> dict[str, list[str]]:
+        """The server's own tool names by their case-folded form (case twins share one)."""
+        folded: dict[str, list[str]] = {}
+        for name in sorted(self.own_tools):
+            folded.setdefault(name.casefold(), []).append(name)
+        return folded
 
     @cached_property
     def digest(self) -> str:
@@ -658,6 +680,7 @@ def _hidden_characters(raw: str, where: str, out: _Collector, *, in_name: bool) 
 def _instructions(text: str, where: str, out: _Collector) -> None:
     for pattern, rule, message in (
         (_OVERRIDE, "instructions.override", "tells the model to ignore or override its instructions"),
+        (_OVERRIDE_NOUN_FIRST, "instructions.override", "tells the model to ignore or override its instructions"),
         (_CONCEAL_TELL, "instructions.conceal", "tells the model to keep something from the user"),
         (_CONCEAL_KNOW, "instructions.conceal", "tells the model to keep something from the user"),
         (_CONCEAL_HIDE, "instructions.conceal", "tells the model to keep something from the user"),
@@ -674,7 +697,7 @@ def _instructions(text: str, where: str, out: _Collector) -> None:
     if (match := _in_other_languages("conceal", text)) is not None:
         out.add("instructions.conceal", "instructions", "high", where, "tells the model to keep something from the user",
                 _sentence_around(text, match.start(), match.end()))
-    if (match := _CONCEAL_ZH.search(text)) is not None and re.search("用户|使用者", match.group(0)):
+    if (match := _CONCEAL_ZH.search(text)) is not None and re.search("用户|用戶|使用者", match.group(0)):
         out.add("instructions.conceal", "instructions", "high", where, "tells the model to keep something from the user",
                 _sentence_around(text, match.start(), match.end()))
     for pattern, rule, message in (
@@ -831,6 +854,11 @@ def _exfiltration(text: str, where: str, out: _Collector) -> None:
 
 def _name_rules(record: ToolRecord, context: ScanContext, out: _Collector) -> None:
     name = record.name
+    twins = [own for own in context.own_by_case.get(name.casefold(), ()) if own != name]
+    if twins:
+        # "Wipe" beside "wipe": a deny rule, an approval or a reader takes one for the other.
+        out.add("hidden.case-twin-name", "hidden", "high", "name",
+                f"the name differs only in letter case from the server's own '{twins[0]}'", name)
     if name.isascii():
         return
     folded = skeleton(name)
@@ -884,10 +912,12 @@ _NAME_BREAK = re.compile(r"[\s_.\-]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a
 #: What a model reads past as a space in prose: a single line break inside running text (not a
 #: blank line, nor one before a list item, heading, quote or table row, which separate), and the
 #: joins of a name written in it (not ``.`` or ``-``, which end sentences and join ordinary words).
+_LINE_IN_PROSE = r"(?<!\n)[ \t]*\n[ \t]*(?![\s\-*+#>|\u2022]|\d+[.)])"
 _PROSE_BREAK = re.compile(
-    r"(?<!\n)[ \t]*\n[ \t]*(?![\s\-*+#>|\u2022]|\d+[.)])"
-    r"|(?<=[A-Za-z0-9])_+(?=[A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])"
+    _LINE_IN_PROSE + r"|(?<=[A-Za-z0-9])_+(?=[A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])"
 )
+#: Only the line breaks of :data:`_PROSE_BREAK`: a result's identifiers stay as they are.
+_LINE_BREAK_IN_PROSE = re.compile(_LINE_IN_PROSE)
 
 
 def _is_name(where: str) -> bool:
@@ -980,4 +1010,13 @@ def scan_result_text(text: str) -> list[Finding]:
         if candidate:
             _instructions(candidate, label, out)
             _exfiltration(candidate, label, out)
+    if "\n" in normalized:
+        # A hard-wrapped instruction ("ignore all previous\ninstructions") reads as one line to a model.
+        joined = _LINE_BREAK_IN_PROSE.sub(" ", normalized)
+        found = _Collector()
+        _instructions(joined, "result (lines joined)", found)
+        raised = {finding.rule for finding in out.findings if finding.severity == "high"}
+        for finding in found.findings:
+            if finding.severity == "high" and finding.rule not in raised:
+                out.add(finding.rule, finding.category, finding.severity, "result (lines joined)", finding.message, finding.excerpt)
     return [f for f in out.findings if f.severity == "high"]  # web pages often carry a stray zero-width space

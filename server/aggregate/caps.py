@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import mcp.types as types
 
-from server.execute.results import CUT_META_KEY, ResultLimits, Wording, cap_result
+from server.execute.results import CUT_META_KEY, FIELD_CHARS, ResultLimits, Wording, cap_result
 
 PROMPT_WORDING = Wording(
     noun="prompt",
@@ -35,21 +35,29 @@ def cap_prompt(result: types.GetPromptResult, limits: ResultLimits) -> types.Get
         message.content.model_copy(update={"meta": {**(message.content.meta or {}), _ROLE_KEY: message.role}})
         for message in result.messages
     ]
-    wrapped = types.CallToolResult(content=blocks)
+    wrapped = types.CallToolResult(content=blocks, _meta=result.meta)
     capped = cap_result(wrapped, limits, PROMPT_WORDING)
+    description = result.description
+    if description is not None and len(description) > FIELD_CHARS:
+        # Beside the messages a model reads it too; a block's description is held to the same length.
+        description = description[:FIELD_CHARS] + "…"
     if capped is wrapped:
-        return result
+        if description == result.description:
+            return result
+        return result.model_copy(update={"description": description, "meta": _description_cut(result.meta, result)})
     messages = []
     for block in capped.content:
         meta = dict(block.meta or {})
         role = meta.pop(_ROLE_KEY, "user")  # the copilot's own notes speak as the user, as the prompt's text does
         messages.append(types.PromptMessage(role=role, content=block.model_copy(update={"meta": meta or None})))
-    return result.model_copy(update={"messages": messages, "meta": _cut_meta(result.meta, capped)})
+    meta = capped.meta if description == result.description else _description_cut(capped.meta, result)
+    return result.model_copy(update={"messages": messages, "description": description, "meta": meta})
 
 
 def cap_resource(result: types.ReadResourceResult, limits: ResultLimits, uri: str) -> types.ReadResourceResult:
     """``result`` with its contents within ``limits``; the notes are text contents of ``uri``."""
-    wrapped = types.CallToolResult(content=[types.EmbeddedResource(type="resource", resource=item) for item in result.contents])
+    embedded = [types.EmbeddedResource(type="resource", resource=item) for item in result.contents]
+    wrapped = types.CallToolResult(content=embedded, _meta=result.meta)
     capped = cap_result(wrapped, limits, RESOURCE_WORDING)
     if capped is wrapped:
         return result
@@ -59,8 +67,14 @@ def cap_resource(result: types.ReadResourceResult, limits: ResultLimits, uri: st
         else types.TextResourceContents(uri=uri, mime_type="text/plain", text=block.text)
         for block in capped.content
     ]
-    return result.model_copy(update={"contents": contents, "meta": _cut_meta(result.meta, capped)})
+    # The capped result's _meta: the child's (unless over the cap) and what was cut.
+    return result.model_copy(update={"contents": contents, "meta": capped.meta})
 
 
-def _cut_meta(meta: dict | None, capped: types.CallToolResult) -> dict:
-    return {**(meta or {}), CUT_META_KEY: (capped.meta or {})[CUT_META_KEY]}
+def _description_cut(base: dict | None, result: types.GetPromptResult) -> dict:
+    """``base`` (the prompt's ``_meta`` as capped) also saying that its description was cut."""
+    meta = dict(base or {})
+    cut = dict(meta.get(CUT_META_KEY) or {})
+    cut["description"] = {"total_chars": len(result.description or ""), "kept_chars": FIELD_CHARS}
+    meta[CUT_META_KEY] = cut
+    return meta

@@ -298,7 +298,16 @@ class Aggregation:
             )
         records = await catalog.records({"prompt"}, visible_only=False)
         record = next((r for r in records if (r.server, r.name) == pair), None)
-        if record is not None and (why := self._withheld(record)):
+        if record is None:
+            # The name is one of the server's tools or resources (one name table serves them all), or a
+            # prompt held back for approval (never indexed): neither may reach the child as a prompt.
+            raise MCPError(
+                INVALID_PARAMS,
+                f"Unknown prompt: {name}: {pair[0]} lists no usable prompt of that name (a new or changed one may be "
+                "waiting for approval: python -m index trust). List the prompts with prompts/list.",
+                {"name": name},
+            )
+        if why := self._withheld(record):
             raise MCPError(INVALID_PARAMS, why, {"name": name})
         return pair
 
@@ -360,8 +369,23 @@ class Aggregation:
             if record.kind == "resource_template" and record.uri and _template_matches(record.uri, original):
                 return record.server, original, record
         if parsed is not None and catalog.visible(parsed[0], original):
+            if (why := self._held_template(parsed[0], original)) is not None:
+                raise MCPError(RESOURCE_NOT_FOUND, why, {"uri": uri})
             return parsed[0], original, None  # not (yet) indexed: the child decides whether it exists
         raise await self._not_found(uri)
+
+    def _held_template(self, server: str, uri: str) -> str | None:
+        """Why ``uri`` may not be read though no record has it: a resource template of ``server``
+        waiting for approval matches it (held back, so never indexed), or the server waits whole."""
+        guard = getattr(self.copilot, "guard", None)
+        if guard is None:
+            return None
+        for verdict in guard.reviewer.held():
+            if verdict.server != server:
+                continue
+            if verdict.tool == "*" or (verdict.kind == "resource_template" and _template_matches(verdict.tool, uri)):
+                return verdict.message()
+        return None
 
     async def _not_found(self, uri: str, detail: str = "") -> MCPError:
         """``-32002`` for ``uri``, naming the nearest URI (or template) the host can use, if any."""
@@ -492,6 +516,16 @@ class Aggregation:
             server, prompt = await self._resolve_prompt(ref.name)
             child_ref: types.PromptReference | types.ResourceTemplateReference = ref.model_copy(update={"name": prompt})
         else:
+            server, original, record = await self._resolve_resource(str(ref.uri))
+            if record is None or record.kind != "resource_template":
+                # Completion is for a listed template's arguments: any other URI is the child's to
+                # interpret, and none it never listed (nor one held back) may reach it.
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"Unknown resource template: {ref.uri}. Complete the arguments of a template exactly as "
+                    "resources/templates/list lists it.",
+                    {"uri": str(ref.uri)},
+                )
             server, original = await self._resource_target(str(ref.uri))
             child_ref = ref.model_copy(update={"uri": original})
         capabilities = self.copilot.pool.capabilities(server)

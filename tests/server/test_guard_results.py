@@ -92,3 +92,14 @@ async def test_a_large_result_is_scanned_off_the_event_loop(tmp_path: Path, monk
     large = await call_weather(tmp_path / "large", {"content": [{"type": "text", "text": large_text}]})
     assert await result_findings(small) and await result_findings(large)  # both flagged
     assert scanned_in == [True, False]  # the small one on the loop, the large one in a worker thread
+
+
+async def test_a_prompt_description_padded_to_the_scan_budget_does_not_hide_its_messages() -> None:
+    # Before: the description was scanned first, and padding it to the budget left the messages unread.
+    import mcp.types as mcp_types
+
+    from server.guard import prompt_findings
+
+    message = mcp_types.PromptMessage(role="user", content=mcp_types.TextContent(type="text", text=INJECTION))
+    padded = mcp_types.GetPromptResult(description="a" * (RESULT_SCAN_CHARS + 1), messages=[message])
+    assert {finding.rule for finding in await prompt_findings(padded)} >= {"instructions.override"}

@@ -124,6 +124,19 @@ def test_servers_file_overrides_correct_what_a_child_claims() -> None:
     assert Policy(servers=servers, read_only=True).read_only_permits("excel", "excel_read_sheet", claimed)
 
 
+def test_read_only_mode_refuses_a_tool_the_servers_file_marks_destructive_whatever_the_child_claims() -> None:
+    # Before: the child's readOnlyHint: true alone let it through, the override notwithstanding.
+    servers = parse_servers(
+        json.dumps({"mcpServers": {"notes": {"command": "x", "annotations": {"wipe": {"destructiveHint": True}}}}})
+    ).servers
+    claimed = {"readOnlyHint": True}
+    policy = Policy(servers=servers, read_only=True, confirm="never")
+    assert not policy.read_only_permits("notes", "wipe", claimed)
+    risk = policy.assess("notes", "wipe", claimed)
+    assert risk.refused_read_only and "annotated as destructive" in risk.reason
+    assert policy.read_only_permits("notes", "read", claimed)
+
+
 @pytest.mark.parametrize(
     ("mode", "destructive", "untrusted_unannotated", "plain"),
     [

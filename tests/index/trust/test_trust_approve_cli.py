@@ -43,6 +43,17 @@ def test_a_bad_target_is_reported_and_the_others_are_approved_and_said_so(tmp_pa
     assert reviewer.held() == []
 
 
+@pytest.mark.parametrize("target", ["notes/", "prompt:notes/", "resource_template:notes/"])
+def test_a_slash_with_no_name_after_it_approves_nothing(tmp_path: Path, target: str) -> None:
+    # Before: "notes/" (a script's "notes/$TOOL" with TOOL empty) approved every held tool of the server.
+    reviewer = _held_back(tmp_path)
+    held = reviewer.held()
+    done = index_cli(tmp_path, "approve", "--yes", target)
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"'{target}' names no " in done.stderr and "after the '/'" in done.stderr
+    assert reviewer.held() == held
+
+
 def test_approving_a_server_with_nothing_held_says_so(tmp_path: Path) -> None:
     _held_back(tmp_path)
     done = index_cli(tmp_path, "approve", "mail")

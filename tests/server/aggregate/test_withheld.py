@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import anyio
+import mcp.types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -73,6 +74,26 @@ async def test_poisoned_prompts_and_resources_are_neither_listed_nor_served(
         assert served.messages[0].content.text == "prompt summarize_glossary"
         read = await client.read_resource("copilot://glossary/glossary://terms", cache_mode="bypass")
         assert read.contents[0].text == "contents of glossary://terms"
+
+
+async def test_a_name_the_server_uses_for_no_prompt_reaches_no_child_as_one(
+    glossary: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Before: one name table serves tools, prompts and resources, so a resource's name resolved as a
+    # prompt and went to the child (a prompt of that name held back for approval was served so).
+    async with glossary_host(glossary, tmp_path) as client:
+        await client.list_resources(cache_mode="bypass")  # gives out the resource's name
+        with pytest.raises(MCPError) as refused:
+            await client.get_prompt("glossary__terms", {})
+        assert refused.value.error.code == -32602
+        assert "Unknown prompt: glossary__terms: glossary lists no usable prompt of that name" in refused.value.error.message
+        # Completion likewise needs a template the copilot listed: anything else is refused, not forwarded.
+        with pytest.raises(MCPError) as incomplete:
+            await client.complete(
+                types.ResourceTemplateReference(type="ref/resource", uri="copilot://glossary/glossary://nope/{x}"),
+                {"name": "x", "value": "a"},
+            )
+        assert incomplete.value.error.code == -32602 and "Unknown resource template" in incomplete.value.error.message
 
 
 async def test_route_names_a_withheld_prompt_without_showing_it(glossary: tuple[Path, Path], tmp_path: Path) -> None:
@@ -151,3 +172,32 @@ async def test_prompts_and_templates_that_change_at_runtime_are_withheld_until_a
         assert [v.id for v in TrustReviewer(TrustStore.in_home(home)).held()] == [
             "prompt:glossary/quiz", f"resource_template:glossary/{TERM_URI}"
         ]  # fmt: skip
+
+
+async def test_a_uri_of_a_new_template_waiting_for_approval_is_not_read(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    # Before: a held-back new template is never indexed, so its URIs took the "not indexed yet: the
+    # child decides" way and were read from the child.
+    secret = "glossary://secret/{name}"
+    spec = {**CHANGING_SPEC, "next_resource_templates": [
+        *CHANGING_SPEC["next_resource_templates"], {"uriTemplate": secret, "name": "secret", "description": "Secrets."},
+    ]}  # fmt: skip
+    servers = load_servers(glossary_servers(tmp_path, spec))
+    home = copy_home(built_index, tmp_path / "home")
+    async with copilot_with_aggregation(copilot_settings(home, tmp_path), servers) as (copilot, aggregation):
+        assert aggregation.live is not None
+        with anyio.fail_after(WAIT):
+            await copilot.indexer.done.wait()
+        assert not (await copilot.execute("glossary", "rug_pull", {}, None, None, None)).is_error
+        with anyio.fail_after(WAIT):
+            await aggregation.live.settled()
+        with pytest.raises(MCPError) as unread:
+            await aggregation._resource_target("copilot://glossary/glossary://secret/abc")
+        assert unread.value.error.code == -32002
+        assert f"resource template 'glossary/{secret}'" in unread.value.error.message
+        # A URI no template matches is still the child's to answer (concrete resources are data).
+        assert await aggregation._resource_target("copilot://glossary/glossary://elsewhere") == (
+            "glossary", "glossary://elsewhere"
+        )  # fmt: skip

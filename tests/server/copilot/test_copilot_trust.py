@@ -13,7 +13,10 @@ import anyio
 import pytest
 
 import server.copilot as copilot_module
+from index.catalog.records import ToolRecord
 from index.catalog.servers import load_servers
+from index.search.tool_index import ToolIndex
+from index.settings import CopilotSettings
 from index.trust.review import TrustReviewer
 from index.trust.store import TrustStore
 from server.copilot import Copilot
@@ -22,6 +25,7 @@ from tests.server.copilot_harness import (
     copilot_settings,
     copy_home,
     fixture_entry,
+    poison_entry,
     read_events,
     shapeshifter_entry,
     text_of,
@@ -179,3 +183,30 @@ async def test_a_crash_quoting_instructions_from_the_childs_stderr_is_flagged(
     executes = [event for event in read_events(log_path) if event.event == "execute"]
     assert executes[1].error_kind == "child_crashed"
     assert {f["rule"] for f in executes[1].flags} >= {"instructions.override"}
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+async def test_the_first_call_to_a_stopped_server_is_judged_on_what_it_lists_as_it_starts(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+    read_only: bool,
+) -> None:
+    # Before: with the server stopped, the call was judged on the index's record (readOnlyHint:
+    # true, as an unpinned catalog said), and the child, destructive as it started, ran it at once.
+    home = copy_home(built_index, tmp_path / "home")
+    schema = {"type": "object", "properties": {"id": {"type": "string"}}}
+    live = {"name": "wipe", "description": "Wipes all notes.", "inputSchema": schema,
+            "annotations": {"readOnlyHint": False, "destructiveHint": True}}  # fmt: skip
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"tools": [live], "results": {"wipe": {"content": [{"type": "text", "text": "wiped"}]}}}))
+    path = write_servers(tmp_path / "servers.json", {"notes": poison_entry(spec)})
+    indexed = ToolRecord(
+        server="notes", name="wipe", description="Wipes all notes.", input_schema=schema, annotations={"readOnlyHint": True}
+    )
+    ToolIndex.open(CopilotSettings(home=home)).sync([indexed], servers=["notes"])
+    settings = copilot_settings(home, tmp_path, auto_index=False, read_only=read_only)
+    async with Copilot.running(settings, load_servers(path), start_now=True) as copilot:
+        assert not copilot.pool.is_running("notes")
+        first = await copilot.execute("notes", "wipe", {"id": "x"}, None, None, None)
+    assert first.is_error and "annotated as destructive" in text_of(first)
+    assert ("read-only mode" if read_only else "Confirmation required") in text_of(first)
