@@ -33,10 +33,12 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from pydantic_core import to_json
 
 from index.errors import CopilotError
 from index.catalog.records import ToolRecord
-from index.trust.scan import Finding
+from index.cli.display import printable
+from index.trust.scan import Finding, scan_result_text
 from server.aggregate.caps import cap_prompt, cap_resource
 from server.aggregate.catalog import ChildCatalog
 from server.aggregate.exposure import Exposure
@@ -79,10 +81,29 @@ _MAX_WARNED = 10_000
 SessionKey = Callable[[ServerRequestContext[Any, Any]], tuple[Hashable, Any]]
 
 
+#: Characters of a child's error message (or its ``data``'s JSON) passed on to the host.
+MAX_CHILD_ERROR_CHARS = 2_000
+
+
+def child_words(text: str, server: str, what: str) -> str:
+    """A child's error text as the host gets it: cut to :data:`MAX_CHILD_ERROR_CHARS`, and logged
+    when it looks like instructions for the model (it reaches the model as surely as a result)."""
+    if len(text) > MAX_CHILD_ERROR_CHARS:
+        text = f"{text[:MAX_CHILD_ERROR_CHARS]}…[{len(text) - MAX_CHILD_ERROR_CHARS:,} characters cut by MCP Copilot]"
+    if findings := scan_result_text(text):
+        logger.warning(
+            "server '%s': its error for %s looks like instructions for the model: %s",
+            printable(server), what, printable(findings[0].line()),
+        )
+    return text
+
+
 def _child_error(error: MCPError, what: str, server: str) -> MCPError:
     """A child's JSON-RPC error, passed on with its code (a non-standard code 0 counts as invalid params)."""
     code = error.code if error.code not in (0, None) else INVALID_PARAMS
-    return MCPError(code, f"server '{server}' answered {what} with an error: {error.message}", error.data)
+    data = error.data if len(to_json(error.data)) <= MAX_CHILD_ERROR_CHARS else None
+    message = child_words(error.message or "", server, what)
+    return MCPError(code, f"server '{server}' answered {what} with an error: {message}", data)
 
 
 def _copilot_error(error: Exception, what: str) -> MCPError:
@@ -428,7 +449,8 @@ class Aggregation:
         except MCPError as error:
             if _says_not_found(error):
                 # The child has no such resource: the spec's code, and the host's URI, not the child's.
-                raise await self._not_found(uri, f" Server '{server}' says: {error.message}") from None
+                said = child_words(error.message or "", server, "resources/read")
+                raise await self._not_found(uri, f" Server '{server}' says: {said}") from None
             raise _child_error(error, "resources/read", server) from None
         except CopilotError as error:
             raise _copilot_error(error, f"resources/read on server '{server}'") from None
