@@ -104,6 +104,9 @@ class NameTable:
         self._claims = {}
         for server, name, bare in pool:
             self._add((server, name), bare)
+        # A name handed out for a pair that left the pool resolves to nothing any more: forgotten,
+        # or a child renaming its items on every listing grows this without end.
+        self._by_name = {exposed: pair for exposed, pair in self._by_name.items() if pair in self._pool}
 
     def name(self, server: str, name: str, *, bare: bool = False) -> str:
         """The exposed name of ``server``'s ``name`` within the current pool (a pair not in it joins it).

@@ -148,3 +148,14 @@ def test_pairs_sharing_a_hash_are_told_apart_by_rank() -> None:
     assert second == f"{first}-2" and first != second
     long = hashed_name("s" * 80, "t" * 80, 41)
     assert long.endswith("-42") and len(long) <= MAX_NAME_LENGTH and TOOL_NAME_REGEX.fullmatch(long)
+
+
+def test_names_of_pairs_that_left_the_pool_are_forgotten() -> None:
+    # Before: a child renaming its items on each listing grew the table by every name ever given out.
+    table = NameTable()
+    for listing in range(50):
+        pool = [("notes", f"item_{listing}_{n}", False) for n in range(20)]
+        table.learn(pool)
+        names = [table.name(server, name) for server, name, _ in pool]
+    assert len(table._by_name) == 20  # noqa: SLF001 -- what the table holds is the point
+    assert table.resolve(names[0]) == ("notes", "item_49_0")
