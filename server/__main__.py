@@ -120,6 +120,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _configure_logging(level: str) -> None:
+    from server.bounded import RepeatedLogLines
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -128,6 +130,10 @@ def _configure_logging(level: str) -> None:
     # Third-party chatter that would drown the copilot's own lines.
     for noisy in ("httpx", "httpx2", "chromadb", "sentence_transformers", "urllib3", "mcp.server.lowlevel"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    # The SDK's client session logs each notification of a child it cannot read, with a traceback.
+    sdk_client = logging.getLogger("client")
+    if not any(isinstance(existing, RepeatedLogLines) for existing in sdk_client.filters):
+        sdk_client.addFilter(RepeatedLogLines())
 
 
 def _first_leaf(error: BaseException) -> BaseException:

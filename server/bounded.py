@@ -8,6 +8,7 @@ names repeated in error messages are shortened.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,3 +90,30 @@ def cap_for_log(value: Any, *, field_chars: int, total_chars: int) -> tuple[Any,
     if budget.cut_items:
         parts.append(f"{budget.cut_items:,} entries")
     return capped, "cut from the log: " + " and ".join(parts)
+
+
+class RepeatedLogLines(logging.Filter):
+    """A logger's records of one message, at most ``limit`` of them (with a traceback for the first
+    ``with_traceback``), the last saying that the rest are not logged.
+
+    For a third-party logger that logs each bad message a child sends (the SDK's client logs a
+    traceback for every notification it cannot validate: 5,000 of them were 5.8 MB of stderr and
+    12.7 s of CPU in one call).
+    """
+
+    def __init__(self, limit: int = 20, with_traceback: int = 3) -> None:
+        super().__init__()
+        self.limit = limit
+        self.with_traceback = with_traceback
+        self._seen: dict[tuple[str, str], int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, str(record.msg))
+        count = self._seen[key] = self._seen.get(key, 0) + 1
+        if count > self.limit:
+            return False
+        if count > self.with_traceback:
+            record.exc_info = record.exc_text = None
+        if count == self.limit:
+            record.msg = f"{record.msg} (repeated {self.limit} times; further such lines are not logged)"
+        return True

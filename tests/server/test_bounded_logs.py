@@ -104,3 +104,28 @@ async def test_huge_names_are_not_echoed_back_whole(tmp_path: Path) -> None:
         text = result.content[0].text
         assert result.is_error and len(text) < 5_000, len(text)
         assert "1,000,000 characters" in text
+
+
+def test_a_third_party_line_repeated_without_end_is_logged_a_few_times_then_not() -> None:
+    # The SDK's client logged a traceback for each of a child's 5,000 unreadable notifications.
+    import io
+    import logging
+
+    from server.bounded import RepeatedLogLines
+
+    stream = io.StringIO()
+    logger = logging.getLogger("tests.repeated")
+    logger.propagate = False
+    logger.handlers[:] = [logging.StreamHandler(stream)]
+    logger.addFilter(RepeatedLogLines(limit=5, with_traceback=2))
+    for index in range(100):
+        try:
+            raise ValueError(index)
+        except ValueError:
+            logger.warning("Failed to validate notification: %s", "notifications/resources/updated", exc_info=True)
+    logger.warning("another line")
+    lines = stream.getvalue().splitlines()
+    assert sum("Failed to validate notification" in line for line in lines) == 5
+    assert sum(line.startswith("Traceback") for line in lines) == 2
+    assert "(repeated 5 times; further such lines are not logged)" in stream.getvalue()
+    assert lines[-1] == "another line"
