@@ -68,6 +68,9 @@ class ResourceSubscriptions(PoolListener):
             describe=lambda target: f"'{shown_name(target[1])}' of server '{shown_name(target[0])}'",
         )
 
+    def keeps_alive(self, server: str) -> bool:
+        return any(target[0] == server for target in self._at_child)
+
     async def subscribe(self, key: Hashable, uri: str, server: str, original: str) -> None:
         """Subscribe session ``key`` to ``uri``; raises the child's error if it refuses."""
         subscribed = self._by_session.setdefault(key, {})

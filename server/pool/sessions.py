@@ -125,6 +125,11 @@ class PoolListener:
     def resource_updated(self, server: str, uri: str) -> None:
         """``server``'s child said the resource ``uri`` (its own URI) changed."""
 
+    def keeps_alive(self, server: str) -> bool:
+        """Whether ``server``'s child must not be stopped for being idle (a host's resource
+        subscription is held at it: stopped, it would send no more updates and nobody would say)."""
+        return False
+
     def child_started(self, server: str, restart: bool) -> None:
         """A process of ``server`` is ready (``restart``: not the first one in this pool, whatever
         ended the one before -- a crash, an idle stop, an eviction: a new process knows no
@@ -1056,6 +1061,8 @@ class ChildPool:
             now = time.monotonic()
             for child in list(self._children.values()):
                 if child.in_flight == 0 and child.running and now - child.last_used >= idle_timeout:
+                    if any(listener.keeps_alive(child.name) for listener in self._listeners):
+                        continue
                     logger.info("stopping server '%s': idle for %.0fs", child.name, now - child.last_used)
                     self._state(child.name).idle_stops += 1
                     self._retire(child, "idle", f"it was idle for {idle_timeout:g}s (COPILOT_IDLE_TIMEOUT)")

@@ -232,3 +232,16 @@ async def test_updates_of_ever_new_resources_hold_a_bounded_number_and_the_drops
         assert [r.getMessage() for r in caplog.records][1:] == [
             "dropped 2 update(s) of resources while too many waited to be delivered"
         ]
+
+
+async def test_a_held_subscription_keeps_its_child_from_the_idle_stop() -> None:
+    # Before: the child stopped when idle and its updates ended, with nothing telling the host.
+    child = SlowChild()
+    async with anyio.create_task_group() as group:
+        subscriptions = ResourceSubscriptions(requester(child), Broadcaster(InMemorySubscriptionBus()), group)
+        assert not subscriptions.keeps_alive("docs")
+        await subscriptions.subscribe("A", HOST_URI, "docs", URI)
+        assert subscriptions.keeps_alive("docs") and not subscriptions.keeps_alive("other")
+        subscriptions.forget("A")
+        await anyio.wait_all_tasks_blocked()
+        assert not subscriptions.keeps_alive("docs")

@@ -410,3 +410,26 @@ async def test_a_listing_broken_beyond_single_tools_is_an_error_saying_what_is_w
         "server 'breaker' answered tools/list with a reply that does not follow the MCP schema: nextCursor: should "
         "be a valid string (got 5)"
     )
+
+
+async def test_a_child_a_listener_keeps_alive_is_not_stopped_for_being_idle(settings: PoolSettings) -> None:
+    from server.pool.sessions import PoolListener
+
+    class Holding(PoolListener):
+        def __init__(self) -> None:
+            self.holding = True
+            self.asked = 0
+
+        def keeps_alive(self, server: str) -> bool:
+            self.asked += 1
+            return self.holding
+
+    settings.idle_timeout = 0.2
+    holding = Holding()
+    async with running_pool({"alpha": fixture_config("alpha")}, settings) as pool:
+        pool.subscribe(holding)
+        await pool.call_tool("alpha", "echo", {"text": "hi"})
+        await wait_until(lambda: holding.asked >= 2)  # two idle sweeps found it idle, and kept it
+        assert pool.is_running("alpha") and pool.status()["alpha"]["idle_stops"] == 0
+        holding.holding = False
+        await wait_until(lambda: not pool.is_running("alpha"))
