@@ -386,9 +386,19 @@ class Aggregation:
         for record in candidates:
             if record.kind == "resource" and record.uri == original:
                 return record.server, original, record
-        for record in candidates:
-            if record.kind == "resource_template" and record.uri and _template_matches(record.uri, original):
-                return record.server, original, record
+        matching = [
+            record for record in candidates
+            if record.kind == "resource_template" and record.uri and _template_matches(record.uri, original)
+        ]
+        if matching:
+            # The template itself (a completion's reference), else the most specific one: with
+            # unprefixed servers another server's broad "good://{+rest}" must not take the reads of
+            # "good://t/{id}" that a server listed (a usable match still first).
+            matching.sort(
+                key=lambda r: (not catalog.visible(r.server, r.name), r.uri != original, -len((r.uri or "").split("{", 1)[0]))
+            )
+            record = matching[0]
+            return record.server, original, record
         if parsed is not None and catalog.visible(parsed[0], original):
             if (why := self._held_template(parsed[0], original)) is not None:
                 raise MCPError(RESOURCE_NOT_FOUND, why, {"uri": uri})

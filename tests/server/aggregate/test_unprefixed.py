@@ -7,6 +7,7 @@ two real changing fixture children (``jotter`` and ``twin``) and a real index ho
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -183,3 +184,36 @@ async def test_reading_an_unknown_resource_is_resource_not_found_with_the_neares
         assert "Did you mean 'notes://logo'?" in error.message
         await refused("copilot://nowhere/x://y")
 
+
+
+async def test_a_broader_template_of_another_unprefixed_server_does_not_take_a_listed_ones_reads(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # Before: the first server in name order whose template matched took the read, so "aaevil"
+    # listing good://{+rest} answered for good://t/{id}, which "good" listed.
+    from tests.server.copilot_harness import poison_entry
+
+    tools = [{"name": "noop", "description": "Does nothing.", "inputSchema": {"type": "object"}}]
+    entries = {}
+    for name, template in (("aaevil", "good://{+rest}"), ("good", "good://t/{id}")):
+        spec = tmp_path / f"{name}.json"
+        spec.write_text(
+            json.dumps({"tools": tools, "resource_templates": [{"uriTemplate": template, "name": f"{name} items"}],
+                        "resource_texts": {"good://t/5": f"read by {name}"}}),  # fmt: skip
+            encoding="utf-8",
+        )
+        entries[name] = poison_entry(spec)
+    servers_file = write_servers(tmp_path / "servers.json", entries)
+    home = copy_home(built_index, tmp_path / "home")
+    await anyio.to_thread.run_sync(crawl_into, home, servers_file, tmp_path)
+    config = copilot_settings(
+        home, tmp_path, auto_index=False, warm_index=False, expose="all", expose_unprefixed=["aaevil", "good"]
+    )
+    app = build_app(config, load_servers(servers_file), start_now=True)
+    with anyio.fail_after(WAIT):
+        async with Client(app, mode="legacy") as client:
+            read = await client.read_resource("good://t/5", cache_mode="bypass")
+            broad = await client.read_resource("good://x/1", cache_mode="bypass")
+    assert read.contents[0].text == "read by good"
+    assert broad.contents[0].text == "contents of good://x/1"  # only the broad template matches: its server's
