@@ -542,10 +542,14 @@ class ScanContext:
         return hashlib.sha256(json.dumps(shape, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-#: Schema keywords whose value is a name or a reference, skipped when it looks like one -- but a
-#: model reads them all the same, so a value with spaces in it (prose) is scanned.
+#: Schema keywords whose value is a name or a reference, not scanned as prose when it looks like one
+#: -- but a model reads them all the same, so a value with spaces in it (prose) is scanned, and
+#: one without is read as the words of a name (:data:`AS_NAME`).
 _KEYWORD_VALUES = frozenset({"$schema", "$id", "$ref", "type", "format"})
 _TOKEN = re.compile(r"[\x21-\x7e]{1,200}")  # printable ASCII without spaces
+#: Marks an identifier of a schema (a key, a ``format`` or ``$ref`` value): only read as words, for
+#: what quarantines (an ordinary identifier is no prose, and the weaker rules would fire on it).
+AS_NAME = "(a name)"
 
 
 def _schema_texts(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -555,6 +559,7 @@ def _schema_texts(value: Any, path: str) -> Iterator[tuple[str, str]]:
         for key, inner in value.items():
             key = str(key)
             if key in _KEYWORD_VALUES and isinstance(inner, str) and _TOKEN.fullmatch(inner):
+                yield f"{path}.{key} {AS_NAME}", inner  # "format": "IgnoreAllPreviousInstructions"
                 continue
             if key == "properties" and isinstance(inner, Mapping):
                 for name, prop in inner.items():
@@ -563,6 +568,8 @@ def _schema_texts(value: Any, path: str) -> Iterator[tuple[str, str]]:
                 continue
             if not _TOKEN.fullmatch(key):  # a key that is prose ($defs names, unknown keywords)
                 yield f"{path} (a key)", key
+            else:  # a $defs name or an x- keyword a model reads as words: "ignore_all_previous_instructions"
+                yield f"{path} {AS_NAME}", key
             yield from _schema_texts(inner, f"{path}.{key}")  # additionalProperties, $defs: schemas too
     elif isinstance(value, list):
         for position, inner in enumerate(value):
@@ -922,7 +929,7 @@ _LINE_BREAK_IN_PROSE = re.compile(_LINE_IN_PROSE)
 
 def _is_name(where: str) -> bool:
     """A field whose text is a name: the tool's, a parameter's, or a schema key's."""
-    return where == "name" or where.endswith((".properties", "(a key)"))
+    return where == "name" or where.endswith((".properties", "(a key)", AS_NAME))
 
 
 def _read_as_words(text: str, where: str, out: _Collector) -> None:
@@ -955,9 +962,11 @@ def scan_tool(record: ToolRecord, context: ScanContext | None = None) -> list[Fi
     out = _Collector()
     _name_rules(record, context, out)
     _length_rules(record, out)
-    texts = list(tool_texts(record))
-    for where, text in texts:
-        scan_text(text, where, out, context=context, in_name=where == "name")
+    texts = []
+    for where, text in tool_texts(record):
+        if not where.endswith(AS_NAME):
+            scan_text(text, where, out, context=context, in_name=where == "name")
+            texts.append((where, text))
         _read_as_words(text, where, out)
     _split_across_fields(texts, out)
     return sorted(out.findings, key=lambda f: -SEVERITY_ORDER[f.severity])
