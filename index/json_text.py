@@ -4,6 +4,9 @@ Python's ``json.loads`` raises ``RecursionError``, not a ``ValueError``, for arr
 nested deeper than it can follow (about a thousand levels), so a malformed file of
 ``[[[[…]]]]`` got past every reader's "not JSON" handling as a traceback.
 
+:func:`read_json_model` reads a file as a pydantic model, with one reason a person can act on when
+it cannot (the line and column of a syntax error, the field that is wrong).
+
 It also reads ``"\\ud800"`` -- a lone surrogate escape -- into a string that no UTF-8 encoder
 writes and no tokenizer takes; argv bytes that are not UTF-8 arrive as such surrogates too
 (``surrogateescape``). :func:`without_lone_surrogates` makes such text usable.
@@ -13,7 +16,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 
 class NestedTooDeepError(json.JSONDecodeError):
@@ -42,3 +48,70 @@ def without_lone_surrogates(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD (a str never holds a valid pair: JSON
     and UTF-8 decoders join those into one character)."""
     return _LONE_SURROGATE.sub(REPLACEMENT_CHARACTER, text)
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+#: Longest excerpt of a wrong value quoted in a message.
+MAX_QUOTED = 60
+
+
+class JSONFileError(ValueError):
+    """A JSON file that cannot be read as its model; the message is the reason, without the path.
+
+    ``undecodable``: the bytes are no UTF-8 text at all; ``field``: where in the JSON the model
+    found its first problem ("" when the file as a whole is wrong: no UTF-8, no JSON, no object).
+    """
+
+    def __init__(self, reason: str, *, undecodable: bool = False, field: str = "") -> None:
+        super().__init__(reason)
+        self.undecodable = undecodable
+        self.field = field
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 text, without the BOM a Windows editor puts at the start (``json`` refuses it)."""
+    return data.decode("utf-8-sig")
+
+
+def validation_reason(error: ValidationError) -> str:
+    """The first problem pydantic found, as ``field a.b[2].c: what is wrong (got …)``."""
+    first = error.errors()[0]
+    where = _location(first["loc"])
+    if first["type"] == "missing":
+        reason = f"field {where} is missing"
+    elif not where:
+        reason = f"expected a JSON object at the top level (got {type(first.get('input')).__name__})"
+    else:
+        got = repr(first.get("input"))
+        got = got if len(got) <= MAX_QUOTED else got[:MAX_QUOTED] + "..."
+        reason = f"field {where}: {first['msg']} (got {got})"
+    more = error.error_count() - 1
+    return reason + (f"; and {more} more problem(s)" if more else "")
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def read_json_model(path: Path, model: type[ModelT]) -> ModelT:
+    """``path`` read as ``model``. ``OSError`` (``FileNotFoundError`` included) passes through;
+    anything else wrong with the file is a :class:`JSONFileError` saying what and where: files are
+    edited, copied and saved by people too, and pydantic's own message (``1 validation error for
+    Report``) names neither the line nor the field."""
+    data = path.read_bytes()
+    try:
+        text = decode_text(data)
+    except UnicodeDecodeError as error:
+        raise JSONFileError(f"not UTF-8 text ({error.reason} at byte {error.start})", undecodable=True) from None
+    try:
+        parse_json(text)  # syntax first: pydantic's JSON errors give no line or column
+    except json.JSONDecodeError as error:
+        raise JSONFileError(f"not valid JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as error:
+        raise JSONFileError(validation_reason(error), field=_location(error.errors()[0]["loc"])) from None

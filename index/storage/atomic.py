@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
+
+from index.json_text import JSONFileError, read_json_model
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -24,17 +26,14 @@ def read_model(path: Path, model: type[Model]) -> Model | None:
     """``model`` as kept in ``path``; None when there is no such file, :class:`UnusableFile` when
     it cannot be read or does not validate (the caller decides how loudly to ignore it)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return read_json_model(path, model)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as error:
+    except OSError as error:
         raise UnusableFile(str(error), unreadable=True) from None
-    try:
-        return model.model_validate_json(text)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the file"
-        raise UnusableFile(f"{where}: {first['msg']}", unreadable=False) from None
+    except JSONFileError as error:
+        reason = str(error) if error.field else f"the file: {error}"
+        raise UnusableFile(reason, unreadable=error.undecodable) from None
 
 
 def write_text_atomic(path: Path, text: str) -> None:

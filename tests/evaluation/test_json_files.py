@@ -1,4 +1,4 @@
-"""``evaluation/json_files.py``: one readable reason for a results file that cannot be used."""
+"""``evaluation/json_files.py`` (reading through ``index.json_text.read_json_model``): one readable reason for a results file that cannot be used."""
 
 from __future__ import annotations
 
