@@ -117,3 +117,11 @@ class RepeatedLogLines(logging.Filter):
         if count == self.limit:
             record.msg = f"{record.msg} (repeated {self.limit} times; further such lines are not logged)"
         return True
+
+
+def cut_text(text: str, limit: int) -> str:
+    """``text`` a child sent, at most ``limit`` characters of it, saying how many were cut (progress
+    messages, questions to the user, error messages passed on to the host)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…[{len(text) - limit:,} characters cut by MCP Copilot]"

@@ -950,6 +950,11 @@ def _read_as_words(text: str, where: str, out: _Collector) -> None:
     if _is_name(where):  # in prose the split would break paths apart (id_ed25519.pub is no private key)
         _secrets(words, label, found)
         _exfiltration(words, label, found)
+    _add_new_highs(out, found, label)
+
+
+def _add_new_highs(out: _Collector, found: _Collector, label: str) -> None:
+    """The high findings of a second reading (``found``) whose rule ``out`` has not raised yet, under ``label``."""
     raised = {finding.rule for finding in out.findings if finding.severity == "high"}
     for finding in found.findings:
         if finding.severity == "high" and finding.rule not in raised:
@@ -1019,13 +1024,10 @@ def scan_result_text(text: str) -> list[Finding]:
         if candidate:
             _instructions(candidate, label, out)
             _exfiltration(candidate, label, out)
-    if "\n" in normalized:
-        # A hard-wrapped instruction ("ignore all previous\ninstructions") reads as one line to a model.
-        joined = _LINE_BREAK_IN_PROSE.sub(" ", normalized)
+    # A hard-wrapped instruction ("ignore all previous\ninstructions") reads as one line to a model.
+    joined = _LINE_BREAK_IN_PROSE.sub(" ", normalized) if "\n" in normalized else normalized
+    if joined != normalized:
         found = _Collector()
         _instructions(joined, "result (lines joined)", found)
-        raised = {finding.rule for finding in out.findings if finding.severity == "high"}
-        for finding in found.findings:
-            if finding.severity == "high" and finding.rule not in raised:
-                out.add(finding.rule, finding.category, finding.severity, "result (lines joined)", finding.message, finding.excerpt)
+        _add_new_highs(out, found, "result (lines joined)")
     return [f for f in out.findings if f.severity == "high"]  # web pages often carry a stray zero-width space

@@ -49,7 +49,7 @@ from server.aggregate.pages import page
 from server.aggregate.subscriptions import ResourceSubscriptions
 from server.settings import ServerSettings
 from server.execute.validation import did_you_mean, suggest
-from server.bounded import shown_name
+from server.bounded import cut_text, shown_name
 from server.guard import prompt_findings, resource_findings, warning_text
 
 logger = logging.getLogger(__name__)
@@ -88,8 +88,7 @@ MAX_CHILD_ERROR_CHARS = 2_000
 def child_words(text: str, server: str, what: str) -> str:
     """A child's error text as the host gets it: cut to :data:`MAX_CHILD_ERROR_CHARS`, and logged
     when it looks like instructions for the model (it reaches the model as surely as a result)."""
-    if len(text) > MAX_CHILD_ERROR_CHARS:
-        text = f"{text[:MAX_CHILD_ERROR_CHARS]}…[{len(text) - MAX_CHILD_ERROR_CHARS:,} characters cut by MCP Copilot]"
+    text = cut_text(text, MAX_CHILD_ERROR_CHARS)
     if findings := scan_result_text(text):
         logger.warning(
             "server '%s': its error for %s looks like instructions for the model: %s",

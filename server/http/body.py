@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
+from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from index.json_text import parse_json
@@ -86,7 +88,7 @@ class RequestBodyGate:
                 await send_json(send, 415, problem)
                 return
             handshake = _handshake_era(headers)
-            if not handshake and (unacceptable := _accept_problem(headers)) is not None:
+            if not handshake and (unacceptable := _accept_problem(scope)) is not None:
                 # The SDK's 2026-07-28 entry answers it with an empty 406, which no client can show.
                 await send_json(send, 406, unacceptable)
                 return
@@ -213,12 +215,10 @@ def _media_type_problem(headers: dict[str, str]) -> dict[str, Any] | None:
     return jsonrpc_error(INVALID_REQUEST, message)
 
 
-def _accept_problem(headers: dict[str, str]) -> dict[str, Any] | None:
-    """The JSON-RPC error for a POST whose ``Accept`` leaves out JSON or SSE, worded as the SDK's
-    handshake entry words it (wildcards count, as there), else ``None``."""
-    accepted = {part.split(";")[0].strip().lower() for part in headers.get("accept", "").split(",")}
-    json_ok = bool(accepted & {"*/*", "application/*", "application/json"})
-    sse_ok = bool(accepted & {"*/*", "text/*", "text/event-stream"})
+def _accept_problem(scope: Scope) -> dict[str, Any] | None:
+    """The JSON-RPC error for a POST whose ``Accept`` leaves out JSON or SSE, read and worded as
+    the SDK's handshake entry does, else ``None``."""
+    json_ok, sse_ok = check_accept_headers(Request(scope))
     if json_ok and sse_ok:
         return None
     return jsonrpc_error(INVALID_REQUEST, "Not Acceptable: Client must accept both application/json and text/event-stream")

@@ -55,7 +55,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from server.bounded import cap_for_log, shown_name
+from server.bounded import cap_for_log, cut_text, shown_name
 from server.relay.host import HostLink, level_rank, request_kind
 from server.relay.rate import Rate
 from server.relay.roots import Roots
@@ -154,9 +154,8 @@ class CallRelay:
     async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
         if self._ended:
             return
-        if message is not None and len(message) > MAX_PROGRESS_CHARS:
-            cut = len(message) - MAX_PROGRESS_CHARS
-            message = f"{message[:MAX_PROGRESS_CHARS]}…[{cut:,} characters cut by MCP Copilot]"
+        if message is not None:
+            message = cut_text(message, MAX_PROGRESS_CHARS)
         if self._between_rounds:
             self._held = (progress, total, message)  # for the next round (resume)
             return
@@ -406,10 +405,7 @@ def attributed(request: types.InputRequest, server: str) -> types.InputRequest:
     """
     if isinstance(request, types.ElicitRequest):
         params = request.params
-        asked = params.message
-        if len(asked) > MAX_QUESTION_CHARS:
-            asked = f"{asked[:MAX_QUESTION_CHARS]}…[{len(asked) - MAX_QUESTION_CHARS:,} characters cut by MCP Copilot]"
-        message = f"Server '{server}' asks: {asked}"
+        message = f"Server '{server}' asks: {cut_text(params.message, MAX_QUESTION_CHARS)}"
         return request.model_copy(update={"params": params.model_copy(update={"message": message})})
     if isinstance(request, types.CreateMessageRequest):
         sampling = request.params

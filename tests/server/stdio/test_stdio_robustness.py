@@ -19,7 +19,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
 from pathlib import Path
 from typing import Any
@@ -260,16 +260,15 @@ async def _read_to_the_end(copilot: Raw) -> list[dict[str, Any]]:
     return messages
 
 
-async def test_calls_cut_off_by_the_end_of_input_are_answered_connection_closed(tmp_path: Path) -> None:
+async def _answers_after_the_end_of_input(
+    tmp_path: Path, host: Callable[[Raw, str], Awaitable[None]]
+) -> dict[str, list[dict[str, Any]]]:
+    """Per path: the answers (no requests) a copilot writes once ``host`` sent its lines and closed stdin."""
     ends: dict[str, list[dict[str, Any]]] = {}
 
     async def run(path: str) -> None:
         async with raw_copilot(tmp_path / path, path) as copilot:
-            await copilot.send(line(block("gone", f"{path}-a")), line(block("gone", f"{path}-b")))
-            for _ in range(2):
-                await copilot.notification("notifications/progress")
-            # The last line has no newline: it is read all the same.
-            await copilot.send(b'{"jsonrpc": "2.0", "id": "last", "method": "tools/li')
+            await host(copilot, path)
             await copilot.process.stdin.aclose()  # type: ignore[union-attr]
             ends[path] = [m for m in await _read_to_the_end(copilot) if "method" not in m]
             copilot.assert_clean()
@@ -277,6 +276,18 @@ async def test_calls_cut_off_by_the_end_of_input_are_answered_connection_closed(
     async with anyio.create_task_group() as group:
         for path in PATHS:
             group.start_soon(run, path)
+    return ends
+
+
+async def test_calls_cut_off_by_the_end_of_input_are_answered_connection_closed(tmp_path: Path) -> None:
+    async def host(copilot: Raw, path: str) -> None:
+        await copilot.send(line(block("gone", f"{path}-a")), line(block("gone", f"{path}-b")))
+        for _ in range(2):
+            await copilot.notification("notifications/progress")
+        # The last line has no newline: it is read all the same.
+        await copilot.send(b'{"jsonrpc": "2.0", "id": "last", "method": "tools/li')
+
+    ends = await _answers_after_the_end_of_input(tmp_path, host)
     for path in PATHS:
         assert sorted(_shape(ends[path])) == [(-32700, "last"), (-32000, "gone"), (-32000, "gone")], path
 
@@ -284,22 +295,14 @@ async def test_calls_cut_off_by_the_end_of_input_are_answered_connection_closed(
 async def test_requests_sent_just_before_the_end_of_input_are_answered(tmp_path: Path) -> None:
     # Before: the SDK cancelled a request it had just received before its handler started, so the
     # last request of a host that then closed stdin got no answer at all.
-    ends: dict[str, list[dict[str, Any]]] = {}
+    async def host(copilot: Raw, path: str) -> None:
+        await copilot.send(
+            line(ping("ping")),
+            line({"jsonrpc": "2.0", "id": "tools", "method": "tools/list"}),
+            line({"jsonrpc": "2.0", "id": "bad", "method": "tools/call", "params": {"name": "route", "arguments": [1]}}),
+        )
 
-    async def run(path: str) -> None:
-        async with raw_copilot(tmp_path / path, path) as copilot:
-            await copilot.send(
-                line(ping("ping")),
-                line({"jsonrpc": "2.0", "id": "tools", "method": "tools/list"}),
-                line({"jsonrpc": "2.0", "id": "bad", "method": "tools/call", "params": {"name": "route", "arguments": [1]}}),
-            )
-            await copilot.process.stdin.aclose()  # type: ignore[union-attr]
-            ends[path] = [m for m in await _read_to_the_end(copilot) if "method" not in m]
-            copilot.assert_clean()
-
-    async with anyio.create_task_group() as group:
-        for path in PATHS:
-            group.start_soon(run, path)
+    ends = await _answers_after_the_end_of_input(tmp_path, host)
     for path in PATHS:
         answers = {m["id"]: m for m in ends[path] if m["id"] != "initialize"}
         assert set(answers) == {"ping", "tools", "bad"}, path
