@@ -5,9 +5,10 @@ calls ``setsid`` (or double-forks into a daemon) leaves the group; a copilot tha
 runs no cleanup at all; and a host that signals only the copilot's pid never reaches the children.
 So, for every stdio child:
 
-- on Linux it starts through :mod:`index.children.containment.exec_guard`, which sets ``PR_SET_PDEATHSIG``
-  (SIGKILL when the copilot dies) and ``PR_SET_CHILD_SUBREAPER`` (what it double-forks stays in
-  its tree) and then ``exec``s the server's command;
+- on Linux it runs under its own guardian (:mod:`index.children.containment.guardian`), a parent
+  process that dies with the copilot (``PR_SET_PDEATHSIG``), adopts whatever the server
+  double-forks (``PR_SET_CHILD_SUBREAPER``) and, when the server exits, kills what is left of its
+  tree before exiting the way the server did;
 - its environment carries ``MCP_COPILOT_CHILD=<copilot tag>:<n>``, which whatever it starts
   inherits, so its descendants can be found even after they left its group and its tree;
 - it is registered with one watchdog process per copilot (:mod:`index.children.containment.watchdog`), which
@@ -132,10 +133,10 @@ class ChildGuard:
         return f"{self.tag}:{next(self._serial)}"
 
     def launch_argv(self, executable: str, args: list[str]) -> list[str]:
-        """The argv that starts ``executable`` with the parent-death signal set (Linux)."""
+        """The argv that starts ``executable`` under its guardian (Linux; the process started is the guardian)."""
         if not pdeathsig_available():  # pragma: no cover - macOS relies on the watchdog alone
             return [executable, *args]
-        return [sys.executable, "-I", "-S", str(_HERE / "exec_guard.py"), str(os.getpid()), executable, *args]
+        return [sys.executable, "-I", "-S", str(_HERE / "guardian.py"), str(os.getpid()), executable, *args]
 
     def register(self, pid: int, tag: str) -> None:
         """Tell the watchdog a child started (it is the leader of its own process group)."""

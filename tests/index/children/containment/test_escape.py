@@ -1,5 +1,6 @@
 """A daemon that double-forks, calls ``setsid`` and ``exec``s with an empty environment (no tag, not
-in the child's group, orphaned at once) is still found and killed when its child is closed."""
+in the child's group, orphaned at once) is still found and killed when its child is closed, when
+it is started as the child is being stopped, and when the child crashes right after starting it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from index.children.connect import ChildExitedError, InitializeTimeoutError, open_session
 from index.children.containment.guard import TAG_VARIABLE
 from index.catalog.servers import ServerConfig
-from tests.support.processes import kill_leftovers, wait_gone
+from tests.support.processes import as_processes, kill_leftovers, wait_gone
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
@@ -37,7 +38,42 @@ async def test_an_untagged_double_forked_daemon_stays_in_the_childs_tree_and_die
                 assert TAG_VARIABLE not in daemon.environ()  # nothing tags it
                 parent = daemon.ppid()
         assert await wait_gone(leftovers, 20) == []
-        assert parent == child.pid  # orphaned, but re-parented to the child (a subreaper), not to init
+        assert parent == child.pid  # orphaned, but re-parented to the child's guardian (a subreaper), not to init
+    finally:
+        kill_leftovers(leftovers)
+
+
+async def test_a_daemon_started_while_the_child_is_being_stopped_dies_with_it(tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    args = [str(ESCAPING_SERVER), "--vanish-at-exit", str(pid_file)]
+    config = ServerConfig(name="escaping", command=sys.executable, args=args)
+    leftovers: list[psutil.Process] = []
+    try:
+        with anyio.fail_after(40):
+            async with open_session(config, workdir=tmp_path / "work") as connection:
+                leftovers.append(psutil.Process(connection.pid))
+                assert (await connection.session.call_tool("ping_tool", {})).is_error is not True
+            # Closing the session closed the child's stdin; it started the daemon and exited (the
+            # daemon's pid written first), leaving nothing for closing to find in its tree.
+            leftovers += as_processes([int(pid_file.read_text(encoding="ascii"))])
+        assert await wait_gone(leftovers, 20) == []
+    finally:
+        kill_leftovers(leftovers)
+
+
+async def test_a_daemon_started_just_before_the_child_crashed_dies_with_it(tmp_path: Path) -> None:
+    leftovers: list[psutil.Process] = []
+    try:
+        with anyio.fail_after(40):
+            async with open_session(_escaping(), workdir=tmp_path / "work") as connection:
+                child = psutil.Process(connection.pid)
+                leftovers.append(child)
+                await connection.session.list_tools()  # else the SDK lists them after the call, from a child gone
+                result = await connection.session.call_tool("vanish_and_exit", {})
+                leftovers += as_processes([int(result.content[0].text)])  # type: ignore[union-attr]
+                # Gone while the session is still open: nothing of the copilot's stopped anything yet.
+                assert await wait_gone(leftovers, 20) == []
+                assert await connection.wait_exit(10) == 3  # the server's own exit code, through its guardian
     finally:
         kill_leftovers(leftovers)
 

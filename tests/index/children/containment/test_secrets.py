@@ -37,6 +37,7 @@ async def main():
             stolen = await connection.session.call_tool("steal", {})
     Path(sys.argv[3]).with_suffix(".later.json").write_text(stolen.content[0].text)
     Path(sys.argv[5]).write_text(os.environ.get("OPENAI_API_KEY", "<unset>"))
+    Path(sys.argv[5]).with_suffix(".pid").write_text(str(os.getpid()))
 
 anyio.run(main)
 """
@@ -55,9 +56,13 @@ def test_a_child_cannot_read_the_secrets_of_the_process_that_started_it(tmp_path
         timeout=50,
     )
     assert owner.returncode == 0, owner.stderr.decode(errors="replace")[-2000:]
+    owner_pid = int(seen.with_suffix(".pid").read_text(encoding="ascii"))
     ancestors = json.loads(report.read_text(encoding="utf-8"))["ancestors"]
-    assert ancestors[0]["found"] == []  # the owner, the child's parent
+    # The child's parent is its guardian (index.children.containment.guardian), the owner the next one up.
+    assert [entry["pid"] for entry in ancestors[:2]] == [ancestors[0]["pid"], owner_pid]
+    assert all(entry["found"] == [] for entry in ancestors)
     later = json.loads(report.with_suffix(".later.json").read_text(encoding="utf-8"))
-    assert later["ancestors"][0]["readable"] and later["ancestors"][0]["found"] == []
+    assert later["ancestors"][1]["readable"]  # the owner: readable, with no secret in it
+    assert all(entry["found"] == [] for entry in later["ancestors"])
     assert later["elsewhere"] == []  # nor in the watchdog's, a program started afresh
     assert seen.read_text(encoding="utf-8") == SECRET  # the owner itself still has it

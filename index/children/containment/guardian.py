@@ -1,0 +1,180 @@
+"""``python -I -S guardian.py PARENT_PID PROGRAM ARG...``: the parent of one child server, which
+dies with the copilot and takes everything the server leaves behind with it.
+
+Linux only. The guardian asks the kernel to SIGKILL it when its parent (the copilot's thread that
+started it) dies (``prctl(PR_SET_PDEATHSIG)``) and checks the parent did not die before that took
+effect. It makes itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), forks, and the
+fork sets its own parent-death signal (dying with the guardian) and ``exec``s the server's
+command: same working directory and file descriptors, exactly the environment the guardian was
+started with (read back from ``/proc/self/environ``: Python's start-up may have added
+``LC_CTYPE`` to its own), and the default disposition of every signal Python's start-up or the
+guardian ignores.
+
+The guardian then waits. Whatever the server double-forks is orphaned to the guardian instead of to
+init, and reaped by it as it exits (no zombies pile up). When the server exits -- stopped by the
+copilot, crashed, or done -- the guardian SIGKILLs every process left in its tree and reaps them,
+then exits the way the server did (the same exit code, or the same signal), so the copilot sees
+the server's own ending. Before it, a daemon that double-forked, called ``setsid`` and ``exec``d
+with an empty environment (no ``MCP_COPILOT_CHILD`` tag) *while its server was being stopped*, or
+just before it crashed, was found by nothing and outlived the copilot.
+
+The guardian ignores SIGTERM, SIGINT and SIGHUP: they are for the server (the copilot signals the
+server's process group, which the guardian leads, and its tree), and the guardian ends when the
+server does. A SIGKILL to the group ends both. It closes its copies of the server's stdin and
+stdout, so the pipes close when the server's do.
+
+Its environment is its server's, so its ``/proc/<pid>/environ`` would show a secret an entry hands
+its server to every other child: the guardian keeps a copy, zeroes the block that file shows (which
+holds even against root) and makes itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``: its
+``/proc`` files become root's).
+
+A separate tiny program because ``anyio.open_process`` has no ``preexec_fn`` (and ``preexec_fn`` is
+unsafe in a process with threads); it runs with ``-I -S`` (standard library only) to stay small
+(about 4 MB of private memory per child).
+"""
+
+import ctypes
+import os
+import resource
+import signal
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+#: Signals meant for the server, which the guardian outlives until the server ends.
+_FOR_THE_SERVER = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: Signals Python's start-up ignores; the server gets them back at their defaults (as ``subprocess`` does).
+_RESTORED = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name))
+#: Seconds the sweep after the server's exit may take (a process stuck in the kernel is left behind).
+_SWEEP_SECONDS = 2.0
+_SWEEP_POLL = 0.005
+
+
+def _original_environment() -> dict[bytes, bytes]:
+    with open("/proc/self/environ", "rb") as handle:
+        entries = handle.read().split(b"\0")
+    return dict(entry.split(b"=", 1) for entry in entries if b"=" in entry)
+
+
+def _blank_environment_block() -> None:
+    """Zero the environment block ``/proc/self/environ`` shows (the guardian has its copy)."""
+    with open("/proc/self/stat", "rb") as handle:
+        stat = handle.read()
+    fields = stat.rpartition(b")")[2].split()  # fields[0] is field 3 (the state)
+    start, end = int(fields[47]), int(fields[48])
+    if start and end > start:
+        ctypes.memset(start, 0, end - start)
+
+
+def _prctl(libc: ctypes.CDLL, option: int, value: int, what: str) -> None:
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        print(f"guardian: {what} failed (errno {ctypes.get_errno()}); continuing", file=sys.stderr)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process under ``root`` (read from ``/proc``; the guardian has no psutil)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat.rpartition(b")")[2].split()  # the command name may hold spaces and parentheses
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, queue = [], list(children.get(root, []))
+    while queue:
+        pid = queue.pop()
+        found.append(pid)
+        queue.extend(children.get(pid, []))
+    return found
+
+
+def _sweep() -> None:
+    """SIGKILL what the server left in the guardian's tree and reap it, until none is left; bounded."""
+    me = os.getpid()
+    deadline = time.monotonic() + _SWEEP_SECONDS
+    while True:
+        for pid in _descendants(me):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        # What the killed processes had started is orphaned to the guardian: the next round gets it.
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return  # no child left, so no descendant either
+        if time.monotonic() > deadline:
+            print("guardian: processes left by the server did not exit after SIGKILL; leaving them", file=sys.stderr)
+            return
+        time.sleep(_SWEEP_POLL)
+
+
+def _end_like(status: int) -> None:
+    """Exit the way the server did: its exit code, or killed by its signal."""
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the server may have dumped core; the guardian does not
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)  # a signal that does not end a process
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _become_server(libc: ctypes.CDLL, guardian: int, program: str, argv: list[str], environment: dict[bytes, bytes]) -> None:
+    for signum in (*_FOR_THE_SERVER, *_RESTORED):
+        signal.signal(signum, signal.SIG_DFL)
+    _prctl(libc, PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != guardian:
+        os._exit(137)  # the guardian died before the signal was set: do not start an orphan
+    try:
+        os.execve(program, argv, environment)
+    except OSError as error:
+        print(f"cannot start {program}: {error.strerror or error}", file=sys.stderr)
+        os._exit(127)
+
+
+def main() -> None:
+    parent = int(sys.argv[1])
+    program, argv = sys.argv[2], sys.argv[2:]
+    libc = ctypes.CDLL(None, use_errno=True)
+    # Its environment is its server's, secrets an entry hands it included: only the server may read
+    # them (in its own /proc/<pid>/environ), not the other children. ``exec`` makes the server
+    # dumpable again.
+    environment = _original_environment()
+    try:
+        _blank_environment_block()
+    except (OSError, ValueError, IndexError) as error:
+        print(f"guardian: could not blank /proc/self/environ ({error}); continuing", file=sys.stderr)
+    _prctl(libc, PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")
+    _prctl(libc, PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
+    _prctl(libc, PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")
+    if os.getppid() != parent:
+        os._exit(137)  # the copilot died before the guard was set: do not start an orphan
+    for signum in _FOR_THE_SERVER:
+        signal.signal(signum, signal.SIG_IGN)  # before the fork: no moment where one ends the guardian alone
+    guardian = os.getpid()
+    server = os.fork()
+    if server == 0:
+        _become_server(libc, guardian, program, argv, environment)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    while True:
+        pid, status = os.wait()  # reaps orphans as they exit, until the server does
+        if pid == server:
+            break
+    _sweep()
+    _end_like(status)
+
+
+if __name__ == "__main__":
+    main()
