@@ -55,7 +55,7 @@ class _SnapshotEntry(BaseModel):
 
 def _read_json(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte order mark (Notepad's UTF-8) is not JSON
     except FileNotFoundError:
         raise CatalogError(
             f"{path}: file not found (expected LiveMCPBench's tools/LiveMCPTool/tools.json)."

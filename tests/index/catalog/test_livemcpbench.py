@@ -78,6 +78,13 @@ def test_malformed_snapshots_are_reported_with_where(tmp_path: Path, content: st
         load_livemcpbench(path)
 
 
+def test_a_snapshot_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    entry = snapshot_entry("Time", "time", [{"name": "now", "description": "Current time", "inputSchema": None}])
+    snapshot = tmp_path / "tools.json"
+    snapshot.write_text("\ufeff" + json.dumps([entry]), encoding="utf-8")  # Notepad's UTF-8
+    assert [(tool.server, tool.name) for tool in load_livemcpbench(snapshot).tools] == [("time", "now")]
+
+
 def test_import_command_writes_to_copilot_home_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
     snapshot = write_snapshot(tmp_path / "tools.json", [snapshot_entry("T", "t", [{"name": "a"}, {"name": "b"}])])
