@@ -357,6 +357,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
     _prepare_out_dir(summary.out_dir, options.option("out"))  # only now: bad input must not leave an empty output directory behind
     with output_lock(summary.out_dir):
         log = VerdictLog(summary.out_dir / VERDICTS_FILE)
+        log.set_aside_damaged()  # warned about once, here, not on every later run
         config = options.config_hash()
         done = {
             record.task_id

@@ -1,10 +1,15 @@
 """``verdicts.jsonl``: one line per judged task, appended and flushed as each verdict arrives,
-so an interrupted run loses nothing and a rerun judges only what is missing."""
+so an interrupted run loses nothing and a rerun judges only what is missing.
+
+A line an interrupted write cut short is moved, as it is, to ``verdicts.damaged.jsonl`` by the
+next judge run (:meth:`VerdictLog.set_aside_damaged`), which judges its task again: kept for
+anyone who wants it, and not warned about on every later run."""
 
 from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from pathlib import Path
 from typing import Literal, TextIO
 
@@ -83,6 +88,52 @@ class VerdictLog:
                         "%s:%d: unreadable verdict line skipped (it will be judged again)", self.path, number
                     )
         return records
+
+    @property
+    def damaged_path(self) -> Path:
+        return self.path.with_name(self.path.stem + ".damaged.jsonl")
+
+    def set_aside_damaged(self) -> int:
+        """Move unreadable lines to :attr:`damaged_path` (appended, byte for byte), keep the rest in
+        place (atomically rewritten); the number moved. Call only while holding the output lock."""
+        if not self.path.is_file():
+            return 0
+        kept: list[bytes] = []
+        damaged: list[tuple[int, bytes]] = []
+        with self.path.open("rb") as handle:
+            for number, line in enumerate(handle, 1):
+                text = line.decode("utf-8", "replace").lstrip("\ufeff") if number == 1 else line.decode("utf-8", "replace")
+                if not text.strip():
+                    continue
+                try:
+                    VerdictRecord.model_validate_json(text)
+                except (ValidationError, ValueError):
+                    damaged.append((number, line))
+                else:
+                    kept.append(line if line.endswith(b"\n") else line + b"\n")
+        if not damaged:
+            return 0
+        with self.damaged_path.open("ab") as aside:
+            for _number, line in damaged:
+                aside.write(line if line.endswith(b"\n") else line + b"\n")
+            aside.flush()
+            os.fsync(aside.fileno())
+        descriptor, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.writelines(kept)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        lines = ", ".join(str(number) for number, _line in damaged[:10]) + (", …" if len(damaged) > 10 else "")
+        logger.warning(
+            "%s: %d unreadable verdict line(s) (line %s; an interrupted write) moved to %s; their tasks are judged again",
+            self.path, len(damaged), lines, self.damaged_path.name,
+        )
+        return len(damaged)
 
     def append(self, record: VerdictRecord) -> None:
         if self._file is None:

@@ -453,3 +453,29 @@ def test_a_copilot_catalog_that_does_not_exist_is_an_error_not_a_judge_without_t
     err = capsys.readouterr().err
     assert f"error: COPILOT_CATALOG={tmp_path / 'catalgo.json'}: no such file" in err and "--tools FILE" in err
     assert not llm.requests
+
+
+def test_a_verdict_cut_by_a_kill_is_set_aside_by_the_next_run_and_not_warned_about_again(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    write_copilot_log(logs / "t2.jsonl", "t2", "question t2")
+    tasks = write_tasks(tmp_path / "tasks.json", [task_entry("t1", "question t1"), task_entry("t2", "question t2")])
+    llm.handler = lambda request: Reply(content="Status: success")
+    arguments = [str(logs), "--tasks", str(tasks), *_common(tmp_path, llm.base_url)]
+    assert main(arguments) == 0
+    verdicts = logs / "judge" / "verdicts.jsonl"
+    verdicts.write_bytes(verdicts.read_bytes()[:-40])  # the last verdict cut mid-write
+    capsys.readouterr()
+    caplog.set_level("WARNING")
+    assert main(arguments) == 0
+    err = capsys.readouterr().err
+    warned = "verdicts.jsonl: 1 unreadable verdict line(s) (line 2; an interrupted write) moved to verdicts.damaged.jsonl"
+    assert warned in caplog.text
+    assert "2/2 tasks succeeded" in err and "judged 1 now, 1 already done" in err
+    caplog.clear()
+    assert main(arguments) == 0
+    err = capsys.readouterr().err
+    assert "unreadable" not in caplog.text and "judged 0 now, 2 already done" in err

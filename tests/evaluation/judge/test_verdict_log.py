@@ -57,3 +57,34 @@ def test_a_log_saved_with_a_bom_keeps_its_first_verdict(tmp_path: Path) -> None:
     _write(path, "t1", "t2")
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     assert [record.task_id for record in VerdictLog(path).read()] == ["t1", "t2"]
+
+
+def test_a_cut_line_is_set_aside_once_byte_for_byte_and_later_reads_do_not_warn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "verdicts.jsonl"
+    _write(path, "t1", "t2")
+    data = path.read_bytes()
+    cut_line = data.splitlines(keepends=True)[1][:-40]
+    path.write_bytes(b"\xef\xbb\xbf" + data[:-40])  # a BOM, and the last verdict cut mid-write
+    _write(path, "t3")
+    log = VerdictLog(path)
+    with caplog.at_level("WARNING"):
+        assert log.set_aside_damaged() == 1
+    assert "1 unreadable verdict line(s) (line 2; an interrupted write) moved to verdicts.damaged.jsonl" in caplog.text
+    assert log.damaged_path.read_bytes() == cut_line + b"\n"  # kept for whoever wants it
+    assert [record.task_id for record in log.read()] == ["t1", "t3"]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert log.set_aside_damaged() == 0
+        log.read()
+    assert caplog.text == ""  # said once, not on every rerun
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["verdicts.damaged.jsonl", "verdicts.jsonl"]
+
+
+def test_a_log_with_nothing_damaged_is_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "verdicts.jsonl"
+    _write(path, "t1", "t2")
+    before = path.stat()
+    assert VerdictLog(path).set_aside_damaged() == 0
+    assert path.stat().st_ino == before.st_ino and not VerdictLog(path).damaged_path.exists()
