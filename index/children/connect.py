@@ -42,6 +42,7 @@ from mcp.client.session import ClientSession, MessageHandlerFnT
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from index.children.containment.guardian import CANNOT_START
 from index.children.direct import DirectRequests
 from index.children.raw_pages import describe_schema_error
 from index.children.process import KILL_GRACE, ChildProcess, describe_exit, read_log_tail
@@ -201,8 +202,16 @@ async def _initialize(
             f"server '{name}' at {config.display_url} closed the connection during initialize.", server=name
         )
     returncode = await streams.process.wait_exit(2.0)
-    what = f"exited with {describe_exit(returncode)}" if returncode is not None else "closed its stdout without exiting"
     lines = tail()
+    reason = _cannot_start(lines) if returncode == 127 else None
+    if reason is not None:  # the program never ran: the guardian could not exec it
+        raise ChildStartError(f"server '{name}': cannot start '{config.command}': {reason}.", server=name)
+    if returncode is None:
+        what = "closed its stdout without exiting"
+    elif returncode < 0:
+        what = f"was {describe_exit(returncode)}"
+    else:
+        what = f"exited with {describe_exit(returncode)}"
     unended = config.redact(streams.process.unterminated_stdout())
     raise ChildExitedError(
         f"server '{name}' ({command_line}) {what} before answering "
@@ -211,6 +220,14 @@ async def _initialize(
         returncode=returncode,
         stderr_tail=lines,
     )
+
+
+def _cannot_start(lines: list[str]) -> str | None:
+    """Why the guardian could not ``exec`` the server's program, from its line on stderr, or ``None``."""
+    for line in reversed(lines):
+        if line.startswith(CANNOT_START):
+            return line.rpartition(": ")[2] or None
+    return None
 
 
 def _leaf_exceptions(error: BaseException) -> list[BaseException]:

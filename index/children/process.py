@@ -18,7 +18,7 @@ import anyio
 import anyio.abc
 import psutil
 
-from index.children.containment.guard import descendants, kill_tree
+from index.children.containment.guard import descendants, kill_tree, pdeathsig_available
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,21 @@ class ChildProcess:
         self.shutdown_grace = 2.0
         self.kill_grace = KILL_GRACE
         self._known: dict[int, psutil.Process] = {}
+        self._server_pid: int | None = None
+
+    @property
+    def server_pid(self) -> int:
+        """The server's own pid: on Linux the process started is its guardian
+        (``index.children.containment.guardian``) and the server the guardian's first child; what
+        people see (``status``, logs) and may signal. The guardian's pid until the server runs."""
+        if self._server_pid is None and pdeathsig_available():
+            try:
+                children = psutil.Process(self.pid).children()
+            except psutil.Error:
+                children = []
+            if children:  # what the guardian adopts later was started by the server, so after it
+                self._server_pid = min(children, key=lambda process: (process.create_time(), process.pid)).pid
+        return self._server_pid if self._server_pid is not None else self.pid
 
     @property
     def returncode(self) -> int | None:

@@ -284,7 +284,8 @@ class _Child:
 
     @property
     def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
+        """The server's own pid (not its guardian's): what ``status`` shows and people may signal."""
+        return self.process.server_pid if self.process is not None else None
 
 
 async def _wait_either(first: anyio.Event, second: anyio.Event) -> None:
@@ -856,7 +857,7 @@ class ChildPool:
                 state.start_seconds = child.started_at - child.created_at
                 child.ready.set()
                 self._notify("child_started", child, None)
-                logger.info("server '%s' started (pid %s) in %.1fs", child.name, connection.pid, state.start_seconds)
+                logger.info("server '%s' started (pid %s) in %.1fs", child.name, child.pid, state.start_seconds)
                 self._tell("child_started", child.name, state.starts > 1)
                 if state.listed_digest is not None and self._task_group is not None:
                     # A restart: the new process may list other tools than the last one did.

@@ -85,11 +85,12 @@ def kill_tree(
     Returns the processes signalled outside the group (to wait for). Synchronous and quick: safe
     from signal handlers and ``atexit``.
     """
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)
+    # Found before anything is signalled: a guardian SIGKILLed first would leave its tree to init.
     members = {process.pid: process for process in [*(known or []), *descendants(pid)]}
     if tag is not None:
         members.update((process.pid, process) for process in tagged(tag))
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
     signalled = []
     for process in members.values():
         try:

@@ -18,10 +18,14 @@ the server's own ending. Before it, a daemon that double-forked, called ``setsid
 with an empty environment (no ``MCP_COPILOT_CHILD`` tag) *while its server was being stopped*, or
 just before it crashed, was found by nothing and outlived the copilot.
 
-The guardian ignores SIGTERM, SIGINT and SIGHUP: they are for the server (the copilot signals the
-server's process group, which the guardian leads, and its tree), and the guardian ends when the
-server does. A SIGKILL to the group ends both. It closes its copies of the server's stdin and
-stdout, so the pipes close when the server's do.
+The server leads a process group of its own, as it did when it was started directly, so its
+signals to its group (``kill(0, …)``, ``killpg(getpid(), …)``) reach its processes and not the
+guardian. SIGTERM, SIGINT and SIGHUP sent to the guardian (the copilot signals the guardian's group)
+are passed on to the server's group, and the guardian ends when the server does; a SIGKILL of the
+guardian ends the server through its parent-death signal. The guardian closes its copies of the
+server's stdin and stdout, so the pipes close when the server's do. A program that cannot be
+``exec``d is reported on stderr in a line that begins with :data:`CANNOT_START` (exit code 127),
+which the copilot reads back as a start error.
 
 Its environment is its server's, so its ``/proc/<pid>/environ`` would show a secret an entry hands
 its server to every other child: the guardian keeps a copy, zeroes the block that file shows (which
@@ -43,8 +47,10 @@ import time
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
-#: Signals meant for the server, which the guardian outlives until the server ends.
+#: Signals meant for the server, which the guardian passes on to the server's process group.
 _FOR_THE_SERVER = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: How the guardian's line on stderr begins when the server's program cannot be ``exec``d.
+CANNOT_START = "mcp-copilot guardian: cannot start "
 #: Signals Python's start-up ignores; the server gets them back at their defaults (as ``subprocess`` does).
 _RESTORED = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name))
 #: Seconds the sweep after the server's exit may take (a process stuck in the kernel is left behind).
@@ -122,23 +128,48 @@ def _end_like(status: int) -> None:
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the server may have dumped core; the guardian does not
-        signal.signal(signum, signal.SIG_DFL)
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL and SIGSTOP cannot be caught (their action is the default already)
         os.kill(os.getpid(), signum)
-        os._exit(128 + signum)  # a signal that does not end a process
+        os._exit(128 + signum)  # a signal that does not end this process (the C library's own)
     os._exit(os.waitstatus_to_exitcode(status))
 
 
 def _become_server(libc: ctypes.CDLL, guardian: int, program: str, argv: list[str], environment: dict[bytes, bytes]) -> None:
     for signum in (*_FOR_THE_SERVER, *_RESTORED):
         signal.signal(signum, signal.SIG_DFL)
+    # Its own process group (in the guardian's session): ``kill(0, …)`` and ``killpg(getpid(), …)``
+    # reach the server's processes, as they did when it led the group itself, and not the guardian.
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
     _prctl(libc, PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != guardian:
         os._exit(137)  # the guardian died before the signal was set: do not start an orphan
     try:
         os.execve(program, argv, environment)
     except OSError as error:
-        print(f"cannot start {program}: {error.strerror or error}", file=sys.stderr)
+        print(f"{CANNOT_START}{program}: {error.strerror or error}", file=sys.stderr)
         os._exit(127)
+
+
+def _forward(server: int) -> None:
+    """Pass the signals meant for the server on to its process group."""
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            os.killpg(server, signum)
+        except OSError:
+            try:
+                os.kill(server, signum)
+            except OSError:
+                pass
+
+    for signum in _FOR_THE_SERVER:
+        signal.signal(signum, forward)
 
 
 def main() -> None:
@@ -164,6 +195,11 @@ def main() -> None:
     server = os.fork()
     if server == 0:
         _become_server(libc, guardian, program, argv, environment)
+    try:
+        os.setpgid(server, server)  # as the server does itself, so neither order of the two races
+    except OSError:
+        pass  # it has exec'd already (and set its group first)
+    _forward(server)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)

@@ -11,8 +11,9 @@ writes one line per event:
 While children run, every :data:`POLL_INTERVAL` seconds it records their descendants (pid and
 start time), which catches grandchildren that leave the process group with ``setsid``. When the
 pipe ends (the copilot exited, however it died: SIGKILL included), its parent changes, or ``exit``
-arrives, it SIGKILLs every registered process group, every recorded descendant that is still the
-same process, and every process whose environment carries the copilot's tag
+arrives, it SIGKILLs every registered process group, the process groups of the recorded descendants
+(a server under its guardian leads its own), every recorded descendant that is still the same
+process, and every process whose environment carries the copilot's tag
 (``MCP_COPILOT_CHILD=TAG:…``, set on every child and inherited by what it starts, even after a
 double fork), then exits. Standard library and psutil only: it runs as a script, not a package.
 """
@@ -108,10 +109,25 @@ class Watchdog:
                         self.seen[identity[0]] = identity[1]
                         stack.append(identity[0])
 
+    def recorded_groups(self) -> set[int]:
+        """The process groups of the recorded descendants still running: a server under its guardian
+        leads a group of its own, which may hold what it started since the last recording."""
+        groups: set[int] = set()
+        for process in psutil.process_iter():
+            identity = _identity(process)
+            if identity is None or self.seen.get(identity[0]) != identity[1]:
+                continue
+            with suppress(OSError):
+                groups.add(os.getpgid(identity[0]))
+        with suppress(OSError):
+            groups.discard(os.getpgid(0))
+        return groups
+
     def sweep(self) -> int:
         """SIGKILL everything this copilot started; the number of processes signalled."""
         killed = 0
-        for pid in self.leaders:
+        groups = self.recorded_groups()  # before anything dies: a group is found through its members
+        for pid in [*self.leaders, *sorted(groups)]:
             with suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
                 killed += 1

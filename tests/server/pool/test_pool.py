@@ -62,6 +62,9 @@ async def test_state_is_kept_across_calls(settings: PoolSettings) -> None:
         status = pool.status()["alpha"]
         assert status["calls"] == 3 and status["errors"] == 0 and status["restarts"] == 0
         assert status["pid"] is not None and status["last_used"] is not None
+        # The server's own pid, not its guardian's: what an operator may signal.
+        command_line = " ".join(psutil.Process(status["pid"]).cmdline())
+        assert "fixture_server.py" in command_line and "guardian.py" not in command_line
 
 
 async def test_concurrent_first_calls_start_the_server_once(settings: PoolSettings) -> None:

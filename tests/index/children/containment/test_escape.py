@@ -11,7 +11,7 @@ import anyio
 import psutil
 import pytest
 
-from index.children.connect import ChildExitedError, InitializeTimeoutError, open_session
+from index.children.connect import ChildExitedError, ChildStartError, InitializeTimeoutError, open_session
 from index.children.containment.guard import TAG_VARIABLE
 from index.catalog.servers import ServerConfig
 from tests.support.processes import as_processes, kill_leftovers, wait_gone
@@ -97,3 +97,24 @@ async def test_a_child_that_exits_in_the_middle_of_a_line_says_so(tmp_path: Path
             pass
     assert "exited with exit code 3 before answering initialize. It wrote " in str(caught.value)
     assert "without ending the line" in str(caught.value)
+
+
+async def test_a_program_that_cannot_be_executed_is_a_start_error_not_an_exit(tmp_path: Path) -> None:
+    script = tmp_path / "no-shebang.sh"
+    script.write_text("echo hello\n")
+    script.chmod(0o755)
+    config = ServerConfig(name="noshebang", command=str(script))
+    with anyio.fail_after(30), pytest.raises(ChildStartError) as caught:
+        async with open_session(config, workdir=tmp_path / "work", init_timeout=20):
+            pass
+    assert type(caught.value) is ChildStartError
+    assert str(caught.value) == f"server 'noshebang': cannot start '{script}': Exec format error."
+
+
+async def test_a_server_killed_before_initialize_reads_as_killed(tmp_path: Path) -> None:
+    args = ["-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]
+    config = ServerConfig(name="killed", command=sys.executable, args=args)
+    with anyio.fail_after(30), pytest.raises(ChildExitedError) as caught:
+        async with open_session(config, workdir=tmp_path / "work", init_timeout=20):
+            pass
+    assert "was killed by signal 15 (SIGTERM) before answering initialize" in str(caught.value)

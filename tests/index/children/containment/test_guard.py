@@ -15,6 +15,8 @@ import psutil
 import pytest
 
 from index.children.connect import InitializeTimeoutError, open_session
+from index.children.containment.guard import child_guard
+from index.children.containment.watchdog import Watchdog
 from index.catalog.servers import ServerConfig
 from tests.support.processes import HOSTILE_SERVER, as_processes, kill_leftovers, wait_for_file, wait_gone
 
@@ -104,3 +106,21 @@ async def test_children_and_their_escaped_descendants_die_when_their_owner_is_si
     finally:
         owner.kill()
         kill_leftovers(processes)
+
+
+def test_the_watchdog_finds_the_groups_of_what_it_recorded(tmp_path: Path) -> None:
+    # A server under its guardian leads a group of its own: what it starts in that group after the
+    # last recording is reached through the group when the copilot dies.
+    argv = child_guard().launch_argv(sys.executable, ["-c", "import time\nprint('ready', flush=True)\ntime.sleep(60)"])
+    guardian = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert guardian.stdout is not None and guardian.stdout.readline() == b"ready\n"
+        watchdog = Watchdog(os.getpid(), "no-such-tag")
+        watchdog.handle(f"+ {guardian.pid}")
+        watchdog.record()
+        (server,) = psutil.Process(guardian.pid).children()
+        assert watchdog.recorded_groups() == {server.pid}  # the server's group; never the watchdog's own
+    finally:
+        os.killpg(guardian.pid, signal.SIGKILL)
+        guardian.wait(timeout=20)
+        guardian.stdout.close()  # type: ignore[union-attr]

@@ -113,3 +113,22 @@ def test_what_the_server_left_behind_dies_when_it_exits(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     orphan = int(pid_file.read_text(encoding="ascii"))
     assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_server_killed_by_sigkill_is_reported_so_without_a_word_from_the_guardian() -> None:
+    done = _guarded("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert done.returncode == -signal.SIGKILL  # as the kernel's OOM killer ends a server
+    assert done.stderr == ""
+
+
+def test_the_server_leads_its_own_group_and_its_signals_to_it_do_not_reach_the_guardian() -> None:
+    code = (
+        "import os, signal\n"
+        "got = []\n"
+        "signal.signal(signal.SIGUSR1, lambda *_: got.append(1))\n"
+        "os.killpg(os.getpid(), signal.SIGUSR1)\n"  # trap 'kill -- -$$' in a shell, process.kill(-pid) in Node
+        "os.kill(0, signal.SIGUSR1)\n"
+        "print(os.getpgid(0) == os.getpid(), os.getppid() != os.getpgid(0), len(got))"
+    )
+    done = _guarded(code)
+    assert (done.returncode, done.stdout.split()) == (0, ["True", "True", "2"]), done.stderr
