@@ -691,6 +691,12 @@ class Copilot:
         kinds = ROUTE_KINDS[kind_name]
         servers = self.routable_servers()
         only: str | None = None
+        if server is not None and not isinstance(server, str):
+            # A list or a number used to be dropped without a word: the answer came from every server.
+            raise QueryError(
+                f"server must be one server's name as text, got {type(server).__name__} {str(server)[:60]!r}; "
+                "leave it out to search every server."
+            )
         if isinstance(server, str) and server.strip():
             only = self._resolve_server(server.strip()).name
         filtered = bool(self.settings.allow or self.settings.deny or self.settings.read_only or self.guard is not None)
@@ -805,8 +811,10 @@ class Copilot:
             weak_match=found.weak,
             related_servers=found.related_servers,
             related_categories=found.related_categories,
-            omitted=found.trimmed if len(tools) < k else 0,
+            # Of the hits trimmed, only those that top_k had room for (the search may have fetched 3k).
+            omitted=min(found.trimmed, k - len(tools)) if len(tools) < k else 0,
             operations=found.operations,
+            operations_listed=found.operations_listed,
             session_servers=found.session_servers,
         )
 

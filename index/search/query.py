@@ -35,11 +35,17 @@ MAX_OPERATIONS = 4
 
 _BLOCK = re.compile(r"<tool_assistant>(.*?)(?:</tool_assistant>|\Z)", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"</?tool_assistant>", re.IGNORECASE)
-_FIELD = re.compile(r"^\s*[-*]?\s*(server|tool)\s*(?:name)?\s*[:：]\s*", re.IGNORECASE | re.MULTILINE)
+#: A list bullet before a field: Markdown's three, and the typographic ones agents also write.
+_BULLET = r"(?:[-*+•·][ \t]*)?"
+#: Written so that no two neighbouring parts can match the same run of spaces: ``^\s*[-*]?\s*`` over
+#: many blank lines took seconds per route (each line start tried every split of the run).
+_FIELD = re.compile(
+    rf"^[ \t]*{_BULLET}(server|tool)[ \t]*(?:name[ \t]*)?[:：][ \t]*", re.IGNORECASE | re.MULTILINE
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.MULTILINE)
+_FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$", re.MULTILINE)
 #: Untagged fields count only when a line starts with ``tool:`` (a plain sentence may say "server:").
-_TOOL_LINE = re.compile(r"^\s*[-*]?\s*tool\s*(?:name)?\s*[:：]", re.IGNORECASE | re.MULTILINE)
+_TOOL_LINE = re.compile(rf"^[ \t]*{_BULLET}tool[ \t]*(?:name[ \t]*)?[:：]", re.IGNORECASE | re.MULTILINE)
 _EXAMPLE = "e.g. 'convert a Word document to PDF'"
 #: A letter or digit of any script: "погода в Москве" and "طقس" are queries (the keyword index reads
 #: only Latin letters, digits and CJK, but the embedding model reads them), "?!?" and "🌤️" are not.
@@ -50,13 +56,17 @@ _OPERATION_JOINER = re.compile(r"\s+\+\s+|\s*[;；]\s*")
 #: in plain text it rarely does ("Beijing, China"), so there it is left alone.
 _FIELD_OPERATION_JOINER = re.compile(r"\s+\+\s+|\s*[;；，、]\s*|\s*,\s+")
 #: ``tool:`` written on the ``server:`` line ("<tool_assistant>server: maps tool: directions</tool_assistant>").
-_INLINE_TOOL = re.compile(r"\s+[-*]?\s*tool\s*(?:name)?\s*[:：]\s*", re.IGNORECASE)
+_INLINE_TOOL = re.compile(r"\s+(?:[-*+•·]\s*)?tool\s*(?:name\s*)?[:：]\s*", re.IGNORECASE)
+#: ``server:`` written on the ``tool:`` line ("tool: directions server: maps").
+_INLINE_SERVER = re.compile(r"\s+(?:[-*+•·]\s*)?server\s*(?:name\s*)?[:：]\s*", re.IGNORECASE)
 #: Untagged one-line fields: ``server: maps tool: directions``.
-_INLINE_FIELDS = re.compile(r"^\s*[-*]?\s*server\s*(?:name)?\s*[:：].*?\s[-*]?\s*tool\s*(?:name)?\s*[:：]", re.IGNORECASE)
+_INLINE_FIELDS = re.compile(
+    rf"^[ \t]*{_BULLET}server[ \t]*(?:name[ \t]*)?[:：].*?\s(?:[-*+•·]\s*)?tool\s*(?:name\s*)?[:：]", re.IGNORECASE
+)
 #: A newline escaped twice (``\\n`` as two characters) next to a tag or a field, as agents send
 #: when they JSON-encode the block once too often; only these are undone, never ``\\n`` in a path.
 _ESCAPED_NEWLINE = re.compile(
-    r"(?:\\r)?\\n(?=\s*[-*]?\s*(?:server|tool)\s*(?:name)?\s*[:：]|\s*</?tool_assistant>|\s*$)"
+    r"(?:\\r)?\\n(?=\s*(?:[-*+•·]\s*)?(?:server|tool)\s*(?:name\s*)?[:：]|\s*</?tool_assistant>|\s*$)"
     r"|(?<=<tool_assistant>)\s*(?:\\r)?\\n",
     re.IGNORECASE,
 )
@@ -77,6 +87,8 @@ class ParsedQuery(BaseModel):
     #: The operations of a query that lists several (``tool: add slides + save presentation``);
     #: empty for a query of one operation. Each is searched on its own as well as the whole.
     operations: list[str] = []
+    #: How many operations the query lists (``operations`` holds the first :data:`MAX_OPERATIONS`).
+    operations_listed: int = 0
 
     @property
     def server_text(self) -> str:
@@ -88,7 +100,7 @@ def _has_text(text: str) -> bool:
     return _TEXT.search(text) is not None
 
 
-def _fields(block: str) -> dict[str, str]:
+def _fields(block: str, *, tagged: bool = False) -> dict[str, str]:
     """``server:``/``tool:`` fields of a block; a field's value runs until the next field."""
     matches = list(_FIELD.finditer(block))
     fields: dict[str, str] = {}
@@ -103,6 +115,12 @@ def _fields(block: str) -> dict[str, str]:
         server, *tool = _INLINE_TOOL.split(fields["server"], maxsplit=1)
         if tool and _has_text(tool[0]):
             fields["server"], fields["tool"] = server, tool[0]
+    elif tagged and "server" not in fields and "tool" in fields:
+        # The same, tool first, inside a <tool_assistant> block only: in free text "tool: restart the
+        # web server: nginx" is one operation.
+        tool, *server = _INLINE_SERVER.split(fields["tool"], maxsplit=1)
+        if server and _has_text(server[0]) and _has_text(tool):
+            fields["tool"], fields["server"] = tool, server[0]
     return fields
 
 
@@ -115,7 +133,7 @@ def _unescape_newlines(text: str) -> str:
 
 def _block_fields(text: str) -> list[dict[str, str]]:
     """The fields of each ``<tool_assistant>`` block of ``text`` that names a tool, in order."""
-    found = [_fields(segment) for segment in _TAG.split(text) if _FIELD.search(segment)]
+    found = [_fields(segment, tagged=True) for segment in _TAG.split(text) if _FIELD.search(segment)]
     return [fields for fields in found if "tool" in fields]
 
 
@@ -159,9 +177,9 @@ def parse_query(query: object) -> ParsedQuery:
     json_fields = _json_fields(text)
     block = _BLOCK.search(text)
     blocks = _block_fields(text) if block else []
-    if json_fields is None and len(blocks) > 1:
-        # Several blocks in one query: every one is an operation (the first alone used to be
-        # searched and the others silently dropped).
+    if json_fields is None and blocks:
+        # Each block that names a tool is an operation (the first alone used to be searched and the
+        # others silently dropped; a first block with a server line only hid the next one's tool).
         tool = " + ".join(dict.fromkeys(fields["tool"] for fields in blocks))  # a repeated block once
         servers = list(dict.fromkeys(fields["server"] for fields in blocks if "server" in fields))
         server = "; ".join(servers) or None
@@ -169,11 +187,11 @@ def parse_query(query: object) -> ParsedQuery:
     elif json_fields is not None:
         server = json_fields.get("server")
         tool = json_fields.get("tool") or json_fields.get("query") or ""
-        tool_field = bool(tool)
+        tool_field = "tool" in json_fields  # a "query" is plain text: its commas do not list operations
         if not tool:
             tool = " ".join(json_fields.values())
     elif block or _TOOL_LINE.search(text) or _INLINE_FIELDS.match(text):
-        fields = _fields(block.group(1) if block else text)
+        fields = _fields(block.group(1) if block else text, tagged=block is not None)
         server = fields.get("server")
         tool = fields.get("tool") or ""
         tool_field = bool(tool)
@@ -189,17 +207,22 @@ def parse_query(query: object) -> ParsedQuery:
             f"the query {query.strip()[:80]!r} has no words to search for; describe the tool you need ({_EXAMPLE})."
         )
     joiner = _FIELD_OPERATION_JOINER if tool_field else _OPERATION_JOINER
-    return ParsedQuery(text=text, tool=tool, server=server, truncated=truncated, operations=split_operations(tool, joiner))
+    listed = listed_operations(tool, joiner)
+    return ParsedQuery(
+        text=text, tool=tool, server=server, truncated=truncated, operations=listed[:MAX_OPERATIONS],
+        operations_listed=len(listed),
+    )
 
 
-def split_operations(tool: str, joiner: re.Pattern[str] = _OPERATION_JOINER) -> list[str]:
-    """The distinct operations ``tool`` lists (at most :data:`MAX_OPERATIONS`), or [] for one operation."""
+def listed_operations(tool: str, joiner: re.Pattern[str] = _OPERATION_JOINER) -> list[str]:
+    """Every distinct operation ``tool`` lists, or [] for one operation."""
     found: list[str] = []
     for piece in _pieces(tool, joiner):
         piece = " ".join(piece.split()).strip(" .")
         if _has_text(piece) and piece.lower() not in (f.lower() for f in found):
             found.append(piece)
-    return found[:MAX_OPERATIONS] if len(found) >= 2 else []
+    return found if len(found) >= 2 else []
+
 
 
 def _pieces(tool: str, joiner: re.Pattern[str]) -> list[str]:

@@ -110,6 +110,8 @@ class SearchResult(BaseModel):
     related_categories: list[str] = []
     #: The operations a query listed, each also searched on its own (empty for one operation).
     operations: list[str] = []
+    #: How many operations the query listed (``operations`` holds the ones searched on their own).
+    operations_listed: int = 0
     #: The session's servers whose tools were lifted (see :mod:`index.search.session_prior`).
     session_servers: list[str] = []
 
@@ -486,7 +488,7 @@ class ToolIndex:
         positions = top_indices(scored.scores, top_k, mask)
         result = SearchResult(
             hits=[], mode=mode, model_failure=failure, operations=operations, truncated=parsed.truncated,
-            session_servers=lifted,
+            session_servers=lifted, operations_listed=parsed.operations_listed if operations else 0,
         )
         if lexical_only:
             # Keywords alone: a tool sharing no word with the query scores 0 and its rank is

@@ -87,6 +87,9 @@ class RouteAnswer(BaseModel):
     operations: list[str] = Field(
         default_factory=list, description="The operations the query listed, each searched on its own as well."
     )
+    operations_listed: int = Field(
+        default=0, description="How many operations the query listed (only the first few are searched on their own)."
+    )
     session_servers: list[str] = Field(
         default_factory=list,
         description="Servers this session ran a tool of without error, most recent first: their tools ranked "
@@ -144,10 +147,16 @@ def quality_sentences(answer: RouteAnswer) -> list[str]:
             + " Rephrase as one concrete operation, or do this step without a tool."
         )
     if len(answer.operations) > 1:
-        listed = "; ".join(answer.operations)
+        searched = "; ".join(answer.operations)
+        count = max(answer.operations_listed, len(answer.operations))
+        which = (
+            f"{count} operations; the first {len(answer.operations)} ({searched}) were each searched on their own"
+            if count > len(answer.operations)
+            else f"{count} operations ({searched}); each was searched on its own"
+        )
         lines.append(
-            f"Your query lists {len(answer.operations)} operations ({listed}); each was searched on its own and the "
-            "tools fitting any of them are ranked together. One route call per operation gives sharper results."
+            f"Your query lists {which} and the tools fitting any of them are ranked together. One route call per "
+            "operation gives sharper results."
         )
     if answer.omitted:
         lines.append(f"({answer.omitted} more result(s) scored far below these and were left out.)")

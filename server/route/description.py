@@ -30,6 +30,8 @@ MAX_CATEGORY_CHARS = 1600
 MAX_MORE_CHARS = 300
 #: A category name longer than this (a servers file may hold anything) is cut.
 MAX_CATEGORY_NAME_CHARS = 40
+#: A keyword or a server's label longer than this is cut (a line then stays under ~1,000 characters).
+MAX_ITEM_CHARS = 40
 
 _GENERIC = frozenset(
     """get list set create add delete remove update search find fetch read write run make new info information
@@ -138,14 +140,20 @@ def _category_name(category: str) -> str:
     return name if len(name) <= MAX_CATEGORY_NAME_CHARS else name[: MAX_CATEGORY_NAME_CHARS - 1] + "…"
 
 
+def _short(text: str) -> str:
+    """A keyword or server label cut to :data:`MAX_ITEM_CHARS` (identifiers may be 128 characters long)."""
+    return text if len(text) <= MAX_ITEM_CHARS else text[: MAX_ITEM_CHARS - 1] + "…"
+
+
 def _category_line(category: str, members: list[PoolServer], words: _PoolWords) -> str:
     named = sorted(members, key=lambda s: (-len(s.tools), s.name))
     listed = [_label(s.name) for s in named[:MAX_SERVERS_PER_CATEGORY]]
     # A server's name already says its kind of service ("excel", "git"): the keywords say the rest.
     shown = {_singular(word.lower()) for label in listed for word in _WORD.findall(label)}
     wanted = min(MAX_KEYWORDS_PER_CATEGORY, 4 + len(members) // 3)
-    keywords = ", ".join(words.keywords(category, wanted, shown))
-    labels = ", ".join(listed)
+    # Every item is cut, so that even the first line, which is always kept, fits the budget.
+    keywords = ", ".join(_short(word) for word in words.keywords(category, wanted, shown))
+    labels = ", ".join(_short(label) for label in listed)
     more = f" +{len(named) - MAX_SERVERS_PER_CATEGORY} more" if len(named) > MAX_SERVERS_PER_CATEGORY else ""
     # A category whose servers have no English words (or none yet indexed) has no keywords.
     return f"- {_category_name(category)}: " + (f"{keywords}; " if keywords else "") + f"{labels}{more}"
@@ -153,14 +161,18 @@ def _category_line(category: str, members: list[PoolServer], words: _PoolWords) 
 
 def _more_line(groups: list[tuple[str, list[PoolServer]]]) -> str:
     """Categories left out of the detailed lines, by name and size, within :data:`MAX_MORE_CHARS`."""
+
+    def line(shown: list[str], rest: int) -> str:
+        more = f"{rest} more categories" if not shown else f" +{rest} more categories"
+        return "- Also: " + ", ".join(shown) + (more if rest else "")
+
     shown: list[str] = []
     for index, (category, members) in enumerate(groups):
         entry = f"{_category_name(category)} ({counted(len(members), 'server')})"
-        rest = len(groups) - index - 1
-        if len(", ".join([*shown, entry])) + len(f" +{rest} more") > MAX_MORE_CHARS:
-            return "- Also: " + ", ".join(shown) + f" +{len(groups) - index} more categories"
+        if len(line([*shown, entry], len(groups) - index - 1)) > MAX_MORE_CHARS:
+            return line(shown, len(groups) - index)  # the line the last round measured
         shown.append(entry)
-    return "- Also: " + ", ".join(shown)
+    return line(shown, 0)
 
 
 def describe_pool(servers: Iterable[PoolServer]) -> str:

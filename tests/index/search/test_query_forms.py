@@ -133,3 +133,47 @@ def test_a_lone_surrogate_is_searched_as_a_replacement_character(index: ToolInde
     assert found.hits[0].tool == "convert_time"
     with pytest.raises(QueryError, match="no words to search for"):
         parse_query("\ud800 \udcff")
+
+
+@pytest.mark.parametrize(
+    ("query", "tool", "server", "operations"),
+    [
+        # Tool first on one line, inside a block; in free text a "server:" in the operation stays in it.
+        ("<tool_assistant>tool: directions server: maps</tool_assistant>", "directions", "maps", []),
+        ("tool: restart the web server: nginx", "restart the web server: nginx", None, []),
+        # Markdown's third bullet and the typographic ones.
+        ("<tool_assistant>\n+ server: maps\n+ tool: directions\n</tool_assistant>", "directions", "maps", []),
+        ("<tool_assistant>\n• server: maps\n• tool: directions\n</tool_assistant>", "directions", "maps", []),
+        ("· server: maps\n· tool: directions", "directions", "maps", []),
+        # A first block that names only a server does not hide the next block's tool.
+        (
+            "<tool_assistant>\nserver: maps\n</tool_assistant>\n"
+            "<tool_assistant>\nserver: weather service\ntool: get the forecast\n</tool_assistant>",
+            "get the forecast", "weather service", [],
+        ),
+        ("<tool_assistant></tool_assistant><tool_assistant>server: weather\ntool: forecast</tool_assistant>", "forecast", "weather", []),
+        # A JSON "query" is plain text: its commas do not list operations; a "tool" field's do.
+        ('{"query": "restaurants in Berlin, cheap"}', "restaurants in Berlin, cheap", None, []),
+        ('{"tool": "beat tracking, MFCC extraction"}', "beat tracking, MFCC extraction", None, ["beat tracking", "MFCC extraction"]),
+    ],
+)
+def test_more_forms_agents_write(query: str, tool: str, server: str | None, operations: list[str]) -> None:
+    parsed = parse_query(query)
+    assert (parsed.tool, parsed.server, parsed.operations) == (tool, server, operations)
+
+
+def test_a_query_listing_more_operations_than_are_searched_says_how_many_it_lists() -> None:
+    parsed = parse_query("a + b + c + d + e + f read file")
+    assert parsed.operations == ["a", "b", "c", "d"] and parsed.operations_listed == 6
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    "query",
+    ["<tool_assistant>" + "\n\t" * 991 + "x", "<tool_assistant>" + " \t\n" * 661 + "x"],
+    ids=["tabbed-lines-in-a-block", "spaced-lines-in-a-block"],
+)
+def test_a_query_of_blank_lines_is_parsed_at_once(query: str) -> None:
+    # Each took over 40 s before (neighbouring \s* at every line start: cubic in the query's length,
+    # 2,000 characters at most); now well under a millisecond. The bound is the test's timeout.
+    assert parse_query(query).tool == "x"

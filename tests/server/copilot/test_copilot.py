@@ -468,3 +468,35 @@ async def test_route_puts_the_tool_giving_an_input_right_after_the_tool_needing_
     assert refused.is_error and "changed" in refused.content[0].text
     assert [(t["tool"], t["input_from"]) for t in routed.structured_content["tools"]] == [("find_parking", [])]
     assert "needs first" not in routed.content[0].text
+
+
+async def test_a_server_filter_that_is_not_text_is_refused_not_ignored(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    home = copy_home(built_index, tmp_path / "home")
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+        for server in (["alpha"], 5, {"name": "alpha"}):
+            routed = await copilot.route("echo the given text back", 3, server, None)
+            shown = f"{type(server).__name__} {str(server)!r}"
+            assert routed.is_error
+            assert routed.content[0].text.endswith(
+                f"server must be one server's name as text, got {shown}; leave it out to search every server."
+            ), routed.content[0].text
+
+
+async def test_the_results_left_out_are_counted_within_top_k(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    home = copy_home(built_index, tmp_path / "home")
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    settings = copilot_settings(home, tmp_path, auto_index=False, route_model_wait=60)
+    async with Copilot.running(settings, servers, start_now=True) as copilot:
+        routed = [await copilot.route("echo the given text back", k, None, None) for k in (2, 3, 6)]
+    # The trust guard makes route fetch 3 x top_k; the note counted every trimmed hit of those.
+    assert [(len(answer.structured_content["tools"]), answer.structured_content["omitted"]) for answer in routed] == [
+        (2, 0), (2, 1), (2, 4)
+    ]
+    assert "(4 more result(s) scored far below these and were left out.)" in routed[2].content[0].text

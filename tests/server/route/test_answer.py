@@ -71,3 +71,13 @@ def test_a_tool_another_hit_needs_first_says_so() -> None:
         "   needs first (not in this answer): geocode_address (gives its latitude); get-tickets (named in its description)\n"
         "   required params: (none)" in text
     )
+
+
+def test_a_query_listing_more_operations_than_were_searched_says_both_counts() -> None:
+    many = RouteAnswer(query="q", tools=[_tool()], operations=["a", "b", "c", "d"], operations_listed=6)
+    assert (
+        "Your query lists 6 operations; the first 4 (a; b; c; d) were each searched on their own and the tools "
+        "fitting any of them are ranked together."
+    ) in render_route(many)
+    few = RouteAnswer(query="q", tools=[_tool()], operations=["a", "b"], operations_listed=2)
+    assert "Your query lists 2 operations (a; b); each was searched on its own and the tools" in render_route(few)

@@ -4,7 +4,7 @@ servers without English words or tools yet, one tool.
 
 from __future__ import annotations
 
-from server.route.description import GUIDANCE, MAX_MORE_CHARS, PoolServer, describe_pool
+from server.route.description import GUIDANCE, MAX_CATEGORY_CHARS, MAX_MORE_CHARS, PoolServer, describe_pool
 
 
 def _many_categories(count: int) -> list[PoolServer]:
@@ -20,7 +20,7 @@ def test_a_pool_of_many_categories_stays_a_few_hundred_tokens() -> None:
     assert len(text) < 3200, len(text)
     assert text.endswith(GUIDANCE) and text.startswith("Search the tool pool")
     also = [line for line in text.splitlines() if line.startswith("- Also: ")]
-    assert len(also) == 1 and len(also[0]) <= MAX_MORE_CHARS + 40
+    assert len(also) == 1 and len(also[0]) <= MAX_MORE_CHARS
     detailed = [line for line in text.splitlines() if line.startswith("- Category")]
     # Every category is either detailed or counted in the "Also" line.
     shown = len(detailed) + also[0].count(" server)")
@@ -46,3 +46,21 @@ def test_categories_without_keywords_and_singular_counts_read_cleanly() -> None:
 def test_an_overlong_category_name_is_cut() -> None:
     text = describe_pool([PoolServer("x", "Reads files.", "A" * 500, ["read_file"])])
     assert max(len(line) for line in text.splitlines()) < 200
+
+
+def test_identifiers_as_long_as_mcp_allows_do_not_stretch_the_first_line() -> None:
+    # Tool names of 128 characters (MCP's recommended maximum) make 128-character keywords; the first
+    # category line, always kept, reached 1,619 characters with them (3,736 with longer words).
+    pool = [PoolServer(f"srv{i}", "", "Big", [f"op{'q' * 120}{i:03d}{j}" for j in range(2)]) for i in range(40)]
+    pool += [PoolServer("s-" + "very-long-server-name-" * 8, "does things", "Big", ["read_file"])]
+    lines = [line for line in describe_pool(pool).splitlines() if line.startswith("- Big: ")]
+    assert len(lines) == 1 and len(lines[0]) <= MAX_CATEGORY_CHARS and "…" in lines[0]
+
+
+def test_the_also_line_keeps_its_limit_whatever_the_category_names() -> None:
+    pool = []
+    for index in range(120):
+        name = "C" + "x" * (1 + index * 7 % 38) + str(index)
+        pool += [PoolServer(f"s{index}-{k}", "does things", name, ["do_thing"]) for k in range(1 + (index < 12) * 30)]
+    (also,) = [line for line in describe_pool(pool).splitlines() if line.startswith("- Also: ")]
+    assert len(also) <= MAX_MORE_CHARS and also.endswith(" more categories")
