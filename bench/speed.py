@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -39,7 +38,8 @@ import index.search.tool_index as tool_index_module
 from bench.args import existing_file, positive_int
 from bench.retrieval import route_queries
 from index.cli.console import HelpFormatter
-from index.errors import CopilotError
+from evaluation.tasks import read_json_file
+from index.errors import ConfigError, CopilotError
 from index.catalog.livemcpbench import load_livemcpbench
 from index.catalog.records import Catalog, ToolRecord, load_catalog
 from index.settings import DEFAULT_CATALOG, PROJECT_DIR, CopilotSettings, livemcpbench_dir
@@ -72,9 +72,38 @@ def header() -> str:
 
 
 def load_queries(path: Path) -> list[str]:
+    """The task questions of a LiveMCPBench annotation list (:data:`FALLBACK_QUERIES` without one).
+
+    A file that is not such a list is a :class:`ConfigError` naming the file and the entry."""
     if not path.exists():
         return FALLBACK_QUERIES
-    return [str(task["Question"])[:2000] for task in json.loads(path.read_text(encoding="utf-8"))]
+    data = read_json_file(path, "task list", ConfigError)
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: expected LiveMCPBench's annotation list (a JSON list of tasks), got {type(data).__name__}.")
+    questions = []
+    for number, task in enumerate(data, 1):
+        if not isinstance(task, dict) or not isinstance(task.get("Question"), str):
+            raise ConfigError(f"{path}: entry {number} has no \"Question\" text (is this LiveMCPBench's all_annotations.json?).")
+        questions.append(task["Question"][:2000])
+    return questions
+
+
+def data_note(annotations: Path, tools_json: Path, trajectories: Path) -> str:
+    """What this run measures in place of LiveMCPBench's data it did not find ("" when all is there)."""
+    missing = [path for path in (annotations, tools_json, trajectories) if not path.exists()]
+    if not missing:
+        return ""
+    instead = []
+    if not annotations.exists():
+        instead.append(f"{len(FALLBACK_QUERIES)} built-in questions for the task questions")
+    if not tools_json.exists():
+        instead.append("the bundled catalog for LiveMCPBench's 527 tools")
+    if not trajectories.exists():
+        instead.append("no agent-query rows")
+    return (
+        f"LiveMCPBench data not found ({', '.join(str(path) for path in missing)}): measuring "
+        + "; ".join(instead) + " (set COPILOT_LIVEMCPBENCH_DIR to use it)"
+    )
 
 
 def load_agent_queries(path: Path) -> list[str]:
@@ -293,6 +322,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         process = psutil.Process()
         queries = load_queries(args.annotations)
+        note = data_note(args.annotations, args.tools_json, args.trajectories)
+        if note:
+            print(f"note: {note}", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="bench-speed-") as tmp:
             workdir = Path(tmp)
             catalog_path = snapshot_catalog(args.tools_json, workdir)
@@ -341,9 +373,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 scale_lines += report_latency(f"route, {big.tool_count} tools,", big_timings, 50)
                 scale_lines += link_rows(big)
                 print("\n" + "\n".join(scale_lines), flush=True)
+            what = "task questions" if args.annotations.exists() else "built-in questions (no LiveMCPBench annotations)"
+            agents = (
+                f"{len(agent_queries)} route calls of the paper agent in {args.trajectories.name}"
+                if agent_queries else f"none ({args.trajectories} not found)"
+            )
             print(
-                f"\nquestions: {len(queries)} task questions (median {statistics.median(len(q) for q in queries):.0f} characters) "
-                f"x {args.rounds} rounds; agent queries: the paper agent's route calls in sample_trajectories.json; "
+                f"\nquestions: {len(queries)} {what} (median {statistics.median(len(q) for q in queries):.0f} characters) "
+                f"x {args.rounds} rounds; agent queries: {agents}; catalog: {catalog_path.name} ({len(catalog.tools)} tools); "
                 "query-embedding cache off"
             )
     except CopilotError as error:

@@ -21,10 +21,14 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from bench.args import existing_file, output_file
+from evaluation.tasks import read_json_file
 from index.cli.console import HelpFormatter
 from index.catalog.livemcpbench import load_livemcpbench
 from index.catalog.records import Catalog, ToolRecord, load_catalog
+from index.errors import ConfigError, CopilotError
 from index.settings import DEFAULT_CATALOG, livemcpbench_dir
 from index.trust.definition import definition_hash, tool_definition
 from index.trust.scan import SEVERITY_ORDER, ScanContext, scan_tool, worst
@@ -32,8 +36,27 @@ from index.trust.scan import SEVERITY_ORDER, ScanContext, scan_tool, worst
 CORPUS = Path(__file__).resolve().parent / "data" / "poisoned_tools.json"
 
 
+def read_corpus(path: Path) -> list[dict]:
+    """The cases of a poisoning corpus (``{"cases": [{"tool": …, "other_tools": […], …}]}``); a
+    :class:`ConfigError` naming the file and the case when it is not one."""
+    data = read_json_file(path, "poisoning corpus", ConfigError)
+    cases = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(cases, list):
+        raise ConfigError(f'{path}: expected a poisoning corpus, a JSON object with a "cases" list (see {CORPUS.name}).')
+    for number, case in enumerate(cases, 1):
+        if not isinstance(case, dict) or not isinstance(case.get("tool"), dict) or not isinstance(case.get("other_tools"), list):
+            raise ConfigError(f'{path}: case {number} needs a "tool" object and an "other_tools" list.')
+        try:
+            ToolRecord(**case["tool"])
+        except (ValidationError, TypeError) as error:
+            first = error.errors()[0] if isinstance(error, ValidationError) else {"loc": (), "msg": str(error)}
+            where = ".".join(str(part) for part in first["loc"]) or "tool"
+            raise ConfigError(f"{path}: case {number}: tool.{where}: {first['msg']}.") from None
+    return cases
+
+
 def corpus_results(path: Path) -> dict:
-    cases = json.loads(path.read_text(encoding="utf-8"))["cases"]
+    cases = read_corpus(path)
     caught: Counter[str] = Counter()
     total: Counter[str] = Counter()
     missed: list[str] = []
@@ -108,7 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=output_file, dest="json_out", help="also write the numbers as JSON here")
     args = parser.parse_args(argv)
 
-    results: dict = {"corpus": corpus_results(args.corpus)}
+    try:
+        results: dict = {"corpus": corpus_results(args.corpus)}
+    except CopilotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     corpus = results["corpus"]
     print(f"corpus: {corpus['caught']}/{corpus['high_cases']} high-severity poisoned definitions caught")
     for attack, share in corpus["by_class"].items():

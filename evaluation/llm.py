@@ -149,6 +149,9 @@ async def probe_endpoint(base_url: str, api_key: str | None, timeout: float = 10
         logger.debug("probe of %s answered HTTP %s; treating the endpoint as reachable", base_url, error.status_code)
     except UNREADABLE_BODY_ERRORS as error:  # it answered: the chat call decides
         logger.debug("probe of %s: %s; treating the endpoint as reachable", base_url, describe_unreadable_body(error, base_url))
+    except (AttributeError, TypeError) as error:
+        # JSON that is no model list ([], a string, null): openai's page parser fails on it. It answered.
+        logger.debug("probe of %s answered no model list (%s); treating the endpoint as reachable", base_url, error)
     finally:
         await client.close()
 

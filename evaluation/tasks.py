@@ -28,6 +28,8 @@ CATEGORY_ALIASES = {
     "shopping": "Shopping",
 }
 UNCATEGORISED = "Other"
+#: A task id names its files (log, workspace, retried logs): file names stop at 255 bytes.
+MAX_TASK_ID_BYTES = 200
 
 _NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s*")
 
@@ -122,6 +124,9 @@ class TaskEntry(BaseModel):
             raise ValueError(
                 "must be usable as a file name (no '/', '\\', NUL, surrounding spaces, '.' or '..')"
             )
+        if len(value.encode("utf-8", "surrogatepass")) > MAX_TASK_ID_BYTES:
+            # File names stop at 255 bytes, and the runner adds ".attempt-N.jsonl.old" to retried logs.
+            raise ValueError(f"must be at most {MAX_TASK_ID_BYTES} bytes long (it names the task's files)")
         return value
 
 

@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +36,7 @@ from bench.speed import DEFAULT_ANNOTATIONS, load_queries
 from index.cli.console import HelpFormatter
 from index.catalog.records import load_catalog
 from index.catalog.servers import load_servers
+from index.errors import CopilotError
 from index.settings import DEFAULT_CATALOG, PROJECT_DIR
 from server.app import build_app
 from server.copilot import Copilot
@@ -98,7 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(argv) if argv is not None else None)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _no_warming()
-    queries = load_queries(args.annotations)
+    try:
+        queries = load_queries(args.annotations)
+    except CopilotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if not args.annotations.exists():
+        print(f"note: {args.annotations} not found: measuring {len(queries)} built-in questions", file=sys.stderr)
     catalog = load_catalog(DEFAULT_CATALOG)
     servers = PROJECT_DIR / "servers.json"
 

@@ -10,8 +10,9 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -40,6 +41,8 @@ from index.errors import CopilotError
 from index.settings import CopilotSettings
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class TaskFailure(BaseModel):
@@ -120,14 +123,22 @@ def check_options(options: JudgeOptions) -> None:
     """Everything the judge will read or write that can be checked before there is anything to judge:
     the benchmark runner calls this before its first task, so a typo is not reported hours later."""
     if options.human_labels is not None:
-        load_human_labels(options.human_labels)
+        _named_by(options.option("human-labels"), load_human_labels, options.human_labels)
     if options.tools_file is not None:
-        load_tool_descriptions(options.tools_file)
+        _named_by(options.option("tools"), load_tool_descriptions, options.tools_file)
     else:
         _default_catalog(options)
     for name, directory in (("out", options.out_dir), ("cache-dir", options.cache_dir if options.use_cache else None)):
         if directory is not None and (reason := _unwritable_reason(directory)):
             raise JudgeError(f"{options.option(name)} {directory}: cannot write there ({reason}); pass another directory.")
+
+
+def _named_by(option: str, load: Callable[[Path], T], path: Path) -> T:
+    """``load(path)``, its error naming the option that gave the file (``--judge-tools`` in the runner)."""
+    try:
+        return load(path)
+    except CopilotError as error:
+        raise JudgeError(f"{option}: {error}") from None
 
 
 def _default_catalog(options: JudgeOptions) -> Path:
@@ -145,7 +156,7 @@ def _default_catalog(options: JudgeOptions) -> Path:
 
 def _default_descriptions(options: JudgeOptions) -> ToolDescriptions:
     if options.tools_file is not None:
-        return load_tool_descriptions(options.tools_file)
+        return _named_by(options.option("tools"), load_tool_descriptions, options.tools_file)
     catalog = _default_catalog(options)
     if catalog.is_file():
         try:
@@ -293,7 +304,7 @@ class _Inputs(BaseModel):
 
 def _read_inputs(paths: list[Path], options: JudgeOptions, summary: JudgeSummary) -> _Inputs:
     tasks = load_tasks(options.tasks_file) if options.tasks_file else {}
-    human = load_human_labels(options.human_labels) if options.human_labels else None
+    human = _named_by(options.option("human-labels"), load_human_labels, options.human_labels) if options.human_labels else None
     descriptions = _default_descriptions(options)  # a bad --tools stops here, before any judging
     cache_dir = options.cache_dir or CopilotSettings.load().home / "judge-cache"
     loaded = load_trajectories(paths, known_tasks=tasks, exclude=[summary.out_dir, cache_dir])

@@ -28,7 +28,7 @@ def load_tool_descriptions(path: str | Path) -> ToolDescriptions:
         text = path.read_text(encoding="utf-8-sig") if path.suffix != ".gz" else None
     except FileNotFoundError:
         raise CatalogError(
-            f"{path}: tool list not found (pass --tools with a catalog or LiveMCPBench tools.json)."
+            f"{path}: tool list not found (expected a copilot catalog or LiveMCPBench's tools.json)."
         ) from None
     except OSError as error:
         raise CatalogError(f"{path}: cannot read tool list ({error.strerror}).") from None

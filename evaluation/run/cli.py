@@ -162,7 +162,11 @@ def write_run_tasks(tasks: list[BenchmarkTask], out: Path) -> Path:
     denominator is what was run (``python -m evaluation.judge OUT --tasks OUT/tasks.json``)."""
     path = out / "tasks.json"
     entries = [task.model_dump(mode="json", by_alias=True) for task in tasks]
-    path.write_text(json.dumps(entries, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    try:
+        path.write_text(json.dumps(entries, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    except OSError as error:
+        what = "a directory is in its place" if path.is_dir() else (error.strerror or str(error))
+        raise ConfigError(f"cannot write the run's task list {path} ({what}); use another --out directory.") from None
     return path
 
 
@@ -276,6 +280,16 @@ def _check_log_cap(args: argparse.Namespace) -> None:
         raise ConfigError(f"--max-agent-log-bytes {args.max_agent_log_bytes}: must be at least {MIN_AGENT_LOG_BYTES}.")
 
 
+def _user_error(group: BaseExceptionGroup) -> CopilotError | LLMError | None:
+    """The first error of ``group`` meant for the user, or None (then it is a bug to show whole)."""
+    for error in group.exceptions:
+        if isinstance(error, CopilotError | LLMError):
+            return error
+        if isinstance(error, BaseExceptionGroup) and (found := _user_error(error)) is not None:
+            return found
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -287,6 +301,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(args, console)
     except (CopilotError, LLMError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except BaseExceptionGroup as group:  # raised inside the runner's task group (a summary it cannot save)
+        reason = _user_error(group)
+        if reason is None:
+            raise
+        print(f"error: {reason}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as stop:
         by = stop.args[0] if stop.args and isinstance(stop.args[0], str) else "SIGINT"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Literal
 
@@ -103,6 +104,10 @@ class RunManifest:
     def open(cls, out: Path, **metadata: Any) -> RunManifest:
         """Load the manifest of an existing run (for resuming) or start a new one."""
         path = out / SUMMARY_FILE
+        if path.exists() and not path.is_file():
+            raise ConfigError(
+                f"{path}: the run summary's place is taken by a directory; use another --out directory or move it away."
+            )
         if path.is_file():
             try:
                 summary = read_json_model(path, RunSummary)
@@ -133,10 +138,19 @@ class RunManifest:
             self._save()
 
     def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(self.summary.model_dump_json(indent=1) + "\n", encoding="utf-8")
-        tmp.replace(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(self.summary.model_dump_json(indent=1) + "\n", encoding="utf-8")
+            tmp.replace(self.path)
+        except OSError as error:
+            # Nothing more can be recorded (a full disk, a directory in the way): stop the run.
+            with suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise ConfigError(
+                f"cannot save the run summary {self.path}: {error.strerror or error}. The tasks it recorded before "
+                "are kept; free space (or fix the directory) and rerun the same command to resume."
+            ) from None
 
 
 class ModelPrice(BaseModel):

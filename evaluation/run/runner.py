@@ -31,6 +31,7 @@ import shutil
 import time
 import traceback
 import uuid
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -293,8 +294,14 @@ class BenchmarkRunner:
                 error_kind=outcome.error_kind,
                 agent_logs_cut=outcome.logs_cut or None,
             )
-            writer.write(end)
-            writer.close()
+            try:
+                writer.write(end)
+                writer.close()
+            except OSError as error:  # the disk filled during the task: its end cannot be logged
+                with suppress(OSError):
+                    writer.close()
+                if outcome.status == "completed":
+                    outcome.fail("workspace", f"cannot write the task's trajectory in {paths.dir}: {error}")
         record = TaskRecord(
             task_id=task.task_id,
             category=task.category,

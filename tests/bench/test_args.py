@@ -49,3 +49,38 @@ def test_an_unknown_benchmark_name_suggests_the_nearest(capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert err.startswith("unknown benchmark 'retreival'. Did you mean 'retrieval'? Choose from: ")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "option", "content", "said"),
+    [
+        ("trust", "--corpus", "not json", "error: {file}:1: poisoning corpus is not valid JSON (Expecting value)."),
+        ("trust", "--corpus", '[{"task_id": "t"}]', 'error: {file}: expected a poisoning corpus, a JSON object with a "cases" list'),
+        ("trust", "--corpus", '{"cases": [{"tool": {"name": 5}, "other_tools": []}]}', "error: {file}: case 1: tool."),
+        ("speed", "--annotations", "not json", "error: {file}:1: task list is not valid JSON (Expecting value)."),
+        ("speed", "--annotations", '[{"task_id": "t"}]', 'error: {file}: entry 1 has no "Question" text'),
+        ("exposure", "--annotations", '{"cases": []}', "error: {file}: expected LiveMCPBench's annotation list"),
+    ],
+)
+def test_an_input_file_of_the_wrong_kind_is_one_line_before_any_work(
+    name: str, option: str, content: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each gave a traceback (JSONDecodeError, KeyError, TypeError) before.
+    given = tmp_path / "input.json"
+    given.write_text(content, encoding="utf-8")
+    module = importlib.import_module(BENCHMARKS[name])
+    extra = ["--skip-build", "--rounds", "1"] if name == "speed" else []
+    assert module.main([option, str(given), *extra]) == 2
+    err = capsys.readouterr().err
+    assert said.format(file=given) in err and "Traceback" not in err
+
+
+def test_speed_says_what_it_measures_without_livemcpbench_data(tmp_path: Path) -> None:
+    from bench.speed import data_note
+
+    present = tmp_path / "present.json"
+    present.write_text("[]", encoding="utf-8")
+    assert data_note(present, present, present) == ""
+    note = data_note(tmp_path / "all_annotations.json", present, tmp_path / "sample_trajectories.json")
+    assert note.startswith(f"LiveMCPBench data not found ({tmp_path / 'all_annotations.json'}, {tmp_path / 'sample_trajectories.json'}): ")
+    assert "10 built-in questions for the task questions; no agent-query rows (set COPILOT_LIVEMCPBENCH_DIR" in note

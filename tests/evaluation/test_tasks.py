@@ -87,8 +87,13 @@ def test_task_and_label_files_fail_clearly(tmp_path: Path) -> None:
             "entry 1: task_id: must be usable as a file name (no '/', '\\', NUL, surrounding spaces, '.' or '..') "
             "(got '..').",
         ),
+        # A file name stops at 255 bytes: such an id used to fail its task at run time (resumes skipped it).
+        (
+            [{"task_id": "t" * 201, "Question": "q"}],
+            "entry 1: task_id: must be at most 200 bytes long (it names the task's files) (got '" + "t" * 59 + ").",
+        ),
     ],
-    ids=["wrong-type", "metadata-not-object", "entry-not-object", "no-task-id", "duplicate", "path-traversal", "dot-dot"],
+    ids=["wrong-type", "metadata-not-object", "entry-not-object", "no-task-id", "duplicate", "path-traversal", "dot-dot", "too-long"],
 )
 def test_judge_and_runner_refuse_the_same_entries_with_the_same_line(tmp_path: Path, entries, message) -> None:
     from evaluation.run.tasks import load_tasks as load_run_tasks  # noqa: PLC0415

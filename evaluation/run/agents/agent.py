@@ -207,8 +207,16 @@ class CopilotAgent:
             raise AgentError("llm_error", describe_api_error(error, self.config.base_url)) from None
         except UNREADABLE_BODY_ERRORS as error:
             raise AgentError("llm_error", describe_unreadable_body(error, self.config.base_url)) from None
-        if not getattr(response, "choices", None):
-            raise AgentError("llm_error", f"the model endpoint returned no choices (turn {self.turns})")
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list):
+            shown = " ".join(str(response).split())[:120]
+            raise AgentError(
+                "llm_error",
+                f"{self.config.base_url} answered something that is not a chat completion ({type(response).__name__}: "
+                f"{shown!r}); check --base-url (an OpenAI-compatible API usually ends in /v1)",
+            )
+        if not choices:
+            raise AgentError("llm_error", f"{self.config.base_url} answered a chat completion with no choices (turn {self.turns})")
         self._log_usage(response)
         return response.choices[0].message
 

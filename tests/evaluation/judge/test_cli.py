@@ -249,7 +249,7 @@ def test_a_tools_file_or_task_list_of_the_wrong_shape_is_one_line_before_any_jud
     tools.write_text(json.dumps({"mcpServers": {"fx": {"command": "x"}}}))  # a servers file, not a tool list
     code = main([str(logs), "--tools", str(tools), *_common(tmp_path, "http://127.0.0.1:9/v1")])
     err = capsys.readouterr().err
-    assert code == 2 and err.startswith(f"error: {tools}: not a tool list") and len(err.splitlines()) == 1
+    assert code == 2 and err.startswith(f"error: --tools: {tools}: not a tool list") and len(err.splitlines()) == 1
     tasks = write_tasks(tmp_path / "tasks.json", [task_entry("t1", "q"), {**task_entry("t2", "q2"), "task_id": 2}])
     code = main([str(logs), "--tasks", str(tasks), *_common(tmp_path, "http://127.0.0.1:9/v1")])
     err = capsys.readouterr().err

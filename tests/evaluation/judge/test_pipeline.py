@@ -377,7 +377,11 @@ async def test_a_reply_that_is_not_valid_json_is_a_failed_request(
     assert rerun.judged_now == 2 and rerun.success == 2 and rerun.exit_code == 0
 
 
-@pytest.mark.parametrize("body", [b"<html>not an API</html>", b"[" * 50_000 + b"]" * 50_000], ids=["html", "nested-too-deep"])
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>not an API</html>", b"[" * 50_000 + b"]" * 50_000, b"[]", b'"a string"', b"null", b"5"],
+    ids=["html", "nested-too-deep", "a-list", "a-string", "null", "a-number"],  # JSON but no model list: a traceback before
+)
 async def test_a_model_list_that_is_not_valid_json_still_counts_as_reachable(
     llm: ScriptedOpenAI, tmp_path: Path, body: bytes
 ) -> None:

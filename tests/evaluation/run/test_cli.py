@@ -468,7 +468,7 @@ def test_a_bad_judge_tools_file_or_task_id_stops_the_run_before_any_task(bench, 
     code = run_cli(bench, "--agent-cmd", agent_cmd(bench), "--judge", "--judge-model", "j", "--judge-base-url",
                    "http://127.0.0.1:9/v1", "--judge-tools", str(tools))
     err = capsys.readouterr().err
-    assert code == 2 and f"error: {tools}: not a catalog snapshot (tools.0.server: Field required)" in err
+    assert code == 2 and f"error: --judge-tools: {tools}: not a catalog snapshot (tools.0.server: Field required)" in err
     entries = json.loads(bench["tasks"].read_text())
     entries[1]["task_id"] = 2
     bench["tasks"].write_text(json.dumps(entries))
@@ -484,7 +484,10 @@ def test_every_judge_option_is_checked_before_the_first_task(bench, capsys) -> N
     judge = ["--judge", "--judge-model", "j", "--judge-base-url", "http://127.0.0.1:9/v1"]
     missing = bench["tmp"] / "labels.json"
     assert run_cli(bench, "--agent-cmd", agent_cmd(bench), *judge, "--judge-human-labels", str(missing)) == 2
-    assert f"error: {missing}: human labels not found." in capsys.readouterr().err
+    assert f"error: --judge-human-labels: {missing}: human labels not found." in capsys.readouterr().err
+    # Each file named by its own option: the advice used to be "pass --tools", which the runner rejects.
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), *judge, "--judge-tools", str(missing)) == 2
+    assert f"error: --judge-tools: {missing}: tool list not found (expected a copilot catalog" in capsys.readouterr().err
     in_the_way = bench["tmp"] / "a-file"
     in_the_way.write_text("")
     assert run_cli(bench, "--agent-cmd", agent_cmd(bench), *judge, "--judge-out", str(in_the_way / "judge")) == 2
@@ -702,3 +705,39 @@ def test_an_agent_cannot_read_the_runners_secrets(bench) -> None:
     # The runner was found among the agent's ancestors (so the check ran), and its secret was not readable.
     seen = report.read_text().split()
     assert seen and "secret" not in seen, seen
+
+
+@pytest.mark.parametrize("taken", ["summary.json", "tasks.json"])
+def test_a_directory_where_the_run_writes_its_files_is_one_error_before_any_task(bench, capsys, taken: str) -> None:
+    (bench["out"] / taken).mkdir(parents=True)
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2") == 2
+    err = capsys.readouterr().err
+    expected = {
+        "summary.json": f"error: {bench['out'] / 'summary.json'}: the run summary's place is taken by a directory;",
+        "tasks.json": f"error: cannot write the run's task list {bench['out'] / 'tasks.json'} (a directory is in its place);",
+    }[taken]
+    assert expected in err and "Traceback" not in err
+    assert not (bench["tmp"] / "agent-runs.log").exists()  # no task ran
+
+
+def test_a_summary_that_cannot_be_saved_stops_the_run_with_one_error(bench, capsys) -> None:
+    # What a full disk does to the summary's save after a task (the same OSError path).
+    (bench["out"] / "summary.json.tmp").mkdir(parents=True)
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench), "--only", "task-answer-2") == 2
+    err = capsys.readouterr().err
+    assert f"error: cannot save the run summary {bench['out'] / 'summary.json'}: Is a directory." in err
+    assert "rerun the same command to resume" in err and "Traceback" not in err
+
+
+def test_the_summary_table_shows_ids_long_enough_to_tell_apart() -> None:
+    from evaluation.run.summary_view import _id_labels
+
+    uuids = ["0b2f0d7e-aaaa-4c1e-9f6e-000000000001", "7c9e6679-7425-40de-944b-e07fc1f90ae7"]
+    assert _id_labels(uuids) == {task_id: task_id[:8] + "…" for task_id in uuids}
+    # Before, both rows read "task-wri".
+    assert _id_labels(["task-write-1", "task-write-2", "other"]) == {
+        "task-write-1": "task-write-1", "task-write-2": "task-write-2", "other": "other"
+    }
+    assert _id_labels(["a-long-shared-prefix-x1", "a-long-shared-prefix-y2"]) == {
+        "a-long-shared-prefix-x1": "a-long-shared-prefix-x…", "a-long-shared-prefix-y2": "a-long-shared-prefix-y…"
+    }

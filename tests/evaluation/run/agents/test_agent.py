@@ -182,3 +182,15 @@ def test_the_stderr_tail_of_a_capped_log_is_what_the_copilot_wrote_last(tmp_path
     tail = stderr_tail(path, cut=cut)
     assert tail.endswith("Traceback: the real cause") and "evaluation.run" not in tail and "starting" not in tail
     assert stderr_tail(path).startswith("starting")  # uncapped reading: the whole file
+
+
+async def test_a_web_page_instead_of_a_chat_completion_names_the_url_and_what_to_check() -> None:
+    with ScriptedOpenAI() as llm:
+        llm.push(Reply(raw=("text/html", b"<html><body>Open WebUI</body></html>")))
+        _, _, error = await run_agent(llm, AgentConfig(model="m", base_url=llm.base_url), [])
+        llm.push(Reply(body={"choices": []}))
+        _, _, empty = await run_agent(llm, AgentConfig(model="m", base_url=llm.base_url), [])
+    assert isinstance(error, AgentError) and error.kind == "llm_error"
+    assert str(error).startswith(f"{llm.base_url} answered something that is not a chat completion (str: '<html>")
+    assert "check --base-url (an OpenAI-compatible API usually ends in /v1)" in str(error)
+    assert isinstance(empty, AgentError) and str(empty) == f"{llm.base_url} answered a chat completion with no choices (turn 1)"
