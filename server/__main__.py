@@ -234,6 +234,10 @@ def serve(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     _configure_logging(settings.log_level)
+    from server.settings import unknown_variables
+
+    for warning in unknown_variables(os.environ):
+        logger.warning("%s", warning)
     from index.children.containment.secrecy import protect_secrets
 
     protection = protect_secrets(non_dumpable=settings.protect_process)  # before any child could look

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,7 +19,7 @@ from pydantic_settings import NoDecode
 from index.json_text import parse_json
 from index.errors import ConfigError
 from index.search.query import MAX_TOP_K
-from index.settings import CopilotSettings, check_writable_directory
+from index.settings import CopilotSettings, check_writable_directory, setting_name
 from index.trust.settings import split_list
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
@@ -286,3 +287,36 @@ class ServerSettings(CopilotSettings):
     @property
     def token(self) -> str | None:
         return self.http_token.get_secret_value() if self.http_token else None
+
+
+#: ``COPILOT_*`` variables read outside the settings classes (by benchmarks, tests' helpers, the
+#: LiveMCPBench importer): known, so never reported as typos.
+OTHER_VARIABLES = frozenset(
+    {
+        "COPILOT_LIVEMCPBENCH_DIR", "COPILOT_LIVEMCPBENCH_ALIAS", "COPILOT_CONFORMANCE_CACHE", "COPILOT_WARM_INDEX",
+        "COPILOT_REQUIRE_CONFORMANCE", "COPILOT_REQUIRE_BROWSER", "COPILOT_SERVER_DIR",
+    }
+)
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A warning for each ``COPILOT_*`` variable in ``environ`` that nothing reads (a typo, most
+    likely: ``COPILOT_CALL_TIMOUT`` is ignored), naming the nearest variable that is read."""
+    import difflib  # noqa: PLC0415 -- only at start-up
+
+    from index.trust.settings import TrustSettings  # noqa: PLC0415
+    from server.pool.settings import PoolSettings  # noqa: PLC0415
+
+    known = set(OTHER_VARIABLES)
+    for cls in (ServerSettings, PoolSettings, TrustSettings):
+        known.update(setting_name(cls, field) for field in cls.model_fields)
+    warnings = []
+    for name in sorted(environ):
+        if not name.upper().startswith("COPILOT_") or name.upper() in known:
+            continue
+        # Compared without the shared prefix, which would make every name look alike.
+        suffixes = {variable.removeprefix("COPILOT_"): variable for variable in known}
+        nearest = difflib.get_close_matches(name.upper().removeprefix("COPILOT_"), sorted(suffixes), n=1, cutoff=0.8)
+        hint = f"; did you mean {suffixes[nearest[0]]}?" if nearest else "; see the README's Configuration table"
+        warnings.append(f"{name} is set but no setting of that name exists, so it is ignored{hint}")
+    return warnings

@@ -168,11 +168,16 @@ class ChildProcess:
         self.remember_tree()
         members = kill_tree(self.pid, self.tag, list(self._known.values()), signal.SIGTERM)
         if not await self._wait_tree_gone(members, grace):
-            logger.info("child pid %d ignored SIGTERM for %.1fs; sending SIGKILL to its tree", self.pid, grace)
-            members = kill_tree(self.pid, self.tag, members)
-            await self._wait_tree_gone(members, KILL_GRACE)
+            logger.info("child pid %d ignored SIGTERM for %.1fs; sending SIGKILL to its tree", self.server_pid, grace)
+            # The guardian is spared: once its server is gone it kills and reaps what is left of its
+            # tree, what was forked meanwhile included, and exits; it is killed only if it does not.
+            guarded = pdeathsig_available()
+            members = kill_tree(self.pid, self.tag, members, spare_leader=guarded)
+            if not await self._wait_tree_gone(members, KILL_GRACE) and guarded:
+                members = kill_tree(self.pid, self.tag, members)
+                await self._wait_tree_gone(members, KILL_GRACE)
         if await self.wait_exit(KILL_GRACE) is None or self.group_alive() or _alive(members):
-            logger.warning("child pid %d: processes of its tree survived SIGKILL; abandoning them", self.pid)
+            logger.warning("child pid %d: processes of its tree survived SIGKILL; abandoning them", self.server_pid)
 
     async def _wait_tree_gone(self, members: list[psutil.Process], timeout: float) -> bool:
         with anyio.move_on_after(timeout):

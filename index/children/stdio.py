@@ -160,7 +160,7 @@ async def stdio_streams(
         child.log = log
         child.shutdown_grace = shutdown_grace
         guard.register(child.pid, tag)
-        logger.debug("%s: started pid %d (%s)", config.name, child.pid, executable)
+        logger.debug("%s: started %s (pid %d: its guardian on Linux)", config.name, executable, child.pid)
         if on_spawn is not None:
             on_spawn(child)
 

@@ -9,7 +9,9 @@ text signal ranks it. The catalog does say it, in two ways, read here without a 
 * *named*: a tool's description or one of its parameters' descriptions names another tool of its
   server (``fromStation: a station_code from get-station-code-of-citys``). Only identifier-like
   names count (``get-station-code-of-citys``, ``resolveLibraryId``, ``list_papers``), so a tool
-  called ``search`` is not linked by every description that says "search";
+  called ``search`` is not linked by every description that says "search", and a tool named as an
+  alternative ("DEPRECATED: Use read_text_file instead", "use this instead of 'execute_command'") is
+  not a provider;
 * *handle*: a tool requires a parameter that is a handle -- an id, code, key, ticker, symbol,
   token or coordinate, a value a person does not type but another tool returns -- and another tool
   of its server mentions every word of that parameter's name in its description without taking
@@ -46,6 +48,10 @@ _GENERIC_WORDS = frozenset(
 #: A tool name that reads as an identifier, not a word: has ``_``/``-``/``.`` or an inner capital.
 _IDENTIFIER_NAME = re.compile(r"[_.-]|[a-z0-9][A-Z]")
 _NAME_TOKEN = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+#: A sentence that names another tool as an *alternative* ("DEPRECATED: Use read_text_file instead",
+#: "Use this instead of 'execute_command'", "rather than"): the tool named there provides nothing.
+_ALTERNATIVE = re.compile(r"\binstead\b|\bdeprecated\b|\brather than\b|\bsuperseded\b|\breplaced by\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n")
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,13 @@ def _own_text(record: ToolRecord) -> str:
     return "\n".join(texts)
 
 
+def _without_alternatives(text: str) -> str:
+    """``text`` less its sentences that name a tool to use *instead* (see :data:`_ALTERNATIVE`)."""
+    if not _ALTERNATIVE.search(text):
+        return text
+    return "\n".join(sentence for sentence in _SENTENCE_END.split(text) if not _ALTERNATIVE.search(sentence))
+
+
 def _taken_words(record: ToolRecord) -> set[str]:
     properties = record.input_schema.get("properties")
     return set().union(*(latin_words(str(name)) for name in properties)) if isinstance(properties, dict) else set()
@@ -105,7 +118,7 @@ def _server_provisions(tools: Sequence[ToolRecord]) -> Iterable[Provision]:
                 described[word].add(i)
     takes: dict[int, set[str]] = {}  # the parameter words of each candidate provider, read once
     for i, tool in enumerate(tools):
-        text = _own_text(tool) if by_name else ""
+        text = _without_alternatives(_own_text(tool)) if by_name else ""
         named = (
             {token for token in _NAME_TOKEN.findall(text) if token in by_name and token != tool.name}
             if any(name in text for name in by_name)  # a whole token only where the name is a substring

@@ -120,6 +120,7 @@ def _read(path: Path, learned: Learned) -> tuple[str, set[tuple[str, str]]] | No
     succeeded: set[tuple[str, str]] = set()
     task: str | None = None
     started = False
+    executes = 0  # counted for the summary only once the file proves to be a trajectory
     bad_lines: list[int] = []
     try:
         for number, event in _json_lines(path):
@@ -132,7 +133,7 @@ def _read(path: Path, learned: Learned) -> tuple[str, set[tuple[str, str]]] | No
                 if task is None and isinstance(event.get("task_id"), str):
                     task = event["task_id"]
             elif event.get("event") == "execute":
-                learned.executes += 1
+                executes += 1
                 if (pair := _success(event)) is not None:
                     succeeded.add(pair)
     except OSError as error:
@@ -144,6 +145,7 @@ def _read(path: Path, learned: Learned) -> tuple[str, set[tuple[str, str]]] | No
     if not started:
         learned.problems.append(f"{path}: no trajectory event (not a copilot log?); skipped")
         return None
+    learned.executes += executes
     return task or path.stem, succeeded
 
 
@@ -152,7 +154,8 @@ _NOT_JSON = object()
 
 def _json_lines(path: Path) -> Iterator[tuple[int, object]]:
     """(line number, parsed JSON or :data:`_NOT_JSON`) of each line that is not blank (raises OSError)."""
-    with path.open(encoding="utf-8", errors="replace") as lines:
+    # utf-8-sig: a log saved by a Windows editor starts with a BOM, as the judge's readers allow.
+    with path.open(encoding="utf-8-sig", errors="replace") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue

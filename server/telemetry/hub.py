@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import anyio
 
 from index.catalog.servers import ServerConfig
+from server.bounded import shown_name
 from server.telemetry import tracing
 from server.telemetry.metrics import CopilotMetrics
 from server.telemetry.status import (
@@ -113,6 +114,8 @@ class Telemetry:
         else:
             server, tool = outcome.server or "", outcome.tool or ""
             self.metrics.execute(server, seconds, outcome.kind, outcome.tool_error)
+            # Names a client sent: repeated in spans and in the status file, so shortened like in messages.
+            server, tool = shown_name(server), shown_name(tool)
             if outcome.flagged:
                 self.metrics.flagged(server)
                 attributes["copilot.result.flagged"] = outcome.flagged

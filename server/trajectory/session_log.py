@@ -90,7 +90,13 @@ class SessionLog:
             if self.started:
                 return
             self.started = True
-        self._write(self._start.model_copy(update={"index": index}))
+        start = self._start
+        # What the client and the environment say of themselves is bounded like every other event.
+        bounded = self._bounded(
+            client=start.client, question=start.question, task_id=start.task_id, category=start.category,
+            transport_session_id=start.transport_session_id,
+        )
+        self._write(start.model_copy(update={"index": index, **bounded}))
 
     @property
     def path(self) -> Path:

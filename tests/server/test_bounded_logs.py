@@ -69,6 +69,23 @@ def test_trajectory_events_are_cut_to_the_log_budget(tmp_path: Path) -> None:
     assert getattr(execute, "log_cut", "").startswith("cut from the log:")
 
 
+def test_session_start_is_cut_to_the_log_budget_like_every_other_event(tmp_path: Path) -> None:
+    # A stdio host's clientInfo of 3,000,000 characters was written whole, with no note.
+    log_file = tmp_path / "t.jsonl"
+    settings = ServerSettings(
+        home=tmp_path, log_file=log_file, log_max_field_chars=1000, log_max_event_chars=50_000, question="Q" * 200_000
+    )
+    logs = SessionLogs(settings, copilot_version="test", index_info=lambda: None)
+    log = logs.open("s", {"name": "n" * 3_000_000, "version": "1"})
+    log.begin(None)
+    logs.end_all("done")
+    start = parse_event(log_file.read_text(encoding="utf-8").splitlines()[0])
+    assert start.event == "session_start" and log_file.stat().st_size < 60_000
+    assert start.client["name"].startswith("n" * 1000) and "2,999,000 of 3,000,000 characters cut" in start.client["name"]
+    assert start.client["version"] == "1" and "199,000 of 200,000 characters cut" in start.question
+    assert getattr(start, "log_cut", "").startswith("cut from the log:")
+
+
 async def test_a_running_childs_stderr_log_is_rotated_by_size(tmp_path: Path) -> None:
     config = ServerConfig(name="noisy", command=sys.executable, args=[str(FIXTURE), "--name", "noisy"])
     limit = 64 * 1024
@@ -129,3 +146,17 @@ def test_a_third_party_line_repeated_without_end_is_logged_a_few_times_then_not(
     assert sum(line.startswith("Traceback") for line in lines) == 2
     assert "(repeated 5 times; further such lines are not logged)" in stream.getvalue()
     assert lines[-1] == "another line"
+
+
+def test_names_a_client_sent_are_shortened_in_recent_errors() -> None:
+    # The status file kept 20 recent errors with the names whole: 1 MB names made a 6 MB file,
+    # rewritten every 2 s and printed whole by `python -m server status`.
+    from server.telemetry.hub import Telemetry  # noqa: PLC0415
+
+    telemetry = Telemetry()
+    with telemetry.call("execute") as outcome:
+        outcome.server, outcome.tool = "s" * 1_000_000, "t" * 200_000
+        outcome.kind, outcome.error = "unknown_server", "no such server"
+    (recent,) = telemetry.recent_errors
+    assert len(recent.server) < 200 and "1,000,000 characters" in recent.server
+    assert len(recent.tool) < 200 and "200,000 characters" in recent.tool

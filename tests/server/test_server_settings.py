@@ -20,3 +20,17 @@ def test_an_empty_path_setting_is_unset_not_the_working_directory(
         monkeypatch.setenv(name, value)
     settings = ServerSettings()
     assert settings.http_token_file is None and settings.log_file is None
+
+
+def test_a_copilot_variable_nothing_reads_is_named_with_the_nearest_that_is() -> None:
+    from server.settings import unknown_variables  # noqa: PLC0415
+
+    warnings = unknown_variables(
+        {"COPILOT_CALL_TIMOUT": "5", "COPILOT_LOGDIR": "/tmp", "COPILOT_HOME": "/x", "copilot_http_port": "1",
+         "COPILOT_LIVEMCPBENCH_DIR": "/d", "COPILOT_FROBNICATE": "1", "PATH": "/bin"}
+    )
+    assert warnings == [
+        "COPILOT_CALL_TIMOUT is set but no setting of that name exists, so it is ignored; did you mean COPILOT_CALL_TIMEOUT?",
+        "COPILOT_FROBNICATE is set but no setting of that name exists, so it is ignored; see the README's Configuration table",
+        "COPILOT_LOGDIR is set but no setting of that name exists, so it is ignored; did you mean COPILOT_LOG_DIR?",
+    ]

@@ -78,19 +78,42 @@ def descendants(pid: int) -> list[psutil.Process]:
 
 
 def kill_tree(
-    pid: int, tag: str | None, known: list[psutil.Process] | None = None, signum: int = signal.SIGKILL
+    pid: int,
+    tag: str | None,
+    known: list[psutil.Process] | None = None,
+    signum: int = signal.SIGKILL,
+    *,
+    spare_leader: bool = False,
 ) -> list[psutil.Process]:
-    """Signal ``pid``'s process group, its descendants, ``known`` and every process tagged ``tag``.
+    """Signal ``pid``'s process group, its descendants and their process groups, ``known`` and every
+    process tagged ``tag``.
 
-    Returns the processes signalled outside the group (to wait for). Synchronous and quick: safe
-    from signal handlers and ``atexit``.
+    Every group is signalled as a whole (``killpg``), so what a member forks while this runs is
+    reached too: a server under its guardian leads a group of its own. ``spare_leader`` leaves
+    ``pid`` and its group alone: a guardian whose server is SIGKILLed then sweeps what is left of
+    its tree itself (it adopts what is orphaned meanwhile), where killing it first left that to init.
+
+    Returns the processes signalled outside ``pid``'s group (to wait for). Synchronous and quick:
+    safe from signal handlers and ``atexit``.
     """
     # Found before anything is signalled: a guardian SIGKILLed first would leave its tree to init.
     members = {process.pid: process for process in [*(known or []), *descendants(pid)]}
     if tag is not None:
         members.update((process.pid, process) for process in tagged(tag))
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)
+    members.pop(pid, None)
+    groups: set[int] = set()
+    for member in members:
+        with suppress(OSError):
+            groups.add(os.getpgid(member))
+    with suppress(OSError):
+        groups.discard(os.getpgid(0))  # never the caller's own group
+    groups.discard(pid)
+    for group in sorted(groups):
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signum)
+    if not spare_leader:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signum)
     signalled = []
     for process in members.values():
         try:

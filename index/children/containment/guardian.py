@@ -140,6 +140,7 @@ def _end_like(status: int) -> None:
 def _become_server(libc: ctypes.CDLL, guardian: int, program: str, argv: list[str], environment: dict[bytes, bytes]) -> None:
     for signum in (*_FOR_THE_SERVER, *_RESTORED):
         signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _FOR_THE_SERVER)  # a signal mask survives exec
     # Its own process group (in the guardian's session): ``kill(0, …)`` and ``killpg(getpid(), …)``
     # reach the server's processes, as they did when it led the group itself, and not the guardian.
     try:
@@ -189,8 +190,9 @@ def main() -> None:
     _prctl(libc, PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")
     if os.getppid() != parent:
         os._exit(137)  # the copilot died before the guard was set: do not start an orphan
-    for signum in _FOR_THE_SERVER:
-        signal.signal(signum, signal.SIG_IGN)  # before the fork: no moment where one ends the guardian alone
+    # Blocked, not ignored, until the forwarding is in place: one that arrives meanwhile stays
+    # pending and is passed on then (ignored, it was lost, and the server never got its SIGTERM).
+    signal.pthread_sigmask(signal.SIG_BLOCK, _FOR_THE_SERVER)
     guardian = os.getpid()
     server = os.fork()
     if server == 0:
@@ -200,6 +202,7 @@ def main() -> None:
     except OSError:
         pass  # it has exec'd already (and set its group first)
     _forward(server)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _FOR_THE_SERVER)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)

@@ -69,6 +69,20 @@ def test_a_tool_named_in_a_description_is_a_provider_when_its_name_reads_as_an_i
     assert set(found) == {"trains/get-tickets"}
 
 
+def test_a_tool_named_as_an_alternative_provides_nothing() -> None:
+    old = _tool("fs", "read_file", "Read a file. DEPRECATED: Use read_text_file instead.", "path")
+    new = _tool("fs", "read_text_file", "Read a file as text.", "path")
+    listing = _tool("dc", "list_directory", "List a folder. Use this instead of 'execute_command' with ls/dir commands.", "path")
+    shell = _tool("dc", "execute_command", "Run a shell command.", "command")
+    articles = _tool("bio", "article_searcher", "Search articles. For variant records, use variant_searcher rather than this.", "q")
+    variants = _tool("bio", "variant_searcher", "Search variants.", "q")
+    # ... while a sentence that names a tool to call first still links it.
+    tickets = _tool("trains", "get-tickets", "Tickets. Call get_station_code first; it is deprecated to guess codes.", "q")
+    codes = _tool("trains", "get_station_code", "Station codes of a city.", "city")
+    found = input_providers([old, new, listing, shell, articles, variants, tickets, codes])
+    assert found == {"trains/get-tickets": [Provision("trains/get-tickets", "trains/get_station_code")]}
+
+
 def test_prompts_and_resources_neither_need_nor_provide() -> None:
     prompt = ToolRecord(server="maps", name="plan_trip", kind="prompt", description="Uses geocode_address.",
                         input_schema={"type": "object", "properties": {"latitude": {}}, "required": ["latitude"]})

@@ -53,6 +53,27 @@ def test_what_cannot_be_read_is_reported_and_the_rest_is_learned(tmp_path: Path)
     assert learned.problems[2].startswith(f"{tmp_path / 'logs' / 'misses.jsonl'}: no trajectory event")
 
 
+def test_execute_calls_of_a_skipped_file_are_not_counted(tmp_path: Path) -> None:
+    # Another program's JSONL with 100 "execute" lines made "1 trajectory (101 execute calls)".
+    _trajectory(tmp_path / "a.jsonl", _ok("fs", "write_file"))
+    (tmp_path / "other.jsonl").write_text("".join(json.dumps({"event": "execute"}) + "\n" for _ in range(100)))
+    learned = learn_usage([tmp_path])
+    assert (learned.files, learned.executes) == (1, 1)
+    assert learned.problems == [f"{tmp_path / 'other.jsonl'}: no trajectory event (not a copilot log?); skipped"]
+
+
+def test_a_log_and_verdicts_saved_with_a_byte_order_mark_are_read(tmp_path: Path) -> None:
+    log = _trajectory(tmp_path / "t1.jsonl", _ok("fs", "write_file"), task_id="t1")
+    log.write_bytes(b"\xef\xbb\xbf" + log.read_bytes())
+    judge = tmp_path / "judge"
+    judge.mkdir()
+    (judge / "verdicts.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps({"task_id": "t1", "verdict": "success"}).encode() + b"\n")
+    successful, problems = successful_tasks(judge)
+    assert (successful, problems) == ({"t1"}, [])
+    learned = learn_usage([log], successful=successful)
+    assert learned.prior.tools == {"fs": {"write_file": 1}} and learned.problems == []
+
+
 def test_a_benchmark_run_is_read_at_its_top_level_only(tmp_path: Path) -> None:
     run = tmp_path / "run"
     (run / "summary.json").parent.mkdir()

@@ -118,3 +118,23 @@ async def test_a_server_killed_before_initialize_reads_as_killed(tmp_path: Path)
         async with open_session(config, workdir=tmp_path / "work", init_timeout=20):
             pass
     assert "was killed by signal 15 (SIGTERM) before answering initialize" in str(caught.value)
+
+
+async def test_what_a_server_forks_while_it_is_being_killed_dies_with_it(tmp_path: Path) -> None:
+    # The server ignores SIGTERM and starts a worker every 10 ms after its stdin closes: closing
+    # escalates to SIGKILL while it forks. Killing its guardian first left 1-2 workers to init.
+    pid_file = tmp_path / "workers.txt"
+    args = [str(ESCAPING_SERVER), "--spawn-at-exit", str(pid_file)]
+    config = ServerConfig(name="spawner", command=sys.executable, args=args)
+    leftovers: list[psutil.Process] = []
+    try:
+        with anyio.fail_after(40):
+            async with open_session(config, workdir=tmp_path / "work", shutdown_grace=0.5) as connection:
+                leftovers.append(psutil.Process(connection.pid))
+                assert (await connection.session.call_tool("ping_tool", {})).is_error is not True
+        workers = [int(line) for line in pid_file.read_text(encoding="ascii").split()]
+        assert len(workers) > 10  # it was forking throughout the stop
+        leftovers += as_processes(workers)
+        assert await wait_gone(leftovers, 10) == []
+    finally:
+        kill_leftovers(leftovers)
