@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from index.children.containment.guard import child_guard
+from tests.support.processes import as_processes, kill_leftovers
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux prctl")]
 
@@ -109,10 +110,14 @@ def test_what_the_server_left_behind_dies_when_it_exits(tmp_path: Path) -> None:
         "os.wait()\n"
         f"while not pathlib.Path({str(pid_file)!r}).exists(): time.sleep(0.01)\n"
     )
-    done = _guarded(code)
-    assert done.returncode == 0, done.stderr
-    orphan = int(pid_file.read_text(encoding="ascii"))
-    assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
+    try:
+        done = _guarded(code)
+        assert done.returncode == 0, done.stderr
+        orphan = int(pid_file.read_text(encoding="ascii"))
+        assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE
+    finally:  # a failing run must not leave the orphan to the rest of the suite
+        if pid_file.exists():
+            kill_leftovers(as_processes([int(pid_file.read_text(encoding="ascii"))]))
 
 
 def test_a_server_killed_by_sigkill_is_reported_so_without_a_word_from_the_guardian() -> None:
