@@ -74,6 +74,9 @@ class SessionLog:
         # (index.search.session_prior); none when the log is shared by clients that are not one
         # conversation (session-less requests over HTTP), whose calls say nothing of each other's.
         self._recent_servers = RecentServers() if private else None
+        #: While writes fail: the error (errno) last reported and the events lost since.
+        self._failing: int | None = None
+        self._lost = 0
 
     def note_used(self, server: str) -> None:
         """``server`` ran a tool of this session's without error."""
@@ -165,9 +168,20 @@ class SessionLog:
     def _write(self, event: Any) -> None:
         try:
             self.writer.write(event)
-        except OSError:
-            # A full disk must not break the user's tool call; the loss is logged.
-            logger.exception("could not write to trajectory log %s", self.writer.path)
+        except OSError as error:
+            # A full disk must not break the user's tool call; the loss is logged, once per kind of
+            # failure (a traceback for every event flooded stderr), and counted.
+            self._lost += 1
+            if error.errno != self._failing:
+                self._failing = error.errno
+                logger.warning(
+                    "could not write to trajectory log %s (%s); its events are lost until it can be written again",
+                    self.writer.path, error.strerror or error,
+                )
+            return
+        if self._failing is not None:
+            logger.warning("trajectory log %s is written again; %d event(s) were lost", self.writer.path, self._lost)
+            self._failing, self._lost = None, 0
 
 
 def _transport_note(start: SessionStart) -> str:

@@ -160,3 +160,26 @@ def test_names_a_client_sent_are_shortened_in_recent_errors() -> None:
     (recent,) = telemetry.recent_errors
     assert len(recent.server) < 200 and "1,000,000 characters" in recent.server
     assert len(recent.tool) < 200 and "200,000 characters" in recent.tool
+
+
+def test_a_log_that_cannot_be_written_is_reported_once_and_its_losses_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # COPILOT_LOG_FILE=/dev/full (a full disk) logged a traceback to stderr for every event.
+    log_file = tmp_path / "t.jsonl"
+    settings = ServerSettings(home=tmp_path, log_file=log_file)
+    logs = SessionLogs(settings, copilot_version="test", index_info=lambda: None)
+    log = logs.open("s", None)
+    log.begin(None)
+    log_file.unlink()
+    log_file.mkdir()  # every append now fails (IsADirectoryError), as a full disk would
+    with caplog.at_level("WARNING"):
+        for number in range(5):
+            log.route(f"c-{number}", "q", [], 1.0)
+    assert caplog.text.count("could not write to trajectory log") == 1 and "Traceback" not in caplog.text
+    caplog.clear()
+    log_file.rmdir()
+    with caplog.at_level("WARNING"):
+        log.route("c-9", "q", [], 1.0)
+    assert f"trajectory log {log_file} is written again; 5 event(s) were lost" in caplog.text
+    assert [parse_event(line).event for line in log_file.read_text(encoding="utf-8").splitlines()] == ["route"]
