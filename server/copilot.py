@@ -732,15 +732,20 @@ class Copilot:
             raise
         except IndexNotBuiltError as error:
             status = self.indexer.status()
+            # The background build lives as long as this copilot: a short-lived host (a script) never
+            # sees it finish, so the answer also names the command that builds the index for good.
+            from index.search.tool_index import build_advice  # noqa: PLC0415 -- loaded already by now
+
+            advice = f" (That build ends with this copilot; to build the index for good, {build_advice(self.settings)}.)"
             if status.in_progress:
                 raise IndexNotBuiltError(
                     f"The tool index is being built in the background ({len(status.pending_servers)} server(s) "
-                    "left); search again in a minute."
+                    f"left); search again in a minute.{advice}"
                 ) from None
             if self._startup_indexing:
                 raise IndexNotBuiltError(
                     "The copilot has just started and is building its tool index in the background; search again "
-                    "in a minute."
+                    f"in a minute.{advice}"
                 ) from None
             raise error
         tools: list[RoutedTool] = []

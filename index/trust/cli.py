@@ -51,9 +51,22 @@ def _print_findings(console: Console, findings: Sequence[Finding], *, indent: st
         console.print(f"{indent}[{style}]{escape(finding.line())}[/]", highlight=False)
 
 
+#: Indentation kept at the start of a diff line (a definition's nested schema); more is cut, so a
+#: line cannot push its text out of view with spaces.
+_MAX_DIFF_INDENT = 40
+
+
+def _diff_line(line: str) -> str:
+    """A diff line as shown: its marker and indentation kept, the rest made visible (one line)."""
+    marker, body = (line[:1], line[1:]) if line[:1] in ("+", "-", " ") else ("", line)
+    text = body.lstrip(" ")
+    indent = min(len(body) - len(text), _MAX_DIFF_INDENT)
+    return marker + " " * indent + visible(text, limit=240)
+
+
 def _print_diff(console: Console, lines: list[str]) -> None:
     for line in lines:
-        shown = escape(visible(line, limit=240))
+        shown = escape(_diff_line(line))
         if line.startswith("+") and not line.startswith("+++"):
             console.print(f"    [green]{shown}[/]", highlight=False)
         elif line.startswith("-") and not line.startswith("---"):

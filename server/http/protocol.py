@@ -58,6 +58,7 @@ def guarded_http_protocol(read_timeout: float, max_head_bytes: int = MAX_HEAD_BY
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             self._real_transport = transport
             self._head_bytes = 0
+            self._head_tail = b""  # the last bytes of the head so far: its end may straddle two reads
             self._body_pending = False  # httptools: between a head's end and its message's end
             self._lingering = False
             self._linger_until = 0.0
@@ -74,12 +75,26 @@ def guarded_http_protocol(read_timeout: float, max_head_bytes: int = MAX_HEAD_BY
                     self._real_transport.close()
                 return
             cycle, in_body = self.cycle, self._in_body()
+            if not (in_body or self._real_transport.is_closing()):
+                # Checked before the parser sees it: a read that completes an oversized head would
+                # otherwise hand it to the app (65-128 KiB heads were served with 200).
+                if self._head_bytes + self._head_part(data) > max_head_bytes:
+                    self._count_head_bytes(len(data))
+                    return
+                self._head_tail = (self._head_tail + data)[-3:]
             super().data_received(data)
             if self.cycle is not cycle:  # a request's head is complete: the app has it now
                 self._head_bytes = 0
+                self._head_tail = b""
                 self._cancel_timer()
             elif not (in_body or self._in_body() or self._real_transport.is_closing()):
                 self._count_head_bytes(len(data))  # (a chunk ending a body is not: at most one uncounted)
+
+        def _head_part(self, data: bytes) -> int:
+            """How many bytes of ``data`` belong to the head being read (all of them until its end)."""
+            window = self._head_tail + data
+            ends = [found + len(mark) for mark in (b"\r\n\r\n", b"\n\n") if (found := window.find(mark)) >= 0]
+            return max(0, min(ends) - len(self._head_tail)) if ends else len(data)
 
         def _count_head_bytes(self, size: int) -> None:
             self._head_bytes += size

@@ -173,3 +173,18 @@ def test_scan_contexts_are_those_of_from_records() -> None:
         assert context.own_tools == expected.own_tools
         assert context.digest == expected.digest
         assert "solo" not in contexts.of("server1").other_tools and "missing" not in context.other_tools
+
+
+def test_a_diff_keeps_its_indentation_and_only_that(tmp_path: Path) -> None:
+    # Every nested schema line printed with one space ("+ \"city\": {"): runs of spaces were collapsed.
+    reviewer = TrustReviewer(TrustStore.in_home(tmp_path))
+    schema = {"type": "object", "properties": {"where": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    before = ToolRecord(server="geo", name="locate", description="Find a place.")
+    reviewer.review("geo", [before])
+    reviewer.review("geo", [before.model_copy(update={"input_schema": schema, "description": "Find a place." + " " * 500 + "x"})])
+    out = index_cli(tmp_path, "trust").stdout
+    diff = json.loads(index_cli(tmp_path, "trust", "--json").stdout)[0]["diff"]
+    nested = [line for line in diff if '"city"' in line or '"where"' in line]
+    assert nested and all(line.startswith("+    ") for line in nested)
+    assert all(f"    {line}" in out.splitlines() for line in nested)  # as indented as the definition
+    assert "Find a place. x" in out  # spaces inside a line are still collapsed (text pushed out of view)

@@ -11,6 +11,7 @@ timeout tests end quickly (every wait is bounded by ``fail_after``, far beyond i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 from collections.abc import AsyncIterator
@@ -320,6 +321,23 @@ async def test_a_head_without_end_gets_431_with_memory_flat(served: Served, http
     status, error = _answer(raw)
     assert status == 431 and "exceed 65,536 bytes" in error["message"], error
     assert grown < 32 * MIB, f"the copilot grew by {grown / MIB:.0f} MiB parsing a refused head"
+    await _still_serving(served, http)
+
+
+@pytest.mark.parametrize("size", [70_000, 100_000], ids=["70-kB", "100-kB"])
+async def test_a_complete_head_over_the_limit_gets_431_however_it_arrives(
+    served: Served, http: httpx2.AsyncClient, size: int
+) -> None:
+    # The read that completed a head was handed to the app unchecked: heads of 65-128 KiB got 200.
+    big = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "X-Big": "b" * size}
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    stream = await _connect(served)
+    async with stream:
+        with contextlib.suppress(anyio.BrokenResourceError, ConnectionResetError):
+            await stream.send(_head(served, "POST", {**big, "Content-Length": str(len(body))}) + body)
+        raw = await _read_all(stream)
+    status, error = _answer(raw)
+    assert status == 431 and "exceed 65,536 bytes" in error["message"], error
     await _still_serving(served, http)
 
 
