@@ -985,7 +985,17 @@ class Copilot:
         retries after an ``input_required`` answer (a confirmation, or a child's question).
         ``argument_error`` says what was wrong with the request's argument names (then nothing runs).
         """
-        await self.begin_session(log)
+        try:
+            await self.begin_session(log)  # the first call of a session waits for the index's details
+        except anyio.get_cancelled_exc_class():
+            # Cancelled while waiting: still one entry, after its session's start (without those
+            # details), counted as an error; such calls left no trace and counted as successes.
+            if log is not None and not log.started:
+                log.begin(None)
+            cancelled = _ExecuteRecord(log, server_name, tool_name, params, self.telemetry)
+            reason = self._cancelled_error(http=host.client_gone if host is not None else None)
+            cancelled.write(_error_result(reason), str(reason), reason.kind)
+            raise
         round_state = decode_state(state)
         if "call" in round_state:
             return await self._resume(round_state["call"], host, responses, log, server_name, tool_name, params)

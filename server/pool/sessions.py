@@ -610,25 +610,30 @@ class ChildPool:
         config = self._config(server)
         state = self._state(server)
         limit = timeout if timeout is not None else (config.timeout or self.settings.call_timeout)
-        with _counting_errors(state):
-            if state.slots is None:
-                state.slots = anyio.Semaphore(self.settings.per_server_concurrency)
-            if not _take_free(state.slots):  # a free slot (most calls) costs no timed wait
-                with anyio.move_on_after(limit) as queue_scope:
-                    await state.slots.acquire()
-                if queue_scope.cancelled_caught:
-                    raise ChildTimeoutError(
-                        f"server '{server}' is busy: {self.settings.per_server_concurrency} calls were already "
-                        f"running and none finished within {limit:g}s. Try again later or call another server."
-                    )
-            try:
+        if state.slots is None:
+            state.slots = anyio.Semaphore(self.settings.per_server_concurrency)
+        if not _take_free(state.slots):  # a free slot (most calls) costs no timed wait
+            # Up to the call timeout for a slot, then the call timeout for the call: a call that
+            # waited long is not given a short leash that would stop the child under the others.
+            with anyio.move_on_after(limit) as queue_scope:
+                await state.slots.acquire()
+            if queue_scope.cancelled_caught:
+                # Not the child's failure (not counted in its errors); slots may have come free and
+                # gone to calls that waited longer, so "none finished" was not always true.
+                raise ChildTimeoutError(
+                    f"server '{server}' is busy: none of its {self.settings.per_server_concurrency} call slot(s) came "
+                    f"free for this call within {limit:g}s (other calls held them). Try again later or call another "
+                    "server."
+                )
+        try:
+            with _counting_errors(state):
                 child = await self._acquire(server, config)
                 try:
                     yield child, limit
                 finally:
                     self._release(child)
-            finally:
-                state.slots.release()
+        finally:
+            state.slots.release()
 
     def warm(self, server: str) -> bool:
         """Start ``server``'s child in the background, if that costs no other child; never raises.

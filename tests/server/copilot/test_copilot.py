@@ -504,3 +504,33 @@ async def test_the_results_left_out_are_counted_within_top_k(
         (2, 0), (2, 1), (2, 4)
     ]
     assert "(4 more result(s) scored far below these and were left out.)" in routed[2].content[0].text
+
+
+async def test_an_execute_cancelled_while_its_session_starts_is_logged_and_counted_as_cancelled(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    # The first call of a session waits for the index's details (session_start); a host cancelling
+    # it then left no trajectory entry, and status counted it as a success.
+    home = copy_home(built_index, tmp_path / "home")
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    settings = copilot_settings(home, tmp_path, auto_index=False)
+    waiting = anyio.Event()
+
+    async def slow_begin(log: Any) -> None:  # the wait for the index's details, cut to its essence
+        waiting.set()
+        await anyio.sleep_forever()
+
+    async with Copilot.running(settings, servers, start_now=True) as copilot:
+        copilot.begin_session = slow_begin  # type: ignore[method-assign]
+        log = SessionLogs(settings, copilot_version="test", index_info=copilot.index_info).open("s", None)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(copilot.execute, "alpha", "echo", {"text": "hi"}, None, None, log)
+                await waiting.wait()
+                group.cancel_scope.cancel()
+        counts = dict(copilot.telemetry.counts)
+    events = read_events(log.path)
+    assert [event.event for event in events] == ["session_start", "execute"]
+    assert events[1].error_kind == "cancelled" and (events[1].server, events[1].tool) == ("alpha", "echo")
+    assert (counts["execute"], counts["execute_errors"]) == (1, 1)
