@@ -158,6 +158,10 @@ class _ExecuteRecord:
         self.params = params if isinstance(params, dict) else ({"_raw": params} if params is not None else None)
         self.written = False
 
+    def write_error(self, error: ExecuteError) -> None:
+        """The entry of a call that ended with ``error`` (its result is the error's)."""
+        self.write(_error_result(error), str(error), error.kind)
+
     def resolved(self, call: PreparedCall) -> None:
         self.server, self.tool, self.params = call.server, call.tool, call.params
 
@@ -993,8 +997,7 @@ class Copilot:
             if log is not None and not log.started:
                 log.begin(None)
             cancelled = _ExecuteRecord(log, server_name, tool_name, params, self.telemetry)
-            reason = self._cancelled_error(http=host.client_gone if host is not None else None)
-            cancelled.write(_error_result(reason), str(reason), reason.kind)
+            cancelled.write_error(self._cancelled_error(http=host.client_gone if host is not None else None))
             raise
         round_state = decode_state(state)
         if "call" in round_state:
@@ -1031,8 +1034,7 @@ class Copilot:
             error, kind = str(exc), "execute_error"
             result = _error_result(exc)
         except anyio.get_cancelled_exc_class():
-            error = self._cancelled_error(http=host.client_gone if host is not None else None)
-            record.write(_error_result(error), str(error), error.kind)
+            record.write_error(self._cancelled_error(http=host.client_gone if host is not None else None))
             raise
         except Exception as exc:
             logger.exception("execute %s/%s failed", record.server, record.tool)

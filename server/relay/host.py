@@ -53,21 +53,22 @@ def level_rank(level: str) -> int:
     return LOG_LEVELS.index(level) if level in LOG_LEVELS else 0
 
 
+#: Each kind of question a child may ask through the host: its request, and the answers to it.
+_ASKS: tuple[tuple[type[Any], tuple[type[Any], ...], Ask], ...] = (
+    (types.ElicitRequest, (types.ElicitResult,), "elicitation"),
+    (types.CreateMessageRequest, (types.CreateMessageResult, types.CreateMessageResultWithTools), "sampling"),
+    (types.ListRootsRequest, (types.ListRootsResult,), "roots"),
+)
+
+
 def request_kind(request: types.InputRequest) -> Ask:
-    if isinstance(request, types.ElicitRequest):
-        return "elicitation"
-    if isinstance(request, types.CreateMessageRequest):
-        return "sampling"
-    return "roots"
+    """The kind of question ``request`` asks."""
+    return next((kind for asked, _, kind in _ASKS if isinstance(request, asked)), "roots")
 
 
 def answer_kind(response: types.InputResponse) -> Ask:
     """The kind of question ``response`` answers."""
-    if isinstance(response, types.ElicitResult):
-        return "elicitation"
-    if isinstance(response, types.ListRootsResult):
-        return "roots"
-    return "sampling"
+    return next((kind for _, answers, kind in _ASKS if isinstance(response, answers)), "sampling")
 
 
 def _result_type(request: types.InputRequest) -> type[types.InputResponse]:

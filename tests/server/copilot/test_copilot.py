@@ -18,7 +18,7 @@ import index.search.model_loading as model_loading
 import server.copilot as copilot_module
 from index.catalog.crawl import crawl_servers
 from index.catalog.records import ToolRecord
-from index.catalog.servers import load_servers
+from index.catalog.servers import ServersFile, load_servers
 from index.children.listing_limits import LISTING_CUT, MAX_TOOLS
 from index.search.tool_index import ToolIndex
 from index.settings import CopilotSettings
@@ -47,6 +47,12 @@ from tests.support.processes import hostile_entry
 MAPS_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "maps_server.py"
 
 pytestmark = pytest.mark.timeout(120)
+
+
+def _alpha_only(built_index: Path, tmp_path: Path) -> tuple[Path, ServersFile]:
+    """A copy of the built home and a servers file of the one fixture server ``alpha``."""
+    home = copy_home(built_index, tmp_path / "home")
+    return home, load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
 
 
 def _servers_of(result: Any) -> set[str]:
@@ -140,8 +146,7 @@ async def test_a_kind_no_server_offers_is_named_with_the_kinds_there_are(
     tmp_path: Path,
 ) -> None:
     """Not "Nothing matched. Rephrase": no wording finds a prompt in a pool without prompts."""
-    home = copy_home(built_index, tmp_path / "home")
-    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    home, servers = _alpha_only(built_index, tmp_path)
     async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
         prompts = await copilot.route("a prompt to greet people", 3, None, None, kind="prompt")
         resources = await copilot.route("the readme notes", 3, None, None, kind="resource")
@@ -189,8 +194,7 @@ async def test_a_long_query_is_echoed_cut_and_says_what_was_searched(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
 ) -> None:
-    home = copy_home(built_index, tmp_path / "home")
-    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    home, servers = _alpha_only(built_index, tmp_path)
     query = "echo the given text back " + "".join(f"then step {n} of the pasted plan, " for n in range(400))
     query = query[:5000]
     async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
@@ -348,8 +352,7 @@ async def test_the_usage_prior_learned_from_a_session_s_trajectory_lifts_its_too
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
 ) -> None:
-    home = copy_home(built_index, tmp_path / "home")
-    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    home, servers = _alpha_only(built_index, tmp_path)
     settings = copilot_settings(home, tmp_path, auto_index=False)
     async with Copilot.running(settings, servers, start_now=True) as copilot:
         logs = SessionLogs(settings, copilot_version="test", index_info=copilot.index_info)
@@ -478,8 +481,7 @@ async def test_a_server_filter_that_is_not_text_is_refused_not_ignored(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
 ) -> None:
-    home = copy_home(built_index, tmp_path / "home")
-    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    home, servers = _alpha_only(built_index, tmp_path)
     async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
         for server in (["alpha"], 5, {"name": "alpha"}):
             routed = await copilot.route("echo the given text back", 3, server, None)
@@ -494,8 +496,7 @@ async def test_the_results_left_out_are_counted_within_top_k(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
 ) -> None:
-    home = copy_home(built_index, tmp_path / "home")
-    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    home, servers = _alpha_only(built_index, tmp_path)
     settings = copilot_settings(home, tmp_path, auto_index=False, route_model_wait=60)
     async with Copilot.running(settings, servers, start_now=True) as copilot:
         routed = [await copilot.route("echo the given text back", k, None, None) for k in (2, 3, 6)]
@@ -512,8 +513,7 @@ async def test_an_execute_cancelled_while_its_session_starts_is_logged_and_count
 ) -> None:
     # The first call of a session waits for the index's details (session_start); a host cancelling
     # it then left no trajectory entry, and status counted it as a success.
-    home = copy_home(built_index, tmp_path / "home")
-    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    home, servers = _alpha_only(built_index, tmp_path)
     settings = copilot_settings(home, tmp_path, auto_index=False)
     waiting = anyio.Event()
 

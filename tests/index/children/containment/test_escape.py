@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -21,8 +22,17 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.start
 ESCAPING_SERVER = Path(__file__).resolve().parents[3] / "fixtures" / "hostile" / "escaping_server.py"
 
 
-def _escaping() -> ServerConfig:
-    return ServerConfig(name="escaping", command=sys.executable, args=[str(ESCAPING_SERVER)])
+def _escaping(*flags: str) -> ServerConfig:
+    return ServerConfig(name="escaping", command=sys.executable, args=[str(ESCAPING_SERVER), *flags])
+
+
+async def _serve_once_then_stop(
+    config: ServerConfig, tmp_path: Path, leftovers: list[psutil.Process], **options: Any
+) -> None:
+    """Open a session, call ``ping_tool`` once and close it; the child's process goes to ``leftovers``."""
+    async with open_session(config, workdir=tmp_path / "work", **options) as connection:
+        leftovers.append(psutil.Process(connection.pid))
+        assert (await connection.session.call_tool("ping_tool", {})).is_error is not True
 
 
 async def test_an_untagged_double_forked_daemon_stays_in_the_childs_tree_and_dies_with_it(tmp_path: Path) -> None:
@@ -45,14 +55,10 @@ async def test_an_untagged_double_forked_daemon_stays_in_the_childs_tree_and_die
 
 async def test_a_daemon_started_while_the_child_is_being_stopped_dies_with_it(tmp_path: Path) -> None:
     pid_file = tmp_path / "daemon.pid"
-    args = [str(ESCAPING_SERVER), "--vanish-at-exit", str(pid_file)]
-    config = ServerConfig(name="escaping", command=sys.executable, args=args)
     leftovers: list[psutil.Process] = []
     try:
         with anyio.fail_after(40):
-            async with open_session(config, workdir=tmp_path / "work") as connection:
-                leftovers.append(psutil.Process(connection.pid))
-                assert (await connection.session.call_tool("ping_tool", {})).is_error is not True
+            await _serve_once_then_stop(_escaping("--vanish-at-exit", str(pid_file)), tmp_path, leftovers)
             # Closing the session closed the child's stdin; it started the daemon and exited (the
             # daemon's pid written first), leaving nothing for closing to find in its tree.
             leftovers += as_processes([int(pid_file.read_text(encoding="ascii"))])
@@ -124,14 +130,11 @@ async def test_what_a_server_forks_while_it_is_being_killed_dies_with_it(tmp_pat
     # The server ignores SIGTERM and starts a worker every 10 ms after its stdin closes: closing
     # escalates to SIGKILL while it forks. Killing its guardian first left 1-2 workers to init.
     pid_file = tmp_path / "workers.txt"
-    args = [str(ESCAPING_SERVER), "--spawn-at-exit", str(pid_file)]
-    config = ServerConfig(name="spawner", command=sys.executable, args=args)
     leftovers: list[psutil.Process] = []
     try:
         with anyio.fail_after(40):
-            async with open_session(config, workdir=tmp_path / "work", shutdown_grace=0.5) as connection:
-                leftovers.append(psutil.Process(connection.pid))
-                assert (await connection.session.call_tool("ping_tool", {})).is_error is not True
+            config = _escaping("--spawn-at-exit", str(pid_file))
+            await _serve_once_then_stop(config, tmp_path, leftovers, shutdown_grace=0.5)
         workers = [int(line) for line in pid_file.read_text(encoding="ascii").split()]
         assert len(workers) > 10  # it was forking throughout the stop
         leftovers += as_processes(workers)
