@@ -626,7 +626,14 @@ class Copilot:
         """Search; ``kind`` picks tools (default), prompts, resources or any; ``annotate`` may add
         to the answer before it is rendered (how to use each hit directly, see ``server.aggregate``).
         ``argument_error`` says what was wrong with the request's argument names (then nothing is searched)."""
-        await self.begin_session(log)
+        start = time.perf_counter()
+        try:
+            await self.begin_session(log)
+        except anyio.get_cancelled_exc_class():
+            if log is not None and not log.started:
+                log.begin(None)
+            self._route_cancelled(log, log.next_call_id() if log else "", query, start)
+            raise
         start = time.perf_counter()
         call_id = log.next_call_id() if log else ""
         text_query = query.strip() if isinstance(query, str) else ""
@@ -655,6 +662,9 @@ class Copilot:
             logger.exception("route failed")
             error = f"internal error while searching: {exc}"
             result = text_result(error + " (see the copilot's log)", is_error=True)
+        except anyio.get_cancelled_exc_class():
+            self._route_cancelled(log, call_id, query, start)
+            raise
         self.telemetry.outcome(error=error, results=len(answer.tools) if answer else 0)
         if log is not None:
             hits = [RouteHit(server=t.server, tool=t.tool, score=t.score) for t in (answer.tools if answer else [])]
@@ -664,6 +674,15 @@ class Copilot:
                 session_servers=answer.session_servers if answer else None,
             )
         return result
+
+    def _route_cancelled(self, log: SessionLog | None, call_id: str, query: Any, start: float) -> None:
+        """A route the host cancelled (or the copilot's stop cut) is still one entry, counted as an error."""
+        why = f"the copilot is shutting down ({self.shutdown_reason})" if self.shutdown_reason else "the host cancelled it"
+        error = f"Route cancelled: {why}."
+        self.telemetry.outcome(error=error, results=0)
+        if log is not None:
+            text_query = query.strip() if isinstance(query, str) else ""
+            log.route(call_id, text_query or str(query), [], _ms(start), error=error)
 
     async def _route(
         self, query: Any, top_k: Any, server: Any, kind: Any = None, session_servers: Sequence[str] = ()

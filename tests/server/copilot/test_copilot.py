@@ -534,3 +534,38 @@ async def test_an_execute_cancelled_while_its_session_starts_is_logged_and_count
     assert [event.event for event in events] == ["session_start", "execute"]
     assert events[1].error_kind == "cancelled" and (events[1].server, events[1].tool) == ("alpha", "echo")
     assert (counts["execute"], counts["execute_errors"]) == (1, 1)
+
+
+@pytest.mark.parametrize("while_", ["session_start", "search"])
+async def test_a_route_the_host_cancels_is_logged_and_counted_as_cancelled(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+    while_: str,
+) -> None:
+    # A cancelled route left no trajectory entry: the agent's search vanished from its log.
+    home = copy_home(built_index, tmp_path / "home")
+    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    settings = copilot_settings(home, tmp_path, auto_index=False)
+    waiting = anyio.Event()
+
+    async def stuck(*args: Any, **kwargs: Any) -> None:
+        waiting.set()
+        await anyio.sleep_forever()
+
+    async with Copilot.running(settings, servers, start_now=True) as copilot:
+        if while_ == "session_start":
+            copilot.begin_session = stuck  # type: ignore[method-assign]
+        else:
+            copilot._route = stuck  # type: ignore[method-assign]
+        log = SessionLogs(settings, copilot_version="test", index_info=copilot.index_info).open("s", None)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(copilot.route, "echo some text", 3, None, log)
+                await waiting.wait()
+                group.cancel_scope.cancel()
+        counts = dict(copilot.telemetry.counts)
+    events = read_events(log.path)
+    assert [event.event for event in events] == ["session_start", "route"]
+    assert events[1].query == "echo some text" and events[1].results == []
+    assert events[1].error == "Route cancelled: the host cancelled it."
+    assert counts["route"] == 1
