@@ -234,9 +234,10 @@ def serve(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     _configure_logging(settings.log_level)
-    from server.settings import unknown_variables
+    from server.settings import dotenv_names, unknown_variables
 
-    for warning in unknown_variables(os.environ):
+    dotenv = Path(".env")
+    for warning in unknown_variables(os.environ) + unknown_variables(dotenv_names(dotenv), source=str(dotenv.resolve())):
         logger.warning("%s", warning)
     from index.children.containment.secrecy import protect_secrets
 

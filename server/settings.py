@@ -299,9 +299,22 @@ OTHER_VARIABLES = frozenset(
 )
 
 
-def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+def dotenv_names(path: Path) -> dict[str, str]:
+    """The variables a ``.env`` file sets (as the settings read it), or none when it is absent or unreadable."""
+    from dotenv import dotenv_values  # noqa: PLC0415 -- only at start-up
+
+    try:
+        if not path.is_file():
+            return {}
+        return {name: value or "" for name, value in dotenv_values(path, encoding="utf-8").items()}
+    except (OSError, UnicodeDecodeError):
+        return {}
+
+
+def unknown_variables(environ: Mapping[str, str], *, source: str | None = None) -> list[str]:
     """A warning for each ``COPILOT_*`` variable in ``environ`` that nothing reads (a typo, most
-    likely: ``COPILOT_CALL_TIMOUT`` is ignored), naming the nearest variable that is read."""
+    likely: ``COPILOT_CALL_TIMOUT`` is ignored), naming the nearest variable that is read.
+    ``source`` names where they were set (a ``.env`` file) when not in the environment."""
     import difflib  # noqa: PLC0415 -- only at start-up
 
     from index.trust.settings import TrustSettings  # noqa: PLC0415
@@ -318,5 +331,6 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
         suffixes = {variable.removeprefix("COPILOT_"): variable for variable in known}
         nearest = difflib.get_close_matches(name.upper().removeprefix("COPILOT_"), sorted(suffixes), n=1, cutoff=0.8)
         hint = f"; did you mean {suffixes[nearest[0]]}?" if nearest else "; see the README's Configuration table"
-        warnings.append(f"{name} is set but no setting of that name exists, so it is ignored{hint}")
+        where = f" in {source}" if source else ""
+        warnings.append(f"{name} is set{where} but no setting of that name exists, so it is ignored{hint}")
     return warnings

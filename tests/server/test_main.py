@@ -93,6 +93,21 @@ def test_a_bad_setting_is_one_line_naming_the_variable_or_flag(
     assert result.returncode == 2 and "serving" not in result.stderr and result.stdout == ""
 
 
+def test_misspelt_variables_in_the_environment_and_in_dotenv_are_named_at_start(tmp_path: Path) -> None:
+    # A .env file's names were not checked: a typo there was ignored without a word.
+    (tmp_path / ".env").write_text(
+        "# settings\nCOPILOT_CALL_TIMOUT=5\nexport COPILOT_LOG_LEVEL='info'\nCOPILOT_FROBNICATE=\"x\"\n", encoding="utf-8"
+    )
+    result = _serve(tmp_path, COPILOT_SERVERS_DIR="/x")
+    dotenv = (tmp_path / ".env").resolve()
+    assert line_with(result.stderr, f"COPILOT_CALL_TIMOUT is set in {dotenv} but no setting").endswith(
+        "did you mean COPILOT_CALL_TIMEOUT?"
+    )
+    assert line_with(result.stderr, f"COPILOT_FROBNICATE is set in {dotenv} but no setting of that name exists")
+    assert line_with(result.stderr, "COPILOT_SERVERS_DIR is set but no setting of that name exists")
+    assert "COPILOT_LOG_LEVEL" not in result.stderr and "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("variable", ["COPILOT_WORKDIR", "COPILOT_CHILD_LOG_DIR"])
 def test_an_unusable_child_directory_is_one_line_at_start(tmp_path: Path, variable: str) -> None:
     occupied = tmp_path / "a-file"
