@@ -314,12 +314,23 @@ def _how_it_ended(code: int | None) -> str:
 
 def _exit_words(child: _Child, connection: ChildConnection | None, code: int | None) -> str:
     """How a child's unexpected exit reads: the same whether its session or a caller notices it first."""
-    during = f" during {child.busy_with[0]}" if child.busy_with else ""
+    during = _during(child.busy_with)
     if connection is None or connection.process is None:
         return f"its connection closed{during}" if during else "it exited on its own (connection closed)"
     if during:
         return f"it crashed ({_how_it_ended(code)}){during}"
     return f"it exited on its own ({_how_it_ended(code)})"
+
+
+def _during(busy_with: list[str]) -> str:
+    """When an exit happened, in words: every request in flight is named, not only the oldest (the
+    one to blame is not known; naming one of several blamed a call that may have done nothing)."""
+    if not busy_with:
+        return ""
+    if len(busy_with) == 1:
+        return f" during {busy_with[0]}"
+    shown = busy_with[:3] + ([f"{len(busy_with) - 3} more"] if len(busy_with) > 3 else [])
+    return f" while it was answering {len(busy_with)} requests ({', '.join(shown[:-1])} and {shown[-1]})"
 
 
 @contextmanager

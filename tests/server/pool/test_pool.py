@@ -140,6 +140,27 @@ async def test_crash_mid_call_is_reported_and_the_next_call_restarts(settings: P
         assert gone(first_pid)
 
 
+async def test_a_crash_with_several_calls_in_flight_names_them_all(settings: PoolSettings) -> None:
+    # The next call's note blamed the oldest call in flight: "during the call to 'sleep'".
+    async with running_pool({"alpha": fixture_config("alpha")}, settings) as pool:
+        assert text_of(await pool.call_tool("alpha", "counter", {})) == "1"  # state the crash loses
+        async with anyio.create_task_group() as group:
+
+            async def sleep_and_fail() -> None:
+                with pytest.raises(ChildCrashedError, match="crashed during the call to 'sleep'"):
+                    await pool.call_tool("alpha", "sleep", {"seconds": 60})
+
+            group.start_soon(sleep_and_fail)
+            await wait_until(lambda: pool.status()["alpha"]["in_flight"] == 1)
+            with anyio.fail_after(30), pytest.raises(ChildCrashedError, match="crashed during the call to 'crash'"):
+                await pool.call_tool("alpha", "crash", {})
+        fresh = await pool.call_tool("alpha", "counter", {})
+        assert (
+            "it crashed (exit code 7) while it was answering 2 requests (the call to 'sleep' and the call to 'crash')."
+            in fresh.content[0].text
+        )
+
+
 async def test_a_child_that_closes_its_output_mid_call_is_reported_as_such(settings: PoolSettings) -> None:
     async with running_pool({"alpha": fixture_config("alpha", "mute-crash")}, settings) as pool:
         assert text_of(await pool.call_tool("alpha", "counter", {})) == "1"
