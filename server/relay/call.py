@@ -38,8 +38,11 @@ bounds (at most :data:`LOG_BURST` held, the others counted as not forwarded). A 
 before the host comes back drops them (:meth:`CallRelay.discard`).
 
 Children's requests carry no reference to the call they belong to. With one call in flight on the
-child, or several from the same legacy host connection, the answer is clear; with calls from
-different hosts it is not, and the child is refused rather than risk asking the wrong user.
+child, or several from the same legacy host connection, who to ask is clear; with calls from
+different hosts it is not, and the child is refused rather than risk asking the wrong user. A
+request asked on behalf of several calls of one connection belongs to each of them until it is
+answered: the host's time stops every one's timeout clock, and it is withdrawn only when the last
+of them ends (the first to end cannot know it was not the one asking).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -95,6 +98,21 @@ def refusal(message: str) -> types.ErrorData:
     return types.ErrorData(code=types.INVALID_REQUEST, message=message)
 
 
+class _Waiting:
+    """A child's request waiting for the host, and the calls in flight it may belong to."""
+
+    def __init__(self, owners: Sequence[CallRelay]) -> None:
+        self.scope = anyio.CancelScope()
+        self.owners = list(owners)
+
+    def release(self, owner: CallRelay) -> None:
+        """``owner`` ended: the request is withdrawn once none of the calls it may belong to runs."""
+        if owner in self.owners:
+            self.owners.remove(owner)
+        if not self.owners:
+            self.scope.cancel()
+
+
 class CallRelay:
     """See the module docstring; ``host`` is replaced on each round of a suspended call."""
 
@@ -117,11 +135,13 @@ class CallRelay:
         self.timeout_scope: anyio.CancelScope | None = None
         self._paused = 0
         self._remaining = 0.0
-        self._asking: set[anyio.CancelScope] = set()
+        self._asking: set[_Waiting] = set()
         #: Where the task writing held-back progress runs (none: held progress waits for the end).
         self._task_group = task_group
         self._progress_rate = Rate(PROGRESS_BURST, PROGRESS_PER_SECOND)
         self._log_rate = Rate(LOG_BURST, LOG_PER_SECOND)
+        #: The latest progress value the child sent that is passed on (later ones must be larger).
+        self._last_progress: float | None = None
         #: The latest progress not written yet (it supersedes any older one).
         self._held: Progress | None = None
         #: A task writes held progress: every other progress is held for it.
@@ -154,6 +174,13 @@ class CallRelay:
     async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
         if self._ended:
             return
+        # What the host gets must be valid MCP: a number (a child's NaN or Infinity is not JSON) that
+        # increases with each notification, as the spec asks of the sender -- now the copilot.
+        if not math.isfinite(progress) or (self._last_progress is not None and progress <= self._last_progress):
+            return
+        self._last_progress = progress
+        if total is not None and not math.isfinite(total):
+            total = None
         if message is not None:
             message = cut_text(message, MAX_PROGRESS_CHARS)
         if self._between_rounds:
@@ -338,8 +365,11 @@ class CallRelay:
             if self._paused == 0:
                 scope.deadline = anyio.current_time() + self._remaining
 
-    async def answer(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
-        """The answer to a child's elicitation, sampling or roots request made during this call."""
+    async def answer(
+        self, request: types.InputRequest, *, sharing: Sequence[CallRelay] = ()
+    ) -> types.InputResponse | types.ErrorData:
+        """The answer to a child's elicitation, sampling or roots request made during this call, or
+        during one of ``sharing`` (other calls of the same legacy host connection on the same child)."""
         kind = request_kind(request)
         if kind == "roots" and self.roots.fixed:
             return types.ListRootsResult(roots=self.roots.current())
@@ -349,16 +379,21 @@ class CallRelay:
                 return types.ListRootsResult(roots=self.roots.current())
             return refusal(_cannot_answer(self.server, kind, host))
         # Roots of a legacy host are asked once and kept, so requests for them cost the host nothing.
-        if (kind != "roots" or self.suspended is not None) and len(self._asking) >= MAX_WAITING_QUESTIONS:
+        owners = [self, *(call for call in sharing if call is not self)]
+        waiting_now = max(len(call._asking) for call in owners)
+        if (kind != "roots" or self.suspended is not None) and waiting_now >= MAX_WAITING_QUESTIONS:
             return refusal(
-                f"server '{self.server}' already has {len(self._asking)} requests waiting for {host.describe} in "
+                f"server '{self.server}' already has {waiting_now} requests waiting for {host.describe} in "
                 f"this call; MCP Copilot relays at most {MAX_WAITING_QUESTIONS} at once. Ask again once they are "
                 "answered."
             )
         request = attributed(request, self.server)
         response: types.InputResponse | types.ErrorData | None = None
-        with anyio.CancelScope() as asking, self.host_time():
-            self._asking.add(asking)
+        waiting = _Waiting(owners)
+        with waiting.scope as asking, ExitStack() as clocks:
+            for call in owners:
+                clocks.enter_context(call.host_time())
+                call._asking.add(waiting)
             try:
                 if self.suspended is not None:
                     response = await self.suspended.ask(request)
@@ -369,9 +404,15 @@ class CallRelay:
                             return types.ListRootsResult(roots=listed if listed is not None else self.roots.current())
                         response = await host.ask(request)
             finally:
-                self._asking.discard(asking)
+                for call in owners:
+                    call._asking.discard(waiting)
         if response is None:
             if asking.cancelled_caught:
+                if len(owners) > 1:
+                    return refusal(
+                        f"the {len(owners)} calls of server '{self.server}' that this {kind} request may belong to "
+                        "have all ended."
+                    )
                 return refusal(f"the call of server '{self.server}' that this {kind} request belongs to has ended.")
             return refusal(
                 f"{host.describe} did not answer this {kind} request within {self.input_timeout:g}s "
@@ -387,8 +428,8 @@ class CallRelay:
         self._ended = True
         if self._waiting is not None:
             self._waiting.cancel()
-        for asking in list(self._asking):
-            asking.cancel()
+        for waiting in list(self._asking):
+            waiting.release(self)
 
 
 def attributed(request: types.InputRequest, server: str) -> types.InputRequest:
@@ -449,7 +490,7 @@ async def answer_child(
     kind = request_kind(request)
     call = pick(calls)
     if call is not None:
-        return await call.answer(request)
+        return await call.answer(request, sharing=calls)
     if kind == "roots":
         return types.ListRootsResult(roots=roots.current())
     if not calls:
@@ -457,9 +498,11 @@ async def answer_child(
             f"MCP Copilot relays {kind} requests only during a tool call of server '{server}', and none is in "
             "flight; ask from inside a tool call."
         )
+    one_client = len({c.host.connection_key for c in calls}) == 1
+    why = "each call's questions go back in that call's own result" if one_client else "from different clients"
     return refusal(
-        f"MCP Copilot cannot tell which of {len(calls)} calls in flight on server '{server}' (from different "
-        f"clients) this {kind} request belongs to, so it is not shown to anyone. Retry when the other calls finished."
+        f"MCP Copilot cannot tell which of {len(calls)} calls in flight on server '{server}' ({why}) this {kind} "
+        "request belongs to, so it is not shown to anyone. Retry when the other calls finished."
     )
 
 

@@ -33,7 +33,7 @@ class Relay:
     """See the module docstring."""
 
     def __init__(self, *, roots: Sequence[Path] = (), input_timeout: float = 300.0, log_level: str = "warning") -> None:
-        self.roots = Roots(roots)
+        self.roots = Roots(roots, ask_timeout=input_timeout)
         self.input_timeout = input_timeout
         self.log_level = log_level
         self.suspended = SuspendedCalls(input_timeout)

@@ -46,12 +46,18 @@ def root_directory(root: types.Root) -> Path | None:
 class Roots:
     """Which directories the user works in (see the module docstring)."""
 
-    def __init__(self, configured: Sequence[Path] = ()) -> None:
+    def __init__(self, configured: Sequence[Path] = (), *, ask_timeout: float = 300.0) -> None:
         self.configured = [path_root(path) for path in configured]
+        #: Seconds a legacy host gets to answer ``roots/list`` (``COPILOT_INPUT_TIMEOUT``).
+        self.ask_timeout = ask_timeout
         #: The latest answer of each legacy host connection, and of any host.
         self._by_host: dict[Hashable, list[types.Root]] = {}
         self._latest: list[types.Root] | None = None
-        self._lock = anyio.Lock()
+        #: One question at a time per connection: a host slow to answer delays its own calls only.
+        self._asking: dict[Hashable, anyio.Lock] = {}
+        #: Connections that let ``roots/list`` go unanswered: not asked again until their roots change,
+        #: or every call of theirs to a ``works_in: roots`` server would wait the whole timeout again.
+        self._unanswered: set[Hashable] = set()
 
     @property
     def fixed(self) -> bool:
@@ -83,6 +89,7 @@ class Roots:
     def forget(self, connection_key: Hashable) -> None:
         """The host said its roots changed (``notifications/roots/list_changed``)."""
         self._by_host.pop(connection_key, None)
+        self._unanswered.discard(connection_key)
 
     async def of_host(self, host: HostLink) -> list[types.Root] | None:
         """A legacy host's roots (asked once per connection until they change); ``None`` if it has none."""
@@ -91,16 +98,38 @@ class Roots:
         request = types.ListRootsRequest()
         if host.era != "legacy" or not host.can_answer(request):
             return None
-        cached = self._by_host.get(host.connection_key)
+        key = host.connection_key
+        cached = self._by_host.get(key)
         if cached is not None:
             return list(cached)
-        async with self._lock:
-            cached = self._by_host.get(host.connection_key)
-            if cached is not None:
-                return list(cached)
-            answer = await host.ask(request)
-            if not isinstance(answer, types.ListRootsResult):
-                logger.info("%s did not list its roots: %s", host.describe, getattr(answer, "message", answer))
-                return None
-            self.remember(host, answer.roots)
-            return list(answer.roots)
+        if key in self._unanswered:
+            return None
+        lock = self._asking.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                cached = self._by_host.get(key)
+                if cached is not None:
+                    return list(cached)
+                if key in self._unanswered:
+                    return None
+                answer: types.InputResponse | types.ErrorData | None = None
+                with anyio.move_on_after(self.ask_timeout):
+                    answer = await host.ask(request)
+                if answer is None:
+                    if host.connection is not None and key not in self._unanswered:
+                        host.connection.exit_stack.callback(self._unanswered.discard, key)
+                    self._unanswered.add(key)
+                    logger.warning(
+                        "%s did not answer roots/list within %gs (COPILOT_INPUT_TIMEOUT); it is not asked again until "
+                        "it says its roots changed, and its 'works_in: roots' servers run in the roots known otherwise",
+                        host.describe, self.ask_timeout,
+                    )
+                    return None
+                if not isinstance(answer, types.ListRootsResult):
+                    logger.info("%s did not list its roots: %s", host.describe, getattr(answer, "message", answer))
+                    return None
+                self.remember(host, answer.roots)
+                return list(answer.roots)
+        finally:
+            if not lock.locked() and not lock.statistics().tasks_waiting:
+                self._asking.pop(key, None)

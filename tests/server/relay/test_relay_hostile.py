@@ -23,7 +23,7 @@ from tests.server.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     text_of,
 )
-from tests.server.relay_harness import Host, execute_args, host_project, relay_copilot
+from tests.server.relay_harness import Host, execute_args, host_project, relay_copilot, relay_entry
 from tests.support.processes import hostile_entry
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
@@ -40,6 +40,15 @@ class FloodedHost(Host):
         self.waiting = 0
         self.peak = 0
         self.release = anyio.Event()
+        #: When set, questions (elicitation) wait for it; ``questioned`` is set when one arrives.
+        self.hold_questions: anyio.Event | None = None
+        self.questioned = anyio.Event()
+
+    async def elicitation(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.questioned.set()
+        if self.hold_questions is not None:
+            await self.hold_questions.wait()
+        return await super().elicitation(context, params)
 
     async def sampling(self, context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         self.waiting += 1
@@ -66,7 +75,7 @@ async def flooded(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -
     async with relay_copilot(
         root,
         built_index,
-        {"evil": hostile_entry()},
+        {"evil": hostile_entry(), "relay": relay_entry("relay")},
         "stdio",
         host,
         mode="legacy",
@@ -77,9 +86,9 @@ async def flooded(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -
         yield Flooded(client, host)
 
 
-async def _execute(flooded: Flooded, tool: str, params: dict[str, Any], **options: Any) -> Any:
+async def _execute(flooded: Flooded, tool: str, params: dict[str, Any], server: str = "evil", **options: Any) -> Any:
     with anyio.fail_after(120):
-        result = await flooded.client.call_tool("execute", execute_args("evil", tool, params), **options)
+        result = await flooded.client.call_tool("execute", execute_args(server, tool, params), **options)
     assert not result.is_error, text_of(result)
     return result
 
@@ -136,3 +145,35 @@ async def test_the_host_is_asked_for_its_roots_once_however_often_the_child_asks
         report = json.loads(text_of(await _execute(flooded, "ask", {"method": "roots/list", "count": FLOOD})))
         assert report == {"answered": FLOOD, "results": FLOOD, "errors": {}}
     assert flooded.host.root_requests - asked_before <= 1  # before: once per request (80)
+
+
+async def test_a_question_outlives_an_older_call_of_the_same_host_that_ends_first(
+    flooded: Flooded, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Two calls of one host on one child: the question of the newer one was filed under the older
+    # one, whose end withdrew it -- the user answered, and the child got "the call ... has ended".
+    host = flooded.host
+    host.hold_questions, host.questioned = anyio.Event(), anyio.Event()
+    signal = tmp_path_factory.mktemp("sock") / "signal.sock"  # short: Unix socket paths are bounded
+    results: dict[str, str] = {}
+    older_done = anyio.Event()
+
+    async def run(name: str, tool: str, params: dict[str, Any]) -> None:
+        results[name] = text_of(await _execute(flooded, tool, params, server="relay"))
+        if name == "older":
+            older_done.set()
+
+    try:
+        async with await anyio.create_unix_listener(signal) as listener:
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(run, "older", "wait_signal", {"signal": str(signal)})
+                    async with await listener.accept() as stream:  # the older call is running in the child
+                        group.start_soon(run, "newer", "ask_name", {"question": "Still there?"})
+                        await host.questioned.wait()
+                        await stream.send(b"go\n")
+                        await older_done.wait()
+                    host.hold_questions.set()  # the user answers once the older call is over
+    finally:
+        host.hold_questions = None
+    assert results == {"older": "released", "newer": "accepted: Ada"}

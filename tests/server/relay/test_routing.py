@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 
 from server.relay.call import CallRelay, answer_child, pick
@@ -71,3 +73,125 @@ def test_configured_roots_win_and_only_existing_local_directories_are_working_di
     configured = Roots([tmp_path])
     configured.remember(None, [types.Root(uri="file:///somewhere/else")])
     assert configured.fixed and [str(r.uri) for r in configured.current()] == [tmp_path.resolve().as_uri()]
+
+
+class _AskedHost(HostLink):
+    """A legacy host whose answers the test controls: ``ask`` waits for ``release`` (never, if unset)."""
+
+    def __init__(self, connection: Any, release: anyio.Event | None = None) -> None:
+        super().__init__(
+            session=None,  # type: ignore[arg-type]  -- ask and progress are replaced below
+            era="legacy",
+            request_id=1,
+            capabilities=types.ClientCapabilities(roots=types.RootsCapability(), elicitation=types.ElicitationCapability()),
+            connection_key=connection,
+            client_name=f"host-{connection}",
+            wants_progress=True,
+        )
+        self.release = release
+        self.asked: list[str] = []
+        self.asking = anyio.Event()
+        self.progressed: list[tuple[float, float | None, str | None]] = []
+        #: The deadlines of the calls' timeout scopes while this host was asked.
+        self.deadlines: list[list[float]] = []
+        self.scopes: list[anyio.CancelScope] = []
+
+    async def ask(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        self.asked.append(request.method)
+        self.deadlines.append([scope.deadline for scope in self.scopes])
+        self.asking.set()
+        if self.release is None:
+            await anyio.sleep_forever()
+        else:
+            await self.release.wait()
+        if isinstance(request, types.ListRootsRequest):
+            return types.ListRootsResult(roots=[types.Root(uri="file:///project")])
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.progressed.append((progress, total, message))
+
+
+async def test_a_legacy_host_that_never_lists_its_roots_costs_one_bounded_wait_and_blocks_no_other_host() -> None:
+    roots = Roots(ask_timeout=0.5)
+    silent, answering = _AskedHost("silent"), _AskedHost("answering", release=anyio.Event())
+    answering.release.set()  # type: ignore[union-attr]
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            results: dict[str, Any] = {}
+
+            async def of_host(host: _AskedHost) -> None:
+                results[str(host.connection_key)] = await roots.of_host(host)
+
+            group.start_soon(of_host, silent)
+            await silent.asking.wait()
+            # The other host is asked and answered while the first one's question still waits: the lock
+            # was one for the whole copilot, so one silent HTTP client stalled every other.
+            await of_host(answering)
+            assert "silent" not in results
+        assert results == {"silent": None, "answering": [types.Root(uri="file:///project")]}
+        # Not asked again (every call to a works_in: roots server would wait the whole timeout) ...
+        assert await roots.of_host(silent) is None and silent.asked == ["roots/list"]
+    # ... until it says its roots changed.
+    roots.forget("silent")
+    silent.release = anyio.Event()
+    silent.release.set()
+    assert await roots.of_host(silent) == [types.Root(uri="file:///project")] and len(silent.asked) == 2
+
+
+async def test_a_question_of_one_of_several_calls_of_a_connection_is_theirs_until_the_last_ends() -> None:
+    # The oldest call took the question: its end withdrew it (the user's answer was lost), and only
+    # its clock stopped while the user answered, so the call that asked could time out meanwhile.
+    host = _AskedHost(7, release=anyio.Event())
+    first, second = _call(host), _call(host)
+    with anyio.fail_after(30):
+        with anyio.CancelScope(deadline=anyio.current_time() + 600) as first_scope, anyio.CancelScope(
+            deadline=anyio.current_time() + 600
+        ) as second_scope:
+            first.timeout_scope, second.timeout_scope = first_scope, second_scope
+            host.scopes = [first_scope, second_scope]
+            elicit = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(message="name?", requested_schema={"type": "object", "properties": {}})
+            )
+            answers: list[Any] = []
+            async with anyio.create_task_group() as group:
+
+                async def ask() -> None:
+                    answers.append(await answer_child("files", [first, second], elicit, Roots()))
+
+                group.start_soon(ask)
+                await host.asking.wait()
+                assert host.deadlines == [[math.inf, math.inf]]  # both clocks stop
+                first.close()  # the oldest call ends: the question still waits for the other
+                host.release.set()  # type: ignore[union-attr]
+            assert answers == [types.ElicitResult(action="accept", content={"name": "Ada"})]
+            assert first_scope.deadline < math.inf and second_scope.deadline < math.inf  # running again
+
+            host.release = anyio.Event()
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask)
+                await host.asking.wait()
+                first.close()
+                second.close()  # the last one ends: now it is withdrawn
+            assert isinstance(answers[-1], types.ErrorData)
+            assert answers[-1].message == "the 2 calls of server 'files' that this elicitation request may belong to have all ended."
+
+
+async def test_a_childs_non_finite_or_decreasing_progress_does_not_reach_the_host() -> None:
+    # NaN and Infinity went out as "progress": null (not valid MCP); a smaller value after a larger
+    # one went out too, though the spec says progress must increase with each notification.
+    host = _AskedHost(1)
+    call = _call(host)
+    for progress, total in [(1, 10), (math.nan, 10), (math.inf, None), (3, math.inf), (2, 10), (3, 10), (4, math.nan)]:
+        await call._progress(progress, total, None)
+    assert host.progressed == [(1, 10, None), (3, None, None), (4, None, None)]
+
+
+async def test_two_calls_of_one_modern_host_are_not_said_to_come_from_different_clients() -> None:
+    elicit = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message="name?", requested_schema={"type": "object", "properties": {}})
+    )
+    one_client = [_call(_host("modern", "stdio")), _call(_host("modern", "stdio"))]
+    refused = await answer_child("files", one_client, elicit, Roots())
+    assert isinstance(refused, types.ErrorData) and "different clients" not in refused.message
+    assert "cannot tell which of 2 calls in flight on server 'files' (each call's questions go back in" in refused.message
