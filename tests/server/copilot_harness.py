@@ -101,12 +101,15 @@ def poison_entry(spec: Path, **extra: Any) -> dict[str, Any]:
 
 def copilot_settings(home: Path, tmp_path: Path, **extra: Any) -> ServerSettings:
     """An in-process copilot's settings: ``home``, no catalog, logs in ``tmp_path``, a 60 s crawl
-    timeout; ``extra`` adds to or overrides them."""
+    timeout, and routes that wait (up to 60 s) for the embedding model: a ranking must not depend
+    on whether this process loaded it already (under xdist only one worker built the index); tests
+    of the keyword-only answer set ``route_model_wait=0``. ``extra`` adds to or overrides them."""
     defaults: dict[str, Any] = {
         "home": home,
         "catalog": tmp_path / "no-catalog.json",
         "log_dir": tmp_path / "logs",
         "crawl_timeout": 60,
+        "route_model_wait": 60,
     }
     return ServerSettings(**{**defaults, **extra})
 

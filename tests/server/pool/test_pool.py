@@ -191,9 +191,10 @@ async def test_an_answer_without_its_newline_is_named_in_the_timeout(settings: P
     config = ServerConfig(name="forgetful", command=sys.executable, args=[str(escaping)])
     async with running_pool({"forgetful": config}, settings) as pool:
         with anyio.fail_after(20), pytest.raises(ChildTimeoutError) as caught:
-            await pool.call_tool("forgetful", "forget_newline", {}, timeout=1.0)
+            # 4 s: the partial answer must be written and read first, which a loaded machine may take seconds to do.
+            await pool.call_tool("forgetful", "forget_newline", {}, timeout=4.0)
     message = str(caught.value)
-    assert "did not finish the call to 'forget_newline' within 1s. It wrote" in message
+    assert "did not finish the call to 'forget_newline' within 4s. It wrote" in message
     assert "bytes to stdout without ending the line ('{\"jsonrpc\": \"2.0\", \"id\": " in message
 
 
@@ -332,7 +333,8 @@ async def test_failed_start_is_not_retried_within_the_backoff(settings: PoolSett
     async with running_pool({"crasher": fixture_config("crasher", "crash-at-start")}, settings) as pool:
         with pytest.raises(ServerUnavailableError):
             await pool.call_tool("crasher", "echo", {"text": "x"})
-        with anyio.fail_after(1), pytest.raises(ServerUnavailableError, match="failed to start 0s ago"):
+        # Refused at once (no new start), whatever the seconds since read on a loaded machine.
+        with anyio.fail_after(10), pytest.raises(ServerUnavailableError, match=r"failed to start \d+s ago"):
             await pool.call_tool("crasher", "echo", {"text": "x"})
         assert pool.status()["crasher"]["restarts"] == 0
 

@@ -25,7 +25,7 @@ from index.children.wire import JUNK_LINES_LOGGED, MAX_CHILD_REQUESTS
 from server.errors import ChildTimeoutError, ServerUnavailableError, ToolPastCapError
 from server.pool.sessions import RELIST_INTERVAL, PoolSettings
 from tests.fixtures.hostile.hostile_server import TOOLS
-from tests.server.pool.pool_support import running_pool, settings  # noqa: F401 -- settings is a fixture
+from tests.server.pool.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
 from tests.support.processes import hostile_entry
 
 pytestmark = pytest.mark.timeout(120)
@@ -230,15 +230,42 @@ async def test_a_child_announcing_tool_changes_nonstop_still_goes_idle(settings:
 
 
 # -- the child's own requests and broken replies ------------------------------------------------
+class _ExpiringCall:
+    """What the pool needs of a call's relay, so the test can end the call's timeout when it chooses."""
+
+    progress = None
+    timeout_scope: anyio.CancelScope | None = None
+
+    def close(self) -> None:
+        pass
+
+
 async def test_a_child_that_sends_requests_without_reading_their_answers_is_not_read_further(
-    settings: PoolSettings,
+    settings: PoolSettings, caplog: pytest.LogCaptureFixture
 ) -> None:
     # 3,000 requests of 1 KB, sent before reading any answer: far more than the pipes hold. Before,
     # the copilot read them all and kept a task (and its answer) for each until the child read.
+    caplog.set_level(logging.WARNING, logger="index.children.wire")
+    call = _ExpiringCall()
+    errors: list[ChildTimeoutError] = []
+
+    async def ask() -> None:
+        try:
+            await pool.call_tool("evil", "ask", {"method": "x/unknown", "count": 3000, "size": 1000}, timeout=600, relay=call)
+        except ChildTimeoutError as error:
+            errors.append(error)
+
     async with running_pool({"evil": hostile("evil")}, settings) as pool:
-        with anyio.fail_after(30), pytest.raises(ChildTimeoutError) as caught:
-            await pool.call_tool("evil", "ask", {"method": "x/unknown", "count": 3000, "size": 1000}, timeout=3.0)
-        message = str(caught.value)
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask)
+                # The call times out once the copilot stopped reading, not on a timer that a loaded
+                # machine may beat to it.
+                await wait_until(lambda: any("reading its output waits" in r.getMessage() for r in caplog.records), 50)
+                assert call.timeout_scope is not None
+                call.timeout_scope.deadline = anyio.current_time()
+        [error] = errors
+        message = str(error)
         assert f"It had sent {MAX_CHILD_REQUESTS} requests of its own whose answers it did not read" in message
         assert "stopped reading its output" in message and "without ending the line" not in message
         # A burst the child does read the answers of is answered in full.

@@ -146,7 +146,8 @@ async def test_a_call_ended_between_rounds_waits_for_the_retry_then_is_let_go() 
     give_up = anyio.Event()
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
-            calls = SuspendedCalls(input_timeout=0.05)
+            # 1 s: the body must end (a few event-loop turns) before the host's time runs out.
+            calls = SuspendedCalls(input_timeout=1.0)
             call = await _start(group, calls, body, ended)
             assert isinstance(await call.next_round(), types.InputRequiredResult)
             give_up.set()
