@@ -31,12 +31,27 @@ class NestedTooDeepError(json.JSONDecodeError):
         self.msg, self.doc, self.pos, self.lineno, self.colno = message, doc, 0, 1, 1
 
 
+_LONG_NUMBER = re.compile(r"\d{4301,}")
+
+
 def parse_json(text: str | bytes) -> Any:
-    """``json.loads(text)``; JSON nested too deeply raises :class:`NestedTooDeepError`, a ``json.JSONDecodeError``."""
+    """``json.loads(text)``; JSON nested too deeply raises :class:`NestedTooDeepError`, and a number
+    too long for Python to read a ``json.JSONDecodeError`` at it: malformed input like any other."""
     try:
         return json.loads(text)
     except RecursionError:
         raise NestedTooDeepError(text if isinstance(text, str) else "") from None
+    except ValueError as error:
+        # Python refuses integers of more than 4,300 digits (a guard against slow conversions) with a
+        # plain ValueError, which got past every reader's "not JSON" handling as a traceback.
+        if isinstance(error, json.JSONDecodeError) or "integer string conversion" not in str(error):
+            raise
+        doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        found = _LONG_NUMBER.search(doc)
+        digits = f"{len(found.group()):,} digits" if found else "too many digits"
+        raise json.JSONDecodeError(
+            f"a number too long to read ({digits}; at most 4,300)", doc, found.start() if found else 0
+        ) from None
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

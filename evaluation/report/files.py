@@ -13,17 +13,21 @@ from evaluation.report.plots import render_plots
 from evaluation.report.render import report_html, report_markdown
 from evaluation.judge.verdict_log import VerdictRecord
 from evaluation.trajectories import Trajectory
+from index.storage.atomic import temporary_beside
 
 FORMATS = ("json", "md", "html")
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    if isinstance(data, bytes):
-        tmp.write_bytes(data)
-    else:
-        tmp.write_text(data, encoding="utf-8")
-    tmp.replace(path)
+    tmp = temporary_beside(path)
+    try:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_reports(

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from index.json_text import parse_json
 from index.errors import CatalogError
+from index.storage.atomic import temporary_beside
 
 CATALOG_VERSION = 1
 
@@ -129,7 +130,7 @@ class Catalog(BaseModel):
         """Write atomically (a temp file, then rename); failures are a :class:`CatalogError`."""
         path = Path(path)
         text = self.model_dump_json(indent=1, exclude={"tools": {"__all__": {"content_hash"}}})
-        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp = temporary_beside(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             if path.suffix == ".gz":
@@ -139,6 +140,8 @@ class Catalog(BaseModel):
             tmp.replace(path)
         except OSError as error:
             raise CatalogError(f"{path}: cannot write the catalog ({error}).") from None
+        finally:
+            tmp.unlink(missing_ok=True)
         return path
 
 

@@ -116,6 +116,22 @@ class ServerConfig(BaseModel):
     _expanded: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
+    def _passable_to_a_process(self) -> ServerConfig:
+        """Text a process cannot be given fails here, naming its key, not later as "embedded null byte"."""
+        texts = [("command", self.command), ("cwd", self.cwd), *((f"args[{i}]", arg) for i, arg in enumerate(self.args))]
+        texts += [(f"env.{key}", value) for key, value in self.env.items()]
+        for where, text in texts:
+            if text is not None and "\x00" in text:
+                raise ValueError(f"'{where}' holds a NUL character, which no process can be given: remove it")
+        for key in self.env:
+            if not key or "=" in key or "\x00" in key:
+                raise ValueError(
+                    f"'env' names the variable {json.dumps(key)}, which no environment can hold (a name must not be "
+                    "empty, nor hold '=' or a NUL character)"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _one_launch_method(self) -> ServerConfig:
         family = _type_family(self.type)
         shown = json.dumps(self.type)

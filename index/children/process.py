@@ -18,6 +18,7 @@ import anyio
 import anyio.abc
 import psutil
 
+from index.cli.display import printable
 from index.children.containment.guard import descendants, kill_tree, pdeathsig_available
 
 logger = logging.getLogger(__name__)
@@ -188,12 +189,16 @@ class ChildProcess:
         return False
 
     def note(self, text: str) -> None:
-        """Append a line from the copilot (not the child) to the child's stderr log."""
+        """Append a line from the copilot (not the child) to the child's stderr log.
+
+        Control characters are written as escapes: the text may quote what the child sent (a tool's
+        name, a reply), and a newline in it must not forge a ``[copilot …]`` line, nor a NUL or an
+        escape sequence reach whoever reads the log."""
         if self.log is None or self.log.closed:
             return
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         with suppress(OSError, ValueError):
-            self.log.write(f"[copilot {stamp}] {text}\n".encode("utf-8", "replace"))
+            self.log.write(f"[copilot {stamp}] {printable(text)}\n".encode("utf-8", "replace"))
             self.log.flush()
 
     def rotate_log_if_over(self, max_bytes: int) -> bool:

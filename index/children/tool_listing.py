@@ -22,6 +22,7 @@ is checked, no page past them is asked for, and the cut is one more entry of the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -128,8 +129,26 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def name_problem(name: str) -> str | None:
+    """What makes a tool's name one nobody can call or approve by name, or None.
+
+    An empty name reads as no name in every "server/tool" form (``approve names/`` names nothing),
+    and a control character cannot be typed or passed in a command line (argv ends at a NUL).
+    """
+    if not name.strip():
+        return "name: empty or blank; a tool must have a name to be called or approved"
+    if (found := _CONTROL_CHARACTERS.search(name)) is not None:
+        return f"name: holds the control character U+{ord(found.group()):04X}, which no command line can pass"
+    return None
+
+
 def definition_problem(tool: types.Tool) -> str | None:
-    """What makes ``tool``'s definition too big or too deep for the copilot to keep, or None."""
+    """What makes ``tool``'s definition unusable, too big or too deep for the copilot to keep, or None."""
+    if (problem := name_problem(tool.name)) is not None:
+        return problem
     if (problem := size_problem(tool)) is not None:
         return problem
     for field_name, schema in (("inputSchema", tool.input_schema), ("outputSchema", tool.output_schema)):

@@ -4,6 +4,7 @@ sees half of one, and read back as their pydantic model."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,10 +37,17 @@ def read_model(path: Path, model: type[Model]) -> Model | None:
         raise UnusableFile(reason, unreadable=error.undecodable) from None
 
 
+def temporary_beside(path: Path) -> Path:
+    """A name for the temporary file a writer renames over ``path``, its own: writers in other
+    processes or threads saving the same file at once each rename their own (a shared name made
+    all but one fail with "No such file or directory")."""
+    return path.with_name(f"{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path`` (raises OSError)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp = temporary_beside(path)
     try:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)

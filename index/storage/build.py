@@ -23,6 +23,7 @@ from index.storage.build_manifest import (
     write_manifest,
 )
 from index.storage.build_report import BuildReport
+from index.storage.write_lock import index_write_lock
 from index.errors import CatalogError
 from index.cli.hints import create_catalog_commands, index_command
 from index.catalog.livemcpbench import default_output
@@ -164,6 +165,23 @@ def build_index(
 
 
 def _build(
+    settings: CopilotSettings,
+    path: Path,
+    catalog: Catalog,
+    *,
+    index: ToolIndex | None,
+    show_progress: bool,
+    servers_file: Path | None,
+) -> BuildReport:
+    # One writer at a time, from the manifest check to the manifest written: a second build waits,
+    # then finds nothing changed (or builds its own catalog on what the first one left).
+    with index_write_lock(settings.index_dir):
+        return _build_locked(
+            settings, path, catalog, index=index, show_progress=show_progress, servers_file=servers_file
+        )
+
+
+def _build_locked(
     settings: CopilotSettings,
     path: Path,
     catalog: Catalog,

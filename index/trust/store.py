@@ -17,12 +17,11 @@ it was first seen in a servers file and whether it is quarantined as new
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from index.errors import ConfigError
+from index.storage.file_lock import exclusive_lock
 from index.trust.scan import Finding
 
 logger = logging.getLogger(__name__)
@@ -121,20 +121,9 @@ def item_server(key: str) -> str:
     return split_item_key(key)[1]
 
 
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a+") as handle:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover -- Windows: one writer at a time is the user's job
-            yield
-            return
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+#: Seconds an update waits for another process's (each holds it for a read and a write): one
+#: stopped while holding it (Ctrl-Z, a debugger) must not stall every approval without a word.
+TRUST_LOCK_WAIT = 30.0
 
 
 class TrustStore:
@@ -195,7 +184,8 @@ class TrustStore:
         tell "the pins changed" by its identity (``server.route.approvals``), and every listing
         of a child calls this whether or not anything changed.
         """
-        with self._lock, _exclusive(self.path.with_suffix(".lock")):
+        lock = self.path.with_suffix(".lock")
+        with self._lock, exclusive_lock(lock, wait=TRUST_LOCK_WAIT, what=f"updating the trust store {self.path}"):
             key = self._key()
             data = self._read()
             if change(data):

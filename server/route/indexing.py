@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from index.storage.atomic import write_text_atomic
 from index.json_text import parse_json
 from index.errors import CopilotError, IndexNotBuiltError
 from index.catalog.records import Catalog, ToolRecord, load_catalog
@@ -56,10 +57,8 @@ def _load_state(path: Path) -> dict[str, str]:
 
 
 def _save_state(path: Path, state: Mapping[str, str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dict(sorted(state.items())), indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    # A temporary file of this process's own: copilots sharing a home save it at the same time.
+    write_text_atomic(path, json.dumps(dict(sorted(state.items())), indent=1) + "\n")
 
 
 def plan_indexing(

@@ -63,3 +63,24 @@ def test_the_judge_says_so_instead_of_a_traceback(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("error: no trajectories found") and "deep.jsonl:1" in result.stderr
+
+
+def test_a_number_too_long_for_python_is_a_decode_error_at_it_in_every_reader(tmp_path: Path) -> None:
+    # Python refuses integers of more than 4,300 digits with a plain ValueError: a traceback from
+    # the servers file, the catalog and the LiveMCPBench import alike.
+    long_number = "7" * 5001
+    with pytest.raises(json.JSONDecodeError) as raised:
+        parse_json('{\n  "a": ' + long_number + "}")
+    assert raised.value.msg == "a number too long to read (5,001 digits; at most 4,300)"
+    assert (raised.value.lineno, raised.value.colno) == (2, 8)
+    with pytest.raises(UnicodeDecodeError):
+        parse_json(b'"\xff"')  # other ValueErrors are what they were
+    servers = tmp_path / "servers.json"
+    servers.write_text('{"mcpServers": {"a": {"command": "x", "timeout": ' + long_number + "}}}", encoding="utf-8")
+    with pytest.raises(CopilotError, match=r"servers.json:1:\d+: not valid JSON \(a number too long to read"):
+        load_servers(servers)
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text('{"tools": [' + long_number + "]}", encoding="utf-8")
+    built = run_cli("index", "build", "--catalog", str(catalog), env={"COPILOT_HOME": str(tmp_path / "home")})
+    assert built.returncode == 2 and "Traceback" not in built.stderr, built.stderr
+    assert "a number too long to read (5,001 digits; at most 4,300)" in built.stderr

@@ -419,6 +419,9 @@ BROKEN_TOOLS = {
     "no_schema_3": "inputSchema: Field required",
     "not_an_object": "inputSchema: should be a valid dictionary or instance of InputSchema",
     "bad_json_schema": "inputSchema.properties.count.minimum is not valid JSON Schema: 'zero' is not of type 'number'",
+    # No one could approve these by name ("approve breaker/" names nothing; argv ends at a NUL).
+    "": "name: empty or blank; a tool must have a name to be called or approved",
+    "nul\x00name": "name: holds the control character U+0000, which no command line can pass",
 }
 
 
@@ -442,17 +445,19 @@ def test_tools_with_broken_definitions_are_skipped_and_the_servers_other_tools_i
     build_index(out, settings, show_progress=False)
     assert ToolIndex.open(settings).skipped_tools("breaker") == BROKEN_TOOLS
     # A warning per tool naming server, tool and problem; the summary lists them; the server's crawl log too.
+    # Names are shown with control characters escaped (a NUL would end the line for a reader).
+    shown = {name: name.replace("\x00", "\\x00") for name in BROKEN_TOOLS}
     assert [record.getMessage() for record in caplog.records] == [
-        f"server 'breaker': skipped tool '{name}', its definition is broken: {why}" for name, why in BROKEN_TOOLS.items()
+        f"server 'breaker': skipped tool '{shown[name]}', its definition is broken: {why}" for name, why in BROKEN_TOOLS.items()
     ]
     summary = " ".join(err.split())
-    assert "ok breaker: 2 tools, 6 skipped for broken definitions (started in" in summary
-    assert "skipped 6 tool(s) whose definition is broken (the other tools of their servers are indexed" in summary
+    assert "ok breaker: 2 tools, 8 skipped for broken definitions (started in" in summary
+    assert "skipped 8 tool(s) whose definition is broken (the other tools of their servers are indexed" in summary
     for name, why in BROKEN_TOOLS.items():
-        assert f"breaker/{name}: {why}" in summary
+        assert f"breaker/{shown[name]}: {why}" in summary
     log = (tmp_path / "logs" / "breaker.log").read_text(encoding="utf-8")
     for name, why in BROKEN_TOOLS.items():
-        assert f"skipped tool '{name}', its definition is broken: {why}" in log
+        assert f"skipped tool '{shown[name]}', its definition is broken: {why}" in log
     assert "crawled 1 of 1 server(s), 2 tools; 0 failed" in summary
     assert "Traceback" not in err
 

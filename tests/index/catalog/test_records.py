@@ -126,3 +126,29 @@ def test_skipped_tools_are_saved_per_server_and_old_catalogs_without_them_load(t
     assert again.digest() != without
     loaded.servers["s"].skipped_tools = {}
     assert loaded.digest() == without
+
+
+def test_writers_saving_one_catalog_at_once_each_succeed(tmp_path: Path) -> None:
+    # They shared one temporary name: all but one failed with "No such file or directory" (8
+    # imports to one --out at once lost 4 to 7 of them).
+    import threading  # noqa: PLC0415
+
+    catalog = Catalog(source="tests", tools=[ToolRecord(server="s", name=f"t{i}", description="d" * 200) for i in range(300)])
+    start = threading.Barrier(8)
+    errors: list[CatalogError] = []
+
+    def save_often() -> None:
+        start.wait(timeout=60)
+        for _ in range(30):
+            try:
+                catalog.save(tmp_path / "catalog.json")
+            except CatalogError as error:
+                errors.append(error)
+
+    threads = [threading.Thread(target=save_often) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == [] and len(load_catalog(tmp_path / "catalog.json").tools) == 300
+    assert [path.name for path in tmp_path.iterdir()] == ["catalog.json"]  # no temporary file left behind

@@ -193,6 +193,12 @@ def test_bad_json_names_file_and_line(tmp_path: Path) -> None:
         ({"url": "notaurl"}, "'url' must be an http:// or https:// address"),
         ({"url": "ftp://x.test/mcp"}, "'url' must be an http:// or https:// address"),
         ("npx foo", "expected an object"),
+        # Text no process can be given: "embedded null byte" or "illegal environment variable name" at start.
+        ({"command": "x", "args": ["a", "b\u0000c"]}, "'args[1]' holds a NUL character, which no process can be given"),
+        ({"command": "x\u0000"}, "'command' holds a NUL character"),
+        ({"command": "x", "env": {"A": "1\u00002"}}, "'env.A' holds a NUL character"),
+        ({"command": "x", "env": {"A=B": "1"}}, "'env' names the variable \"A=B\", which no environment can hold"),
+        ({"command": "x", "env": {"": "1"}}, "'env' names the variable \"\", which no environment can hold"),
     ],
 )
 def test_invalid_entry_names_file_line_and_server(tmp_path: Path, entry: object, expected: str) -> None:

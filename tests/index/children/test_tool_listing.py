@@ -68,7 +68,7 @@ async def test_a_listing_taken_tool_by_tool_leaves_the_session_as_list_tools_wou
         skipped: dict[str, str] = {}
         with anyio.fail_after(30):
             tools = await list_all_tools(connection, [], skipped)
-            assert [tool.name for tool in tools] == ["fine", "echo"] and len(skipped) == 6
+            assert [tool.name for tool in tools] == ["fine", "echo"] and len(skipped) == 8
             result = await connection.session.call_tool("echo", {"text": "hi"})
         assert not result.is_error and "echo ran with" in result.content[0].text  # type: ignore[union-attr]
 

@@ -233,3 +233,32 @@ def test_a_server_whose_prompts_were_never_pinned_pins_its_first_prompts(reviewe
     assert not reviewer.review("excel", [prompt()]).withheld_items
     assert reviewer.review("excel", [prompt(), prompt("chart")]).withheld_items["prompt:excel/chart"].reason == "new item"
 
+
+
+def test_a_process_holding_the_trust_store_stalls_an_update_boundedly_and_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One stopped with the lock held (Ctrl-Z mid-update) made `approve` and `trust` wait forever, silently.
+    import os  # noqa: PLC0415
+
+    import index.trust.store as store_module  # noqa: PLC0415
+    from index.storage.file_lock import LockBusyError, exclusive_lock  # noqa: PLC0415
+
+    monkeypatch.setattr(store_module, "TRUST_LOCK_WAIT", 0.3)
+    store = TrustStore(tmp_path / "trust" / "pins.json")
+    errors: list[LockBusyError] = []
+
+    def update() -> None:
+        try:
+            store.update(lambda data: False)
+        except LockBusyError as error:
+            errors.append(error)
+
+    with exclusive_lock(tmp_path / "trust" / "pins.lock", wait=0, what="holding it"):
+        thread = threading.Thread(target=update)
+        thread.start()
+        thread.join(timeout=60)
+    [error] = errors
+    assert str(error).startswith(f"another process is updating the trust store {tmp_path / 'trust' / 'pins.json'} (pid {os.getpid()} (")
+    assert str(error).endswith("did not finish within 0.3 s. Wait for it to finish, or stop it, then run this again.")
+    store.update(lambda data: False)  # released: at once

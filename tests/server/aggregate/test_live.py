@@ -330,7 +330,7 @@ async def test_the_tools_a_listing_skips_for_broken_definitions_reach_the_index(
             await aggregation.live.wait_for_updates(1)
         assert copilot.index.get("breaker", "echo") is not None
         skipped = copilot.index.skipped_tools("breaker")
-    assert sorted(skipped) == ["bad_json_schema", "no_schema_1", "no_schema_2", "no_schema_3", "not_an_object", "wrong_type"]
+    assert sorted(skipped) == ["", "bad_json_schema", "no_schema_1", "no_schema_2", "no_schema_3", "not_an_object", "nul\x00name", "wrong_type"]
     assert skipped["no_schema_1"] == "inputSchema: Field required"
 
     servers = load_servers(tmp_path / "servers.json")

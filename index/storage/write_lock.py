@@ -1,0 +1,51 @@
+"""One writer of an index at a time, across processes (``python -m index build``, a copilot indexing).
+
+Each writer computes what to add and delete from the store as it finds it, so two at once (a
+build started twice, a build beside a copilot indexing new servers) each missed what the other
+added: the store ended up holding both catalogs, and the build manifest vouched for it. Two
+creating a fresh store at once failed with Chroma's "table collections already exists", which
+read as a damaged index. A writer holds ``write.lock`` in the index directory
+(:func:`index.storage.file_lock.exclusive_lock`); another waits for it, boundedly, saying whom it
+waits for.
+
+The lock is re-entrant within a thread (a build holds it around its whole write, and its sync
+takes it again); another thread of the same process waits like another process would.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from index.storage.file_lock import LockBusyError, exclusive_lock
+
+LOCK_FILE = "write.lock"
+#: Seconds a writer waits for another one: a full build of a large catalog on a slow machine.
+WRITE_LOCK_WAIT = 1800.0
+
+#: The error a writer that waited too long gets.
+IndexBusyError = LockBusyError
+
+_held = threading.local()
+
+
+@contextmanager
+def index_write_lock(index_dir: Path, *, wait: float = WRITE_LOCK_WAIT) -> Iterator[None]:
+    """Hold the index's write lock for the block, waiting up to ``wait`` seconds for another writer."""
+    path = (index_dir / LOCK_FILE).resolve()
+    depth: dict[Path, int] = _held.__dict__.setdefault("depth", {})
+    if depth.get(path):
+        depth[path] += 1
+        try:
+            yield
+        finally:
+            depth[path] -= 1
+        return
+    with exclusive_lock(path, wait=wait, what=f"writing the index in {path.parent}"):
+        depth[path] = 1
+        try:
+            yield
+        finally:
+            depth.pop(path, None)
