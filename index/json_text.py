@@ -95,6 +95,9 @@ def validation_reason(error: ValidationError) -> str:
     where = _location(first["loc"])
     if first["type"] == "missing":
         reason = f"field {where} is missing"
+    elif first["type"] == "value_error" and where:
+        # A validator of ours: its message says what is wrong; the value it judged adds nothing.
+        reason = f"field {where}: {first['msg'].removeprefix('Value error, ')}"
     elif not where:
         reason = f"expected a JSON object at the top level (got {type(first.get('input')).__name__})"
     else:

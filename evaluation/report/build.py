@@ -113,9 +113,13 @@ def _row(
     return row
 
 
-def _mean(values: Sequence[float | int | None]) -> float | None:
+def _mean(values: Sequence[float | int | None], digits: int | None = 3) -> float | None:
+    """The mean of the values present, rounded to ``digits`` (``None``: not rounded)."""
     present = [value for value in values if value is not None]
-    return round(statistics.fmean(present), 3) if present else None
+    if not present:
+        return None
+    mean = statistics.fmean(present)
+    return mean if digits is None else round(mean, digits)
 
 
 def _efficiency(rows: Sequence[TaskRow]) -> EfficiencyGroup:
@@ -132,7 +136,9 @@ def _efficiency(rows: Sequence[TaskRow]) -> EfficiencyGroup:
                 for row in rows
             ]
         ),
-        cost=_mean([row.cost for row in rows]),
+        # Not rounded: a cheap model's cost per task ($0.0004) read 0.0, and the leaderboard then
+        # took the run for one that logged no cost.
+        cost=_mean([row.cost for row in rows], digits=None),
     )
 
 

@@ -196,6 +196,14 @@ def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float
     n = len(task_ids)
     success_a, success_b = sum(won_a), sum(won_b)
     warnings = []
+    disagree = [t for t in task_ids if rows_a[t].category != rows_b[t].category]
+    if disagree:
+        listed = "; ".join(f"{t}: {rows_a[t].category} in {name_a}, {rows_b[t].category} in {name_b}" for t in disagree[:5])
+        more = f"; and {len(disagree) - 5} more" if len(disagree) > 5 else ""
+        warnings.append(
+            f"{len(disagree)} task(s) are in different categories in the two runs ({listed}{more}): the per-category "
+            f"table uses {name_a}'s; judge both runs against the same --tasks list."
+        )
     overlap = len(common) / union
     if missing_in_a or missing_in_b:
         warnings.append(

@@ -29,7 +29,7 @@ from evaluation.report.plots import figure_png, literal, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, png_img
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
 from evaluation.report.stats import mcnemar_exact, paired_difference_interval
-from evaluation.report.tables import Table, num, pct, rate_cells
+from evaluation.report.tables import Table, money, num, pct, rate_cells
 from index.cli.console import HelpFormatter
 from index.errors import CopilotError
 
@@ -154,7 +154,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
             pass_hat_n=repeats.pass_hat_k.get(n),
             tokens=efficiency.tokens,
             cost=efficiency.cost,
-            total_cost=efficiency.cost * repeats.n_tasks * n if efficiency.cost is not None else None,
+            total_cost=repeats.total_cost,
             turns=efficiency.turns,
             route_calls=efficiency.route_calls,
             execute_calls=efficiency.execute_calls,
@@ -267,6 +267,12 @@ def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Lea
     missing = [e.name for e in entries if getattr(e, axis) is None]
     if missing:
         warnings.append(f"no {axis} logged for {', '.join(missing)}: left out of the frontier.")
+    unplotted = [e.name for e in entries if (value := getattr(e, axis)) is not None and value <= 0]
+    if unplotted:
+        warnings.append(
+            f"0 {axis} per task logged for {', '.join(unplotted)}: in the tables and the frontier, but not on the plot "
+            "(its axis is logarithmic, and has no 0)."
+        )
     if axis == "tokens" and entries:
         warnings.append("not every run logged cost (pass --price-table to the runner): the frontier uses tokens per task.")
     task_sets = {frozenset(e.outcomes) for e in entries if e.outcomes}
@@ -305,8 +311,8 @@ def tables(board: Leaderboard) -> list[Table]:
                 pct(e.pass_at_n) if e.pass_at_n is not None else "",
                 pct(e.pass_hat_n) if e.pass_hat_n is not None else "",
                 num(e.tokens, 0),
-                num(e.cost, 4),
-                num(e.total_cost, 2),
+                money(e.cost),
+                money(e.total_cost),
                 num(e.turns, 1),
                 num(e.route_calls, 1),
                 num(e.execute_calls, 1),
@@ -356,7 +362,7 @@ def frontier_figure(board: Leaderboard) -> object:
     shown = [
         (e, getattr(e, axis), e.success_rate * 100)
         for e in board.entries
-        if getattr(e, axis) is not None and e.success_rate is not None
+        if getattr(e, axis) is not None and getattr(e, axis) > 0 and e.success_rate is not None  # see the warnings
     ]
     for entry, x, y in shown:
         axes.scatter([x], [y], s=60, color="#F58518" if entry.on_frontier else "#4C78A8", zorder=3)

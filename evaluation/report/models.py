@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from evaluation.report.stats import Confusion, wilson_interval
 from evaluation.taxonomy.model import CLASSES, Diagnosis, ErrorClass
@@ -245,6 +245,20 @@ class Report(BaseModel):
     confirmations: Confirmations = Field(default_factory=Confirmations)
     taxonomy: ErrorTaxonomy = Field(default_factory=ErrorTaxonomy)
     tasks: list[TaskRow]
+
+    @field_validator("tasks")
+    @classmethod
+    def _each_task_once(cls, tasks: list[TaskRow]) -> list[TaskRow]:
+        # compare and leaderboard key rows by task: a task listed twice silently kept its last row.
+        first: dict[str, int] = {}
+        for number, row in enumerate(tasks):
+            if row.task_id in first:
+                raise ValueError(
+                    f"task {row.task_id!r} is listed twice (tasks[{first[row.task_id]}] and tasks[{number}]); "
+                    "each task has one row"
+                )
+            first[row.task_id] = number
+        return tasks
 
     @property
     def n_with_outcome(self) -> int:

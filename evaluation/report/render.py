@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from evaluation.report.models import Report
 from evaluation.judge.verdict_log import VerdictRecord
@@ -112,8 +112,15 @@ def report_markdown(report: Report, plot_files: Mapping[str, str]) -> str:
     for table in tables(report):
         out += markdown_table(table)
     for title, items in lists(report):
-        out += [f"## {title}", ""] + [f"- {item}" for item in items[:MAX_LISTED]] + [""]
+        out += [f"## {title}", ""] + [f"- {item}" for item in _listed(items)] + [""]
     return "\n".join(out)
+
+
+def _listed(items: Sequence[str]) -> list[str]:
+    """The first :data:`MAX_LISTED` items, and a last one saying how many more report.json lists."""
+    if len(items) <= MAX_LISTED:
+        return list(items)
+    return [*items[:MAX_LISTED], f"… and {len(items) - MAX_LISTED:,} more (every one is in report.json)"]
 
 
 def _cards(report: Report) -> str:
@@ -156,7 +163,7 @@ def report_html(
     links = {row.task_id: anchor(row.task_id) for row in report.tasks} if trajectories is not None else None
     body += [html_table(table, links) for table in tables(report)]
     for title, items in lists(report):
-        body.append(f"<h2>{esc(title)}</h2><ul>" + "".join(f"<li>{esc(item)}</li>" for item in items[:MAX_LISTED]) + "</ul>")
+        body.append(f"<h2>{esc(title)}</h2><ul>" + "".join(f"<li>{esc(item)}</li>" for item in _listed(items)) + "</ul>")
     if trajectories is None:
         return html_page("LiveMCPEval report", body)
     body += viewer_sections(report, trajectories, verdicts or {})

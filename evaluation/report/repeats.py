@@ -17,6 +17,7 @@ of the repeats' success rates and the mean within-task variance p(1-p). Tasks ar
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -98,6 +99,9 @@ class RepeatsReport(BaseModel):
     by_category: dict[str, CategoryRepeats]
     #: Mean per task over all repeats (tokens, cost, turns, calls, tool errors).
     efficiency: EfficiencyGroup
+    #: What the repeats' runs cost in all (the sum of their logged costs; ``None`` when none logged
+    #: any): the mean above times tasks times repeats charged tasks a repeat never ran.
+    total_cost: float | None = None
     tasks: list[TaskRepeats]
     warnings: list[str] = Field(default_factory=list)
 
@@ -155,7 +159,7 @@ def _efficiency(reports: Sequence[Report]) -> EfficiencyGroup:
         distinct_tools=_mean_of([g.distinct_tools for g in groups], 4),
         tool_errors=_mean_of([g.tool_errors for g in groups], 4),
         tokens=_mean_of([g.tokens for g in groups], 4),
-        cost=_mean_of([g.cost for g in groups], 4),
+        cost=_mean_of([g.cost for g in groups], None),  # not rounded: see evaluation.report.build
     )
 
 
@@ -256,6 +260,7 @@ def build_repeats_report(
         flaky_tasks=sum(1 for row in rows if 0 < row.successes < row.n),
         by_category=by_category,
         efficiency=_efficiency(reports),
+        total_cost=math.fsum(costs) if (costs := [r.usage.cost for r in reports if r.usage.cost is not None]) else None,
         tasks=rows,
         warnings=warnings,
     )

@@ -113,7 +113,9 @@ def mean_interval(values: Sequence[float], z: float = Z_95) -> tuple[float, floa
         return (0.0, 0.0)
     mean = sum(values) / n
     if n == 1:
-        return (mean, mean)
+        # One task says nothing of how far its rate is from the mean over tasks: the whole range,
+        # not (mean, mean), which read as certainty (50.0%-50.0% from one task run twice).
+        return (0.0, 1.0)
     variance = sum((value - mean) ** 2 for value in values) / (n - 1)
     half = z * math.sqrt(variance / n)
     return (max(0.0, mean - half), min(1.0, mean + half))

@@ -6,6 +6,7 @@ in reading order and leaves out the ones with nothing to say.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +28,16 @@ def pct(value: float | None) -> str:
 
 def num(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def money(value: float | None) -> str:
+    """A cost in dollars with three significant digits however small (a fixed 2 or 4 decimals
+    showed $0.0016 as 0.00), and cents from a dollar up."""
+    if value is None:
+        return "n/a"
+    if value <= 0:
+        return "0"
+    return f"{value:,.{max(2, 2 - math.floor(math.log10(value)))}f}"
 
 
 def interval(low: float, high: float) -> str:
@@ -109,7 +120,7 @@ def efficiency_table(report: Report) -> Table:
             num(g.distinct_tools, 1),
             num(g.tool_errors, 1),
             num(g.tokens, 0),
-            num(g.cost, 4),
+            money(g.cost),
         ]
         for name, g in report.efficiency.items()
     ]

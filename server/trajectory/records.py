@@ -99,12 +99,19 @@ class FinalAnswer(_Event):
     text: str
 
 
+#: Bounds of what one usage event may report: beyond them a number is a logging bug, and summing
+#: such numbers overflowed the report (an ``Infinity`` or ``1e308`` cost was a traceback, a ``NaN``
+#: a ``nan`` in the tables).
+MAX_TOKENS = 10**15
+MAX_COST = 1e12
+
+
 class Usage(_Event):
     event: Literal["usage"] = "usage"
     model: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float | None = None
+    input_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
+    output_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
+    cost: float | None = Field(default=None, ge=0, le=MAX_COST, allow_inf_nan=False)
 
 
 class WorkspaceFile(BaseModel):

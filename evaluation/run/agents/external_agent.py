@@ -24,9 +24,9 @@ from typing import Any
 import anyio
 import anyio.abc
 import psutil
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from index.json_text import parse_json
+from index.json_text import parse_json, validation_reason
 from evaluation.run.agents.agent import stderr_tail
 from evaluation.run.agents.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, PIPE_DRAIN_SECONDS, BoundedLog, LogCut, pump
 from evaluation.run.models import ErrorKind
@@ -247,14 +247,19 @@ def _headless_json(stdout: str) -> tuple[str, Usage | None, bool] | None:
     usage = None
     raw = data.get("usage")
     if isinstance(raw, dict):
-        input_tokens = sum(int(raw.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
         models = data.get("modelUsage")
-        usage = Usage(
-            model=next(iter(models), None) if isinstance(models, dict) and models else None,
-            input_tokens=input_tokens,
-            output_tokens=int(raw.get("output_tokens") or 0),
-            cost=float(data["total_cost_usd"]) if isinstance(data.get("total_cost_usd"), (int, float)) else None,
-        )
+        try:
+            input_tokens = sum(int(raw.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+            usage = Usage(
+                model=next(iter(models), None) if isinstance(models, dict) and models else None,
+                input_tokens=input_tokens,
+                output_tokens=int(raw.get("output_tokens") or 0),
+                cost=float(data["total_cost_usd"]) if isinstance(data.get("total_cost_usd"), (int, float)) else None,
+            )
+        except ValidationError as error:  # NaN, negative or absurd numbers: the answer still counts
+            logger.warning("the agent's usage report is not usable, so none is logged: %s", validation_reason(error))
+        except (TypeError, ValueError, OverflowError) as error:  # token counts that are no numbers
+            logger.warning("the agent's usage report is not usable, so none is logged: %s", error)
     return data["result"], usage, bool(data.get("is_error"))
 
 

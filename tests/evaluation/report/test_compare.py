@@ -201,3 +201,25 @@ async def test_an_unreadable_report_says_what_is_wrong_and_where(
     # Saved by a Windows editor (a BOM): still a report.
     (run_a / "report.json").write_bytes(b"\xef\xbb\xbf" + (run_a / "report.json").read_bytes())
     assert main([str(run_a), str(run_a)]) == 0
+
+
+async def test_a_task_listed_twice_or_in_two_categories_is_said_not_silently_resolved(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_a = await _judge_dir(llm, tmp_path, "a", {"t1"}, {"t1": "work", "t2": "travel"})
+    run_b = await _judge_dir(llm, tmp_path, "b", {"t2"}, {"t1": "travel", "t2": "travel"})
+    # Categories that disagree: the per-category table silently took A's, so it changed with the order.
+    assert main([str(run_a), str(run_b)]) == 0
+    assert (
+        f"1 task(s) are in different categories in the two runs (t1: Office in {run_a}, Travel in {run_b}): the "
+        f"per-category table uses {run_a}'s" in " ".join(capsys.readouterr().out.split())
+    )
+    # A task twice in one report: the last row silently won.
+    report = json.loads((run_b / "report.json").read_text())
+    report["tasks"].append({**report["tasks"][0], "verdict": "failure"})
+    (run_b / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    assert main([str(run_a), str(run_b)]) == 2
+    assert (
+        f"error: {run_b / 'report.json'}: report.json is unreadable (field tasks: task 't1' is listed twice (tasks[0] "
+        "and tasks[2]); each task has one row)"
+    ) in capsys.readouterr().err

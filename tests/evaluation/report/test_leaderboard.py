@@ -244,3 +244,49 @@ def test_run_names_with_dollars_are_drawn_literally(tmp_path: Path) -> None:
     assert sorted(text.get_text().replace("\\$", "$") for text in figure.axes[0].texts) == ["$$ run", "copilot gpt$^$x"]
     write_leaderboard(board, tmp_path / "board")
     assert (tmp_path / "board" / "leaderboard.png").read_bytes().startswith(b"\x89PNG")
+
+
+async def test_small_costs_keep_the_cost_axis_and_a_repeat_short_of_tasks_is_charged_what_it_logged(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
+    from evaluation.judge.repeats import judge_repeats  # noqa: PLC0415
+
+    # Cost per task was rounded to 3 decimals: $0.0004 read 0.0, and the board fell back to tokens.
+    runs = [await judged_run(llm, tmp_path, "cheap", 0.0004, 5), await judged_run(llm, tmp_path, "dear", 0.01234, 10)]
+    # A repeated run whose first repeat ran 1 of 3 tasks: its total was the mean x 3 tasks x 2 repeats.
+    tasks = write_tasks(tmp_path / "tasks-rep.json", [task_entry(t, f"question {t}") for t in ("r0", "r1", "r2")])
+    repeats = []
+    for number, ran in enumerate((["r0"], ["r0", "r1", "r2"])):
+        repeat = tmp_path / "rep" / f"repeat-{number + 1}"
+        repeat.mkdir(parents=True)
+        for task in ran:
+            write_copilot_log(repeat / f"{task}.jsonl", task, f"question {task}", agent="copilot", model="rep-m",
+                              usage=[(1000, 100, 0.01)])
+        repeats.append(repeat)
+    llm.handler = lambda request: Reply(content="Status: success")
+    assert (await judge_repeats(repeats, options(llm, tmp_path, tasks_file=tasks, out_dir=None), tmp_path / "rep")).fatal is None
+    out = tmp_path / "board"
+    assert main([*(str(run) for run in runs), str(tmp_path / "rep"), "--out", str(out)]) == 0
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert board["axis"] == "cost"
+    costs = {entry["name"]: (entry["cost"], entry["total_cost"]) for entry in board["entries"]}
+    assert costs["copilot cheap"] == (pytest.approx(0.0004), pytest.approx(0.0004 * 20))
+    assert costs["copilot rep-m"][1] == pytest.approx(0.04)  # 4 tasks run at $0.01, not 6
+    assert "| 0.000400 | 0.00800 |" in (out / "leaderboard.md").read_text()
+
+
+def test_a_run_at_zero_on_the_log_axis_is_said_to_be_off_the_plot() -> None:
+    from evaluation.report.leaderboard import Entry, build_leaderboard, frontier_figure  # noqa: PLC0415
+
+    def entry(name: str, tokens: float, rate: float) -> Entry:
+        return Entry(name=name, path=name, n_tasks=4, success_rate=rate, ci95=(0.0, 1.0), tokens=tokens,
+                     judge="j", prompt="p", judge_key="j/p")
+
+    board = build_leaderboard([entry("zero", 0.0, 1.0), entry("normal", 500.0, 0.5)])
+    assert board.axis == "tokens" and board.frontier == ["zero"]
+    assert (
+        "0 tokens per task logged for zero: in the tables and the frontier, but not on the plot (its axis is "
+        "logarithmic, and has no 0)." in board.warnings
+    )
+    figure = frontier_figure(board)
+    assert [text.get_text() for text in figure.axes[0].texts] == ["normal"]

@@ -268,3 +268,15 @@ def test_a_line_break_of_any_kind_in_a_cell_keeps_the_markdown_row_whole(newline
 
     lines = markdown_table(Table("Tasks", ["task", "question"], [["t1", f"Question 1:{newline}| find it{newline}"]]))
     assert lines[-2:] == ["| t1 | Question 1: \\| find it |", ""]
+
+
+def test_a_long_list_says_how_many_it_leaves_to_report_json() -> None:
+    # The Markdown and HTML lists stopped at 200 without a word: 210 tasks without a trajectory read as 200.
+    from evaluation.report.render import MAX_LISTED, report_html, report_markdown  # noqa: PLC0415
+
+    tasks = {f"m{i:03d}": "Office" for i in range(MAX_LISTED + 10)}
+    report = _built(tasks, [], {})
+    assert len(report.missing_trajectories) == MAX_LISTED + 10
+    markdown = report_markdown(report, {})
+    assert "- m199\n- … and 10 more (every one is in report.json)\n" in markdown and "- m200" not in markdown
+    assert "<li>m199</li><li>… and 10 more (every one is in report.json)</li></ul>" in report_html(report, {})

@@ -90,3 +90,12 @@ def test_paired_difference_interval_and_holm() -> None:
     low, high = paired_difference_interval(*_paired(3, 0, 0, 7))
     assert low < 0.0 < high
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_the_interval_of_a_mean_over_one_task_is_the_whole_range() -> None:
+    from evaluation.report.stats import mean_interval  # noqa: PLC0415
+
+    assert mean_interval([0.5]) == (0.0, 1.0)  # was (0.5, 0.5): certainty from one task
+    low, high = mean_interval([0.25, 0.5, 0.5, 0.75])
+    assert 0.0 < low < 0.5 < high < 1.0 and high - 0.5 == pytest.approx(0.5 - low)
+    assert mean_interval([]) == (0.0, 0.0)

@@ -106,6 +106,21 @@ def test_malformed_lines_are_skipped_and_reported_with_file_and_line(tmp_path: P
 
 
 @pytest.mark.parametrize(
+    ("cost", "said"),
+    [("Infinity", "usage.cost: Input should be a finite number"), ("NaN", "usage.cost: Input should be a finite number"),
+     ("1e308", "usage.cost: Input should be less than or equal to"), ("-0.5", "usage.cost: Input should be greater than")],
+)
+def test_a_usage_number_no_report_can_sum_is_an_input_problem_at_its_line(tmp_path: Path, cost: str, said: str) -> None:
+    # Infinity and 1e308 ended the judge's report step in a traceback; NaN put "nan" in its tables.
+    log = write_copilot_log(tmp_path / "t1.jsonl", "t1", "Q", usage=[(100, 10, 0.5)])
+    log.write_text(log.read_text().replace('"cost":0.5', f'"cost":{cost}'))
+    result = load_trajectories([tmp_path])
+    [problem] = result.problems
+    assert Path(problem.file or "").name == "t1.jsonl" and said in str(problem)
+    assert result.trajectories["t1"].usage is None  # the task is still there, without that usage
+
+
+@pytest.mark.parametrize(
     ("ts", "said"),
     [(None, "no 'ts'"), ("yesterday", "not an ISO 8601 time")],
 )

@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -106,6 +107,14 @@ async def test_headless_json_output_gives_answer_usage_and_cost(tmp_path: Path) 
     assert result.usage is not None
     assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.cost) == (150, 7, 0.0123)
     assert result.usage.model == "claude-sonnet-4"
+
+
+@pytest.mark.parametrize("usage", [{"total_cost_usd": -1.0}, {"total_cost_usd": 1e300}, {"usage": {"input_tokens": "many"}}])
+async def test_an_unusable_usage_report_loses_the_usage_not_the_answer(tmp_path: Path, usage: dict[str, Any]) -> None:
+    # A NaN-free but absurd cost raised inside the runner (Usage refuses it); the answer was lost.
+    payload = {"type": "result", "is_error": False, "result": "Paris", "usage": {"output_tokens": 7}, **usage}
+    result = await run(tmp_path, f"printf '%s' {shlex.quote(json.dumps(payload))}")
+    assert result.answer == "Paris" and result.usage is None and result.error is None
 
 
 async def test_failing_agent_is_a_failed_task_with_its_stderr(tmp_path: Path) -> None:
