@@ -255,7 +255,7 @@ class Aggregation:
         assert self._app is not None
         _, exposure = self._ready()
         tools = [*await self._app.list_tools(), *await exposure.tools(self._key(ctx))]
-        items, cursor = page(tools, params.cursor, self.settings.list_page_size)
+        items, cursor = page(tools, params.cursor, self.settings.list_page_size, lambda tool: tool.name)
         ttl = {"meta": _TTL_STATIC_MS, "routed": 0, "all": _TTL_CHILDREN_MS}[exposure.mode]
         return types.ListToolsResult(tools=items, next_cursor=cursor, ttl_ms=ttl)
 
@@ -294,7 +294,7 @@ class Aggregation:
     ) -> types.ListPromptsResult:
         catalog, _ = self._ready()
         prompts = [catalog.prompt(record) for record in await catalog.records({"prompt"})]
-        items, cursor = page(prompts, params.cursor, self.settings.list_page_size)
+        items, cursor = page(prompts, params.cursor, self.settings.list_page_size, lambda prompt: prompt.name)
         return types.ListPromptsResult(prompts=items, next_cursor=cursor, ttl_ms=_TTL_CHILDREN_MS)
 
     async def _resolve_prompt(self, name: str) -> tuple[str, str]:
@@ -356,7 +356,7 @@ class Aggregation:
     ) -> types.ListResourcesResult:
         catalog, _ = self._ready()
         resources = [catalog.resource(record) for record in await catalog.records({"resource"})]
-        items, cursor = page(resources, params.cursor, self.settings.list_page_size)
+        items, cursor = page(resources, params.cursor, self.settings.list_page_size, lambda resource: str(resource.uri))
         return types.ListResourcesResult(resources=items, next_cursor=cursor, ttl_ms=_TTL_CHILDREN_MS)
 
     async def _list_resource_templates(
@@ -364,7 +364,9 @@ class Aggregation:
     ) -> types.ListResourceTemplatesResult:
         catalog, _ = self._ready()
         templates = [catalog.resource_template(record) for record in await catalog.records({"resource_template"})]
-        items, cursor = page(templates, params.cursor, self.settings.list_page_size)
+        items, cursor = page(
+            templates, params.cursor, self.settings.list_page_size, lambda template: template.uri_template
+        )
         return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor, ttl_ms=_TTL_CHILDREN_MS)
 
     async def _resolve_resource(self, uri: str) -> tuple[str, str, ToolRecord | None]:
@@ -384,6 +386,11 @@ class Aggregation:
         candidates.sort(key=lambda r: not catalog.visible(r.server, r.name))  # a usable match first
         for record in candidates:
             if record.kind == "resource" and record.uri == original:
+                return record.server, original, record
+        for record in candidates:
+            # A template named as listed (a completion's reference): a template with an operator
+            # ("{?x,y}", "{/x*}", "{#x}") does not match its own text, so matching alone refused it.
+            if record.kind == "resource_template" and record.uri == original:
                 return record.server, original, record
         matching = [
             record for record in candidates

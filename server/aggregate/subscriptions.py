@@ -74,17 +74,19 @@ class ResourceSubscriptions(PoolListener):
     async def subscribe(self, key: Hashable, uri: str, server: str, original: str) -> None:
         """Subscribe session ``key`` to ``uri``; raises the child's error if it refuses."""
         subscribed = self._by_session.setdefault(key, {})
-        if uri in subscribed:
-            return
         target = (server, original)
+        if uri in subscribed and target in self._at_child:
+            return
         async with self._turn(target):
-            if uri in subscribed:
-                return  # the same subscription, asked twice at once: counted once
             if self._by_session.get(key) is not subscribed:
                 return  # the session ended while waiting its turn
             if target not in self._at_child:
+                # Also for a subscription the host holds already: a restarted child that refused its
+                # renewal is asked again (the host's retry was answered "subscribed" and did nothing).
                 await self._subscribe_at_child(target)
                 self._at_child.add(target)
+            if uri in subscribed:
+                return  # the same subscription, asked twice at once (or renewed): counted once
             if self._by_session.get(key) is not subscribed:  # the session ended while the child answered
                 await self._settle(target)
                 return
@@ -182,7 +184,8 @@ class ResourceSubscriptions(PoolListener):
                 await self._subscribe_at_child(target)
             except Exception as error:  # noqa: BLE001 -- reported; the hosts keep their subscription
                 logger.warning(
-                    "could not renew the subscription to %s of restarted server '%s': %s", target[1], target[0], error
+                    "could not renew the subscription to %s of restarted server '%s': %s; a host subscribing to it "
+                    "again asks the server again", target[1], target[0], error
                 )
                 return
             self._at_child.add(target)

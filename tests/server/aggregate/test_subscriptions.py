@@ -48,6 +48,8 @@ class SlowChild:
         self.hold: str | None = None
         self.release = anyio.Event()
         self.arrived = anyio.Event()
+        #: When set, subscribe requests are refused (a restarted child that does not take them yet).
+        self.refuse = False
 
     async def _held(self, method: str) -> None:
         if self.hold == method:
@@ -58,6 +60,8 @@ class SlowChild:
     async def subscribe_resource(self, uri: str) -> None:
         self.asked.append(("subscribe", uri))
         await self._held("subscribe")
+        if self.refuse:
+            raise RuntimeError("no subscriptions today")
         self.subscribed.add(uri)
 
     async def unsubscribe_resource(self, uri: str) -> None:
@@ -124,6 +128,26 @@ async def test_the_last_host_leaving_unsubscribes_once_and_a_restart_renews_only
     assert child.subscribed == set()
     assert child.asked.count(("unsubscribe", URI)) == 1
     assert subscriptions._turns == {}  # noqa: SLF001 -- nothing kept for resources nobody holds
+
+
+async def test_a_host_subscribing_again_after_a_refused_renewal_reaches_the_child(caplog: pytest.LogCaptureFixture) -> None:
+    # The renewal failed after a restart, and the host's new subscribe was answered "subscribed"
+    # without asking the child: the subscription was dead and could not be restored.
+    child = SlowChild()
+    async with anyio.create_task_group() as group:
+        subscriptions = ResourceSubscriptions(requester(child), Broadcaster(InMemorySubscriptionBus()), group)
+        await subscriptions.subscribe("A", HOST_URI, "docs", URI)
+        child.subscribed.clear()
+        child.refuse = True
+        with caplog.at_level(logging.WARNING, logger="server.aggregate.subscriptions"):
+            subscriptions.child_started("docs", restart=True)
+            await anyio.wait_all_tasks_blocked()
+        assert child.subscribed == set() and "could not renew the subscription" in caplog.text
+        child.refuse = False
+        await subscriptions.subscribe("A", HOST_URI, "docs", URI)
+        assert child.subscribed == {URI} and child.asked.count(("subscribe", URI)) == 3
+        await subscriptions.unsubscribe("A", HOST_URI)  # counted once: one unsubscribe frees it
+        assert child.subscribed == set()
 
 
 async def test_a_session_that_ends_while_the_child_answers_leaves_the_child_unsubscribed() -> None:

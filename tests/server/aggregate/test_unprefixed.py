@@ -217,3 +217,34 @@ async def test_a_broader_template_of_another_unprefixed_server_does_not_take_a_l
             broad = await client.read_resource("good://x/1", cache_mode="bypass")
     assert read.contents[0].text == "read by good"
     assert broad.contents[0].text == "contents of good://x/1"  # only the broad template matches: its server's
+
+
+async def test_templates_with_operators_complete_as_listed(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # A template matched against its own text to be found: "{?q}", "{/path*}" or "{#part}" do not
+    # match themselves, so completing them exactly as listed was refused as unknown.
+    from tests.server.copilot_harness import poison_entry
+
+    templates = ["docs://search{?q,lang}", "docs://files{/path*}", "docs://page{#part}", "docs://items/{id}"]
+    spec = tmp_path / "docs.json"
+    spec.write_text(
+        json.dumps({"tools": [{"name": "noop", "description": "Does nothing.", "inputSchema": {"type": "object"}}],
+                    "resource_templates": [{"uriTemplate": t, "name": f"template {n}"} for n, t in enumerate(templates)],
+                    "completions": True}),  # fmt: skip
+        encoding="utf-8",
+    )
+    servers_file = write_servers(tmp_path / "servers.json", {"docs": poison_entry(spec)})
+    home = copy_home(built_index, tmp_path / "home")
+    await anyio.to_thread.run_sync(crawl_into, home, servers_file, tmp_path)
+    app = build_app(copilot_settings(home, tmp_path, auto_index=False, warm_index=False), load_servers(servers_file), start_now=True)
+    completed = {}
+    with anyio.fail_after(WAIT):
+        async with Client(app, mode="legacy") as client:
+            listed = [t.uri_template for t in await _every(client.list_resource_templates, "resource_templates")]
+            assert sorted(listed) == sorted(f"copilot://docs/{t}" for t in templates)
+            for uri in listed:
+                ref = types.ResourceTemplateReference(type="ref/resource", uri=uri)
+                completed[uri] = (await client.complete(ref, {"name": "q", "value": ""})).completion.values
+    assert completed == {f"copilot://docs/{t}": [f"{t} q"] for t in templates}
