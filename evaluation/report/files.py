@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
 
 from evaluation.json_files import read_json_model
@@ -27,7 +28,8 @@ def atomic_write(path: Path, data: str | bytes) -> None:
             tmp.write_text(data, encoding="utf-8")
         tmp.replace(path)
     finally:
-        tmp.unlink(missing_ok=True)
+        with suppress(OSError):  # the directory may be what failed
+            tmp.unlink(missing_ok=True)
 
 
 def write_reports(

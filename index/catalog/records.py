@@ -16,6 +16,7 @@ import hashlib
 import json
 import zlib
 from collections.abc import Mapping
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -141,7 +142,8 @@ class Catalog(BaseModel):
         except OSError as error:
             raise CatalogError(f"{path}: cannot write the catalog ({error}).") from None
         finally:
-            tmp.unlink(missing_ok=True)
+            with suppress(OSError):  # the directory may be what failed
+                tmp.unlink(missing_ok=True)
         return path
 
 

@@ -50,7 +50,7 @@ from index.search.ranking import (
 from index.catalog.records import RECORD_KINDS, RecordKind, ToolRecord
 from index.settings import DEFAULT_EMBEDDING_MODEL, CopilotSettings
 from index.storage.store import ChromaStore, IndexState, StoredTool
-from index.storage.write_lock import index_write_lock
+from index.storage.write_lock import settings_write_lock
 from index.cli.suggest import nearest_names
 from index.search.text import DOCUMENT_VERSION, server_document, tokenize, tool_document
 from index.search.session_prior import session_boost
@@ -719,7 +719,7 @@ class ToolIndex:
             if record.id in wanted:
                 raise CatalogError(f"tool {record.id!r} appears twice in the catalog; tool names must be unique per server.")
             wanted[record.id] = record
-        with index_write_lock(self.settings.index_dir), self._lock:
+        with settings_write_lock(self.settings), self._lock:
             report = BuildReport(model=self.model_name, location=self.location)
             state = self._store.read_state()
             if state is not None and (state.model != self.model_name or state.document_version != DOCUMENT_VERSION):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -52,4 +53,5 @@ def write_text_atomic(path: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
     finally:
-        tmp.unlink(missing_ok=True)
+        with suppress(OSError):  # the directory may be what failed
+            tmp.unlink(missing_ok=True)

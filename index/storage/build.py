@@ -23,7 +23,7 @@ from index.storage.build_manifest import (
     write_manifest,
 )
 from index.storage.build_report import BuildReport
-from index.storage.write_lock import index_write_lock
+from index.storage.write_lock import settings_write_lock
 from index.errors import CatalogError
 from index.cli.hints import create_catalog_commands, index_command
 from index.catalog.livemcpbench import default_output
@@ -175,7 +175,7 @@ def _build(
 ) -> BuildReport:
     # One writer at a time, from the manifest check to the manifest written: a second build waits,
     # then finds nothing changed (or builds its own catalog on what the first one left).
-    with index_write_lock(settings.index_dir):
+    with settings_write_lock(settings):
         return _build_locked(
             settings, path, catalog, index=index, show_progress=show_progress, servers_file=servers_file
         )

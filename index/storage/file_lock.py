@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from index.errors import CopilotError
+from index.errors import ConfigError, CopilotError
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +42,18 @@ def _whoami() -> str:
 
 
 @contextmanager
-def exclusive_lock(path: Path, *, wait: float, what: str) -> Iterator[None]:
+def exclusive_lock(path: Path, *, wait: float, what: str, unusable: str = "") -> Iterator[None]:
     """Hold ``path`` exclusively for the block; ``what`` names what it guards in messages
-    ("writing the index in /x"): "another process is ``what`` (holder)"."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+", encoding="utf-8") as handle:
+    ("writing the index in /x"): "another process is ``what`` (holder)". A lock file that cannot
+    be made is a :class:`ConfigError` ending with ``unusable`` (what the user should fix)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a+", encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(
+            f"{path}: cannot create this lock file ({error.strerror or error})" + (f"; {unusable}" if unusable else ".")
+        ) from None
+    with handle:
         _acquire(handle, wait, what)
         handle.seek(0)
         handle.truncate()

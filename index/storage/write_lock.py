@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
+from index.settings import CopilotSettings
 from index.storage.file_lock import LockBusyError, exclusive_lock
 
 LOCK_FILE = "write.lock"
@@ -29,6 +30,12 @@ WRITE_LOCK_WAIT = 1800.0
 IndexBusyError = LockBusyError
 
 _held = threading.local()
+
+
+def settings_write_lock(settings: CopilotSettings) -> AbstractContextManager[None]:
+    """The write lock of the index ``settings`` name; none for a store behind ``COPILOT_CHROMA_URL``
+    (a server that takes its clients' writes itself; a lock here would not reach its other machines)."""
+    return nullcontext() if settings.chroma_url else index_write_lock(settings.index_dir)
 
 
 @contextmanager
@@ -43,7 +50,11 @@ def index_write_lock(index_dir: Path, *, wait: float = WRITE_LOCK_WAIT) -> Itera
         finally:
             depth[path] -= 1
         return
-    with exclusive_lock(path, wait=wait, what=f"writing the index in {path.parent}"):
+    unusable = (
+        "COPILOT_HOME must be a writable directory holding index/ (move what is in the way, or set COPILOT_HOME "
+        "elsewhere)."
+    )
+    with exclusive_lock(path, wait=wait, what=f"writing the index in {path.parent}", unusable=unusable):
         depth[path] = 1
         try:
             yield

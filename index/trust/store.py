@@ -185,7 +185,8 @@ class TrustStore:
         of a child calls this whether or not anything changed.
         """
         lock = self.path.with_suffix(".lock")
-        with self._lock, exclusive_lock(lock, wait=TRUST_LOCK_WAIT, what=f"updating the trust store {self.path}"):
+        what, unusable = f"updating the trust store {self.path}", "its directory must be a writable directory."
+        with self._lock, exclusive_lock(lock, wait=TRUST_LOCK_WAIT, what=what, unusable=unusable):
             key = self._key()
             data = self._read()
             if change(data):

@@ -171,7 +171,7 @@ def test_a_home_that_is_a_file_is_one_clear_error(tmp_path: Path, catalog: Path,
     result = run_cli("index", "build", env=env, timeout=240)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == (
-        f"error: {occupied / 'index' / FILE_NAME}: cannot remove the last build's record (Not a directory); "
+        f"error: {occupied / 'index' / 'write.lock'}: cannot create this lock file (Not a directory); "
         "COPILOT_HOME must be a writable directory holding index/ (move what is in the way, or set COPILOT_HOME elsewhere)."
     )
 
