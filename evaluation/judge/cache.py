@@ -25,6 +25,8 @@ class CachedCompletion(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     latency_ms: float = 0.0
+    #: Cut at the model's output limit (``finish_reason: length``); absent in older entries.
+    cut: bool = False
 
 
 def request_key(model: str, messages: list[dict[str, Any]], **params: Any) -> str:

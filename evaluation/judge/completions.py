@@ -32,6 +32,10 @@ from evaluation.llm import (
 logger = logging.getLogger(__name__)
 
 TEMPERATURE = 0.0
+#: Refusals (HTTP 403 or 404) in a row, with no answer between them, that stop the run: one is
+#: often about its request (a moderation refusal of one trajectory); several in a row, about the
+#: endpoint (a key without access to the model, a model it does not serve).
+REFUSALS_THAT_STOP = 3
 
 
 class Completion(BaseModel):
@@ -40,6 +44,8 @@ class Completion(BaseModel):
     output_tokens: int = 0
     latency_ms: float = 0.0
     cached: bool = False
+    #: The model stopped at its output limit (``finish_reason: length``): the text is cut short.
+    cut: bool = False
 
 
 class CompletionService:
@@ -52,6 +58,7 @@ class CompletionService:
         self._probe_lock = anyio.Lock()
         self._probed = False
         self._fatal: EndpointError | None = None
+        self._refusals_in_a_row = 0
 
     async def _ensure_reachable(self) -> None:
         """Probe the endpoint before the first network request (never when all is cached)."""
@@ -77,6 +84,7 @@ class CompletionService:
                 output_tokens=hit.output_tokens,
                 latency_ms=hit.latency_ms,
                 cached=True,
+                cut=hit.cut,
             )
         await self._ensure_reachable()
         assert self._client is not None
@@ -100,13 +108,25 @@ class CompletionService:
                     f"{self.settings.base_url} did not finish its answer within {deadline:g} s (timeout {self.settings.timeout:g} s "
                     f"for each wait, {self.settings.max_retries} retries); the task stays unjudged (a rerun retries it)"
                 ) from None
-            except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as error:
+            except openai.AuthenticationError as error:
                 # Every further request would fail the same way: stop the run, keep what is done.
                 self._fatal = EndpointError(
                     f"{describe_api_error(error, self.settings.base_url)} (model {model!r}); "
                     "check --base-url, --api-key and --model."
                 )
                 raise self._fatal from None
+            except (openai.PermissionDeniedError, openai.NotFoundError) as error:
+                self._refusals_in_a_row += 1
+                described = f"{describe_api_error(error, self.settings.base_url)} (model {model!r})"
+                if self._refusals_in_a_row >= REFUSALS_THAT_STOP:
+                    self._fatal = EndpointError(
+                        f"{described}: {self._refusals_in_a_row} requests in a row were refused; check --base-url, "
+                        "--api-key and --model."
+                    )
+                    raise self._fatal from None
+                # One refusal may be about this request alone (a moderation refusal): this task
+                # stays unjudged and the others go on; the run stopped, and so did every rerun.
+                raise LLMError(f"{described}; the task stays unjudged (a rerun retries it)") from None
             except openai.OpenAIError as error:
                 raise LLMError(describe_api_error(error, self.settings.base_url)) from None
             except UNREADABLE_BODY_ERRORS as error:
@@ -118,16 +138,19 @@ class CompletionService:
                 ) from None
             latency_ms = (time.perf_counter() - started) * 1000
         try:
-            text = _reply_text(response, self.settings.base_url)
+            text = _reply_text(response, self.settings.base_url, model)
         except EndpointError as error:
             self._fatal = error  # the URL serves something else: every request would get the same
             raise
+        self._refusals_in_a_row = 0
         usage = getattr(response, "usage", None)
+        choices = getattr(response, "choices", None) or [None]
         completion = Completion(
             text=text,
             input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             latency_ms=latency_ms,
+            cut=getattr(choices[0], "finish_reason", None) == "length",
         )
         if self.cache is not None:
             self.cache.put(
@@ -138,6 +161,7 @@ class CompletionService:
                     input_tokens=completion.input_tokens,
                     output_tokens=completion.output_tokens,
                     latency_ms=latency_ms,
+                    cut=completion.cut,
                 ),
             )
         return completion
@@ -147,7 +171,7 @@ class CompletionService:
             await self._client.close()
 
 
-def _reply_text(response: object, base_url: str) -> str:
+def _reply_text(response: object, base_url: str, model: str) -> str:
     """The reply's text; :class:`EndpointError` when the answer is no chat completion at all,
     :class:`LLMError` when it is one without text.
 
@@ -156,6 +180,15 @@ def _reply_text(response: object, base_url: str) -> str:
     reply that reruns would read back as the judge's abstention.
     """
     choices = getattr(response, "choices", None)
+    error = getattr(response, "error", None)
+    if not choices and error is not None:
+        # HTTP 200 with an error object (a gateway whose upstream failed): this request failed.
+        message = error.get("message") if isinstance(error, dict) else getattr(error, "message", None)
+        shown = " ".join(str(message if message is not None else error).split())[:300]
+        raise LLMError(
+            f"{base_url} answered with an error instead of a completion (model {model!r}): {shown}; "
+            "the task stays unjudged (a rerun retries it)"
+        )
     if not isinstance(choices, list):
         shown = " ".join(str(response).split())[:120]
         raise EndpointError(
@@ -165,6 +198,14 @@ def _reply_text(response: object, base_url: str) -> str:
     message = getattr(choices[0], "message", None) if choices else None
     text = getattr(message, "content", None)
     if not isinstance(text, str):
-        what = "no choices" if not choices else "a message without text content"
-        raise LLMError(f"{base_url} answered a chat completion with {what}; the task stays unjudged (a rerun retries it)")
+        if not choices:
+            what = "no choices"
+        elif getattr(message, "tool_calls", None):
+            what = "tool calls instead of text"
+        else:
+            what = "a message without text content"
+        raise LLMError(
+            f"{base_url} answered a chat completion of model {model!r} with {what}; the task stays unjudged "
+            "(a rerun retries it)"
+        )
     return text

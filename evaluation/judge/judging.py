@@ -61,7 +61,8 @@ class Judge:
         conversation = key_point_messages(job.question)
         for _ in range(1 + self.options.parse_retries):
             completion = await self.service.complete(self.options.llm.model, conversation)
-            points = parse_key_points(completion.text)
+            # A reply cut at the output limit lists only some key points: asked again, never used.
+            points = [] if completion.cut else parse_key_points(completion.text)
             if points:
                 return points, "extracted"
             conversation = [
@@ -75,6 +76,7 @@ class Judge:
     async def vote(self, model: str, messages: list[dict[str, str]]) -> JudgeVote:
         vote = JudgeVote(model=model, verdict="abstain", prompt_hash=prompt_hash(messages), cached=True, attempts=0)
         conversation = list(messages)
+        cut = False
         for _ in range(1 + self.options.parse_retries):
             completion = await self.service.complete(model, conversation)
             vote.attempts += 1
@@ -82,7 +84,9 @@ class Judge:
             vote.output_tokens += completion.output_tokens
             vote.latency_ms += completion.latency_ms
             vote.cached = vote.cached and completion.cached
-            parsed = parse_verdict(completion.text)
+            # A reply cut at the output limit may end mid-sentence after a "Status:" it would have
+            # taken back: asked again, never used.
+            parsed = None if completion.cut else parse_verdict(completion.text)
             if parsed is not None:
                 vote.verdict = parsed.status
                 vote.thoughts = parsed.thoughts
@@ -94,7 +98,10 @@ class Judge:
                 {"role": "user", "content": RETRY_MESSAGE},
             ]
             vote.unparsed_reply = (completion.text or "")[-2000:]
-        vote.thoughts = f"no parseable verdict in {vote.attempts} replies"
+            cut = completion.cut
+        vote.thoughts = f"no parseable verdict in {vote.attempts} replies" + (
+            " (the last one cut at the model's output limit)" if cut else ""
+        )
         return vote
 
     async def judge(self, job: Job) -> VerdictRecord:
@@ -108,8 +115,12 @@ class Judge:
             # exception group; the task is then left unjudged as a whole.
             try:
                 votes[index] = await self.vote(model, messages)
-            except LLMError as error:
+            except EndpointError as error:
                 failures.append(error)
+            except LLMError as error:
+                # Which member of a jury failed: the one to drop or fix (the message named none).
+                named = len(self.options.llm.models) > 1 and repr(model) not in str(error)
+                failures.append(LLMError(f"judge {model!r}: {error}") if named else error)
 
         async with anyio.create_task_group() as group:
             for index, model in enumerate(self.options.llm.models):

@@ -17,19 +17,28 @@ from pydantic import BaseModel, Field
 
 Status = Literal["success", "failure"]
 
-# Markdown and quoting characters that may surround the label or the value.
-_DECOR = r"[\s*_`~\"'“”‘’\[\]]*"
-_STATUS_LINE = re.compile(rf"^[\s>#\-*+]*{_DECOR}status{_DECOR}\s*[:：]\s*(?P<rest>.*)$", re.IGNORECASE)
-_STATUS_VALUE = re.compile(rf"^{_DECOR}(?P<word>success|failure)\b{_DECOR}[\s.!]*(?P<tail>.*)$", re.IGNORECASE)
+# Markdown and quoting characters that may surround the label or the value. Never two character
+# classes that share characters side by side: a reply with a long run of spaces or "*" then made
+# the match quadratic (4,000 characters took half a second, on the event loop, at every rerun).
+_DECOR_CHARS = r"\s*_`~\"'“”‘’\[\]"
+_DECOR = rf"[{_DECOR_CHARS}]*"
+#: A line's lead-in: list markers and quoting as well as decoration.
+_LEAD = rf"[{_DECOR_CHARS}>#\-+]*"
+_STATUS_LINE = re.compile(rf"^{_LEAD}status{_DECOR}[:：]\s*(?P<rest>.*)$", re.IGNORECASE)
+_STATUS_VALUE = re.compile(rf"^{_DECOR}(?P<word>success|failure)\b[{_DECOR_CHARS}.!]*(?P<tail>.*)$", re.IGNORECASE)
 _THOUGHTS = re.compile(
-    rf"{_DECOR}thoughts{_DECOR}\s*[:：]\s*(?P<body>.*?)(?=^[\s>#\-*+]*{_DECOR}status{_DECOR}\s*[:：]|\Z)",
+    rf"\bthoughts{_DECOR}[:：]\s*(?P<body>.*?)(?=^{_LEAD}status{_DECOR}[:：]|\Z)",
     re.IGNORECASE | re.DOTALL | re.MULTILINE,
 )
-#: What follows a verdict word when the line offers a choice: "or failure", "/ failure", "| success".
+#: What follows a verdict word when the line offers a choice: "or failure", "/ failure", "| success",
+#: and a second verdict word anywhere after it ("success? No, failure."): either is a change of mind.
 _ALTERNATIVE = re.compile(rf"^\s*(?:or|/|\||,)\s*{_DECOR}(?:success|failure)\b", re.IGNORECASE)
+_OTHER_VERDICT = re.compile(r"\b(?:success|failure)\b", re.IGNORECASE)
+#: "not failure", "no failure", "non-failure": the other word negated agrees with the verdict.
+_NEGATED = re.compile(r"\b(?:not|no|non)[\s-]+(?:a\s+)?$", re.IGNORECASE)
 _FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL | re.IGNORECASE)
 _KEY_POINT_LINE = re.compile(
-    rf"^[\s>#\-*+]*{_DECOR}key\s*point\s*(?P<n>\d+){_DECOR}\s*[:：.\-]\s*{_DECOR}(?P<met>not\s+met|unmet|met){_DECOR}(?P<rest>.*)$",
+    rf"^{_LEAD}key\s*point\s*(?P<n>\d+){_DECOR}[:：.\-]{_DECOR}(?P<met>not\s+met|unmet|met){_DECOR}(?P<rest>.*)$",
     re.IGNORECASE,
 )
 _CALL_REF = re.compile(r"#(\d+)")
@@ -55,9 +64,16 @@ def _status_from_line(rest: str) -> Status | None:
         return None
     # "Status: success or failure" (an echoed template) offers both: not a verdict. Anything else
     # after the verdict word is commentary ("success (the agent did not fail)") and is ignored.
+    word = match.group("word").lower()
     if _ALTERNATIVE.match(match.group("tail")):
         return None
-    return match.group("word").lower()  # type: ignore[return-value]
+    # "success? No, failure." or "success: no, failure" changes its mind on the line: ambiguous,
+    # asked again (it was read as the first word). The same word again ("success, a clear success") is not.
+    tail = match.group("tail")
+    for other in _OTHER_VERDICT.finditer(tail):
+        if other.group().lower() != word and not _NEGATED.search(tail[max(0, other.start() - 12) : other.start()]):
+            return None
+    return word  # type: ignore[return-value]
 
 
 def _status_from_json(text: str) -> tuple[Status, str] | None:
@@ -125,7 +141,7 @@ def parse_key_point_verdicts(text: str) -> list[KeyPointVerdict]:
     return [verdicts[number] for number in sorted(verdicts)]
 
 
-_KEY_POINTS_HEADER = re.compile(rf"{_DECOR}key\s*points{_DECOR}\s*[:：]?{_DECOR}", re.IGNORECASE)
+_KEY_POINTS_HEADER = re.compile(rf"\bkey\s*points{_DECOR}[:：]?{_DECOR}", re.IGNORECASE)
 _LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(?P<item>.+)$")
 
 

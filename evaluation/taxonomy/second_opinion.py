@@ -28,7 +28,9 @@ SYSTEM = """You diagnose why an AI agent failed a task. The agent had two tools:
 
 Reply with one line `Reason: <one sentence>` and then one line `Class: query`, `Class: retrieve`, `Class: tool` or `Class: other`."""
 
-_CLASS = re.compile(r"^\s*[*_`]*class[*_`]*\s*:\s*[*_`\"']*(query|retrieve|tool|other)\b", re.IGNORECASE | re.MULTILINE)
+#: A "Class:" line and the word on it; only one of the four classes, and nothing that names another, is a label.
+_CLASS_LINE = re.compile(r"^\s*[*_`]*class[*_`]*\s*:\s*(?P<value>.*)$", re.IGNORECASE | re.MULTILINE)
+_CLASS_NAMES = re.compile(r"\b(query|retrieve|tool|other)\b", re.IGNORECASE)
 _REASON = re.compile(r"^\s*[*_`]*reason[*_`]*\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 _HISTORY_CHARS = 12000
 
@@ -66,13 +68,21 @@ async def second_opinion(
         logger.warning("taxonomy second opinion for %s failed: %s", trajectory.task_id, error)
         return finding
     text = completion.text or ""
-    found = _CLASS.findall(text)
-    if not found:
+    lines = _CLASS_LINE.findall(text)
+    named = {name.lower() for name in _CLASS_NAMES.findall(lines[-1])} if lines else set()
+    if len(named) != 1:
+        # No class, one that is none of the four ("planning"), or several ("query/retrieve"): the
+        # task stays undecided, and the log says what the model answered (it said nothing before).
+        said = excerpt(lines[-1] if lines else text, 200)
+        logger.warning(
+            "taxonomy second opinion for %s: %s named %s, not one of query, retrieve, tool, other (%r); the task "
+            "stays undecided", trajectory.task_id, model, "several classes" if len(named) > 1 else "no class", said,
+        )
         return finding
     reason = _REASON.search(text)
     return Diagnosis(
         task_id=finding.task_id,
-        label=found[-1].lower(),  # type: ignore[arg-type]
+        label=named.pop(),  # type: ignore[arg-type]
         cause=finding.cause,
         reason=f"{model}: {excerpt(reason.group(1) if reason else text, 300)}",
         evidence=[*finding.evidence, Evidence(note=f"the log alone: {finding.reason}")],

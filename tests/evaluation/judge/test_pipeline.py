@@ -326,6 +326,61 @@ async def test_a_rejected_key_stops_the_run_with_the_url(llm: ScriptedOpenAI, tm
     assert summary.exit_code == 2 and len(llm.requests) == 1
 
 
+async def test_one_refused_request_leaves_its_task_unjudged_and_refusals_in_a_row_stop_the_run(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
+    # A moderation refusal (403) of one trajectory stopped the whole run, and every rerun again.
+    def moderated(request: dict) -> Reply:
+        if question_of(request).endswith("t2"):
+            return Reply(status=403, body={"error": {"message": "input flagged for 'violence'"}})
+        return Reply(content="Status: success")
+
+    llm.handler = moderated
+    summary = await judge_paths([_logs(tmp_path, "t1", "t2", "t3")], _options(llm, tmp_path, concurrency=1, max_retries=0))
+    assert summary.fatal is None and summary.success == 2
+    [failed] = summary.errors
+    assert failed.task_id == "t2" and "HTTP 403" in failed.error and "input flagged for 'violence'" in failed.error
+    # A key without access to the model: refused every time, so the run stops after a few.
+    llm.handler = lambda request: Reply(status=403)
+    (tmp_path / "other").mkdir()
+    stopped = await judge_paths(
+        [_logs(tmp_path / "other", "a1", "a2", "a3", "a4", "a5")],
+        options(llm, tmp_path / "other", tasks_file=tmp_path / "other" / "tasks.json", concurrency=1, max_retries=0),
+    )
+    assert stopped.fatal is not None and "3 requests in a row were refused; check --base-url" in stopped.fatal
+    assert stopped.exit_code == 2
+
+
+async def test_a_jury_member_that_keeps_failing_is_named(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    # "HTTP 500 from …" did not say which of the jury's models to drop or fix.
+    llm.handler = lambda request: Reply(status=500) if request["model"] == "b" else Reply(content="Status: success")
+    summary = await judge_paths([_logs(tmp_path, "t1")], _options(llm, tmp_path, models=["a", "b"], max_retries=0))
+    [failed] = summary.errors
+    assert failed.error.startswith("judge 'b': HTTP 500 from ")
+
+
+async def test_an_error_object_or_a_reply_cut_at_the_output_limit_is_no_verdict(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    # HTTP 200 with {"error": ...} stopped the run as "not a chat completion" without the server's words;
+    # a reply cut by the output limit was read as the verdict it had reached before taking it back.
+    cut = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Status: success\nWait, key point 2 is no"},
+         "finish_reason": "length"}]}  # fmt: skip
+
+    def reply(request: dict) -> Reply:
+        if question_of(request).endswith("t1"):
+            return Reply(body={"error": {"message": "Upstream provider returned 502"}})
+        return Reply(body=cut)
+
+    llm.handler = reply
+    summary = await judge_paths([_logs(tmp_path, "t1", "t2")], _options(llm, tmp_path, max_retries=0))
+    assert summary.fatal is None
+    [failed] = summary.errors
+    assert failed.task_id == "t1" and "answered with an error instead of a completion" in failed.error
+    assert "Upstream provider returned 502" in failed.error
+    [record] = [line for line in verdict_lines(summary.out_dir / "verdicts.jsonl") if line["task_id"] == "t2"]
+    assert record["verdict"] == "abstain" and "cut at the model's output limit" in record["thoughts"]
+
+
 async def test_a_web_page_instead_of_an_api_stops_the_run_with_the_url(llm: ScriptedOpenAI, tmp_path: Path) -> None:
     llm.handler = lambda request: Reply(raw=("text/html", b"<html><body>Open WebUI</body></html>"))
     summary = await judge_paths([_logs(tmp_path, "t1", "t2")], _options(llm, tmp_path, concurrency=1))

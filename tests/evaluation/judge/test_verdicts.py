@@ -45,6 +45,10 @@ def test_verdicts_that_parse(reply: str, status: str) -> None:
         "Status: partially",
         "Status: success\nStatus: unclear",  # the last Status line is unreadable: do not look earlier
         '{"status": "maybe"}',
+        # A change of mind on the line was read as its first word.
+        "Status: success? No, failure.",
+        "Status: success-ish, not really: failure",
+        "Status: success: no, failure",
     ],
 )
 def test_replies_without_a_clear_verdict_are_unparseable(reply: str) -> None:
@@ -72,3 +76,15 @@ def test_key_points_are_read_from_the_extraction_reply() -> None:
     ]
     assert parse_key_points("Sure.\nKey Points:\n- a\n- b") == ["a", "b"]
     assert parse_key_points("I cannot help with that.") == []
+
+
+@pytest.mark.parametrize("run", [" ", "*", " *", "> "])
+def test_long_runs_of_decoration_parse_in_linear_time(run: str) -> None:
+    # Two neighbouring character classes that both took spaces and "*" made every pattern quadratic:
+    # 4,000 characters took half a second on the event loop; 400,000 would not finish within the test.
+    filler = run * (400_000 // len(run))
+    spaces = " " * 400_000
+    reply = f"Thoughts: {filler}\n{filler}Key point 1{spaces}: met #2\n{filler}\nKey Points {filler}\n{filler}Status: {spaces}failure"
+    parsed = parse_verdict(reply)
+    assert parsed is not None and parsed.status == "failure"
+    assert parse_verdict(filler) is None and parse_key_points(filler + "\n" + filler) == []

@@ -73,3 +73,34 @@ async def test_unsuccessful_tasks_get_classes_counts_and_a_second_opinion(
     before = len(llm.requests)
     await judge_paths([logs], opts)
     assert len(llm.requests) == before
+
+
+@pytest.mark.parametrize(("answer", "said"), [("Class: planning", "no class"), ("Class: query/retrieve", "several classes")])
+async def test_a_second_opinion_naming_no_one_class_leaves_the_task_undecided_and_says_so(
+    llm: ScriptedOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    answer: str, said: str,
+) -> None:
+    # "planning" was dropped without a word; "query/retrieve" was taken as "query".
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "no-index"))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "odd.jsonl", "odd", "q odd", routes=[("teleport me", [("fx", "echo")])])
+    tasks = write_tasks(tmp_path / "tasks.json", [task_entry("odd", "q odd", "travel", tools="1. teleport")])
+    judge = status_by_question({}, default="Status: failure")
+
+    def handler(request: dict):
+        if "diagnose why an AI agent failed" in request["messages"][0]["content"]:
+            from tests.support.scripted_openai import Reply  # noqa: PLC0415
+
+            return Reply(content=f"Reason: unclear.\n{answer}")
+        return judge(request)
+
+    llm.handler = handler
+    opts = options(llm, tmp_path, tasks_file=tasks, tools_file=tools_file(tmp_path / "tools.json"), taxonomy_llm=True)
+    with caplog.at_level("WARNING", logger="evaluation.taxonomy.second_opinion"):
+        await judge_paths([logs], opts)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    diagnosis = report["tasks"][0]["diagnosis"]
+    assert diagnosis["source"] != "llm" and report["taxonomy"]["llm_second_opinions"] == 0
+    shown = answer.removeprefix("Class: ")
+    assert f"named {said}, not one of query, retrieve, tool, other ({shown!r}); the task stays undecided" in caplog.text
