@@ -32,7 +32,7 @@ from evaluation.run.task_setup.copilot_launch import CopilotLaunch
 from evaluation.llm import UNREADABLE_BODY_ERRORS, describe_api_error, describe_unreadable_body
 from evaluation.run.models import ErrorKind, ModelPrice
 from index.errors import CopilotError
-from server.trajectory.records import Usage
+from server.trajectory.records import MAX_TOKENS, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +116,65 @@ def render_tool_result(result: CallToolResult, limit: int) -> str:
     return truncate(text, limit)
 
 
+def _field(item: Any, name: str) -> Any:
+    """``item.name`` of a parsed reply, or ``item[name]`` where the client kept a part as a dict
+    (it keeps what does not fit its model unvalidated)."""
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def _token_count(value: Any) -> int | None:
+    """A usage count as an int, ``None`` when it is none a report can sum."""
+    try:
+        count = int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return count if 0 <= count <= MAX_TOKENS else None
+
+
+class ModelCall(BaseModel):
+    """One tool call of the model, read defensively: ``problem`` says what made it uncallable."""
+
+    id: str
+    name: str
+    arguments: str
+    problem: str | None = None
+
+
+def _text_of(content: Any, turn: int) -> str | None:
+    """A message's text: a string, or a list of text parts (as some endpoints send it)."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(_field(part, "text") or "") for part in content if _field(part, "type") in (None, "text"))
+    raise AgentError("llm_error", f"the model's message content is of type {type(content).__name__}, not text (turn {turn})")
+
+
+def _calls_of(message: Any, turn: int) -> list[ModelCall]:
+    """The message's tool calls; one that cannot be called carries its ``problem`` for the model."""
+    raw = _field(message, "tool_calls")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise AgentError("llm_error", f"the model's tool_calls is of type {type(raw).__name__}, not a list (turn {turn})")
+    calls = []
+    for number, call in enumerate(raw, 1):
+        call_id = _field(call, "id")
+        call_id = call_id if isinstance(call_id, str) and call_id else f"call_{uuid.uuid4().hex[:12]}"
+        function = _field(call, "function")
+        name = _field(function, "name") if function is not None else None
+        arguments = _field(function, "arguments") if function is not None else None
+        problem = None
+        if not isinstance(name, str) or not name:
+            problem, name = f"tool call {number} of this message names no function (give 'function.name')", str(name or "")
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments)  # an object where the API wants its JSON text
+        elif arguments is not None and not isinstance(arguments, str):
+            problem = problem or f"the arguments of {name} must be a JSON object written as text, got {type(arguments).__name__}"
+            arguments = json.dumps(arguments) if isinstance(arguments, int | float | bool | list) else str(arguments)
+        calls.append(ModelCall(id=call_id, name=name, arguments=arguments or "{}", problem=problem))
+    return calls
+
+
 def truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -155,32 +214,32 @@ class CopilotAgent:
         self.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
         while self.turns < self.config.max_turns:
             message = await self._complete(tools)
-            calls = list(message.tool_calls or [])
+            text = _text_of(_field(message, "content"), self.turns)
+            calls = _calls_of(message, self.turns)
             if not calls:
-                answer = (message.content or "").strip()
-                self.messages.append({"role": "assistant", "content": message.content or ""})
+                answer = (text or "").strip()
+                self.messages.append({"role": "assistant", "content": text or ""})
                 if not answer:
+                    refusal = _field(message, "refusal")
+                    if isinstance(refusal, str) and refusal.strip():
+                        raise AgentError("no_answer", f"the model refused (turn {self.turns}): {truncate(refusal.strip(), 500)}")
                     raise AgentError("no_answer", f"the model replied with neither text nor a tool call (turn {self.turns})")
                 return answer
-            for call in calls:
-                if not call.id:
-                    call.id = f"call_{uuid.uuid4().hex[:12]}"
             self.messages.append(
                 {
                     "role": "assistant",
-                    "content": message.content,
+                    "content": text,
                     "tool_calls": [
-                        {
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.function.name, "arguments": call.function.arguments or "{}"},
-                        }
+                        {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
                         for call in calls
                     ],
                 }
             )
             for call in calls:
-                content = await self._call_tool(session, call.function.name, call.function.arguments)
+                if call.problem is not None:
+                    content = f"Error: {call.problem}"
+                else:
+                    content = await self._call_tool(session, call.name, call.arguments)
                 self.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         raise AgentError("max_turns", f"no final answer after {self.config.max_turns} model calls (--max-turns)")
 
@@ -218,21 +277,30 @@ class CopilotAgent:
         if not choices:
             raise AgentError("llm_error", f"{self.config.base_url} answered a chat completion with no choices (turn {self.turns})")
         self._log_usage(response)
-        return response.choices[0].message
+        message = _field(choices[0], "message")
+        if message is None:
+            raise AgentError("llm_error", f"{self.config.base_url} answered a choice without a message (turn {self.turns})")
+        return message
 
     def _log_usage(self, response: Any) -> None:
         usage = getattr(response, "usage", None)
-        input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        input_tokens = _token_count(_field(usage, "prompt_tokens") if usage is not None else 0)
+        output_tokens = _token_count(_field(usage, "completion_tokens") if usage is not None else 0)
+        if input_tokens is None or output_tokens is None:
+            # Counts no report can add up (negative, absurd, not numbers): this reply's usage is
+            # left out, not the task (it failed as "copilot_failed", and its answer was lost).
+            logger.warning("the model's usage counts are not usable (%r); this reply's usage is not counted", usage)
+            return
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         cost = self.price.cost(input_tokens, output_tokens) if self.price else None
         if cost is not None and self.cost is not None:
             self.cost += cost
         if self.on_usage is not None:
+            model = getattr(response, "model", None)
             self.on_usage(
                 Usage(
-                    model=getattr(response, "model", None) or self.config.model,
+                    model=model if isinstance(model, str) and model else self.config.model,
                     input_tokens=input_tokens,
                     output_tokens=output_tokens,
                     cost=cost,
@@ -256,7 +324,9 @@ class CopilotAgent:
         except MCPError as error:
             if error.code == CONNECTION_CLOSED:
                 raise AgentError("copilot_failed", f"the copilot process closed the connection during {name}") from None
-            return f"Error: {error.message}"
+            # Cut like any tool result: the copilot's message may quote what the model sent (a
+            # 2,000,000-character tool name came back whole).
+            return truncate(f"Error: {error.message}", self.config.max_tool_result_chars)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             raise AgentError("copilot_failed", f"the copilot process exited during {name}") from None
         return render_tool_result(result, self.config.max_tool_result_chars)

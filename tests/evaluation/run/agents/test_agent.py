@@ -194,3 +194,62 @@ async def test_a_web_page_instead_of_a_chat_completion_names_the_url_and_what_to
     assert str(error).startswith(f"{llm.base_url} answered something that is not a chat completion (str: '<html>")
     assert "check --base-url (an OpenAI-compatible API usually ends in /v1)" in str(error)
     assert isinstance(empty, AgentError) and str(empty) == f"{llm.base_url} answered a chat completion with no choices (turn 1)"
+
+
+def _completion(message: Any, usage: Any = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+async def test_replies_of_odd_shapes_are_read_or_refused_with_what_was_wrong() -> None:
+    # Each of these escaped the loop as a Python exception: the task failed as "copilot_failed" with
+    # an AttributeError or a pydantic error, and a final answer among them was lost.
+    odd_calls = [
+        {"id": "c1", "type": "function", "function": {"name": "route", "arguments": {"query": "echo"}}},  # an object
+        {"id": "c2", "type": "function", "function": {"arguments": "{}"}},  # no name
+        "route",  # not an object
+    ]
+    replies = [
+        Reply(body=_completion({"role": "assistant", "content": None, "tool_calls": odd_calls},
+                               usage={"prompt_tokens": 10, "completion_tokens": 5})),  # fmt: skip
+        # Text in parts, and usage no report can sum: the answer counts, that usage does not.
+        Reply(body=_completion({"role": "assistant", "content": [{"type": "text", "text": "the "}, {"type": "text", "text": "answer"}]},
+                               usage={"prompt_tokens": -1, "completion_tokens": 10**30})),  # fmt: skip
+    ]
+    usage: list[Usage] = []
+    with ScriptedOpenAI() as llm:
+        llm.push(*replies)
+        agent, calls, answer = await run_agent(llm, AgentConfig(model="m", base_url=llm.base_url), usage)
+        results = tool_results(llm.requests[-1])
+    assert answer == "the answer"
+    assert calls == [("route", {"query": "echo", "top_k": 5})]
+    assert results[1:] == [f"Error: tool call {n} of this message names no function (give 'function.name')" for n in (2, 3)]
+    assert (agent.input_tokens, agent.output_tokens) == (10, 5) and len(usage) == 1
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        (None, "answered a choice without a message (turn 1)"),
+        ({"role": "assistant", "content": 7}, "the model's message content is of type int, not text (turn 1)"),
+        ({"role": "assistant", "content": None, "tool_calls": {"id": "x"}}, "tool_calls is of type dict, not a list"),
+        ({"role": "assistant", "content": None, "refusal": "I cannot help with that."}, "the model refused (turn 1): I cannot help"),
+    ],
+)
+async def test_a_reply_no_loop_can_use_is_an_error_saying_what_was_wrong(message: Any, said: str) -> None:
+    with ScriptedOpenAI() as llm:
+        llm.push(Reply(body=_completion(message)))
+        _, _, error = await run_agent(llm, AgentConfig(model="m", base_url=llm.base_url), [])
+    assert isinstance(error, AgentError) and error.kind in ("llm_error", "no_answer") and said in str(error)
+
+
+async def test_a_protocol_error_of_the_copilot_is_cut_like_a_tool_result() -> None:
+    # An unknown tool named with 200,000 characters came back whole in the copilot's error message.
+    with ScriptedOpenAI() as llm:
+        llm.push(Reply(tool_calls=[ToolCall("n" * 200_000, {})]), Reply(content="done"))
+        _, _, answer = await run_agent(llm, AgentConfig(model="m", max_tool_result_chars=1000, base_url=llm.base_url), [])
+        [result] = tool_results(llm.requests[-1])
+    assert answer == "done" and result.startswith("Error: ") and len(result) < 1100
