@@ -91,7 +91,8 @@ def _decode_batch_line(raw: bytes, number: int) -> str:
     return line.removeprefix("\ufeff") if number == 1 else line
 
 
-def _parse_batch_line(line: str) -> str:
+def _parse_batch_line(line: str) -> tuple[str, list[str]]:
+    """The line's query, and the other keys it gives (which nothing reads)."""
     try:
         item = parse_json(line)
     except json.JSONDecodeError as error:
@@ -101,13 +102,14 @@ def _parse_batch_line(line: str) -> str:
     if not isinstance(item["query"], str):
         raise QueryError(f'"query" must be a string, not {type(item["query"]).__name__}')
     # "\ud800" is valid JSON but no UTF-8 text: echoed as it is, the answer line could not be written.
-    return without_lone_surrogates(item["query"])
+    return without_lone_surrogates(item["query"]), sorted(str(key) for key in item if key != "query")
 
 
 def run_batch(index: ToolIndex, path: Path, top_k: int, server: str | None, out: TextIO, err: TextIO) -> int:
     """One answer line per input line, in order; a bad line gets an ``error`` entry (and file:line on
     stderr), a blank one a ``skipped`` entry."""
     failures = 0
+    ignored: set[str] = set()
     if server is not None:
         index.search("check the server filter", top_k=1, server=server)  # an unknown name: one error, not one per line
     for number, raw in _batch_lines(path):
@@ -119,7 +121,15 @@ def run_batch(index: ToolIndex, path: Path, top_k: int, server: str | None, out:
                 # Nothing asked (a doubled last newline, say): answered, to keep one answer per line, not an error.
                 out.write(json.dumps({"query": None, "line": number, "skipped": "blank line"}) + "\n")
                 continue
-            query = _parse_batch_line(line)
+            query, others = _parse_batch_line(line)
+            for key in others:
+                if key not in ignored:  # once per key: a whole file of {"query", "top_k"} is one line
+                    ignored.add(key)
+                    print(
+                        f"{printable(str(path))}:{number}: {printable(key)!r} is not read: a line gives only \"query\" "
+                        "(--top-k and --server apply to every line)",
+                        file=err,
+                    )
             hits = index.search(query, top_k=top_k, server=server)
             answer = {"query": query, "results": [_hit_summary(h) for h in hits]}
         except QueryError as error:

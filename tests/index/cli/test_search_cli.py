@@ -171,11 +171,16 @@ def test_batch_keeps_order_and_answers_bad_lines(env_home: Path, tmp_path: Path,
 
 def test_clean_batch_exits_0(env_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     batch = tmp_path / "ok.jsonl"
-    batch.write_text(json.dumps({"query": "time zone"}) + "\n" + json.dumps({"query": "bar chart"}) + "\n", encoding="utf-8")
+    # A key other than "query" was ignored without a word: a per-line top_k read as if obeyed.
+    lines = [{"query": "time zone", "top_k": 5}, {"query": "bar chart", "top_k": 5, "server": "x"}]
+    batch.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     assert main(["search", "--batch", str(batch), "--top-k", "1"]) == 0
-    answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    captured = capsys.readouterr()
+    answers = [json.loads(line) for line in captured.out.splitlines()]
     assert [a["query"] for a in answers] == ["time zone", "bar chart"]
-    assert answers[1]["results"][0]["tool"] == "generate_bar_chart"
+    assert answers[1]["results"][0]["tool"] == "generate_bar_chart" and len(answers[0]["results"]) == 1
+    said = "is not read: a line gives only \"query\" (--top-k and --server apply to every line)"
+    assert captured.err.splitlines() == [f"{batch}:1: 'top_k' {said}", f"{batch}:2: 'server' {said}"]
 
 
 def test_batch_with_an_unknown_server_is_one_error(env_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
