@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
 from pathlib import Path
 
 from evaluation.json_files import read_json_model
@@ -14,22 +13,9 @@ from evaluation.report.plots import render_plots
 from evaluation.report.render import report_html, report_markdown
 from evaluation.judge.verdict_log import VerdictRecord
 from evaluation.trajectories import Trajectory
-from index.storage.atomic import temporary_beside
+from index.storage.atomic import write_atomic
 
 FORMATS = ("json", "md", "html")
-
-
-def atomic_write(path: Path, data: str | bytes) -> None:
-    tmp = temporary_beside(path)
-    try:
-        if isinstance(data, bytes):
-            tmp.write_bytes(data)
-        else:
-            tmp.write_text(data, encoding="utf-8")
-        tmp.replace(path)
-    finally:
-        with suppress(OSError):  # the directory may be what failed
-            tmp.unlink(missing_ok=True)
 
 
 def write_reports(
@@ -46,7 +32,7 @@ def write_reports(
     written: list[Path] = []
     if "json" in formats:
         path = out_dir / "report.json"
-        atomic_write(path, json.dumps(report.model_dump(mode="json"), indent=1, ensure_ascii=False) + "\n")
+        write_atomic(path, json.dumps(report.model_dump(mode="json"), indent=1, ensure_ascii=False) + "\n")
         written.append(path)
     if "md" in formats or "html" in formats:
         plots = render_plots(report)
@@ -54,15 +40,15 @@ def write_reports(
         if plots and "md" in formats:
             (out_dir / "plots").mkdir(exist_ok=True)
             for name, png in plots.items():
-                atomic_write(out_dir / "plots" / f"{name}.png", png)
+                write_atomic(out_dir / "plots" / f"{name}.png", png)
                 plot_files[name] = f"plots/{name}.png"
         if "md" in formats:
             path = out_dir / "report.md"
-            atomic_write(path, report_markdown(report, plot_files))
+            write_atomic(path, report_markdown(report, plot_files))
             written.append(path)
         if "html" in formats:
             path = out_dir / "report.html"
-            atomic_write(path, report_html(report, plots, trajectories, verdicts))
+            write_atomic(path, report_html(report, plots, trajectories, verdicts))
             written.append(path)
     return written
 

@@ -23,7 +23,8 @@ from typing import TypeVar
 from pydantic import BaseModel, Field
 
 from evaluation.json_files import JSONFileError, read_json_model, unreadable
-from evaluation.report.files import atomic_write, report_file
+from evaluation.report.files import report_file
+from index.storage.atomic import write_atomic
 from evaluation.report.models import Report
 from evaluation.report.plots import figure_png, literal, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, png_img
@@ -406,13 +407,13 @@ def write_leaderboard(board: Leaderboard, out: Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
         plot = figure_png(frontier_figure(board)) if any(getattr(e, board.axis) for e in board.entries) else None
         files = [out / "leaderboard.json", out / "leaderboard.md", out / "leaderboard.html"]
-        atomic_write(files[0], json.dumps(board.model_dump(mode="json", exclude={"entries": {"__all__": {"outcomes"}}}), indent=1) + "\n")
+        write_atomic(files[0], json.dumps(board.model_dump(mode="json", exclude={"entries": {"__all__": {"outcomes"}}}), indent=1) + "\n")
         plot_file = None
         if plot:
-            atomic_write(out / "leaderboard.png", plot)
+            write_atomic(out / "leaderboard.png", plot)
             plot_file = "leaderboard.png"
-        atomic_write(files[1], render_markdown(board, plot_file))
-        atomic_write(files[2], render_html(board, plot))
+        write_atomic(files[1], render_markdown(board, plot_file))
+        write_atomic(files[2], render_html(board, plot))
     except OSError as error:
         raise LeaderboardError(f"cannot write the leaderboard to {out} ({error.strerror or error}); pass --out DIR.") from None
     return files

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation.report.files import atomic_write
+from index.storage.atomic import write_atomic
 from evaluation.report.plots import figure_png, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, png_img
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
@@ -129,18 +129,18 @@ def write_repeats_reports(report: RepeatsReport, out_dir: Path, formats: Sequenc
     written = []
     if "json" in formats:
         path = out_dir / REPEATS_REPORT
-        atomic_write(path, json.dumps(report.model_dump(mode="json"), indent=1, ensure_ascii=False) + "\n")
+        write_atomic(path, json.dumps(report.model_dump(mode="json"), indent=1, ensure_ascii=False) + "\n")
         written.append(path)
     if "md" in formats or "html" in formats:
         plot = figure_png(pass_k_figure(report))
         plot_file = None
         if "md" in formats:
             (out_dir / "plots").mkdir(exist_ok=True)
-            atomic_write(out_dir / "plots" / "pass_k.png", plot)
+            write_atomic(out_dir / "plots" / "pass_k.png", plot)
             plot_file = "plots/pass_k.png"
-            atomic_write(out_dir / "repeats.md", _markdown(report, plot_file))
+            write_atomic(out_dir / "repeats.md", _markdown(report, plot_file))
             written.append(out_dir / "repeats.md")
         if "html" in formats:
-            atomic_write(out_dir / "repeats.html", _html(report, plot))
+            write_atomic(out_dir / "repeats.html", _html(report, plot))
             written.append(out_dir / "repeats.html")
     return written

@@ -16,7 +16,6 @@ import hashlib
 import json
 import zlib
 from collections.abc import Mapping
-from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from index.json_text import parse_json
 from index.errors import CatalogError
-from index.storage.atomic import temporary_beside
+from index.storage.atomic import write_atomic
 
 CATALOG_VERSION = 1
 
@@ -131,19 +130,10 @@ class Catalog(BaseModel):
         """Write atomically (a temp file, then rename); failures are a :class:`CatalogError`."""
         path = Path(path)
         text = self.model_dump_json(indent=1, exclude={"tools": {"__all__": {"content_hash"}}})
-        tmp = temporary_beside(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.suffix == ".gz":
-                tmp.write_bytes(gzip.compress(text.encode()))
-            else:
-                tmp.write_text(text + "\n", encoding="utf-8")
-            tmp.replace(path)
+            write_atomic(path, gzip.compress(text.encode()) if path.suffix == ".gz" else text + "\n")
         except OSError as error:
             raise CatalogError(f"{path}: cannot write the catalog ({error}).") from None
-        finally:
-            with suppress(OSError):  # the directory may be what failed
-                tmp.unlink(missing_ok=True)
         return path
 
 

@@ -38,19 +38,23 @@ def read_model(path: Path, model: type[Model]) -> Model | None:
         raise UnusableFile(reason, unreadable=error.undecodable) from None
 
 
-def temporary_beside(path: Path) -> Path:
+def _temporary_beside(path: Path) -> Path:
     """A name for the temporary file a writer renames over ``path``, its own: writers in other
     processes or threads saving the same file at once each rename their own (a shared name made
     all but one fail with "No such file or directory")."""
     return path.with_name(f"{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path`` (raises OSError)."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8) to a temporary file beside ``path``, then rename it over
+    ``path`` (raises OSError)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_beside(path)
+    tmp = _temporary_beside(path)
     try:
-        tmp.write_text(text, encoding="utf-8")
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
         tmp.replace(path)
     finally:
         with suppress(OSError):  # the directory may be what failed

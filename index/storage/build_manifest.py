@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from index.storage.atomic import UnusableFile, read_model, write_text_atomic
+from index.storage.atomic import UnusableFile, read_model, write_atomic
 from index.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ def write_manifest(path: Path, inputs: BuildInputs, signature: str, tools: int) 
         inputs=inputs, store_signature=signature, tools=tools, built_at=datetime.now(UTC).isoformat(timespec="seconds")
     )
     try:
-        write_text_atomic(path, json.dumps(manifest.model_dump(mode="json"), indent=1) + "\n")
+        write_atomic(path, json.dumps(manifest.model_dump(mode="json"), indent=1) + "\n")
     except OSError as error:
         logger.warning("cannot write the build manifest %s (%s); the next build checks the index in full", path, error)
 

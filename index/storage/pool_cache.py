@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from index.catalog.records import ToolRecord
-from index.storage.atomic import UnusableFile, read_model, write_text_atomic
+from index.storage.atomic import UnusableFile, read_model, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def pool_path(index_dir: Path) -> Path:
 def keep_pool(path: Path, servers: dict[str, KeptServer], build: str = "") -> None:
     """Keep ``servers`` (read from index build ``build``) for the next start; a failure is only logged."""
     try:
-        write_text_atomic(path, KeptPool(build=build, servers=servers).model_dump_json() + "\n")
+        write_atomic(path, KeptPool(build=build, servers=servers).model_dump_json() + "\n")
     except OSError as error:
         logger.debug("cannot keep route's pool in %s: %s", path, error)
 

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from index.json_text import parse_json
-from index.storage.atomic import write_text_atomic
+from index.storage.atomic import write_atomic
 from index.catalog.records import ToolRecord
 from index.trust import scan as scan_module
 from index.trust.scan import Finding, ScanContext, scan_tool
@@ -106,7 +106,7 @@ class ScanCache:
                 kept.setdefault(key, findings)
             document = {"version": CACHE_VERSION, "scanner": scanner_digest(), "entries": kept}
             try:
-                write_text_atomic(self.path, json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n")
+                write_atomic(self.path, json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n")
             except OSError as error:
                 logger.warning("cannot write the trust-scan cache %s (%s); the next build scans again", self.path, error)
                 return

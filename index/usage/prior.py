@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, Field, NonNegativeInt
 
 from index.errors import ConfigError
-from index.storage.atomic import UnusableFile, read_model, write_text_atomic
+from index.storage.atomic import UnusableFile, read_model, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def read_usage_prior(path: Path) -> UsagePrior | None:
 
 def write_usage_prior(prior: UsagePrior, path: Path) -> None:
     """Replace ``path`` with ``prior`` atomically (a copilot reading it meanwhile sees the old or the new one)."""
-    write_text_atomic(path, prior.model_dump_json(indent=1) + "\n")
+    write_atomic(path, prior.model_dump_json(indent=1) + "\n")
 
 
 _REBUILD = "learn it again with `python -m index usage`, or delete it to route without one"

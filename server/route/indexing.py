@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from index.storage.atomic import write_text_atomic
+from index.storage.atomic import write_atomic
 from index.json_text import parse_json
 from index.errors import CopilotError, IndexNotBuiltError
 from index.catalog.records import Catalog, ToolRecord, load_catalog
@@ -58,7 +58,7 @@ def _load_state(path: Path) -> dict[str, str]:
 
 def _save_state(path: Path, state: Mapping[str, str]) -> None:
     # A temporary file of this process's own: copilots sharing a home save it at the same time.
-    write_text_atomic(path, json.dumps(dict(sorted(state.items())), indent=1) + "\n")
+    write_atomic(path, json.dumps(dict(sorted(state.items())), indent=1) + "\n")
 
 
 def plan_indexing(
