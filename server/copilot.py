@@ -535,7 +535,13 @@ class Copilot:
     async def begin_session(self, log: SessionLog | None) -> None:
         """Write the session's ``session_start`` before its first tool call is logged."""
         if log is not None and not log.started:
-            info = await anyio.to_thread.run_sync(lambda: self.index_info(load=True), abandon_on_cancel=True)
+            try:
+                info = await anyio.to_thread.run_sync(lambda: self.index_info(load=True), abandon_on_cancel=True)
+            except anyio.get_cancelled_exc_class():
+                # The call waiting for it is cancelled, and still logs its entry: after its session's
+                # start, without the index's details.
+                log.begin(None)
+                raise
             log.begin(info)
 
     # -- servers ------------------------------------------------------------------------------
@@ -626,13 +632,10 @@ class Copilot:
         """Search; ``kind`` picks tools (default), prompts, resources or any; ``annotate`` may add
         to the answer before it is rendered (how to use each hit directly, see ``server.aggregate``).
         ``argument_error`` says what was wrong with the request's argument names (then nothing is searched)."""
-        start = time.perf_counter()
         try:
             await self.begin_session(log)
         except anyio.get_cancelled_exc_class():
-            if log is not None and not log.started:
-                log.begin(None)
-            self._route_cancelled(log, log.next_call_id() if log else "", query, start)
+            self._route_cancelled(log, log.next_call_id() if log else "", query, time.perf_counter())
             raise
         start = time.perf_counter()
         call_id = log.next_call_id() if log else ""
@@ -677,8 +680,7 @@ class Copilot:
 
     def _route_cancelled(self, log: SessionLog | None, call_id: str, query: Any, start: float) -> None:
         """A route the host cancelled (or the copilot's stop cut) is still one entry, counted as an error."""
-        why = f"the copilot is shutting down ({self.shutdown_reason})" if self.shutdown_reason else "the host cancelled it"
-        error = f"Route cancelled: {why}."
+        error = f"Route cancelled: {self._cancel_reason()}."
         self.telemetry.outcome(error=error, results=0)
         if log is not None:
             text_query = query.strip() if isinstance(query, str) else ""
@@ -1013,8 +1015,6 @@ class Copilot:
         except anyio.get_cancelled_exc_class():
             # Cancelled while waiting: still one entry, after its session's start (without those
             # details), counted as an error; such calls left no trace and counted as successes.
-            if log is not None and not log.started:
-                log.begin(None)
             cancelled = _ExecuteRecord(log, server_name, tool_name, params, self.telemetry)
             cancelled.write_error(self._cancelled_error(http=host.client_gone if host is not None else None))
             raise
@@ -1113,22 +1113,26 @@ class Copilot:
     def _cancelled_error(
         self, call: SuspendedCall | None = None, *, http: anyio.Event | None = None
     ) -> CallCancelledError:
+        why = self._cancel_reason(call, http=http)
+        return CallCancelledError(f"Call cancelled: {why}. The server's request was cancelled too.")
+
+    def _cancel_reason(self, call: SuspendedCall | None = None, *, http: anyio.Event | None = None) -> str:
+        """Why a call was cancelled, in words: the copilot's stop, the host, its HTTP request, or the
+        host's time to answer the server's question ran out."""
         if self.shutdown_reason is not None:
-            why = f"the copilot is shutting down ({self.shutdown_reason})"
-        elif http is not None and http.is_set():
-            why = "the HTTP client closed the request"
-        elif http is not None:
+            return f"the copilot is shutting down ({self.shutdown_reason})"
+        if http is not None and http.is_set():
+            return "the HTTP client closed the request"
+        if http is not None:
             # The transport may cancel the handler itself when the request's connection closes,
             # before the disconnect is seen: the two causes cannot always be told apart.
-            why = "the host cancelled it or closed its HTTP request"
-        elif call is not None and call.expired:
-            why = (
+            return "the host cancelled it or closed its HTTP request"
+        if call is not None and call.expired:
+            return (
                 f"the host did not answer the server's question within {self.settings.input_timeout:g}s "
                 "(COPILOT_INPUT_TIMEOUT)"
             )
-        else:
-            why = "the host cancelled it"
-        return CallCancelledError(f"Call cancelled: {why}. The server's request was cancelled too.")
+        return "the host cancelled it"
 
     async def _start_suspended(
         self, call: PreparedCall, host: HostLink, record: _ExecuteRecord

@@ -8,6 +8,9 @@ import json
 import math
 import os
 import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ from index.usage.learning import learn_usage
 from index.usage.prior import write_usage_prior
 from server.copilot import Copilot
 from server.route.indexing import STATE_FILE_NAME
-from server.trajectory.session_log import SessionLogs
+from server.trajectory.session_log import SessionLog, SessionLogs
 from tests.index.index_support import index_with_broken_model
 from tests.server.copilot_harness import (
     BROKEN_WRONG_TYPE,
@@ -507,6 +510,36 @@ async def test_the_results_left_out_are_counted_within_top_k(
     assert "(4 more result(s) scored far below these and were left out.)" in routed[2].content[0].text
 
 
+@contextmanager
+def _index_details_held(copilot: Copilot) -> Iterator[anyio.Event]:
+    """The first call of a session waits for the index's details (``begin_session``); held (in the
+    worker thread that reads them) until the block ends. The event is set once the wait began."""
+    waiting, release = anyio.Event(), threading.Event()
+
+    def held(load: bool = False) -> None:
+        anyio.from_thread.run_sync(waiting.set)
+        release.wait(60)
+
+    copilot.index_info = held  # type: ignore[method-assign]
+    try:
+        yield waiting
+    finally:
+        release.set()
+
+
+async def _cancelled_once_waiting(
+    copilot: Copilot, settings: Any, call: Callable[[SessionLog], Awaitable[Any]], waiting: anyio.Event
+) -> Path:
+    """Run ``call`` with a fresh session log, cancel it once ``waiting`` is set; the log's path."""
+    log = SessionLogs(settings, copilot_version="test", index_info=copilot.index_info).open("s", None)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, log)
+            await waiting.wait()
+            group.cancel_scope.cancel()
+    return log.path
+
+
 async def test_an_execute_cancelled_while_its_session_starts_is_logged_and_counted_as_cancelled(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
@@ -515,22 +548,13 @@ async def test_an_execute_cancelled_while_its_session_starts_is_logged_and_count
     # it then left no trajectory entry, and status counted it as a success.
     home, servers = _alpha_only(built_index, tmp_path)
     settings = copilot_settings(home, tmp_path, auto_index=False)
-    waiting = anyio.Event()
-
-    async def slow_begin(log: Any) -> None:  # the wait for the index's details, cut to its essence
-        waiting.set()
-        await anyio.sleep_forever()
-
     async with Copilot.running(settings, servers, start_now=True) as copilot:
-        copilot.begin_session = slow_begin  # type: ignore[method-assign]
-        log = SessionLogs(settings, copilot_version="test", index_info=copilot.index_info).open("s", None)
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as group:
-                group.start_soon(copilot.execute, "alpha", "echo", {"text": "hi"}, None, None, log)
-                await waiting.wait()
-                group.cancel_scope.cancel()
+        with _index_details_held(copilot) as waiting:
+            path = await _cancelled_once_waiting(
+                copilot, settings, lambda log: copilot.execute("alpha", "echo", {"text": "hi"}, None, None, log), waiting
+            )
         counts = dict(copilot.telemetry.counts)
-    events = read_events(log.path)
+    events = read_events(path)
     assert [event.event for event in events] == ["session_start", "execute"]
     assert events[1].error_kind == "cancelled" and (events[1].server, events[1].tool) == ("alpha", "echo")
     assert (counts["execute"], counts["execute_errors"]) == (1, 1)
@@ -543,28 +567,26 @@ async def test_a_route_the_host_cancels_is_logged_and_counted_as_cancelled(
     while_: str,
 ) -> None:
     # A cancelled route left no trajectory entry: the agent's search vanished from its log.
-    home = copy_home(built_index, tmp_path / "home")
-    servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
+    home, servers = _alpha_only(built_index, tmp_path)
     settings = copilot_settings(home, tmp_path, auto_index=False)
-    waiting = anyio.Event()
+    searching = anyio.Event()
 
     async def stuck(*args: Any, **kwargs: Any) -> None:
-        waiting.set()
+        searching.set()
         await anyio.sleep_forever()
+
+    def route(log: SessionLog) -> Awaitable[Any]:
+        return copilot.route("echo some text", 3, None, log)
 
     async with Copilot.running(settings, servers, start_now=True) as copilot:
         if while_ == "session_start":
-            copilot.begin_session = stuck  # type: ignore[method-assign]
+            with _index_details_held(copilot) as waiting:
+                path = await _cancelled_once_waiting(copilot, settings, route, waiting)
         else:
             copilot._route = stuck  # type: ignore[method-assign]
-        log = SessionLogs(settings, copilot_version="test", index_info=copilot.index_info).open("s", None)
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as group:
-                group.start_soon(copilot.route, "echo some text", 3, None, log)
-                await waiting.wait()
-                group.cancel_scope.cancel()
+            path = await _cancelled_once_waiting(copilot, settings, route, searching)
         counts = dict(copilot.telemetry.counts)
-    events = read_events(log.path)
+    events = read_events(path)
     assert [event.event for event in events] == ["session_start", "route"]
     assert events[1].query == "echo some text" and events[1].results == []
     assert events[1].error == "Route cancelled: the host cancelled it."
