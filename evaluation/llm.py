@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import httpx
 import openai
 from pydantic import BaseModel, Field
 
 from index.errors import CopilotError
+from server.trajectory.records import MAX_TOKENS
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +156,28 @@ async def probe_endpoint(base_url: str, api_key: str | None, timeout: float = 10
         logger.debug("probe of %s answered no model list (%s); treating the endpoint as reachable", base_url, error)
     finally:
         await client.close()
+
+
+def reply_field(item: Any, name: str) -> Any:
+    """``item.name`` of a parsed reply, or ``item[name]`` where the ``openai`` client kept a part as a
+    dict (it keeps what does not fit its model unvalidated)."""
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def usage_counts(usage: Any) -> tuple[int, int] | None:
+    """(prompt, completion) tokens of a reply's ``usage``, (0, 0) without one; ``None`` when a count
+    is none a report can sum (negative, absurd, not a number): an endpoint's bad usage must cost
+    that usage, not the request (``int("n/a")`` failed it with a traceback)."""
+    counts = []
+    for name in ("prompt_tokens", "completion_tokens"):
+        try:
+            count = int((reply_field(usage, name) if usage is not None else 0) or 0)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if not 0 <= count <= MAX_TOKENS:
+            return None
+        counts.append(count)
+    return counts[0], counts[1]
 
 
 def describe_api_error(error: Exception, base_url: str) -> str:

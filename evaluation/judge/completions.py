@@ -26,7 +26,9 @@ from evaluation.llm import (
     describe_api_error,
     describe_unreadable_body,
     probe_endpoint,
+    reply_field,
     request_deadline,
+    usage_counts,
 )
 
 logger = logging.getLogger(__name__)
@@ -143,14 +145,17 @@ class CompletionService:
             self._fatal = error  # the URL serves something else: every request would get the same
             raise
         self._refusals_in_a_row = 0
-        usage = getattr(response, "usage", None)
+        counts = usage_counts(getattr(response, "usage", None))
+        if counts is None:
+            logger.warning("the judge model's usage counts are not usable; this reply's tokens are not counted")
+        input_tokens, output_tokens = counts or (0, 0)
         choices = getattr(response, "choices", None) or [None]
         completion = Completion(
             text=text,
-            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
             latency_ms=latency_ms,
-            cut=getattr(choices[0], "finish_reason", None) == "length",
+            cut=reply_field(choices[0], "finish_reason") == "length",
         )
         if self.cache is not None:
             self.cache.put(
@@ -183,7 +188,7 @@ def _reply_text(response: object, base_url: str, model: str) -> str:
     error = getattr(response, "error", None)
     if not choices and error is not None:
         # HTTP 200 with an error object (a gateway whose upstream failed): this request failed.
-        message = error.get("message") if isinstance(error, dict) else getattr(error, "message", None)
+        message = reply_field(error, "message")
         shown = " ".join(str(message if message is not None else error).split())[:300]
         raise LLMError(
             f"{base_url} answered with an error instead of a completion (model {model!r}): {shown}; "

@@ -29,10 +29,10 @@ from pydantic import BaseModel, Field
 from index.json_text import parse_json
 from evaluation.run.agents.bounded_log import LogCut
 from evaluation.run.task_setup.copilot_launch import CopilotLaunch
-from evaluation.llm import UNREADABLE_BODY_ERRORS, describe_api_error, describe_unreadable_body
+from evaluation.llm import UNREADABLE_BODY_ERRORS, describe_api_error, describe_unreadable_body, reply_field, usage_counts
 from evaluation.run.models import ErrorKind, ModelPrice
 from index.errors import CopilotError
-from server.trajectory.records import MAX_TOKENS, Usage
+from server.trajectory.records import Usage
 
 logger = logging.getLogger(__name__)
 
@@ -116,21 +116,6 @@ def render_tool_result(result: CallToolResult, limit: int) -> str:
     return truncate(text, limit)
 
 
-def _field(item: Any, name: str) -> Any:
-    """``item.name`` of a parsed reply, or ``item[name]`` where the client kept a part as a dict
-    (it keeps what does not fit its model unvalidated)."""
-    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
-
-
-def _token_count(value: Any) -> int | None:
-    """A usage count as an int, ``None`` when it is none a report can sum."""
-    try:
-        count = int(value or 0)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return count if 0 <= count <= MAX_TOKENS else None
-
-
 class ModelCall(BaseModel):
     """One tool call of the model, read defensively: ``problem`` says what made it uncallable."""
 
@@ -145,24 +130,24 @@ def _text_of(content: Any, turn: int) -> str | None:
     if content is None or isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(str(_field(part, "text") or "") for part in content if _field(part, "type") in (None, "text"))
+        return "".join(str(reply_field(part, "text") or "") for part in content if reply_field(part, "type") in (None, "text"))
     raise AgentError("llm_error", f"the model's message content is of type {type(content).__name__}, not text (turn {turn})")
 
 
 def _calls_of(message: Any, turn: int) -> list[ModelCall]:
     """The message's tool calls; one that cannot be called carries its ``problem`` for the model."""
-    raw = _field(message, "tool_calls")
+    raw = reply_field(message, "tool_calls")
     if raw is None:
         return []
     if not isinstance(raw, list):
         raise AgentError("llm_error", f"the model's tool_calls is of type {type(raw).__name__}, not a list (turn {turn})")
     calls = []
     for number, call in enumerate(raw, 1):
-        call_id = _field(call, "id")
+        call_id = reply_field(call, "id")
         call_id = call_id if isinstance(call_id, str) and call_id else f"call_{uuid.uuid4().hex[:12]}"
-        function = _field(call, "function")
-        name = _field(function, "name") if function is not None else None
-        arguments = _field(function, "arguments") if function is not None else None
+        function = reply_field(call, "function")
+        name = reply_field(function, "name") if function is not None else None
+        arguments = reply_field(function, "arguments") if function is not None else None
         problem = None
         if not isinstance(name, str) or not name:
             problem, name = f"tool call {number} of this message names no function (give 'function.name')", str(name or "")
@@ -214,13 +199,13 @@ class CopilotAgent:
         self.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
         while self.turns < self.config.max_turns:
             message = await self._complete(tools)
-            text = _text_of(_field(message, "content"), self.turns)
+            text = _text_of(reply_field(message, "content"), self.turns)
             calls = _calls_of(message, self.turns)
             if not calls:
                 answer = (text or "").strip()
                 self.messages.append({"role": "assistant", "content": text or ""})
                 if not answer:
-                    refusal = _field(message, "refusal")
+                    refusal = reply_field(message, "refusal")
                     if isinstance(refusal, str) and refusal.strip():
                         raise AgentError("no_answer", f"the model refused (turn {self.turns}): {truncate(refusal.strip(), 500)}")
                     raise AgentError("no_answer", f"the model replied with neither text nor a tool call (turn {self.turns})")
@@ -277,20 +262,20 @@ class CopilotAgent:
         if not choices:
             raise AgentError("llm_error", f"{self.config.base_url} answered a chat completion with no choices (turn {self.turns})")
         self._log_usage(response)
-        message = _field(choices[0], "message")
+        message = reply_field(choices[0], "message")
         if message is None:
             raise AgentError("llm_error", f"{self.config.base_url} answered a choice without a message (turn {self.turns})")
         return message
 
     def _log_usage(self, response: Any) -> None:
         usage = getattr(response, "usage", None)
-        input_tokens = _token_count(_field(usage, "prompt_tokens") if usage is not None else 0)
-        output_tokens = _token_count(_field(usage, "completion_tokens") if usage is not None else 0)
-        if input_tokens is None or output_tokens is None:
+        counts = usage_counts(usage)
+        if counts is None:
             # Counts no report can add up (negative, absurd, not numbers): this reply's usage is
             # left out, not the task (it failed as "copilot_failed", and its answer was lost).
             logger.warning("the model's usage counts are not usable (%r); this reply's usage is not counted", usage)
             return
+        input_tokens, output_tokens = counts
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         cost = self.price.cost(input_tokens, output_tokens) if self.price else None

@@ -505,3 +505,12 @@ async def test_human_labels_inside_a_livemcpbench_file_are_used(llm: ScriptedOpe
     summary = await judge_paths([bench], options(llm, tmp_path))
     report = json.loads((summary.out_dir / "report.json").read_text())
     assert report["human_agreement"] == pytest.approx(0.5) and report["human"]["false_failures"] == ["L2"]
+
+
+async def test_usage_counts_no_report_can_sum_cost_the_usage_not_the_verdict(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    # int("n/a") on the reply's usage failed the request with a traceback after a good answer.
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "usage": {"prompt_tokens": "n/a"},
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Status: success"}, "finish_reason": "stop"}]}  # fmt: skip
+    llm.handler = lambda request: Reply(body=body)
+    summary = await judge_paths([_logs(tmp_path, "t1")], _options(llm, tmp_path))
+    assert summary.fatal is None and not summary.errors and summary.success == 1
