@@ -31,6 +31,7 @@ import anyio.abc
 from server.aggregate.coalesce import Coalescer
 from server.aggregate.notify import Broadcaster
 from server.bounded import shown_name
+from server.keyed_locks import KeyedLocks
 from server.pool.sessions import RELIST_INTERVAL, PoolListener
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class ResourceSubscriptions(PoolListener):
         #: The child resources the children are subscribed to now (as far as the copilot asked).
         self._at_child: set[Target] = set()
         #: Per child resource being changed: whose turn it is to talk to the child about it.
-        self._turns: dict[Target, anyio.Lock] = {}
+        self._turns: KeyedLocks[Target] = KeyedLocks()
         self.updates: Coalescer[Target] = Coalescer(
             self._deliver,
             task_group,
@@ -115,15 +116,8 @@ class ResourceSubscriptions(PoolListener):
         """One subscribe or unsubscribe at a time per child resource, so the child's state
         (``_at_child``) follows the hosts' subscriptions in the order they changed: an unsubscribe
         still on its way must not land after a later subscribe of another host."""
-        lock = self._turns.setdefault(target, anyio.Lock())
-        try:
-            async with lock:
-                yield
-        finally:
-            # Released with nobody waiting (a waiter is handed the lock, so it stays locked).
-            idle = not lock.locked() and not lock.statistics().tasks_waiting
-            if idle and target not in self._refs and target not in self._at_child and self._turns.get(target) is lock:
-                del self._turns[target]
+        async with self._turns.hold(target, keep=lambda: target in self._refs or target in self._at_child):
+            yield
 
     async def _settle(self, target: Target) -> None:
         """Unsubscribe at the child if no host holds ``target`` any more (called in its turn)."""

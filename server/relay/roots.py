@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 import anyio
 import mcp_types as types
 
+from server.keyed_locks import KeyedLocks
 from server.relay.host import HostLink
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class Roots:
         self._by_host: dict[Hashable, list[types.Root]] = {}
         self._latest: list[types.Root] | None = None
         #: One question at a time per connection: a host slow to answer delays its own calls only.
-        self._asking: dict[Hashable, anyio.Lock] = {}
+        self._asking: KeyedLocks[Hashable] = KeyedLocks()
         #: Connections that let ``roots/list`` go unanswered: not asked again until their roots change,
         #: or every call of theirs to a ``works_in: roots`` server would wait the whole timeout again.
         self._unanswered: set[Hashable] = set()
@@ -104,32 +105,27 @@ class Roots:
             return list(cached)
         if key in self._unanswered:
             return None
-        lock = self._asking.setdefault(key, anyio.Lock())
-        try:
-            async with lock:
-                cached = self._by_host.get(key)
-                if cached is not None:
-                    return list(cached)
-                if key in self._unanswered:
-                    return None
-                answer: types.InputResponse | types.ErrorData | None = None
-                with anyio.move_on_after(self.ask_timeout):
-                    answer = await host.ask(request)
-                if answer is None:
-                    if host.connection is not None and key not in self._unanswered:
-                        host.connection.exit_stack.callback(self._unanswered.discard, key)
-                    self._unanswered.add(key)
-                    logger.warning(
-                        "%s did not answer roots/list within %gs (COPILOT_INPUT_TIMEOUT); it is not asked again until "
-                        "it says its roots changed, and its 'works_in: roots' servers run in the roots known otherwise",
-                        host.describe, self.ask_timeout,
-                    )
-                    return None
-                if not isinstance(answer, types.ListRootsResult):
-                    logger.info("%s did not list its roots: %s", host.describe, getattr(answer, "message", answer))
-                    return None
-                self.remember(host, answer.roots)
-                return list(answer.roots)
-        finally:
-            if not lock.locked() and not lock.statistics().tasks_waiting:
-                self._asking.pop(key, None)
+        async with self._asking.hold(key):
+            cached = self._by_host.get(key)
+            if cached is not None:
+                return list(cached)
+            if key in self._unanswered:
+                return None
+            answer: types.InputResponse | types.ErrorData | None = None
+            with anyio.move_on_after(self.ask_timeout):
+                answer = await host.ask(request)
+            if answer is None:
+                if host.connection is not None and key not in self._unanswered:
+                    host.connection.exit_stack.callback(self._unanswered.discard, key)
+                self._unanswered.add(key)
+                logger.warning(
+                    "%s did not answer roots/list within %gs (COPILOT_INPUT_TIMEOUT); it is not asked again until "
+                    "it says its roots changed, and its 'works_in: roots' servers run in the roots known otherwise",
+                    host.describe, self.ask_timeout,
+                )
+                return None
+            if not isinstance(answer, types.ListRootsResult):
+                logger.info("%s did not list its roots: %s", host.describe, getattr(answer, "message", answer))
+                return None
+            self.remember(host, answer.roots)
+            return list(answer.roots)
