@@ -20,14 +20,11 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from index.settings import CopilotSettings
-from index.storage.file_lock import LockBusyError, exclusive_lock
+from index.storage.file_lock import exclusive_lock
 
 LOCK_FILE = "write.lock"
 #: Seconds a writer waits for another one: a full build of a large catalog on a slow machine.
 WRITE_LOCK_WAIT = 1800.0
-
-#: The error a writer that waited too long gets.
-IndexBusyError = LockBusyError
 
 _held = threading.local()
 

@@ -15,7 +15,8 @@ from tests.index.index_support import make_catalog, make_records, open_index
 from index.settings import CopilotSettings
 from index.storage.build import build_index
 from index.storage.build_report import BuildReport
-from index.storage.write_lock import IndexBusyError, index_write_lock
+from index.storage.file_lock import LockBusyError
+from index.storage.write_lock import index_write_lock
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -51,13 +52,13 @@ async def test_a_second_build_waits_for_the_writer_then_leaves_exactly_its_own_c
 
 
 def test_a_writer_that_waits_too_long_is_told_who_holds_the_index(tmp_path: Path) -> None:
-    errors: list[IndexBusyError] = []
+    errors: list[LockBusyError] = []
 
     def second_writer() -> None:
         try:
             with index_write_lock(tmp_path, wait=0.3):
                 pass
-        except IndexBusyError as error:
+        except LockBusyError as error:
             errors.append(error)
 
     with index_write_lock(tmp_path), index_write_lock(tmp_path):  # re-entrant in one thread
