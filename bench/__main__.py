@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from index.errors import CopilotError
+
 BENCHMARKS = {
     "retrieval": "bench.retrieval",  # route quality on every query kind: BM25 / dense / two-level / hybrids, models, CV
     "startup": "bench.startup",  # time to the first good route: lexical-first vs waiting for the model
@@ -54,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except CopilotError as error:  # bad input a benchmark reads (a data file, a setting): said, no traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     return status
 
 

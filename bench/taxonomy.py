@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.parse_args(argv)  # no options: --help, or an error for anything else
     cases, descriptions = load_labelled_set(LABELLED)
+    if not cases:
+        print(f"error: {LABELLED} labels no trajectory that is present; nothing to measure.", file=sys.stderr)
+        return 2
     samples = "with" if sample_file().is_file() else "WITHOUT (not present)"
     print(f"labelled set: {len(cases)} trajectories, {samples} LiveMCPBench's sample trajectories")
     baseline = measure(cases, None)
@@ -46,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         results[threshold] = measure(cases, check)
         marker = "  <- default" if threshold == DEFAULT_THRESHOLD else ""
         r = results[threshold]
-        ratio = r.accuracy / baseline.accuracy if baseline.accuracy else float("inf")
-        print(f"threshold {threshold:.2f}: {r.correct}/{r.n} = {r.accuracy:.0%} ({ratio:.2f}x baseline){marker}")
+        ratio = f"{r.accuracy / baseline.accuracy:.2f}x baseline" if baseline.accuracy else "the baseline got none right"
+        print(f"threshold {threshold:.2f}: {r.correct}/{r.n} = {r.accuracy:.0%} ({ratio}){marker}")
     chosen = results[DEFAULT_THRESHOLD]
     print("confusion at the default (labelled -> classified):")
     for key, count in chosen.confusion.items():

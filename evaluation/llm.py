@@ -82,6 +82,10 @@ def resolve_llm_settings(
         return None
 
     models = split_models(model or from_env("model"))
+    repeated = next((name for index, name in enumerate(models) if name in models[:index]), None)
+    if repeated is not None:
+        # A jury member listed twice would vote twice: a tie of a,b becomes a majority of a,b,a.
+        raise LLMError(f"{model_flag}: {repeated!r} is listed twice; list each model once (each votes once).")
     if require_model and not models:
         hint = " or ".join(names["model"]) or "an environment variable"
         listed = " (a comma-separated list makes a jury)" if jury else ""

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 logger = logging.getLogger(__name__)
 
@@ -22,9 +22,11 @@ logger = logging.getLogger(__name__)
 class CachedCompletion(BaseModel):
     model: str
     text: str | None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_ms: float = 0.0
+    # Bounded: a garbled entry's NaN would be written to the verdict log as null, which no
+    # later run could read back (the task judged again on every run).
+    input_tokens: int = Field(0, ge=0)
+    output_tokens: int = Field(0, ge=0)
+    latency_ms: float = Field(0.0, ge=0, allow_inf_nan=False)
     #: Cut at the model's output limit (``finish_reason: length``); absent in older entries.
     cut: bool = False
 

@@ -3,6 +3,8 @@ model, parsed strictly, combined by majority when several judges form a jury."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Sequence
 
@@ -14,6 +16,7 @@ from evaluation.judge.options import JudgeOptions
 from evaluation.judge.prompts import (
     KEY_POINTS_RETRY_MESSAGE,
     RETRY_MESSAGE,
+    described_tools,
     judge_messages,
     key_point_messages,
     prompt_hash,
@@ -35,6 +38,17 @@ class Job(BaseModel):
     category: str
     steps: list[str]
     trajectory: Trajectory
+
+    def inputs_hash(self, descriptions: ToolDescriptions) -> str:
+        """Identifies everything the judge is given for this task: the trajectory, and the task
+        list's question and key points and the tool descriptions, which can change without it."""
+        payload = {
+            "trajectory": self.trajectory.content_hash(),
+            "question": self.question,
+            "steps": self.steps,
+            "tools": described_tools(self.trajectory.calls, descriptions),
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def majority(votes: Sequence[Verdict]) -> Verdict:
@@ -151,6 +165,7 @@ class Judge:
             judges=cast_votes,
             config_hash=self.options.config_hash(),
             trajectory_hash=job.trajectory.content_hash(),
+            inputs_hash=job.inputs_hash(self.descriptions),
             sources=job.trajectory.sources,
         )
 

@@ -352,6 +352,16 @@ def _read_inputs(paths: list[Path], options: JudgeOptions, summary: JudgeSummary
     )
 
 
+def _is_current(record: VerdictRecord, config: str, inputs: _Inputs, jobs: dict[str, Job]) -> bool:
+    """Whether ``record`` is a verdict on what a judge with ``config`` would be given now."""
+    trajectory = inputs.loaded.trajectories.get(record.task_id)
+    if record.config_hash != config or trajectory is None or record.trajectory_hash != trajectory.content_hash():
+        return False
+    job = jobs.get(record.task_id)
+    # Verdicts of earlier versions carry no inputs hash: their trajectory's decides alone.
+    return job is None or record.inputs_hash is None or record.inputs_hash == job.inputs_hash(inputs.descriptions)
+
+
 async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> JudgeSummary:
     """Judge every trajectory under ``paths``, append to ``verdicts.jsonl`` and write the reports.
 
@@ -370,13 +380,8 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         log = VerdictLog(summary.out_dir / VERDICTS_FILE)
         log.set_aside_damaged()  # warned about once, here, not on every later run
         config = options.config_hash()
-        done = {
-            record.task_id
-            for record in latest_by_task(log.read()).values()
-            if record.config_hash == config
-            and record.task_id in inputs.loaded.trajectories
-            and record.trajectory_hash == inputs.loaded.trajectories[record.task_id].content_hash()
-        }
+        jobs = {job.task_id: job for job in inputs.jobs}
+        done = {record.task_id for record in latest_by_task(log.read()).values() if _is_current(record, config, inputs, jobs)}
         todo = [job for job in inputs.jobs if job.task_id not in done]
         summary.resumed = len(inputs.jobs) - len(todo)
         await _judge_jobs(todo, options, inputs, log, summary)
@@ -384,10 +389,10 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
             # A report now would count every task the endpoint never saw as a failure: write
             # none; the verdicts so far are in verdicts.jsonl and a rerun continues from them.
             return summary
+        # Only verdicts on what the judge would be given now: a task whose re-judging failed is
+        # not judged, not counted with the verdict on its earlier trajectory or question.
         verdicts = {
-            record.task_id: record
-            for record in latest_by_task(log.read()).values()
-            if record.config_hash == config and record.task_id in inputs.loaded.trajectories
+            record.task_id: record for record in latest_by_task(log.read()).values() if _is_current(record, config, inputs, jobs)
         }
         diagnoses = await _diagnoses(inputs, verdicts, options)
         built = _build(inputs, verdicts, options, summary, diagnoses)

@@ -123,7 +123,8 @@ def _numbered(items: Sequence[str]) -> str:
     return "\n".join(f"{number}. {item}" for number, item in enumerate(items, 1))
 
 
-def _descriptions(calls: Sequence[ToolCall], descriptions: ToolDescriptions) -> str:
+def described_tools(calls: Sequence[ToolCall], descriptions: ToolDescriptions) -> str:
+    """The descriptions of the tools ``calls`` executed, as the judge is shown them."""
     blocks: list[str] = []
     seen: set[tuple[str, str]] = set()
     for call in calls:
@@ -191,7 +192,7 @@ def judge_messages(
         key_points=_numbered(key_points),
         response=response,
         tool_calls=history or "(no tool calls)",
-        tool_descriptions=_descriptions(trajectory.calls, descriptions),
+        tool_descriptions=described_tools(trajectory.calls, descriptions),
     )
     if trajectory.workspace:
         text += f"\nFiles Created or Changed by the Task:\n{_workspace(trajectory.workspace)}\n"

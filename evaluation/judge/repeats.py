@@ -53,6 +53,12 @@ def repeat_directories(paths: Sequence[Path], as_repeats: bool) -> list[Path] | 
             raise JudgeError(f"--repeats: each PATH must be a run directory; not a directory: {', '.join(missing)}.")
         if len(paths) < 2:
             raise JudgeError("--repeats: give two or more run directories of the same agent (one per repeat).")
+        seen: dict[Path, Path] = {}
+        for path in paths:
+            earlier = seen.setdefault(path.resolve(), path)
+            if earlier is not path:
+                # One run counted twice would look like a perfectly consistent agent.
+                raise JudgeError(f"--repeats: {earlier} and {path} are the same run directory; give each repeat once.")
         return list(paths)
     if len(paths) == 1 and paths[0].is_dir():
         return read_repeats(paths[0])

@@ -62,6 +62,8 @@ class VerdictRecord(BaseModel):
     #: What the verdict depends on; a rerun re-judges a task only when one of these changed.
     config_hash: str
     trajectory_hash: str
+    #: :meth:`Job.inputs_hash`; absent from verdicts of earlier versions (then the trajectory's decides).
+    inputs_hash: str | None = None
     sources: list[str] = Field(default_factory=list)
     ts: str = Field(default_factory=utc_now)
 

@@ -22,7 +22,8 @@ class LabelledCase(BaseModel):
 class Measurement(BaseModel):
     n: int
     correct: int
-    accuracy: float
+    #: ``None`` over no cases (undefined, not 0%).
+    accuracy: float | None
     #: (expected, predicted) -> count
     confusion: dict[str, int] = Field(default_factory=dict)
     mistakes: list[str] = Field(default_factory=list)
@@ -44,7 +45,7 @@ def measure(cases: Sequence[LabelledCase], check: CapabilityCheck | None) -> Mea
     return Measurement(
         n=len(cases),
         correct=correct,
-        accuracy=correct / len(cases) if cases else 0.0,
+        accuracy=correct / len(cases) if cases else None,
         confusion=dict(sorted(confusion.items())),
         mistakes=mistakes,
         predictions=predictions,

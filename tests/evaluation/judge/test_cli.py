@@ -126,6 +126,18 @@ def test_missing_path_and_missing_model(
     assert code == 2 and "no model given: pass --model" in capsys.readouterr().err
 
 
+def test_a_jury_member_or_a_repeat_given_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = _two_days(tmp_path)
+    code = main([str(runs[0]), "--base-url", "http://127.0.0.1:9/v1", "--model", "a, b,a"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--model: 'a' is listed twice" in err and "Traceback" not in err
+    twice = [str(runs[0]), str(runs[1]), f"{runs[0]}/"]
+    code = main([*twice, "--repeats", "--out", str(tmp_path / "both"), *_common(tmp_path, "http://127.0.0.1:9/v1")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--repeats: {runs[0]} and {runs[0]} are the same run directory" in err
+    assert not (tmp_path / "both").exists()
+
+
 class _HangUpServer:
     """A TCP endpoint that accepts each connection and closes it at once, counting them."""
 

@@ -267,6 +267,55 @@ async def test_a_changed_trajectory_is_judged_again(llm: ScriptedOpenAI, tmp_pat
     assert summary.judged_now == 1 and len(llm.requests) == 2
 
 
+async def test_a_changed_trajectory_whose_rejudging_fails_is_not_counted_with_its_old_verdict(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
+    logs = _logs(tmp_path, "t1", "t2")
+    llm.handler = lambda request: Reply(content="Status: success")
+    await judge_paths([logs], _options(llm, tmp_path))
+    write_copilot_log(logs / "t1.jsonl", "t1", "question t1", answer="I could not do it")
+    llm.handler = lambda request: Reply(status=500)
+    summary = await judge_paths([logs], _options(llm, tmp_path, max_retries=0))
+    assert [failed.task_id for failed in summary.errors] == ["t1"]
+    report = json.loads((summary.out_dir / "report.json").read_text())
+    assert report["not_judged"] == ["t1"] and report["success"] == 1
+    assert [row["task_id"] for row in report["tasks"] if row.get("verdict") == "success"] == ["t2"]
+
+
+async def test_a_corrected_task_list_question_or_key_points_is_judged_again(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", None, executes=[{"server": "s", "tool": "t"}])  # the log has only the id
+    write_tasks(tmp_path / "tasks.json", [task_entry("t1", "Save it to /root/docs/", steps="1. write /root/docs/r.txt")])
+    llm.handler = lambda request: Reply(content="Status: success")
+    await judge_paths([logs], _options(llm, tmp_path))
+    unchanged = await judge_paths([logs], _options(llm, tmp_path))
+    assert (unchanged.resumed, unchanged.judged_now) == (1, 0)
+    write_tasks(tmp_path / "tasks.json", [task_entry("t1", "Save it to /root/word/", steps="1. write /root/docs/r.txt")])
+    question = await judge_paths([logs], _options(llm, tmp_path))
+    write_tasks(tmp_path / "tasks.json", [task_entry("t1", "Save it to /root/word/", steps="1. write /root/word/r.txt")])
+    steps = await judge_paths([logs], _options(llm, tmp_path))
+    assert (question.judged_now, steps.judged_now) == (1, 1)
+    assert "/root/word/r.txt" in last_user_text(llm.requests[-1])
+    assert verdict_lines(tmp_path / "out" / "verdicts.jsonl")[-1]["question"] == "Save it to /root/word/"
+
+
+@pytest.mark.parametrize("garbled", [{"latency_ms": float("nan")}, {"latency_ms": float("inf")}, {"input_tokens": -5}])
+async def test_a_garbled_cache_entry_is_asked_again_not_written_to_the_verdicts(
+    llm: ScriptedOpenAI, tmp_path: Path, garbled: dict
+) -> None:
+    logs = _logs(tmp_path, "t1")
+    llm.handler = lambda request: Reply(content="Status: success")
+    await judge_paths([logs], _options(llm, tmp_path))
+    for entry in (tmp_path / "cache").rglob("*.json"):
+        entry.write_text(json.dumps({**json.loads(entry.read_text()), **garbled}))
+    again = _options(llm, tmp_path, out_dir=tmp_path / "again")
+    first, second = await judge_paths([logs], again), await judge_paths([logs], again)
+    assert (first.judged_now, first.cache_hits, first.success, len(llm.requests)) == (1, 0, 1, 2)
+    assert (second.resumed, second.judged_now) == (1, 0)  # its verdict line reads back
+    assert not (tmp_path / "again" / "verdicts.damaged.jsonl").exists()
+
+
 async def test_human_agreement_and_kappa_on_a_known_example(llm: ScriptedOpenAI, tmp_path: Path) -> None:
     ids = [f"t{i}" for i in range(10)]
     logs = _logs(tmp_path, *ids)
