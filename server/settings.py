@@ -205,10 +205,17 @@ class ServerSettings(CopilotSettings):
     def _comma_separated(cls, value: Any) -> Any:
         return split_list(value)
 
-    @field_validator("http_token_file", "log_file", mode="before")
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins_in_lower_case(cls, value: list[str]) -> list[str]:
+        # Scheme, host and port are case-insensitive; requests' Origins are compared lowered too.
+        return [origin.lower() for origin in value]
+
+    @field_validator("http_token_file", "log_file", "http_host", "http_token", mode="before")
     @classmethod
     def _empty_path_means_unset(cls, value: Any) -> Any:
-        # Blank (an empty line in .env) would be the path ".": "Is a directory" instead of the default.
+        # Blank (an empty line in .env) would be the path ".": "Is a directory" instead of the
+        # default; as the host, every interface (bind("")) instead of loopback.
         return cls._empty_means_unset(value)
 
     @field_validator("roots", mode="before")

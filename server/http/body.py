@@ -9,7 +9,7 @@ from typing import Any, Literal
 import anyio
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -27,9 +27,15 @@ logger = logging.getLogger(__name__)
 class BodyRead:
     """What reading a request's body came to: all of it, or why not."""
 
-    outcome: Literal["complete", "too_large", "stalled", "gone", "stopping"]
+    outcome: Literal["complete", "too_large", "stalled", "too_slow", "gone", "stopping"]
     body: bytes = b""
+    #: Seconds the whole body was given (``too_slow``).
+    deadline: float = 0.0
 
+
+#: Slowest a request's body may arrive on average, after the first pause of ``read_timeout``: a
+#: 16 MiB body gets some 17 minutes, an ``initialize`` a few seconds more than the pause.
+MIN_BODY_RATE = 16 * 1024
 
 #: Most bytes of a handshake-era POST without ``mcp-session-id``: an ``initialize`` (nothing else
 #: opens a session), a few hundred bytes in practice, a few KB with a data-URI icon. The SDK keeps
@@ -61,15 +67,30 @@ class RequestBodyGate:
     event streams wait on it for the disconnect).
     """
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int, read_timeout: float, stopping: Stopping | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_bytes: int,
+        read_timeout: float,
+        stopping: Stopping | None = None,
+        max_sessions: int | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.read_timeout = read_timeout
         self._stopping = stopping or Stopping()
+        self._max_sessions = max_sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope) if scope["type"] == "http" else {}
+        if _opens_session(scope, headers) and self._max_sessions is not None:
+            send = SessionCapAnswer(send, self._max_sessions)
         if not _has_body(headers):
+            # An empty POST gets the same 415/406 as one with a body (the SDK's are plain text or empty).
+            if _is_mcp_post(scope) and (refusal := _header_problem(scope, headers)) is not None:
+                await send_json(send, *refusal)
+                return
             # GET, DELETE: nothing to read, and a DELETE whose client does not wait for the answer
             # must still end its session (a read would only see the disconnect).
             await self.app(scope, receive, send)
@@ -79,19 +100,15 @@ class RequestBodyGate:
         if declared is not None and declared > limit.max_bytes:
             await self._refuse_too_large(send, limit, declared)
             return
-        read = await self._read(receive, limit.max_bytes)
+        read = await self._read(receive, limit.max_bytes, self._deadline(declared, limit))
         if read.outcome != "complete":
             await self._refuse(send, read, limit)
             return
         if _is_mcp_post(scope):
-            if (problem := _media_type_problem(headers)) is not None:
-                await send_json(send, 415, problem)
+            if (refusal := _header_problem(scope, headers)) is not None:
+                await send_json(send, *refusal)
                 return
             handshake = _handshake_era(headers)
-            if not handshake and (unacceptable := _accept_problem(scope)) is not None:
-                # The SDK's 2026-07-28 entry answers it with an empty 406, which no client can show.
-                await send_json(send, 406, unacceptable)
-                return
             if not handshake and (unreadable := lenient_read_problem(read.body)) is not None:
                 # The SDK's 2026-07-28 entry reads more than its other reader (see EnvelopeCheck): answered here.
                 logger.debug("answered an HTTP request that is not one JSON-RPC message: %s", unreadable.message)
@@ -119,10 +136,17 @@ class RequestBodyGate:
             "large data by reference (a file path or URL) rather than inline",
         )
 
-    async def _read(self, receive: Receive, max_bytes: int) -> BodyRead:
+    def _deadline(self, declared: int | None, limit: BodyLimit) -> float:
+        """Seconds a whole body may take: the pause allowed, then :data:`MIN_BODY_RATE` for its size.
+        A client trickling a byte just within every ``read_timeout`` held its request, connection and
+        task for as long as it liked (16 MiB at a byte per 29 s: years)."""
+        size = limit.max_bytes if declared is None else min(declared, limit.max_bytes)
+        return self.read_timeout + size / MIN_BODY_RATE
+
+    async def _read(self, receive: Receive, max_bytes: int, deadline: float) -> BodyRead:
         chunks: list[bytes] = []
         size = 0
-        with anyio.CancelScope() as reading:
+        with anyio.move_on_after(deadline) as whole, anyio.CancelScope() as reading:
             self._stopping.body_reads.add(reading)
             if self._stopping.reason is not None:  # stopped between the StoppingGate and here
                 reading.cancel()
@@ -142,7 +166,7 @@ class RequestBodyGate:
                         return BodyRead("complete", b"".join(chunks))
             finally:
                 self._stopping.body_reads.discard(reading)
-        return BodyRead("stopping")
+        return BodyRead("too_slow", deadline=deadline) if whole.cancelled_caught else BodyRead("stopping")
 
     async def _next(self, receive: Receive) -> Message | None:
         """The client's next message, or ``None`` when it sent nothing for ``read_timeout``."""
@@ -160,6 +184,13 @@ class RequestBodyGate:
             message = (
                 f"Request Timeout: nothing of the request's body arrived for {self.read_timeout:g}s "
                 "(COPILOT_HTTP_READ_TIMEOUT)."
+            )
+            await send_json(send, 408, jsonrpc_error(INVALID_REQUEST, message), [CONNECTION_CLOSE])
+        elif read.outcome == "too_slow":
+            logger.info("answered 408 to an HTTP client whose body took over %.0fs", read.deadline)
+            message = (
+                f"Request Timeout: the request's body did not arrive within {round(read.deadline, 1):g}s (a pause of "
+                f"up to {self.read_timeout:g}s, COPILOT_HTTP_READ_TIMEOUT, then at least {MIN_BODY_RATE / 1024:g} KiB/s)."
             )
             await send_json(send, 408, jsonrpc_error(INVALID_REQUEST, message), [CONNECTION_CLOSE])
         else:
@@ -215,6 +246,16 @@ def _media_type_problem(headers: dict[str, str]) -> dict[str, Any] | None:
     return jsonrpc_error(INVALID_REQUEST, message)
 
 
+def _header_problem(scope: Scope, headers: dict[str, str]) -> tuple[int, dict[str, Any]] | None:
+    """The status and JSON-RPC error for a POST to the MCP path its headers already rule out."""
+    if (problem := _media_type_problem(headers)) is not None:
+        return 415, problem
+    if not _handshake_era(headers) and (unacceptable := _accept_problem(scope)) is not None:
+        # The SDK's 2026-07-28 entry answers it with an empty 406, which no client can show.
+        return 406, unacceptable
+    return None
+
+
 def _accept_problem(scope: Scope) -> dict[str, Any] | None:
     """The JSON-RPC error for a POST whose ``Accept`` leaves out JSON or SSE, read and worded as
     the SDK's handshake entry does, else ``None``."""
@@ -222,6 +263,34 @@ def _accept_problem(scope: Scope) -> dict[str, Any] | None:
     if json_ok and sse_ok:
         return None
     return jsonrpc_error(INVALID_REQUEST, "Not Acceptable: Client must accept both application/json and text/event-stream")
+
+
+class SessionCapAnswer:
+    """``send`` of a request opening a session: the SDK's refusal at the session cap (``503 Too many
+    open sessions``, as an internal error) says which limit it is and how a slot frees up."""
+
+    def __init__(self, send: Send, max_sessions: int) -> None:
+        self._send = send
+        self._max_sessions = max_sessions
+        self._held: Message | None = None
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 503:
+            self._held = message
+            return
+        if self._held is not None and message["type"] == "http.response.body":
+            start, self._held = self._held, None
+            if b"Too many open sessions" in message.get("body", b""):
+                text = (
+                    f"Service Unavailable: the copilot has its most open sessions ({self._max_sessions}, "
+                    "COPILOT_HTTP_MAX_SESSIONS); end one you no longer use (DELETE with its mcp-session-id), or wait "
+                    "for an idle one to be closed (COPILOT_HTTP_SESSION_IDLE_TIMEOUT), then connect again."
+                )
+                kept = [(name, value) for name, value in start["headers"] if name.lower() not in _BODY_HEADERS]
+                await send_json(self._send, 503, jsonrpc_error(INTERNAL_ERROR, text), kept)
+                return
+            await self._send(start)
+        await self._send(message)
 
 
 class EnvelopeCheck:

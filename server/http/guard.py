@@ -31,7 +31,8 @@ _LOOPBACK_ORIGIN_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 
 
 def origin_allowed(origin: str, extra: list[str]) -> bool:
-    """Loopback pages (any port) and the configured Origins (exact, or ``scheme://host:*``)."""
+    """Loopback pages (any port) and the configured Origins (exact, or ``scheme://host:*``), in any case."""
+    origin = origin.lower()
     for allowed in extra:
         if origin == allowed or (allowed.endswith(":*") and origin.startswith(allowed[:-1])):
             return True
@@ -139,18 +140,19 @@ class GuardMiddleware:
 
 def _to_normalize(scope: Scope, headers: dict[str, str]) -> bool:
     """Whether :func:`_normalized` would change the request (most pass as they came)."""
-    host = headers.get("host", "")
+    host, origin = headers.get("host", ""), headers.get("origin", "")
     media_type = headers.get("content-type", "").partition(";")[0]
     resumes = "last-event-id" in headers and scope.get("method") == "GET"
-    return resumes or host != host.lower() or media_type != media_type.lower()
+    return resumes or host != host.lower() or origin != origin.lower() or media_type != media_type.lower()
 
 
 def _normalized(scope: Scope) -> Scope:
     """The request as the SDK's transport reads it right.
 
-    The SDK compares ``Host`` and the ``Content-Type`` media type case-sensitively (``LOCALHOST:8765``
-    got 421, ``APPLICATION/JSON`` 415), where HTTP says both are case-insensitive and this guard
-    already checked the host; and a GET carrying ``Last-Event-ID`` asks to resume a stream from an
+    The SDK compares ``Host``, ``Origin`` and the ``Content-Type`` media type case-sensitively
+    (``LOCALHOST:8765`` got 421, ``http://LOCALHOST:3000`` a plain-text 403, ``APPLICATION/JSON``
+    415), where HTTP says all three are case-insensitive and this guard already checked the host
+    and the origin; and a GET carrying ``Last-Event-ID`` asks to resume a stream from an
     event store the copilot does not keep, which the SDK answered with nothing (a 500): without the
     header the GET opens a new stream, as a server without resumption may answer it.
     """
@@ -159,7 +161,7 @@ def _normalized(scope: Scope) -> Scope:
         lowered = name.lower()
         if lowered == b"last-event-id" and scope.get("method") == "GET":
             continue
-        if lowered == b"host":
+        if lowered in (b"host", b"origin"):
             value = value.lower()
         elif lowered == b"content-type":
             media_type, separator, parameters = value.partition(b";")
@@ -195,6 +197,14 @@ def check_exposure(settings: ServerSettings) -> None:
             "127.0.0.1."
         )
     token = settings.token
+    odd = next((character for character in token or "" if not "!" <= character <= "~"), None)
+    if odd is not None:
+        # A header carries bytes the guard reads as latin-1: a space (a CRLF file's "\r", an
+        # indented line) or a non-ASCII letter would leave a token no client can ever present.
+        raise ConfigError(
+            f"the bearer token holds {odd!r} at position {token.index(odd) + 1}; use visible ASCII characters "  # type: ignore[union-attr]
+            "only, no spaces, e.g. COPILOT_HTTP_TOKEN=$(openssl rand -hex 24)."
+        )
     if token is not None and len(token) < MIN_TOKEN_LENGTH:
         raise ConfigError(
             f"the bearer token has {len(token)} characters; use at least {MIN_TOKEN_LENGTH} random ones, e.g. "

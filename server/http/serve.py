@@ -58,6 +58,7 @@ def build_asgi(
         max_bytes=settings.http_max_body_bytes,
         read_timeout=settings.http_read_timeout,
         stopping=stopping,
+        max_sessions=settings.http_max_sessions,
     )
     if stopping is not None:
         inner = StoppingGate(inner, stopping)

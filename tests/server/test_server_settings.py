@@ -16,10 +16,12 @@ def test_an_empty_path_setting_is_unset_not_the_working_directory(
     # Before: read as Path('') -- the working directory -- so the copilot stopped with "Is a directory: '.'".
     monkeypatch.chdir(tmp_path)  # no .env of the caller's is read
     monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
-    for name in ("COPILOT_HTTP_TOKEN_FILE", "COPILOT_LOG_FILE"):
+    for name in ("COPILOT_HTTP_TOKEN_FILE", "COPILOT_LOG_FILE", "COPILOT_HTTP_HOST", "COPILOT_HTTP_TOKEN"):
         monkeypatch.setenv(name, value)
     settings = ServerSettings()
     assert settings.http_token_file is None and settings.log_file is None
+    # A blank host was bind(""): every interface, where loopback is meant.
+    assert settings.http_host == "127.0.0.1" and settings.binds_loopback and settings.token is None
 
 
 def test_a_copilot_variable_nothing_reads_is_named_with_the_nearest_that_is() -> None:

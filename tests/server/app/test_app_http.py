@@ -332,6 +332,9 @@ async def test_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path)
             b"error: cannot read the token file /nonexistent/token (--token-file or COPILOT_HTTP_TOKEN_FILE)",
         ),
         (["--token-file", "/dev/null"], {}, b"error: the token file /dev/null (--token-file or COPILOT_HTTP_TOKEN_FILE) is empty"),
+        # Tokens no client could present: the guard reads the header as latin-1 bytes.
+        ([], {"COPILOT_HTTP_TOKEN": "p\u00e4sswort-0123456789abcdef"}, "the bearer token holds 'ä' at position 2".encode()),
+        (["--token", "0123456789abcdef-token\r"], {}, b"the bearer token holds '\\r' at position 23; use visible ASCII"),
     ],
 )
 async def test_refuses_guessable_or_unreadable_tokens(

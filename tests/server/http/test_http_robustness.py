@@ -265,6 +265,18 @@ async def test_a_post_that_is_not_json_gets_415(
     response = await http.post(served.url, content=json.dumps(INITIALIZE).encode(), headers=headers)
     assert response.status_code == 415
     assert "Content-Type: application/json" in _error_of(response)["message"]
+    # An empty body is refused alike (it skipped to the SDK's plain-text 400).
+    empty = await http.post(served.url, content=b"", headers=headers)
+    assert empty.status_code == 415 and "Content-Type: application/json" in _error_of(empty)["message"]
+
+
+async def test_an_empty_post_that_accepts_neither_json_nor_sse_gets_a_jsonrpc_406(
+    served: Served, http: httpx2.AsyncClient
+) -> None:
+    modern = {**MCP_HEADERS, "Accept": "text/html", "MCP-Protocol-Version": "2026-07-28"}
+    for body in (b"", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()):
+        response = await http.post(served.url, content=body, headers=modern)
+        assert response.status_code == 406 and "Not Acceptable" in _error_of(response)["message"], response.text
 
 
 async def test_protocol_mistakes_get_the_sdks_clear_answers(
@@ -296,6 +308,9 @@ async def test_headers_http_reads_case_insensitively_and_a_resume_request_are_se
     upper = {**session, "Host": f"LOCALHOST:{served.port}", "Content-Type": "APPLICATION/JSON; charset=utf-8"}
     ping = await http.post(served.url, content=b'{"jsonrpc": "2.0", "id": 8, "method": "ping"}', headers=upper)
     assert ping.status_code == 200 and '"result":{}' in ping.text, ping.text
+    for origin in ("http://LOCALHOST:3000", "HTTP://127.0.0.1:3000"):  # a plain-text 403 from the SDK before
+        page = await http.post(served.url, content=b'{"jsonrpc": "2.0", "id": 9, "method": "ping"}', headers={**session, "Origin": origin})
+        assert page.status_code == 200 and '"result":{}' in page.text, (origin, page.text)
     resume = {**session, "Accept": "text/event-stream", "Last-Event-ID": "0"}
     async with http.stream("GET", served.url, headers=resume) as stream:
         assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
@@ -398,7 +413,12 @@ async def test_the_session_cap_answers_503_and_frees_up(tmp_path: Path) -> None:
             first = await _open_session(served, http)
             await _open_session(served, http)
             refused = await http.post(served.url, json=INITIALIZE, headers=MCP_HEADERS)
-            assert refused.status_code == 503 and _error_of(refused)["message"] == "Too many open sessions"
+            # The SDK's bare "Too many open sessions" named neither the limit nor the way out.
+            assert refused.status_code == 503 and _error_of(refused)["message"] == (
+                "Service Unavailable: the copilot has its most open sessions (2, COPILOT_HTTP_MAX_SESSIONS); end one "
+                "you no longer use (DELETE with its mcp-session-id), or wait for an idle one to be closed "
+                "(COPILOT_HTTP_SESSION_IDLE_TIMEOUT), then connect again."
+            )
             assert (await http.delete(served.url, headers=first)).status_code == 200
             await _open_session(served, http)
     finally:

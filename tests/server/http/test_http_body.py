@@ -1,0 +1,48 @@
+"""The request gate's deadline for a whole body (``server.http.body``), driven as the ASGI app it is."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+import server.http.body as body_module
+from server.http.body import RequestBodyGate
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def test_a_body_trickled_within_every_pause_still_ends_at_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each message arrives at once, so the pause limit (COPILOT_HTTP_READ_TIMEOUT) never fires; before,
+    # such a client held its request for as long as it went on sending.
+    monkeypatch.setattr(body_module, "MIN_BODY_RATE", 1024)  # 100 declared bytes: 0.1 s after the pause
+    reached_app: list[bool] = []
+    sent: list[dict[str, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        reached_app.append(True)
+
+    async def trickle() -> dict[str, Any]:
+        await anyio.lowlevel.checkpoint()
+        return {"type": "http.request", "body": b"", "more_body": True}  # never the end of the body
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    gate = RequestBodyGate(app, max_bytes=64 * 1024, read_timeout=0.2)
+    scope = {
+        "type": "http", "method": "POST", "path": "/mcp",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"100"), (b"mcp-session-id", b"s")],
+    }
+    with anyio.fail_after(10):
+        await gate(scope, trickle, send)
+    assert not reached_app
+    assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
+    message = json.loads(sent[1]["body"])["error"]["message"]
+    assert message == (
+        "Request Timeout: the request's body did not arrive within 0.3s (a pause of up to 0.2s, "
+        "COPILOT_HTTP_READ_TIMEOUT, then at least 1 KiB/s)."
+    )
