@@ -36,7 +36,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any, Literal
@@ -495,10 +495,15 @@ _CONVERSATION_DUMP = re.compile(
     r"earlier messages|system prompt|messages (so far|above))\b",
     _F,
 )
-_HTML_COMMENT = re.compile(r"<!--(.*?)-->", re.S)
 _ANSI = re.compile(r"\x1b[\[\]()#;?]|\x9b")
-_BLANK_LINES = re.compile(r"\n(?:[ \t" + _WIDE_SPACES + r"]*\n){6,}[ \t" + _WIDE_SPACES + r"]*\S")
-_WIDE_GAP = re.compile(r"[ \t" + _WIDE_SPACES + r"]{60,}\S")
+#: Maximal runs of white space, each matched once (a pattern that must see text after the run
+#: backtracks from every line of it: 20,000 newlines with nothing after took 16 s).
+_WHITE_RUN = re.compile(r"[\s" + _WIDE_SPACES + r"]+")
+_WIDE_RUN = re.compile(r"[ \t" + _WIDE_SPACES + r"]{60,}")
+#: Line breaks as text shows them (``\r\n`` counts once): Windows-built servers end lines so.
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x85\u2028\u2029]")
+#: Blank lines in a row that push the text after them out of view.
+PADDING_LINES = 6
 
 #: Descriptions longer than these are reported (real tools here stay under 6,000 characters).
 LONG_TEXT = 10_000
@@ -671,17 +676,38 @@ def _hidden_characters(raw: str, where: str, out: _Collector, *, in_name: bool) 
     controls = [c for c in raw if unicodedata.category(c) == "Cc" and c not in "\n\r\t\x1b\x9b"]
     if controls:
         out.add("hidden.control-characters", "hidden", "medium", where, f"{len(controls)} control character(s)", raw)
-    if (match := _BLANK_LINES.search(raw)) is not None:
+    if (after := _after_padding(raw, _WHITE_RUN, lambda run: len(_LINE_BREAK.findall(run)) > PADDING_LINES)) is not None:
         out.add("hidden.padding-lines", "hidden", "high", where,
-                "text pushed far below the visible part by a run of blank lines", raw[match.end() - 1 : match.end() + 120])
-    if (match := _WIDE_GAP.search(raw)) is not None:
+                "text pushed far below the visible part by a run of blank lines", raw[after : after + 121])
+    if (after := _after_padding(raw, _WIDE_RUN, lambda run: True)) is not None:
         out.add("hidden.padding-spaces", "hidden", "high", where,
-                "text pushed out of view by a long run of spaces", raw[match.end() - 1 : match.end() + 120])
-    for comment in _HTML_COMMENT.finditer(raw):
-        if comment.group(1).strip():
-            out.add("hidden.html-comment", "hidden", "medium", where,
-                    "an HTML comment (invisible when the description is rendered)", comment.group(0))
-            break
+                "text pushed out of view by a long run of spaces", raw[after : after + 121])
+    if (comment := _html_comment(raw)) is not None:
+        out.add("hidden.html-comment", "hidden", "medium", where,
+                "an HTML comment (invisible when the description is rendered)", comment)
+
+
+def _after_padding(raw: str, runs: re.Pattern[str], pads: Callable[[str], bool]) -> int | None:
+    """Where visible text starts after the first run of ``runs`` that ``pads``, else ``None``."""
+    for run in runs.finditer(raw):
+        end = run.end()
+        if end < len(raw) and not raw[end].isspace() and pads(run.group()):
+            return end
+    return None
+
+
+def _html_comment(raw: str) -> str | None:
+    """The first HTML comment with something in it. Found by position, not by ``<!--(.*?)-->``,
+    which scans to the end from every opening when none is closed (quadratic)."""
+    start = raw.find("<!--")
+    while start >= 0:
+        end = raw.find("-->", start + 4)
+        if end < 0:
+            return None  # no comment closes after this opening, nor after any later one
+        if raw[start + 4 : end].strip():
+            return raw[start : end + 3]
+        start = raw.find("<!--", end + 3)
+    return None
 
 
 def _instructions(text: str, where: str, out: _Collector) -> None:
@@ -919,7 +945,9 @@ _NAME_BREAK = re.compile(r"[\s_.\-]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a
 #: What a model reads past as a space in prose: a single line break inside running text (not a
 #: blank line, nor one before a list item, heading, quote or table row, which separate), and the
 #: joins of a name written in it (not ``.`` or ``-``, which end sentences and join ordinary words).
-_LINE_IN_PROSE = r"(?<!\n)[ \t]*\n[ \t]*(?![\s\-*+#>|\u2022]|\d+[.)])"
+#: Begun only where a run of blanks begins (``(?<![ \t\n])``): from every blank of a long run, the
+#: search for a line break after it took time quadratic in the run (100,000 spaces: 15 s).
+_LINE_IN_PROSE = r"(?<![ \t\n])[ \t]*\n[ \t]*(?![\s\-*+#>|\u2022]|\d+[.)])"
 _PROSE_BREAK = re.compile(
     _LINE_IN_PROSE + r"|(?<=[A-Za-z0-9])_+(?=[A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])"
 )
