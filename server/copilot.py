@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, InputResponses
+from mcp_types import INVALID_PARAMS, CallToolResult, ErrorData, InputRequiredResult, InputResponses
 
 from index.errors import CopilotError, IndexNotBuiltError, QueryError
 from index.catalog.records import ToolRecord
@@ -122,6 +122,16 @@ class Confirmation:
     """How the user answered an elicited confirmation (``None`` when not asked)."""
 
     approved: bool
+    #: Why no decision came from a host that was asked (no answer in time, an error, an answer
+    #: that is none): the call is refused, never turned into a token the agent could redeem itself.
+    unanswered: str | None = None
+
+
+def _no_decision(answer: object) -> str:
+    """Why an elicitation ``answer`` holds no decision, for the refusal that follows."""
+    if isinstance(answer, ErrorData):
+        return f"the host answered with an error ({answer.code}: {shown_name(answer.message)})"
+    return "the host's answer holds no decision"
 
 
 def _hidden_note(note: str | None, held: list[str], refused_read_only: int) -> str | None:
@@ -1218,16 +1228,22 @@ class Copilot:
             return None
         if host.era == "legacy":
             with anyio.move_on_after(self.settings.input_timeout):
-                decision = approved(await host.ask(request))
-                return Confirmation(approved=decision) if decision is not None else None
-            return None
+                answer = await host.ask(request)
+                decision = approved(answer)
+                if decision is None:
+                    return Confirmation(approved=False, unanswered=_no_decision(answer))
+                return Confirmation(approved=decision)
+            return Confirmation(
+                approved=False,
+                unanswered=f"no answer came within {self.settings.input_timeout:g}s (COPILOT_INPUT_TIMEOUT)",
+            )
         token = round_state.get("confirm")
         answer = (responses or {}).get("confirm") if isinstance(token, str) else None
         if answer is None:
             return confirmation_round(question, self.confirmations.issue(call.server, call.tool, call.params))
         decision = approved(answer)
         if decision is None:
-            return None
+            return Confirmation(approved=False, unanswered=_no_decision(answer))
         try:
             self.confirmations.redeem(token, call.server, call.tool, call.params)  # once, within its TTL
         except ConfirmationRequiredError:
@@ -1245,6 +1261,12 @@ class Copilot:
         if isinstance(confirm, str) and confirm.strip():
             self.confirmations.redeem(confirm.strip(), call.server, call.tool, call.params)
             return
+        if confirmation is not None and confirmation.unanswered is not None:
+            raise PolicyDeniedError(
+                f"The user was asked through the host whether to run {call.server}/{call.tool}, but {confirmation.unanswered}; "
+                "nothing was run. Call execute again to have them asked again. If the host cannot show such "
+                "questions, its operator decides which calls need confirmation (COPILOT_CONFIRM)."
+            )
         if confirmation is not None:
             if confirmation.approved:
                 return

@@ -39,6 +39,8 @@ from tests.support.cli import server_status
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 
 TOKEN = "test-token-0123456789"
+#: Seconds the host has to answer a question: one test waits it out.
+INPUT_TIMEOUT = 5
 INITIALIZE = raw_initialize("raw")
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -62,7 +64,8 @@ async def served(built_index: Path, tmp_path_factory: pytest.TempPathFactory) ->
     token_file = root / "token"
     token_file.write_text(TOKEN + "\n", encoding="utf-8")
     env = copilot_env(
-        home, COPILOT_LOG_DIR=str(logs), COPILOT_HTTP_TOKEN_FILE=str(token_file), COPILOT_AUTO_INDEX="false"
+        home, COPILOT_LOG_DIR=str(logs), COPILOT_HTTP_TOKEN_FILE=str(token_file), COPILOT_AUTO_INDEX="false",
+        COPILOT_INPUT_TIMEOUT=str(INPUT_TIMEOUT),
     )
     process = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], env, root, root / "stderr.log")
     await process.start()
@@ -210,6 +213,58 @@ async def test_declined_elicitation_refuses_the_call(served: Served, mode: str) 
     assert result.is_error
     assert "declined" in text_of(result)
     assert len(asked) == 1 and "untrusted" in asked[0]
+
+
+@pytest.mark.parametrize("answer", ["error", "silence"])
+async def test_a_host_asked_that_gives_no_decision_refuses_the_call_without_a_token(served: Served, answer: str) -> None:
+    # Before: an error or no answer in time fell back to a confirm token, which the agent could
+    # redeem itself though the host can ask the user: no person had agreed.
+    asked: list[str] = []
+
+    async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+        asked.append(params.message)
+        if answer == "silence":
+            await anyio.sleep_forever()  # until the copilot's COPILOT_INPUT_TIMEOUT, then the client stops
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="dialog closed")
+
+    running = await _connected(served, mode="legacy", elicitation_callback=callback)
+    try:
+        result = await running.client.call_tool(
+            "execute", {"server_name": "alpha", "tool_name": "delete_item", "params": {"item_id": answer}}
+        )
+    finally:
+        await running.stop()
+    why = "the host answered with an error (-32603: dialog closed)" if answer == "error" else (
+        f"no answer came within {INPUT_TIMEOUT}s (COPILOT_INPUT_TIMEOUT)"
+    )
+    assert result.is_error and len(asked) == 1
+    assert text_of(result).startswith(
+        f"The user was asked through the host whether to run alpha/delete_item, but {why}; nothing was run."
+    ), text_of(result)
+    assert "confirm=" not in text_of(result)
+
+
+async def test_a_2026_07_28_answer_that_is_no_decision_refuses_the_call_without_a_token(served: Served) -> None:
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    }
+    headers = {
+        **raw_mcp_headers(TOKEN), "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "execute",
+    }
+    call = {"server_name": "alpha", "tool_name": "delete_item", "params": {"item_id": "sampled"}}
+    # A sampling result where the confirmation's answer belongs.
+    sampled = {"confirm": {"role": "assistant", "content": {"type": "text", "text": "yes"}, "model": "m"}}
+    async with httpx2.AsyncClient(timeout=60) as http:
+        params = {"name": "execute", "arguments": call, "_meta": envelope}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        asked = (await http.post(served.url, json=body, headers=headers)).json()["result"]
+        params = {**params, "requestState": asked["requestState"], "inputResponses": sampled}
+        answer = await http.post(served.url, json={**body, "params": params}, headers=headers)
+    result = answer.json()["result"]
+    text = result["content"][0]["text"]
+    assert result["isError"] and "but the host's answer holds no decision; nothing was run." in text, text
+    assert "confirm=" not in text
 
 
 async def test_each_handshake_session_writes_its_own_trajectory(served: Served) -> None:
