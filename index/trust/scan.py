@@ -970,8 +970,8 @@ def _read_as_words(text: str, where: str, out: _Collector) -> None:
     "system prompt"). Prose read this way is checked for instructions only."""
     normalized = skeleton(text)
     words = " ".join(part for part in (_NAME_BREAK if _is_name(where) else _PROSE_BREAK).split(normalized) if part)
-    if words == normalized:
-        return
+    if words == normalized and not where.endswith(AS_NAME):
+        return  # read already, as it is (a keyword value or key is read only here: "format": "<system>")
     found = _Collector()
     label = f"{where} (read as words)"
     _instructions(words, label, found)

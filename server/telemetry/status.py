@@ -102,7 +102,7 @@ def _alive(status: CopilotStatus) -> bool:
         if process.status() == psutil.STATUS_ZOMBIE:
             return False
         return not status.process_created or abs(process.create_time() - status.process_created) < 1.0
-    except psutil.Error:
+    except (psutil.Error, ValueError, OverflowError):  # a damaged file's pid: -5, 2**70
         return False
 
 

@@ -72,7 +72,7 @@ def _print(status: CopilotStatus) -> None:
             table.add_column(column, no_wrap=column != "server")
         for child in status.children:
             table.add_row(
-                escape(child.server), child.state, str(child.pid or "-"), str(child.calls), str(child.errors),
+                escape(child.server), escape(child.state), str(child.pid or "-"), str(child.calls), str(child.errors),
                 str(child.in_flight), str(child.restarts), str(child.idle_stops), escape(child.last_used or "-"),
             )
         console.print(table)

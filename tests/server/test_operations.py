@@ -16,7 +16,7 @@ import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from server.telemetry.status import CopilotStatus, process_created, read_statuses, status_path, write_status
+from server.telemetry.status import ChildStatus, CopilotStatus, process_created, read_statuses, status_path, write_status
 from tests.server.copilot_harness import (
     HttpCopilot,
     RunningClient,
@@ -167,6 +167,22 @@ def test_status_of_a_killed_copilot_is_reported_stale_and_removed(tmp_path: Path
     assert statuses == []
     assert any("no longer running" in note for note in notes) and any("unreadable" in note for note in notes)
     assert not path.exists()
+
+
+def test_a_damaged_status_file_is_a_note_and_a_childs_state_is_shown_as_written(tmp_path: Path) -> None:
+    # Before: a negative pid ended `status` in a ValueError traceback, a state of "[/]" in rich's MarkupError.
+    damaged = {"pid": -5, "transport": "stdio", "started_at": "x", "updated_at": "y"}
+    status_path(tmp_path, 424242).parent.mkdir(parents=True, exist_ok=True)
+    status_path(tmp_path, 424242).write_text(json.dumps(damaged), encoding="utf-8")
+    status = CopilotStatus(
+        pid=os.getpid(), process_created=process_created(), transport="stdio", started_at="x", updated_at="y",
+        children=[ChildStatus(server="s", state="[/]odd [bold]state")],
+    )
+    write_status(status_path(tmp_path), status)
+    printed = server_status(tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert "Traceback" not in printed.stderr and "[/]odd [bold]state" in printed.stdout
+    assert "copilot-424242.json" in printed.stdout + printed.stderr
 
 
 @pytest.mark.parametrize(
