@@ -59,6 +59,11 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT_CHARACTER = "\ufffd"
 
 
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone UTF-16 surrogate, which UTF-8 cannot encode."""
+    return _LONE_SURROGATE.search(text) is not None
+
+
 def without_lone_surrogates(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD (a str never holds a valid pair: JSON
     and UTF-8 decoders join those into one character)."""

@@ -61,7 +61,7 @@ from server.trajectory.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
 from server.telemetry import Telemetry, instrumented
 from server.trajectory.records import RouteHit
-from server.execute.validation import check_params, coerce_params, did_you_mean, suggest
+from server.execute.validation import check_params, coerce_params, did_you_mean, json_type_name, suggest
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ def _name(value: Any, what: str, error: type[ExecuteError]) -> str:
         return value.strip()
     if value is None or value == "":
         raise error(f"'{what}' is required: pass the {what.split('_')[0]} name exactly as route returned it.")
-    raise error(f"'{what}' must be a string (the name as route returned it), got {type(value).__name__}.")
+    raise error(f"'{what}' must be a string (the name as route returned it), got {json_type_name(value)}.")
 
 
 class Copilot:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 from jsonschema import exceptions as schema_errors
 from rapidfuzz import fuzz, process
 
-from index.json_text import parse_json
+from index.json_text import has_lone_surrogate, parse_json
 from index.children.tool_listing import schema_validator_class
 from server.bounded import shown_name
 from server.errors import InvalidParamsError
@@ -78,11 +79,51 @@ def did_you_mean(names: list[str]) -> str:
     return f" Did you mean {quoted}?"
 
 
+#: Deepest nesting of ``params`` passed on: the copilot reads JSON-RPC messages to 200 levels, and
+#: a child's message wraps the params in a few more.
+MAX_PARAMS_DEPTH = 190
+
+
 def coerce_params(params: Any) -> dict[str, Any]:
     """``params`` as a dict: ``None`` is ``{}``, a JSON object in a string is parsed.
 
     Models often send ``params`` as a JSON string; accepting it costs nothing and saves a turn.
+    Params JSON cannot carry to the child (NaN, a lone surrogate, nesting past
+    :data:`MAX_PARAMS_DEPTH`) are refused here, however they came.
     """
+    coerced = _coerced(params)
+    if (problem := _unsendable(coerced)) is not None:
+        raise InvalidParamsError(f"'params' {problem}; nothing was sent to the tool.")
+    return coerced
+
+
+def _unsendable(params: dict[str, Any]) -> str | None:
+    """What in ``params`` cannot reach a child as it is, else ``None``: NaN and Infinity were sent
+    as ``null`` without a word, and a JSON string's lone surrogate as ``?``, its deep nesting to a
+    child whose every reply the copilot then refused to read (after the call had run)."""
+    stack: list[tuple[Any, str, int]] = [(params, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        where = f" at '{shown_name(path)}'" if path else ""
+        if depth > MAX_PARAMS_DEPTH:
+            return f"nest deeper than the {MAX_PARAMS_DEPTH} levels the copilot passes on{where}"
+        if isinstance(value, float) and not math.isfinite(value):
+            shown = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+            return f"hold {shown}{where}, which JSON cannot carry: pass a finite number, or the value as a string"
+        if isinstance(value, str) and has_lone_surrogate(value):
+            return f"hold a lone UTF-16 surrogate{where}, which UTF-8 cannot carry: pass the text without it"
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                inner = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and has_lone_surrogate(key):
+                    return f"hold a lone UTF-16 surrogate in a name at '{shown_name(inner)}', which UTF-8 cannot carry"
+                stack.append((item, inner, depth + 1))
+        elif isinstance(value, list | tuple):
+            stack.extend((item, f"{path}[{index}]", depth + 1) for index, item in enumerate(value))
+    return None
+
+
+def _coerced(params: Any) -> dict[str, Any]:
     if params is None:
         return {}
     if isinstance(params, Mapping):
@@ -108,7 +149,7 @@ def coerce_params(params: Any) -> dict[str, Any]:
             return dict(parsed)
         params = parsed
     raise InvalidParamsError(
-        f"'params' must be a JSON object of the tool's arguments, got {_json_type(params)}. "
+        f"'params' must be a JSON object of the tool's arguments, got {json_type_name(params)}. "
         'Pass an object such as {"name": "value"} (or omit it for tools without parameters).'
     )
 
@@ -122,7 +163,7 @@ class ParamProblem:
     message: str
 
 
-def _json_type(value: Any) -> str:
+def json_type_name(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -234,7 +275,19 @@ def _describe_error(error: schema_errors.ValidationError) -> ParamProblem:
     kind = "invalid"
     # null is its own type's only value: "got null", not "got null null".
     shown = "" if error.instance is None else f" {_preview(error.instance)}"
-    got = f"got {_json_type(error.instance)}{shown}"
+    got = f"got {json_type_name(error.instance)}{shown}"
+    if error.validator in ("anyOf", "oneOf"):
+        if not error.context:  # oneOf, matched by more than one of its forms
+            message = (
+                f"{where} matches more than one of the forms it may take ({describe_type(error.schema)}), "
+                f"{got}; change it so that it matches exactly one"
+            )
+            return ParamProblem(kind=kind, path=path, message=message)
+        # A value of a type the schema allows fails inside a form: what is wrong there is the fix
+        # ("should be object, got object" said nothing). Otherwise its type is what is wrong.
+        inside = [e for e in error.context if not (e.validator == "type" and e.absolute_path == error.absolute_path)]
+        if inside:
+            return _describe_error(schema_errors.best_match(inside))
     if error.validator in ("type", "anyOf", "oneOf"):
         kind = "wrong_type"
         message = f"{where} should be {describe_type(error.schema)}, {got}"
@@ -242,13 +295,29 @@ def _describe_error(error: schema_errors.ValidationError) -> ParamProblem:
         message = f"{where} must be {describe_type(error.schema)}; got {_preview(error.instance)}"
     elif error.validator == "required":
         kind = "missing"
-        message = f"{where}: {error.message}"
+        message = f"{where}: {_short_message(error)}"
     elif error.validator == "additionalProperties":
         kind = "unknown"
-        message = f"{where}: {error.message}"
+        message = f"{where}: {_short_message(error)}"
     else:
-        message = f"{where}: {error.message}"
+        message = f"{where}: {_short_message(error)}"
     return ParamProblem(kind=kind, path=path, message=message)
+
+
+#: Characters of a jsonschema message kept, from both ends (its verdict is at the end).
+_MESSAGE_CHARS = 300
+
+
+def _short_message(error: schema_errors.ValidationError) -> str:
+    """jsonschema's message, which begins with the whole value it judged (2 MB for a 2 MB string
+    over its ``maxLength``), with the value shortened and the rest kept to both ends."""
+    message = error.message
+    whole = repr(error.instance)
+    if message.startswith(whole):
+        message = _preview(error.instance) + message[len(whole) :]
+    if len(message) <= _MESSAGE_CHARS:
+        return message
+    return f"{message[: _MESSAGE_CHARS - 100]}…{message[-99:]}"
 
 
 #: Validators by schema (JSON text): checking a schema costs more than validating params with it.

@@ -87,6 +87,7 @@ from server.errors import (
 )
 from server.pool.settings import PoolSettings
 from server.telemetry.tracing import sdk_tracing_on
+from server.execute.result_errors import describe_result_error
 from server.execute.validation import did_you_mean, suggest
 
 __all__ = ["ChildLink", "ChildPool", "ListingGuard", "PoolListener", "PoolObserver", "PoolSettings"]
@@ -1169,11 +1170,11 @@ class ChildPool:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 raise await self._crashed(child, doing) from None
             except (ValidationError, RuntimeError, ValueError) as error:
-                # A malformed or unsupported result: the child is alive, the model should hear why.
+                # A malformed or unsupported result: the child is alive, the model should hear why
+                # (not pydantic's dump: eleven errors and links for one block of an unknown type).
                 logger.warning("server '%s': unreadable result for '%s'", child.name, tool, exc_info=True)
-                return _error_result(
-                    f"server '{child.name}' returned a result for '{tool}' that could not be read: {error}"
-                )
+                why = describe_result_error(error) if isinstance(error, ValidationError) else shown_name(str(error), 500)
+                return _error_result(f"server '{child.name}' returned a result for '{tool}' that could not be read: {why}")
         assert scope.cancelled_caught
         raise self._timed_out(child, doing, limit)
 

@@ -45,6 +45,7 @@ from tests.server.copilot_harness import (
     schema_breaker_entry,
     write_servers,
 )
+from tests.fixtures.hostile.hostile_server import TOOLS as HOSTILE_TOOLS
 from tests.support.processes import hostile_entry
 
 MAPS_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "maps_server.py"
@@ -320,7 +321,7 @@ async def test_execute_of_a_tool_past_the_listing_cap_says_so_and_what_to_do(tmp
             echoed = await copilot.execute("many", "echo", {"text": "kept"}, None, None, log)
         log_path = log.path
     hint = " Did you mean 'filler_100' or 'filler_120' or 'filler_200'?"
-    assert refused.is_error and refused.content[0].text == _past_the_cut("filler_1200", "511 more", hint)
+    assert refused.is_error and refused.content[0].text == _past_the_cut("filler_1200", f"{500 + len(HOSTILE_TOOLS)} more", hint)
     assert not echoed.is_error and echoed.content[0].text == "kept"
     kinds = [(event.tool, event.error_kind) for event in read_events(log_path) if event.event == "execute"]
     assert kinds == [("filler_1200", "unknown_tool"), ("echo", None)]
@@ -347,7 +348,7 @@ async def test_a_tool_past_the_cap_of_a_crawled_listing_is_refused_without_start
             refused = await copilot.execute("many", "filler_1200", {}, None, None, None)
             assert not copilot.pool.is_running("many")  # answered from the index: nothing started for it
             echoed = await copilot.execute("many", "echo", {"text": "kept"}, None, None, None)
-    assert refused.is_error and refused.content[0].text == _past_the_cut("filler_1200", "511 more")
+    assert refused.is_error and refused.content[0].text == _past_the_cut("filler_1200", f"{500 + len(HOSTILE_TOOLS)} more")
     assert not echoed.is_error and echoed.content[0].text == "kept"
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from server.errors import InvalidParamsError
 from server.execute.validation import (
+    MAX_PARAMS_DEPTH,
     check_params,
     coerce_params,
     describe_expected,
@@ -106,6 +107,64 @@ def test_params_that_are_not_an_object_are_refused_clearly(bad: object) -> None:
     with pytest.raises(InvalidParamsError) as caught:
         coerce_params(bad)
     assert "'params' must be a JSON object" in str(caught.value)
+
+
+def _deep(levels: int) -> object:
+    value: object = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("params", "said"),
+    [
+        ({"n": float("nan")}, "'params' hold NaN at 'n', which JSON cannot carry"),
+        ('{"n": [1, -Infinity]}', "'params' hold -Infinity at 'n[1]', which JSON cannot carry"),
+        ('{"s": "a\\ud800b"}', "'params' hold a lone UTF-16 surrogate at 's', which UTF-8 cannot carry"),
+        ({"a": {"\ud800": 1}}, "'params' hold a lone UTF-16 surrogate in a name at 'a.\ud800'"),
+        ({"v": _deep(MAX_PARAMS_DEPTH)}, "'params' nest deeper than the 190 levels the copilot passes on at 'v[0][0]"),
+    ],
+    ids=["nan", "infinity-in-a-string", "surrogate-in-a-string", "surrogate-in-a-name", "too-deep"],
+)
+def test_params_json_cannot_carry_to_the_child_are_refused_however_they_came(params: object, said: str) -> None:
+    # Before: NaN and Infinity reached the child as null, a string's lone surrogate as "?", and a
+    # string's deep nesting ran the call, whose reply the copilot then refused to read.
+    with pytest.raises(InvalidParamsError) as caught:
+        coerce_params(params)
+    assert str(caught.value).startswith(said) and str(caught.value).endswith("; nothing was sent to the tool.")
+    assert coerce_params({"v": _deep(MAX_PARAMS_DEPTH - 1), "x": 1.5}) == {"v": _deep(MAX_PARAMS_DEPTH - 1), "x": 1.5}
+
+
+def test_a_huge_value_is_not_repeated_in_full_by_the_message() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"short": {"type": "string", "maxLength": 10}, "tags": {"type": "array", "maxItems": 2}},
+        "additionalProperties": False,
+    }
+    message = _message(schema, {"short": "x" * 2_000_000, "tags": list(range(200_000)), "k" * 500_000: 1})
+    assert len(message) < 3_000
+    assert "'short': \"xxxxxxxxx" in message and "… is too long" in message
+    assert "'tags': [0, 1, 2, 3" in message and "… is too long" in message
+
+
+def test_a_value_of_an_allowed_type_failing_inside_one_of_its_forms_is_told_what_is_wrong_there() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "q": {
+                "oneOf": [
+                    {"type": "object", "properties": {"kind": {"const": "a"}, "n": {"type": "integer"}}, "required": ["kind", "n"]},
+                    {"type": "object", "properties": {"kind": {"const": "b"}, "m": {"type": "string"}}, "required": ["kind", "m"]},
+                ]
+            },
+            "x": {"oneOf": [{"type": "number"}, {"type": "integer"}]},
+            "y": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        },
+    }
+    assert "- 'q': 'n' is a required property" in _message(schema, {"q": {"kind": "a"}})  # was "should be object, got object"
+    assert "'x' matches more than one of the forms it may take (number or integer), got integer 5" in _message(schema, {"x": 5})
+    assert "'y' should be string or integer, got boolean true" in _message(schema, {"y": True})  # its type is what is wrong
 
 
 def test_suggest_prefers_case_insensitive_exact_then_fuzzy() -> None:

@@ -158,6 +158,23 @@ async def test_a_definition_too_big_or_too_deep_is_left_out_and_its_calls_refuse
         assert (await pool.call_tool("odd", "echo", {"text": "others work"})).content[0].text == "others work"
 
 
+@pytest.mark.parametrize(
+    ("shape", "said"),
+    [
+        ("video", "content[0]: unknown content type 'video' (MCP has 'text', 'image', 'audio', 'resource_link', 'resource')"),
+        ("untyped", "content[0]: it has no 'type' (MCP content blocks say which kind they are)"),
+        ("listy", "structuredContent: should be a valid dictionary"),
+    ],
+)
+async def test_a_result_mcp_does_not_allow_is_said_in_one_line(settings: PoolSettings, shape: str, said: str) -> None:
+    # Before: pydantic's dump, eleven errors and links to its docs for one block of an unknown type.
+    async with running_pool({"odd": hostile("odd")}, settings) as pool:
+        result = await pool.call_tool("odd", "odd_result", {"shape": shape})
+        assert result.is_error
+        assert result.content[0].text == f"server 'odd' returned a result for 'odd_result' that could not be read: {said}"
+        assert (await pool.call_tool("odd", "echo", {"text": "still here"})).content[0].text == "still here"
+
+
 async def _listed_live(pool: Any, config: Any, warnings: list[str]) -> list[Any]:
     """The prompts, resources and templates of the running ``many`` child, listed as the live index
     re-lists a changed child's (server.aggregate.live)."""
