@@ -103,6 +103,8 @@ def validation_reason(error: ValidationError) -> str:
     elif first["type"] == "value_error" and where:
         # A validator of ours: its message says what is wrong; the value it judged adds nothing.
         reason = f"field {where}: {first['msg'].removeprefix('Value error, ')}"
+    elif not where and first["type"] == "value_error":  # a validator of the whole model
+        reason = first["msg"].removeprefix("Value error, ")
     elif not where:
         reason = f"expected a JSON object at the top level (got {type(first.get('input')).__name__})"
     else:

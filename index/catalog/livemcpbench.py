@@ -16,9 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from index.json_text import parse_json
+from index.json_text import has_lone_surrogate, parse_json, without_lone_surrogates
 from index.errors import CatalogError
 from index.catalog.records import Catalog, CatalogServer, ToolRecord
+from index.catalog.servers import server_name_problem
+from index.children.tool_listing import name_problem
+from index.cli.display import printable
 from index.cli.hints import index_command
 from index.settings import CopilotSettings
 
@@ -82,6 +85,24 @@ def _problem(error: ValidationError) -> str:
     return f"{where or 'the entry'} {problem}."
 
 
+def _text_problem(tool: _SnapshotTool) -> str | None:
+    """What makes ``tool``'s name one no catalog can hold (a lone surrogate has no UTF-8 form), or None."""
+    if has_lone_surrogate(tool.name):
+        return "its name holds a lone UTF-16 surrogate, which UTF-8 (and so the catalog) cannot hold"
+    return None
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` (text or JSON) with each lone surrogate replaced by U+FFFD: the catalog is UTF-8,
+    and one in a description failed the whole import with a serializer's traceback."""
+    if isinstance(value, str):
+        return without_lone_surrogates(value)
+    if value is None:
+        return None
+    text = json.dumps(value, ensure_ascii=False)
+    return json.loads(without_lone_surrogates(text)) if has_lone_surrogate(text) else value
+
+
 def load_livemcpbench(path: str | Path) -> Catalog:
     """Read LiveMCPBench's ``tools.json`` into a :class:`Catalog` (one record per listed tool)."""
     path = Path(path)
@@ -100,12 +121,18 @@ def load_livemcpbench(path: str | Path) -> Catalog:
         except ValidationError as error:
             raise CatalogError(f"{where_entry}: {_problem(error)}") from None
         for server_name, listing in entry.tools.items():
+            # The crawl's rules: a name it would refuse failed the build late, naming no entry.
+            if (problem := server_name_problem(server_name)) is not None:
+                raise CatalogError(f"{where_entry}: {problem}")
             if server_name in servers:
                 raise CatalogError(f"{where_entry}: server '{server_name}' is listed twice.")
-            description = (entry.description or "").strip()
-            category = (entry.category or "").strip()
+            description = _without_lone_surrogates((entry.description or "").strip())
+            category = _without_lone_surrogates((entry.category or "").strip())
             seen: set[str] = set()
             for tool in listing.tools:
+                if (problem := name_problem(tool.name) or _text_problem(tool)) is not None:
+                    logger.warning("%s: %s: skipping tool %r: %s", where_entry, server_name, printable(tool.name), problem)
+                    continue
                 if tool.name in seen:
                     logger.warning("%s: %s lists tool %r twice; keeping the first", path, server_name, tool.name)
                     continue
@@ -113,11 +140,11 @@ def load_livemcpbench(path: str | Path) -> Catalog:
                 record = ToolRecord(
                     server=server_name,
                     name=tool.name,
-                    title=tool.title,
-                    description=(tool.description or "").strip(),
-                    input_schema=tool.inputSchema or {"type": "object", "properties": {}},
-                    output_schema=tool.outputSchema,
-                    annotations=tool.annotations,
+                    title=_without_lone_surrogates(tool.title),
+                    description=_without_lone_surrogates((tool.description or "").strip()),
+                    input_schema=_without_lone_surrogates(tool.inputSchema or {"type": "object", "properties": {}}),
+                    output_schema=_without_lone_surrogates(tool.outputSchema),
+                    annotations=_without_lone_surrogates(tool.annotations),
                     server_description=description,
                     category=category,
                 )
@@ -134,9 +161,11 @@ def default_output(settings: CopilotSettings | None = None) -> Path:
 
 
 def import_command(args: argparse.Namespace) -> int:
-    catalog = load_livemcpbench(args.tools_json)
     settings = CopilotSettings.load()
     out = Path(args.out) if getattr(args, "out", None) else default_output(settings)
+    if out.resolve() == Path(args.tools_json).resolve():
+        raise CatalogError(f"--out {out} is the snapshot being imported; write the catalog to another path.")
+    catalog = load_livemcpbench(args.tools_json)
     catalog.save(out)
     print(
         f"imported {len(catalog.tools)} tools from {len(catalog.servers)} servers -> {out}\n"

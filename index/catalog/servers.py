@@ -469,6 +469,20 @@ def _name_problem(name: str) -> str | None:
     return None
 
 
+def server_name_problem(name: str) -> str | None:
+    """What makes ``name`` no server name (a sentence naming it and the fix), or None."""
+    if not name.strip():
+        return "a server with an empty name: give the entry a name (route shows it and execute calls the server by it)."
+    if (problem := _name_problem(name)) is not None:
+        return f"server '{printable(name)}': {problem}."
+    if "/" in name:
+        return (
+            f"server '{name}': a name cannot contain '/' (tools are named server/tool in route's answers and in "
+            f"--allow/--deny patterns); rename it, e.g. '{name.replace('/', '-')}'."
+        )
+    return None
+
+
 def parse_servers(
     text: str, source: str = "<servers>", environ: Mapping[str, str] | None = None
 ) -> ServersFile:
@@ -510,19 +524,8 @@ def parse_servers(
     servers: dict[str, ServerConfig] = {}
     for name, raw in entries.items():
         line = lines[(container, name)]
-        if not name.strip():
-            raise ConfigError(
-                f"{source}:{line}: a server with an empty name: give the entry a name (route shows it and execute "
-                "calls the server by it)."
-            )
-        problem = _name_problem(name)
-        if problem is not None:
-            raise ConfigError(f"{source}:{line}: server '{printable(name)}': {problem}.")
-        if "/" in name:
-            raise ConfigError(
-                f"{source}:{line}: server '{name}': a name cannot contain '/' (tools are named server/tool in route's "
-                f"answers and in --allow/--deny patterns); rename it, e.g. '{name.replace('/', '-')}'."
-            )
+        if (problem := server_name_problem(name)) is not None:
+            raise ConfigError(f"{source}:{line}: {problem}")
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}:{line}: server '{name}': expected an object, got {type(raw).__name__}.")
         missing: set[str] = set()

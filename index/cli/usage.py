@@ -18,25 +18,28 @@ def usage_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--show must be 0 or more (got {args.show}).")
     settings = CopilotSettings.load()
     paths = [Path(p) for p in args.paths] or [settings.logs_dir]
-    successful = None
+    verdicts = None
     problems: list[str] = []
     if args.successful is not None:
-        successful, problems = successful_tasks(args.successful)
-    learned = learn_usage(paths, successful=successful)
+        verdicts, problems = successful_tasks(args.successful)
+    learned = learn_usage(paths, verdicts=verdicts)
     problems += learned.problems
     for problem in problems:
         print(f"warning: {printable(problem)}", file=sys.stderr)
-    unsuccessful = counted(learned.unsuccessful, "trajectory", "trajectories")
+    reasons = [f"{counted(learned.unsuccessful, 'trajectory', 'trajectories')} not judged a success"] if learned.unsuccessful else []
+    if verdicts is not None and learned.unjudged:
+        another = " (is it another run's verdicts?)" if not learned.files else ""
+        reasons.append(f"{counted(learned.unjudged, 'trajectory', 'trajectories')} of tasks with no verdict in {verdicts.path}{another}")
+    left_out = f"left out: {'; '.join(reasons)}" if reasons else ""
     if not learned.files:
         shown = ", ".join(str(p) for p in paths)
-        left_out = f" ({unsuccessful} left out: not judged a success)" if learned.unsuccessful else ""
         raise ConfigError(
-            f"no trajectory to learn from under {shown}{left_out}; nothing written. Pass the copilot's log "
-            "directory (COPILOT_LOG_DIR, default COPILOT_HOME/logs) or a benchmark run's directory."
+            f"no trajectory to learn from under {shown}{f' ({left_out})' if left_out else ''}; nothing written. Pass "
+            "the copilot's log directory (COPILOT_LOG_DIR, default COPILOT_HOME/logs) or a benchmark run's directory."
         )
     prior = learned.prior
     out = args.out or settings.usage_prior_file
-    left_out = f"; {unsuccessful} of tasks not judged a success left out" if successful is not None else ""
+    left_out = f"; {left_out}" if left_out else ""
     print(
         f"learned from {counted(learned.files, 'trajectory', 'trajectories')} ({counted(learned.executes, 'execute call')}"
         f"{left_out}): {counted(prior.tool_total, 'tool')} of {counted(len(prior.tools), 'server')} ran without error"

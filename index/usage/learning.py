@@ -36,7 +36,8 @@ _RUN_SUMMARY = "summary.json"
 class Learned:
     prior: UsagePrior
     executes: int = 0  # execute events read
-    unsuccessful: int = 0  # trajectories left out: their task was not judged a success
+    unsuccessful: int = 0  # trajectories left out: their task was judged, not a success
+    unjudged: int = 0  # trajectories left out: the verdicts hold none for their task
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -68,9 +69,19 @@ def log_files(paths: Iterable[Path]) -> tuple[list[Path], list[str]]:
     return sorted(found.values()), missing
 
 
-def successful_tasks(path: Path) -> tuple[set[str], list[str]]:
+@dataclass
+class Verdicts:
+    """The tasks a judge's ``verdicts.jsonl`` calls a success, and every task it judged."""
+
+    path: Path
+    successful: set[str]
+    judged: set[str]
+
+
+def successful_tasks(path: Path) -> tuple[Verdicts, list[str]]:
     """The tasks the judge's ``verdicts.jsonl`` (or the judge directory holding it) calls a success,
-    the last verdict of a task winning; and the lines it could not read."""
+    the last verdict of a task winning; and the lines it could not read. A file without one
+    readable verdict is a :class:`ConfigError` (it is no judge's, or not this one's)."""
     if path.is_dir():
         path = path / "verdicts.jsonl"
     verdicts: dict[str, object] = {}
@@ -86,11 +97,18 @@ def successful_tasks(path: Path) -> tuple[set[str], list[str]]:
             f"{path}: cannot read the judge's verdicts ({error.strerror or error}); pass the verdicts.jsonl "
             "of a judged run (python -m evaluation.judge writes it into its output directory)."
         ) from None
-    return {task for task, verdict in verdicts.items() if verdict == "success"}, problems
+    if not verdicts:
+        raise ConfigError(
+            f"{path}: no verdict in it ({len(problems)} line(s) that are none); pass the verdicts.jsonl of a judged "
+            "run (python -m evaluation.judge writes it into its output directory)."
+        )
+    successful = {task for task, verdict in verdicts.items() if verdict == "success"}
+    return Verdicts(path=path, successful=successful, judged=set(verdicts)), problems
 
 
-def learn_usage(paths: Iterable[Path], *, successful: set[str] | None = None) -> Learned:
-    """The prior of every trajectory under ``paths`` (only those of the ``successful`` tasks, when given)."""
+def learn_usage(paths: Iterable[Path], *, verdicts: Verdicts | None = None) -> Learned:
+    """The prior of every trajectory under ``paths`` (only those of the tasks ``verdicts`` calls a
+    success, when given)."""
     files, problems = log_files(paths)
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     learned = Learned(UsagePrior(), problems=problems)
@@ -100,8 +118,11 @@ def learn_usage(paths: Iterable[Path], *, successful: set[str] | None = None) ->
         if read is None:
             continue
         task, succeeded = read
-        if successful is not None and task not in successful:
-            learned.unsuccessful += 1
+        if verdicts is not None and task not in verdicts.successful:
+            if task in verdicts.judged:
+                learned.unsuccessful += 1
+            else:
+                learned.unjudged += 1
             continue
         trajectories += 1
         for server, tool in succeeded:

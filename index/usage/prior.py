@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, NonNegativeInt
+from pydantic import BaseModel, Field, NonNegativeInt, model_validator
 
 from index.errors import ConfigError
 from index.storage.atomic import UnusableFile, read_model, write_atomic
@@ -44,6 +44,21 @@ class UsagePrior(BaseModel):
     trajectories: int = Field(default=0, ge=0)
     #: server -> tool -> trajectories in which the tool returned a result that is not an error.
     tools: dict[str, dict[str, NonNegativeInt]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _counts_within_trajectories(self) -> UsagePrior:
+        # A tool is counted at most once per trajectory; a count past them is a damaged or hand-made
+        # file (10^309 ended every route in an OverflowError, 10^300 outranked every other tool).
+        for server, tools in self.tools.items():
+            for tool, count in tools.items():
+                if count > self.trajectories:
+                    digits = str(count)
+                    shown = f"{count:,}" if len(digits) <= 15 else f"{digits[:3]}… ({len(digits):,} digits)"
+                    raise ValueError(
+                        f"{server}/{tool} is counted {shown} times over {self.trajectories:,} trajectories "
+                        "(a tool counts at most once per trajectory)"
+                    )
+        return self
 
     def by_id(self) -> dict[str, int]:
         """The counts keyed by the index's record id of a tool (``server/name``, ``ToolRecord.id``)."""

@@ -69,6 +69,10 @@ def test_import_uses_the_server_key_and_keeps_schemas(tmp_path: Path) -> None:
         ('[{"name": "z", "tools": {"s": {"tools": [{"name": 5}]}}}]', r"entry 1 of 1 \(z\): tools\.s\.tools\[0\]\.name input should be a valid string\.$"),
         ('[{"name": "a", "tools": {"s": {"tools": [{"name": "t"}]}}}, {"name": "b", "tools": {"s": {"tools": []}}}]', r"entry 2 of 2 \(b\): server 's' is listed twice\.$"),
         ("[]", "no tools found"),
+        # Names the crawl refuses, refused here with the entry (the build failed late, naming none).
+        ('[{"name": "e", "tools": {"": {"tools": [{"name": "t"}]}}}]', r"entry 1 of 1 \(e\): a server with an empty name"),
+        ('[{"name": "s", "tools": {"a/b": {"tools": [{"name": "t"}]}}}]', r"entry 1 of 1 \(s\): server 'a/b': a name cannot contain '/'"),
+        ('[{"name": "c", "tools": {"a\\u0007": {"tools": [{"name": "t"}]}}}]', r"entry 1 of 1 \(c\): server 'a\\x07': a name cannot contain control"),
     ],
 )
 def test_malformed_snapshots_are_reported_with_where(tmp_path: Path, content: str, message: str) -> None:
@@ -94,6 +98,34 @@ def test_import_command_writes_to_copilot_home_by_default(tmp_path: Path, monkey
     assert [t.id for t in load_catalog(written).tools] == ["t/a", "t/b"]
     out = tmp_path / "elsewhere.json"
     assert main(["import-livemcpbench", str(snapshot), "--out", str(out)]) == 0 and out.exists()
+
+
+def test_tools_no_one_could_call_are_skipped_and_lone_surrogates_replaced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tools = [
+        {"name": "", "description": "no name"},
+        {"name": "t\u0000x", "description": "a NUL in its name"},
+        {"name": "bad\ud800", "description": "a lone surrogate in its name"},
+        {"name": "ok", "description": "bad \ud800 text", "inputSchema": {"type": "object", "title": "x\udc00"}},
+    ]
+    snapshot = tmp_path / "tools.json"
+    # ensure_ascii keeps the lone surrogates as escapes, as a JSON file holds them.
+    snapshot.write_text(json.dumps([snapshot_entry("S", "s", tools)]), encoding="utf-8")
+    catalog = load_livemcpbench(snapshot)
+    assert [tool.name for tool in catalog.tools] == ["ok"]
+    assert catalog.tools[0].description == "bad \ufffd text" and catalog.tools[0].input_schema["title"] == "x\ufffd"
+    catalog.save(tmp_path / "catalog.json")  # a serializer's traceback before
+    skipped = [record.getMessage() for record in caplog.records if "skipping tool" in record.getMessage()]
+    assert len(skipped) == 3 and "name: empty or blank" in skipped[0] and "U+0000" in skipped[1] and "surrogate" in skipped[2]
+
+
+def test_import_refuses_to_write_over_its_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snapshot = write_snapshot(tmp_path / "tools.json", [snapshot_entry("T", "t", [{"name": "a"}])])
+    before = snapshot.read_text(encoding="utf-8")
+    assert main(["import-livemcpbench", str(snapshot), "--out", str(tmp_path / "." / "tools.json")]) == 2
+    assert "is the snapshot being imported; write the catalog to another path" in capsys.readouterr().err
+    assert snapshot.read_text(encoding="utf-8") == before
 
 
 def test_import_command_missing_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

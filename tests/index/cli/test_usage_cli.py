@@ -70,8 +70,8 @@ def test_counts_only_successful_tasks_and_warns_of_what_it_could_not_read(
         f"warning: {run / 'verdicts.jsonl'}: no trajectory event (not a copilot log?); skipped",
     ]
     assert captured.out.splitlines()[0] == (
-        "learned from 1 trajectory (2 execute calls; 1 trajectory of tasks not judged a success left out): "
-        "1 tool of 1 server ran without error"
+        f"learned from 1 trajectory (2 execute calls; left out: 1 trajectory of tasks with no verdict in "
+        f"{run / 'verdicts.jsonl'}): 1 tool of 1 server ran without error"
     )
     assert captured.out.splitlines()[-1] == (
         f"wrote {out_file}: COPILOT_USAGE_PRIOR_WEIGHT is 0, so route does not use it until that is set; route reads "

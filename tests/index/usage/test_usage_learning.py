@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from index.errors import ConfigError
+from index.cli.args import main
 from index.usage.learning import learn_usage, successful_tasks
 from server.trajectory.records import ExecuteEvent, ExecuteResult, RouteEvent, SessionEnd, SessionStart, TrajectoryWriter
 
@@ -68,9 +69,9 @@ def test_a_log_and_verdicts_saved_with_a_byte_order_mark_are_read(tmp_path: Path
     judge = tmp_path / "judge"
     judge.mkdir()
     (judge / "verdicts.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps({"task_id": "t1", "verdict": "success"}).encode() + b"\n")
-    successful, problems = successful_tasks(judge)
-    assert (successful, problems) == ({"t1"}, [])
-    learned = learn_usage([log], successful=successful)
+    verdicts, problems = successful_tasks(judge)
+    assert (verdicts.successful, problems) == ({"t1"}, [])
+    learned = learn_usage([log], verdicts=verdicts)
     assert learned.prior.tools == {"fs": {"write_file": 1}} and learned.problems == []
 
 
@@ -100,12 +101,27 @@ def test_only_tasks_judged_a_success_count_when_verdicts_are_given(tmp_path: Pat
         {"task_id": "t3", "verdict": "success"},
     ]
     (judge / "verdicts.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\nnot json\n")
-    successful, problems = successful_tasks(judge)
-    assert successful == {"t1", "t3"}
+    verdicts, problems = successful_tasks(judge)
+    assert (verdicts.successful, verdicts.judged) == ({"t1", "t3"}, {"t1", "t2", "t3"})
     assert problems == [f"{judge / 'verdicts.jsonl'}:6: not a verdict (task_id and verdict); skipped"]
-    learned = learn_usage([tmp_path / f"t{n}.jsonl" for n in (1, 2, 3)], successful=successful)
+    _trajectory(tmp_path / "t4.jsonl", _ok("fs", "delete"), task_id="t4")  # a task these verdicts never judged
+    learned = learn_usage([tmp_path / f"t{n}.jsonl" for n in (1, 2, 3, 4)], verdicts=verdicts)
     assert learned.prior.tools == {"fs": {"write_file": 1}, "time": {"now": 1}}
-    assert (learned.files, learned.unsuccessful) == (2, 1)
+    assert (learned.files, learned.unsuccessful, learned.unjudged) == (2, 1, 1)
+
+
+def test_verdicts_that_are_none_or_another_runs_are_said_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: both read "left out: not judged a success", as if this run's tasks had failed.
+    _trajectory(tmp_path / "logs" / "t1.jsonl", _ok("fs", "write_file"), task_id="t1")
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"task_id": "x9", "verdict": "success"}) + "\n")
+    none = tmp_path / "none.jsonl"
+    none.write_text(json.dumps({"event": "route"}) + "\n")
+    with pytest.raises(ConfigError, match=r"none.jsonl: no verdict in it \(1 line\(s\) that are none\); pass the verdicts.jsonl"):
+        successful_tasks(none)
+    assert main(["usage", str(tmp_path / "logs"), "--successful", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert f"(left out: 1 trajectory of tasks with no verdict in {other} (is it another run's verdicts?))" in err
 
 
 def test_missing_verdicts_say_what_to_pass(tmp_path: Path) -> None:

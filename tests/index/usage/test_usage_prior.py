@@ -36,6 +36,12 @@ def test_the_file_round_trips_and_a_missing_one_is_no_prior(tmp_path: Path) -> N
         ("{not json", "the file"),
         ('{"format": "mcp-copilot/usage-prior", "version": 1, "tools": {"fs": {"write_file": -1}}}', "tools.fs.write_file"),
         ('{"format": "something-else", "version": 1}', "format"),
+        # Past the trajectories: 10^309 ended every route in an OverflowError, 10^300 outranked every tool.
+        (
+            '{"format": "mcp-copilot/usage-prior", "version": 1, "trajectories": 1, "tools": {"time": {"now": 1' + "0" * 309 + "}}}",
+            "time/now is counted 100… (310 digits) times over 1 trajectories (a tool counts at most once per trajectory)",
+        ),
+        ('{"format": "mcp-copilot/usage-prior", "version": 1, "trajectories": 3, "tools": {"fs": {"w": 4}}}', "fs/w is counted 4"),
     ],
 )
 def test_a_broken_file_names_itself_what_is_wrong_and_how_to_rebuild(tmp_path: Path, text: str, where: str) -> None:
