@@ -14,11 +14,12 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evaluation.json_files import JSONFileError, read_json_model, unreadable
+from evaluation.json_files import JSONFileError, decode_text, read_json_model, unreadable
 from evaluation.tasks import read_json_file
 from index.errors import ConfigError
+from index.json_text import parse_json
 from server.trajectory.records import utc_now
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,10 @@ ErrorKind = Literal[
 
 
 class TaskRecord(BaseModel):
+    #: Fields this runner does not know (written by a later one of the same summary version) are
+    #: kept when the summary is rewritten, not dropped.
+    model_config = ConfigDict(extra="allow")
+
     task_id: str
     category: str = ""
     status: TaskStatus
@@ -76,6 +81,9 @@ class IndexCoverage(BaseModel):
 
 
 class RunSummary(BaseModel):
+    #: As for :class:`TaskRecord`: what a later runner added survives a resume by this one.
+    model_config = ConfigDict(extra="allow")
+
     version: int = SUMMARY_VERSION
     runner_version: str = ""
     agent: str = ""
@@ -109,6 +117,7 @@ class RunManifest:
                 f"{path}: the run summary's place is taken by a directory; use another --out directory or move it away."
             )
         if path.is_file():
+            _refuse_newer(path)
             try:
                 summary = read_json_model(path, RunSummary)
             except (JSONFileError, OSError) as error:
@@ -151,6 +160,27 @@ class RunManifest:
                 f"cannot save the run summary {self.path}: {error.strerror or error}. The tasks it recorded before "
                 "are kept; free space (or fix the directory) and rerun the same command to resume."
             ) from None
+
+
+def _refuse_newer(path: Path) -> None:
+    """A summary a newer runner wrote (``version`` above :data:`SUMMARY_VERSION`) is not resumed.
+
+    Its records may mean what this runner cannot tell (and its format may not even validate):
+    resuming would rewrite it in the old format, losing what the newer runner recorded. Checked on
+    the raw JSON, before validation, so the reader learns the version is the problem."""
+    try:
+        data = parse_json(decode_text(path.read_bytes()))
+    except (OSError, ValueError):
+        return  # unreadable: read_json_model says why
+    version = data.get("version") if isinstance(data, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > SUMMARY_VERSION:
+        written_by = data.get("runner_version")
+        by = f" by runner {written_by}" if isinstance(written_by, str) and written_by else ""
+        raise ConfigError(
+            f"{path}: the run summary was written{by} in format version {version}; this runner reads "
+            f"version {SUMMARY_VERSION} and would lose what it cannot read. Resume the run with the newer "
+            "runner, or use another --out directory."
+        )
 
 
 class ModelPrice(BaseModel):

@@ -54,6 +54,7 @@ from evaluation.llm import EndpointError, probe_endpoint
 from evaluation.run.models import ErrorKind, ModelPrice, RunManifest, TaskRecord, TaskStatus, price_for
 from evaluation.run.tasks import BenchmarkTask
 from evaluation.run.task_setup.workspace import (
+    OUTSIDE_ROOT,
     TASK_ROOT,
     ServerRewrite,
     copy_task_files,
@@ -398,10 +399,17 @@ class BenchmarkRunner:
         """Why the task cannot start at all: its input files are missing."""
         if missing and not self.config.allow_missing_files:
             where = self.config.task_files or "(no --task-files)"
+            # "Add them there" cannot fix a path that leads out of /root: the task list must change.
+            outside = any(path.endswith(OUTSIDE_ROOT) for path in missing)
+            fix = (
+                f"correct the task's file_name (a path outside {TASK_ROOT} is never in the workspace)"
+                if outside
+                else "add them there"
+            )
             return (
                 "missing_files",
                 f"input file(s) {', '.join(missing)} not found in {where}; "
-                "add them there or pass --allow-missing-files to run the task anyway",
+                f"{fix} or pass --allow-missing-files to run the task anyway",
             )
         return None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from rapidfuzz import process
 
 from evaluation.tasks import CATEGORIES, CATEGORY_ALIASES, TaskEntry, canonical_category, read_task_entries
@@ -20,6 +20,14 @@ class BenchmarkTask(TaskEntry):
     """One task to run; unlike the judge, a run needs the question itself."""
 
     question: str = Field(alias="Question", min_length=1)
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        # Spaces and newlines are no question: the agent would run with nothing to do.
+        if value and not value.strip():
+            raise ValueError("must not be blank (it holds only whitespace)")
+        return value
 
 
 def load_tasks(path: Path) -> list[BenchmarkTask]:

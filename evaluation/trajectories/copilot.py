@@ -78,9 +78,18 @@ class Session:
 
 
 def read_jsonl(path: Path, result: LoadResult) -> list[Session]:
+    """The sessions of one JSONL log; its bad lines go to ``result.problems`` with their numbers.
+
+    A file is foreign (another tool's JSONL, e.g. ``verdicts.jsonl``) only when none of its lines
+    is an event and some are JSON objects without ``event``: deciding on the first line alone
+    dropped a whole trajectory whose first line had lost its ``event``.
+    """
     sessions: list[Session] = []
     current: Session | None = None
     saw_event = False
+    foreign = False
+    #: Line problems, kept aside until the file is known to be a trajectory log.
+    problems: list[Problem] = []
     try:
         handle = path.open("rb")
     except OSError as error:
@@ -96,7 +105,7 @@ def read_jsonl(path: Path, result: LoadResult) -> list[Session]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                result.problems.append(
+                problems.append(
                     Problem(
                         kind="malformed_line",
                         file=str(path),
@@ -108,13 +117,10 @@ def read_jsonl(path: Path, result: LoadResult) -> list[Session]:
             try:
                 event = parse_event(line)
             except (ValueError, ValidationError) as error:
-                if not saw_event and _is_foreign_json(line):
-                    # e.g. verdicts.jsonl or another tool's JSONL: not a trajectory at all.
-                    result.problems.append(
-                        Problem(kind="skipped_file", file=str(path), message="not a trajectory log (no 'event' field)")
-                    )
-                    return []
-                result.problems.append(Problem(kind="malformed_line", file=str(path), line=number, message=_short_error(error)))
+                message = _short_error(error)
+                if _is_foreign_json(line):
+                    foreign, message = True, "a JSON object without an 'event' field (not an event); skipped"
+                problems.append(Problem(kind="malformed_line", file=str(path), line=number, message=message))
                 continue
             saw_event = True
             if isinstance(event, SessionStart) or current is None:
@@ -127,6 +133,10 @@ def read_jsonl(path: Path, result: LoadResult) -> list[Session]:
                 current.end = event
             else:
                 current.events.append(event)
+    if foreign and not saw_event:
+        result.problems.append(Problem(kind="skipped_file", file=str(path), message="not a trajectory log (no 'event' field)"))
+        return []
+    result.problems.extend(problems)
     return sessions
 
 

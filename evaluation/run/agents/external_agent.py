@@ -8,13 +8,17 @@ a non-zero exit or a timeout is a failed task with the reason, never an exceptio
 
 from __future__ import annotations
 
+import codecs
+import errno
 import json
 import logging
 import os
+import re
 import secrets
 import shlex
 import shutil
 import signal
+import stat
 import string
 import subprocess
 from collections.abc import Mapping
@@ -41,9 +45,28 @@ PLACEHOLDERS = ("question", "question_file", "mcp_config", "workspace", "task_id
 _KILL_GRACE = 5.0
 #: Seconds between looks at whether the agent exited (see :func:`_wait_exit`).
 _EXIT_POLL = 0.02
+#: First words the shell itself handles (or that run the program named after them), so no program
+#: of that name need be on PATH: POSIX's special builtins (``set``, ``.``, ``trap``, ``eval`` …),
+#: the regular builtins a command line starts with (``ulimit``, ``umask``, ``cd`` …), reserved
+#: words, and wrappers such as ``env``/``nohup`` (which exist as programs, but so does what they run).
 _SHELL_WORDS = frozenset(
-    {"cd", "exec", "env", "export", "if", "for", "while", "(", "{", "!", "time", "nice", "timeout", "nohup", "command"}
-)
+    {
+        # special builtins
+        ":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return", "set", "shift",
+        "times", "trap", "unset",
+        # regular builtins
+        "alias", "bg", "cd", "command", "false", "fc", "fg", "getopts", "hash", "jobs", "kill", "pwd", "read",
+        "true", "type", "ulimit", "umask", "unalias", "wait",
+        # reserved words
+        "!", "{", "}", "(", "case", "for", "if", "until", "while",
+        # wrappers
+        "env", "time", "nice", "timeout", "nohup",
+    }
+)  # fmt: skip
+#: Linux's limit on one argument (MAX_ARG_STRLEN): the whole rendered command is one, ``sh -c``'s.
+_MAX_ARGUMENT_BYTES = 131_072
+#: Characters that end a word for /bin/sh even without a space (``true;agent``, ``(cd x && agent)``).
+_SHELL_OPERATORS = re.compile(r"[;&|<>()]")
 
 
 class ExternalResult(BaseModel):
@@ -87,9 +110,12 @@ def missing_program(template: str) -> str | None:
     except ValueError as error:
         return f"the command is not valid shell syntax ({error})"
     words = [w for w in words if not ("=" in w and w.split("=", 1)[0].isidentifier())]  # FOO=bar prefixes
-    if not words or words[0] in _SHELL_WORDS:
+    if not words or words[0] in _SHELL_WORDS or words[0].startswith("{"):
         return None
-    program = words[0]
+    # shlex does not split at operators: "(cd" opens a subshell, "set;" is the builtin ``set``.
+    program = _SHELL_OPERATORS.split(words[0], maxsplit=1)[0]
+    if not program or program in _SHELL_WORDS or "()" in words[0]:
+        return None  # a subshell, a function definition: the shell decides
     if "/" in program:
         path = Path(program).expanduser()
         if not path.exists():
@@ -136,13 +162,27 @@ async def run_external_agent(
                 start_new_session=True,
             )
         except OSError as error:
+            if error.errno == errno.E2BIG:
+                # The program exists (check_setup found it); this task's command line does not fit
+                # the kernel's limit (128 KiB for one argument), typically a long {question}.
+                size = len(command.encode("utf-8", errors="replace"))
+                what = (
+                    f"the command line is too long ({size:,} bytes; the system allows at most "
+                    f"{_MAX_ARGUMENT_BYTES:,} in one argument)"
+                    if size > _MAX_ARGUMENT_BYTES
+                    else f"the command line ({size:,} bytes) and the environment are too large for the system"
+                )
+                return ExternalResult(
+                    error=f"cannot start the agent command: {what}; pass {{question_file}} instead of {{question}} in --agent-cmd",
+                    error_kind="agent_failed",
+                )
             return ExternalResult(error=f"cannot start the agent command: {error}", error_kind="agent_not_found")
         timed_out = await _supervise(process, stdout_log, stderr_log, timeout, tag)
     finally:
         # Also on cancellation (Ctrl-C): the logs get their tails and the note of what was cut.
         cuts = {log.path.name: cut for log in (stdout_log, stderr_log) if (cut := log.close()) is not None}
     result = ExternalResult(exit_code=process.returncode, timed_out=timed_out, logs_cut=cuts)
-    _read_answer(result, answer_file, stdout_path, cuts.get(stdout_path.name))
+    unread = _read_answer(result, answer_file, stdout_path, cuts.get(stdout_path.name))
     tail = stderr_tail(stderr_path, lines=3, chars=400, cut=cuts.get(stderr_path.name))
     if timed_out:
         result.error, result.error_kind = f"the agent did not finish within {timeout:g} s (--task-timeout)", "timeout"
@@ -153,7 +193,7 @@ async def run_external_agent(
         result.error = f"the agent exited with status {process.returncode}{': ' + tail if tail else ''}"
         result.error_kind = "agent_failed"
     elif result.answer is None:
-        result.error = "the agent exited without an answer (no answer file, empty stdout)"
+        result.error = f"the agent exited without an answer ({unread + ';' if unread else 'no answer file,'} empty stdout)"
         result.error_kind = "no_answer"
     return result
 
@@ -183,6 +223,12 @@ async def _supervise(
             for stream in (process.stdout, process.stderr):
                 if stream is not None:
                     await stream.aclose()
+            # Closes the pipe transports now, while the event loop runs: left to the garbage
+            # collector (a process that escaped still holds the write end), they would be closed
+            # after the loop, printing "Exception ignored … Event loop is closed". The shell has
+            # exited (or was killed), so waiting for it is short; bounded all the same.
+            with anyio.move_on_after(_KILL_GRACE):
+                await process.aclose()
     return scope.cancelled_caught
 
 
@@ -213,27 +259,73 @@ def _read_bounded(path: Path, limit: int, cut: LogCut | None = None) -> str:
     return tail if written <= keep else f"[... the first {written - keep:,} bytes of the agent's output omitted ...]\n{tail}"
 
 
-def _read_answer(result: ExternalResult, answer_file: Path, stdout_path: Path, cut: LogCut | None = None) -> None:
+def _read_answer_file(path: Path, limit: int) -> tuple[str, str | None]:
+    """The agent's answer file (its first ``limit`` bytes, saying how much came after them) and why
+    it was not read, if it was not.
+
+    Only a regular file is read. A named pipe would block the runner forever (the agent that
+    could write to it is gone), a device could be endless; a symbolic link is refused too,
+    because the runner would read whatever it names with its own rights (``/proc/self/environ``:
+    the runner's API keys) into the trajectory. ``O_NOFOLLOW | O_NONBLOCK`` and the check on the
+    opened descriptor keep that so when something swaps the file after the ``lstat``.
+    """
     try:
-        written = answer_file.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        written = ""
+        kind = _special_kind(os.lstat(path).st_mode)
+        if kind is not None:
+            return "", f"its answer file is {kind}, not a regular file, so it was not read"
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return "", None
+    except OSError as error:
+        return "", f"its answer file cannot be read ({error.strerror or error})"
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if (kind := _special_kind(info.st_mode)) is not None:
+            return "", f"its answer file is {kind}, not a regular file, so it was not read"
+        head = handle.read(limit)
+    # A character cut at the limit is dropped (and counted as omitted), not shown garbled.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(head, final=info.st_size <= len(head))
+    shown = len(head) - len(decoder.getstate()[0])
+    if info.st_size > shown:
+        text += f"\n[... the last {info.st_size - shown:,} bytes of the answer file omitted ...]"
+    return text, None
+
+
+def _special_kind(mode: int) -> str | None:
+    """What a file that is not a regular file is, in words (``None`` for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = (
+        (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+    )  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def _read_answer(result: ExternalResult, answer_file: Path, stdout_path: Path, cut: LogCut | None = None) -> str | None:
+    """Set the answer from the answer file, else from stdout; why the answer file was not read."""
+    written, problem = _read_answer_file(answer_file, MAX_STDOUT_ANSWER_BYTES)
+    written = written.strip()
+    if problem:
+        logger.warning("the agent left %s, but %s; its stdout is the answer, if any", answer_file, problem)
     if written:
         result.answer, result.answer_source = written, "answer_file"
-        return
+        return problem
     if result.exit_code != 0 or result.timed_out:
-        return  # a crashed agent's partial stdout is not an answer
+        return problem  # a crashed agent's partial stdout is not an answer
     stdout = _read_bounded(stdout_path, MAX_STDOUT_ANSWER_BYTES, cut).strip()
     if not stdout:
-        return
+        return problem
     parsed = _headless_json(stdout)
     if parsed is not None:
         answer, usage, is_error = parsed
         if is_error:
             result.error, result.error_kind = f"the agent reported an error: {answer[:300]}", "agent_failed"
         result.answer, result.answer_source, result.usage = answer or None, "stdout", usage
-        return
+        return problem
     result.answer, result.answer_source = stdout, "stdout"
+    return problem
 
 
 def _headless_json(stdout: str) -> tuple[str, Usage | None, bool] | None:

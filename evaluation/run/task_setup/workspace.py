@@ -23,11 +23,12 @@ import logging
 import os
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from index.json_text import parse_json
 from evaluation.run.task_setup.child_home import merge_entry_env
@@ -63,6 +64,8 @@ _STORAGE_OPTIONS = frozenset(
         "--path", "--home", "--notes-dir", "--db-path",
     }
 )
+#: How :func:`missing_inputs` marks an input path that ``..`` leads out of ``/root``.
+OUTSIDE_ROOT = f"(outside {TASK_ROOT})"
 _ROOT_IN_TEXT = re.compile(r"(?<![\w.~/-])/root(?![\w-])")
 
 
@@ -91,25 +94,71 @@ def copy_task_files(task_files: Path | None, workspace: Path, skip: set[Path] | 
         if resolved in skipped or any(resolved in path.parents for path in skipped):
             continue  # the task list itself, or the run's own output (never copy a run into itself)
         if entry.is_dir():
-            _copy_tree(entry, workspace / entry.name)
+            _copy_tree(entry, workspace / entry.name, warnings)
         elif entry.suffix == ".bundle":
             warning = _clone_bundle(entry, workspace / entry.stem)
             if warning:
                 warnings.append(warning)
         elif entry.is_file():
             shutil.copyfile(entry, workspace / entry.name)
+        else:
+            warnings.append(_not_copied(entry))
     return warnings
 
 
-def _copy_tree(source: Path, target: Path) -> None:
+def _copy_tree(source: Path, target: Path, warnings: list[str], ancestors: frozenset[tuple[int, int]] = frozenset()) -> None:
+    """Copy the directory ``source`` to ``target``, following symbolic links as the tasks do.
+
+    A linked directory is copied with its contents, wherever it is (``os.walk`` left one below the
+    top level an empty directory, so its files were silently missing); a link back to a directory
+    it is inside is not followed again. A dangling link or a special file (a named pipe, a socket)
+    is left out with a warning naming it, like a missing input: failing the copy instead failed
+    every task of the run -- also those that never read it -- and recorded the data's problem as
+    the tasks' failures; a task that names it as an input is still refused as ``missing_files``.
+    """
     target.mkdir(parents=True, exist_ok=True)
-    for root, dirs, files in os.walk(source):
-        relative = Path(root).relative_to(source)
-        for name in dirs:
-            (target / relative / name).mkdir(exist_ok=True)
-        for name in files:
+    try:
+        info = source.stat()
+        with os.scandir(source) as scan:
+            entries = sorted(scan, key=lambda e: e.name)
+    except OSError as error:
+        warnings.append(f"{source}: cannot be read ({error.strerror or error}); its files are not copied")
+        return
+    here = (info.st_dev, info.st_ino)
+    if here in ancestors:
+        warnings.append(f"{source}: a symbolic link to a directory it is inside of; not copied again")
+        return
+    ancestors = ancestors | {here}
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.is_dir():  # (links followed)
+            _copy_tree(path, target / entry.name, warnings, ancestors)
+        elif entry.is_file():
             # copyfile, not copy2: the shared files are read-only and the copies must not be.
-            shutil.copyfile(Path(root) / name, target / relative / name)
+            shutil.copyfile(path, target / entry.name)
+        else:
+            warnings.append(_not_copied(path))
+
+
+def _not_copied(path: Path) -> str:
+    """The warning for a task-files entry that is neither a directory nor a regular file."""
+    if path.is_symlink() and not path.exists():
+        return f"{path}: a symbolic link to {os.readlink(path)}, which leads to no file; not copied"
+    try:
+        kind = _special_kind(path.stat().st_mode)
+    except OSError as error:
+        return f"{path}: cannot be read ({error.strerror or error}); not copied"
+    return f"{path}: a special file ({kind}), not a regular file; not copied" if kind else f"{path}: not copied"
+
+
+def _special_kind(mode: int) -> str | None:
+    """``fifo``, ``socket``, … for a file that is neither a regular file, a directory nor a link."""
+    for test, kind in (
+        (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "char-device"), (stat.S_ISBLK, "block-device"),
+    ):  # fmt: skip
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode) else "special"
 
 
 def _clone_bundle(bundle: Path, target: Path) -> str | None:
@@ -130,7 +179,11 @@ def _clone_bundle(bundle: Path, target: Path) -> str | None:
 
 
 def missing_inputs(file_name: str, task_files: Path | None) -> list[str]:
-    """The task's declared input paths (``/root/…``, comma separated) absent from ``task_files``."""
+    """The task's declared input paths (``/root/…``, comma separated) absent from ``task_files``.
+
+    A path that ``..`` leads out of ``/root`` (``/root/../secret.txt``) is one the workspace can
+    never hold: it is missing, said so, whatever exists outside ``task_files``.
+    """
     missing = []
     for raw in file_name.split(","):
         path = raw.strip()
@@ -139,7 +192,11 @@ def missing_inputs(file_name: str, task_files: Path | None) -> list[str]:
         relative = _relative_to_task_root(path)
         if relative is None:
             continue  # not a /root path: nothing we are responsible for providing
-        if task_files is None or not (task_files / relative).exists():
+        normal = os.path.normpath(relative)
+        if normal == ".." or normal.startswith("../"):
+            logger.warning("the task's input %s leads outside %s; counted as missing", path, TASK_ROOT)
+            missing.append(f"{path} {OUTSIDE_ROOT}")
+        elif task_files is None or not (task_files / normal).exists():
             missing.append(path)
     return missing
 
@@ -348,11 +405,16 @@ def snapshot(workspace: Path) -> Snapshot:
                 continue
             path = Path(root) / name
             try:
-                if path.is_symlink():
+                info = path.lstat()
+                if stat.S_ISLNK(info.st_mode):
                     target = os.readlink(path)
                     state[_rel(path, workspace)] = _FileState(0, "link:" + target)
                     continue
-                state[_rel(path, workspace)] = _FileState(path.stat().st_size, _digest(path))
+                if (kind := _special_kind(info.st_mode)) is not None:
+                    # Never opened: reading a named pipe nobody writes to blocks forever.
+                    state[_rel(path, workspace)] = _FileState(0, "special:" + kind)
+                    continue
+                state[_rel(path, workspace)] = _FileState(info.st_size, _digest(path))
             except OSError:
                 continue  # vanished while walking: a server is still writing; not ours to report
     return state
@@ -362,19 +424,35 @@ def _rel(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
+def _open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (not through a link); ``OSError`` if not.
+
+    ``O_NONBLOCK``: a named pipe put in the file's place after its ``lstat`` is refused at once
+    instead of blocking the open until a writer comes, which may be never.
+    """
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    handle = os.fdopen(descriptor, "rb")
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        handle.close()
+        raise OSError(f"{path}: not a regular file")
+    return handle
+
+
 def _digest(path: Path) -> str:
     hasher = hashlib.blake2b(digest_size=16)
-    with path.open("rb") as handle:
+    with _open_regular(path) as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             hasher.update(chunk)
     return hasher.hexdigest()
 
 
 def text_preview(path: Path, limit: int = PREVIEW_CHARS) -> str | None:
-    """The first ``limit`` characters of a UTF-8 text file; ``None`` for binary files."""
+    """The first ``limit`` characters of a UTF-8 text file; ``None`` for binary files and
+    anything that is not a regular file (a link, a named pipe: never opened)."""
     try:
-        with path.open("rb") as handle:
+        with _open_regular(path) as handle:
             head = handle.read(_SNIFF_BYTES)
+            size = os.fstat(handle.fileno()).st_size
     except OSError:
         return None
     if b"\x00" in head:
@@ -386,7 +464,7 @@ def text_preview(path: Path, limit: int = PREVIEW_CHARS) -> str | None:
         if error.start < len(head) - 4:
             return None
         text = head[: error.start].decode("utf-8")
-    return text[:limit] + ("…" if len(text) > limit or path.stat().st_size > len(head) else "")
+    return text[:limit] + ("…" if len(text) > limit or size > len(head) else "")
 
 
 def diff(
@@ -408,7 +486,7 @@ def diff(
         if new is None:
             files.append(WorkspaceFile(path=shown, change="deleted"))
             continue
-        preview = text_preview(workspace / path) if not new.digest.startswith("link:") else None
+        preview = text_preview(workspace / path) if not new.digest.startswith(("link:", "special:")) else None
         files.append(
             WorkspaceFile(path=shown, change="created" if old is None else "modified", size=new.size, preview=preview)
         )

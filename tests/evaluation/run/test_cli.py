@@ -741,3 +741,36 @@ def test_the_summary_table_shows_ids_long_enough_to_tell_apart() -> None:
     assert _id_labels(["a-long-shared-prefix-x1", "a-long-shared-prefix-y2"]) == {
         "a-long-shared-prefix-x1": "a-long-shared-prefix-x…", "a-long-shared-prefix-y2": "a-long-shared-prefix-y…"
     }
+
+
+def test_linked_and_dangling_task_files_cost_no_task(bench) -> None:
+    # A dangling link anywhere in the task files failed every task as "workspace" (recorded, so a
+    # resume skipped them); a linked directory below the top level was copied empty, silently.
+    (bench["tmp"] / "elsewhere").mkdir()
+    (bench["tmp"] / "elsewhere" / "shared.txt").write_text("shared text")
+    (bench["files"] / "txt" / "linked").symlink_to(bench["tmp"] / "elsewhere")
+    (bench["files"] / "txt" / "broken.txt").symlink_to(bench["tmp"] / "nowhere")
+    assert run_cli(bench, "--agent-cmd", "cat txt/linked/shared.txt", "--only", "task-write-1", "task-answer-2") == 0
+    assert {k: (r.status, r.error) for k, r in summary(bench).tasks.items()} == {
+        "task-write-1": ("completed", None), "task-answer-2": ("completed", None),
+    }  # fmt: skip
+    events = read_events(bench["out"] / "task-answer-2.jsonl")
+    assert events[0]["warnings"] == [
+        f"{bench['files'] / 'txt' / 'broken.txt'}: a symbolic link to {bench['tmp'] / 'nowhere'}, which leads to no file; "
+        "not copied"
+    ]
+    assert [e["text"] for e in events if e["event"] == "final_answer"] == ["shared text"]
+
+
+def test_an_input_path_leading_out_of_root_is_refused_with_what_to_fix(bench) -> None:
+    # It exists beside the task files, so the check looked there and let the task run without it.
+    (bench["files"].parent / "secret.txt").write_text("outside the task files")
+    write_tasks(bench["tasks"], [{"task_id": "t-out", "question": "Read /root/../secret.txt", "file_name": "/root/../secret.txt"}])
+    assert run_cli(bench, "--agent-cmd", agent_cmd(bench)) == 0
+    record = summary(bench).tasks["t-out"]
+    assert (record.status, record.error_kind) == ("failed", "missing_files")
+    assert record.error == (
+        f"input file(s) /root/../secret.txt (outside /root) not found in {bench['files']}; correct the task's "
+        "file_name (a path outside /root is never in the workspace) or pass --allow-missing-files to run the task anyway"
+    )
+    assert not (bench["tmp"] / "agent-runs.log").exists()

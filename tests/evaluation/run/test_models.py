@@ -96,3 +96,39 @@ def test_unreadable_price_table_is_a_config_error(tmp_path: Path) -> None:
     # A directory given as the price table: a clear error, not an IsADirectoryError traceback.
     with pytest.raises(ConfigError, match="cannot read price table"):
         load_price_table(tmp_path)
+
+
+def test_a_blank_question_is_refused_like_an_empty_one(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps([{"task_id": "ok", "Question": "q"}, {"task_id": "x", "Question": "  \n\t "}]))
+    with pytest.raises(ConfigError) as caught:
+        load_tasks(path)
+    assert str(caught.value) == (
+        f"{path}: entry 2 (task_id 'x'): Question: must not be blank (it holds only whitespace) (got '  \\n\\t ')."
+    )
+    path.write_text(json.dumps([{"task_id": "x", "Question": ""}]))
+    with pytest.raises(ConfigError, match=r"entry 1 \(task_id 'x'\): Question: String should have at least 1 character"):
+        load_tasks(path)
+
+
+def test_a_summary_of_a_newer_runner_is_refused_not_rewritten(tmp_path: Path) -> None:
+    # It was resumed and rewritten as version 1, dropping what the newer runner recorded.
+    newer = {"version": 2, "runner_version": "9.0", "agent": "a", "future": {"important": 1}, "tasks": {}}
+    (tmp_path / "summary.json").write_text(json.dumps(newer))
+    with pytest.raises(ConfigError) as caught:
+        RunManifest.open(tmp_path, agent="a")
+    assert str(caught.value) == (
+        f"{tmp_path / 'summary.json'}: the run summary was written by runner 9.0 in format version 2; this runner "
+        "reads version 1 and would lose what it cannot read. Resume the run with the newer runner, or use another "
+        "--out directory."
+    )
+    assert json.loads((tmp_path / "summary.json").read_text()) == newer
+
+
+def test_fields_this_runner_does_not_know_survive_a_resume(tmp_path: Path) -> None:
+    record = {"task_id": "a", "status": "completed", "judge_hint": "kept"}
+    (tmp_path / "summary.json").write_text(json.dumps({"version": 1, "agent": "x", "future": [1], "tasks": {"a": record}}))
+    manifest = RunManifest.open(tmp_path, agent="x")
+    manifest.record(TaskRecord(task_id="b", status="completed"))
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["future"] == [1] and saved["tasks"]["a"]["judge_hint"] == "kept" and set(saved["tasks"]) == {"a", "b"}

@@ -150,3 +150,26 @@ def test_a_log_saved_with_a_bom_keeps_its_first_event(tmp_path: Path) -> None:
     result = load_trajectories([tmp_path])
     assert result.problems == [] and result.malformed_lines == 0
     assert (result.trajectories["t1"].question, result.trajectories["t1"].final_answer) == ("question t1", "the answer")
+
+
+def test_a_first_line_without_event_loses_that_line_not_the_log(tmp_path: Path) -> None:
+    # Its first line decided: the whole trajectory was skipped as "not a trajectory log".
+    log = write_copilot_log(tmp_path / "t1.jsonl", "t1", "Q", executes=[{"server": "s", "tool": "x"}], answer="the answer")
+    start, *rest = log.read_text().splitlines()
+    lost = json.loads(start)
+    lost.pop("event")
+    log.write_text("\n".join([json.dumps(lost), *rest]) + "\n")
+    result = load_trajectories([tmp_path], known_tasks={"t1"})
+    [problem] = result.problems
+    assert (problem.kind, Path(problem.file or "").name, problem.line) == ("malformed_line", "t1.jsonl", 1)
+    assert "without an 'event' field" in problem.message
+    trajectory = result.trajectories["t1"]
+    assert trajectory.final_answer == "the answer" and len(trajectory.execute_calls) == 1
+
+
+def test_a_file_with_no_event_on_any_line_is_still_skipped_whole(tmp_path: Path) -> None:
+    lines = [json.dumps({"task_id": "t1", "verdict": "success"}), "{cut off", json.dumps({"task_id": "t2"})]
+    (tmp_path / "verdicts.jsonl").write_text("\n".join(lines) + "\n")
+    result = load_trajectories([tmp_path])
+    assert not result.trajectories
+    assert [(p.kind, p.line) for p in result.problems] == [("skipped_file", None)]

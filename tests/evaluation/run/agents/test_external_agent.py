@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +205,122 @@ async def test_output_under_the_cap_is_logged_whole_and_nothing_is_recorded_as_c
     result = await run(tmp_path, "printf 'abc'; printf 'def' >&2")
     assert (tmp_path / "stdout.log").read_bytes() == b"abc" and (tmp_path / "stderr.log").read_bytes() == b"def"
     assert result.logs_cut == {} and result.answer == "abc"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "set -e; echo 4", "ulimit -t 600; echo 4", ". /dev/null && echo 4", "(cd {workspace} && echo 4)",
+        "trap 'echo bye >&2' EXIT; echo 4", "umask 022; echo 4", "{{ echo 4; }}", "eval echo 4", ": ; echo 4",
+        "export A=1; echo 4", "f() {{ echo 4; }}; f", "true;echo 4",
+    ],
+)  # fmt: skip
+def test_commands_starting_with_shell_builtins_or_syntax_are_left_to_the_shell(tmp_path: Path, command: str) -> None:
+    # Each was refused before any task ran ("agent program 'set' is not on PATH"), though /bin/sh runs it.
+    assert missing_program(command) is None
+    rendered = render_command(command, {name: str(tmp_path) for name in PLACEHOLDERS})
+    assert subprocess.run(["/bin/sh", "-c", rendered], capture_output=True, text=True, timeout=30).stdout.strip() == "4"
+
+
+def test_a_missing_program_after_shell_syntax_is_still_named() -> None:
+    assert missing_program("no-such-agent-xyz;echo 4") == "agent program 'no-such-agent-xyz' is not on PATH"
+
+
+@pytest.mark.timeout(30)  # before the fix the runner blocked for good opening the pipe: this bounds that
+async def test_a_named_pipe_left_at_the_answer_file_is_not_read(tmp_path: Path, caplog) -> None:
+    answer_file = shlex.quote(str(tmp_path / "answer.txt"))
+    result = await run(tmp_path, f"mkfifo {answer_file}; echo 4")
+    assert (result.answer, result.answer_source, result.error) == ("4", "stdout", None)
+    assert "is a named pipe, not a regular file, so it was not read" in caplog.text
+    (tmp_path / "answer.txt").unlink()
+    result = await run(tmp_path, f"mkfifo {answer_file}")
+    assert result.error_kind == "no_answer"
+    assert result.error == (
+        "the agent exited without an answer (its answer file is a named pipe, not a regular file, so it was not "
+        "read; empty stdout)"
+    )
+
+
+async def test_a_symbolic_link_at_the_answer_file_is_not_followed(tmp_path: Path) -> None:
+    # Followed, it would copy whatever it names, read with the runner's rights, into the trajectory.
+    (tmp_path / "secret.txt").write_text("the runner's secret")
+    answer_file = shlex.quote(str(tmp_path / "answer.txt"))
+    result = await run(tmp_path, f"ln -s secret.txt {answer_file}; echo 4")
+    assert (result.answer, result.answer_source, result.error) == ("4", "stdout", None)
+
+
+async def test_a_huge_answer_file_is_read_bounded_keeping_its_start(tmp_path: Path) -> None:
+    from evaluation.run.agents.external_agent import MAX_STDOUT_ANSWER_BYTES  # noqa: PLC0415
+
+    # Before, all of it was read: a 400 MB answer file took the runner to about 1 GB.
+    size = 3 * MAX_STDOUT_ANSWER_BYTES
+    answer_file = shlex.quote(str(tmp_path / "answer.txt"))
+    result = await run(tmp_path, f"{{ printf 'é'; head -c {size - 2} /dev/zero | tr '\\0' x; }} > {answer_file}")
+    assert result.answer_source == "answer_file" and result.answer is not None
+    kept, note = result.answer.split("\n")
+    assert kept == "é" + "x" * (MAX_STDOUT_ANSWER_BYTES - 2)
+    assert note == f"[... the last {size - MAX_STDOUT_ANSWER_BYTES:,} bytes of the answer file omitted ...]"
+
+
+async def test_a_multibyte_character_cut_at_the_bound_is_dropped_not_garbled(tmp_path: Path) -> None:
+    from evaluation.run.agents.external_agent import MAX_STDOUT_ANSWER_BYTES  # noqa: PLC0415
+
+    answer_file = shlex.quote(str(tmp_path / "answer.txt"))
+    # 'é' is two bytes: its first one is the last byte within the bound.
+    result = await run(tmp_path, f"{{ head -c {MAX_STDOUT_ANSWER_BYTES - 1} /dev/zero | tr '\\0' x; printf 'éé'; }} > {answer_file}")
+    kept, note = (result.answer or "").split("\n")
+    assert kept == "x" * (MAX_STDOUT_ANSWER_BYTES - 1) and "\ufffd" not in kept
+    assert note == "[... the last 4 bytes of the answer file omitted ...]"
+
+
+async def test_a_command_line_over_the_systems_limit_names_question_file(tmp_path: Path) -> None:
+    # A question over 128 KiB given as {question}: execve refuses it (E2BIG), which was reported as
+    # agent_not_found ("the --agent-cmd program does not exist").
+    command = render_command("echo {question}", {name: "x" for name in PLACEHOLDERS} | {"question": "word " * 30_000})
+    result = await run(tmp_path, command)
+    assert result.error_kind == "agent_failed" and result.answer is None
+    assert result.error == (
+        f"cannot start the agent command: the command line is too long ({len(command):,} bytes; the system allows "
+        "at most 131,072 in one argument); pass {question_file} instead of {question} in --agent-cmd"
+    )
+
+
+ESCAPED_HOLDER = """
+import sys
+from pathlib import Path
+import anyio
+from evaluation.run.agents import external_agent
+
+# The drain is a bound, not a wait for anything: the holder never closes the pipe. Shortened so the test is quick.
+external_agent.PIPE_DRAIN_SECONDS = 0.2
+tmp = Path(sys.argv[1])
+result = anyio.run(lambda: external_agent.run_external_agent(
+    sys.argv[2], cwd=tmp, env={"PATH": "/usr/bin:/bin"}, stdout_path=tmp / "stdout.log",
+    stderr_path=tmp / "stderr.log", answer_file=tmp / "answer.txt", timeout=60.0,
+))
+print(result.answer)
+"""
+
+
+def test_a_leftover_holding_the_agents_stdout_leaves_no_error_at_exit(tmp_path: Path) -> None:
+    # A process that left the agent's session and dropped the runner's tag keeps the stdout pipe
+    # open past the run: its transport was closed by the garbage collector after the event loop,
+    # printing "Exception ignored in: BaseSubprocessTransport.__del__ … Event loop is closed".
+    from index.children.containment.watchdog import TAG_VARIABLE  # noqa: PLC0415
+    from tests.support.cli import PROJECT, cli_env  # noqa: PLC0415
+
+    pid_file = shlex.quote(str(tmp_path / "holder.pid"))
+    command = (
+        f"env -u {TAG_VARIABLE} setsid sh -c 'echo $$ > {pid_file}; exec sleep 120' & "
+        f"while [ ! -s {pid_file} ]; do :; done; echo 4"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", ESCAPED_HOLDER, str(tmp_path), command],
+            capture_output=True, text=True, cwd=PROJECT, env=cli_env(PYTHONPATH=str(PROJECT)), timeout=60,
+        )  # fmt: skip
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((tmp_path / "holder.pid").read_text()), signal.SIGKILL)
+    assert (done.returncode, done.stdout) == (0, "4\n"), done.stderr
+    assert "Exception ignored" not in done.stderr and "Event loop is closed" not in done.stderr, done.stderr

@@ -321,3 +321,74 @@ def test_livemcpbench_task_files_and_project_servers(tmp_path: Path) -> None:
         # filesystem works in the user's root (${COPILOT_ROOT}): the runner's COPILOT_ROOTS, not a rewrite.
         assert "filesystem" not in changed
         assert changed["arxiv-mcp-server"] == [("./annotated_data/files", str(workspace / "files"))]
+
+
+@pytest.mark.timeout(30)  # before the fix the snapshot blocked for good opening the pipe: this bounds that
+def test_a_named_pipe_in_the_workspace_is_listed_never_opened(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    before = snapshot(workspace)
+    os.mkfifo(workspace / "out.pipe")
+    (workspace / "report.txt").write_text("done")
+    after = snapshot(workspace)
+    assert after["out.pipe"].digest == "special:fifo"
+    assert text_preview(workspace / "out.pipe") is None
+    by_path = {f.path: f for f in diff(workspace, before, after).files}
+    assert (by_path["/root/out.pipe"].change, by_path["/root/out.pipe"].preview) == ("created", None)
+    assert by_path["/root/report.txt"].preview == "done"
+
+
+def test_a_symlinked_directory_below_the_top_level_is_copied_with_its_files(tmp_path: Path) -> None:
+    # os.walk does not follow directory links: docs/shared was copied as an empty directory, silently.
+    (tmp_path / "elsewhere" / "deeper").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "report.txt").write_text("the report")
+    (tmp_path / "elsewhere" / "deeper" / "more.txt").write_text("more")
+    data = tmp_path / "data"
+    (data / "docs").mkdir(parents=True)
+    (data / "docs" / "own.txt").write_text("own")
+    (data / "docs" / "shared").symlink_to(tmp_path / "elsewhere")
+    (data / "docs" / "again").symlink_to(tmp_path / "elsewhere")  # a second link to it is copied too
+    (data / "docs" / "loop").symlink_to(data / "docs")  # a link back up must not copy forever
+    workspace = tmp_path / "ws"
+    warnings = copy_task_files(data, workspace)
+    files = sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())
+    assert files == [
+        "docs/again/deeper/more.txt", "docs/again/report.txt", "docs/own.txt", "docs/shared/deeper/more.txt",
+        "docs/shared/report.txt",
+    ]  # fmt: skip
+    assert not (workspace / "docs" / "shared").is_symlink()  # a copy: the task may write into it
+    assert warnings == [f"{data / 'docs' / 'loop'}: a symbolic link to a directory it is inside of; not copied again"]
+
+
+def test_a_dangling_link_or_a_pipe_in_the_task_files_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    # A dangling link anywhere failed the copy, so every task of the run failed as "workspace".
+    data = tmp_path / "data"
+    (data / "txt").mkdir(parents=True)
+    (data / "txt" / "notes.txt").write_text("hi")
+    (data / "txt" / "broken.txt").symlink_to(tmp_path / "nowhere")
+    (data / "gone.txt").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(data / "txt" / "feed.pipe")
+    workspace = tmp_path / "ws"
+    warnings = copy_task_files(data, workspace)
+    assert (workspace / "txt" / "notes.txt").read_text() == "hi"
+    assert sorted(p.name for p in workspace.rglob("*")) == ["notes.txt", "txt"]
+    assert warnings == [
+        f"{data / 'gone.txt'}: a symbolic link to {tmp_path / 'nowhere'}, which leads to no file; not copied",
+        f"{data / 'txt' / 'broken.txt'}: a symbolic link to {tmp_path / 'nowhere'}, which leads to no file; not copied",
+        f"{data / 'txt' / 'feed.pipe'}: a special file (fifo), not a regular file; not copied",
+    ]
+    # A task that names it as its input is refused as for any missing input.
+    assert missing_inputs("/root/txt/broken.txt", data) == ["/root/txt/broken.txt"]
+
+
+def test_an_input_path_leading_out_of_root_is_missing(tmp_path: Path, caplog) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (tmp_path / "secret.txt").write_text("outside the task files")
+    # It exists next to the task files, but no workspace can hold it: it was reported present.
+    assert missing_inputs("/root/../secret.txt, /root/a/../../secret.txt", data) == [
+        "/root/../secret.txt (outside /root)", "/root/a/../../secret.txt (outside /root)",
+    ]  # fmt: skip
+    assert "leads outside /root" in caplog.text
+    (data / "b.txt").write_text("inside")
+    assert missing_inputs("/root/a/../b.txt", data) == []
