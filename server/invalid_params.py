@@ -1,4 +1,5 @@
-"""A request whose params break its method's schema: ``Invalid request parameters``, saying which.
+"""A request whose params break its method's schema: ``Invalid request parameters``, saying which
+(or, for a request sent before ``initialize``, saying that).
 
 The SDK answers every such request with ``-32602``, ``Invalid request parameters`` and empty
 ``data`` (no pydantic text on the wire): a host or a person cannot tell that ``arguments`` must be
@@ -37,8 +38,26 @@ def invalid_params_hint() -> Callable[..., Any]:
             raise MCPError(
                 code=types.INVALID_PARAMS, message=f"{SDK_MESSAGE}: {method}: {_problems(error)}", data=""
             ) from None
+        except MCPError as error:
+            # The SDK's gate for a request before the handshake raises the bare message too (with
+            # nothing to say which params): it is the order that is wrong, not the params.
+            if ctx.request_id is None or not _bare_refusal(error):
+                raise
+            method = shown_name(ctx.method) if isinstance(ctx.method, str) else "the request"
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"{SDK_MESSAGE}: {method} was sent before initialize; send initialize, then "
+                "notifications/initialized, then your requests",
+                data="",
+            ) from None
 
     return middleware
+
+
+def _bare_refusal(error: MCPError) -> bool:
+    """The SDK's refusal that names nothing: raised in the middleware chain only by its
+    before-``initialize`` gate (a params error is a ``ValidationError`` there)."""
+    return error.error.code == types.INVALID_PARAMS and error.error.message == SDK_MESSAGE and error.error.data == ""
 
 
 def _problems(error: ValidationError) -> str:

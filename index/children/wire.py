@@ -63,9 +63,16 @@ _CARRY = 64
 _SHOWN = 120
 #: Ids of requests already answered or given up on, remembered to tell a late reply from a wrong one.
 _FINISHED_REMEMBERED = 1024
-# Where a response's id sits: right after "jsonrpc" (Python SDKs) or last (JSON.stringify in the TS SDK).
-_ID_AT_HEAD = re.compile(rb'^\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
-_ID_AT_TAIL = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$')
+# Where a message's top-level id can be read without the whole line: among the short members its
+# object begins with (``{"jsonrpc":"2.0","id":7,…}`` from Python SDKs, ``{"method":"x","id":7,…}``)
+# or ends with (``…,"id":7}`` from JSON.stringify in the TS SDK, ``…,"id":7,"jsonrpc":"2.0"}``).
+# Only short scalar members may stand between it and the object's edge, so an "id" nested in the
+# params never matches (its object's closing brace would be followed by more).
+_SCALAR = rb'(?:"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null)'
+_MEMBER = rb'"(?:[^"\\]|\\.)*"\s*:\s*' + _SCALAR
+_ID_VALUE = rb'(-?\d+|"(?:[^"\\]|\\.)*")'
+_ID_AT_HEAD = re.compile(rb'^\{\s*(?:' + _MEMBER + rb'\s*,\s*)*?"id"\s*:\s*' + _ID_VALUE + rb'\s*[,}]')
+_ID_AT_TAIL = re.compile(rb'"id"\s*:\s*' + _ID_VALUE + rb'\s*(?:,\s*' + _MEMBER + rb'\s*)*\}\s*$')
 _MESSAGE_START = re.compile(rb'\{\s*"jsonrpc"\s*:')
 #: A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
 LONE_SURROGATE = re.compile(

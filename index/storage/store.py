@@ -266,6 +266,11 @@ class ChromaStore:
         except Exception as error:  # noqa: BLE001
             from index.cli.hints import index_command
 
+            # Chroma keeps the half-built system of a failed open for the next one, which then fails
+            # with a meaningless cause ("'RustBindingsAPI' object has no attribute 'bindings'").
+            with _shared_lock:
+                _drop_cached_system(str(path))
+
             raise IndexStoreError(
                 f"cannot open the index at {path} ({error}). If its files are damaged, remove {path} and build it "
                 f"again: {index_command(self.settings, 'build')}"

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -38,7 +39,7 @@ from pydantic import ValidationError
 from index.children.wire import error_at, loose_parse, request_id_of
 from server.envelope import EnvelopeProblem, invalid_request, message_problem, parse_error, value_problem
 from server.stdio.fast import FastExecute, execute_tools
-from server.stdio.settle import open_requests
+from server.stdio.settle import SETTLE_SECONDS, open_requests
 from server.stdio.pipes import MAX_LINE_BYTES, PipeWriter, stdio_files
 
 logger = logging.getLogger(__name__)
@@ -107,16 +108,23 @@ def invalid_id_reply(line: bytes) -> types.JSONRPCError | None:
     return _reply(problem) if problem is not None and problem.wants_answer else None
 
 
+_NOTIFICATION_METHOD = re.compile(rb'"method"\s*:\s*"notifications/')
+
+
 def oversized_reply(head: bytes, tail: bytes, size: int) -> types.JSONRPCError | None:
     """The error answering a line over ``MAX_LINE_BYTES`` that was discarded unread (``head`` and
-    ``tail``: its ends); ``None`` when it does not look like a request (a reply of the host's)."""
+    ``tail``: its ends); ``None`` when it does not look like a request (a reply of the host's, or a
+    notification, which JSON-RPC never answers)."""
     if b'"method"' not in head and b'"method"' not in tail:
+        return None
+    request_id = request_id_of(head + tail)
+    if request_id is None and _NOTIFICATION_METHOD.search(head + tail):
         return None
     why = (
         f"the message is {size:,} bytes long, over the {MAX_LINE_BYTES:,} bytes the copilot reads in one "
         "message; it was discarded unread"
     )
-    return _reply(invalid_request(why, request_id_of(head + tail)))
+    return _reply(invalid_request(why, request_id))
 
 
 def undecodable_reply(line: bytes) -> types.JSONRPCError | None:
@@ -143,6 +151,48 @@ def _wire(reply: types.JSONRPCError) -> bytes:
     return reply.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
+class SendsInFlight:
+    """A send stream that knows whether a message is still on its way to its reader."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._sending = 0
+        self._drained: anyio.Event | None = None
+
+    async def send(self, item: Any) -> None:
+        self._sending += 1
+        try:
+            await self._inner.send(item)
+        finally:
+            self._sending -= 1
+            if not self._sending and self._drained is not None:
+                self._drained.set()
+
+    async def drained(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until no message waits for the reader."""
+        with anyio.move_on_after(timeout):
+            while self._sending:
+                self._drained = anyio.Event()
+                await self._drained.wait()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> SendsInFlight:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
 class AnswerUnparseable:
     """A read stream that answers the exceptions of the one it wraps instead of passing them on.
 
@@ -150,10 +200,18 @@ class AnswerUnparseable:
     order; with them, requests whose id the SDK's reader could not take are answered too.
     """
 
-    def __init__(self, inner: Any, write: Any, lines: deque[bytes] | None = None) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        write: Any,
+        lines: deque[bytes] | None = None,
+        at_end: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
         self._inner = inner
         self._write = write
         self._lines = lines
+        #: Awaited once the input ended, before the SDK hears of it (as ``PipeLines.at_end`` on pipes).
+        self._at_end = at_end
 
     @property
     def last_context(self) -> contextvars.Context | None:
@@ -161,7 +219,13 @@ class AnswerUnparseable:
 
     async def receive(self) -> Any:
         while True:
-            item = await self._inner.receive()
+            try:
+                item = await self._inner.receive()
+            except anyio.EndOfStream:
+                if self._at_end is not None:
+                    at_end, self._at_end = self._at_end, None
+                    await at_end()
+                raise
             line = self._lines.popleft() if self._lines else None
             if isinstance(item, Exception):
                 reply = parse_error_reply(item, line)
@@ -240,10 +304,18 @@ async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Calla
     server = app._lowlevel_server  # noqa: SLF001
     async with stdio_files(_answer_undecodable) as files:
         if files is None:
-            async with stdio_server() as (read_stream, write_stream):
-                await server.run(
-                    AnswerUnparseable(read_stream, write_stream), write_stream, server.create_initialization_options()
-                )
+            async with stdio_server() as (read_stream, sdk_write_stream):
+                write_stream = SendsInFlight(sdk_write_stream)
+
+                async def at_end() -> None:
+                    # The requests read last get their answers before the SDK ends the session (it
+                    # cancelled them: a file's last request went unanswered 4 times in 6). The
+                    # SDK's writer writes in a thread, so an answer still waiting for it is waited for too.
+                    await open_requests(app).settle()
+                    await write_stream.drained(SETTLE_SECONDS)
+
+                reader = AnswerUnparseable(read_stream, write_stream, at_end=at_end)
+                await server.run(reader, write_stream, server.create_initialization_options())
             return
         stdin, stdout = files
         stdin.given = lines = deque()

@@ -1,12 +1,14 @@
-"""``index.storage.store``: what is read back from an index's build metadata."""
+"""``index.storage.store``: what is read back from an index's build metadata, and a store that cannot be opened."""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
-from index.storage.store import IndexState
+from index.settings import CopilotSettings
+from index.storage.store import ChromaStore, IndexState, IndexStoreError
 
 
 def test_damaged_skipped_tools_read_as_none_and_are_reported_once_per_damage(caplog: pytest.LogCaptureFixture) -> None:
@@ -21,3 +23,16 @@ def test_damaged_skipped_tools_read_as_none_and_are_reported_once_per_damage(cap
     assert warned == ["index build metadata: unreadable skipped_tools; treating them as none"] * 2
     fine = IndexState.model_validate({"model": "m", "document_version": 1, "skipped_tools": '{"s": {"t": "why"}}'})
     assert fine.skipped_tools == {"s": {"t": "why"}}
+
+
+def test_a_store_that_cannot_be_opened_says_why_every_time(tmp_path: Path) -> None:
+    # Chroma kept the half-built system of the failed open: the next one (the copilot's second
+    # route) failed with "'RustBindingsAPI' object has no attribute 'bindings'".
+    settings = CopilotSettings(home=tmp_path / "home")
+    chroma = settings.index_dir / "chroma"
+    chroma.mkdir(parents=True)
+    (chroma / "chroma.sqlite3").write_bytes(b"not a database at all " * 100)
+    for _ in range(2):
+        with pytest.raises(IndexStoreError) as raised:
+            ChromaStore(settings).client()
+        assert "file is not a database" in str(raised.value) and f"remove {chroma} and build it again" in str(raised.value)

@@ -235,9 +235,15 @@ async def test_a_line_over_the_limit_is_answered_without_being_held_in_memory(pa
     id_first = line(echo("long-head", "X")).replace(b'"X"', b'"' + padding + b'"')
     id_last = b'{"params": {"name": "route", "arguments": {"query": "' + padding + b'"}}, "method": "tools/call", ' \
               b'"jsonrpc": "2.0", "id": "long-tail"}\n'  # fmt: skip
+    # JSON's members come in any order: these were answered with "id": null, which no host can match.
+    id_leading = b'{"id": "long-lead", "jsonrpc": "2.0", "method": "ping", "params": {"x": "' + padding + b'"}}\n'
+    id_then_params = b'{"jsonrpc": "2.0", "method": "ping", "params": {"x": "' + padding + b'"}, "id": 7, "z": 1}\n'
+    # A notification gets no answer, long or not (it was answered, with "id": null).
+    note = b'{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"x": "' + padding + b'"}}\n'
     for copilot in pair.values():
         before = _peak_rss(copilot.process)
-        for request_id, frame in (("long-head", id_first), ("long-tail", id_last)):
+        await copilot.send(note)
+        for request_id, frame in (("long-head", id_first), ("long-tail", id_last), ("long-lead", id_leading), (7, id_then_params)):
             await copilot.send(frame)
             refused = await copilot.answer(request_id)
             assert refused["error"]["code"] == -32600
@@ -246,6 +252,7 @@ async def test_a_line_over_the_limit_is_answered_without_being_held_in_memory(pa
         assert _peak_rss(copilot.process) - before < 6 * MAX_LINE_BYTES
         await copilot.send(line(echo("after-long", "fine")))
         assert (await copilot.answer("after-long"))["result"]["structuredContent"] == {"result": "fine"}
+        assert not [message for message in copilot.inbox if "error" in message]  # nothing for the notification
         copilot.assert_clean()
 
 
@@ -365,32 +372,48 @@ async def test_the_copilot_leaves_when_the_host_stops_listening(tmp_path: Path) 
 
 # -- without pipes ---------------------------------------------------------------------------------------
 async def test_without_pipes_the_sdks_own_transport_answers_unreadable_lines_alike(tmp_path: Path) -> None:
-    """stdin and stdout regular files: the SDK's own transport reads them (no line limit there, a
+    """stdin a regular file: the SDK's own transport reads it (no line limit there, a
     request with an id of the wrong type is dropped as a notification, and invalid UTF-8 is read as
     U+FFFD), the answers are the same."""
     cases = [case for case in MALFORMED if not case[0].startswith(("id ", "not UTF-8"))]
-    frames = line(INITIALIZE) + line(INITIALIZED) + b"".join(frame for _, frame, _, _ in cases)
+    early = line({"jsonrpc": "2.0", "id": "early", "method": "tools/list"})  # before the handshake
+    # Right before the end of input, behind a long answer the SDK's writer is still writing: the
+    # last request went unanswered 4 times in 6.
+    last = line({"jsonrpc": "2.0", "id": "tools", "method": "tools/list"}) + line(ping("last"))
+    frames = early + line(INITIALIZE) + line(INITIALIZED) + b"".join(frame for _, frame, _, _ in cases) + last
     (tmp_path / "in.jsonl").write_bytes(frames)
     servers = write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")})
-    with (
-        (tmp_path / "in.jsonl").open("rb") as stdin,
-        (tmp_path / "out.jsonl").open("wb") as stdout,
-        (tmp_path / "stderr.log").open("wb") as stderr,
-    ):
+    # stdin a file (so the SDK's reader serves it), stdout a pipe read by the test, as `< in.jsonl | grep`.
+    with (tmp_path / "in.jsonl").open("rb") as stdin, (tmp_path / "stderr.log").open("wb") as stderr:
         process = await anyio.open_process(
             [sys.executable, "-m", "server", "--servers", str(servers)],
             env=raw_copilot_env(tmp_path, "sdk"),
             cwd=str(tmp_path),
             stdin=stdin,
-            stdout=stdout,
             stderr=stderr,
         )
         async with process:
+            assert process.stdout is not None
+            written = bytearray()
             with anyio.fail_after(WAIT):
+                async for chunk in process.stdout:
+                    written += chunk
                 assert await process.wait() == 0
-    out = (tmp_path / "out.jsonl").read_bytes().splitlines()
+    out = bytes(written).splitlines()
     for raw in out:
         types.jsonrpc_message_adapter.validate_json(raw)
-    errors = [json.loads(raw) for raw in out if b'"error"' in raw]
+    answers = [json.loads(raw) for raw in out]
+    errors = [answer for answer in answers if "error" in answer and answer.get("id") != "early"]
     assert _shape(errors) == [expected for _, _, _, expected in cases if expected is not None]
+    assert answers[0] == {
+        "jsonrpc": "2.0",
+        "id": "early",
+        "error": {
+            "code": -32602,
+            "message": "Invalid request parameters: tools/list was sent before initialize; send initialize, then "
+            "notifications/initialized, then your requests",
+            "data": "",
+        },
+    }
+    assert answers[-1] == {"jsonrpc": "2.0", "id": "last", "result": {}}
     assert "Traceback" not in (tmp_path / "stderr.log").read_text(encoding="utf-8", errors="replace")
