@@ -67,7 +67,8 @@ async def test_a_listing_of_too_many_tools_keeps_the_first_ones_and_refuses_thos
     # copilot knew it, and execute answered it as an unknown tool.
     async with running_pool({"many": hostile("many", "--many-tools", str(MAX_TOOLS + 500))}, settings) as pool:
         tools = await pool.list_tools("many")
-        assert len(tools) == MAX_TOOLS and tools[0].name == "echo" and tools[-1].name == "filler_988"
+        last_kept = f"filler_{MAX_TOOLS - BASE_TOOLS - 1}"  # the fillers follow the base tools
+        assert len(tools) == MAX_TOOLS and tools[0].name == "echo" and tools[-1].name == last_kept
         cut = cut_at_the_cap(f"{BASE_TOOLS + 500} more")
         assert pool.skipped_tools("many") == {LISTING_CUT: cut}
         assert settings.server_log("many").read_text(encoding="utf-8").count(cut) == 1
@@ -80,7 +81,7 @@ async def test_a_listing_of_too_many_tools_keeps_the_first_ones_and_refuses_thos
             "server has to list fewer tools (its author or its configuration)."
         )
         assert refused.value.kind == "unknown_tool"
-        assert pool.unusable_tool("many", "filler_988") is None and pool.unusable_tool("many", LISTING_CUT) is not None
+        assert pool.unusable_tool("many", last_kept) is None and pool.unusable_tool("many", LISTING_CUT) is not None
         assert (await pool.call_tool("many", "echo", {"text": "kept"})).content[0].text == "kept"
 
 
