@@ -27,7 +27,7 @@ from evaluation.report.files import report_file
 from index.storage.atomic import write_atomic
 from evaluation.report.models import Report
 from evaluation.report.plots import figure_png, literal, pyplot
-from evaluation.report.render import esc, html_page, html_table, markdown_table, png_img
+from evaluation.report.render import esc, html_page, html_table, markdown_table, markdown_text, png_img
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
 from evaluation.report.stats import mcnemar_exact, paired_difference_interval
 from evaluation.report.tables import Table, money, num, pct, rate_cells
@@ -383,8 +383,9 @@ def frontier_figure(board: Leaderboard) -> object:
 
 def render_markdown(board: Leaderboard, plot_file: str | None) -> str:
     out = ["# Leaderboard", ""]
-    out += [f"- warning: {warning}" for warning in board.warnings]
-    out += [f"- Pareto frontier ({board.axis} vs success): {' -> '.join(board.frontier) or 'none'}", ""]
+    out += [f"- warning: {markdown_text(warning)}" for warning in board.warnings]
+    frontier = " -> ".join(markdown_text(name) for name in board.frontier) or "none"
+    out += [f"- Pareto frontier ({board.axis} vs success): {frontier}", ""]
     if plot_file:
         out += [f"![cost vs success]({plot_file})", ""]
     for table in tables(board):

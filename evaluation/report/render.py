@@ -4,6 +4,7 @@ the trajectory viewer reuse: one stylesheet, one way to draw a table)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 from collections.abc import Mapping, Sequence
 
@@ -32,10 +33,18 @@ ul{font-size:.85rem}
 """
 
 
+def markdown_text(text: str) -> str:
+    """``text`` as one line of Markdown that stays text: every line break a space (``\\r``,
+    ``\\u2028`` … too) and ``&``, ``<`` and ``>`` as entities. Agents, servers, tasks and judges
+    write what lands here: a name holding ``\\n# heading`` or ``<script>`` added its own lines and
+    raw HTML to the report."""
+    return " ".join(text.splitlines()).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def markdown_cell(text: str) -> str:
-    """``text`` as one Markdown table cell: ``|`` escaped and every line break a space -- ``\\r``,
-    ``\\r\\n``, ``\\u2028`` … too, which Markdown viewers also take as the end of the row."""
-    return " ".join(text.replace("|", "\\|").splitlines())
+    """``text`` as one Markdown table cell: :func:`markdown_text` with ``|`` escaped (a line break
+    would also end the row)."""
+    return markdown_text(text).replace("|", "\\|")
 
 
 def markdown_row(cells: list[str]) -> str:
@@ -86,9 +95,17 @@ def html_table(table: Table, links: Mapping[str, str] | None = None) -> str:
 
 
 def html_page(title: str, body: list[str], extra_css: str = "", script: str = "") -> str:
-    """One self-contained page: inline CSS (and script), no external resource."""
+    """One self-contained page: inline CSS (and script), no external resource.
+
+    Its Content-Security-Policy allows nothing but that: its own script (by hash), inline style and
+    ``data:`` images. Every text on the page is escaped already; should one ever not be, the
+    browser still runs no script and loads nothing from elsewhere (the page shows what agents,
+    servers and judges wrote)."""
+    scripts = f"'sha256-{base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()}'" if script else "'none'"
+    policy = f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src {scripts}; base-uri 'none'; form-action 'none'"
     head = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        f"<meta http-equiv='Content-Security-Policy' content=\"{policy}\">",
         "<meta name='viewport' content='width=device-width,initial-scale=1'>",
         f"<title>{esc(title)}</title><style>{CSS}{extra_css}</style></head><body>",
     ]
@@ -103,7 +120,7 @@ def png_img(name: str, png: bytes) -> str:
 
 def report_markdown(report: Report, plot_files: Mapping[str, str]) -> str:
     out = ["# LiveMCPEval report", ""]
-    out += [f"- {line}" for line in headline(report)]
+    out += [f"- {markdown_text(line)}" for line in headline(report)]
     out.append("")
     for name, file in plot_files.items():
         out.append(f"![{name}]({file})")
@@ -112,7 +129,7 @@ def report_markdown(report: Report, plot_files: Mapping[str, str]) -> str:
     for table in tables(report):
         out += markdown_table(table)
     for title, items in lists(report):
-        out += [f"## {title}", ""] + [f"- {item}" for item in _listed(items)] + [""]
+        out += [f"## {title}", ""] + [f"- {markdown_text(item)}" for item in _listed(items)] + [""]
     return "\n".join(out)
 
 

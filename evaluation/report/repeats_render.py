@@ -9,7 +9,7 @@ from typing import Any
 
 from index.storage.atomic import write_atomic
 from evaluation.report.plots import figure_png, pyplot
-from evaluation.report.render import esc, html_page, html_table, markdown_table, png_img
+from evaluation.report.render import esc, html_page, html_table, markdown_table, markdown_text, png_img
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
 from evaluation.report.tables import Table, interval, num, pct
 
@@ -105,8 +105,8 @@ def pass_k_figure(report: RepeatsReport) -> Any:
 def _markdown(report: RepeatsReport, plot_file: str | None) -> str:
     out = ["# Repeated runs", ""]
     who = " ".join(part for part in (report.agent, report.model) if part)
-    out += [f"- {who}: {report.n_repeats} repeats of {report.n_tasks} tasks." if who else f"- {report.n_repeats} repeats of {report.n_tasks} tasks."]
-    out += [f"- warning: {warning}" for warning in report.warnings]
+    out += [f"- {markdown_text(who)}: {report.n_repeats} repeats of {report.n_tasks} tasks." if who else f"- {report.n_repeats} repeats of {report.n_tasks} tasks."]
+    out += [f"- warning: {markdown_text(warning)}" for warning in report.warnings]
     out.append("")
     if plot_file:
         out += [f"![pass@k]({plot_file})", ""]

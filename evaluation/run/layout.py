@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from evaluation.json_files import JSONFileError, read_json_model, unreadable
 from evaluation.run.models import SUMMARY_FILE
@@ -25,6 +25,19 @@ class RepeatsManifest(BaseModel):
     created: str = Field(default_factory=utc_now)
     #: Directory names of the repeats, relative to the run directory, in order.
     repeats: list[str] = Field(default_factory=list)
+
+    @field_validator("repeats")
+    @classmethod
+    def _directories_inside_the_run(cls, names: list[str]) -> list[str]:
+        # Each names a directory the judge reads every log under and writes its report into: "..",
+        # "/" or an absolute path reached outside the run (and --out), a name given twice counted one
+        # run twice.
+        for name in names:
+            if not name or name in (".", "..") or any(char in name for char in "/\\\0"):
+                raise ValueError(f"{name!r} is not the name of a directory inside the run (such as 'repeat-1')")
+        if len(set(names)) != len(names):
+            raise ValueError(f"{next(n for i, n in enumerate(names) if n in names[:i])!r} is listed twice")
+        return names
 
 
 def repeat_name(number: int) -> str:

@@ -280,3 +280,18 @@ def test_a_long_list_says_how_many_it_leaves_to_report_json() -> None:
     markdown = report_markdown(report, {})
     assert "- m199\n- … and 10 more (every one is in report.json)\n" in markdown and "- m200" not in markdown
     assert "<li>m199</li><li>… and 10 more (every one is in report.json)</li></ul>" in report_html(report, {})
+
+
+def test_text_from_agents_servers_and_tasks_stays_text_in_the_markdown() -> None:
+    # Before: a task id (or an agent's name, a server's error) holding "\n# heading" or "<script>"
+    # added its own lines and raw HTML to report.md, which Markdown viewers render.
+    from evaluation.report.render import markdown_text, report_markdown  # noqa: PLC0415
+
+    hostile = "t<img src=x onerror=alert(1)>\n\n# INJECTED\n<script>alert('md')</script>\u2028- item & more"
+    report = _built({hostile: "Office"}, [], {})
+    markdown = report_markdown(report, {})
+    assert "<script>" not in markdown and "<img" not in markdown
+    assert not any(line.startswith(("# INJECTED", "- item")) for line in markdown.splitlines())
+    assert markdown_text(hostile) == (
+        "t&lt;img src=x onerror=alert(1)&gt;  # INJECTED &lt;script&gt;alert('md')&lt;/script&gt; - item &amp; more"
+    )

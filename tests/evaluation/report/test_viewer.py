@@ -63,6 +63,9 @@ def test_report_is_one_self_contained_file(judged: Path) -> None:
     page = judged.read_text(encoding="utf-8")
     for external in ("src='http", 'src="http', "href='http", 'href="http', "@import", "url(http"):
         assert external not in page
+    # And the browser is told so: no script but the page's own (by its hash), nothing loaded from elsewhere.
+    assert "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src data:; " in page
+    assert "script-src 'sha256-" in page
 
 
 def test_the_task_table_opens_each_trajectory_in_a_real_browser(judged: Path, tmp_path: Path) -> None:
