@@ -454,9 +454,14 @@ class Copilot:
 
     def _warm_index(self) -> None:
         # warm() loads the in-memory index before the model: routes meanwhile are answered
-        # lexically (ToolIndex.route with wait_for_model=False) instead of waiting.
-        self.index.warm()
+        # lexically (ToolIndex.route with wait_for_model=False) instead of waiting. The tool count
+        # is read first (it loads that index): status said "? tools" while the model loaded, and
+        # for good when it failed to load.
         self.index_info(load=True)
+        try:
+            self.index.warm()
+        finally:
+            self.index_info(load=True)
 
     # -- route's description --------------------------------------------------------------------
     def route_description(self) -> str:

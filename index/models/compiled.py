@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -67,12 +68,21 @@ class CompiledEncoder:
             return self.module(ids, mask, types).numpy()
 
 
-def _model_files(model_dir: Path) -> list[list[Any]]:
+def _model_files(model_dir: Path) -> list[list[Any]] | None:
+    """Name, size, time and inode of each file of the model directory (hidden ones, ``.git``
+    say, left out); ``None`` past :data:`_MAX_MODEL_FILES`: a key of the first few would leave
+    out the weights when more files sort before them (new weights then kept the old encoder)."""
     files: list[list[Any]] = []
-    for path in sorted(model_dir.rglob("*")):
-        if len(files) >= _MAX_MODEL_FILES:
-            break
-        if path.is_file():  # follows symlinks: a linked model directory is keyed by its targets
+    for root, directories, names in os.walk(model_dir, followlinks=True):
+        directories[:] = sorted(name for name in directories if not name.startswith("."))
+        for name in sorted(names):
+            if name.startswith("."):
+                continue
+            path = Path(root) / name
+            if not path.is_file():  # follows symlinks: a linked model directory is keyed by its targets
+                continue
+            if len(files) >= _MAX_MODEL_FILES:
+                return None
             stat = path.stat()
             files.append([str(path.relative_to(model_dir)), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_dev])
     return files
@@ -85,13 +95,17 @@ def _version(library: str) -> str | None:
         return None
 
 
-def cache_key(model_dir: Path, precision: str, max_length: int) -> str:
-    """The entry's name: a hash of everything the traced encoder depends on."""
+def cache_key(model_dir: Path, precision: str, max_length: int) -> str | None:
+    """The entry's name: a hash of everything the traced encoder depends on; ``None`` (no cache)
+    for a model directory of too many files to key them all."""
     code = b"".join(Path(module.__file__).read_bytes() for module in (fast_query, quantized) if module.__file__)
+    files = _model_files(model_dir)
+    if files is None:
+        return None
     described = {
         "format": CACHE_FORMAT,
         "model": str(model_dir.resolve()),
-        "files": _model_files(model_dir),
+        "files": files,
         "precision": precision,
         "max_length": max_length,
         "libraries": {library: _version(library) for library in _LIBRARIES},
@@ -209,14 +223,18 @@ def load(root: Path, key: str) -> CompiledEncoder | None:
     """Entry ``key`` under ``root`` when it exists and still embeds the probes as stored; None otherwise
     (a damaged entry is deleted, so the model's next load writes it again)."""
     entry = root / key
-    if not (entry / META_FILE).is_file():
+    if not entry.exists():
         return None
     try:
         import torch
 
+        if not (entry / META_FILE).is_file():
+            # An interrupted copy or restore: left in place, it also kept the next load from
+            # writing the entry again (its rename failed), so every start paid the full load.
+            raise ValueError(f"no {META_FILE}")
         meta = json.loads((entry / META_FILE).read_text(encoding="utf-8"))
         if meta.get("format") != CACHE_FORMAT:
-            return None
+            raise ValueError(f"format {meta.get('format')!r}, not {CACHE_FORMAT!r}")
         tokenizer = _standalone_tokenizer(
             (entry / TOKENIZER_FILE).read_text(encoding="utf-8"), int(meta["max_length"]), dict(meta["padding"])
         )

@@ -141,6 +141,45 @@ def test_any_change_to_the_model_s_files_precision_or_window_is_another_key(tmp_
     assert compiled.cache_key(model, "int8", 128) != before
 
 
+def test_an_entry_without_its_meta_or_of_another_format_is_deleted(
+    stored: Stored, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: left in place, it also failed the next store's rename: every start paid the full load, silently.
+    caplog.set_level(logging.WARNING, logger=compiled.__name__)
+    for damage in ("no meta", "another format"):
+        cache = stored.copy(tmp_path / damage)
+        entry = cache / stored.entry
+        if damage == "no meta":
+            (entry / compiled.META_FILE).unlink()
+        else:
+            meta = json.loads((entry / compiled.META_FILE).read_text())
+            (entry / compiled.META_FILE).write_text(json.dumps({**meta, "format": "an-older-one"}))
+        assert compiled.load(cache, entry.name) is None and not entry.exists()
+        traced = stored.embedder._query_encoder  # noqa: SLF001 -- the traced encoder this process made
+        assert compiled.save(cache, entry.name, traced, model_dir=stored.embedder.path, precision="int8")
+        assert compiled.load(cache, entry.name) is not None
+    assert "no meta.json" in caplog.text and "format 'an-older-one'" in caplog.text
+
+
+def test_the_key_covers_every_file_but_hidden_ones_or_there_is_no_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: only the first 500 files (sorted) were keyed: 600 in a folder sorting before the
+    # weights left them out, and new weights kept the old encoder.
+    model = linked_model_dir(tmp_path / "model")
+    before = compiled.cache_key(model, "int8", 128)
+    (model / ".git").mkdir()
+    (model / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    assert compiled.cache_key(model, "int8", 128) == before  # a hidden folder is no part of the model
+    keyed = compiled._model_files(model)  # noqa: SLF001 -- what the key covers now
+    assert keyed is not None and not any(name.startswith(".git") for name, *_ in keyed)
+    monkeypatch.setattr(compiled, "_MAX_MODEL_FILES", len(keyed))
+    (model / "0_extra").mkdir()
+    for number in range(3):
+        (model / "0_extra" / f"f{number}").write_text("x")
+    assert compiled.cache_key(model, "int8", 128) is None  # too many to key them all: no cache
+
+
 def test_a_new_entry_replaces_the_model_s_old_one_and_keeps_others(stored: Stored, tmp_path: Path) -> None:
     cache = stored.copy(tmp_path / "cache")
     traced = stored.embedder._query_encoder  # noqa: SLF001 -- the traced encoder this process made

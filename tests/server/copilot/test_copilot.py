@@ -223,8 +223,11 @@ async def test_a_model_that_fails_to_load_is_reported_and_keyword_answers_go_on(
     settings = copilot_settings(home, tmp_path, auto_index=False, warm_index=False, embedding_model=str(model))
     async with Copilot.running(settings, servers, start_now=True) as copilot:
         await copilot._warm_in_background()  # noqa: SLF001 -- the start-up warm-up, awaited rather than raced
+        # Status counts the tools although the model failed (it said "? tools" until a route came).
+        counted = copilot.index_info()
         routed = await copilot.route("air quality", 5, None, None)
         nothing = await copilot.route("zzqx", 5, None, None)
+    assert counted is not None and counted.get("tool_count", 0) > 0, counted
     assert not routed.is_error
     answer, text = routed.structured_content, routed.content[0].text
     assert answer["ranking"] == "lexical-fallback" and "still loading" not in text
