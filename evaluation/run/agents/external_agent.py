@@ -18,7 +18,6 @@ import secrets
 import shlex
 import shutil
 import signal
-import stat
 import string
 import subprocess
 from collections.abc import Mapping
@@ -34,6 +33,7 @@ from index.json_text import parse_json, validation_reason
 from evaluation.run.agents.agent import stderr_tail
 from evaluation.run.agents.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, PIPE_DRAIN_SECONDS, BoundedLog, LogCut, pump
 from evaluation.run.models import ErrorKind
+from evaluation.run.task_setup.workspace import file_kind, open_regular
 from index.children.containment.watchdog import TAG_VARIABLE, tagged
 from index.errors import ConfigError
 from server.trajectory.records import Usage
@@ -270,18 +270,16 @@ def _read_answer_file(path: Path, limit: int) -> tuple[str, str | None]:
     opened descriptor keep that so when something swaps the file after the ``lstat``.
     """
     try:
-        kind = _special_kind(os.lstat(path).st_mode)
+        kind = file_kind(os.lstat(path).st_mode)
         if kind is not None:
-            return "", f"its answer file is {kind}, not a regular file, so it was not read"
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            return "", f"its answer file is {kind.words}, not a regular file, so it was not read"
+        handle = open_regular(path)
     except FileNotFoundError:
         return "", None
     except OSError as error:
         return "", f"its answer file cannot be read ({error.strerror or error})"
-    with os.fdopen(descriptor, "rb") as handle:
+    with handle:
         info = os.fstat(handle.fileno())
-        if (kind := _special_kind(info.st_mode)) is not None:
-            return "", f"its answer file is {kind}, not a regular file, so it was not read"
         head = handle.read(limit)
     # A character cut at the limit is dropped (and counted as omitted), not shown garbled.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -290,17 +288,6 @@ def _read_answer_file(path: Path, limit: int) -> tuple[str, str | None]:
     if info.st_size > shown:
         text += f"\n[... the last {info.st_size - shown:,} bytes of the answer file omitted ...]"
     return text, None
-
-
-def _special_kind(mode: int) -> str | None:
-    """What a file that is not a regular file is, in words (``None`` for a regular file)."""
-    if stat.S_ISREG(mode):
-        return None
-    kinds = (
-        (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISDIR, "a directory"),
-        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-    )  # fmt: skip
-    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def _read_answer(result: ExternalResult, answer_file: Path, stdout_path: Path, cut: LogCut | None = None) -> str | None:

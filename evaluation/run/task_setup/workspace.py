@@ -145,20 +145,33 @@ def _not_copied(path: Path) -> str:
     if path.is_symlink() and not path.exists():
         return f"{path}: a symbolic link to {os.readlink(path)}, which leads to no file; not copied"
     try:
-        kind = _special_kind(path.stat().st_mode)
+        kind = file_kind(path.stat().st_mode)
     except OSError as error:
         return f"{path}: cannot be read ({error.strerror or error}); not copied"
-    return f"{path}: a special file ({kind}), not a regular file; not copied" if kind else f"{path}: not copied"
+    return f"{path}: a special file ({kind.tag}), not a regular file; not copied" if kind else f"{path}: not copied"
 
 
-def _special_kind(mode: int) -> str | None:
-    """``fifo``, ``socket``, … for a file that is neither a regular file, a directory nor a link."""
-    for test, kind in (
-        (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "char-device"), (stat.S_ISBLK, "block-device"),
-    ):  # fmt: skip
-        if test(mode):
-            return kind
-    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode) else "special"
+@dataclass(frozen=True)
+class FileKind:
+    """What a file that is not a regular file is: a short ``tag`` (``special:fifo`` in a snapshot)
+    and ``words`` for a message."""
+
+    tag: str
+    words: str
+
+
+_FILE_KINDS = (
+    (stat.S_ISLNK, FileKind("link", "a symbolic link")), (stat.S_ISDIR, FileKind("directory", "a directory")),
+    (stat.S_ISFIFO, FileKind("fifo", "a named pipe")), (stat.S_ISSOCK, FileKind("socket", "a socket")),
+    (stat.S_ISCHR, FileKind("char-device", "a character device")), (stat.S_ISBLK, FileKind("block-device", "a block device")),
+)  # fmt: skip
+
+
+def file_kind(mode: int) -> FileKind | None:
+    """The kind of a file (its ``st_mode``) that is not a regular file; ``None`` for a regular one."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _FILE_KINDS if test(mode)), FileKind("special", "a special file"))
 
 
 def _clone_bundle(bundle: Path, target: Path) -> str | None:
@@ -410,9 +423,9 @@ def snapshot(workspace: Path) -> Snapshot:
                     target = os.readlink(path)
                     state[_rel(path, workspace)] = _FileState(0, "link:" + target)
                     continue
-                if (kind := _special_kind(info.st_mode)) is not None:
+                if (kind := file_kind(info.st_mode)) is not None:
                     # Never opened: reading a named pipe nobody writes to blocks forever.
-                    state[_rel(path, workspace)] = _FileState(0, "special:" + kind)
+                    state[_rel(path, workspace)] = _FileState(0, "special:" + kind.tag)
                     continue
                 state[_rel(path, workspace)] = _FileState(info.st_size, _digest(path))
             except OSError:
@@ -424,7 +437,7 @@ def _rel(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
-def _open_regular(path: Path) -> BinaryIO:
+def open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading if it is a regular file (not through a link); ``OSError`` if not.
 
     ``O_NONBLOCK``: a named pipe put in the file's place after its ``lstat`` is refused at once
@@ -440,7 +453,7 @@ def _open_regular(path: Path) -> BinaryIO:
 
 def _digest(path: Path) -> str:
     hasher = hashlib.blake2b(digest_size=16)
-    with _open_regular(path) as handle:
+    with open_regular(path) as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             hasher.update(chunk)
     return hasher.hexdigest()
@@ -450,7 +463,7 @@ def text_preview(path: Path, limit: int = PREVIEW_CHARS) -> str | None:
     """The first ``limit`` characters of a UTF-8 text file; ``None`` for binary files and
     anything that is not a regular file (a link, a named pipe: never opened)."""
     try:
-        with _open_regular(path) as handle:
+        with open_regular(path) as handle:
             head = handle.read(_SNIFF_BYTES)
             size = os.fstat(handle.fileno()).st_size
     except OSError:

@@ -171,9 +171,11 @@ async def test_destructive_call_confirmed_through_elicitation(served: Served, mo
     assert len(asked) == 1 and "alpha/delete_item" in asked[0]
 
 
-async def test_a_confirmed_2026_07_28_round_runs_the_call_once(served: Served) -> None:
-    # Before: the sealed requestState stayed valid for the SDK's ten minutes, so replaying the
-    # confirmed retry ran the destructive call again each time.
+async def _execute_2026_07_28(
+    served: Served, http: httpx2.AsyncClient, call: dict[str, Any], **rounds: Any
+) -> dict[str, Any]:
+    """The result of one 2026-07-28 ``tools/call`` of ``execute`` from a host that can elicit
+    (``rounds``: the ``requestState`` and ``inputResponses`` of a retry)."""
     envelope = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
@@ -181,13 +183,19 @@ async def test_a_confirmed_2026_07_28_round_runs_the_call_once(served: Served) -
     headers = {
         **raw_mcp_headers(TOKEN), "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "execute",
     }
+    params = {"name": "execute", "arguments": call, "_meta": envelope, **rounds}
+    answer = await http.post(served.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, headers=headers)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["result"])
+
+
+async def test_a_confirmed_2026_07_28_round_runs_the_call_once(served: Served) -> None:
+    # Before: the sealed requestState stayed valid for the SDK's ten minutes, so replaying the
+    # confirmed retry ran the destructive call again each time.
     call = {"server_name": "alpha", "tool_name": "delete_item", "params": {"item_id": "once"}}
 
     async def execute(http: httpx2.AsyncClient, **rounds: Any) -> dict[str, Any]:
-        params = {"name": "execute", "arguments": call, "_meta": envelope, **rounds}
-        answer = await http.post(served.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, headers=headers)
-        assert answer.status_code == 200, answer.text
-        return dict(answer.json()["result"])
+        return await _execute_2026_07_28(served, http, call, **rounds)
 
     yes = {"confirm": {"action": "accept", "content": {"approve": True}}}
     async with httpx2.AsyncClient(timeout=60) as http:
@@ -245,23 +253,12 @@ async def test_a_host_asked_that_gives_no_decision_refuses_the_call_without_a_to
 
 
 async def test_a_2026_07_28_answer_that_is_no_decision_refuses_the_call_without_a_token(served: Served) -> None:
-    envelope = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-    }
-    headers = {
-        **raw_mcp_headers(TOKEN), "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "execute",
-    }
     call = {"server_name": "alpha", "tool_name": "delete_item", "params": {"item_id": "sampled"}}
     # A sampling result where the confirmation's answer belongs.
     sampled = {"confirm": {"role": "assistant", "content": {"type": "text", "text": "yes"}, "model": "m"}}
     async with httpx2.AsyncClient(timeout=60) as http:
-        params = {"name": "execute", "arguments": call, "_meta": envelope}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-        asked = (await http.post(served.url, json=body, headers=headers)).json()["result"]
-        params = {**params, "requestState": asked["requestState"], "inputResponses": sampled}
-        answer = await http.post(served.url, json={**body, "params": params}, headers=headers)
-    result = answer.json()["result"]
+        asked = await _execute_2026_07_28(served, http, call)
+        result = await _execute_2026_07_28(served, http, call, requestState=asked["requestState"], inputResponses=sampled)
     text = result["content"][0]["text"]
     assert result["isError"] and "but the host's answer holds no decision; nothing was run." in text, text
     assert "confirm=" not in text
