@@ -12,7 +12,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -157,33 +158,40 @@ def _exit_now(code: int = 0) -> None:
     os._exit(code)
 
 
-async def _watch_signals(serving: Any, shutdown: Any) -> None:
+async def _watch_signals(serving: Any, shutdown: Any, before_stop: Callable[[str], Awaitable[Any]]) -> None:
     """The first SIGTERM/SIGINT/SIGHUP starts a clean shutdown; a later one hurries it, never aborts it.
 
     Default handling would kill the copilot mid-cleanup, leaving children behind; instead every
     child's whole tree is SIGKILLed at once and the shutdown finishes (logs get their
-    ``session_end``).
+    ``session_end``). ``before_stop(signal name)`` answers the requests in flight first.
     """
     import anyio
 
     from index.children.containment.guard import child_guard
 
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async for received in signals:
-            name = signal.Signals(received).name
-            if shutdown.reason is None:
-                shutdown.reason = name
-                logger.info("received %s, shutting down", name)
-                serving.cancel()
-            else:
-                logger.warning("received %s during shutdown: killing every child now, then finishing", name)
-                child_guard().kill_all()
+    async def stop(name: str) -> None:
+        try:
+            await before_stop(name)
+        finally:
+            serving.cancel()
+
+    async with anyio.create_task_group() as stopping:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for received in signals:
+                name = signal.Signals(received).name
+                if shutdown.reason is None:
+                    shutdown.reason = name
+                    logger.info("received %s, shutting down", name)
+                    stopping.start_soon(stop, name)  # still listening: a second signal hurries it
+                else:
+                    logger.warning("received %s during shutdown: killing every child now, then finishing", name)
+                    child_guard().kill_all()
 
 
 async def _serve_stdio(app: Any, shutdown: Any, fast: bool, telemetry: Any) -> None:
     import anyio
 
-    from server.stdio.serve import serve_stdio
+    from server.stdio.serve import answer_in_flight, serve_stdio
 
     def on_stopped() -> None:
         # After a signal the client may keep stdin open, and the SDK's stdin reader thread cannot
@@ -194,7 +202,7 @@ async def _serve_stdio(app: Any, shutdown: Any, fast: bool, telemetry: Any) -> N
     shutdown.on_stopped = on_stopped
     async with anyio.create_task_group() as watchers:
         with anyio.CancelScope() as serving:
-            watchers.start_soon(_watch_signals, serving, shutdown)
+            watchers.start_soon(_watch_signals, serving, shutdown, partial(answer_in_flight, app))
             await serve_stdio(app, fast=fast, on_taken=telemetry.fast_call)
         watchers.cancel_scope.cancel()
 

@@ -224,7 +224,8 @@ class InFlightRequests:
     """The MCP requests being handled now, so a stopping copilot answers each one before it exits.
 
     Over HTTP a stop would otherwise leave uvicorn waiting for calls that may run for minutes (a slow
-    child tool) and then cut their streams off without an answer. :meth:`stop` cancels every one:
+    child tool) and then cut their streams off without an answer; over stdio a signal cancelled them
+    with the whole server, unanswered. :meth:`stop` cancels every one:
     ``execute`` logs its call as cancelled (and cancels the child's request), and the host gets a
     real answer saying the copilot is shutting down, so it knows to call again later.
     """
@@ -453,9 +454,8 @@ def build_app(
         tools=build_tools(livemcpbench_alias=settings.livemcpbench_alias),
         log_level=settings.log_level.upper(),  # type: ignore[arg-type]
         # After the session middleware, so a request answered because the copilot stops still counts
-        # as session activity. Only HTTP stops with requests in flight (stdio ends with its input),
-        # so the stdio hot path does not pay for a cancel scope per request.
-        middleware=[session_middleware, in_flight.middleware] if transport == "http" else [session_middleware],
+        # as session activity. Over stdio too: a signal stops it with requests in flight.
+        middleware=[session_middleware, in_flight.middleware],
         subscriptions=aggregation.bus,
     )
     _IN_FLIGHT[app] = in_flight

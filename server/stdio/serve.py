@@ -37,6 +37,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from index.children.wire import error_at, loose_parse, request_id_of
+from server.app import in_flight_requests
 from server.envelope import EnvelopeProblem, invalid_request, message_problem, parse_error, value_problem
 from server.stdio.fast import FastExecute, execute_tools
 from server.stdio.settle import SETTLE_SECONDS, open_requests
@@ -290,6 +291,24 @@ async def _answer_undecodable(stdout: PipeWriter, line: bytes) -> None:
         return
     logger.warning("answered a request that is not UTF-8 (id %r): %s", reply.id, reply.error.message)
     await _answer_aside(stdout, reply)
+
+
+#: How long a signal's stop waits for the requests in flight to take their answers (as over HTTP).
+STOP_ANSWER_SECONDS = 2.0
+
+
+async def answer_in_flight(app: MCPServer[Any], reason: str) -> int:
+    """Before a signal stops the server: cancel every request in flight and let each answer reach
+    the host's pipe -- an ``execute`` "Call cancelled: the copilot is shutting down (SIGTERM); call
+    again once it is back.", another request a JSON-RPC error saying so -- instead of ending the
+    process under them (the host waited for its own timeout, or read "Connection closed"). Requests
+    read meanwhile are answered so at once. Returns how many still ran when it gave up on them."""
+    left = await in_flight_requests(app).stop(reason, STOP_ANSWER_SECONDS)
+    if left:
+        logger.warning("%d request(s) still running %gs after they were cancelled", left, STOP_ANSWER_SECONDS)
+    with anyio.move_on_after(SETTLE_SECONDS):
+        await anyio.wait_all_tasks_blocked()  # the answers pass the SDK's writer onto the pipe
+    return left
 
 
 async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Callable[[], None] | None = None) -> None:

@@ -182,6 +182,55 @@ async def test_stdout_carries_only_protocol_messages(built_index: Path, tmp_path
 BLOCKING_SERVER = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "hostile" / "blocking_server.py"
 
 
+@pytest.mark.parametrize("path", ["fast", "sdk"])
+async def test_sigterm_answers_the_stdio_call_in_flight(built_index: Path, tmp_path: Path, path: str) -> None:  # noqa: F811
+    """Over stdio too a signal does not end the process under a call: the host reads why (the SDK
+    path ended it unanswered, the fast path with "Connection closed"), the child's call is cancelled
+    and logged so, and the copilot exits 0 with every child stopped."""
+    from tests.server.relay_harness import Progress, execute_args  # noqa: PLC0415
+
+    record = tmp_path / "blocker.record"
+    home = copy_home(built_index, tmp_path / "home")
+    blocker = {"command": sys.executable, "args": [str(BLOCKING_SERVER), "--record", str(record)]}
+    servers = write_servers(tmp_path / "servers.json", {"blocker": blocker})
+    logs = tmp_path / "logs"
+    settings = {} if path == "fast" else {"COPILOT_FAST_RELAY": "false"}
+    env = copilot_env(home, COPILOT_LOG_DIR=str(logs), **QUIET, **settings)
+    stderr = tmp_path / "stderr.log"
+    running = RunningClient(stdio_client_for(servers, env, stderr))
+    client = await running.start()
+    answers: list[CallToolResult] = []
+    progress = Progress()
+    try:
+        copilot = find_copilot(str(servers))
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as group:
+
+                async def blocked() -> None:
+                    arguments = execute_args("blocker", "block", {"label": path})
+                    answers.append(await client.call_tool("execute", arguments, progress_callback=progress))
+
+                group.start_soon(blocked)
+                await progress.started.wait()  # the child is blocked in its call
+                children = descendants(copilot)
+                os.kill(copilot.pid, signal.SIGTERM)
+            await wait_exited(copilot, 30)
+    finally:
+        await running.stop()
+    [answer] = answers
+    assert answer.is_error
+    assert text_of(answer) == "Call cancelled: the copilot is shutting down (SIGTERM); call again once it is back."
+    assert children and alive(children) == []
+    assert f"cancelled {path}" in record.read_text(encoding="utf-8").splitlines()
+    log = stderr.read_text(encoding="utf-8")
+    assert "answered 1 request(s) in flight: the copilot is shutting down (SIGTERM)" in log
+    assert not re.search(r"\bERROR\b|Traceback", log), log
+    events = read_events(_session_file(logs))
+    [call] = [e for e in events if e.event == "execute" and e.tool == "block"]
+    assert call.error_kind == "cancelled" and "the copilot is shutting down (SIGTERM)" in (call.error or ""), call
+    assert events[-1].event == "session_end" and events[-1].reason == "SIGTERM"
+
+
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_sigterm_answers_the_http_call_in_flight_and_stops_without_waiting(
     built_index: Path,  # noqa: F811
