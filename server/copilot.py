@@ -982,6 +982,9 @@ class Copilot:
     def _unknown_tool(
         self, server: str, tool: str, names: list[str], records: Mapping[str, Any], *, kind: str | None = None
     ) -> UnknownToolError:
+        # Only tools execute would run are suggested and listed: not denied ones, nor ones held back
+        # (a new or changed definition awaiting review, a broken one), as route shows none of them.
+        names = [name for name in names if self._may_suggest(server, name)]
         hint = did_you_mean(suggest(tool, names))
         if kind is not None:
             what = kind.replace("_", " ")
@@ -993,7 +996,12 @@ class Copilot:
             message = f"Unknown tool '{shown_name(tool)}' on server '{server}'.{hint}"
         visible = set(self.routable_servers())
         elsewhere = sorted(
-            {r.server for r in records.values() if r.name == tool and r.kind == "tool" and r.server in visible} - {server}
+            {
+                r.server
+                for r in records.values()
+                if r.name == tool and r.kind == "tool" and r.server in visible and self._may_suggest(r.server, tool)
+            }
+            - {server}
         )
         if elsewhere:
             message += f" A tool named '{shown_name(tool)}' exists on: {', '.join(elsewhere[:10])}."

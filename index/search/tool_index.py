@@ -787,6 +787,11 @@ class ToolIndex:
                 )
                 self._store.write_state(new_state)
                 self._replace_snapshot(new_state)
+            elif self._snapshot is not None and self._snapshot.state.build_id != state.build_id:
+                # Another process wrote these very records first: nothing to write, but this
+                # process's searches still read the build before theirs (for up to
+                # STALE_CHECK_SECONDS route said the server just indexed was not in the index).
+                self._replace_snapshot(state)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 

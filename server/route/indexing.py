@@ -45,7 +45,29 @@ class IndexPlan:
         return [*self.from_catalog, *self.crawl]
 
 
-def _load_state(path: Path) -> dict[str, str]:
+@dataclass(frozen=True)
+class CrawledServer:
+    """What the last crawl of a server found: the launch config it was crawled with, and how many
+    tools it had (``None``: not recorded, a state file written before the count was)."""
+
+    launch_hash: str
+    tools: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"launch_hash": self.launch_hash, "tools": self.tools}
+
+
+def _crawled_server(value: Any) -> CrawledServer | None:
+    if isinstance(value, str):  # the launch hash alone, as the state was first written
+        return CrawledServer(value)
+    if isinstance(value, dict) and isinstance(value.get("launch_hash"), str):
+        tools = value.get("tools")
+        count = tools if isinstance(tools, int) and not isinstance(tools, bool) and tools >= 0 else None
+        return CrawledServer(value["launch_hash"], count)
+    return None
+
+
+def _load_state(path: Path) -> dict[str, CrawledServer]:
     try:
         data = parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -53,21 +75,32 @@ def _load_state(path: Path) -> dict[str, str]:
     except (OSError, ValueError) as error:
         logger.warning("%s: ignoring unreadable indexing state (%s)", path, error)
         return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    state = {str(name): crawled for name, value in data.items() if (crawled := _crawled_server(value)) is not None}
+    if len(state) < len(data):
+        logger.warning("%s: ignoring %d unreadable entr(ies)", path, len(data) - len(state))
+    return state
 
 
-def _save_state(path: Path, state: Mapping[str, str]) -> None:
+def _save_state(path: Path, state: Mapping[str, CrawledServer]) -> None:
     # A temporary file of this process's own: copilots sharing a home save it at the same time.
-    write_atomic(path, json.dumps(dict(sorted(state.items())), indent=1) + "\n")
+    text = json.dumps({name: state[name].as_json() for name in sorted(state)}, indent=1)
+    write_atomic(path, text + "\n")
 
 
 def plan_indexing(
     servers: Mapping[str, ServerConfig],
     indexed_servers: set[str],
     catalog: Catalog | None,
-    state: Mapping[str, str],
+    state: Mapping[str, CrawledServer],
 ) -> IndexPlan:
-    """Decide, per enabled server, whether it is fresh, loadable from the catalog, or to be crawled."""
+    """Decide, per enabled server, whether it is fresh, loadable from the catalog, or to be crawled.
+
+    A server crawled before with this config is left alone only when that crawl found no tools:
+    one whose tools the index lost since (``python -m index build`` from a catalog without it
+    removes them) is crawled again, not taken for empty forever.
+    """
     plan = IndexPlan()
     catalog_tools: dict[str, int] = {}
     if catalog is not None:
@@ -79,7 +112,8 @@ def plan_indexing(
         current = config.launch_hash()
         catalog_entry = catalog.servers.get(name) if catalog is not None else None
         catalog_hash = catalog_entry.launch_hash if catalog_entry is not None else None
-        remembered = state.get(name) or catalog_hash
+        crawled = state.get(name)
+        remembered = crawled.launch_hash if crawled is not None else catalog_hash
         in_catalog = catalog_tools.get(name, 0) > 0 and catalog_hash in (None, current)
         if remembered is not None and remembered != current:
             plan.crawl.append(name)  # launched differently now: its tools may differ
@@ -87,7 +121,7 @@ def plan_indexing(
             continue
         elif in_catalog:
             plan.from_catalog.append(name)
-        elif state.get(name) == current:
+        elif crawled is not None and crawled.launch_hash == current and crawled.tools == 0:
             continue  # crawled with this config before and it had no tools
         else:
             plan.crawl.append(name)
@@ -190,8 +224,11 @@ class BackgroundIndexer:
                 await anyio.to_thread.run_sync(
                     lambda: self._sync(records, ok, live=True, skipped=skipped), abandon_on_cancel=True
                 )
+                found: dict[str, int] = {}
+                for record in records:
+                    found[record.server] = found.get(record.server, 0) + 1
                 state = _load_state(self._state_path)
-                state.update({name: servers[name].launch_hash() for name in ok})
+                state.update({name: CrawledServer(servers[name].launch_hash(), found.get(name, 0)) for name in ok})
                 _save_state(self._state_path, state)
                 for name in ok:
                     self._failed.pop(name, None)  # crawled fine this time

@@ -248,6 +248,20 @@ def test_another_instance_sees_a_rebuild(tmp_path: Path, monkeypatch: pytest.Mon
     assert reader.get("chart", "generate_radar_chart") is not None
 
 
+def test_a_sync_that_finds_its_records_written_by_another_instance_reads_them_at_once(tmp_path: Path) -> None:
+    """Two copilots on one home index the same new server: the second finds nothing to write, and
+    its searches must see the first one's build now, not after the stale check."""
+    records = make_records()
+    first, second = open_index(tmp_path), open_index(tmp_path)
+    old = [r for r in records if r.server != "chart"]
+    first.sync(old)
+    assert second.get("chart", "generate_bar_chart") is None  # second holds a snapshot of that build
+    first.sync(records)
+    report = second.sync([r for r in records if r.server == "chart"], servers=["chart"])
+    assert not report.changed
+    assert second.get("chart", "generate_bar_chart") is not None
+
+
 def test_index_built_with_another_model_is_not_searched(built_home: Path) -> None:
     # A fresh embedder: the process-wide one for this name may have been loaded by another test.
     directory = str(bundled_model_path())

@@ -95,7 +95,7 @@ async def test_servers_unknown_to_the_index_are_crawled_and_indexed_in_the_backg
         )
 
     state = json.loads((home / STATE_FILE_NAME).read_text())
-    assert state["delta"] == servers.servers["delta"].launch_hash()
+    assert state["delta"] == {"launch_hash": servers.servers["delta"].launch_hash(), "tools": 2}
     assert "broken" not in state
     # The background crawl's children log and work where the pool's children do.
     assert (home / "logs" / "children" / "broken.log").is_file()

@@ -65,6 +65,10 @@ async def test_a_rug_pull_after_indexing_is_hidden_from_route_and_refused_by_exe
         after = await copilot.route("read the user's notes", 5, "notes", None)
         assert "notes/read_notes" not in _routed(after)
         assert "changed since it was approved" in after.structured_content["note"]
+        # A near miss of it is not pointed at a tool execute refuses: neither suggested nor listed.
+        typo = text_of(await copilot.execute("notes", "read_note", {}, None, None, None))
+        assert "Unknown tool 'read_note' on server 'notes'" in typo and "read_notes" not in typo, typo
+        assert "delete_notes" in typo
         assert "notes/delete_notes" in _routed(await copilot.route("delete all notes", 5, "notes", None))
 
         TrustReviewer(TrustStore.in_home(home)).approve("notes", unseen=True)  # `python -m index approve --yes notes`

@@ -27,10 +27,10 @@ CALL_TIMEOUT = 60
 
 
 @asynccontextmanager
-async def running_copilot(tmp_path: Path) -> AsyncIterator[Copilot]:
+async def running_copilot(tmp_path: Path, **settings_extra: Any) -> AsyncIterator[Copilot]:
     """A copilot over the fixture server ``alpha`` (entered in the test's own task: its task group)."""
     servers = write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")})
-    settings = copilot_settings(tmp_path / "home", tmp_path, auto_index=False)
+    settings = copilot_settings(tmp_path / "home", tmp_path, auto_index=False, **settings_extra)
     async with Copilot.running(settings, load_servers(servers)) as copilot:
         yield copilot
 
@@ -103,3 +103,11 @@ async def test_a_huge_confirm_string_is_not_echoed_whole(tmp_path: Path) -> None
         text, result = await _execute(copilot, "delete_item", {"item_id": "x"}, confirm="c" * 20_000)
         assert result.is_error and "is unknown or was already used" in text
         assert "(20,000 characters)" in text and len(text) < 400
+
+
+async def test_a_near_miss_of_a_denied_tool_is_not_pointed_at_it(tmp_path: Path) -> None:
+    """execute refuses a denied tool: "did you mean" must not suggest it, nor the list name it."""
+    async with running_copilot(tmp_path, deny=["alpha/structured"]) as copilot:
+        text, result = await _execute(copilot, "structurd", {})
+        assert result.is_error and "Unknown tool 'structurd' on server 'alpha'" in text
+        assert "structured" not in text and "echo" in text, text
