@@ -9,6 +9,7 @@ format has exactly one definition.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from datetime import UTC, datetime
@@ -17,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import PydanticSerializationError
+
+logger = logging.getLogger(__name__)
 
 
 def utc_now() -> str:
@@ -170,21 +173,36 @@ def parse_event(line: str) -> TrajectoryEvent:
     return event
 
 
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+_FILE_MODE = 0o600
+
+
 class TrajectoryWriter:
     """Appends events to one JSONL file, flushed per event; safe to share between threads.
 
     The file is opened for each event and closed again, so a session that is never closed (an HTTP
     client that leaves without DELETE) holds no file descriptor: open files do not grow with the
     number of sessions. Appends of one line are atomic, so several writers may share a file.
+
+    Trajectories hold tool arguments and results: the file is private to its user (0600, its
+    directory 0700 when made here) whatever the umask. A directory or file that cannot be made
+    now fails the first :meth:`write` instead, which the session's log counts as a lost event
+    (it was a traceback on every request). A write cut short (a full disk) is taken back out of
+    the file, so the next event does not land on the end of half a line.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._closed = False
         self._file = os.fspath(self.path)
-        self.path.touch()
+        #: A write cut short could not be taken back: the next line must start on a line of its own.
+        self._torn = False
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.close(os.open(self._file, _APPEND_FLAGS, _FILE_MODE))
+        except OSError as error:
+            logger.debug("trajectory log %s cannot be made yet: %s", self.path, error)
 
     def write(self, event: _Event) -> None:
         # Serialized and appended without Python's text layer: this runs on every tool call.
@@ -198,13 +216,30 @@ class TrajectoryWriter:
         with self._lock:
             if self._closed:
                 return
-            fd = os.open(self._file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            if self._torn:
+                line = b"\n" + line
+            fd = os.open(self._file, _APPEND_FLAGS, _FILE_MODE)
+            written = 0
             try:
                 view = memoryview(line)
                 while view:
-                    view = view[os.write(fd, view) :]
+                    count = os.write(fd, view)
+                    written += count
+                    view = view[count:]
+                self._torn = False
+            except OSError:
+                if written:
+                    self._take_back(fd, written)
+                raise
             finally:
                 os.close(fd)
+
+    def _take_back(self, fd: int, written: int) -> None:
+        """Remove the ``written`` bytes of a line whose write failed from the end of the file."""
+        try:
+            os.ftruncate(fd, os.fstat(fd).st_size - written)
+        except OSError:
+            self._torn = True
 
     def close(self) -> None:
         with self._lock:

@@ -162,6 +162,12 @@ class SessionLog:
         self.ended = True
         self.begin(index)
         self._write(SessionEnd(reason=reason))
+        if self._failing is not None:
+            # Still failing at the end: no later write says how many were lost, so this does.
+            logger.warning(
+                "trajectory log %s ended unwritable; %d event(s) were lost, session_end included",
+                self.writer.path, self._lost,
+            )
         if self._owns_writer:
             self.writer.close()
 
@@ -172,8 +178,9 @@ class SessionLog:
             # A full disk must not break the user's tool call; the loss is logged, once per kind of
             # failure (a traceback for every event flooded stderr), and counted.
             self._lost += 1
-            if error.errno != self._failing:
-                self._failing = error.errno
+            code = error.errno if error.errno is not None else -1
+            if code != self._failing:
+                self._failing = code
                 logger.warning(
                     "could not write to trajectory log %s (%s); its events are lost until it can be written again",
                     self.writer.path, error.strerror or error,

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
+from server.settings import ServerSettings
 from server.trajectory.records import ExecuteEvent, SessionEnd, SessionStart, TrajectoryWriter, parse_event
+from server.trajectory.session_log import SessionLogs
 
 
 def _lines(path: Path) -> list[str]:
@@ -54,3 +62,63 @@ def test_session_start_names_the_transport_session_only_when_there_is_one(tmp_pa
     assert http.transport_session_id == "6e1bdb1c3dd34d5ba2c1c00ca775f65c"
     assert stdio.transport_session_id is None
     assert "transport_session_id" not in _lines(writer.path)[1]
+
+
+_CUT_SHORT = """
+import resource, signal, sys
+from server.trajectory.records import SessionEnd, TrajectoryWriter
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails (EFBIG), as on a full disk
+path, limit = sys.argv[1], int(sys.argv[2])
+writer = TrajectoryWriter(path)
+writer.write(SessionEnd(reason="first"))
+hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+try:
+    writer.write(SessionEnd(reason="cut short " + "x" * 200))
+except OSError as error:
+    print("failed:", error.strerror)
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space again
+writer.write(SessionEnd(reason="third"))
+"""
+
+
+def test_a_write_cut_short_by_a_full_disk_leaves_no_half_line(tmp_path: Path) -> None:
+    """The half of the event that fit stayed, and the next event was appended to it: two events
+    lost in one unreadable line, and the log said one."""
+    path = tmp_path / "session.jsonl"
+    first_line = len(SessionEnd(reason="first").model_dump_json(exclude_none=True)) + 1
+    ran = subprocess.run(
+        [sys.executable, "-c", _CUT_SHORT, str(path), str(first_line + 40)],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[3], check=False,
+    )
+    assert ran.returncode == 0 and ran.stdout.startswith("failed:"), ran.stdout + ran.stderr
+    assert [parse_event(line).reason for line in _lines(path)] == ["first", "third"]
+
+
+def test_trajectories_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    """They hold tool arguments and results: umask 000 made them 0666 in a 0777 directory."""
+    previous = os.umask(0)
+    try:
+        writer = TrajectoryWriter(tmp_path / "logs" / "session.jsonl")
+        writer.write(SessionEnd(reason="done"))
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(writer.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(writer.path.parent.stat().st_mode) == 0o700
+
+
+def test_a_log_directory_gone_after_start_up_costs_events_not_requests(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Opening a session's log where the directory is now a file raised on every request (a
+    traceback each time, the session never stored); now its events are counted as lost, once."""
+    logs_dir = tmp_path / "logs"
+    logs_dir.write_text("not a directory")
+    logs = SessionLogs(ServerSettings(home=tmp_path, log_dir=logs_dir), copilot_version="test", index_info=lambda: None)
+    with caplog.at_level("WARNING"):
+        log = logs.open("s", None)
+        assert logs.open("s", None) is log
+        log.route("c-1", "q", [], 1.0)
+        logs.end_all("client disconnected")
+    assert caplog.text.count("could not write to trajectory log") == 1 and "Traceback" not in caplog.text
+    assert "ended unwritable; 3 event(s) were lost, session_end included" in caplog.text
