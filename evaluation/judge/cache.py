@@ -2,7 +2,7 @@
 
 Re-judging the same trajectory with the same model and prompt is free and returns the same
 reply. One small JSON file per entry, written atomically (temp file + rename), so concurrent
-writers and a Ctrl-C never leave a half-written entry.
+writers and a Ctrl-C never leave a half-written entry, and a failed write leaves no temporary file.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
+
+from index.storage.atomic import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,19 @@ class CompletionCache:
         self.directory = Path(directory)
         self.hits = 0
         self.misses = 0
+        #: errno of the read and write failures reported: a full disk or a directory that is no
+        #: directory fails every entry alike, and a warning per entry buried the run's output.
+        self._reported: set[tuple[str, int | None]] = set()
+
+    def _report(self, action: str, path: Path, error: OSError) -> None:
+        if (action, error.errno) in self._reported:
+            logger.debug("cannot %s judge cache entry %s (%s)", action, path, error)
+            return
+        self._reported.add((action, error.errno))
+        logger.warning(
+            "cannot %s judge cache entry %s (%s); other entries failing so are not reported",
+            action, path, error.strerror or error,
+        )
 
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
@@ -52,7 +66,11 @@ class CompletionCache:
         except FileNotFoundError:
             self.misses += 1
             return None
-        except (OSError, ValidationError, ValueError) as error:
+        except OSError as error:
+            self._report("read", path, error)
+            self.misses += 1
+            return None
+        except (ValidationError, ValueError) as error:
             logger.warning("ignoring unreadable cache entry %s (%s)", path, error)
             self.misses += 1
             return None
@@ -62,10 +80,8 @@ class CompletionCache:
     def put(self, key: str, entry: CachedCompletion) -> None:
         path = self._path(key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.{id(entry)}.tmp")
-            tmp.write_text(entry.model_dump_json(), encoding="utf-8")
-            tmp.replace(path)
+            # The temporary file goes whatever fails: a full disk left one per entry behind.
+            write_atomic(path, entry.model_dump_json())
         except OSError as error:
             # A cache that cannot be written costs money on the next run, not correctness now.
-            logger.warning("cannot write judge cache entry %s (%s)", path, error)
+            self._report("write", path, error)

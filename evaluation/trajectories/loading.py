@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -20,11 +21,17 @@ def _files_of_directory(directory: Path) -> list[Path]:
     return sorted(path for path in directory.rglob("*") if path.suffix in (".jsonl", ".json") and path.is_file())
 
 
+def _resolved(path: Path) -> Path:
+    # Not Path.resolve(): on Python 3.11 it raises RuntimeError for a symlink loop (an --out or
+    # --cache-dir given as one was a traceback); realpath leaves the loop's name as it is.
+    return Path(os.path.realpath(path))
+
+
 def _candidate_files(paths: Sequence[Path], exclude: Sequence[Path], result: LoadResult) -> list[tuple[Path, bool]]:
-    excluded = [path.resolve() for path in exclude]
+    excluded = [_resolved(path) for path in exclude]
 
     def is_excluded(path: Path) -> bool:
-        resolved = path.resolve()
+        resolved = _resolved(path)
         return any(resolved == ex or ex in resolved.parents for ex in excluded)
 
     files: list[tuple[Path, bool]] = []

@@ -67,3 +67,14 @@ def test_a_copied_log_is_read_once_and_logs_of_two_runs_are_flagged(tmp_path: Pa
     result = load_trajectories([run_a, run_b])
     assert [p.kind for p in result.problems] == ["duplicate_session", "mixed_runs"]
     assert "judge each on its own" in result.problems[1].message and str(run_b) in result.problems[1].message
+
+
+def test_an_excluded_directory_that_is_a_symlink_loop_is_no_traceback(tmp_path: Path) -> None:
+    """``--out``/``--cache-dir`` given as a symlink loop: Path.resolve() raised RuntimeError."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "Q")
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    result = load_trajectories([logs], exclude=[tmp_path / "loop-a"])
+    assert set(result.trajectories) == {"t1"}
