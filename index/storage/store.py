@@ -15,6 +15,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -35,6 +36,29 @@ logger = logging.getLogger(__name__)
 
 _PAGE = 5000
 
+
+# SQLite's own words (Chroma passes them on) for files that are fine but cannot be written now.
+_READ_ONLY = ("readonly database", "read-only file system", "permission denied")
+_FULL = ("database or disk is full", "no space left on device", "disk quota exceeded")
+
+
+def open_failure_message(path: Path, error: str, build_command: str) -> str:
+    """Why the index at ``path`` could not be opened, and the fix: removing it is advice only for
+    damaged files -- an index that is read-only here or on a full disk is fine, and deleting it
+    lost a good index (and a rebuild on a full disk fails anyway)."""
+    lowered = error.lower()
+    if any(words in lowered for words in _READ_ONLY):
+        return (
+            f"cannot open the index at {path} ({error}): this user cannot write its files, and opening it "
+            f"writes (even to search). Give this user write access to {path}, or set COPILOT_HOME to a "
+            "home of its own; the index itself is not damaged."
+        )
+    if any(words in lowered for words in _FULL):
+        return (
+            f"cannot open the index at {path} ({error}): the disk holding it is full. Free some space "
+            "there and try again; the index itself is not damaged."
+        )
+    return f"cannot open the index at {path} ({error}). If its files are damaged, remove {path} and build it again: {build_command}"
 
 class IndexStoreError(CopilotError):
     """The Chroma store cannot be opened, reached or read."""
@@ -271,10 +295,7 @@ class ChromaStore:
             with _shared_lock:
                 _drop_cached_system(str(path))
 
-            raise IndexStoreError(
-                f"cannot open the index at {path} ({error}). If its files are damaged, remove {path} and build it "
-                f"again: {index_command(self.settings, 'build')}"
-            ) from None
+            raise IndexStoreError(open_failure_message(path, str(error), index_command(self.settings, "build"))) from None
 
     # -- collections -------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from index.settings import CopilotSettings
-from index.storage.store import ChromaStore, IndexState, IndexStoreError
+from index.storage.store import ChromaStore, IndexState, IndexStoreError, open_failure_message
 
 
 def test_damaged_skipped_tools_read_as_none_and_are_reported_once_per_damage(caplog: pytest.LogCaptureFixture) -> None:
@@ -36,3 +36,19 @@ def test_a_store_that_cannot_be_opened_says_why_every_time(tmp_path: Path) -> No
         with pytest.raises(IndexStoreError) as raised:
             ChromaStore(settings).client()
         assert "file is not a database" in str(raised.value) and f"remove {chroma} and build it again" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("error", "advice"),
+    [
+        ("error returned from database: (code: 8) attempt to write a readonly database", "give this user write access"),
+        ("error returned from database: (code: 13) database or disk is full", "free some space"),
+        ("disk I/O error: No space left on device", "free some space"),
+        ("error returned from database: (code: 26) file is not a database", "remove"),
+    ],
+)
+def test_only_damaged_files_are_met_with_advice_to_remove_the_index(error: str, advice: str) -> None:
+    """A read-only index or a full disk was told "remove it and build it again": a good index lost."""
+    message = open_failure_message(Path("/home/u/index/chroma"), error, "python -m index build")
+    assert advice in message.lower() and error in message
+    assert ("remove /home/u/index/chroma" in message) == (advice == "remove")
