@@ -12,6 +12,8 @@ minutes, never a loop.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +49,20 @@ class LoadFailure(BaseModel):
 def retry_delay(attempts: int) -> float:
     """The wait after ``attempts`` failures in a row (bounded by the last of :data:`RETRY_SECONDS`)."""
     return RETRY_SECONDS[min(max(attempts, 1), len(RETRY_SECONDS)) - 1]
+
+
+def keep_a_working_directory() -> None:
+    """Move to a private empty directory when the working directory was removed under a running
+    process: torch's libraries then fail to load with no Python error to catch (oneMKL prints
+    "Cannot load libtorch_cpu.so" and exits the process: the copilot died mid-session, with no
+    session_end). An empty directory of its own, not ``/``: a relative path that could no longer
+    be reached must not start meaning something else."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        refuge = tempfile.mkdtemp(prefix="copilot-cwd-")
+        os.chdir(refuge)
+        logger.warning("the working directory was removed while running; continuing in %s", refuge)
 
 
 def _reason(error: BaseException) -> str:
@@ -132,6 +148,7 @@ class ModelLoader:
 
     def _attempt(self, *, raise_error: bool = False) -> None:
         try:
+            keep_a_working_directory()
             self._load()
         except Exception as error:
             with self._lock:

@@ -8,6 +8,9 @@ how fast the model loaded; a caller that needs the hybrid's ranking waits, and t
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -119,3 +122,26 @@ def test_a_warm_up_during_a_routes_attempt_waits_for_it_instead_of_loading_again
         record for record in caplog.records if record.name == model_loading.__name__ and str(model) in record.getMessage()
     ]
     assert len(warnings) == 1 and "attempt 1;" in warnings[0].getMessage()
+
+
+_LOAD_WITH_CWD_REMOVED = """
+import os, sys
+os.chdir(sys.argv[1])
+os.rmdir(sys.argv[1])  # a host that started the copilot in a temporary directory removed it
+from index.search.model_loading import ModelLoader
+ModelLoader(lambda: __import__("torch")).load()
+print("loaded in", "copilot-cwd-" in os.getcwd() and "a directory of its own")
+"""
+
+
+def test_a_working_directory_removed_while_running_does_not_abort_the_model_load(tmp_path: Path) -> None:
+    """Importing torch there ended the whole process (oneMKL "Cannot load libtorch_cpu.so")."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    ran = subprocess.run(
+        [sys.executable, "-c", _LOAD_WITH_CWD_REMOVED, str(gone)],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == "loaded in a directory of its own", ran.stdout + ran.stderr
+    assert "the working directory was removed while running; continuing in" in ran.stderr
