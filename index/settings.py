@@ -26,8 +26,22 @@ def check_writable_directory(path: Path, setting: str, what: str) -> None:
         probe.touch()
         probe.unlink()
     except OSError as error:
-        reason = error.strerror or str(error)
+        reason = _directory_problem(path, error)
         raise ConfigError(f"{setting}: cannot use {path} for {what} ({reason}); set {setting} to a writable directory.") from None
+
+
+def _directory_problem(path: Path, error: OSError) -> str:
+    """What is wrong with ``path`` as a directory: mkdir says "File exists" for a symlink loop or a
+    link to nothing, which sends a reader looking for a file that is not there."""
+    if isinstance(error, FileExistsError):
+        try:
+            path.stat()
+        except FileNotFoundError:
+            return "a symbolic link to a path that does not exist"
+        except OSError as stat_error:
+            return stat_error.strerror or str(stat_error)  # "Too many levels of symbolic links"
+        return "not a directory"
+    return error.strerror or str(error)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: The repository checkout (editable installs) -- where the project's ``servers.json`` lives.

@@ -92,3 +92,26 @@ def test_search_with_a_home_that_is_not_a_directory_names_copilot_home(tmp_path:
         f"error: cannot use {home / 'index' / 'chroma'} for the index ({os.strerror(errno.ENOTDIR)}); COPILOT_HOME ({home}) "
         "must be a writable directory: fix it or set COPILOT_HOME elsewhere."
     )
+
+
+@pytest.mark.parametrize("kind", ["loop", "dangling", "file"])
+def test_a_directory_setting_says_what_is_in_the_way(tmp_path: Path, kind: str) -> None:
+    """mkdir said "File exists" for a symlink loop and a link to nothing: there is no such file."""
+    from index.settings import check_writable_directory  # noqa: PLC0415
+
+    path = tmp_path / "logs"
+    if kind == "loop":
+        path.symlink_to(tmp_path / "other")
+        (tmp_path / "other").symlink_to(path)
+    elif kind == "dangling":
+        path.symlink_to(tmp_path / "nowhere")
+    else:
+        path.write_text("")
+    with pytest.raises(ConfigError) as raised:
+        check_writable_directory(path, "COPILOT_LOG_DIR", "the trajectory logs")
+    expected = {
+        "loop": os.strerror(errno.ELOOP),
+        "dangling": "a symbolic link to a path that does not exist",
+        "file": "not a directory",
+    }[kind]
+    assert f"COPILOT_LOG_DIR: cannot use {path} for the trajectory logs ({expected}); set COPILOT_LOG_DIR" in str(raised.value)
