@@ -11,11 +11,13 @@ import logging
 import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import openai
 from pydantic import BaseModel, Field
 
+from index.catalog.redact import MASK, Redactor, is_secret_param, redact_text, redact_url
 from index.errors import CopilotError
 from server.trajectory.records import MAX_TOKENS
 
@@ -48,6 +50,11 @@ class LLMSettings(BaseModel):
     @property
     def model(self) -> str:
         return self.models[0]
+
+    @property
+    def shown_url(self) -> str:
+        """``base_url`` as messages and reports may show it: a gateway's ``user:pass@`` and ``?api-key=`` masked."""
+        return redact_url(self.base_url)
 
 
 def split_models(value: str | None) -> list[str]:
@@ -138,6 +145,8 @@ async def probe_endpoint(base_url: str, api_key: str | None, timeout: float = 10
     Endpoints without ``/models`` (404/405) still count as reachable: the chat call decides.
     """
     client = make_client(base_url, api_key, timeout=min(timeout, 10.0), max_retries=0)
+    url = base_url
+    base_url = redact_url(base_url)  # from here on only named: a gateway URL may carry credentials
     try:
         await client.models.list()
     except openai.AuthenticationError:
@@ -147,7 +156,7 @@ async def probe_endpoint(base_url: str, api_key: str | None, timeout: float = 10
     except openai.APITimeoutError:
         raise EndpointError(f"{base_url} did not answer within {min(timeout, 10.0):g} s: is the endpoint up?") from None
     except openai.APIConnectionError as error:
-        cause = error.__cause__ or error
+        cause = redact_endpoint(str(error.__cause__ or error), url)
         raise EndpointError(
             f"cannot reach {base_url} ({cause}): check --base-url / OPENAI_BASE_URL and that the server is running."
         ) from None
@@ -184,8 +193,27 @@ def usage_counts(usage: Any) -> tuple[int, int] | None:
     return counts[0], counts[1]
 
 
+def redact_endpoint(text: str, base_url: str) -> str:
+    """``text`` without the credentials of ``base_url`` (its password, its secret-looking query values),
+    wherever they appear: whole, in another URL, or in a path the endpoint quotes back."""
+    try:
+        parts = urlsplit(base_url)
+        password = parts.password
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:
+        return redact_text(text)
+    secrets = {value: MASK for name, value in pairs if is_secret_param(name) and value}
+    if password:
+        secrets[password] = MASK
+    return Redactor(secrets)(text.replace(base_url, redact_url(base_url)) if base_url else text)
+
+
 def describe_api_error(error: Exception, base_url: str) -> str:
-    """A one-line, actionable description of an ``openai`` exception."""
+    """A one-line, actionable description of an ``openai`` exception (the URL without its credentials)."""
+    return redact_endpoint(_api_error_words(error, redact_url(base_url)), base_url)
+
+
+def _api_error_words(error: Exception, base_url: str) -> str:
     if isinstance(error, openai.APITimeoutError):
         return f"request to {base_url} timed out (after the client's retries)"
     if isinstance(error, openai.APIConnectionError):
@@ -204,4 +232,4 @@ UNREADABLE_BODY_ERRORS = (ValueError, RecursionError)
 def describe_unreadable_body(error: BaseException, base_url: str) -> str:
     """A reply body that is not valid JSON (cut off by a proxy, an overloaded or broken server)."""
     why = "nested too deeply to read" if isinstance(error, RecursionError) else str(error)
-    return f"{base_url} answered a body that is not valid JSON ({why})"
+    return redact_endpoint(f"{redact_url(base_url)} answered a body that is not valid JSON ({why})", base_url)

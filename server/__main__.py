@@ -121,6 +121,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _configure_logging(level: str) -> None:
+    from index.cli.log_setup import quiet_noisy_loggers
     from server.bounded import RepeatedLogLines
 
     handler = logging.StreamHandler(sys.stderr)
@@ -128,9 +129,9 @@ def _configure_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # Third-party chatter that would drown the copilot's own lines.
-    for noisy in ("httpx", "httpx2", "chromadb", "sentence_transformers", "urllib3", "mcp.server.lowlevel"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    # Third-party chatter that would drown the copilot's own lines, and print remote servers' URLs
+    # with their secrets (the MCP SDK's client names each endpoint at DEBUG).
+    quiet_noisy_loggers(root.level)
     # The SDK's client session logs each notification of a child it cannot read, with a traceback.
     sdk_client = logging.getLogger("client")
     if not any(isinstance(existing, RepeatedLogLines) for existing in sdk_client.filters):

@@ -24,6 +24,7 @@ from evaluation.judge.pipeline import JudgeSummary, default_out_dir, judge_paths
 from evaluation.judge.repeats import RepeatsSummary, judge_repeats, repeat_directories
 from evaluation.report.tables import interval, pct
 from index.cli.console import HelpFormatter, make_console
+from index.cli.log_setup import quiet_noisy_loggers
 from index.errors import CopilotError
 
 
@@ -172,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    quiet_noisy_loggers()  # HTTP clients log URLs with credentials at INFO
     console = make_console(stderr=True)
     try:
         options = JudgeOptions.from_args(args)

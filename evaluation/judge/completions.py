@@ -107,7 +107,7 @@ class CompletionService:
                     )
             except TimeoutError:
                 raise LLMError(
-                    f"{self.settings.base_url} did not finish its answer within {deadline:g} s (timeout {self.settings.timeout:g} s "
+                    f"{self.settings.shown_url} did not finish its answer within {deadline:g} s (timeout {self.settings.timeout:g} s "
                     f"for each wait, {self.settings.max_retries} retries); the task stays unjudged (a rerun retries it)"
                 ) from None
             except openai.AuthenticationError as error:
@@ -140,7 +140,7 @@ class CompletionService:
                 ) from None
             latency_ms = (time.perf_counter() - started) * 1000
         try:
-            text = _reply_text(response, self.settings.base_url, model)
+            text = _reply_text(response, self.settings.shown_url, model)
         except EndpointError as error:
             self._fatal = error  # the URL serves something else: every request would get the same
             raise

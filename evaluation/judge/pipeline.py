@@ -500,7 +500,7 @@ def _build(
             prompt=options.prompt,
             prompt_version=PROMPT_VERSION,
             key_points="extracted" if options.auto_key_points else "annotated (extracted when missing)",
-            base_url=options.llm.base_url,
+            base_url=options.llm.shown_url,  # reports are shared: no gateway credentials
             config_hash=options.config_hash(),
         ),
         inputs=InputInfo(

@@ -46,6 +46,7 @@ from index.errors import ConfigError, CopilotError
 from index.catalog.servers import ServersFile, load_servers
 from index.settings import CopilotSettings
 from index.cli.console import HelpFormatter, make_console
+from index.cli.log_setup import quiet_noisy_loggers
 
 logger = logging.getLogger(__name__)
 
@@ -296,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    quiet_noisy_loggers()  # HTTP clients log URLs with credentials at INFO
     console = make_console(stderr=True)
     try:
         return _main(args, console)

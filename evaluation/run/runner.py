@@ -516,28 +516,30 @@ class BenchmarkRunner:
         assert self.config.agent_cmd is not None
         question_file = paths.file("question.txt")
         question_file.write_text(question, encoding="utf-8")
-        mcp_config = launch.write_mcp_config(paths.file("mcp_config.json"))
+        # The run keeps a redacted copy; the agent reads the real one, kept outside the run if it holds a secret.
+        shown_config = launch.write_mcp_config(paths.file("mcp_config.json"))
         answer_file = paths.file("answer.txt").resolve()
-        values = {
-            "question": question,
-            "question_file": str(question_file.resolve()),
-            "mcp_config": str(mcp_config.resolve()),
-            "workspace": str(paths.workspace.resolve()),
-            "task_id": task.task_id,
-            "answer_file": str(answer_file),
-        }
-        command = render_command(self.config.agent_cmd, values)
-        paths.file("command.txt").write_text(command + "\n", encoding="utf-8")
-        result = await run_external_agent(
-            command,
-            cwd=paths.workspace.resolve(),
-            env=dict(os.environ),
-            stdout_path=paths.file("agent.stdout.log"),
-            stderr_path=paths.file("agent.stderr.log"),
-            answer_file=answer_file,
-            timeout=self.config.task_timeout,
-            max_log_bytes=self.config.max_agent_log_bytes,
-        )
+        with launch.agent_mcp_config(shown_config) as mcp_config:
+            values = {
+                "question": question,
+                "question_file": str(question_file.resolve()),
+                "mcp_config": str(mcp_config.resolve()),
+                "workspace": str(paths.workspace.resolve()),
+                "task_id": task.task_id,
+                "answer_file": str(answer_file),
+            }
+            command = render_command(self.config.agent_cmd, values)
+            paths.file("command.txt").write_text(command + "\n", encoding="utf-8")
+            result = await run_external_agent(
+                command,
+                cwd=paths.workspace.resolve(),
+                env=dict(os.environ),
+                stdout_path=paths.file("agent.stdout.log"),
+                stderr_path=paths.file("agent.stderr.log"),
+                answer_file=answer_file,
+                timeout=self.config.task_timeout,
+                max_log_bytes=self.config.max_agent_log_bytes,
+            )
         _record_cuts(outcome, task.task_id, "the agent", result.logs_cut)
         if result.usage is not None:
             writer.write(result.usage)

@@ -334,7 +334,7 @@ async def crawl_server(
                             connection.closed,
                         )
                     except Exception as error:  # noqa: BLE001 -- its tools are crawled; the rest is a bonus
-                        warnings.append(f"listing prompts/resources failed ({type(error).__name__}: {error})")
+                        warnings.append(config.redact(f"listing prompts/resources failed ({type(error).__name__}: {error})"))
                 if others_scope.cancelled_caught:
                     warnings.append("listing prompts/resources took past the deadline; indexed its tools only")
                 junk = connection.process.junk_lines if connection.process is not None else 0
@@ -347,6 +347,7 @@ async def crawl_server(
         if not tail and log_path is not None:
             tail = read_log_tail(log_path, log_offset, max_lines=STDERR_TAIL_LINES)
         reason, message, tail = config.redact(reason), config.redact(message), [config.redact(x) for x in tail]
+        warnings[:] = [config.redact(warning) for warning in warnings]  # some quote the child's own errors
         logger.debug("%s: %s (%s)", printable(config.name), kind, printable(message), exc_info=kind == ERROR)
         outcome = ServerOutcome(
             server=config.name, ok=False, seconds=round(anyio.current_time() - started, 2), kind=kind,
@@ -355,10 +356,12 @@ async def crawl_server(
         )
         return outcome, [], None
 
+    # Warnings quote the child's own error messages (a prompts/list error echoing its API key).
+    warnings[:] = [config.redact(warning) for warning in warnings]
     if junk:
         warnings.append(f"printed {junk} non-protocol line(s) on stdout; ignored (see its log)")
     for name, problem in skipped.items():
-        logger.warning("server '%s': %s", printable(config.name), printable(skipped_words(name, problem)))
+        logger.warning("server '%s': %s", printable(config.name), printable(config.redact(skipped_words(name, problem))))
     if not tools:
         warnings.append("listed no tools" if not skipped else "listed no tool with a usable definition")
     description = _server_description(config, initialize_result)

@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
 
 from index.json_text import parse_json
-from index.children.containment.environment import inherited_environment, system_trust_bundle, with_system_trust
+from index.children.containment.environment import (
+    inherited_environment, looks_secret_name, system_trust_bundle, with_system_trust,
+)
 from index.errors import ConfigError
 from index.catalog.redact import Redactor
 from index.catalog.self_entry import SELF_ENTRY_ADVICE, launches_copilot
@@ -132,7 +134,7 @@ class ServerConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _one_launch_method(self) -> ServerConfig:
+    def _one_launch_method(self, info: ValidationInfo) -> ServerConfig:
         family = _type_family(self.type)
         shown = json.dumps(self.type)
         if self.command and self.url:
@@ -159,7 +161,10 @@ class ServerConfig(BaseModel):
         if self.url is not None:
             parsed = urlsplit(self.url)
             if parsed.scheme not in ("http", "https") or not parsed.netloc:
-                raise ValueError(f"'url' must be an http:// or https:// address of an MCP endpoint (got {self.url[:80]!r})")
+                # Redacted before it is cut short: a secret cut in two would no longer be recognised.
+                secrets = (info.context or {}).get("secrets", {}) if isinstance(info.context, dict) else {}
+                shown = Redactor(secrets)(self.url)[:80]
+                raise ValueError(f"'url' must be an http:// or https:// address of an MCP endpoint (got {shown!r})")
         return self
 
     @property
@@ -174,9 +179,14 @@ class ServerConfig(BaseModel):
             return "sse" if self.url and self.url.rstrip("/").endswith("/sse") else "streamable-http"
         return "sse" if _folded_type(self.type) == "sse" else "streamable-http"
 
+    def known_secrets(self) -> dict[str, str]:
+        """What this entry must never show (value -> how it is shown): its filled-in ``${VAR}`` values
+        and the literal values of its secret-looking ``env`` variables and headers (:func:`literal_secrets`)."""
+        return {**literal_secrets(self.env, self.headers), **_with_url_forms(self._expanded)}
+
     def redact(self, text: str) -> str:
-        """``text`` with this entry's filled-in ``${VAR}`` values and any URL credentials masked."""
-        return Redactor(self._expanded)(text)
+        """``text`` with this entry's secrets (:meth:`known_secrets`) and any URL credentials masked."""
+        return Redactor(self.known_secrets())(text)
 
     @property
     def display_command(self) -> str:
@@ -236,6 +246,55 @@ class ServerConfig(BaseModel):
         child = inherited_environment(os.environ if base is None else base, self.inherit_env)
         child.update(self.env)
         return with_system_trust(child, system_trust_bundle())
+
+
+#: A literal ``env``/``headers`` value shorter than this is not taken for a secret: masking "true",
+#: "3000" or "stdio" in every message would garble them without protecting anything.
+MIN_LITERAL_SECRET_LENGTH = 6
+#: Name words that mark a secret beyond :func:`looks_secret_name`'s (which decides what children
+#: inherit, so it stays narrower): a session id, a private key, an ``Authorization`` header.
+_MORE_SECRET_WORDS = frozenset({"session", "sessionid", "private", "authorization", "credential", "credentials", "passphrase"})
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+#: The scheme word before a header's credential (``Bearer sk-…``): the credential alone is a secret too.
+_AUTH_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\s+(?P<credential>\S.*)$")
+
+
+def looks_secret_key(name: str) -> bool:
+    """Whether an entry's ``env`` variable or header ``name`` says its value is a credential."""
+    if looks_secret_name(name):
+        return True
+    return any(word.lower() in _MORE_SECRET_WORDS for word in _NAME_WORDS.findall(name))
+
+
+def literal_secrets(env: Mapping[str, str], headers: Mapping[str, str]) -> dict[str, str]:
+    """The values of an entry's secret-looking ``env`` variables and headers (value -> ``<env NAME>`` /
+    ``<header NAME>``): an API key written into the file as it is (Claude Desktop's usual form) that
+    the child prints on stderr must not reach the model or the logs. Short values are left alone."""
+    found: dict[str, str] = {}
+    for kind, values in (("env", env), ("header", headers)):
+        for name, value in values.items():
+            if not isinstance(value, str) or not looks_secret_key(name):
+                continue
+            shown = f"<{kind} {name}>"
+            candidates = [value.strip()]
+            if kind == "header" and (scheme := _AUTH_SCHEME.match(value.strip())) is not None:
+                candidates.append(scheme.group("credential"))  # "Bearer sk-…": children print the key alone
+            for candidate in candidates:
+                if len(candidate) >= MIN_LITERAL_SECRET_LENGTH:
+                    found.setdefault(candidate, shown)
+    return found
+
+
+def _with_url_forms(secrets: Mapping[str, str]) -> dict[str, str]:
+    """``secrets`` plus each value as a URL carries it percent-encoded (``a b`` as ``a%20b``), for the
+    request URLs an HTTP error names."""
+    from urllib.parse import quote
+
+    out = dict(secrets)
+    for value, shown in secrets.items():
+        for encoded in (quote(value, safe=""), quote(value, safe="/")):
+            out.setdefault(encoded, shown)
+    return out
 
 
 class ServersFile(BaseModel):
@@ -532,12 +591,22 @@ def parse_servers(
         used: dict[str, str] = {}
         expanded = _expand_entry(raw, environ, missing, used)
         misspelled = _misspelled_keys(raw)
+        # The entry does not exist yet to redact its own errors, which may quote a filled-in value.
+        raw_env, raw_headers = expanded.get("env"), expanded.get("headers")
+        secrets = {
+            **literal_secrets(
+                {k: v for k, v in raw_env.items() if isinstance(v, str)} if isinstance(raw_env, dict) else {},
+                {k: v for k, v in raw_headers.items() if isinstance(v, str)} if isinstance(raw_headers, dict) else {},
+            ),
+            **_with_url_forms(used),
+        }
         try:
-            config = ServerConfig.model_validate({**expanded, "name": name})
+            config = ServerConfig.model_validate({**expanded, "name": name}, context={"secrets": secrets})
         except ValidationError as error:
             line = _error_line(lines, (container, name), error)
             hint = f" ({_misspelling_hint(misspelled)})" if misspelled else ""
-            raise ConfigError(f"{source}:{line}: server '{name}': {_describe(error)}{hint}.") from None
+            shown = Redactor(secrets)(_describe(error))
+            raise ConfigError(f"{source}:{line}: server '{name}': {shown}{hint}.") from None
         config._expanded = used
         launch = launches_copilot(config)
         if launch:

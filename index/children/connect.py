@@ -205,7 +205,7 @@ async def _initialize(
     lines = tail()
     reason = _cannot_start(lines) if returncode == 127 else None
     if reason is not None:  # the program never ran: the guardian could not exec it
-        raise ChildStartError(f"server '{name}': cannot start '{config.command}': {reason}.", server=name)
+        raise ChildStartError(f"server '{name}': cannot start '{config.redact(config.command or '')}': {reason}.", server=name)
     if returncode is None:
         what = "closed its stdout without exiting"
     elif returncode < 0:

@@ -17,7 +17,6 @@ import anyio
 import httpx2
 from mcp.shared.message import SessionMessage
 
-from index.catalog.redact import redact_url
 from index.catalog.servers import ServerConfig
 from index.children.stdio import DEFAULT_MAX_MESSAGE_BYTES, Streams
 
@@ -86,7 +85,9 @@ async def remote_streams(config: ServerConfig, max_message_bytes: int = DEFAULT_
     async def record_status(response: httpx2.Response) -> None:
         _bound_body(response, max_message_bytes, f"server '{config.name}'")
         if response.status_code >= 400:
-            where = redact_url(str(response.request.url))
+            # The entry's redactor, not redact_url alone: a ${VAR} in the URL's path or in a query
+            # parameter of any name is a secret too.
+            where = config.redact(str(response.request.url))
             http_errors.append(f"HTTP {response.status_code} {response.reason_phrase} from {where}")
 
     def client_factory(

@@ -65,9 +65,9 @@ def _resolve_command(config: ServerConfig, env: dict[str, str], cwd: Path) -> st
         found = shutil.which(command, path=env.get("PATH", os.defpath))
     if found is None:
         base = Path(command).name
-        hint = _INSTALL_HINTS.get(base, f"install the program that provides '{base}'")
+        hint = _INSTALL_HINTS.get(base, f"install the program that provides '{config.redact(base)}'")
         raise CommandNotFoundError(
-            f"server '{config.name}': command '{command}' not found"
+            f"server '{config.name}': command '{config.redact(command)}' not found"
             f"{'' if os.sep in command else ' on PATH'}. To use this server, {hint}, "
             "or fix its 'command' in the server list.",
             server=config.name,
@@ -128,7 +128,7 @@ async def stdio_streams(
         cwd = workdir
     if not cwd.is_dir():
         raise ChildStartError(
-            f"server '{config.name}': working directory '{cwd}' does not exist; create it or fix 'cwd'.",
+            f"server '{config.name}': working directory '{config.redact(str(cwd))}' does not exist; create it or fix 'cwd'.",
             server=config.name,
         )
     env = config.child_environment()
@@ -153,14 +153,15 @@ async def stdio_streams(
             )
         except OSError as error:
             raise ChildStartError(
-                f"server '{config.name}': cannot start '{config.command}': {error.strerror or error}.",
+                f"server '{config.name}': cannot start '{config.redact(config.command or '')}': "
+                f"{config.redact(str(error.strerror or error))}.",
                 server=config.name,
             ) from None
         child = ChildProcess(process, stderr_path, log_offset, tag=tag)
         child.log = log
         child.shutdown_grace = shutdown_grace
         guard.register(child.pid, tag)
-        logger.debug("%s: started %s (pid %d: its guardian on Linux)", config.name, executable, child.pid)
+        logger.debug("%s: started %s (pid %d: its guardian on Linux)", config.name, config.redact(executable), child.pid)
         if on_spawn is not None:
             on_spawn(child)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from index.cli.console import HelpFormatter
+from index.cli.log_setup import quiet_noisy_loggers
 from index.errors import ConfigError, CopilotError
 
 # One line per paragraph: HelpFormatter keeps line breaks, and help must not be hard-wrapped off a terminal.
@@ -114,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    quiet_noisy_loggers()  # HTTP clients log URLs with credentials at INFO
     try:
         status = args.handler(args)
         sys.stdout.flush()  # inside the try: a reader gone before the last write is a broken pipe too

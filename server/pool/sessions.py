@@ -46,6 +46,7 @@ import hashlib
 import json
 import logging
 import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -347,12 +348,30 @@ def _tail_text(lines: list[str]) -> str:
     return (" Last stderr lines:\n  " + "\n  ".join(lines)) if lines else ""
 
 
+def _redact_error(error: BaseException, config: ServerConfig) -> BaseException:
+    """``error`` with its server's secrets masked in place (its message and stderr tail).
+
+    A safety net under the places that build these messages: what the pool stores, logs and hands
+    the host must not carry a ``${VAR}`` value or a literal API key of the entry, whoever worded it.
+    Only messages held whole in ``args[0]`` are rewritten (others, such as ``OSError``, are shown redacted).
+    """
+    if len(error.args) == 1 and isinstance(error.args[0], str):
+        shown = config.redact(error.args[0])
+        if shown != error.args[0]:
+            error.args = (shown,)
+    tail = getattr(error, "stderr_tail", None)
+    if isinstance(tail, list):
+        error.stderr_tail = [config.redact(line) for line in tail]  # type: ignore[attr-defined]
+    return error
+
+
 @contextmanager
-def _counting_errors(state: _ServerState) -> Iterator[None]:
+def _counting_errors(state: _ServerState, config: ServerConfig) -> Iterator[None]:
     """Count a child's failures (not the caller's mistakes) in ``status()``."""
     try:
         yield
     except (ChildCrashedError, ChildTimeoutError, ServerUnavailableError) as error:
+        _redact_error(error, config)
         state.errors += 1
         state.last_error = str(error)
         raise
@@ -525,7 +544,7 @@ class ChildPool:
             return list(running.tools)  # listed by this process already: nothing to start or wait for
         state = self._state(server)
         limit = config.timeout or self.settings.call_timeout
-        with _counting_errors(state):
+        with _counting_errors(state, config):
             child = await self._acquire(server, config)
             try:
                 if child.tools is None:
@@ -638,7 +657,7 @@ class ChildPool:
                     "server."
                 )
         try:
-            with _counting_errors(state):
+            with _counting_errors(state, config):
                 child = await self._acquire(server, config)
                 try:
                     yield child, limit
@@ -889,14 +908,16 @@ class ChildPool:
                         "server '%s' stopped: %s; it will be restarted on the next call", child.name, child.stopped_because
                     )
         except ChildStartError as error:
+            _redact_error(error, child.config)  # before it is stored, logged, counted or told to anyone
             child.start_error = error
             self._notify("child_started", child, error)
             state.start_error, state.failed_at = error, time.monotonic()
             state.last_error = str(error)
             logger.warning("server '%s' failed to start: %s", child.name, error)
         except Exception as error:  # a bug or an unexpected transport failure must not kill the pool
-            child.start_error = error
-            logger.exception("server '%s': unexpected error in its session", child.name)
+            child.start_error = _redact_error(error, child.config)
+            shown = child.config.redact("".join(traceback.format_exception(error)))
+            logger.error("server '%s': unexpected error in its session\n%s", child.name, shown.rstrip())
         finally:
             self._report_stopped(child)
             child.broken = True
@@ -983,7 +1004,7 @@ class ChildPool:
                 if isinstance(error, ChildStartError):
                     raise ServerUnavailableError(f"{error}") from None
                 raise ServerUnavailableError(
-                    f"server '{server}' could not be started ({type(error).__name__}: {error})."
+                    f"server '{server}' could not be started ({type(error).__name__}: {config.redact(str(error))})."
                 ) from None
             if child.connection is None or child.connection.closed.is_set():
                 tail = child.connection.stderr_tail(8) if child.connection is not None else []

@@ -26,6 +26,7 @@ from mcp.types import CallToolResult, Implementation, ListToolsResult
 from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel, Field
 
+from index.catalog.redact import redact_url
 from index.json_text import parse_json
 from evaluation.run.agents.bounded_log import LogCut
 from evaluation.run.task_setup.copilot_launch import CopilotLaunch
@@ -256,15 +257,15 @@ class CopilotAgent:
             shown = " ".join(str(response).split())[:120]
             raise AgentError(
                 "llm_error",
-                f"{self.config.base_url} answered something that is not a chat completion ({type(response).__name__}: "
+                f"{redact_url(self.config.base_url)} answered something that is not a chat completion ({type(response).__name__}: "
                 f"{shown!r}); check --base-url (an OpenAI-compatible API usually ends in /v1)",
             )
         if not choices:
-            raise AgentError("llm_error", f"{self.config.base_url} answered a chat completion with no choices (turn {self.turns})")
+            raise AgentError("llm_error", f"{redact_url(self.config.base_url)} answered a chat completion with no choices (turn {self.turns})")
         self._log_usage(response)
         message = reply_field(choices[0], "message")
         if message is None:
-            raise AgentError("llm_error", f"{self.config.base_url} answered a choice without a message (turn {self.turns})")
+            raise AgentError("llm_error", f"{redact_url(self.config.base_url)} answered a choice without a message (turn {self.turns})")
         return message
 
     def _log_usage(self, response: Any) -> None:

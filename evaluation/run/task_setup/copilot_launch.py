@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from index.children.containment.environment import inherited_environment
+from index.catalog.redact import MASK, redact_text
+from index.children.containment.environment import (
+    has_url_credentials, inherited_environment, looks_secret_name, strip_url_credentials,
+)
 
 #: The name the copilot gets in generated configs (Claude Code calls its tools mcp__copilot__…).
 COPILOT_SERVER_NAME = "copilot"
@@ -24,6 +30,8 @@ COPILOT_SERVER_NAME = "copilot"
 #: (``index.children.containment.environment.inherited_environment``): its settings and offline switches.
 _PASS_PREFIXES = ("COPILOT_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_")
 _PASS_NAMES = frozenset({"TMPDIR", "TOKENIZERS_PARALLELISM"})
+#: The HTTP server's settings (its bearer token among them): a task's copilot serves stdio only.
+_HTTP_ONLY_PREFIXES = ("COPILOT_HTTP_", "COPILOT_ALLOWED_ORIGINS")
 #: Seconds a task's first routes wait for the embedding model (``COPILOT_ROUTE_MODEL_WAIT``; the
 #: runner's own environment may set another value): every task is ranked the same way, hybrid.
 TASK_ROUTE_MODEL_WAIT = 120
@@ -42,17 +50,61 @@ class CopilotLaunch(BaseModel):
     env: dict[str, str]
     cwd: str
 
-    def mcp_config(self) -> dict[str, Any]:
+    def shown_env(self) -> dict[str, str]:
+        """``env`` as a run's artefacts may show it: values of secret-looking names (``HF_TOKEN``) as
+        ``***``, URL credentials masked (a proxy a server opted into with ``inherit_env``)."""
+        shown = {}
+        for name, value in self.env.items():
+            if looks_secret_name(name):
+                value = MASK
+            elif has_url_credentials(value, name):
+                masked = redact_text(value)
+                # redact_text masks scheme URLs only; a proxy's bare user:pass@host loses its userinfo.
+                value = masked if masked != value else strip_url_credentials(value, name)
+            shown[name] = value
+        return shown
+
+    @property
+    def holds_secrets(self) -> bool:
+        return self.shown_env() != self.env
+
+    def mcp_config(self, *, redacted: bool = False) -> dict[str, Any]:
+        env = self.shown_env() if redacted else self.env
         return {
             "mcpServers": {
-                COPILOT_SERVER_NAME: {"command": self.command, "args": self.args, "env": self.env, "cwd": self.cwd}
+                COPILOT_SERVER_NAME: {"command": self.command, "args": self.args, "env": env, "cwd": self.cwd}
             }
         }
 
-    def write_mcp_config(self, path: Path) -> Path:
+    def mcp_config_text(self, *, redacted: bool = False) -> str:
+        return json.dumps(self.mcp_config(redacted=redacted), indent=1, ensure_ascii=False) + "\n"
+
+    def write_mcp_config(self, path: Path, *, redacted: bool = True) -> Path:
+        """Write the config to ``path``, redacted unless asked otherwise (the real one: :meth:`agent_mcp_config`)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.mcp_config(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        path.write_text(self.mcp_config_text(redacted=redacted), encoding="utf-8")
         return path
+
+    @contextmanager
+    def agent_mcp_config(self, shown: Path) -> Iterator[Path]:
+        """The config file an external agent is given while it runs.
+
+        ``shown`` (the run's redacted copy) when the launch holds no secret; otherwise the real
+        config in a fresh private directory outside the run (0700, the file 0600), removed when the
+        agent is done: a run directory is shared with reports, a token in it would travel with them.
+        """
+        if not self.holds_secrets:
+            yield shown
+            return
+        directory = Path(tempfile.mkdtemp(prefix="mcp-copilot-task-"))
+        try:
+            path = directory / shown.name
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(self.mcp_config_text())
+            yield path
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def copilot_launch(
@@ -80,7 +132,8 @@ def copilot_launch(
 
     The environment is the children's allowlist (TLS roots, proxies, locale, package-registry
     settings; no credentials unless a server opts in through ``inherit``), the copilot's own
-    ``COPILOT_*``/``HF_*`` settings, and the per-task values.
+    ``COPILOT_*``/``HF_*`` settings (not the HTTP server's, ``COPILOT_HTTP_TOKEN`` among them: a
+    task's copilot serves stdio), and the per-task values.
     """
     source = os.environ if environ is None else environ
     # Exactly what the copilot's children may inherit (its pool applies the same rule per child):
@@ -92,7 +145,9 @@ def copilot_launch(
         {
             key: value
             for key, value in source.items()
-            if (key.startswith(_PASS_PREFIXES) or key in _PASS_NAMES) and key not in _PER_TASK
+            if (key.startswith(_PASS_PREFIXES) or key in _PASS_NAMES)
+            and key not in _PER_TASK
+            and not key.startswith(_HTTP_ONLY_PREFIXES)
         }
     )
     env.update(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -491,3 +493,55 @@ def test_a_verdict_cut_by_a_kill_is_set_aside_by_the_next_run_and_not_warned_abo
     assert main(arguments) == 0
     err = capsys.readouterr().err
     assert "unreadable" not in caplog.text and "judged 0 now, 2 already done" in err
+
+
+PASSWORD = "gw-PASSWORD-SECRET"
+
+
+def _gateway_url(llm: ScriptedOpenAI) -> str:
+    """``llm``'s URL as a gateway with credentials in it (``user:pass@``)."""
+    return llm.base_url.replace("http://", f"http://judge:{PASSWORD}@")
+
+
+@pytest.fixture
+def loud_http_loggers() -> Iterator[None]:
+    """The HTTP clients' loggers as a fresh process has them (another test's CLI may have quieted them)."""
+    from index.cli.log_setup import NOISY_LOGGERS
+
+    saved = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    yield
+    for name, level in saved.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def test_a_gateway_urls_credentials_stay_out_of_reports_and_verbose_logs(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+    loud_http_loggers: None,
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    llm.handler = lambda request: Reply(content="Status: success")
+    caplog.set_level(logging.INFO)
+    assert main([str(logs), *_common(tmp_path, _gateway_url(llm)), "-v"]) == 0
+    assert llm.requests  # the gateway was used
+    report = json.loads((logs / "judge" / "report.json").read_text())
+    assert report["judge"]["base_url"] == llm.base_url.replace("http://", "http://judge:***@")
+    written = "".join(path.read_text() for path in (logs / "judge").glob("report.*"))
+    shown = [written, caplog.text, capsys.readouterr().err]
+    assert not [text for text in shown if PASSWORD in text]
+
+
+def test_a_judge_error_names_the_gateway_without_its_credentials(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    llm.handler = lambda request: Reply(status=401)
+    assert main([str(logs), *_common(tmp_path, _gateway_url(llm))]) == 2
+    err = capsys.readouterr().err
+    assert "HTTP 401 from http://judge:***@127.0.0.1:" in err
+    assert PASSWORD not in err

@@ -774,3 +774,46 @@ def test_an_input_path_leading_out_of_root_is_refused_with_what_to_fix(bench) ->
         "file_name (a path outside /root is never in the workspace) or pass --allow-missing-files to run the task anyway"
     )
     assert not (bench["tmp"] / "agent-runs.log").exists()
+
+
+def test_the_run_keeps_a_redacted_mcp_config_and_the_agent_gets_the_real_one(bench, monkeypatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_SECRET_hugging_face_token")
+    monkeypatch.setenv("COPILOT_HTTP_TOKEN", "copilot-http-SECRET-token-1234")
+    seen = bench["tmp"] / "seen"
+    seen.mkdir()
+    agent = (
+        f"stat -c %a {{mcp_config}} > {seen}/mode; dirname {{mcp_config}} | xargs stat -c %a > {seen}/dir-mode; "
+        f"cp {{mcp_config}} {seen}/config.json; echo {{mcp_config}} > {seen}/path; printf done > {{answer_file}}"
+    )
+    assert run_cli(bench, "--agent-cmd", agent, "--only", "task-answer-2") == 0
+    assert summary(bench).tasks["task-answer-2"].status == "completed"
+    task_dir = bench["out"] / "tasks" / "task-answer-2"
+    kept = json.loads((task_dir / "mcp_config.json").read_text())["mcpServers"]["copilot"]["env"]
+    given = json.loads((seen / "config.json").read_text())["mcpServers"]["copilot"]["env"]
+    # The agent's copilot gets the token it may need; the stdio copilot has no use for the HTTP server's.
+    assert given["HF_TOKEN"] == "hf_SECRET_hugging_face_token" and "COPILOT_HTTP_TOKEN" not in given
+    assert kept == {**given, "HF_TOKEN": "***"}
+    private = Path((seen / "path").read_text().strip())
+    assert bench["out"] not in private.parents and not private.exists()  # outside the run, gone after the task
+    assert (seen / "mode").read_text().strip() == "600" and (seen / "dir-mode").read_text().strip() == "700"
+    everything = "".join(p.read_text(errors="replace") for p in bench["out"].rglob("*") if p.is_file())
+    assert "SECRET" not in everything
+
+
+def test_verbose_logs_name_the_model_endpoint_without_its_password(bench, capsys, caplog, monkeypatch) -> None:
+    import logging
+
+    from index.cli.log_setup import NOISY_LOGGERS
+
+    for name in NOISY_LOGGERS:  # as a fresh process has them (another test's CLI may have quieted them)
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
+    caplog.set_level(logging.INFO)
+    with ScriptedOpenAI() as llm:
+        url = llm.base_url.replace("http://", "http://agent:gw-PASSWORD-SECRET@")
+        llm.models_body = b'"not a model list"'  # it answered: the probe passes; the chat call is refused
+        llm.handler = lambda request: Reply(status=401)
+        code = run_cli(bench, "-v", "--base-url", url, "--api-key", "k", "--model", "m", "--only", "task-answer-2")
+    assert code == 0  # the task failed (llm_error), the run did not
+    err = capsys.readouterr().err
+    assert "gw-PASSWORD-SECRET" not in caplog.text and "gw-PASSWORD-SECRET" not in err
+    assert "agent:***@127.0.0.1" in err + caplog.text + json.dumps(summary(bench).model_dump(mode="json"))

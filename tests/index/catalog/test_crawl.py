@@ -746,3 +746,36 @@ async def test_a_listing_answered_with_error_32000_is_the_servers_answer_not_a_c
     assert prompts.ok and "prompts/list failed: error -32000: Connection closed" in prompts.warnings
     listed = {(record.kind, record.name) for record in report.records if record.server == "prompts"}
     assert listed == {("tool", "counter"), ("tool", "fail"), ("resource", "note")}  # the listing went on
+
+
+#: A raw JSON-RPC child with prompts whose listing fails, quoting the API key of its env (real servers
+#: put the request they sent, key included, into such errors).
+_PROMPTS_FAIL_SERVER = r'''
+import json, os, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method, reply = message["method"], {"jsonrpc": "2.0", "id": message["id"]}
+    if method == "initialize":
+        reply["result"] = {"protocolVersion": message["params"]["protocolVersion"], "serverInfo": {"name": "p", "version": "1"},
+                           "capabilities": {"tools": {}, "prompts": {}}}
+    elif method == "tools/list":
+        reply["result"] = {"tools": [{"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}]}
+    else:
+        reply["error"] = {"code": -32603, "message": "upstream refused key " + os.environ["SEARCH_API_KEY"]}
+    print(json.dumps(reply), flush=True)
+'''
+
+
+async def test_crawl_warnings_quoting_a_childs_error_hold_no_secret_of_its_entry(tmp_path: Path) -> None:
+    script = tmp_path / "prompts_fail.py"
+    script.write_text(_PROMPTS_FAIL_SERVER, encoding="utf-8")
+    text = json.dumps({"mcpServers": {"p": {"command": sys.executable, "args": [str(script)],
+                                             "env": {"SEARCH_API_KEY": SECRET}}}})
+    config = parse_servers(text, environ={}).servers["p"]
+    with anyio.fail_after(60):
+        outcome, records, _ = await crawl_server(config, timeout=30, log_dir=tmp_path / "logs", workdir=tmp_path / "work")
+    assert outcome.ok and [record.name for record in records] == ["echo"]
+    assert "prompts/list failed: error -32603: upstream refused key <env SEARCH_API_KEY>" in outcome.warnings
+    assert SECRET not in json.dumps(outcome.warnings)

@@ -56,3 +56,31 @@ def test_server_entry_shows_placeholders_not_the_values_it_was_filled_with() -> 
     # A disabled copy (an unset variable elsewhere) keeps what it must redact.
     copy = servers["stdio"].model_copy(update={"enabled": False})
     assert copy.display_command == servers["stdio"].display_command
+
+
+def test_literal_secrets_of_env_and_headers_are_masked_by_name_and_length() -> None:
+    entry = {
+        "command": "npx",
+        "args": ["-y", "brave-search"],
+        "env": {
+            "BRAVE_API_KEY": "BSA-literal-0123456789",  # Claude Desktop's usual form: no ${VAR}
+            "SESSION_ID": "sess-98765432",
+            "GH_PAT": "ghp_abcdefgh12345",
+            "PGPASSWORD": "tiny",  # too short to hunt for in free text
+            "TRANSPORT": "stdio-long-value",  # not a secret's name
+        },
+    }
+    remote = {
+        "url": "https://example.test/mcp",
+        "headers": {"Authorization": "Bearer tok-header-555555", "X-Api-Key": "xkey-7777777", "Accept": "application/json"},
+    }
+    servers = parse_servers(json.dumps({"mcpServers": {"s": entry, "r": remote}}), environ={}).servers
+    said = "key BSA-literal-0123456789 session sess-98765432 pat ghp_abcdefgh12345 pw tiny transport stdio-long-value"
+    assert servers["s"].redact(said) == (
+        "key <env BRAVE_API_KEY> session <env SESSION_ID> pat <env GH_PAT> pw tiny transport stdio-long-value"
+    )
+    said = "sent Bearer tok-header-555555; token tok-header-555555 and xkey-7777777 as application/json"
+    assert servers["r"].redact(said) == (
+        "sent <header Authorization>; token <header Authorization> and <header X-Api-Key> as application/json"
+    )
+    assert servers["s"].env["BRAVE_API_KEY"] == "BSA-literal-0123456789"  # the child still gets it

@@ -79,3 +79,30 @@ def test_a_run_ranks_without_a_usage_prior_unless_the_runner_asks_for_one(tmp_pa
     # A prior learned from earlier runs on this machine would change a task's rankings.
     assert launch(tmp_path).env["COPILOT_USAGE_PRIOR_WEIGHT"] == "0"
     assert launch(tmp_path, COPILOT_USAGE_PRIOR_WEIGHT="1.5").env["COPILOT_USAGE_PRIOR_WEIGHT"] == "1.5"
+
+
+def test_the_written_config_keeps_tokens_and_proxy_passwords_out_and_the_agents_copy_has_them(tmp_path: Path) -> None:
+    machine = {**MACHINE, "HF_TOKEN": "hf_SECRET_token", "COPILOT_HTTP_TOKEN": "copilot-http-SECRET-1234",
+               "COPILOT_HTTP_PORT": "9999", "HTTPS_PROXY": "http://alice:proxy-SECRET-pw@proxy:3128",
+               "https_proxy": "alice:bare-SECRET-pw@proxy:3128"}
+    spec = copilot_launch(servers_file=tmp_path / "s.json", task_id="t", question="q", log_file=tmp_path / "t.jsonl",
+                          copilot_home=None, cwd=tmp_path, environ=machine, inherit=["HTTPS_PROXY", "https_proxy"])
+    # The HTTP server's settings are no use to a stdio copilot: not passed at all.
+    assert "COPILOT_HTTP_TOKEN" not in spec.env and "COPILOT_HTTP_PORT" not in spec.env
+    written = spec.write_mcp_config(tmp_path / "run" / "mcp_config.json")
+    shown = json.loads(written.read_text())["mcpServers"]["copilot"]["env"]
+    assert "SECRET" not in written.read_text()
+    assert shown["HF_TOKEN"] == "***" and shown["HTTPS_PROXY"] == "http://alice:***@proxy:3128"
+    assert shown["https_proxy"] == "proxy:3128"
+    with spec.agent_mcp_config(written) as given:
+        assert tmp_path not in given.parents
+        assert given.stat().st_mode & 0o777 == 0o600 and given.parent.stat().st_mode & 0o777 == 0o700
+        assert json.loads(given.read_text())["mcpServers"]["copilot"]["env"] == spec.env
+    assert not given.exists() and not given.parent.exists()
+
+
+def test_a_config_without_secrets_is_given_to_the_agent_as_written(tmp_path: Path) -> None:
+    spec = launch(tmp_path)
+    written = spec.write_mcp_config(tmp_path / "mcp.json")
+    with spec.agent_mcp_config(written) as given:
+        assert given == written
