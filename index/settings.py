@@ -30,6 +30,19 @@ def check_writable_directory(path: Path, setting: str, what: str) -> None:
         raise ConfigError(f"{setting}: cannot use {path} for {what} ({reason}); set {setting} to a writable directory.") from None
 
 
+def check_working_directory() -> None:
+    """A command started in a directory that was removed since (a shell still in a deleted
+    temporary directory) fails at once with the fix, not with a traceback from the first relative
+    path or a fatal error of torch's libraries."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise ConfigError(
+            "the current directory no longer exists (it was removed after this shell entered it); "
+            "cd to an existing directory and run the command again."
+        ) from None
+
+
 def _directory_problem(path: Path, error: OSError) -> str:
     """What is wrong with ``path`` as a directory: mkdir says "File exists" for a symlink loop or a
     link to nothing, which sends a reader looking for a file that is not there."""

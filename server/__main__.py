@@ -227,6 +227,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
 
     from index.errors import CopilotError
     from index.catalog.servers import load_servers
+    from index.settings import check_working_directory
     from index.trust.settings import TrustSettings
     from server.pool.settings import PoolSettings
     from server.settings import ServerSettings
@@ -234,6 +235,7 @@ def serve(argv: Sequence[str] | None = None) -> int:
     try:
         # Every setting is checked before anything starts: a bad value is one line naming its
         # variable or flag, not a traceback from inside the running server.
+        check_working_directory()
         settings = ServerSettings.load(_FLAGS, **_overrides(args))
         pool_settings = PoolSettings.load(home=settings.home)
         TrustSettings.load(home=settings.home)

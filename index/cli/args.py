@@ -13,6 +13,7 @@ from pathlib import Path
 from index.cli.console import HelpFormatter
 from index.cli.log_setup import quiet_noisy_loggers
 from index.errors import ConfigError, CopilotError
+from index.settings import check_working_directory
 
 # One line per paragraph: HelpFormatter keeps line breaks, and help must not be hard-wrapped off a terminal.
 DESCRIPTION = """\
@@ -117,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     quiet_noisy_loggers()  # HTTP clients log URLs with credentials at INFO
     try:
+        check_working_directory()
         status = args.handler(args)
         sys.stdout.flush()  # inside the try: a reader gone before the last write is a broken pipe too
         return status

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,29 @@ def test_a_directory_setting_says_what_is_in_the_way(tmp_path: Path, kind: str) 
         "file": "not a directory",
     }[kind]
     assert f"COPILOT_LOG_DIR: cannot use {path} for the trajectory logs ({expected}); set COPILOT_LOG_DIR" in str(raised.value)
+
+
+_IN_A_REMOVED_DIRECTORY = """
+import os, runpy, sys
+os.chdir(sys.argv[1])
+os.rmdir(sys.argv[1])  # a shell still in a temporary directory that was cleaned up
+sys.argv = [sys.argv[2], *sys.argv[3:]]
+runpy.run_module(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("command", [["index", "build"], ["index", "search", "weather"], ["server"]])
+def test_a_command_started_in_a_removed_directory_says_so(tmp_path: Path, command: list[str]) -> None:
+    """It was a FileNotFoundError traceback (getcwd), or torch's libraries failing to load."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    env = cli_env(COPILOT_HOME=str(tmp_path / "home"), PYTHONPATH=str(PROJECT_DIR))
+    result = subprocess.run(
+        [sys.executable, "-c", _IN_A_REMOVED_DIRECTORY, str(gone), *command],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=120, check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert single_error(result) == (
+        "error: the current directory no longer exists (it was removed after this shell entered it); "
+        "cd to an existing directory and run the command again."
+    )
