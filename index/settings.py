@@ -26,7 +26,7 @@ def check_writable_directory(path: Path, setting: str, what: str) -> None:
         probe.touch()
         probe.unlink()
     except OSError as error:
-        reason = _directory_problem(path, error)
+        reason = directory_problem(path, error)
         raise ConfigError(f"{setting}: cannot use {path} for {what} ({reason}); set {setting} to a writable directory.") from None
 
 
@@ -43,7 +43,7 @@ def check_working_directory() -> None:
         ) from None
 
 
-def _directory_problem(path: Path, error: OSError) -> str:
+def directory_problem(path: Path, error: OSError) -> str:
     """What is wrong with ``path`` as a directory: mkdir says "File exists" for a symlink loop or a
     link to nothing, which sends a reader looking for a file that is not there."""
     if isinstance(error, FileExistsError):

@@ -38,7 +38,7 @@ from evaluation.tasks import UNCATEGORISED, Task, load_human_labels, load_tasks
 from evaluation.trajectories import LoadResult, load_trajectories
 from index.cli.console import make_console
 from index.errors import CopilotError
-from index.settings import CopilotSettings
+from index.settings import CopilotSettings, directory_problem
 
 logger = logging.getLogger(__name__)
 
@@ -96,14 +96,15 @@ def default_out_dir(paths: Sequence[Path]) -> Path:
     return (first if first.is_dir() else first.parent) / "judge"
 
 
-def _prepare_out_dir(path: Path, option: str = "--out") -> Path:
+def _prepare_out_dir(path: Path, option: str = "--out", what: str = "output directory") -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"
         probe.write_text("")
         probe.unlink()
     except OSError as error:
-        raise JudgeError(f"cannot write to output directory {path} ({error.strerror}); pass {option} DIR.") from None
+        # A symlink loop read "(File exists)".
+        raise JudgeError(f"cannot write to {what} {path} ({directory_problem(path, error)}); pass {option} DIR.") from None
     return path
 
 
@@ -376,6 +377,9 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
     summary = JudgeSummary(out_dir=options.out_dir or default_out_dir(paths))
     inputs = _read_inputs(paths, options, summary)
     _prepare_out_dir(summary.out_dir, options.option("out"))  # only now: bad input must not leave an empty output directory behind
+    if options.use_cache:
+        # Else every entry failed alike: one warning per entry, and every reply asked again.
+        _prepare_out_dir(inputs.cache_dir, options.option("cache-dir"), "the reply cache directory")
     with output_lock(summary.out_dir):
         log = VerdictLog(summary.out_dir / VERDICTS_FILE)
         log.set_aside_damaged()  # warned about once, here, not on every later run

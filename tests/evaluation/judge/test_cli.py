@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -278,6 +280,28 @@ def test_unwritable_output_directory(tmp_path: Path, capsys: pytest.CaptureFixtu
     blocker.write_text("")
     code = main([str(bench), "--out", str(blocker / "out"), *_common(tmp_path, "http://127.0.0.1:9/v1")])
     assert code == 2 and "cannot write to output directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["file", "loop"])
+def test_an_unusable_cache_directory_is_one_error_before_judging(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A --cache-dir that is a file warned once per entry and asked for every reply again; one
+    that is a symlink loop said "(File exists)" (as --out did)."""
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps([livemcpbench_entry("L1", "q")]))
+    cache = tmp_path / "cache"
+    if kind == "file":
+        cache.write_text("")
+    else:
+        cache.symlink_to(tmp_path / "loop")
+        (tmp_path / "loop").symlink_to(cache)
+    code = main([str(bench), *_common(tmp_path, "http://127.0.0.1:9/v1"), "--cache-dir", str(cache)])
+    reason = "not a directory" if kind == "file" else os.strerror(errno.ELOOP)
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"error: cannot write to the reply cache directory {cache} ({reason}); pass --cache-dir DIR.\n"
+    )
 
 
 def test_prefixed_options_for_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
