@@ -21,7 +21,7 @@ def check_writable_directory(path: Path, setting: str, what: str) -> None:
     """Create ``path`` and write a file in it now, so an unusable one is one error at start
     (naming ``setting``) rather than a failure on every request that would use it."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # logs and children's files: private when made here
         probe = path / f".copilot-write-check-{os.getpid()}"
         probe.touch()
         probe.unlink()

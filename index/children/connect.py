@@ -297,7 +297,7 @@ async def open_session(
                     workdir = Path(tempfile.mkdtemp(prefix="mcp-child-"))
                     stack.callback(shutil.rmtree, workdir, True)
                 else:
-                    workdir.mkdir(parents=True, exist_ok=True)
+                    workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
                 if stderr_path is None:
                     handle, name = tempfile.mkstemp(prefix=f"mcp-child-{os.getpid()}-", suffix=".log")
                     os.close(handle)

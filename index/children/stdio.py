@@ -12,8 +12,10 @@ through ``index.children.containment.guard`` (it dies with the copilot); its std
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+import resource
 import shutil
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
@@ -76,12 +78,26 @@ def _resolve_command(config: ServerConfig, env: dict[str, str], cwd: Path) -> st
 
 
 def _open_log(path: Path) -> tuple[IO[bytes], int]:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # Private whatever the umask: a child's stderr may print the keys its entry hands it.
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with suppress(OSError):
         if path.stat().st_size > MAX_STDERR_LOG_BYTES:
             path.replace(path.with_name(path.name + ".1"))
-    handle = path.open("ab")
+    handle = os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600), "ab")
     return handle, handle.tell()
+
+
+def os_problem(error: OSError) -> str:
+    """What ``error`` means for starting a child; out of file descriptors is the copilot's own
+    limit, not the child's fault ("cannot start 'python': Too many open files" blamed the child)."""
+    if error.errno in (errno.EMFILE, errno.ENFILE):
+        which = "the copilot's" if error.errno == errno.EMFILE else "the system's"
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return (
+            f"{error.strerror}: {which} limit of open files is reached (ulimit -n: {soft}; each running child "
+            "holds a few); raise it, or lower COPILOT_MAX_LIVE_CHILDREN"
+        )
+    return str(error.strerror or error)
 
 
 @dataclass
@@ -118,7 +134,13 @@ async def stdio_streams(
     root: Path | None = None,
 ) -> AsyncIterator[Streams]:
     tmpdir = workdir / "tmp"
-    tmpdir.mkdir(parents=True, exist_ok=True)
+    try:
+        tmpdir.mkdir(mode=0o700, parents=True, exist_ok=True)  # no other user may plant files in it
+    except OSError as error:
+        raise ChildStartError(
+            f"server '{config.name}': cannot make its temporary directory {tmpdir}: {os_problem(error)}.",
+            server=config.name,
+        ) from None
     config = config.for_workdir(workdir, root=root)
     if config.cwd:
         cwd = Path(config.cwd).expanduser()
@@ -136,7 +158,13 @@ async def stdio_streams(
         env[name] = str(tmpdir)
     executable = _resolve_command(config, env, cwd)
 
-    log, log_offset = _open_log(stderr_path)
+    try:
+        log, log_offset = _open_log(stderr_path)
+    except OSError as error:
+        raise ChildStartError(
+            f"server '{config.name}': cannot open its stderr log {stderr_path}: {os_problem(error)}.",
+            server=config.name,
+        ) from None
     try:
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         log.write(f"\n[copilot {stamp}] starting {config.display_command}\n".encode())
@@ -154,7 +182,7 @@ async def stdio_streams(
         except OSError as error:
             raise ChildStartError(
                 f"server '{config.name}': cannot start '{config.redact(config.command or '')}': "
-                f"{config.redact(str(error.strerror or error))}.",
+                f"{config.redact(os_problem(error))}.",
                 server=config.name,
             ) from None
         child = ChildProcess(process, stderr_path, log_offset, tag=tag)

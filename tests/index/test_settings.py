@@ -143,3 +143,15 @@ def test_a_command_started_in_a_removed_directory_says_so(tmp_path: Path, comman
         "error: the current directory no longer exists (it was removed after this shell entered it); "
         "cd to an existing directory and run the command again."
     )
+
+
+def test_directories_made_at_start_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    """Logs and children's work and log roots: 0777 under umask 000."""
+    from index.settings import check_writable_directory  # noqa: PLC0415
+
+    previous = os.umask(0)
+    try:
+        check_writable_directory(tmp_path / "logs", "COPILOT_LOG_DIR", "the trajectory logs")
+    finally:
+        os.umask(previous)
+    assert ((tmp_path / "logs").stat().st_mode & 0o777) == 0o700

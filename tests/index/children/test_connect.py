@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -303,3 +305,55 @@ async def test_unreachable_remote_server_is_a_clear_error() -> None:
     with anyio.fail_after(30), pytest.raises(RemoteConnectError, match="cannot reach"):
         async with open_session(config, init_timeout=10):
             pytest.fail("unreachable")
+
+
+async def test_a_childs_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    """Under umask 000 its temp dir was 0777 without the sticky bit (another user could plant files
+    there) and its stderr log, which may print the keys its entry hands it, 0666."""
+    previous = os.umask(0)
+    try:
+        with anyio.fail_after(30):
+            async with open_session(
+                fixture_config("alpha"), workdir=tmp_path / "work" / "alpha", stderr_path=tmp_path / "children" / "alpha.log"
+            ):
+                pass
+    finally:
+        os.umask(previous)
+    modes = {
+        path.relative_to(tmp_path).as_posix(): stat.S_IMODE(path.stat().st_mode)
+        for path in (tmp_path / "work" / "alpha", tmp_path / "work" / "alpha" / "tmp", tmp_path / "children", tmp_path / "children" / "alpha.log")
+    }
+    assert modes == {"work/alpha": 0o700, "work/alpha/tmp": 0o700, "children": 0o700, "children/alpha.log": 0o600}
+
+
+_OUT_OF_DESCRIPTORS = """
+import os, resource, sys, anyio
+from pathlib import Path
+from tests.index.children.test_connect import fixture_config
+from index.children.connect import open_session
+from index.children.errors import ChildStartError
+
+async def main():
+    work = Path(sys.argv[1])
+    used = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (used + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    try:
+        with anyio.fail_after(30):
+            async with open_session(fixture_config("alpha"), workdir=work / "w", stderr_path=work / "l" / "alpha.log"):
+                print("started")
+    except ChildStartError as error:
+        print(error)
+anyio.run(main)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files through /proc (Linux)")
+def test_out_of_file_descriptors_is_said_to_be_the_copilots_limit(tmp_path: Path) -> None:
+    """It read "cannot start 'python': Too many open files", as if the child were at fault."""
+    ran = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_DESCRIPTORS, str(tmp_path)],
+        capture_output=True, text=True, timeout=60, cwd=FIXTURE.parents[2], check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "Too many open files: the copilot's limit of open files is reached (ulimit -n: " in ran.stdout, ran.stdout
+    assert "raise it, or lower COPILOT_MAX_LIVE_CHILDREN." in ran.stdout
