@@ -22,7 +22,7 @@ from evaluation.judge.options import VERDICTS_FILE, JudgeOptions, add_judge_argu
 from evaluation.judge.options import JudgeError
 from evaluation.judge.pipeline import JudgeSummary, default_out_dir, judge_paths
 from evaluation.judge.repeats import RepeatsSummary, judge_repeats, repeat_directories
-from evaluation.report.tables import interval, pct
+from evaluation.report.tables import pct, with_interval
 from index.cli.console import HelpFormatter, make_console
 from index.cli.log_setup import quiet_noisy_loggers
 from index.errors import CopilotError
@@ -64,7 +64,6 @@ def _print_summary(summary: JudgeSummary, console: Console) -> None:
                 markup=False,
             )
         return
-    lo, hi = summary.ci95
     unjudged_ids = summary.unjudged
     unjudged = f"; {len(unjudged_ids)} not judged (left out of the rate)" if unjudged_ids else ""
     if summary.success_rate is None:
@@ -77,7 +76,7 @@ def _print_summary(summary: JudgeSummary, console: Console) -> None:
         console.print(
             # success + failure: the tasks with an outcome (an unjudged one is none).
             f"[bold]{summary.success}/{summary.success + summary.failure}[/] tasks succeeded: "
-            f"{summary.success_rate:.1%} (95% CI {lo:.1%}-{hi:.1%}); "
+            f"{with_interval(summary.success_rate, summary.ci95)}; "
             f"{summary.abstain} abstain, {len(summary.missing_trajectories)} without trajectory "
             f"(counted as failures){unjudged}"
         )
@@ -123,10 +122,13 @@ def print_repeats(summary: RepeatsSummary, console: Console) -> None:
     if report is None:
         return
     n = report.n_repeats
+    # pass@n rests on the tasks with n judged attempts only, which may be fewer than all: said.
+    tasks_at_n = report.tasks_at_k.get(n)
+    over = f" (over {tasks_at_n} task{'' if tasks_at_n == 1 else 's'})" if tasks_at_n else ""
     console.print(
-        f"[bold]{n} repeats[/] of {report.n_tasks} tasks: pass@1 {pct(report.pass_at_1)} "
-        f"(95% CI {interval(*report.pass_at_1_ci95)}), pass@{n} {pct(report.pass_at_k.get(n))}, "
-        f"pass^{n} {pct(report.pass_hat_k.get(n))}; {report.flaky_tasks} task(s) changed outcome between repeats",
+        f"[bold]{n} repeats[/] of {report.n_tasks} tasks: pass@1 {with_interval(report.pass_at_1, report.pass_at_1_ci95)}, "
+        f"pass@{n} {pct(report.pass_at_k.get(n))}, pass^{n} {pct(report.pass_hat_k.get(n))}{over}; "
+        f"{report.flaky_tasks} task(s) changed outcome between repeats",
         highlight=False,
     )
     for warning in report.warnings:

@@ -62,9 +62,9 @@ class JudgeSummary(BaseModel):
     success: int = 0
     failure: int = 0
     abstain: int = 0
-    #: ``None`` when no task was judged.
+    #: ``None`` when no task was judged, and then no interval either (not 0.0%-0.0%).
     success_rate: float | None = None
-    ci95: tuple[float, float] = (0.0, 0.0)
+    ci95: tuple[float, float] | None = None
     errors: list[TaskFailure] = Field(default_factory=list)
     #: The report's tasks without an outcome: ``errors`` and the tasks an input problem kept from
     #: the judge (a task without a question).

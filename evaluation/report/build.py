@@ -122,7 +122,8 @@ def _mean(values: Sequence[float | int | None], digits: int | None = 3) -> float
     return mean if digits is None else round(mean, digits)
 
 
-def _efficiency(rows: Sequence[TaskRow]) -> EfficiencyGroup:
+def efficiency_group(rows: Sequence[TaskRow]) -> EfficiencyGroup:
+    """Means per task over ``rows`` (tokens and cost over the rows that logged them)."""
     return EfficiencyGroup(
         n=len(rows),
         turns=_mean([row.turns for row in rows]),
@@ -193,10 +194,11 @@ def _health(rows: Sequence[TaskRow], trajectories: dict[str, Trajectory]) -> Hea
         for server, count in calls.items()
     ]
     servers.sort(key=lambda health: (-health.errors, -health.calls, health.server))
+    # An undecided task is not unsuccessful: it has no outcome to trace back to a server.
     traced = [
         {"task_id": row.task_id, "category": row.category, "servers": row.unavailable_servers}
         for row in rows
-        if row.verdict != "success" and row.unavailable_servers
+        if row.has_outcome and row.verdict != "success" and row.unavailable_servers
     ]
     return Health(servers=servers, failures_from_unavailable_servers=traced)
 
@@ -225,16 +227,19 @@ def _human(rows: Sequence[TaskRow], human: dict[str, bool]) -> HumanAgreement | 
 
 
 def _judge_stats(models: Sequence[str], rows: Sequence[TaskRow]) -> list[JudgeStats]:
+    """Each judge over ``rows``, the tasks with an outcome. A task without a trajectory has no
+    vote and is a failure of every judge, as it is of the headline: counting only failure votes
+    left a row whose success, failure and abstain did not add up to its rate's denominator."""
     stats = []
     n = len(rows)
     for model in models:
         votes = [row.judges.get(model) for row in rows]
-        success = votes.count("success")
+        success, abstain = votes.count("success"), votes.count("abstain")
         entry = JudgeStats(
             model=model,
             success=success,
-            failure=votes.count("failure"),
-            abstain=votes.count("abstain"),
+            failure=n - success - abstain,
+            abstain=abstain,
             success_rate=success / n if n else None,
         )
         labelled = [(row.judges.get(model) == "success", bool(row.human)) for row in rows if row.human is not None]
@@ -252,7 +257,8 @@ def _most_common(values: Sequence[str | None]) -> str | None:
 
 
 def _retrieval_split(rows: Sequence[TaskRow]) -> RetrievalSplit | None:
-    with_gold = [row for row in rows if row.gold_tools and row.has_trajectory]
+    # Rates, so over the tasks with an outcome: an undecided task counted as a failure here.
+    with_gold = [row for row in rows if row.gold_tools and row.has_trajectory and row.has_outcome]
     if not with_gold:
         return None
 
@@ -355,9 +361,12 @@ def build_report(
         confusion=agreement.confusion if agreement else None,
         human=agreement,
         efficiency={
-            "all": _efficiency([row for row in rows if row.has_trajectory]),
-            "success": _efficiency([row for row in rows if row.verdict == "success"]),
-            "failure": _efficiency([row for row in rows if row.has_trajectory and row.verdict != "success"]),
+            "all": efficiency_group([row for row in rows if row.has_trajectory]),
+            "success": efficiency_group([row for row in rows if row.verdict == "success"]),
+            # An undecided task is neither: it is only in "all".
+            "failure": efficiency_group(
+                [row for row in rows if row.has_trajectory and row.has_outcome and row.verdict != "success"]
+            ),
         },
         usage=Usage(
             tasks_with_usage=len(usage_rows),

@@ -20,8 +20,8 @@ from evaluation.json_files import JSONFileError, read_json_model, unreadable
 from evaluation.report.files import report_file
 from evaluation.report.models import Report
 from evaluation.report.render import markdown_row
-from evaluation.report.stats import McNemar, holm, mcnemar_exact, paired_difference_interval, wilson_interval
-from evaluation.report.tables import listed_ids, rate_cells
+from evaluation.report.stats import McNemar, defined, holm, mcnemar_exact, paired_difference_interval, wilson_interval
+from evaluation.report.tables import interval, listed_ids, pct, rate_cells
 from evaluation.tasks import CATEGORIES
 from index.cli.console import HelpFormatter
 from index.errors import CopilotError
@@ -231,10 +231,11 @@ def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float
         success_b=success_b,
         rate_a=success_a / n,
         rate_b=success_b / n,
-        ci95_a=wilson_interval(success_a, n),
-        ci95_b=wilson_interval(success_b, n),
+        # n > 0 (refused above): every interval is defined.
+        ci95_a=defined(wilson_interval(success_a, n)),
+        ci95_b=defined(wilson_interval(success_b, n)),
         difference=(success_b - success_a) / n,
-        difference_ci95=paired_difference_interval(won_a, won_b),
+        difference_ci95=defined(paired_difference_interval(won_a, won_b)),
         mcnemar=test,
         alpha=alpha,
         significant=test.p_value < alpha,
@@ -257,8 +258,8 @@ def render(comparison: Comparison, a: Report, b: Report) -> str:
     c = comparison
     out = [f"WARNING: {warning}" for warning in c.warnings if warning.startswith(("ONLY", "UNJUDGED"))]
     out += [
-        f"A = {c.run_a}: {c.success_a}/{c.n_tasks} = {c.rate_a:.1%} (95% CI {c.ci95_a[0]:.1%}-{c.ci95_a[1]:.1%})",
-        f"B = {c.run_b}: {c.success_b}/{c.n_tasks} = {c.rate_b:.1%} (95% CI {c.ci95_b[0]:.1%}-{c.ci95_b[1]:.1%})",
+        f"A = {c.run_a}: {c.success_a}/{c.n_tasks} = {pct(c.rate_a)} (95% CI {interval(c.ci95_a)})",
+        f"B = {c.run_b}: {c.success_b}/{c.n_tasks} = {pct(c.rate_b)} (95% CI {interval(c.ci95_b)})",
         f"B - A = {c.difference * 100:+.1f} pt (95% CI {c.difference_ci95[0] * 100:+.1f} to {c.difference_ci95[1] * 100:+.1f} pt, "
         f"paired, on the {c.n_tasks} common tasks{' judged in both runs' if c.unjudged_in_a or c.unjudged_in_b else ''})",
     ]
@@ -279,14 +280,15 @@ def render(comparison: Comparison, a: Report, b: Report) -> str:
         out.append(
             markdown_row(
                 [
-                    row.category, str(row.n), f"{row.success_a} ({row.rate_a:.0%})", f"{row.success_b} ({row.rate_b:.0%})",
+                    # 0.1%, as the lines above: a whole percent showed 58.3% there as 58% here.
+                    row.category, str(row.n), f"{row.success_a} ({pct(row.rate_a)})", f"{row.success_b} ({pct(row.rate_b)})",
                     f"{(row.rate_b - row.rate_a) * 100:+.1f} pt", str(row.only_a), str(row.only_b), f"{row.p_value:.3g}",
                     f"{row.p_holm:.3g}",
                 ]
             )
         )
     out.append(
-        f"| **all** | {c.n_tasks} | {c.success_a} ({c.rate_a:.0%}) | {c.success_b} ({c.rate_b:.0%}) | "
+        f"| **all** | {c.n_tasks} | {c.success_a} ({pct(c.rate_a)}) | {c.success_b} ({pct(c.rate_b)}) | "
         f"{(c.rate_b - c.rate_a) * 100:+.1f} pt | {c.mcnemar.only_a} | {c.mcnemar.only_b} | {c.mcnemar.p_value:.3g} | |"
     )
     out += ["", c.conclusion]

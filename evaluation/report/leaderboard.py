@@ -52,10 +52,13 @@ class Entry(BaseModel):
     repeats: int = 1
     #: ``None`` when the run has no verdict at all (left out of the ranking's frontier).
     success_rate: float | None
-    ci95: tuple[float, float]
+    #: ``None`` exactly when ``success_rate`` is.
+    ci95: tuple[float, float] | None
     #: pass@n over the repeats (``None`` for a single run).
     pass_at_n: float | None = None
     pass_hat_n: float | None = None
+    #: The tasks pass@n and pass^n rest on (those with n judged attempts; ``None``: not known).
+    tasks_at_n: int | None = None
     tokens: float | None = None
     cost: float | None = None
     total_cost: float | None = None
@@ -82,15 +85,16 @@ class FrontierStep(BaseModel):
     common_tasks: int
     only_cheaper: int
     only_dearer: int
-    difference: float
-    difference_ci95: tuple[float, float]
+    #: B - A on the common tasks; ``None`` (and no interval) when there is none: not tested.
+    difference: float | None
+    difference_ci95: tuple[float, float] | None
     p_value: float
     significant: bool
 
 
 class Leaderboard(BaseModel):
     entries: list[Entry]
-    #: ``cost`` when every run logged cost, else ``tokens``.
+    #: ``cost`` when every run logged cost ($0 is a logged cost), else ``tokens``.
     axis: str
     frontier: list[str]
     steps: list[FrontierStep]
@@ -153,6 +157,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
             ci95=repeats.pass_at_1_ci95,
             pass_at_n=repeats.pass_at_k.get(n),
             pass_hat_n=repeats.pass_hat_k.get(n),
+            tasks_at_n=repeats.tasks_at_k.get(n) if repeats.tasks_at_k else None,
             tokens=efficiency.tokens,
             cost=efficiency.cost,
             total_cost=repeats.total_cost,
@@ -229,7 +234,7 @@ def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
         common_tasks=n,
         only_cheaper=test.only_a,
         only_dearer=test.only_b,
-        difference=(sum(won_b) - sum(won_a)) / n if n else 0.0,
+        difference=(sum(won_b) - sum(won_a)) / n if n else None,
         difference_ci95=paired_difference_interval(won_a, won_b),
         p_value=test.p_value,
         significant=test.p_value < alpha,
@@ -237,7 +242,9 @@ def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
 
 
 def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Leaderboard:
-    axis = "cost" if entries and all(e.cost is not None and e.cost > 0 for e in entries) else "tokens"
+    # $0 is a logged cost (a local model): it stays on the cost axis, with the warning below that
+    # it is off the log-scale plot. It used to switch the whole board to tokens.
+    axis = "cost" if entries and all(e.cost is not None for e in entries) else "tokens"
     # Keyed by the entry itself, not its name: the frontier is a set of runs.
     points = [
         (e, getattr(e, axis), e.success_rate)
@@ -294,9 +301,18 @@ def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Lea
 # ---------------------------------------------------------------------------------- rendering
 
 
+def _over(entry: Entry) -> str:
+    """How many tasks pass@n rests on, when fewer than the run's (a task short of n judged
+    attempts is not in it): the figure would otherwise read as one over every task."""
+    if entry.tasks_at_n is None or entry.tasks_at_n >= entry.n_tasks:
+        return ""
+    return f" (over {entry.tasks_at_n} task{'' if entry.tasks_at_n == 1 else 's'})"
+
+
 def tables(board: Leaderboard) -> list[Table]:
     differs = len({e.judge_key for e in board.entries}) > 1
-    ranked = sorted(board.entries, key=lambda e: -1.0 if e.success_rate is None else -e.success_rate)
+    # A run with no rate last: its old key, -1.0, tied with a 100% run and ranked it near the top.
+    ranked = sorted(board.entries, key=lambda e: (e.success_rate is None, -(e.success_rate or 0.0)))
     runs = Table(
         "Runs",
         [
@@ -309,8 +325,8 @@ def tables(board: Leaderboard) -> list[Table]:
                 str(e.n_tasks),
                 str(e.repeats),
                 *rate_cells(e.success_rate, e.ci95),
-                pct(e.pass_at_n) if e.pass_at_n is not None else "",
-                pct(e.pass_hat_n) if e.pass_hat_n is not None else "",
+                pct(e.pass_at_n) + _over(e) if e.pass_at_n is not None else "",
+                pct(e.pass_hat_n) + _over(e) if e.pass_hat_n is not None else "",
                 num(e.tokens, 0),
                 money(e.cost),
                 money(e.total_cost),
@@ -325,7 +341,8 @@ def tables(board: Leaderboard) -> list[Table]:
         ],
         "Success over each run's task list (a missing task is a failure; a task never judged is left out); for "
         "repeated runs, pass@1 "
-        "with its interval over tasks, and pass@n / pass^n over all n repeats. Means are per task.",
+        "with its interval over tasks, and pass@n / pass^n over all n repeats, on the tasks judged n times (how many "
+        "is said when fewer than the run's). Means are per task.",
     )
     steps = Table(
         "Steps along the cost-success frontier",
@@ -344,7 +361,7 @@ def tables(board: Leaderboard) -> list[Table]:
                         f"{s.p_value:.3g}",
                         "significant" if s.significant else "within noise",
                     )
-                    if s.common_tasks
+                    if s.difference is not None and s.difference_ci95 is not None
                     else ("", "", "", "not tested (no common task)")
                 ),
             ]
@@ -367,7 +384,9 @@ def frontier_figure(board: Leaderboard) -> object:
     ]
     for entry, x, y in shown:
         axes.scatter([x], [y], s=60, color="#F58518" if entry.on_frontier else "#4C78A8", zorder=3)
-        axes.errorbar([x], [y], yerr=[[max(0.0, y - entry.ci95[0] * 100)], [max(0.0, entry.ci95[1] * 100 - y)]], color="#999", capsize=3, zorder=2)
+        if entry.ci95 is not None:
+            low, high = entry.ci95
+            axes.errorbar([x], [y], yerr=[[max(0.0, y - low * 100)], [max(0.0, high * 100 - y)]], color="#999", capsize=3, zorder=2)
         axes.annotate(literal(entry.name), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
     on = sorted((x, y) for e, x, y in shown if e.on_frontier)
     if on:

@@ -56,9 +56,9 @@ class InputInfo(BaseModel):
 class Rate(BaseModel):
     n: int
     success: int
-    #: ``None`` when ``n`` is 0 (no task with an outcome): no rate, not 0%.
+    #: ``None`` when ``n`` is 0 (no task with an outcome): no rate, not 0%, and no interval.
     rate: float | None
-    ci95: tuple[float, float]
+    ci95: tuple[float, float] | None
 
     @classmethod
     def of(cls, success: int, n: int) -> Rate:
@@ -227,7 +227,8 @@ class Report(BaseModel):
     #: Over the tasks with an outcome (:attr:`n_with_outcome`); ``None`` when no task has one (the
     #: judge failed or was not run on any): a 0% would read as an agent that failed every task.
     success_rate: float | None
-    ci95: tuple[float, float]
+    #: ``None`` exactly when ``success_rate`` is (an interval of no task read as a certain 0%).
+    ci95: tuple[float, float] | None
     by_category: dict[str, Rate]
     abstains: list[str]
     not_judged: list[str]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from evaluation.report.build import efficiency_group
 from evaluation.report.models import EfficiencyGroup, Outcome, Report
 from evaluation.report.stats import mean_interval, pass_at_k, pass_hat_k, sample_sd
 from evaluation.report.tables import listed_ids
@@ -69,6 +70,8 @@ class CategoryRepeats(BaseModel):
     pass_at_1: float | None
     pass_at_n: float | None
     pass_hat_n: float | None
+    #: The tasks pass@n and pass^n rest on: those with n judged attempts (``None`` in older files).
+    tasks_at_n: int | None = None
 
 
 class RepeatsReport(BaseModel):
@@ -82,22 +85,26 @@ class RepeatsReport(BaseModel):
     #: Repeats of the run without any trajectory yet (an interrupted run): left out of every figure.
     not_run: list[str] = Field(default_factory=list)
     n_tasks: int
-    #: Over the tasks with at least one judged attempt (``None`` when there is none).
+    #: Over the tasks with at least one judged attempt (``None``, and no interval, when there is none).
     pass_at_1: float | None
-    pass_at_1_ci95: tuple[float, float]
+    pass_at_1_ci95: tuple[float, float] | None
     #: k -> mean over the tasks with at least k judged attempts (k absent when there is none).
     pass_at_k: dict[int, float]
     pass_hat_k: dict[int, float]
+    #: k -> how many tasks pass@k and pass^k rest on (those with at least k judged attempts).
+    tasks_at_k: dict[int, int] = Field(default_factory=dict)
     #: Tasks with no judged attempt in any repeat: left out of every figure above.
     unjudged_tasks: list[str] = Field(default_factory=list)
     #: Standard deviation of the repeats' success rates.
     between_repeats_sd: float | None
-    #: Mean over tasks of p(1-p) with p = c/n: 0 when every task always or never succeeds.
-    within_task_variance: float
+    #: Mean over tasks of p(1-p) with p = c/n: 0 when every task always or never succeeds;
+    #: ``None`` when no task has a judged attempt.
+    within_task_variance: float | None
     #: Tasks whose outcome differed between repeats.
     flaky_tasks: int
     by_category: dict[str, CategoryRepeats]
-    #: Mean per task over all repeats (tokens, cost, turns, calls, tool errors).
+    #: Mean per task over all repeats (tokens, cost, turns, calls, tool errors): every attempt with
+    #: a trajectory is one task row (tokens and cost over the attempts that logged them).
     efficiency: EfficiencyGroup
     #: What the repeats' runs cost in all (the sum of their logged costs; ``None`` when none logged
     #: any): the mean above times tasks times repeats charged tasks a repeat never ran.
@@ -150,17 +157,9 @@ def _mean_of(values: Sequence[float | None], digits: int | None = None) -> float
 
 
 def _efficiency(reports: Sequence[Report]) -> EfficiencyGroup:
-    groups = [report.efficiency["all"] for report in reports if "all" in report.efficiency]
-    return EfficiencyGroup(
-        n=sum(group.n for group in groups),
-        turns=_mean_of([g.turns for g in groups], 4),
-        route_calls=_mean_of([g.route_calls for g in groups], 4),
-        execute_calls=_mean_of([g.execute_calls for g in groups], 4),
-        distinct_tools=_mean_of([g.distinct_tools for g in groups], 4),
-        tool_errors=_mean_of([g.tool_errors for g in groups], 4),
-        tokens=_mean_of([g.tokens for g in groups], 4),
-        cost=_mean_of([g.cost for g in groups], None),  # not rounded: see evaluation.report.build
-    )
+    # The task rows pooled, as in one report's "all": a mean of each repeat's means weighted a
+    # repeat that ran 1 task like one that ran 95.
+    return efficiency_group([row for report in reports for row in report.tasks if row.has_trajectory])
 
 
 def _warnings(reports: Sequence[Report], names: Sequence[str]) -> list[str]:
@@ -226,6 +225,7 @@ def build_repeats_report(
             pass_at_1=_mean_of([row.pass_at_1 for row in members]),
             pass_at_n=_mean_of([row.pass_at_k.get(n) for row in members]),
             pass_hat_n=_mean_of([row.pass_hat_k.get(n) for row in members]),
+            tasks_at_n=sum(1 for row in members if row.n >= n),
         )
     first = reports[0]
     return RepeatsReport(
@@ -254,9 +254,10 @@ def build_repeats_report(
         pass_at_1_ci95=mean_interval(rates),
         pass_at_k=_over_tasks(rows, ks, "pass_at_k"),
         pass_hat_k=_over_tasks(rows, ks, "pass_hat_k"),
+        tasks_at_k={k: count for k in ks if (count := sum(1 for row in rows if row.n >= k))},
         unjudged_tasks=unjudged,
         between_repeats_sd=sample_sd([r.success_rate for r in reports if r.success_rate is not None]),
-        within_task_variance=statistics.fmean(p * (1 - p) for p in rates) if rates else 0.0,
+        within_task_variance=statistics.fmean(p * (1 - p) for p in rates) if rates else None,
         flaky_tasks=sum(1 for row in rows if 0 < row.successes < row.n),
         by_category=by_category,
         efficiency=_efficiency(reports),

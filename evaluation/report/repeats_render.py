@@ -11,7 +11,7 @@ from index.storage.atomic import write_atomic
 from evaluation.report.plots import figure_png, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, markdown_text, png_img
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
-from evaluation.report.tables import Table, interval, num, pct
+from evaluation.report.tables import Table, num, pct, with_interval
 
 
 def _ks(report: RepeatsReport) -> list[int]:
@@ -30,12 +30,15 @@ def tables(report: RepeatsReport) -> list[Table]:
         [
             ["pass@k", *[pct(report.pass_at_k.get(k)) for k in ks]],
             ["pass^k", *[pct(report.pass_hat_k.get(k)) for k in ks]],
+            ["tasks", *[str(report.tasks_at_k.get(k, 0)) for k in ks]],
         ],
         (
-            f"pass@1 {pct(report.pass_at_1)} (95% CI {interval(*report.pass_at_1_ci95)}, tasks as units); "
+            f"pass@1 {with_interval(report.pass_at_1, report.pass_at_1_ci95)}"
+            f"{', tasks as units' if report.pass_at_1 is not None else ''}; "
             f"sd between repeats {pct(report.between_repeats_sd)}; mean within-task variance "
             f"{num(report.within_task_variance, 3)}; {report.flaky_tasks} of {report.n_tasks} tasks changed outcome "
-            "between repeats. pass@k: at least one of k attempts succeeds; pass^k: all k do (unbiased estimators)."
+            "between repeats. pass@k: at least one of k attempts succeeds; pass^k: all k do (unbiased estimators); "
+            "tasks: those with at least k judged attempts, which pass@k and pass^k are over."
         ),
     )
     repeats = Table(
@@ -59,9 +62,12 @@ def tables(report: RepeatsReport) -> list[Table]:
     n = report.n_repeats
     categories = Table(
         "By category",
-        ["category", "tasks", "pass@1", f"pass@{n}", f"pass^{n}"],
+        ["category", "tasks", "pass@1", f"pass@{n}", f"pass^{n}", f"tasks with {n} attempts"],
         [
-            [name, str(c.tasks), pct(c.pass_at_1), pct(c.pass_at_n), pct(c.pass_hat_n)]
+            [
+                name, str(c.tasks), pct(c.pass_at_1), pct(c.pass_at_n), pct(c.pass_hat_n),
+                "" if c.tasks_at_n is None else str(c.tasks_at_n),
+            ]
             for name, c in report.by_category.items()
         ],
     )

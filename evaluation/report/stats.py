@@ -10,10 +10,11 @@ from pydantic import BaseModel
 Z_95 = 1.959963984540054
 
 
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """95% Wilson score interval for a proportion (sensible at 0, n and small n)."""
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float] | None:
+    """95% Wilson score interval for a proportion (sensible at 0, n and small n); ``None`` with no
+    unit (``n`` 0): (0.0, 0.0) read as a certain 0% beside a rate that is n/a."""
     if n <= 0:
-        return (0.0, 0.0)
+        return None
     p = successes / n
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
@@ -23,6 +24,13 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     low = 0.0 if successes == 0 else max(0.0, centre - half)
     high = 1.0 if successes == n else min(1.0, centre + half)
     return (low, high)
+
+
+def defined(interval: tuple[float, float] | None) -> tuple[float, float]:
+    """An interval the caller knows is defined (it rests on at least one unit)."""
+    if interval is None:
+        raise ValueError("an interval over no units is undefined")
+    return interval
 
 
 class Confusion(BaseModel):
@@ -105,12 +113,13 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k)
 
 
-def mean_interval(values: Sequence[float], z: float = Z_95) -> tuple[float, float]:
+def mean_interval(values: Sequence[float], z: float = Z_95) -> tuple[float, float] | None:
     """Normal-approximation 95% interval of a mean (clipped to [0, 1]); per-task rates averaged
-    over repeats are the units, so repeats of one task are not counted as independent."""
+    over repeats are the units, so repeats of one task are not counted as independent. ``None``
+    without values: there is no mean to put an interval around."""
     n = len(values)
     if n == 0:
-        return (0.0, 0.0)
+        return None
     mean = sum(values) / n
     if n == 1:
         # One task says nothing of how far its rate is from the mean over tasks: the whole range,
@@ -129,24 +138,24 @@ def sample_sd(values: Sequence[float]) -> float | None:
     return math.sqrt(sum((value - mean) ** 2 for value in values) / (n - 1))
 
 
-def paired_difference_interval(a: Sequence[bool], b: Sequence[bool], z: float = Z_95) -> tuple[float, float]:
+def paired_difference_interval(a: Sequence[bool], b: Sequence[bool], z: float = Z_95) -> tuple[float, float] | None:
     """95% interval of p_B - p_A for paired outcomes: Newcombe's (1998) hybrid score method 10.
 
     The Wald interval from the discordant counts collapses to one point when every discordant
     pair goes the same way (5 tasks, all solved by A only: "-100 pt, CI -100 to -100"); this one
     combines the two Wilson intervals through the outcomes' (continuity-corrected) correlation and
-    stays inside [-1, 1] without clipping.
+    stays inside [-1, 1] without clipping. ``None`` without pairs (no difference to bound).
     """
     n = len(a)
     if n == 0:
-        return (0.0, 0.0)
+        return None
     both = sum(1 for x, y in zip(a, b, strict=True) if x and y)
     only_a = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
     only_b = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
     neither = n - both - only_a - only_b
     p_a, p_b = (both + only_a) / n, (both + only_b) / n
-    low_a, high_a = wilson_interval(both + only_a, n, z)
-    low_b, high_b = wilson_interval(both + only_b, n, z)
+    low_a, high_a = defined(wilson_interval(both + only_a, n, z))
+    low_b, high_b = defined(wilson_interval(both + only_b, n, z))
     margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
     cross = both * neither - only_a * only_b
     corrected = cross - n / 2 if cross > n / 2 else (cross if cross < 0 else 0.0)

@@ -40,16 +40,24 @@ def money(value: float | None) -> str:
     return f"{value:,.{max(2, 2 - math.floor(math.log10(value)))}f}"
 
 
-def interval(low: float, high: float) -> str:
-    return f"{pct(low)}-{pct(high)}"
+def interval(ci95: tuple[float, float] | None) -> str:
+    """A 95% interval as text, ``n/a`` when undefined (no unit to rest on), never 0.0%-0.0%."""
+    return "n/a" if ci95 is None else f"{pct(ci95[0])}-{pct(ci95[1])}"
 
 
-def rate_cells(rate: float | None, ci95: tuple[float, float]) -> tuple[str, str]:
+def with_interval(value: float | None, ci95: tuple[float, float] | None) -> str:
+    """``50.0% (95% CI 30.0%-70.0%)``; a value that is undefined is ``n/a``, without an interval."""
+    if value is None:
+        return "n/a"
+    return f"{pct(value)} (95% CI {interval(ci95)})"
+
+
+def rate_cells(rate: float | None, ci95: tuple[float, float] | None) -> tuple[str, str]:
     """A success rate and its 95% interval as text; no rate (no task with an outcome) says so
     instead of reading as 0%, and has no interval."""
     if rate is None:
         return "n/a (not judged)", ""
-    return pct(rate), interval(*ci95)
+    return pct(rate), interval(ci95)
 
 
 def listed_ids(ids: Sequence[str], most: int = 5) -> str:
@@ -84,7 +92,8 @@ def judges_table(report: Report) -> Table | None:
             [j.model, str(j.success), str(j.failure), str(j.abstain), pct(j.success_rate), pct(j.human_agreement), num(j.cohen_kappa)]
             for j in report.judges
         ],
-        "A jury takes the majority of success/failure votes; a tie is a failure.",
+        "A jury takes the majority of success/failure votes; a tie is a failure. Over the tasks with an outcome, as the "
+        "headline: a task without a trajectory is a failure of every judge, a task never decided is left out.",
     )
 
 
@@ -128,7 +137,8 @@ def efficiency_table(report: Report) -> Table:
         "Efficiency (mean per task)",
         header,
         rows,
-        "Turns are logged LLM turns when the agent reports them, else estimated as calls + 1.",
+        "Turns are logged LLM turns when the agent reports them, else estimated as calls + 1. A task the judge never "
+        "decided is in all, not in failure.",
     )
 
 
@@ -163,7 +173,7 @@ def retrieval_split_table(report: Report) -> Table | None:
         return None
 
     def row(name: str, rate: Rate) -> list[str]:
-        return [name, str(rate.n), str(rate.success), pct(rate.rate) if rate.n else "n/a", interval(*rate.ci95) if rate.n else ""]
+        return [name, str(rate.n), str(rate.success), pct(rate.rate), interval(rate.ci95) if rate.n else ""]
 
     return Table(
         "Success by whether route returned an annotated tool",
@@ -173,7 +183,7 @@ def retrieval_split_table(report: Report) -> Table | None:
             row("no annotated tool was returned", split.not_returned),
             row("route was never called", split.no_route),
         ],
-        "Tasks with annotated tools and a trajectory. The paper's main diagnosis: agents shown the right tool "
+        "Tasks with annotated tools, a trajectory and an outcome (a task the judge never decided is left out). The paper's main diagnosis: agents shown the right tool "
         "succeed far more often; the gap is what better retrieval could win.",
     )
 
@@ -313,8 +323,7 @@ def tables(report: Report) -> list[Table]:
 
 def headline(report: Report) -> list[str]:
     lines = [
-        f"{report.success}/{report.n_with_outcome} tasks succeeded: {pct(report.success_rate)} "
-        f"(95% CI {interval(*report.ci95)})"
+        f"{report.success}/{report.n_with_outcome} tasks succeeded: {with_interval(report.success_rate, report.ci95)}"
         + (f"; {len(report.not_judged)} not judged, left out." if report.not_judged else ".")
         if report.success_rate is not None
         else f"Success rate: n/a -- not judged (0 of {report.n_tasks} tasks judged); rerun the judge.",

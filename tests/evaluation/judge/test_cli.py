@@ -436,6 +436,27 @@ def test_repeats_where_a_task_was_never_judged_leave_it_out(
     assert report["unjudged_tasks"] == ["u"] and report["pass_at_1"] == 0.0 and report["pass_at_k"] == {"1": 0.0, "2": 0.0}
     assert any(w.startswith("1 of 2 tasks were judged in no repeat (u)") for w in report["warnings"])
     assert "| u | Other | 0/0 | n/a | n/a | n/a |" in (tmp_path / "both" / "repeats.md").read_text()
+    # pass@2 rests on t alone, and the line says so.
+    assert report["tasks_at_k"] == {"1": 1, "2": 1}
+    assert "pass@2 0.0%, pass^2 0.0% (over 1 task);" in " ".join(capsys.readouterr().err.split())
+
+
+def test_repeats_with_nothing_judged_print_no_interval(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "pass@1 n/a (95% CI 0.0%-0.0%)", and pass_at_1_ci95 [0.0, 0.0] in repeats.json.
+    runs = _two_days(tmp_path)
+    llm.handler = lambda request: Reply(status=500)
+    args = [*map(str, runs), "--repeats", "--out", str(tmp_path / "both"), "--max-retries", "0"]
+    assert main([*args, *_common(tmp_path, llm.base_url)]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "nothing could be judged" in err and "2 repeats of 1 tasks: pass@1 n/a, pass@2 n/a, pass^2 n/a;" in err
+    assert "0.0%-0.0%" not in err
+    report = json.loads((tmp_path / "both" / "repeats.json").read_text())
+    assert (report["pass_at_1"], report["pass_at_1_ci95"], report["tasks_at_k"]) == (None, None, {})
+    for run in runs:
+        single = json.loads((run / "judge" / "report.json").read_text())
+        assert (single["success_rate"], single["ci95"]) == (None, None)
 
 
 def test_a_task_with_no_question_anywhere_counts_as_not_judged_with_an_accurate_hint(

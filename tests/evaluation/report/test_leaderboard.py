@@ -290,3 +290,70 @@ def test_a_run_at_zero_on_the_log_axis_is_said_to_be_off_the_plot() -> None:
     )
     figure = frontier_figure(board)
     assert [text.get_text() for text in figure.axes[0].texts] == ["normal"]
+
+
+def _entry(name: str, rate: float | None, cost: float | None, tokens: float = 1000.0, tasks: str = "t") -> object:
+    from evaluation.report.leaderboard import Entry  # noqa: PLC0415
+
+    return Entry(
+        name=name, path=name, n_tasks=10, success_rate=rate, ci95=None if rate is None else (rate * 0.8, min(1.0, rate * 1.2)),
+        cost=cost, tokens=tokens, judge="j", prompt="p", judge_key="j/p",
+        outcomes={f"{tasks}{i}": None if rate is None else i < rate * 10 for i in range(10)},
+        not_judged=10 if rate is None else 0,
+    )
+
+
+def test_a_run_without_a_rate_is_ranked_last() -> None:
+    # Before: its sort key, -1.0, tied with a 100% run's and ranked it above every other run.
+    from evaluation.report.leaderboard import build_leaderboard, tables  # noqa: PLC0415
+
+    board = build_leaderboard([_entry("perfect", 1.0, 0.05), _entry("unjudged", None, 0.02), _entry("half", 0.5, 0.01)])  # type: ignore[list-item]
+    assert [(row[0], row[3], row[4]) for row in tables(board)[0].rows] == [
+        ("perfect", "100.0%", "80.0%-100.0%"), ("half", "50.0%", "40.0%-60.0%"), ("unjudged", "n/a (not judged)", ""),
+    ]
+
+
+def test_a_run_at_zero_dollars_keeps_the_cost_axis() -> None:
+    # Before: a run logging $0 per task (a local model) switched the board to tokens, with the
+    # warning that not every run logged cost, and the frontier lost it (it had the most tokens).
+    from evaluation.report.leaderboard import build_leaderboard, render_markdown  # noqa: PLC0415
+
+    board = build_leaderboard([_entry("local-free", 0.4, 0.0, tokens=5000.0), _entry("paid", 0.6, 0.01, tokens=800.0)])  # type: ignore[list-item]
+    assert (board.axis, board.frontier) == ("cost", ["local-free", "paid"])
+    assert board.warnings == [
+        "0 cost per task logged for local-free: in the tables and the frontier, but not on the plot (its axis is "
+        "logarithmic, and has no 0)."
+    ]
+    assert "- Pareto frontier (cost vs success): local-free -> paid" in render_markdown(board, None)
+    # A run with no cost logged at all still moves the board to tokens, and says so.
+    board = build_leaderboard([_entry("local-free", 0.4, 0.0), _entry("unpriced", 0.6, None)])  # type: ignore[list-item]
+    assert board.axis == "tokens" and any(w.startswith("not every run logged cost") for w in board.warnings)
+
+
+def test_a_frontier_step_between_runs_with_no_common_task_has_no_difference() -> None:
+    # Before: difference 0.0 with the interval [0.0, 0.0] in leaderboard.json for a step not tested.
+    from evaluation.report.leaderboard import build_leaderboard, tables  # noqa: PLC0415
+
+    board = build_leaderboard([_entry("cheap", 0.4, 0.01, tasks="a"), _entry("dear", 0.6, 0.02, tasks="b")])  # type: ignore[list-item]
+    [step] = board.steps
+    assert (step.common_tasks, step.difference, step.difference_ci95) == (0, None, None)
+    assert tables(board)[1].rows == [["cheap", "dear", "0", "0", "0", "", "", "", "not tested (no common task)"]]
+
+
+def test_pass_at_n_of_a_repeated_run_says_when_it_rests_on_fewer_tasks(tmp_path: Path) -> None:
+    # pass@2 is over the tasks judged in both repeats, here 1 of 2: "100.0%" alone read as both.
+    from evaluation.report.leaderboard import build_leaderboard, load_entry, tables  # noqa: PLC0415
+    from evaluation.report.repeats import build_repeats_report  # noqa: PLC0415
+    from evaluation.report.repeats_render import write_repeats_reports  # noqa: PLC0415
+    from tests.evaluation.report.support import built, record, trajectory  # noqa: PLC0415
+
+    universe = {"t0": "Office", "t1": "Office"}
+    runs = [
+        built(universe, [trajectory("t0"), trajectory("t1")], [record("t0", "success"), record("t1", "failure")]),
+        built(universe, [trajectory("t0"), trajectory("t1")], [record("t0", "success")]),
+    ]
+    write_repeats_reports(build_repeats_report(runs, ["a", "b"], [Path("a"), Path("b")]), tmp_path / "rep", formats=("json",))
+    entry = load_entry(tmp_path / "rep", set())
+    assert (entry.n_tasks, entry.tasks_at_n, entry.pass_at_n, entry.pass_hat_n) == (2, 1, 1.0, 1.0)
+    [row] = tables(build_leaderboard([entry]))[0].rows
+    assert row[5:7] == ["100.0% (over 1 task)", "100.0% (over 1 task)"]

@@ -234,7 +234,8 @@ def test_tasks_without_a_trajectory_are_failures_even_when_nothing_was_judged() 
     assert (report.success_rate, report.success, report.failure, report.n_judged) == (0.0, 0, 2, 0)
     assert report.missing_trajectories == ["a", "b"] and report.ci95[0] == 0.0 and report.ci95[1] > 0.5
     assert {name: (rate.n, rate.rate) for name, rate in report.by_category.items()} == {"Office": (1, 0.0), "Travel": (1, 0.0)}
-    assert [(judge.success_rate, judge.failure) for judge in report.judges] == [(0.0, 0)]
+    # Each judge's row adds up: the tasks without a trajectory are its failures too (it said 0).
+    assert [(judge.success_rate, judge.success, judge.failure, judge.abstain) for judge in report.judges] == [(0.0, 0, 2, 0)]
     assert headline(report)[0].startswith("0/2 tasks succeeded: 0.0% (95% CI 0.0%-")
     assert category_table(report).rows[-1][:4] == ["**all**", "2", "0", "0.0%"]
 
@@ -295,3 +296,107 @@ def test_text_from_agents_servers_and_tasks_stays_text_in_the_markdown() -> None
     assert markdown_text(hostile) == (
         "t&lt;img src=x onerror=alert(1)&gt;  # INJECTED &lt;script&gt;alert('md')&lt;/script&gt; - item &amp; more"
     )
+
+
+def test_a_task_the_judge_never_decided_is_no_failure_anywhere() -> None:
+    # Before: "lost" (never decided, 20 execute calls, its server unavailable) was a failure in the
+    # efficiency table, the retrieval split (1/3 instead of 1/2), the unavailable-server list and
+    # the usage plot, while the headline left it out of the rate.
+    from evaluation.report.plots import pyplot, usage_figure  # noqa: PLC0415
+    from evaluation.report.tables import headline, retrieval_split_table, unavailable_table  # noqa: PLC0415
+    from tests.evaluation.report.support import built, record, trajectory  # noqa: PLC0415
+
+    universe = {task: ("Office", ["echo"]) for task in ("ok", "bad", "lost")}
+    report = built(
+        universe,
+        [
+            trajectory("ok", executes=2, routes=[["echo"]], tokens=(90, 10)),
+            trajectory("bad", executes=4, routes=[["echo"]], tokens=(180, 20)),
+            trajectory("lost", executes=20, routes=[["echo"]], tokens=(900, 100), unavailable="srv"),
+        ],
+        [record("ok", "success"), record("bad", "failure")],
+    )
+    assert (report.success, report.n_with_outcome, report.not_judged) == (1, 2, ["lost"])
+    failure, everything = report.efficiency["failure"], report.efficiency["all"]
+    assert (failure.n, failure.execute_calls, failure.tokens) == (1, 4.0, 200.0)
+    assert (everything.n, everything.execute_calls) == (3, 8.667)  # "all" is every task with a trajectory
+    returned = report.retrieval_split.returned  # type: ignore[union-attr]
+    assert (returned.n, returned.success, returned.rate) == (2, 1, 0.5)
+    assert retrieval_split_table(report).rows[0][:4] == ["an annotated tool was returned", "2", "1", "50.0%"]  # type: ignore[union-attr]
+    assert "When route returned an annotated tool: 1/2 succeeded; when it did not: 0/0." in headline(report)
+    assert report.health.failures_from_unavailable_servers == [] and unavailable_table(report) is None
+    figure = usage_figure(report)
+    legend = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert legend == ["success (n=1)", "not success (n=1)"]
+    pyplot().close(figure)
+
+
+def test_each_judges_row_adds_up_to_its_rate() -> None:
+    # Before: "judge-a | 1 | 1 | 0 | 25.0%": the rate counted the two tasks without a trajectory as
+    # failures, the failure column did not.
+    from evaluation.report.tables import judges_table  # noqa: PLC0415
+    from tests.evaluation.report.support import built, record, trajectory  # noqa: PLC0415
+
+    jury = ("judge-a", "judge-b")
+    report = built(
+        {task: "Office" for task in ("t1", "t2", "t3", "t4", "t5")},
+        [trajectory("t1"), trajectory("t2"), trajectory("t5")],
+        [
+            record("t1", "success", {"judge-a": "success", "judge-b": "success"}),
+            record("t2", "failure", {"judge-a": "failure", "judge-b": "abstain"}),
+        ],
+        models=jury,
+    )
+    assert (report.success, report.n_with_outcome, report.missing_trajectories, report.not_judged) == (1, 4, ["t3", "t4"], ["t5"])
+    for judge in report.judges:
+        assert judge.success + judge.failure + judge.abstain == report.n_with_outcome
+    assert [row[:5] for row in judges_table(report).rows] == [  # type: ignore[union-attr]
+        ["judge-a", "1", "3", "0", "25.0%"],
+        ["judge-b", "1", "2", "1", "25.0%"],
+    ]
+
+
+def test_an_undefined_interval_is_null_and_shown_as_n_a() -> None:
+    # Before: with no task with an outcome, report.json had success_rate null but ci95 [0.0, 0.0],
+    # and each empty category the same: an interval of no task read as a certain 0%.
+    from evaluation.report.plots import category_figure, pyplot  # noqa: PLC0415
+    from evaluation.report.render import report_html, report_markdown  # noqa: PLC0415
+    from evaluation.report.tables import category_table, headline  # noqa: PLC0415
+    from tests.evaluation.report.support import built, record, trajectory  # noqa: PLC0415
+
+    nothing = built({"a": "Office", "b": "Travel"}, [trajectory("a"), trajectory("b")], [])
+    data = json.loads(nothing.model_dump_json())
+    assert (data["success_rate"], data["ci95"]) == (None, None)
+    assert {name: (rate["rate"], rate["ci95"]) for name, rate in data["by_category"].items()} == {
+        "Office": (None, None), "Travel": (None, None),
+    }
+    assert [row[3:] for row in category_table(nothing).rows] == [["n/a (not judged)", ""]] * 3
+    assert headline(nothing)[0].startswith("Success rate: n/a -- not judged")
+    for page in (report_markdown(nothing, {}), report_html(nothing, {})):
+        assert "0.0%-0.0%" not in page
+    # One category undecided, the other judged: a rate overall, none (and no error bar) for Office.
+    half = built({"a": "Office", "b": "Travel"}, [trajectory("a"), trajectory("b")], [record("b", "success", category="Travel")])
+    assert (half.by_category["Office"].ci95, half.success_rate) == (None, 1.0)
+    assert category_table(half).rows[0] == ["Office", "0", "0", "n/a (not judged)", ""]
+    figure = category_figure(half)
+    assert [bar.get_width() for bar in figure.axes[0].patches] == [0.0, 100.0, 100.0]
+    pyplot().close(figure)
+
+
+def test_the_agreement_plot_rounds_as_the_table_does() -> None:
+    # Before: the plot's title said 62% beside the table's 62.5%.
+    from evaluation.report.plots import agreement_figure, pyplot  # noqa: PLC0415
+    from evaluation.report.tables import agreement_table  # noqa: PLC0415
+    from tests.evaluation.report.support import built, record, trajectory  # noqa: PLC0415
+
+    tasks = [f"t{i}" for i in range(8)]
+    people = dict(zip(tasks, [True, True, True, False, False, False, True, True], strict=True))
+    verdicts = ["success"] * 4 + ["failure"] * 4  # agrees with people on 5 of 8 tasks
+    report = built(
+        dict.fromkeys(tasks, "Office"), [trajectory(t) for t in tasks],
+        [record(t, v) for t, v in zip(tasks, verdicts, strict=True)], human=people,
+    )
+    assert agreement_table(report).note.startswith("8 labelled tasks: agreement 62.5%, Cohen's kappa 0.25")  # type: ignore[union-attr]
+    figure = agreement_figure(report)
+    assert figure.axes[0].get_title() == "Judge vs people: agreement 62.5%, kappa 0.25"
+    pyplot().close(figure)

@@ -10,7 +10,8 @@ from evaluation.report.stats import Confusion, cohen_kappa, confusion, mcnemar_e
 def test_wilson_interval_known_values() -> None:
     assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
     assert wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
-    assert wilson_interval(0, 0) == (0.0, 0.0)
+    # No unit, no interval: (0.0, 0.0) was written as a certain 0% beside a rate that is n/a.
+    assert wilson_interval(0, 0) is None
     # Exact ends (rounding once left 0/3's lower bound a hair above 0: a negative error bar).
     assert all(wilson_interval(0, n)[0] == 0.0 and wilson_interval(n, n)[1] == 1.0 for n in range(1, 200))
 
@@ -86,7 +87,7 @@ def test_paired_difference_interval_and_holm() -> None:
     d = (only_b - only_a) / n
     half = 1.959963984540054 * (only_a + only_b - (only_b - only_a) ** 2 / n) ** 0.5 / n
     assert paired_difference_interval(*_paired(both, only_a, only_b, neither)) == pytest.approx((d - half, d + half), abs=2e-3)
-    assert paired_difference_interval([], []) == (0.0, 0.0)
+    assert paired_difference_interval([], []) is None  # no pairs: nothing to bound (was (0.0, 0.0))
     low, high = paired_difference_interval(*_paired(3, 0, 0, 7))
     assert low < 0.0 < high
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
@@ -98,4 +99,4 @@ def test_the_interval_of_a_mean_over_one_task_is_the_whole_range() -> None:
     assert mean_interval([0.5]) == (0.0, 1.0)  # was (0.5, 0.5): certainty from one task
     low, high = mean_interval([0.25, 0.5, 0.5, 0.75])
     assert 0.0 < low < 0.5 < high < 1.0 and high - 0.5 == pytest.approx(0.5 - low)
-    assert mean_interval([]) == (0.0, 0.0)
+    assert mean_interval([]) is None  # no task, no mean (was (0.0, 0.0): "n/a (95% CI 0.0%-0.0%)")
