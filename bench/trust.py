@@ -125,6 +125,34 @@ def catalog_results(catalog: Catalog) -> dict:
     }
 
 
+#: Descriptions a hostile child can send (within the 100,000-character definition cap) that once
+#: cost the scan seconds each: a sensitive path, a secret's name or a credential word repeated.
+HOSTILE_UNITS = {"~/.ssh/ (no spaces)": "~/.ssh/", ".env": " .env", "API_KEY": "API_KEY ", "password": "password "}
+#: The baseline: as long, as plain prose.
+PLAIN_UNIT = "Returns the weather forecast for the given city. "
+
+
+def _scan_seconds(description: str) -> float:
+    record = ToolRecord(server="bench", name="hostile", description=description, input_schema={"type": "object"})
+    started = time.perf_counter()
+    scan_tool(record)
+    return time.perf_counter() - started
+
+
+def hostile_results(chars: int = 90_000) -> dict:
+    """Scan time of crafted descriptions against plain prose of the same length (the same run), and
+    of twice the length against the length: ~1x and ~2x when the scan is linear."""
+    def text(unit: str, length: int) -> str:
+        return unit * (length // len(unit))
+
+    plain = _scan_seconds(text(PLAIN_UNIT, chars))
+    rows = {}
+    for label, unit in HOSTILE_UNITS.items():
+        half, full = _scan_seconds(text(unit, chars // 2)), _scan_seconds(text(unit, chars))
+        rows[label] = {"seconds": round(full, 3), "vs_plain": round(full / plain, 1), "doubling": round(full / half, 1)}
+    return {"chars": chars, "plain_seconds": round(plain, 3), "hostile": rows}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.trust", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
     parser.add_argument("--corpus", type=existing_file, default=CORPUS)
@@ -165,6 +193,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in numbers["flagged"]:
             print(f"  {line}")
         status |= int(numbers["quarantined"] > 0)
+    hostile = results["hostile"] = hostile_results()
+    print(
+        f"hostile descriptions ({hostile['chars']:,} characters; plain prose as long: {hostile['plain_seconds']} s): "
+        + "; ".join(
+            f"{label} {row['seconds']} s ({row['vs_plain']}x plain, {row['doubling']}x the half length)"
+            for label, row in hostile["hostile"].items()
+        )
+    )
     if args.json_out:
         args.json_out.write_text(json.dumps(results, indent=1), encoding="utf-8")
     return status

@@ -43,7 +43,7 @@ def _cap(value: Any, budget: _Budget, depth: int) -> Any:
     if isinstance(value, str):
         limit = min(budget.field_chars, max(budget.remaining, 0))
         if len(value) <= limit:
-            budget.remaining -= len(value)
+            budget.remaining -= len(value) + 2  # its quotes: an empty string is not free either
             return value
         budget.remaining -= limit
         budget.cut_chars += len(value) - limit
@@ -54,6 +54,10 @@ def _cap(value: Any, budget: _Budget, depth: int) -> Any:
     if depth >= MAX_LOGGED_DEPTH:
         budget.cut_items += 1
         return f"…[log: value nested deeper than {MAX_LOGGED_DEPTH} levels cut]"
+    if isinstance(value, dict | list | tuple):
+        # Its brackets: empty containers cost nothing before, and a 1,000 x 1,000 nest of empty
+        # lists (4 MB of JSON) passed a 10,000-character cap whole, with no note.
+        budget.remaining -= 2
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for position, (key, item) in enumerate(value.items()):

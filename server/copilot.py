@@ -791,6 +791,11 @@ class Copilot:
         tools: list[RoutedTool] = []
         held: list[str] = []
         refused_read_only = 0
+        # A prompt or resource not approved as it is gets the trust scan: up to a second of CPU for
+        # a hostile 100 KB description, which on the event loop every other session waited for.
+        withheld = await self._withheld_items(
+            [hit for hit in hits if getattr(hit, "kind", "tool") != "tool" and self.policy.tool_allowed(hit.server, hit.tool)]
+        )
         for hit in hits:
             if getattr(hit, "kind", "tool") == "tool":
                 if (why := self._tool_held_back(hit.server, hit.tool, hit.annotations)) is not None:
@@ -802,8 +807,8 @@ class Copilot:
                     continue
             elif not self.policy.tool_allowed(hit.server, hit.tool):  # prompts and resources run nothing
                 continue
-            elif self.guard is not None and (withheld := self.guard.withheld(_item_record(hit))):
-                held.append(withheld)
+            elif (why_withheld := withheld.get(id(hit))) is not None:
+                held.append(why_withheld)
                 continue
             annotations = self.policy.annotations(hit.server, hit.tool, hit.annotations)
             tools.append(
@@ -876,6 +881,18 @@ class Copilot:
         if self.policy.read_only and not self.policy.read_only_permits(server, tool, annotations):
             return "read-only", ""
         return None
+
+    async def _withheld_items(self, hits: list[Any]) -> dict[int, str]:
+        """Why each of these prompt or resource hits is withheld (by ``id(hit)``), decided in a
+        worker thread: the trust scan of an item is CPU-bound."""
+        guard = self.guard
+        if guard is None or not hits:
+            return {}
+
+        def decide() -> dict[int, str]:
+            return {id(hit): why for hit in hits if (why := guard.withheld(_item_record(hit))) is not None}
+
+        return await anyio.to_thread.run_sync(decide, abandon_on_cancel=True)
 
     def _may_suggest(self, server: str, tool: str) -> bool:
         """Whether ``route`` may point the model at a tool it did not rank: one it would show."""

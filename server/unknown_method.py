@@ -16,6 +16,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 _CUTOFF = 0.75
+_MAX_SUGGESTED = 100
 
 
 def nearest_method(method: str, served: list[str]) -> str | None:
@@ -23,6 +24,8 @@ def nearest_method(method: str, served: list[str]) -> str | None:
     by_folded = {name.lower(): name for name in served}
     if method.lower() in by_folded:
         return by_folded[method.lower()]
+    if len(method) > _MAX_SUGGESTED:
+        return None  # no misspelling of a method name: difflib on 15 MB took 2.5 s on the event loop
     close = difflib.get_close_matches(method.lower(), sorted(by_folded), n=1, cutoff=_CUTOFF)
     return by_folded[close[0]] if close else None
 

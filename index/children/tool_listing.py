@@ -33,6 +33,7 @@ from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 from jsonschema.protocols import Validator
 
+from index.children.bounded_schema import bounded, check_schema
 from index.children.connect import ChildConnection
 # Shared with the listings of prompts and resources (``index.catalog.kinds``).
 from index.children.listing_limits import (
@@ -106,11 +107,12 @@ def schema_validator_class(schema: Mapping[str, Any]) -> tuple[type[Validator] |
     first: schema_errors.SchemaError | None = None
     for validator_class in (declared,) if declared is not None else DRAFTS_BY_AGE:
         try:
-            validator_class.check_schema(schema)
+            check_schema(validator_class, schema)  # bounded: the schema is the child's
         except schema_errors.SchemaError as error:
             first = first or error
             continue
-        return validator_class, None
+        # Params are checked with it: bounded too, since the schema is the child's and the params the host's.
+        return bounded(validator_class), None
     assert first is not None
     where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first.absolute_path)
     message = first.message if len(first.message) <= _PROBLEM_CHARS else first.message[: _PROBLEM_CHARS - 1] + "…"

@@ -603,6 +603,9 @@ class _Collector:
         self.findings: list[Finding] = []
         self._seen: set[tuple[str, str]] = set()
 
+    def has(self, rule: str, where: str) -> bool:
+        return (rule, where) in self._seen
+
     def add(self, rule: str, category: Category, severity: Severity, where: str, message: str, excerpt: str = "") -> None:
         key = (rule, where)
         if key in self._seen:
@@ -742,26 +745,82 @@ def _instructions(text: str, where: str, out: _Collector) -> None:
             out.add(rule, "instructions", "medium", where, message, _sentence_around(text, match.start(), match.end()))
 
 
+#: The rest of a path after a sensitive part, read up to a bound: a text without spaces made every
+#: match read to the text's end ("~/.ssh/" 13,000 times: 18 s), and no real path is this long.
+_PATH_TOKEN = re.compile(r"[^\s'\"`)]{0,256}")
+
+
 def _path_token(text: str, end: int) -> str:
-    match = re.match(r"[^\s'\"`)]*", text[end:])
-    return match.group(0) if match else ""
+    return _PATH_TOKEN.match(text, end).group(0)  # type: ignore[union-attr] -- it matches the empty string
+
+
+class _Verbs:
+    """Where each pattern matches in one text, found once: asked per sentence, a text that is one
+    long run of matches ("~/.ssh/" 13,000 times, 90 KB) searched each match's sentence again with
+    every pattern -- 13 s for one definition, on the event loop for a prompt or resource."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._starts: dict[re.Pattern[str], list[int]] = {}
+        self._boundaries: list[int] | None = None
+
+    def sentence(self, start: int, end: int) -> tuple[int, int]:
+        """``_sentence_bounds(text, start, end)``, from the text's sentence ends found once (each
+        match scanned up to 1,200 characters around it again)."""
+        text = self._text
+        if self._boundaries is None:
+            self._boundaries = [match.start() for match in _BOUNDARY.finditer(text)]
+        ends = self._boundaries
+        low = max(0, start - SENTENCE_REACH)
+        left = low
+        # ``_sentence_bounds`` searches up to ``start``: a stop just before it ends a sentence there
+        # even when no space follows (the search's end counts as the text's end).
+        if start > low and (_BOUNDARY.match(text[start - 1]) is not None):
+            left = start
+        else:
+            position = bisect.bisect_left(ends, start - 1) - 1
+            if position >= 0 and ends[position] >= low:
+                left = ends[position] + 1
+        right = min(len(text), end + SENTENCE_REACH)
+        position = bisect.bisect_left(ends, end)
+        if position < len(ends) and ends[position] < right - 1:
+            return left, ends[position]
+        if right - 1 >= end and _BOUNDARY.match(text[right - 1]) is not None:
+            return left, right - 1
+        return left, right
+
+    def first(self, pattern: re.Pattern[str], left: int, right: int) -> int | None:
+        """Where ``pattern``'s first match within ``text[left:right]`` starts, or None."""
+        starts = self._starts.get(pattern)
+        if starts is None:
+            starts = self._starts[pattern] = [match.start() for match in pattern.finditer(self._text)]
+        position = bisect.bisect_left(starts, left)
+        return starts[position] if position < len(starts) and starts[position] < right else None
+
+    def unnegated(self, pattern: re.Pattern[str], left: int, right: int) -> int | None:
+        """``first``, when no negation comes just before it within the sentence."""
+        found = self.first(pattern, left, right)
+        if found is None or _NEGATION.search(self._text[max(left, found - 25) : found]):
+            return None
+        return found
 
 
 def _secrets(text: str, where: str, out: _Collector) -> None:
+    verbs = _Verbs(text)
     for match in _SENSITIVE_PATH.finditer(text):
         if _path_token(text, match.end()).endswith(".pub") or text[match.end() : match.end() + 4] == ".pub":
             continue  # public keys are meant to be shared
-        sentence = _sentence_around(text, match.start(), match.end())
-        transfer = _TRANSFER_VERB.search(sentence)
-        read = _READ_VERB.search(sentence)
-        transfer_ok = transfer is not None and not _negated_before(sentence, transfer.start())
-        read_ok = read is not None and not _negated_before(sentence, read.start())
-        if transfer_ok or (read_ok and _URGENT.search(sentence)):
+        left, right = verbs.sentence(match.start(), match.end())
+        transfer_ok = verbs.unnegated(_TRANSFER_VERB, left, right) is not None
+        read_ok = verbs.unnegated(_READ_VERB, left, right) is not None
+        if transfer_ok or (read_ok and verbs.first(_URGENT, left, right) is not None):
             out.add("secrets.sensitive-file", "secrets", "high", where,
-                    "asks for a credential or configuration file unrelated to the tool", sentence)
+                    "asks for a credential or configuration file unrelated to the tool", text[left:right])
         else:
             out.add("secrets.mentions-sensitive-file", "secrets", "medium", where,
-                    "mentions a credential or configuration file", sentence)
+                    "mentions a credential or configuration file", text[left:right])
+        if out.has("secrets.sensitive-file", where) and out.has("secrets.mentions-sensitive-file", where):
+            break  # nothing more to find: each rule is reported once per field
     if where.endswith(".properties"):  # a parameter name
         words = set(re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", text.lower()))
         if words & {"ssh", "rsa", "passwd", "mcp", "credentials", "dotenv", "keychain", "wallet"} and words & {
@@ -770,19 +829,22 @@ def _secrets(text: str, where: str, out: _Collector) -> None:
             out.add("secrets.parameter-name", "secrets", "high", where,
                     "a parameter whose name asks for the contents of a credential file", text)
     for match in _SECRET_NAME.finditer(text):
-        sentence = _sentence_around(text, match.start(), match.end())
-        verb = _TRANSFER_VERB.search(sentence) or _READ_VERB.search(sentence)
-        if verb is not None and not _negated_before(sentence, verb.start()):
+        left, right = verbs.sentence(match.start(), match.end())
+        verb = verbs.first(_TRANSFER_VERB, left, right)
+        if verb is None:
+            verb = verbs.first(_READ_VERB, left, right)
+        if verb is not None and not _NEGATION.search(text[max(left, verb - 25) : verb]):
+            sentence = text[left:right]
             severity: Severity = (
                 "high" if re.search(r"\b(value|contents?)\b", sentence, _F) and _TRANSFER_VERB.search(sentence) else "medium"
             )
             out.add("secrets.env-secret", "secrets", severity, where, "asks for the value of a secret variable", sentence)
             break
     for match in _CREDENTIAL.finditer(text):
-        sentence = _sentence_around(text, match.start(), match.end())
-        verb = _TRANSFER_VERB.search(sentence)
-        if verb is None or _negated_before(sentence, verb.start()) or _negated_before(sentence, match.start(), 40):
+        left, right = verbs.sentence(match.start(), match.end())
+        if verbs.unnegated(_TRANSFER_VERB, left, right) is None or _NEGATION.search(text[max(left, match.start() - 40) : match.start()]):
             continue
+        sentence = text[left:right]
         if re.search(r"\b(user'?s?|your|the model'?s?|all|every|stored|saved|any)\b", sentence, _F) and re.search(
             r"\b(in|into|as|to|within|inside)\s+(the\s+)?([`'\"]?\w+[`'\"]?\s+)?(parameter|field|argument|param|note|sidenote|comment|metadata)\b",
             sentence, _F,

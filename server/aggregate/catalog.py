@@ -59,19 +59,25 @@ class ChildCatalog:
         )
         self._learn(key, records)
         visible = set(key[1])
-        kept = [
-            r
-            for r in records
-            if r.kind in kinds
-            and (
-                not visible_only
-                or (
-                    r.server in visible
-                    and self._allowed(r.server, r.name)
-                    and (self._tool_usable(r.server, r.name) if r.kind == "tool" else self._item_usable(r))
+
+        def keep() -> list[ToolRecord]:
+            return [
+                r
+                for r in records
+                if r.kind in kinds
+                and (
+                    not visible_only
+                    or (
+                        r.server in visible
+                        and self._allowed(r.server, r.name)
+                        and (self._tool_usable(r.server, r.name) if r.kind == "tool" else self._item_usable(r))
+                    )
                 )
-            )
-        ]
+            ]
+
+        # In a worker thread too: an item not approved as it is gets the trust scan, up to a second
+        # of CPU for a hostile 100 KB description (a listing of many stalled every session).
+        kept = await anyio.to_thread.run_sync(keep, abandon_on_cancel=True)
         return sorted(kept, key=lambda r: (r.server, r.kind, r.name, r.uri or ""))
 
     # -- the pool names are decided over ----------------------------------------------------------

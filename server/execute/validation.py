@@ -19,6 +19,7 @@ from jsonschema import exceptions as schema_errors
 from rapidfuzz import fuzz, process
 
 from index.json_text import has_lone_surrogate, parse_json
+from index.children.bounded_schema import CheckAbandoned, bounded_check
 from index.children.tool_listing import schema_validator_class
 from server.bounded import shown_name
 from server.errors import InvalidParamsError
@@ -402,11 +403,17 @@ def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[
     if validator is None:
         return problems
     try:
-        if validator.is_valid(params):
-            return problems
-        errors = sorted(
-            validator.iter_errors(dict(params)), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
-        )
+        # Bounded (index.children.bounded_schema): the schema is the child's, the params the host's,
+        # and either could make the check run for minutes on the event loop.
+        with bounded_check():
+            if validator.is_valid(params):
+                return problems
+            errors = sorted(
+                validator.iter_errors(dict(params)), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
+            )
+    except CheckAbandoned as error:
+        _warn_once(schema, "params passed to the child unchecked: %s", error)
+        return problems
     except Exception:  # noqa: BLE001 -- unresolvable $ref etc.: never block a call on our own checker
         _warn_once(schema, "could not check params against the tool's input schema", exc_info=True)
         return problems

@@ -10,6 +10,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
+from server.bounded import shown_name
+
 #: route's ``kind`` filter: what each value searches.
 ROUTE_KINDS: dict[str, tuple[str, ...]] = {
     "tool": ("tool",),
@@ -34,11 +36,20 @@ def route_kind(kind: object) -> str | None:
     return name if name in ROUTE_KINDS else None
 
 
+#: Longer than any kind could be misspelt: difflib's cost grows with the length (a 15 MB kind: 2.8 s).
+_MAX_SUGGESTED = 64
+
+
 def unknown_kind_message(kind: object) -> str:
     """Why ``kind`` was refused, with the nearest kind when one is close."""
-    near = difflib.get_close_matches(kind.strip().lower(), ROUTE_KINDS, n=1, cutoff=0.6) if isinstance(kind, str) else []
+    near = (
+        difflib.get_close_matches(kind.strip().lower(), ROUTE_KINDS, n=1, cutoff=0.6)
+        if isinstance(kind, str) and len(kind) <= _MAX_SUGGESTED
+        else []
+    )
     hint = f' Did you mean kind="{near[0]}"?' if near else ""
-    return f"kind must be one of {', '.join(ROUTE_KINDS)}, got {kind!r}.{hint}"
+    got = repr(kind) if not isinstance(kind, str) or len(kind) <= _MAX_SUGGESTED else repr(shown_name(kind))
+    return f"kind must be one of {', '.join(ROUTE_KINDS)}, got {got}.{hint}"
 
 
 def _counts(offered: Mapping[str, int]) -> dict[str, int]:

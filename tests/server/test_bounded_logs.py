@@ -183,3 +183,13 @@ def test_a_log_that_cannot_be_written_is_reported_once_and_its_losses_counted(
         log.route("c-9", "q", [], 1.0)
     assert f"trajectory log {log_file} is written again; 5 event(s) were lost" in caplog.text
     assert [parse_event(line).event for line in log_file.read_text(encoding="utf-8").splitlines()] == ["route"]
+
+
+def test_empty_strings_and_containers_count_against_the_cap() -> None:
+    """They cost nothing: a 1,000 x 1,000 nest of empty lists (4 MB of JSON) passed a 10,000-character cap whole."""
+    nest = [[[] for _ in range(1000)] for _ in range(1000)]
+    capped, note = cap_for_log(nest, field_chars=100, total_chars=10_000)
+    assert note is not None and "entries" in note
+    assert len(json.dumps(capped)) < 40_000
+    strings, note = cap_for_log([""] * 100_000, field_chars=100, total_chars=10_000)
+    assert note is not None and len(json.dumps(strings)) < 40_000

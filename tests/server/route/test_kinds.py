@@ -59,3 +59,10 @@ def test_a_refused_kind_suggests_the_nearest_one() -> None:
     )
     assert unknown_kind_message("widgets") == "kind must be one of tool, prompt, resource, any, got 'widgets'."
     assert unknown_kind_message(3) == "kind must be one of tool, prompt, resource, any, got 3."
+
+
+def test_a_huge_kind_is_refused_without_a_search_for_its_nearest_and_shown_short() -> None:
+    """difflib compared all of it (15 MB: 2.8 s on the event loop), and the message echoed it whole."""
+    message = unknown_kind_message("t" * 1_000_000)
+    assert len(message) < 400 and "1,000,000 characters" in message and "Did you mean" not in message
+    assert 'Did you mean kind="tool"?' in unknown_kind_message("tol")
