@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import anyio
 import mcp.types as types
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
@@ -249,6 +250,9 @@ async def list_tools_page(
     # schemas, x-mcp-header maps; tools with invalid ones dropped), as it computes ``complete``.
     complete = (params is None or params.cursor is None) and result.next_cursor is None
     result = session._absorb_tool_listing(result, complete=complete)
-    page.tools = _usable(result.tools, page.skipped)
+    # In a worker thread: checking a schema against its metaschema costs what its size does (a
+    # 100 KB schema: ~2 s), and a child lists up to 1,000 of them -- on the event loop, every
+    # other session waited.
+    page.tools = await anyio.to_thread.run_sync(_usable, result.tools, page.skipped, abandon_on_cancel=True)
     page.next_cursor = result.next_cursor
     return page
