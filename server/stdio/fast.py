@@ -31,7 +31,9 @@ During a fast call the copilot's requests to a 2025-era host (elicitation, sampl
 through the SDK's dispatcher, which also reads the host's answers. ``notifications/cancelled`` for a
 fast call cancels it where the SDK's reader would read it as such a notification (no answer is
 written, as the SDK does); at the end of input the calls still running are cancelled and answered
-with "Connection closed", as the SDK does.
+with "Connection closed", as the SDK does. A signal cancels them through the server's middleware
+(``server.app.InFlightRequests``, which fast calls pass through too): they are answered that the
+copilot is shutting down, as calls on the SDK's path are.
 """
 
 from __future__ import annotations
