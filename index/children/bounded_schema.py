@@ -8,7 +8,8 @@ not sort (8,000 objects: 86 s), and ``anyOf`` chained through ``$ref`` doubles p
 levels: 62 s and 483 MB for ``{"x": 1}``). The validators here are jsonschema's with three changes:
 
 - ``pattern``, ``patternProperties`` and ``additionalProperties`` match with the ``regex`` module
-  and a time limit (:data:`PATTERN_SECONDS`);
+  and a time limit (:data:`PATTERN_SECONDS`) inside a bounded check (:func:`bounded_check`), when
+  ``regex`` reads the pattern as ``re`` does (else the check stops); outside one, with ``re``;
 - ``uniqueItems`` compares items by a canonical key, in linear time (jsonschema's equality:
   ``1 == 1.0``, ``true != 1``);
 - every keyword evaluation counts against a budget (:data:`MAX_STEPS`) per check.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextvars
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -68,19 +70,48 @@ def bounded_check(steps: int = MAX_STEPS) -> Iterator[None]:
         _BUDGET.reset(token)
 
 
+#: A ``{`` that opens a repeat ``re`` reads (``{2}``, ``{1,3}``, ``{,3}``); any other is literal to
+#: ``re`` but may be a fuzzy-matching constraint to ``regex`` (``(?:secret){e<=1}``).
+_REPEAT = re.compile(r"\{\d*(?:,\d*)?\}")
+
+
+def _odd_brace(pattern: str) -> bool:
+    position = 0
+    while (position := pattern.find("{", position)) >= 0:
+        backslashes = len(pattern[:position]) - len(pattern[:position].rstrip("\\"))
+        if backslashes % 2 == 0 and _REPEAT.match(pattern, position) is None:
+            return True
+        position += 1
+    return False
+
+
 @lru_cache(maxsize=1024)
-def _compiled(pattern: str) -> Any:
+def _matcher(pattern: str) -> Any:
+    """``pattern`` compiled by ``regex`` when ``regex`` reads it as ``re`` does; None when it would
+    read it otherwise -- what ``re`` warns may change (nested sets, ``[[:alpha:]]``) and braces
+    that are no repeat -- so a check never answers other than jsonschema would. ``re``'s own error
+    for a pattern it cannot read is raised, as jsonschema raises it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        try:
+            re.compile(pattern, re.UNICODE)  # a flag jsonschema does not pass: not answered from re's cache
+        except FutureWarning:
+            return None
+    if _odd_brace(pattern):
+        return None
     try:
         return regex.compile(pattern)
     except regex.error:
-        return re.compile(pattern)  # what jsonschema would use; a pattern ``regex`` reads otherwise
+        return None
 
 
 def _search(pattern: str, text: str) -> bool:
-    compiled = _compiled(pattern)
     budget = _BUDGET.get()
-    if isinstance(compiled, re.Pattern) or budget is None:  # outside a bounded check: as jsonschema does
-        return compiled.search(text) is not None
+    if budget is None:  # outside a bounded check: exactly what jsonschema does
+        return re.search(pattern, text) is not None
+    compiled = _matcher(pattern)
+    if compiled is None:
+        raise CheckAbandoned(f"the pattern {pattern[:80]!r} has syntax the time-limited matcher would read otherwise")
     limit = min(PATTERN_SECONDS, budget.matching_left)
     if limit <= 0:
         raise CheckAbandoned(f"matching the schema's patterns took over {PATTERN_SECONDS_PER_CHECK:g} s in all")
@@ -212,6 +243,7 @@ def bounded(validator_class: type[Validator]) -> type[Validator]:
     if made is None:
         keywords = {name: _counted(_REPLACED.get(name, keyword)) for name, keyword in validator_class.VALIDATORS.items()}
         made = _BOUNDED[validator_class] = validators.extend(validator_class, keywords)
+        made.__name__ = made.__qualname__ = f"Bounded{validator_class.__name__}"
         _MADE_HERE.add(made)
         if (name := _DRAFT_NAMES.get(validator_class)) is not None:
             validators.validates(name)(made)

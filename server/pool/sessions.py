@@ -516,7 +516,11 @@ class ChildPool:
                 except MCPError as error:
                     if connection_lost(error, connection.closed):
                         raise await self._crashed(child, doing) from None
-                    raise
+                    shown = child.config.redact(error.message)
+                    if shown == error.message:
+                        raise
+                    # The child's own words may quote what its entry hands it (an upstream "invalid key …").
+                    raise MCPError(code=error.code, message=shown, data=error.data) from None
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     raise await self._crashed(child, doing) from None
                 except ValidationError as error:
@@ -1183,18 +1187,19 @@ class ChildPool:
             except MCPError as error:
                 if connection_lost(error, connection.closed):
                     raise await self._crashed(child, doing) from None
+                said = child.config.redact(error.message)  # it may quote the keys its entry hands it
                 if error.data == COPILOT_ORIGIN:  # the child's reply was unreadable; the message says why
-                    return _error_result(f"{error.message} (calling '{tool}')")
-                return _error_result(
-                    f"server '{child.name}' answered '{tool}' with error {error.code}: {error.message}"
-                )
+                    return _error_result(f"{said} (calling '{tool}')")
+                return _error_result(f"server '{child.name}' answered '{tool}' with error {error.code}: {said}")
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 raise await self._crashed(child, doing) from None
             except (ValidationError, RuntimeError, ValueError) as error:
                 # A malformed or unsupported result: the child is alive, the model should hear why
                 # (not pydantic's dump: eleven errors and links for one block of an unknown type).
-                logger.warning("server '%s': unreadable result for '%s'", child.name, tool, exc_info=True)
+                trace = child.config.redact("".join(traceback.format_exception(error)))
+                logger.warning("server '%s': unreadable result for '%s'\n%s", child.name, tool, trace.rstrip())
                 why = describe_result_error(error) if isinstance(error, ValidationError) else shown_name(str(error), 500)
+                why = child.config.redact(why)
                 return _error_result(f"server '{child.name}' returned a result for '{tool}' that could not be read: {why}")
         assert scope.cancelled_caught
         raise self._timed_out(child, doing, limit)

@@ -235,11 +235,18 @@ class TrajectoryWriter:
                 os.close(fd)
 
     def _take_back(self, fd: int, written: int) -> None:
-        """Remove the ``written`` bytes of a line whose write failed from the end of the file."""
+        """Remove the ``written`` bytes of a line whose write failed from the end of the file --
+        only while they are still its end: a writer in another process sharing the file
+        (``COPILOT_LOG_FILE``) may have appended a whole line since, which cutting would break.
+        Otherwise the next line starts on a line of its own."""
         try:
-            os.ftruncate(fd, os.fstat(fd).st_size - written)
+            ours_end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: where our bytes ended
+            if os.fstat(fd).st_size == ours_end:
+                os.ftruncate(fd, ours_end - written)
+                return
         except OSError:
-            self._torn = True
+            pass
+        self._torn = True
 
     def close(self) -> None:
         with self._lock:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from index.catalog.servers import parse_servers
+from mcp.shared.exceptions import MCPError
+
 from server.errors import ServerUnavailableError
 from server.pool.sessions import PoolSettings
 from tests.index.children.remote_stub import RemoteStub
@@ -86,3 +88,20 @@ async def test_a_literal_api_key_of_the_entrys_env_printed_on_stderr_reaches_no_
     for shown in (message, str(status["last_error"]), our_log(caplog)):
         assert LITERAL_KEY not in shown
     assert LITERAL_KEY in (settings.server_log("leaky")).read_text()  # the child's own log is its own
+
+
+ERRING = Path(__file__).resolve().parents[2] / "fixtures" / "hostile" / "erring_server.py"
+
+
+async def test_a_childs_error_quoting_its_key_reaches_no_one(settings: PoolSettings) -> None:  # noqa: F811
+    """A child's JSON-RPC error ("upstream 401: invalid key …") went to the model and the host as it was."""
+    entry = {"command": sys.executable, "args": [str(ERRING)], "env": {"BRAVE_API_KEY": LITERAL_KEY}}
+    servers = parse_servers(json.dumps({"mcpServers": {"erring": entry}}), environ={}).servers
+    said = f"upstream 401: invalid key {LITERAL_KEY}"
+    async with running_pool(servers, settings) as pool:
+        result = await pool.call_tool("erring", "fail", {"code": -32001, "message": said})
+        with pytest.raises(MCPError) as raised:
+            await pool.request("erring", "test", lambda session: session.call_tool("fail", {"code": -32001, "message": said}))
+    [block] = result.content
+    assert result.is_error and "upstream 401: invalid key <env BRAVE_API_KEY>" in block.text and LITERAL_KEY not in block.text
+    assert raised.value.error.code == -32001 and raised.value.error.message == "upstream 401: invalid key <env BRAVE_API_KEY>"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import subprocess
@@ -122,3 +123,32 @@ def test_a_log_directory_gone_after_start_up_costs_events_not_requests(
         logs.end_all("client disconnected")
     assert caplog.text.count("could not write to trajectory log") == 1 and "Traceback" not in caplog.text
     assert "ended unwritable; 3 event(s) were lost, session_end included" in caplog.text
+
+
+def test_taking_back_a_cut_write_leaves_another_writers_line_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writers in several processes may share a file (COPILOT_LOG_FILE). When one appended a line
+    between our short write and its failure, cutting "our" bytes off the end cut theirs instead,
+    and our next event went on the broken line. (A disk that fills between two writes of one
+    line, and another process's append in between, cannot be arranged here: os.write stands in.)"""
+    path = tmp_path / "shared.jsonl"
+    ours, theirs = TrajectoryWriter(path), TrajectoryWriter(path)
+    real_write = os.write
+    calls = []
+
+    def filling_disk(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:  # half of our line fits
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        if len(calls) == 2:  # meanwhile the other process appends a whole line; then the disk is full
+            monkeypatch.setattr(os, "write", real_write)
+            theirs.write(SessionEnd(reason="theirs"))
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", filling_disk)
+    with pytest.raises(OSError):
+        ours.write(SessionEnd(reason="ours, cut short"))
+    ours.write(SessionEnd(reason="ours, next"))
+    text = path.read_text(encoding="utf-8")
+    assert '"event":"session_end","reason":"theirs"}\n' in text  # their bytes are all there
+    assert parse_event(text.splitlines()[-1]).reason == "ours, next"  # on a line of its own
