@@ -35,10 +35,12 @@ ul{font-size:.85rem}
 
 def markdown_text(text: str) -> str:
     """``text`` as one line of Markdown that stays text: every line break a space (``\\r``,
-    ``\\u2028`` … too) and ``&``, ``<`` and ``>`` as entities. Agents, servers, tasks and judges
-    write what lands here: a name holding ``\\n# heading`` or ``<script>`` added its own lines and
-    raw HTML to the report."""
-    return " ".join(text.splitlines()).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    ``\\u2028`` … too), ``&``, ``<`` and ``>`` as entities, and ``[``/``]`` escaped. Agents,
+    servers, tasks and judges write what lands here: a name holding ``\\n# heading`` or
+    ``<script>`` added its own lines and raw HTML to the report, and ``![x](https://…)`` an image a
+    viewer fetched from anywhere (a link anyone could word)."""
+    one_line = " ".join(text.splitlines()).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    return one_line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def markdown_cell(text: str) -> str:

@@ -296,6 +296,10 @@ def test_text_from_agents_servers_and_tasks_stays_text_in_the_markdown() -> None
     assert markdown_text(hostile) == (
         "t&lt;img src=x onerror=alert(1)&gt;  # INJECTED &lt;script&gt;alert('md')&lt;/script&gt; - item &amp; more"
     )
+    # Link and image syntax stays text: a viewer fetched ![x](url) from wherever the name said.
+    assert markdown_text("t![pixel](https://tracker.example/p.png) [x](y) a\\b") == (
+        "t!\\[pixel\\](https://tracker.example/p.png) \\[x\\](y) a\\\\b"
+    )
 
 
 def test_a_task_the_judge_never_decided_is_no_failure_anywhere() -> None:
