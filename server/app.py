@@ -43,7 +43,6 @@ from server.copilot import Copilot, Shutdown, copilot_version
 from server.route.answer import RouteAnswer
 from server.route.kinds import ROUTE_KINDS
 from server.invalid_params import invalid_params_hint
-from server.stdio.settle import open_requests
 from server.unknown_method import unknown_method_hint
 from server.pool.settings import PoolSettings
 from server.relay.hub import install_handlers
@@ -253,6 +252,18 @@ class InFlightRequests:
         # Only reached when stop() cancelled this request (our scope swallowed the cancellation).
         return stopped_answer(ctx, self.stopping or "shutdown")
 
+    @property
+    def open(self) -> int:
+        """How many requests are being handled now."""
+        return len(self._scopes)
+
+    async def changed(self) -> None:
+        """Wait until a request in flight ends (callers bound it). Waiters share one event: the
+        end of input's settle and a signal's stop may wait at once."""
+        if self._changed is None or self._changed.is_set():
+            self._changed = anyio.Event()
+        await self._changed.wait()
+
     async def stop(self, reason: str, timeout: float) -> int:
         """Cancel every request in flight and wait (at most ``timeout`` s) until each has its answer.
 
@@ -264,8 +275,7 @@ class InFlightRequests:
             scope.cancel()
         with anyio.move_on_after(timeout):
             while self._scopes:
-                self._changed = anyio.Event()
-                await self._changed.wait()
+                await self.changed()
         if cancelled:
             logger.info("answered %d request(s) in flight: the copilot is shutting down (%s)", cancelled, reason)
         return len(self._scopes)
@@ -462,8 +472,6 @@ def build_app(
     lowlevel = app._lowlevel_server  # noqa: SLF001 -- the SDK lists no served methods publicly
     app.middleware.insert(0, unknown_method_hint(lambda: list(lowlevel._request_handlers)))  # noqa: SLF001
     app.middleware.insert(0, invalid_params_hint())
-    if transport != "http":
-        app.middleware.append(open_requests(app).middleware)
     aggregation.install(app)
     install_handlers(app)
     return app

@@ -26,6 +26,7 @@ import logging
 import re
 from collections import deque
 from collections.abc import Awaitable, Callable
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -40,7 +41,7 @@ from index.children.wire import error_at, loose_parse, request_id_of
 from server.app import in_flight_requests
 from server.envelope import EnvelopeProblem, invalid_request, message_problem, parse_error, value_problem
 from server.stdio.fast import FastExecute, execute_tools
-from server.stdio.settle import SETTLE_SECONDS, open_requests
+from server.stdio.settle import SETTLE_SECONDS, settle
 from server.stdio.pipes import MAX_LINE_BYTES, PipeWriter, stdio_files
 
 logger = logging.getLogger(__name__)
@@ -330,7 +331,7 @@ async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Calla
                     # The requests read last get their answers before the SDK ends the session (it
                     # cancelled them: a file's last request went unanswered 4 times in 6). The
                     # SDK's writer writes in a thread, so an answer still waiting for it is waited for too.
-                    await open_requests(app).settle()
+                    await settle(in_flight_requests(app))
                     await write_stream.drained(SETTLE_SECONDS)
 
                 reader = AnswerUnparseable(read_stream, write_stream, at_end=at_end)
@@ -348,16 +349,16 @@ async def serve_stdio(app: MCPServer[Any], *, fast: bool = True, on_taken: Calla
 
         stdin.on_oversized = answer_oversized
         if not fast:
-            stdin.at_end = open_requests(app).settle
+            stdin.at_end = partial(settle, in_flight_requests(app))
             async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
                 answering = AnswerUnparseable(read_stream, write_stream, lines)
                 await server.run(answering, write_stream, server.create_initialization_options())
             return
         async with FastExecute.serving(server, stdout.send, execute_tools(app), on_taken=on_taken) as fast_path:
-            sdk_requests = open_requests(app)
+            requests = in_flight_requests(app)
 
             async def at_end() -> None:
-                await sdk_requests.settle()
+                await settle(requests)
                 await fast_path.finish()
 
             stdin.take, stdin.at_end = fast_path.take, at_end
