@@ -364,6 +364,7 @@ def _main(args: argparse.Namespace, console: Console) -> int:
             cwd=Path.cwd(),
             confirm=confirm,
             inherit_env=sorted({name for cfg in servers.enabled().values() for name in cfg.inherit_env}),
+            placeholder_env=sorted({name for cfg in servers.enabled().values() for name in cfg.placeholder_variables()}),
         )
         repeats = [_open_repeat(directory, args, all_tasks, selected, config) for directory in run_directories(out, args.repeats)]
         for repeat in repeats:
@@ -422,13 +423,18 @@ class _Work:
     async def _go(self) -> list[TaskRecord]:
         records: list[TaskRecord] = []
         try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(_stop_on_signal, group.cancel_scope, self.stopped_by)
-                try:
-                    records = await self._tasks()
-                except CopilotError as error:
-                    self.refused.append(error)
-                group.cancel_scope.cancel()
+            # The signal watcher lives outside the work it stops: while the stopped tasks clean up
+            # (an agent given 5 s to leave, its private config removed), a second SIGTERM must not
+            # find the default handler back -- it killed the runner mid-cleanup, leaving the agent
+            # running and its config with the run's secrets in the temporary directory.
+            async with anyio.create_task_group() as watching:
+                with anyio.CancelScope() as work:
+                    watching.start_soon(_stop_on_signal, work, self.stopped_by)
+                    try:
+                        records = await self._tasks()
+                    except CopilotError as error:
+                        self.refused.append(error)
+                watching.cancel_scope.cancel()
         finally:
             if self.llm is not None:
                 await self.llm.close()
@@ -540,9 +546,12 @@ async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[str]) -> No
     where Ctrl-C cannot reach it (a background job ignores SIGINT)."""
     with anyio.open_signal_receiver(*_handled_signals()) as signals:
         async for received in signals:
-            stopped_by.append(signal.Signals(received).name)
+            name = signal.Signals(received).name
+            if stopped_by:
+                logger.warning("received %s while stopping: the stopped tasks are still cleaning up", name)
+                continue
+            stopped_by.append(name)
             scope.cancel()
-            return
 
 
 def _check_same_agent(manifest: RunManifest, agent: str, model: str | None, out: Path) -> None:

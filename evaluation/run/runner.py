@@ -106,6 +106,9 @@ class RunnerConfig(BaseModel):
     confirm: ConfirmPolicy = DEFAULT_POLICY
     #: Variables the servers opt into with ``inherit_env``: the copilot must receive them to pass them on.
     inherit_env: list[str] = Field(default_factory=list)
+    #: Variables the servers file's ``${VAR}`` placeholders take: a task's copilot, started with only
+    #: its config's environment, switched such a server off ("FX_API_KEY not set") in every task.
+    placeholder_env: list[str] = Field(default_factory=list)
     #: Servers the index does not cover (``--allow-partial-index``), noted in every task's log.
     unindexed_servers: list[str] = Field(default_factory=list)
 
@@ -461,6 +464,7 @@ class BenchmarkRunner:
             workdir=paths.work.resolve(),
             child_log_dir=paths.child_logs.resolve(),
             inherit=config.inherit_env,
+            placeholders=config.placeholder_env,
             roots=[paths.workspace.resolve()],
         )
 

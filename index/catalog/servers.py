@@ -184,6 +184,11 @@ class ServerConfig(BaseModel):
         and the literal values of its secret-looking ``env`` variables and headers (:func:`literal_secrets`)."""
         return {**literal_secrets(self.env, self.headers), **_with_url_forms(self._expanded)}
 
+    def placeholder_variables(self) -> list[str]:
+        """The variables this entry's ``${VAR}`` placeholders took a value from (sorted): a copilot
+        started elsewhere with this file (a benchmark task's) needs them to start the server."""
+        return sorted({shown[2:-1] for shown in self._expanded.values()})
+
     def redact(self, text: str) -> str:
         """``text`` with this entry's secrets (:meth:`known_secrets`) and any URL credentials masked."""
         return Redactor(self.known_secrets())(text)

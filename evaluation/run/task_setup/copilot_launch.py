@@ -49,13 +49,17 @@ class CopilotLaunch(BaseModel):
     args: list[str]
     env: dict[str, str]
     cwd: str
+    #: Variables of ``env`` the servers file's ``${VAR}`` placeholders take: secrets to the copilot
+    #: (it shows them as ``${VAR}`` everywhere), whatever their names.
+    placeholders: list[str] = []
 
     def shown_env(self) -> dict[str, str]:
-        """``env`` as a run's artefacts may show it: values of secret-looking names (``HF_TOKEN``) as
-        ``***``, URL credentials masked (a proxy a server opted into with ``inherit_env``)."""
+        """``env`` as a run's artefacts may show it: values of secret-looking names (``HF_TOKEN``)
+        and of the servers file's placeholders as ``***``, URL credentials masked (a proxy a server
+        opted into with ``inherit_env``)."""
         shown = {}
         for name, value in self.env.items():
-            if looks_secret_name(name):
+            if looks_secret_name(name) or name in self.placeholders:
                 value = MASK
             elif has_url_credentials(value, name):
                 masked = redact_text(value)
@@ -121,6 +125,7 @@ def copilot_launch(
     roots: Sequence[Path] = (),
     environ: Mapping[str, str] | None = None,
     inherit: Iterable[str] = (),
+    placeholders: Iterable[str] = (),
 ) -> CopilotLaunch:
     """The copilot process for one task (``python -m server`` with this interpreter).
 
@@ -133,7 +138,9 @@ def copilot_launch(
     The environment is the children's allowlist (TLS roots, proxies, locale, package-registry
     settings; no credentials unless a server opts in through ``inherit``), the copilot's own
     ``COPILOT_*``/``HF_*`` settings (not the HTTP server's, ``COPILOT_HTTP_TOKEN`` among them: a
-    task's copilot serves stdio), and the per-task values.
+    task's copilot serves stdio), the variables the servers file's ``${VAR}`` placeholders take
+    (``placeholders``: a strict host starts the copilot with nothing else, and their servers were
+    off in every task), and the per-task values.
     """
     source = os.environ if environ is None else environ
     # Exactly what the copilot's children may inherit (its pool applies the same rule per child):
@@ -150,6 +157,8 @@ def copilot_launch(
             and not key.startswith(_HTTP_ONLY_PREFIXES)
         }
     )
+    given = [name for name in dict.fromkeys(placeholders) if name in source and name not in _PER_TASK]
+    env.update({name: source[name] for name in given})
     env.update(
         {
             "COPILOT_TASK_ID": task_id,
@@ -185,4 +194,5 @@ def copilot_launch(
         args=["-m", "server", "--servers", str(servers_file)],
         env=env,
         cwd=str(cwd),
+        placeholders=[name for name in given if name in env],
     )

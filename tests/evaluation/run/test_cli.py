@@ -19,7 +19,7 @@ from evaluation.run.cli import main
 from evaluation.run.models import RunSummary
 from server.trajectory.records import parse_event
 from tests.evaluation.run.support import read_events, write_tasks
-from tests.support.cli import cli_env, line_with
+from tests.support.cli import PROJECT, cli_env, line_with
 from tests.support.cli import run_cli as run_real_cli
 from tests.support.scripted_openai import Reply, ScriptedOpenAI, ToolCall
 
@@ -553,6 +553,47 @@ def test_sigterm_and_sighup_stop_a_background_run_cleanly(bench, stop) -> None:
     _assert_stopped_cleanly(bench, process, pid_file, err)
     assert f"interrupted ({stop.name})" in err
     assert f"finished tasks are saved in {bench['out'] / 'summary.json'};" in " ".join(err.split())
+
+
+_TWO_SIGTERMS = """
+import logging, os, signal, sys
+import anyio
+from evaluation.run.cli import _stop_on_signal
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+
+async def main() -> None:
+    stopped_by: list[str] = []
+    async with anyio.create_task_group() as watching:
+        with anyio.CancelScope() as work:
+            watching.start_soon(_stop_on_signal, work, stopped_by)
+            await anyio.wait_all_tasks_blocked()  # the watcher listens
+            os.kill(os.getpid(), signal.SIGTERM)
+            await anyio.sleep_forever()  # the work, until the first signal stops it
+        # Cleaning up after the stopped work (an agent given 5 s to leave): a second signal now.
+        os.kill(os.getpid(), signal.SIGTERM)
+        with anyio.fail_after(10):
+            while "while stopping" not in log.getvalue():
+                await anyio.sleep(0.01)
+        watching.cancel_scope.cancel()
+    print("cleaned up after", stopped_by)
+
+import io
+log = io.StringIO()
+logging.getLogger().addHandler(logging.StreamHandler(log))
+anyio.run(main)
+"""
+
+
+def test_a_second_sigterm_while_the_run_stops_does_not_kill_it_mid_cleanup() -> None:
+    """The runner gives a stopped agent 5 s to leave. The signal watcher returned after the first
+    SIGTERM, so a second one in that time met the default handler: the runner died by it, leaving
+    the agent running and its private config (the run's secrets) in the temporary directory."""
+    ran = subprocess.run(
+        [sys.executable, "-c", _TWO_SIGTERMS], capture_output=True, text=True, timeout=60, cwd=PROJECT, check=False
+    )
+    assert ran.returncode == 0, (ran.returncode, ran.stderr)
+    assert ran.stdout.strip() == "cleaned up after ['SIGTERM']"
+    assert "received SIGTERM while stopping: the stopped tasks are still cleaning up" in ran.stderr
 
 
 def test_a_second_run_on_the_same_out_stops_before_any_task(bench, capsys) -> None:

@@ -317,6 +317,30 @@ def test_children_get_the_machine_s_tls_and_proxy_settings_but_no_secrets(copilo
     assert answer.endswith(f"execute fx/get_env: {certifi.where()}")
 
 
+def test_a_server_that_takes_a_placeholders_value_starts_in_every_task(copilot_vars, tmp_path, monkeypatch) -> None:
+    """An entry's ``"env": {"FX_ACCOUNT": "${FX_ACCOUNT}"}`` (the README's way to hand a server a
+    key): the task's copilot, started by a strict host with nothing but its config's environment,
+    switched the server off in every task ("FX_ACCOUNT not set"). The run's copy of the config
+    masks the value, as the copilot masks placeholders everywhere."""
+    env = dict(copilot_vars)
+    entry = json.loads(env["servers"].read_text())["mcpServers"]["fx"]
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"fx": {**entry, "env": {"FX_ACCOUNT": "${FX_ACCOUNT}"}}}}))
+    env["servers"] = servers
+    monkeypatch.setenv("FX_ACCOUNT", "acct-7f3e9c")
+    agent = (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'mcp_agent.py'))} --config {{mcp_config}} "
+        "--question-file {question_file} --answer-file {answer_file} --strict-env "
+        "--execute fx/get_env --param name=FX_ACCOUNT"
+    )
+    out = tmp_path / "run"
+    assert run(env, out, "--agent-cmd", agent, "--only", "e2e-relative") == 0
+    answer = next(e for e in read_events(out / "e2e-relative.jsonl") if e["event"] == "final_answer")["text"]
+    assert answer.endswith("execute fx/get_env: acct-7f3e9c")
+    shown = json.loads((out / "tasks" / "e2e-relative" / "mcp_config.json").read_text())
+    assert shown["mcpServers"]["copilot"]["env"]["FX_ACCOUNT"] == "***"
+
+
 def deleter(request: dict) -> Reply:
     """A model that deletes an item (a destructive tool) and reports what execute said."""
     done = len(tool_results(request))
