@@ -262,3 +262,36 @@ def test_a_process_holding_the_trust_store_stalls_an_update_boundedly_and_is_nam
     assert str(error).startswith(f"another process is updating the trust store {tmp_path / 'trust' / 'pins.json'} (pid {os.getpid()} (")
     assert str(error).endswith("did not finish within 0.3 s. Wait for it to finish, or stop it, then run this again.")
     store.update(lambda data: False)  # released: at once
+
+
+def test_reading_the_pins_never_waits_for_a_writer_stuck_behind_another_process(tmp_path: Path) -> None:
+    """The copilot reads the pins on its event loop (every execute and route) while a worker thread
+    may be updating them. The update held the store's lock while it waited (up to 30 s) for another
+    process's file lock, so the reads -- every session, and SIGTERM -- waited with it."""
+    import logging  # noqa: PLC0415
+
+    from index.storage.file_lock import exclusive_lock  # noqa: PLC0415
+
+    store = TrustStore(tmp_path / "trust" / "pins.json")
+    waiting = threading.Event()
+
+    class SeesTheWait(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waiting up to" in record.getMessage():
+                waiting.set()
+
+    seer = SeesTheWait()
+    logging.getLogger("index.storage.file_lock").addHandler(seer)
+    read: list[object] = []
+    try:
+        with exclusive_lock(tmp_path / "trust" / "pins.lock", wait=0, what="holding it"):
+            writer = threading.Thread(target=lambda: store.update(lambda data: False))
+            writer.start()
+            assert waiting.wait(timeout=30)  # the update waits for this "other process" now
+            reader = threading.Thread(target=lambda: read.append(store.load()))
+            reader.start()
+            reader.join(timeout=10)
+            assert not reader.is_alive() and len(read) == 1  # answered while the writer still waits
+        writer.join(timeout=60)
+    finally:
+        logging.getLogger("index.storage.file_lock").removeHandler(seer)
