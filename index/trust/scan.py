@@ -932,19 +932,13 @@ def _exfiltration(text: str, where: str, out: _Collector) -> None:
         severity = "high" if _CONVERSATION.search(sentence) or _WHOLE.search(sentence) else "medium"
         out.add("exfiltration.send-to", "exfiltration", severity, where, "asks to send data to an address or URL", sentence)
         break
-    verbs: list[int] | None = None
+    verbs = _Verbs(text)  # found once per text: results are scanned on the event loop (200 KB took 4 s)
     for match in _CONVERSATION_DUMP.finditer(text):
-        left, right = _sentence_bounds(text, match.start(), match.end())
-        # The verbs are found once for the whole text: results are scanned on the event loop, and
-        # searching each match's sentence again took 4 s for 200 KB of "the whole conversation".
-        verbs = verbs if verbs is not None else [verb.start() for verb in _TAKE_VERB.finditer(text)]
-        position = bisect.bisect_left(verbs, left)
-        if position < len(verbs) and verbs[position] < right:
-            sentence = text[left:right]
-            if not _negated_before(sentence, verbs[position] - left):
-                out.add("exfiltration.conversation", "exfiltration", "high", where,
-                        "asks for the conversation or system prompt to be passed on", sentence)
-                break
+        left, right = verbs.sentence(match.start(), match.end())
+        if verbs.unnegated(_TAKE_VERB, left, right) is not None:
+            out.add("exfiltration.conversation", "exfiltration", "high", where,
+                    "asks for the conversation or system prompt to be passed on", text[left:right])
+            break
 
 
 def _name_rules(record: ToolRecord, context: ScanContext, out: _Collector) -> None:

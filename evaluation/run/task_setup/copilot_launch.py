@@ -194,5 +194,5 @@ def copilot_launch(
         args=["-m", "server", "--servers", str(servers_file)],
         env=env,
         cwd=str(cwd),
-        placeholders=[name for name in given if name in env],
+        placeholders=given,
     )

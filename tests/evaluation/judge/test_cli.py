@@ -42,12 +42,18 @@ def _common(tmp_path: Path, base_url: str) -> list[str]:
     return ["--base-url", base_url, "--model", "judge-a", "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
 
 
-def test_cli_judges_and_reports_problems(
-    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _one_task_logs(tmp_path: Path) -> Path:
+    """A logs directory holding one task's trajectory (``t1``, "question t1")."""
     logs = tmp_path / "logs"
     logs.mkdir()
     write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    return logs
+
+
+def test_cli_judges_and_reports_problems(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = _one_task_logs(tmp_path)
     write_copilot_log(logs / "stray.jsonl", "zz-unknown", "stray question")
     with (logs / "t1.jsonl").open("a") as handle:
         handle.write("{broken\n")
@@ -92,9 +98,7 @@ def test_tasks_the_judge_never_decided_are_left_out_of_the_rate_not_failed(
 def test_a_run_where_nothing_could_be_judged_prints_no_success_rate(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    logs = _one_task_logs(tmp_path)
     llm.handler = lambda request: Reply(status=500)
     code = main([str(logs), "--max-retries", "0", *_common(tmp_path, llm.base_url)])
     err = " ".join(capsys.readouterr().err.split())
@@ -464,9 +468,7 @@ def test_a_task_with_no_question_anywhere_counts_as_not_judged_with_an_accurate_
 ) -> None:
     # Before: the task left the rate silently (no "not judged" in the headline, exit 0), and the
     # hint said "pass --tasks FILE" to a command that had passed it.
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    logs = _one_task_logs(tmp_path)
     write_copilot_log(logs / "t2.jsonl", "t2", None)
     tasks = write_tasks(tmp_path / "tasks.json", [task_entry("t1", "question t1"), task_entry("t2", "")])
     llm.handler = lambda request: Reply(content="Status: success")
@@ -504,9 +506,7 @@ def test_an_interrupted_repeated_run_is_judged_over_the_repeats_that_ran(
 def test_a_copilot_catalog_that_does_not_exist_is_an_error_not_a_judge_without_tools(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    logs = _one_task_logs(tmp_path)
     monkeypatch.setenv("COPILOT_CATALOG", str(tmp_path / "catalgo.json"))
     assert main([str(logs), *_common(tmp_path, llm.base_url)]) == 2
     err = capsys.readouterr().err
@@ -517,9 +517,7 @@ def test_a_copilot_catalog_that_does_not_exist_is_an_error_not_a_judge_without_t
 def test_a_verdict_cut_by_a_kill_is_set_aside_by_the_next_run_and_not_warned_about_again(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    logs = _one_task_logs(tmp_path)
     write_copilot_log(logs / "t2.jsonl", "t2", "question t2")
     tasks = write_tasks(tmp_path / "tasks.json", [task_entry("t1", "question t1"), task_entry("t2", "question t2")])
     llm.handler = lambda request: Reply(content="Status: success")
@@ -565,9 +563,7 @@ def test_a_gateway_urls_credentials_stay_out_of_reports_and_verbose_logs(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
     loud_http_loggers: None,
 ) -> None:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    logs = _one_task_logs(tmp_path)
     llm.handler = lambda request: Reply(content="Status: success")
     caplog.set_level(logging.INFO)
     assert main([str(logs), *_common(tmp_path, _gateway_url(llm)), "-v"]) == 0
@@ -582,9 +578,7 @@ def test_a_gateway_urls_credentials_stay_out_of_reports_and_verbose_logs(
 def test_a_judge_error_names_the_gateway_without_its_credentials(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    write_copilot_log(logs / "t1.jsonl", "t1", "question t1")
+    logs = _one_task_logs(tmp_path)
     llm.handler = lambda request: Reply(status=401)
     assert main([str(logs), *_common(tmp_path, _gateway_url(llm))]) == 2
     err = capsys.readouterr().err

@@ -292,6 +292,20 @@ def env_prober(request: dict) -> Reply:
     return Reply(content="\n".join(tool_results(request)[1:]))
 
 
+def strict_host_reading(variable: str) -> str:
+    """An ``--agent-cmd`` host that starts the copilot from ``{mcp_config}`` with nothing but the
+    config's environment and answers with what fx/get_env says of ``variable``."""
+    return (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'mcp_agent.py'))} --config {{mcp_config}} "
+        "--question-file {question_file} --answer-file {answer_file} --strict-env "
+        f"--execute fx/get_env --param name={variable}"
+    )
+
+
+def final_answer(out: Path, task: str = "e2e-relative") -> str:
+    return next(e for e in read_events(out / f"{task}.jsonl") if e["event"] == "final_answer")["text"]
+
+
 def test_children_get_the_machine_s_tls_and_proxy_settings_but_no_secrets(copilot_vars, tmp_path, monkeypatch) -> None:
     """Before: the copilot got only COPILOT_*/HF_*, the SDK's client then kept HOME/PATH/…, and
     every npx/uvx child behind a TLS-intercepting proxy failed (server_unavailable)."""
@@ -306,15 +320,9 @@ def test_children_get_the_machine_s_tls_and_proxy_settings_but_no_secrets(copilo
     assert answer.splitlines() == [*MACHINE_SETTINGS.values(), "<unset>"]
 
     # The same through {mcp_config}, for a host that passes nothing but the config's env.
-    agent = (
-        f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'mcp_agent.py'))} --config {{mcp_config}} "
-        "--question-file {question_file} --answer-file {answer_file} --strict-env "
-        "--execute fx/get_env --param name=NODE_EXTRA_CA_CERTS"
-    )
     external = tmp_path / "external"
-    assert run(env, external, "--agent-cmd", agent, "--only", "e2e-relative") == 0
-    answer = next(e for e in read_events(external / "e2e-relative.jsonl") if e["event"] == "final_answer")["text"]
-    assert answer.endswith(f"execute fx/get_env: {certifi.where()}")
+    assert run(env, external, "--agent-cmd", strict_host_reading("NODE_EXTRA_CA_CERTS"), "--only", "e2e-relative") == 0
+    assert final_answer(external).endswith(f"execute fx/get_env: {certifi.where()}")
 
 
 def test_a_server_that_takes_a_placeholders_value_starts_in_every_task(copilot_vars, tmp_path, monkeypatch) -> None:
@@ -328,15 +336,9 @@ def test_a_server_that_takes_a_placeholders_value_starts_in_every_task(copilot_v
     servers.write_text(json.dumps({"mcpServers": {"fx": {**entry, "env": {"FX_ACCOUNT": "${FX_ACCOUNT}"}}}}))
     env["servers"] = servers
     monkeypatch.setenv("FX_ACCOUNT", "acct-7f3e9c")
-    agent = (
-        f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'mcp_agent.py'))} --config {{mcp_config}} "
-        "--question-file {question_file} --answer-file {answer_file} --strict-env "
-        "--execute fx/get_env --param name=FX_ACCOUNT"
-    )
     out = tmp_path / "run"
-    assert run(env, out, "--agent-cmd", agent, "--only", "e2e-relative") == 0
-    answer = next(e for e in read_events(out / "e2e-relative.jsonl") if e["event"] == "final_answer")["text"]
-    assert answer.endswith("execute fx/get_env: acct-7f3e9c")
+    assert run(env, out, "--agent-cmd", strict_host_reading("FX_ACCOUNT"), "--only", "e2e-relative") == 0
+    assert final_answer(out).endswith("execute fx/get_env: acct-7f3e9c")
     shown = json.loads((out / "tasks" / "e2e-relative" / "mcp_config.json").read_text())
     assert shown["mcpServers"]["copilot"]["env"]["FX_ACCOUNT"] == "***"
 
