@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError, field_serializer, field_
 from index.models.embedding import force_offline
 from index.errors import ConfigError, CopilotError
 from index.catalog.records import ToolRecord
+from index.catalog.redact import redact_text, redact_url
 from index.settings import CopilotSettings
 from index.search.text import tokenize, tool_lexical_text
 
@@ -126,12 +127,12 @@ def parse_chroma_url(url: str) -> tuple[str, int, bool]:
     """``http://host:port`` -> (host, port, ssl); the default port is Chroma's 8000."""
     parsed = urlparse(url if "://" in url else f"http://{url}")
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ConfigError(f"COPILOT_CHROMA_URL={url!r} is not an http(s)://host:port URL of a Chroma server.")
+        raise ConfigError(f"COPILOT_CHROMA_URL={redact_url(url)!r} is not an http(s)://host:port URL of a Chroma server.")
     ssl = parsed.scheme == "https"
     try:
         port = parsed.port or (443 if ssl else 8000)
     except ValueError:
-        raise ConfigError(f"COPILOT_CHROMA_URL={url!r} has an invalid port.") from None
+        raise ConfigError(f"COPILOT_CHROMA_URL={redact_url(url)!r} has an invalid port.") from None
     return parsed.hostname, port, ssl
 
 
@@ -212,7 +213,7 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
                     raise
                 except Exception as again:  # noqa: BLE001
                     error = again
-            raise IndexStoreError(f"index store {self.location}: {method.__name__} failed ({error}).") from error
+            raise IndexStoreError(f"index store {self.location}: {method.__name__} failed ({redact_text(str(error))}).") from error
 
     return wrapper
 
@@ -230,7 +231,8 @@ class ChromaStore:
 
     @property
     def location(self) -> str:
-        return self.settings.chroma_url or str(self.settings.index_dir / "chroma")
+        """Where the store is, fit to show: a Chroma server's URL with its credentials masked."""
+        return redact_url(self.settings.chroma_url) if self.settings.chroma_url else str(self.settings.index_dir / "chroma")
 
     def client(self) -> ClientAPI:
         with self._lock:
@@ -272,7 +274,7 @@ class ChromaStore:
                 return chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=chroma_settings)
             except Exception as error:  # noqa: BLE001 -- chromadb raises several kinds here
                 raise IndexStoreError(
-                    f"cannot reach the Chroma server at {self.settings.chroma_url} ({error}); "
+                    f"cannot reach the Chroma server at {self.location} ({redact_text(str(error))}); "
                     "start it (chroma run --path DIR --port PORT) or unset COPILOT_CHROMA_URL."
                 ) from None
         path = self.settings.index_dir / "chroma"
@@ -306,7 +308,7 @@ class ChromaStore:
         except Exception as error:  # noqa: BLE001 -- "does not exist" is NotFoundError/ValueError by version
             if "does not exist" in str(error).lower() or type(error).__name__ == "NotFoundError":
                 return None
-            raise IndexStoreError(f"cannot read the index at {self.location} ({error}).") from None
+            raise IndexStoreError(f"cannot read the index at {self.location} ({redact_text(str(error))}).") from None
 
     def _get_or_create(self, name: str) -> Collection:
         try:
@@ -314,7 +316,7 @@ class ChromaStore:
                 name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
             )
         except Exception as error:  # noqa: BLE001
-            raise IndexStoreError(f"cannot create collection {name!r} at {self.location} ({error}).") from None
+            raise IndexStoreError(f"cannot create collection {name!r} at {self.location} ({redact_text(str(error))}).") from None
 
     def tools(self, *, create: bool = False) -> Collection | None:
         return self._get_or_create(self.collection_name) if create else self._get(self.collection_name)

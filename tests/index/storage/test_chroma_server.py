@@ -104,6 +104,19 @@ def test_unreachable_chroma_server_is_a_clear_error(tmp_path: Path) -> None:
     assert "COPILOT_CHROMA_URL" in str(raised.value)
 
 
+def test_chroma_server_credentials_never_shown(tmp_path: Path) -> None:
+    index = open_index(tmp_path, chroma_url=f"http://admin:hunter2-secret@127.0.0.1:{_free_port()}/?token=tok-secret")
+    with pytest.raises(IndexStoreError, match="cannot reach the Chroma server") as raised:
+        index.search("weather")
+    shown = f"{raised.value} {index.location}"
+    assert "hunter2-secret" not in shown and "tok-secret" not in shown
+    assert "admin:" in shown and "127.0.0.1" in shown
+    for bad in ("ftp://admin:hunter2-secret@x", "http://admin:hunter2-secret@x:port"):
+        with pytest.raises(ConfigError) as raised_config:
+            parse_chroma_url(bad)
+        assert "hunter2-secret" not in str(raised_config.value)
+
+
 @pytest.mark.parametrize(
     ("url", "expected"),
     [("http://127.0.0.1:8001", ("127.0.0.1", 8001, False)), ("https://chroma.example", ("chroma.example", 443, True)), ("localhost", ("localhost", 8000, False))],
