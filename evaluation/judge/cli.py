@@ -22,7 +22,7 @@ from evaluation.judge.options import VERDICTS_FILE, JudgeOptions, add_judge_argu
 from evaluation.judge.options import JudgeError
 from evaluation.judge.pipeline import JudgeSummary, default_out_dir, judge_paths
 from evaluation.judge.repeats import RepeatsSummary, judge_repeats, repeat_directories
-from evaluation.report.tables import pct, with_interval
+from evaluation.report.tables import pct, run_broke_line, with_interval
 from index.cli.console import HelpFormatter, make_console
 from index.cli.log_setup import quiet_noisy_loggers
 from index.errors import CopilotError
@@ -84,6 +84,9 @@ def _print_summary(summary: JudgeSummary, console: Console) -> None:
         f"judged {summary.judged_now} now, {summary.resumed} already done; "
         f"{summary.llm_requests} LLM requests, {summary.cache_hits} cached replies; {summary.judging_seconds:.1f}s"
     )
+    if broke := run_broke_line(summary.run_broke):
+        shown = ", ".join(list(summary.run_broke)[:5]) + (", ..." if len(summary.run_broke) > 5 else "")
+        console.print(f"[yellow]warning:[/] {escape(broke)} ({escape(shown)})", highlight=False)
     for mismatch in summary.question_mismatches[:5]:
         console.print(
             f"[yellow]warning:[/] task {escape(mismatch.task_id)}: the trajectory's question differs from the task "

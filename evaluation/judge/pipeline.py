@@ -71,6 +71,8 @@ class JudgeSummary(BaseModel):
     not_judged: list[str] = Field(default_factory=list)
     unknown_task_ids: list[str] = Field(default_factory=list)
     missing_trajectories: list[str] = Field(default_factory=list)
+    #: Unsuccessful tasks the run itself ended (task id -> error kind): see ``Report.run_broke``.
+    run_broke: dict[str, str] = Field(default_factory=dict)
     problems: list[str] = Field(default_factory=list)
     question_mismatches: list[QuestionMismatch] = Field(default_factory=list)
     llm_requests: int = 0
@@ -404,6 +406,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         summary.success, summary.failure, summary.abstain = built.success, built.failure, len(built.abstains)
         summary.success_rate, summary.ci95 = built.success_rate, built.ci95
         summary.not_judged = built.not_judged
+        summary.run_broke = built.run_broke
         formats = FORMATS if options.write_reports else ("json",)
         summary.report_files = write_reports(
             built, summary.out_dir, formats=formats, trajectories=inputs.loaded.trajectories, verdicts=verdicts

@@ -108,6 +108,9 @@ def _row(
         row.unavailable_servers = _unavailable_servers(trajectory)
         row.confirmations = dict(Counter(confirmation.answer for confirmation in trajectory.confirmations))
         row.started = trajectory.started
+        row.run_status = trajectory.end_status
+        row.run_error_kind = trajectory.end_error_kind
+        row.run_broke = trajectory.run_broke
         if row.verdict != "success":
             row.diagnosis = diagnosis
     return row
@@ -355,6 +358,7 @@ def build_report(
         abstains=[row.task_id for row in rows if row.verdict == "abstain"],
         not_judged=[row.task_id for row in rows if not row.has_outcome],
         missing_trajectories=[row.task_id for row in rows if row.verdict == "no_trajectory"],
+        run_broke={row.task_id: row.run_broke for row in decided if row.run_broke and row.verdict != "success"},
         judges=_judge_stats(judge.models, decided),
         human_agreement=agreement.agreement if agreement else None,
         cohen_kappa=agreement.cohen_kappa if agreement else None,

@@ -94,6 +94,11 @@ class TaskRow(BaseModel):
     #: Why the task did not succeed (unsuccessful tasks with a trajectory).
     diagnosis: Diagnosis | None = None
     started: str | None = None
+    #: How the runner says the task ended (``completed``, ``failed``, ``timeout``) and why, when logged.
+    run_status: str | None = None
+    run_error_kind: str | None = None
+    #: The error kind when the run itself, not the agent, ended the task (the endpoint, the copilot…).
+    run_broke: str | None = None
 
     @property
     def confirmations_requested(self) -> int:
@@ -233,6 +238,9 @@ class Report(BaseModel):
     abstains: list[str]
     not_judged: list[str]
     missing_trajectories: list[str]
+    #: Unsuccessful tasks the run itself ended (task id -> error kind, such as ``llm_error``): counted
+    #: as failures like the rest, but a rerun of them (``--retry-failed``) may change the rate.
+    run_broke: dict[str, str] = Field(default_factory=dict)
     judges: list[JudgeStats]
     human_agreement: float | None = None
     cohen_kappa: float | None = None

@@ -7,10 +7,11 @@ in reading order and leaves out the ones with nothing to say.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from evaluation.report.models import Rate, Report
+from evaluation.report.models import Rate, Report, TaskRow
 from evaluation.taxonomy.model import CLASS_NAMES, CLASSES
 
 
@@ -275,9 +276,30 @@ def confirmations_table(report: Report) -> Table | None:
     )
 
 
+def run_end(row: TaskRow) -> str:
+    """How the runner ended the task, when not with an answer: ``timeout``, ``failed: llm_error``."""
+    if row.run_status in (None, "completed"):
+        return ""
+    if row.run_error_kind and row.run_error_kind != row.run_status:
+        return f"{row.run_status}: {row.run_error_kind}"
+    return row.run_status
+
+
+def run_broke_line(run_broke: dict[str, str]) -> str:
+    """One sentence on the unsuccessful tasks the run itself ended (empty when there are none)."""
+    if not run_broke:
+        return ""
+    kinds = Counter(run_broke.values())
+    counts = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
+    return (
+        f"{len(run_broke)} unsuccessful task(s) were ended by the run itself, not the agent ({counts}) and count as "
+        "failures: fix the cause, rerun them with the runner's --retry-failed, then judge again."
+    )
+
+
 def tasks_table(report: Report) -> Table:
     header = [
-        "task", "category", "verdict", "human", "turns", "route", "execute", "errors", "confirmations", "gold rank",
+        "task", "category", "verdict", "run", "human", "turns", "route", "execute", "errors", "confirmations", "gold rank",
         "error class", "question",
     ]
     rows = [
@@ -285,6 +307,7 @@ def tasks_table(report: Report) -> Table:
             row.task_id,
             row.category,
             row.verdict,
+            run_end(row),
             "" if row.human is None else ("success" if row.human else "failure"),
             "" if row.turns is None else str(row.turns),
             str(row.route_calls),
@@ -337,6 +360,8 @@ def headline(report: Report) -> list[str]:
             f"failures), {len(report.not_judged)} not judged (left out of the rates)."
         ),
     ]
+    if broke := run_broke_line(report.run_broke):
+        lines.append(broke)
     if report.human is not None:
         lines.append(f"Agreement with people: {pct(report.human_agreement)}, Cohen's kappa {num(report.cohen_kappa)}.")
     split = report.retrieval_split
@@ -363,6 +388,10 @@ def lists(report: Report) -> list[tuple[str, list[str]]]:
             [f"{t}: {report.inputs.errors.get(t, '')}" for t in report.not_judged],
         ),
         ("Abstains (no parseable verdict)", report.abstains),
+        (
+            "Tasks the run itself ended (counted as failures; rerun with --retry-failed)",
+            [f"{task_id}: {kind}" for task_id, kind in report.run_broke.items()],
+        ),
         ("Task ids not in the task list", report.inputs.unknown_task_ids),
         ("Input problems (skipped)", report.inputs.problems),
         (

@@ -6,6 +6,7 @@ from evaluation.trajectories.livemcpbench import entry_problem, livemcpbench_tra
 from evaluation.trajectories.loading import load_trajectories
 from evaluation.trajectories.model import (
     CONFIRMATION_REQUIRED,
+    RUN_BROKE_KINDS,
     UNAVAILABLE_KINDS,
     Confirmation,
     LoadResult,
@@ -17,6 +18,7 @@ from evaluation.trajectories.model import (
 
 __all__ = [
     "CONFIRMATION_REQUIRED",
+    "RUN_BROKE_KINDS",
     "UNAVAILABLE_KINDS",
     "Confirmation",
     "LoadResult",

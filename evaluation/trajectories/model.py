@@ -12,6 +12,12 @@ from server.trajectory.records import WorkspaceFile
 
 #: Execute error kinds that mean the server itself could not serve the call.
 UNAVAILABLE_KINDS = frozenset({"server_unavailable", "child_crashed", "timeout"})
+#: How the runner ends a task when the run itself broke, not the agent (``session_end``'s error
+#: kind): the model endpoint, the copilot, the task's files or the runner. Such a task is judged and
+#: counted like any other, and reports name it, since rerunning it (``--retry-failed``) may change it.
+RUN_BROKE_KINDS = frozenset(
+    {"missing_files", "workspace", "agent_not_found", "tools_refused", "llm_error", "copilot_failed", "internal"}
+)
 #: The copilot's answer when a call needs the user's OK and no elicitation answered it.
 CONFIRMATION_REQUIRED = "confirmation_required"
 
@@ -92,6 +98,12 @@ class Trajectory(BaseModel):
     end_reason: str | None = None
     human_success: bool | None = None
     sources: list[str] = Field(default_factory=list)
+
+    @property
+    def run_broke(self) -> str | None:
+        """The error kind when the run itself ended the task (:data:`RUN_BROKE_KINDS`), else ``None``."""
+        kind = self.end_error_kind
+        return kind if kind in RUN_BROKE_KINDS and self.end_status != "completed" else None
 
     @property
     def route_calls(self) -> list[ToolCall]:

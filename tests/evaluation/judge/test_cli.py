@@ -95,6 +95,32 @@ def test_tasks_the_judge_never_decided_are_left_out_of_the_rate_not_failed(
     assert "1/2 tasks succeeded: 50.0%" in markdown and "1 not judged, left out." in markdown
 
 
+def test_tasks_the_run_itself_ended_are_named_apart_from_the_agents_failures(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: a task the model endpoint or the copilot broke read like any failure of the agent: the
+    # headline, the task table and the CLI said nothing of a rerun that could change the rate.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "ok.jsonl", "ok", "question ok", answer="done")
+    write_copilot_log(logs / "slow.jsonl", "slow", "question slow", answer=None, run_end=("timeout", "timeout"))
+    write_copilot_log(logs / "llm.jsonl", "llm", "question llm", answer=None, run_end=("failed", "llm_error"))
+    write_copilot_log(logs / "cop.jsonl", "cop", "question cop", answer=None, run_end=("failed", "copilot_failed"))
+    llm.handler = lambda request: Reply(content="Status: success" if "question ok" in str(request) else "Status: failure")
+    assert main([str(logs), *_common(tmp_path, llm.base_url)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1/4 tasks succeeded" in err
+    assert "2 unsuccessful task(s) were ended by the run itself, not the agent (copilot_failed 1, llm_error 1)" in err
+    assert "--retry-failed" in err and "(cop, llm)" in err
+    report = json.loads((logs / "judge" / "report.json").read_text())
+    assert report["run_broke"] == {"cop": "copilot_failed", "llm": "llm_error"}  # a timeout is the agent's
+    rows = {row["task_id"]: row for row in report["tasks"]}
+    assert (rows["slow"]["run_status"], rows["slow"]["run_broke"]) == ("timeout", None)
+    markdown = (logs / "judge" / "report.md").read_text()
+    assert "ended by the run itself" in markdown and "llm: llm_error" in markdown
+    assert "| failed: llm_error |" in markdown and "| timeout |" in markdown
+
+
 def test_a_run_where_nothing_could_be_judged_prints_no_success_rate(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
