@@ -48,7 +48,7 @@ from evaluation.run.agents.agent import AgentConfig, AgentError, CopilotAgent, c
 from evaluation.run.agents.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, BoundedLog, LogCut, piped_into
 from evaluation.run.task_setup.child_home import child_environment, shared_locations
 from evaluation.run.agents.confirm import DEFAULT_POLICY, ConfirmPolicy, elicitation_answerer
-from evaluation.run.task_setup.copilot_launch import CopilotLaunch, copilot_launch
+from evaluation.run.task_setup.copilot_launch import CopilotLaunch, copilot_launch, sweep_stale_agent_configs
 from evaluation.run.agents.external_agent import missing_program, render_command, run_external_agent
 from evaluation.llm import EndpointError, probe_endpoint
 from evaluation.run.models import ErrorKind, ModelPrice, RunManifest, TaskRecord, TaskStatus, price_for
@@ -228,6 +228,7 @@ class BenchmarkRunner:
         """Run ``tasks`` (already filtered for resume) ``concurrency`` at a time."""
         if not tasks:
             return []
+        await anyio.to_thread.run_sync(sweep_stale_agent_configs)
         limiter = anyio.CapacityLimiter(max(1, self.config.concurrency))
         records: list[TaskRecord] = []
         progress = Progress(

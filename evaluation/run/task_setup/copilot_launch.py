@@ -8,8 +8,11 @@ with the task id, question and trajectory path already set.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -23,6 +26,12 @@ from index.catalog.redact import MASK, redact_text
 from index.children.containment.environment import (
     has_url_credentials, inherited_environment, looks_secret_name, strip_url_credentials,
 )
+
+logger = logging.getLogger(__name__)
+
+#: A private config directory's name: the runner's pid says whether the directory is still in use.
+_PRIVATE_PREFIX = "mcp-copilot-task-"
+_PRIVATE_NAME = re.compile(rf"{_PRIVATE_PREFIX}(\d+)-")
 
 #: The name the copilot gets in generated configs (Claude Code calls its tools mcp__copilot__…).
 COPILOT_SERVER_NAME = "copilot"
@@ -100,7 +109,7 @@ class CopilotLaunch(BaseModel):
         if not self.holds_secrets:
             yield shown
             return
-        directory = Path(tempfile.mkdtemp(prefix="mcp-copilot-task-"))
+        directory = Path(tempfile.mkdtemp(prefix=f"{_PRIVATE_PREFIX}{os.getpid()}-"))
         try:
             path = directory / shown.name
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -109,6 +118,46 @@ class CopilotLaunch(BaseModel):
             yield path
         finally:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, another user's
+        return True
+    return True
+
+
+def sweep_stale_agent_configs(temp_dir: Path | None = None) -> int:
+    """Remove the private config directories runners that are gone left behind; how many.
+
+    A runner that was SIGKILLed (or lost power) never reached :meth:`CopilotLaunch.agent_mcp_config`'s
+    cleanup, so its agent's real config -- secrets included -- stayed in the temp directory for good.
+    Only this user's directories of dead runners are removed; a live runner's are in use.
+    """
+    base = temp_dir or Path(tempfile.gettempdir())
+    removed = 0
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = _PRIVATE_NAME.match(entry.name)
+        if match is None:
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or _process_alive(int(match.group(1))):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed += not os.path.lexists(entry.path)
+    if removed:
+        logger.info("removed %d private agent config director%s left by runners that were killed", removed, "y" if removed == 1 else "ies")
+    return removed
 
 
 def copilot_launch(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from evaluation.run.task_setup.copilot_launch import copilot_launch
+import pytest
+
+from evaluation.run.task_setup.copilot_launch import copilot_launch, sweep_stale_agent_configs
 
 MACHINE = {
     "PATH": "/usr/bin:/bin",
@@ -106,3 +109,34 @@ def test_a_config_without_secrets_is_given_to_the_agent_as_written(tmp_path: Pat
     written = spec.write_mcp_config(tmp_path / "mcp.json")
     with spec.agent_mcp_config(written) as given:
         assert given == written
+
+
+def _never_a_pid() -> int:
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
+def test_private_configs_of_killed_runners_are_swept_and_live_ones_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a SIGKILLed runner's private config (the agent's real one, secrets in it) stayed in
+    # the temp directory for good; nothing ever removed it.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    dead = tmp_path / f"mcp-copilot-task-{_never_a_pid()}-abc"
+    dead.mkdir(mode=0o700)
+    (dead / "mcp_config.json").write_text('{"token": "secret"}')
+    alive = tmp_path / f"mcp-copilot-task-{os.getpid()}-def"
+    alive.mkdir()
+    (tmp_path / f"mcp-copilot-task-{_never_a_pid()}-file").write_text("not a directory")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / f"mcp-copilot-task-{_never_a_pid()}-link").symlink_to(target)
+    spec = copilot_launch(servers_file=tmp_path / "s.json", task_id="t", question="q", log_file=tmp_path / "t.jsonl",
+                          copilot_home=None, cwd=tmp_path, environ={**MACHINE, "HF_TOKEN": "hf_SECRET_token"})
+    with spec.agent_mcp_config(tmp_path / "mcp_config.json") as given:
+        assert given.parent.parent == tmp_path
+        assert sweep_stale_agent_configs() == 1
+        assert given.exists()  # this runner's own, in use
+    assert not dead.exists() and alive.exists() and target.exists()
+    assert (tmp_path / f"mcp-copilot-task-{_never_a_pid()}-file").exists()
+    assert sweep_stale_agent_configs() == 0
