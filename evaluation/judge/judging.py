@@ -23,7 +23,7 @@ from evaluation.judge.prompts import (
 )
 from evaluation.judge.tool_descriptions import ToolDescriptions
 from evaluation.judge.verdict_log import JudgeVote, Verdict, VerdictRecord
-from evaluation.judge.verdicts import parse_key_points, parse_verdict
+from evaluation.judge.verdicts import THOUGHTS_LIMIT, parse_key_points, parse_verdict
 from evaluation.llm import EndpointError, LLMError
 from evaluation.trajectories import Trajectory
 
@@ -81,7 +81,8 @@ class Judge:
                 return points, "extracted"
             conversation = [
                 *conversation,
-                {"role": "assistant", "content": completion.text or ""},
+                # Its own reply in full is no help to parse and could be megabytes, sent again per retry.
+                {"role": "assistant", "content": (completion.text or "")[-THOUGHTS_LIMIT:]},
                 {"role": "user", "content": KEY_POINTS_RETRY_MESSAGE},
             ]
         logger.warning("task %s: no key points could be extracted; judging against the task itself", job.task_id)
@@ -108,7 +109,8 @@ class Judge:
                 return vote
             conversation = [
                 *conversation,
-                {"role": "assistant", "content": completion.text or ""},
+                # Its own reply in full is no help to parse and could be megabytes, sent again per retry.
+                {"role": "assistant", "content": (completion.text or "")[-THOUGHTS_LIMIT:]},
                 {"role": "user", "content": RETRY_MESSAGE},
             ]
             vote.unparsed_reply = (completion.text or "")[-2000:]

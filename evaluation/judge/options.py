@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evaluation.judge.prompts import PROMPT_KINDS, PROMPT_VERSION, PromptKind
+from evaluation.judge.prompts import PROMPT_KINDS, PROMPT_VERSIONS, PromptKind
 from evaluation.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, LLMSettings, resolve_llm_settings
 from index.errors import CopilotError
 
@@ -109,7 +109,7 @@ class JudgeOptions(BaseModel):
             "models": self.llm.models,
             "prompt": self.prompt,
             "auto_key_points": self.auto_key_points,
-            "version": PROMPT_VERSION,
+            "version": PROMPT_VERSIONS[self.prompt],
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -29,7 +29,7 @@ from evaluation.judge.judging import Job, Judge
 from evaluation.judge.options import VERDICTS_FILE, JudgeError, JudgeOptions, NoTrajectoriesError
 from evaluation.judge.tool_descriptions import ToolDescriptions, load_tool_descriptions
 from evaluation.judge.lock import output_lock
-from evaluation.judge.prompts import PROMPT_VERSION
+from evaluation.judge.prompts import PROMPT_VERSIONS
 from evaluation.judge.verdict_log import VerdictLog, VerdictRecord, latest_by_task
 from evaluation.llm import EndpointError, LLMError
 from evaluation.taxonomy.diagnose import Case, diagnose
@@ -387,7 +387,12 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         log.set_aside_damaged()  # warned about once, here, not on every later run
         config = options.config_hash()
         jobs = {job.task_id: job for job in inputs.jobs}
-        done = {record.task_id for record in latest_by_task(log.read()).values() if _is_current(record, config, inputs, jobs)}
+        # Current first, then the latest: another judge's later verdict on a task (--model m2 into
+        # the same --out) hid this judge's, which was then asked for again.
+        def current_verdicts() -> dict[str, VerdictRecord]:
+            return latest_by_task([record for record in log.read() if _is_current(record, config, inputs, jobs)])
+
+        done = set(current_verdicts())
         todo = [job for job in inputs.jobs if job.task_id not in done]
         summary.resumed = len(inputs.jobs) - len(todo)
         await _judge_jobs(todo, options, inputs, log, summary)
@@ -397,9 +402,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
             return summary
         # Only verdicts on what the judge would be given now: a task whose re-judging failed is
         # not judged, not counted with the verdict on its earlier trajectory or question.
-        verdicts = {
-            record.task_id: record for record in latest_by_task(log.read()).values() if _is_current(record, config, inputs, jobs)
-        }
+        verdicts = current_verdicts()
         diagnoses = await _diagnoses(inputs, verdicts, options)
         built = _build(inputs, verdicts, options, summary, diagnoses)
         summary.n_tasks = built.n_tasks
@@ -505,7 +508,7 @@ def _build(
         judge=JudgeInfo(
             models=options.llm.models,
             prompt=options.prompt,
-            prompt_version=PROMPT_VERSION,
+            prompt_version=PROMPT_VERSIONS[options.prompt],
             key_points="extracted" if options.auto_key_points else "annotated (extracted when missing)",
             base_url=options.llm.shown_url,  # reports are shared: no gateway credentials
             config_hash=options.config_hash(),

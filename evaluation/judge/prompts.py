@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -24,8 +25,12 @@ PromptKind = Literal["livemcpeval", "evidence"]
 PROMPT_KINDS: tuple[PromptKind, ...] = ("livemcpeval", "evidence")
 Messages = list[dict[str, str]]
 
-#: Bump when a prompt text changes: it is part of the resume key.
-PROMPT_VERSION = 1
+#: Bump a prompt's version when its text changes: it is part of the resume key.
+PROMPT_VERSIONS: dict[PromptKind, int] = {
+    "livemcpeval": 1,
+    # 2: text the trajectory wrote is fenced off (names quoted, every line of answers and outputs indented).
+    "evidence": 2,
+}
 
 KEY_POINTS_SYSTEM = """You are an expert tasked with analyzing a given task to identify the key points explicitly stated in the task description.
 
@@ -101,6 +106,22 @@ DESCRIPTION_CHARS = 1000
 WORKSPACE_PREVIEW_CHARS = 600
 
 
+#: A name or path shown as written: one line of ordinary characters. Anything else (a line break,
+#: a control or format character) is shown as a JSON string, so it cannot start a line of its own.
+_PLAIN_NAME = re.compile(r"[\w.\-/:@+ ()\[\],~#]*")
+
+
+def shown_name(text: str) -> str:
+    """``text`` (a server, tool or file name from the trajectory) as one line of the prompt."""
+    return text if _PLAIN_NAME.fullmatch(text) and text.isprintable() else json.dumps(text)
+
+
+def indented(text: str, prefix: str = "  ") -> str:
+    """Every line of ``text`` after the first indented: no line (split at ``\r``, U+2028 and the
+    rest, as a model may read them) starts at column 0, where the prompt's own lines are."""
+    return f"\n{prefix}".join(text.splitlines()) if text else text
+
+
 def truncate_middle(text: str, limit: int) -> str:
     """Head and tail of ``text`` with a marker saying how much was cut from the middle."""
     if len(text) <= limit:
@@ -134,9 +155,9 @@ def described_tools(calls: Sequence[ToolCall], descriptions: ToolDescriptions) -
         seen.add(key)
         if key in descriptions:
             description = truncate_middle(descriptions[key].strip(), DESCRIPTION_CHARS)
-            blocks.append(f"Server: {key[0]}\nTool: {key[1]}\nDescription: {description}")
+            blocks.append(f"Server: {shown_name(key[0])}\nTool: {shown_name(key[1])}\nDescription: {description}")
         else:
-            blocks.append(f"Tool {key[1]} not found in server {key[0]}.")
+            blocks.append(f"Tool {shown_name(key[1])} not found in server {shown_name(key[0])}.")
     return "\n\n".join(blocks)
 
 
@@ -144,10 +165,10 @@ def _workspace(files: Sequence[WorkspaceFile]) -> str:
     lines = []
     for changed in files:
         size = f", {changed.size:,} bytes" if changed.size is not None else ""
-        lines.append(f"- {changed.path} ({changed.change}{size})")
+        lines.append(f"- {shown_name(changed.path)} ({changed.change}{size})")
         if changed.preview:
             preview = truncate_middle(changed.preview, WORKSPACE_PREVIEW_CHARS)
-            lines.append("  preview: " + preview.replace("\n", "\n  "))
+            lines.append("  preview: " + indented(preview))
     return "\n".join(lines)
 
 
@@ -159,16 +180,17 @@ def _evidence_history(calls: Sequence[ToolCall]) -> str:
     lines: list[str] = []
     for call in calls:
         if call.kind == "route":
-            found = ", ".join(f"{server}/{tool}" for server, tool in call.hits[:5]) or "nothing"
+            found = ", ".join(f"{shown_name(server)}/{shown_name(tool)}" for server, tool in call.hits[:5]) or "nothing"
             lines.append(
                 f"#{call.index} route query={json.dumps(call.query or '', ensure_ascii=False)} -> found: {found}"
             )
             continue
         params = json.dumps(call.params if call.params is not None else {}, ensure_ascii=False)
         state = f"ERROR ({call.error_kind})" if call.is_error else "ok"
-        lines.append(f"#{call.index} execute {call.server}/{call.tool} params={params} -> {state}")
+        server, tool = shown_name(call.server or ""), shown_name(call.tool or "")
+        lines.append(f"#{call.index} execute {server}/{tool} params={params} -> {state}")
         output = call.output.strip() or "(empty output)"
-        lines.append("  output: " + truncate_middle(output, per_call).replace("\n", "\n  "))
+        lines.append("  output: " + indented(truncate_middle(output, per_call)))
     return "\n".join(lines)
 
 
@@ -187,6 +209,9 @@ def judge_messages(
     else:
         history = _evidence_history(trajectory.calls)
         system = EVIDENCE_SYSTEM
+        # The paper's prompt pastes the answer as written (kept, to reproduce its judge); here no
+        # line of it starts at column 0, where a forged "Tool Call History:" or "#1 execute" would.
+        response = "  " + indented(response)
     text = LIVEMCPEVAL_USER.format(
         task=question,
         key_points=_numbered(key_points),

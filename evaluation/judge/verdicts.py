@@ -1,7 +1,8 @@
 """Strict parsing of judge replies.
 
 A verdict is read from the *last* ``Status:`` line (quotes, markdown emphasis, backticks and
-case are tolerated) or, failing that, from a JSON ``status``/``verdict`` field. Nothing else:
+case are tolerated) or, failing that, from a JSON ``status``/``verdict`` field of the object that
+ends the reply (the whole reply, a fenced block, or an object on lines of its own). Nothing else:
 LiveMCPBench's evaluator fell back to "does the reply contain the word success anywhere", which
 turned 8 of DeepSeek-V3's 95 failures into successes. A reply we cannot parse is ``None`` here;
 the judge asks again and finally records ``abstain``.
@@ -36,7 +37,7 @@ _ALTERNATIVE = re.compile(rf"^\s*(?:or|/|\||,)\s*{_DECOR}(?:success|failure)\b",
 _OTHER_VERDICT = re.compile(r"\b(?:success|failure)\b", re.IGNORECASE)
 #: "not failure", "no failure", "non-failure": the other word negated agrees with the verdict.
 _NEGATED = re.compile(r"\b(?:not|no|non)[\s-]+(?:a\s+)?$", re.IGNORECASE)
-_FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL | re.IGNORECASE)
+_FENCE = "```"
 _KEY_POINT_LINE = re.compile(
     rf"^{_LEAD}key\s*point\s*(?P<n>\d+){_DECOR}[:：.\-]{_DECOR}(?P<met>not\s+met|unmet|met){_DECOR}(?P<rest>.*)$",
     re.IGNORECASE,
@@ -76,28 +77,54 @@ def _status_from_line(rest: str) -> Status | None:
     return word  # type: ignore[return-value]
 
 
-def _status_from_json(text: str) -> tuple[Status, str] | None:
-    candidates = [match.group(1) for match in _FENCED_JSON.finditer(text)]
+def _trailing_json(text: str) -> str | None:
+    """The JSON object that ends ``text``: the whole text, a fenced block, or an object whose first
+    line is its own; ``None`` otherwise.
+
+    Only the end counts: a judge that quotes a tool's ``{"status": "success"}`` (in a fence or in a
+    sentence) and then writes its own verdict in prose was read as a success. Plain string scans,
+    no pattern: a reply of repeated fences made the old lazy pattern quadratic (64 KB, 19 s).
+    """
     stripped = text.strip()
-    if stripped.startswith("{") and stripped.endswith("}"):
-        candidates.append(stripped)
-    last_open = stripped.rfind("{")
-    if last_open > 0 and stripped.endswith("}"):
-        candidates.append(stripped[last_open:])
-    for candidate in reversed(candidates):
-        try:
-            data = parse_json(candidate)
-        except ValueError:
-            continue
-        if not isinstance(data, dict):
-            continue
-        fields = {str(key).lower(): value for key, value in data.items()}
-        for key in ("status", "verdict"):
-            value = fields.get(key)
-            if isinstance(value, str) and value.strip().strip("\"'").lower() in ("success", "failure"):
-                thoughts = fields.get("thoughts") or fields.get("reasoning") or fields.get("reason") or ""
-                return value.strip().strip("\"'").lower(), str(thoughts)  # type: ignore[return-value]
-    return None
+    if stripped.endswith(_FENCE) and len(stripped) > len(_FENCE):
+        opening = stripped.rfind(_FENCE, 0, len(stripped) - len(_FENCE))
+        if opening < 0 or (opening > 0 and stripped[opening - 1] != "\n"):
+            return None
+        body = stripped[opening + len(_FENCE) : len(stripped) - len(_FENCE)]
+        if body[:4].lower() == "json":
+            body = body[4:]
+        body = body.strip()
+        return body if body.startswith("{") and body.endswith("}") else None
+    if not stripped.endswith("}"):
+        return None
+    if stripped.startswith("{"):
+        return stripped
+    own_line = stripped.rfind("\n{")
+    return stripped[own_line + 1 :] if own_line >= 0 else None
+
+
+def _status_from_json(text: str) -> tuple[Status, str] | None:
+    candidate = _trailing_json(text)
+    if candidate is None:
+        return None
+    try:
+        data = parse_json(candidate)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    fields = {str(key).lower(): value for key, value in data.items()}
+    found = {
+        value.strip().strip("\"'").lower()
+        for key in ("status", "verdict")
+        if isinstance(value := fields.get(key), str) and value.strip().strip("\"'").lower() in ("success", "failure")
+    }
+    if len(found) != 1:
+        # {"verdict": "failure", "status": "success"} says both: asked again, as a Status line
+        # that changes its mind is (it was settled by which key came first).
+        return None
+    thoughts = fields.get("thoughts") or fields.get("reasoning") or fields.get("reason") or ""
+    return found.pop(), str(thoughts)  # type: ignore[return-value]
 
 
 def parse_verdict(text: str | None) -> ParsedVerdict | None:
@@ -122,7 +149,18 @@ def parse_verdict(text: str | None) -> ParsedVerdict | None:
             thoughts = match.group("body").strip().lstrip("*_`~ ").strip()
         else:
             thoughts = "\n".join(line for line in text.splitlines() if not _STATUS_LINE.match(line)).strip()
-    return ParsedVerdict(status=status, thoughts=thoughts, key_points=parse_key_point_verdicts(text))
+    return ParsedVerdict(status=status, thoughts=_capped(thoughts), key_points=parse_key_point_verdicts(text))
+
+
+#: Characters of a judge's reasoning kept: a 10 MB reply was stored whole, twice per verdict line,
+#: and again in every report and cache entry.
+THOUGHTS_LIMIT = 8000
+
+
+def _capped(thoughts: str) -> str:
+    if len(thoughts) <= THOUGHTS_LIMIT:
+        return thoughts
+    return f"{thoughts[:THOUGHTS_LIMIT]} … [{len(thoughts) - THOUGHTS_LIMIT} more characters cut]"
 
 
 def parse_key_point_verdicts(text: str) -> list[KeyPointVerdict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation.judge.verdicts import parse_key_points, parse_verdict
+from evaluation.judge.verdicts import THOUGHTS_LIMIT, parse_key_points, parse_verdict
 
 
 @pytest.mark.parametrize(
@@ -19,6 +19,8 @@ from evaluation.judge.verdicts import parse_key_points, parse_verdict
         ("> Status: “failure”", "failure"),
         ('{"thoughts": "ok", "status": "success"}', "success"),
         ('Here you go:\n```json\n{"Verdict": "Failure", "reason": "no tool"}\n```', "failure"),
+        ('I checked every call.\n{"status": "failure", "thoughts": "no file"}', "failure"),
+        ('```\n{"status": "success", "extra": [1, 2]}\n```', "success"),
         # The word "success" elsewhere does not matter: the last Status line decides.
         ("The agent reported success and was successful at step 1.\nStatus: failure", "failure"),
         ("Status: success\nOn reflection the file was never written.\nStatus: failure", "failure"),
@@ -49,6 +51,11 @@ def test_verdicts_that_parse(reply: str, status: str) -> None:
         "Status: success? No, failure.",
         "Status: success-ish, not really: failure",
         "Status: success: no, failure",
+        # JSON that does not end the reply, or is part of a sentence, is quoted, not the verdict:
+        # all three were read as successes.
+        'The tool said:\n```json\n{"status": "success", "files": []}\n```\nso nothing was written. Final verdict: FAILURE',
+        'The agent failed: it only relayed the API reply {"status": "success"}',
+        '{"verdict": "failure", "status": "success"}',  # settled by which key came first
     ],
 )
 def test_replies_without_a_clear_verdict_are_unparseable(reply: str) -> None:
@@ -88,3 +95,11 @@ def test_long_runs_of_decoration_parse_in_linear_time(run: str) -> None:
     parsed = parse_verdict(reply)
     assert parsed is not None and parsed.status == "failure"
     assert parse_verdict(filler) is None and parse_key_points(filler + "\n" + filler) == []
+
+
+def test_a_huge_reply_keeps_a_bounded_part_of_its_reasoning() -> None:
+    # Before: a 10 MB reply was stored whole, twice in its verdict line and in every report.
+    parsed = parse_verdict("Thoughts: " + "why " * 250_000 + "\nStatus: failure")
+    assert parsed is not None and parsed.status == "failure"
+    assert len(parsed.thoughts) < THOUGHTS_LIMIT + 100 and parsed.thoughts.endswith("more characters cut]")
+
