@@ -37,15 +37,18 @@ CORPUS = Path(__file__).resolve().parent / "data" / "poisoned_tools.json"
 
 
 def read_corpus(path: Path) -> list[dict]:
-    """The cases of a poisoning corpus (``{"cases": [{"tool": …, "other_tools": […], …}]}``); a
+    """The cases of a poisoning corpus (``{"cases": [{"tool": …, "other_tools": {name: server}, …}]}``); a
     :class:`ConfigError` naming the file and the case when it is not one."""
     data = read_json_file(path, "poisoning corpus", ConfigError)
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):
         raise ConfigError(f'{path}: expected a poisoning corpus, a JSON object with a "cases" list (see {CORPUS.name}).')
     for number, case in enumerate(cases, 1):
-        if not isinstance(case, dict) or not isinstance(case.get("tool"), dict) or not isinstance(case.get("other_tools"), list):
-            raise ConfigError(f'{path}: case {number} needs a "tool" object and an "other_tools" list.')
+        others = case.get("other_tools") if isinstance(case, dict) else None
+        if not isinstance(case, dict) or not isinstance(case.get("tool"), dict) or not isinstance(others, dict):
+            raise ConfigError(f'{path}: case {number} needs a "tool" object and an "other_tools" object (tool name -> server).')
+        if not all(isinstance(name, str) and isinstance(server, str) for name, server in others.items()):
+            raise ConfigError(f'{path}: case {number}: "other_tools" maps tool names to server names (strings).')
         try:
             ToolRecord(**case["tool"])
         except (ValidationError, TypeError) as error:
