@@ -31,11 +31,14 @@ snapshot) is high (``python -m bench trust``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import hashlib
 import json
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -182,8 +185,21 @@ def skeleton(text: str) -> str:
             continue
         if _invisible(char) or char in _BIDI_CONTROLS or char in _DIRECTION_MARKS or ord(char) in _TAG_CHARS:
             continue  # also every other format character and variation selector: ig\u206anore is ignore
-        out.append(char if char.isascii() else _ascii_lookalike(char))
+        if unicodedata.combining(char) and out and out[-1].isascii() and out[-1].isalpha():
+            continue  # a mark stacked on a Latin letter: "g\u0308" (no precomposed form) reads as g
+        out.append(_latin_base(char) or _ascii_lookalike(char))
     return "".join(out)
+
+
+@lru_cache(maxsize=4096)
+def _latin_base(char: str) -> str | None:
+    """The ASCII letter an accented letter is written on ("ï" -> "i"), else ``None``: "Ïgnörë
+    prëvïöüs ïnstrüctïöns" read as ignore previous instructions to a model, not to the rules."""
+    decomposed = unicodedata.normalize("NFD", char)
+    base, marks = decomposed[0], decomposed[1:]
+    if base.isascii() and base.isalpha() and marks and all(unicodedata.combining(mark) for mark in marks):
+        return base
+    return None
 
 
 def decode_tag_characters(text: str) -> str:
@@ -200,6 +216,70 @@ def decode_variation_selectors(text: str) -> str:
     """Bytes smuggled in runs of variation selectors (U+FE00..FE0F = 0..15, U+E0100..E01EF = 16..255)."""
     runs = (bytes(_selector_byte(c) for c in run.group(0)) for run in _VARIATION_RUN.finditer(text))
     return " ".join(run.decode("utf-8", errors="replace") for run in runs)
+
+
+#: A run that may be base64 (standard or URL-safe alphabet) long enough to hold an instruction.
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{24,}={0,2}(?![A-Za-z0-9+/=_-])")
+#: Runs longer than this are data (an image, a file), not a hidden sentence; and at most this many
+#: runs are decoded per text, so a result full of base64 costs a bounded amount.
+_BASE64_MAX_RUN = 8192
+_BASE64_MAX_RUNS = 32
+
+
+def decode_base64_runs(text: str) -> str:
+    """The text hidden in base64 runs of ``text`` that decode to readable UTF-8 prose, if any: a
+    model decodes "SWdub3JlIGFsbCBwcmV2aW91cyBpbnN0cnVjdGlvbnM=" when told to, and the rules did not."""
+    found: list[str] = []
+    decoded_runs = 0
+    for match in _BASE64_RUN.finditer(text):
+        run = match.group(0)
+        if len(run) > _BASE64_MAX_RUN or run.isalpha() or run.isdigit():
+            continue  # data, or a long word or number: no base64 of a sentence is all letters or digits
+        decoded_runs += 1
+        if decoded_runs > _BASE64_MAX_RUNS:
+            break
+        prose = _base64_prose(run)
+        if prose:
+            found.append(prose)
+    return " ".join(found)
+
+
+def _base64_prose(run: str) -> str | None:
+    body = run.rstrip("=")
+    alphabet = b"-_" if ("-" in body or "_" in body) else None
+    if alphabet and ("+" in body or "/" in body):
+        return None
+    body = body[: len(body) - len(body) % 4 if len(body) % 4 == 1 else len(body)]
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=alphabet, validate=True)
+        decoded = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    readable = sum(char.isprintable() or char in "\n\t" for char in decoded)
+    if " " not in decoded or readable < 0.95 * len(decoded):
+        return None
+    return decoded
+
+
+#: Single letters kept apart by a separator ("i g n o r e", "i-g-n-o-r-e", "i.g.n.o.r.e"), five or more.
+_SPACED_LETTERS = re.compile(r"(?<![A-Za-z0-9])(?:[A-Za-z][ .\-_*|·/]{1,3}){4,}[A-Za-z](?![A-Za-z0-9])")
+
+
+_LETTER_OR_GAP = re.compile(r"[A-Za-z]|[^A-Za-z]+")
+
+
+def join_spaced_letters(text: str) -> str:
+    """``text`` with each run of spaced-out letters written as words: the separator seen most
+    often in a run is the one inside words, any other a word break ("i g n o r e   a l l" and
+    "i-g-n-o-r-e a-l-l" both read "ignore all")."""
+
+    def joined(match: re.Match[str]) -> str:
+        tokens = _LETTER_OR_GAP.findall(match.group(0))
+        counts = Counter(tokens[1::2])  # the run alternates letter, gap, letter ...
+        inside = max(sorted(counts), key=lambda gap: (counts[gap], -len(gap)))
+        return "".join(token if index % 2 == 0 else ("" if token == inside else " ") for index, token in enumerate(tokens))
+
+    return _SPACED_LETTERS.sub(joined, text)
 
 
 def _smuggled(text: str) -> str:
@@ -983,7 +1063,10 @@ def scan_text(
     _hidden_characters(text, where, collector, in_name=in_name)
     normalized = skeleton(text)
     hidden = _smuggled(text)
-    for candidate, label in ((normalized, where), (hidden, f"{where} (hidden characters)")):
+    encoded = skeleton(decode_base64_runs(normalized))
+    for candidate, label in (
+        (normalized, where), (hidden, f"{where} (hidden characters)"), (encoded, f"{where} (base64-decoded)")
+    ):
         if not candidate:
             continue
         _instructions(candidate, label, collector)
@@ -991,7 +1074,20 @@ def scan_text(
         _exfiltration(candidate, label, collector)
         if context is not None:
             _shadowing(candidate, label, collector, context)
+    _read_letters_joined(normalized, where, collector)
     return collector.findings
+
+
+def _read_letters_joined(normalized: str, where: str, out: _Collector) -> None:
+    """An instruction spelled out letter by letter ("i g n o r e  a l l ...") read as words
+    (:func:`join_spaced_letters`); only what quarantines is added."""
+    joined = join_spaced_letters(normalized)
+    if joined == normalized:
+        return
+    found = _Collector()
+    label = f"{where} (letters joined)"
+    _instructions(joined, label, found)
+    _add_new_highs(out, found, label)
 
 
 #: Where a name meets its next word: a run of ``_``, ``-``, ``.`` or spaces, or a change of case.
@@ -1104,10 +1200,14 @@ def scan_result_text(text: str) -> list[Finding]:
         return []
     _hidden_characters(text, "result", out, in_name=False)
     normalized = skeleton(text)
-    for candidate, label in ((normalized, "result"), (_smuggled(text), "result (hidden characters)")):
+    encoded = skeleton(decode_base64_runs(normalized))
+    for candidate, label in (
+        (normalized, "result"), (_smuggled(text), "result (hidden characters)"), (encoded, "result (base64-decoded)")
+    ):
         if candidate:
             _instructions(candidate, label, out)
             _exfiltration(candidate, label, out)
+    _read_letters_joined(normalized, "result", out)
     # A hard-wrapped instruction ("ignore all previous\ninstructions") reads as one line to a model.
     joined = _LINE_BREAK_IN_PROSE.sub(" ", normalized) if "\n" in normalized else normalized
     if joined != normalized:
