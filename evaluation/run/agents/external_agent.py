@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import shlex
 import shutil
 import signal
@@ -34,6 +33,7 @@ from evaluation.run.agents.agent import stderr_tail
 from evaluation.run.agents.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, PIPE_DRAIN_SECONDS, BoundedLog, LogCut, pump
 from evaluation.run.models import ErrorKind
 from evaluation.run.task_setup.workspace import file_kind, open_regular
+from index.children.containment.guard import child_guard
 from index.children.containment.watchdog import TAG_VARIABLE, tagged
 from index.errors import ConfigError
 from server.trajectory.records import Usage
@@ -144,16 +144,20 @@ async def run_external_agent(
     Its stdout and stderr go to ``stdout_path`` and ``stderr_path``, each at most ``max_log_bytes``
     (head and tail, with a note of what was cut between them).
     """
-    # Inherited by everything the agent starts, also what leaves its session (setsid, daemons): the
-    # tag finds those at the end, as the copilot's guard finds its children's.
-    tag = f"agent-{secrets.token_hex(8)}"
+    # The agent runs as the copilot runs its children: under a guardian that dies with the runner
+    # (SIGKILL included) and takes the agent's tree with it, registered with the runner's watchdog,
+    # and with a tag everything it starts inherits, also what leaves its session (setsid, daemons),
+    # which finds those at the end. A killed runner left the agent and its copilot running before:
+    # they spent tokens, and wrote into the rerun's trajectory and workspace at the same paths.
+    guard = child_guard()
+    tag = guard.new_tag()
     env = {**env, TAG_VARIABLE: tag}
     stdout_log = BoundedLog(stdout_path, "stdout", max_log_bytes)
     stderr_log = BoundedLog(stderr_path, "stderr", max_log_bytes)
     try:
         try:
             process = await anyio.open_process(
-                ["/bin/sh", "-c", command],
+                guard.launch_argv("/bin/sh", ["-c", command]),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -177,7 +181,11 @@ async def run_external_agent(
                     error_kind="agent_failed",
                 )
             return ExternalResult(error=f"cannot start the agent command: {error}", error_kind="agent_not_found")
-        timed_out = await _supervise(process, stdout_log, stderr_log, timeout, tag)
+        guard.register(process.pid, tag)
+        try:
+            timed_out = await _supervise(process, stdout_log, stderr_log, timeout, tag)
+        finally:
+            guard.unregister(process.pid)
     finally:
         # Also on cancellation (Ctrl-C): the logs get their tails and the note of what was cut.
         cuts = {log.path.name: cut for log in (stdout_log, stderr_log) if (cut := log.close()) is not None}

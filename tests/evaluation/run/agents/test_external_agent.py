@@ -324,3 +324,31 @@ def test_a_leftover_holding_the_agents_stdout_leaves_no_error_at_exit(tmp_path: 
             os.kill(int((tmp_path / "holder.pid").read_text()), signal.SIGKILL)
     assert (done.returncode, done.stdout) == (0, "4\n"), done.stderr
     assert "Exception ignored" not in done.stderr and "Event loop is closed" not in done.stderr, done.stderr
+
+
+async def test_an_agent_does_not_outlive_a_runner_that_is_killed(tmp_path: Path) -> None:
+    # Before: a SIGKILLed runner left its agent (and the agent's copilot) running: it spent tokens
+    # and wrote into the rerun's trajectory and workspace, which reuse the same paths.
+    from tests.support.cli import PROJECT, cli_env  # noqa: PLC0415
+    from tests.support.processes import as_processes, kill_leftovers, wait_for_file, wait_gone  # noqa: PLC0415
+
+    agent_pid, escaped_pid = tmp_path / "agent.pid", tmp_path / "escaped.pid"
+    command = (
+        f"echo $$ > {shlex.quote(str(agent_pid))}; "
+        f"setsid sh -c 'echo $$ > {shlex.quote(str(escaped_pid))}; exec sleep 300' & exec sleep 300"
+    )
+    runner = subprocess.Popen(
+        [sys.executable, "-c", ESCAPED_HOLDER, str(tmp_path), command],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=PROJECT, env=cli_env(PYTHONPATH=str(PROJECT)),
+    )  # fmt: skip
+    agent: list[psutil.Process] = []
+    try:
+        agent = as_processes([int(await wait_for_file(agent_pid)), int(await wait_for_file(escaped_pid))])
+        assert len(agent) == 2
+        runner.kill()
+        runner.wait(30)
+        assert await wait_gone(agent) == []
+    finally:
+        kill_leftovers(agent)
+        with contextlib.suppress(OSError):
+            runner.kill()
