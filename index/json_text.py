@@ -32,6 +32,7 @@ class NestedTooDeepError(json.JSONDecodeError):
 
 
 _LONG_NUMBER = re.compile(r"\d{4301,}")
+_STARTING_AT = " starting at"
 
 
 def parse_json(text: str | bytes) -> Any:
@@ -42,9 +43,15 @@ def parse_json(text: str | bytes) -> Any:
     except RecursionError:
         raise NestedTooDeepError(text if isinstance(text, str) else "") from None
     except ValueError as error:
+        if isinstance(error, json.JSONDecodeError):
+            if error.msg.endswith(_STARTING_AT):
+                # The one message whose position Python keeps out of ``msg`` ("Unterminated string
+                # starting at"): every reader showed it cut off, "(Unterminated string starting at)".
+                error.msg = f"{error.msg.removesuffix(_STARTING_AT)} (it starts at line {error.lineno} column {error.colno})"
+            raise
         # Python refuses integers of more than 4,300 digits (a guard against slow conversions) with a
         # plain ValueError, which got past every reader's "not JSON" handling as a traceback.
-        if isinstance(error, json.JSONDecodeError) or "integer string conversion" not in str(error):
+        if "integer string conversion" not in str(error):
             raise
         doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
         found = _LONG_NUMBER.search(doc)

@@ -152,7 +152,14 @@ def load_catalog(path: str | Path) -> Catalog:
     try:
         data = parse_json(raw)
     except json.JSONDecodeError as error:
-        raise CatalogError(f"{path}:{error.lineno}: catalog is not valid JSON ({error.msg}).") from None
+        from index.cli.hints import create_catalog_commands
+
+        # The copilot writes catalogs whole (temporary file, then rename): one cut short was edited,
+        # copied or downloaded incompletely, so the advice is to write it again.
+        raise CatalogError(
+            f"{path}:{error.lineno}: catalog is not valid JSON ({error.msg}). Restore the file, or write it "
+            f"again with: {create_catalog_commands(None, path)}"
+        ) from None
     except UnicodeDecodeError as error:
         raise CatalogError(f"{path}: catalog is not UTF-8 text ({error.reason} at byte {error.start}).") from None
     if isinstance(data, dict) and _looks_like_servers_file(data):

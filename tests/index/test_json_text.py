@@ -35,6 +35,22 @@ def test_deep_json_is_a_decode_error_and_the_rest_parses_as_before() -> None:
         parse_json("{not json")
 
 
+def test_a_string_cut_short_is_reported_whole_with_where_it_starts(tmp_path: Path) -> None:
+    # Python keeps this one message's position out of ``msg``: every reader showed
+    # "(Unterminated string starting at)", cut off, as in a catalog a kill left half written.
+    with pytest.raises(json.JSONDecodeError) as raised:
+        parse_json('{"tools": [\n  {"name": "ab')
+    assert raised.value.msg == "Unterminated string (it starts at line 2 column 12)"
+    from index.catalog.records import CatalogError, load_catalog  # noqa: PLC0415
+
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text('{"tools": [\n  {"name": "ab', encoding="utf-8")
+    with pytest.raises(CatalogError) as bad:
+        load_catalog(catalog)
+    assert str(bad.value).startswith(f"{catalog}:2: catalog is not valid JSON (Unterminated string (it starts at line 2 column 12)).")
+    assert f"crawl --out {catalog}" in str(bad.value)
+
+
 def test_a_deep_log_line_or_trajectory_file_is_a_reported_problem_and_the_rest_is_read(tmp_path: Path) -> None:
     write_copilot_log(tmp_path / "t1.jsonl", "t1", "What time is it?")
     (tmp_path / "t2.jsonl").write_text(DEEP + "\n", encoding="utf-8")
