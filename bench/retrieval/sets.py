@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.retrieval.agent_queries import DATA_FILE, GUIDED_FORMS, load_dev_set
+from evaluation.tasks import read_json_file
+from index.errors import ConfigError
 
 OFF_CATALOG_FILE = Path(__file__).resolve().parents[1] / "data" / "off_catalog.jsonl"
 _NUMBERED = re.compile(r"^\s*\d+[.)]\s*")
@@ -56,7 +58,21 @@ def annotated_tools(task: dict) -> list[str]:
 
 
 def read_annotations(path: Path) -> list[dict]:
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    """LiveMCPBench's annotated tasks (``all_annotations.json``; none when the file is absent). A file
+    that is not such a list is a :class:`ConfigError` naming the file and the entry."""
+    if not path.exists():
+        return []
+    data = read_json_file(path, "task list", ConfigError)
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: expected LiveMCPBench's annotation list (a JSON list of tasks), got {type(data).__name__}.")
+    for number, task in enumerate(data, 1):
+        if not isinstance(task, dict) or not isinstance(task.get("Question"), str) or not isinstance(task.get("task_id"), str):
+            raise ConfigError(
+                f'{path}: entry {number} has no "Question" and "task_id" text (is this LiveMCPBench\'s all_annotations.json?).'
+            )
+        if not isinstance(task.get("Annotator Metadata") or {}, dict):
+            raise ConfigError(f'{path}: entry {number}: "Annotator Metadata" must be an object.')
+    return data
 
 
 def question_set(annotations: list[dict], known: set[str]) -> QuerySet:
@@ -86,7 +102,7 @@ def route_sessions(path: Path) -> list[tuple[str, str, tuple[str, ...]]]:
     if not path.exists():
         return []
     calls = []
-    for item in json.loads(path.read_text(encoding="utf-8")):
+    for item in _trajectory_entries(path):
         recent = RecentServers()
         executed: dict[str, str] = {}  # tool call id -> server, until its result is read
         for message in item.get("messages") or []:
@@ -108,6 +124,25 @@ def route_sessions(path: Path) -> list[tuple[str, str, tuple[str, ...]]]:
             if server is not None and _succeeded(str(message.get("content") or "")):
                 recent.note(server)
     return calls
+
+
+def _trajectory_entries(path: Path) -> list[dict]:
+    """The entries of LiveMCPBench's trajectory file, checked for the shape :func:`route_sessions`
+    reads: a :class:`ConfigError` naming the file and the entry (it was an AttributeError traceback)."""
+    data = read_json_file(path, "trajectory file", ConfigError)
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: expected LiveMCPBench's trajectories (a JSON list of tasks), got {type(data).__name__}.")
+    for number, item in enumerate(data, 1):
+        messages = item.get("messages") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not isinstance(messages or [], list):
+            raise ConfigError(f'{path}: entry {number} is not a trajectory (an object with a "messages" list; is this sample_trajectories.json?).')
+        for index, message in enumerate(messages or [], 1):
+            calls = message.get("tool_calls") if isinstance(message, dict) else None
+            if not isinstance(message, dict) or not isinstance(calls or [], list) or not all(
+                isinstance(call, dict) and isinstance(call.get("function") or {}, dict) for call in calls or []
+            ):
+                raise ConfigError(f"{path}: entry {number}, message {index}: not a chat message with a list of tool calls.")
+    return data
 
 
 def _succeeded(content: str) -> bool:

@@ -77,3 +77,33 @@ def test_a_dev_set_query_keeps_its_step(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     steps = agent_step_set({"read_file", "write_file"}, path)
     assert [(q.text, q.step) for q in steps.queries] == [("step 1", 1), ("step 3", 3)] and steps.skipped == 1
+
+
+def test_input_files_of_the_wrong_kind_name_the_file_and_entry(tmp_path: Path) -> None:
+    # Before: an AttributeError or JSONDecodeError traceback (bench retrieval, bench speed after
+    # its index build), where the README promises one error line.
+    import pytest  # noqa: PLC0415
+
+    from bench.retrieval.sets import read_annotations  # noqa: PLC0415
+    from index.errors import ConfigError  # noqa: PLC0415
+
+    wrong = tmp_path / "wrong.json"
+    for data, message in (
+        ({"cases": []}, "expected LiveMCPBench's annotation list"),
+        ([{"Question": "q"}], 'entry 1 has no "Question" and "task_id" text'),
+        ([{"Question": "q", "task_id": "t", "Annotator Metadata": "x"}], 'entry 1: "Annotator Metadata" must be an object'),
+    ):
+        wrong.write_text(json.dumps(data))
+        with pytest.raises(ConfigError, match=message):
+            read_annotations(wrong)
+    for data, message in (
+        ({"cases": []}, "expected LiveMCPBench's trajectories"),
+        (["x"], "entry 1 is not a trajectory"),
+        ([{"messages": [{"role": "assistant", "tool_calls": ["x"]}]}], "entry 1, message 1: not a chat message"),
+    ):
+        wrong.write_text(json.dumps(data))
+        with pytest.raises(ConfigError, match=message):
+            route_sessions(wrong)
+    wrong.write_text('{"query": 1}\n{"query": 2}\n')
+    with pytest.raises(ConfigError, match=r"wrong.json:2: .*not valid JSON"):
+        read_annotations(wrong)
