@@ -49,9 +49,14 @@ index = ToolIndex.open(CopilotSettings(home=home))
 threading.Thread(target=index.warm, daemon=True).start()
 out = []
 deadline = started + 120
-for query in queries:
+# The queries again, paced, once all were answered before the model was in: the run stopped there,
+# and "first hybrid" read "-" for lexical-first (204 lexical answers took 1.3 s).
+for number in range(10**6):
     if time.perf_counter() > deadline:
         break
+    if number >= len(queries):
+        time.sleep(0.1)
+    query = queries[number % len(queries)]
     result = index.route(query["text"], top_k=3, wait_for_model=wait)
     out.append({"t": time.perf_counter() - started, "mode": result.mode, "top": [h.tool for h in result.hits],
                 "relevant": query["relevant"]})

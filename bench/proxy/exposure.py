@@ -7,7 +7,8 @@ catalog (``index/data/catalog.json``) and the project's ``servers.json``; the in
 a temporary ``COPILOT_HOME`` (or ``--home``). Children are never started (route's background
 warming is switched off here). For each mode it measures, as JSON the client received:
 
-- ``tools/list`` (every page): ``meta`` (route, execute, execute-tool), ``all`` (every tool),
+- ``tools/list`` (every page): ``meta`` (route and execute; ``execute-tool`` too with the LiveMCPBench
+  alias, which this run leaves off), ``all`` (every tool),
   and ``routed`` after 1, 3 and 10 ``route`` calls (top 5) over the 95 task questions;
 - one ``route`` answer: its text block alone (what most hosts show the model) and the whole
   result (text + structuredContent), median and mean over the task questions.
