@@ -147,7 +147,10 @@ def _tools_digest(tools: list[types.Tool], held_back: frozenset[str], skipped: M
 class ChildLink(Protocol):
     """Answers what children send the copilot on their own (``server.relay.hub.Relay`` implements it).
 
-    ``calls`` are the relays of the child's calls in flight (what ``call_tool`` was given), oldest first.
+    ``calls`` are the relays of the child's calls in flight (what ``call_tool`` was given), oldest first;
+    ``others`` counts the other requests in flight on the child (a host's ``prompts/get``,
+    ``resources/read`` or ``completion/complete``, the copilot's own ``tools/list``), which the
+    child's request may belong to as well: then it belongs to no call for certain.
     """
 
     def user_root(self) -> Path | None:
@@ -155,10 +158,12 @@ class ChildLink(Protocol):
         ...
 
     async def answer(
-        self, server: str, calls: list[Any], request: types.InputRequest
+        self, server: str, calls: list[Any], request: types.InputRequest, *, others: int = 0
     ) -> types.InputResponse | types.ErrorData: ...
 
-    async def log(self, server: str, calls: list[Any], params: types.LoggingMessageNotificationParams) -> None: ...
+    async def log(
+        self, server: str, calls: list[Any], params: types.LoggingMessageNotificationParams, *, others: int = 0
+    ) -> None: ...
 
 
 class ListingGuard(Protocol):
@@ -968,8 +973,12 @@ class ChildPool:
         if link is None:
             return None
 
+        def others() -> int:
+            # busy_with holds every request in flight on the child; calls are the relayed tool calls.
+            return max(0, len(child.busy_with) - len(child.calls))
+
         async def answer(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
-            return await link.answer(child.name, list(child.calls), request)
+            return await link.answer(child.name, list(child.calls), request, others=others())
 
         async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
             return await answer(types.CreateMessageRequest(params=params))
@@ -987,7 +996,7 @@ class ChildPool:
                 child.process.note(line)
             else:
                 logger.info("server '%s' %s", child.name, line)
-            await link.log(child.name, list(child.calls), params)
+            await link.log(child.name, list(child.calls), params, others=others())
 
         return ClientCallbacks(sampling=sampling, elicitation=elicitation, list_roots=list_roots, logging=log)
 

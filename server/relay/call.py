@@ -484,15 +484,27 @@ def pick(calls: Sequence[CallRelay]) -> CallRelay | None:
 
 
 async def answer_child(
-    server: str, calls: Sequence[CallRelay], request: types.InputRequest, roots: Roots
+    server: str, calls: Sequence[CallRelay], request: types.InputRequest, roots: Roots, *, others: int = 0
 ) -> types.InputResponse | types.ErrorData:
-    """What the pool answers a child's request with (see :class:`CallRelay.answer`)."""
+    """What the pool answers a child's request with (see :class:`CallRelay.answer`).
+
+    ``others`` counts the child's requests in flight that are no tool call (another host's
+    ``prompts/get`` or ``resources/read``): the request may come from one of those, so it is shown
+    to no call's host. It was given to the one tool call in flight, so a question asked while
+    serving session B's prompt went to session A's user, and A's answer back into B's prompt.
+    """
     kind = request_kind(request)
-    call = pick(calls)
+    call = pick(calls) if not others else None
     if call is not None:
         return await call.answer(request, sharing=calls)
     if kind == "roots":
         return types.ListRootsResult(roots=roots.current())
+    if others and calls:
+        return refusal(
+            f"MCP Copilot cannot tell whether this {kind} request of server '{server}' belongs to its tool call "
+            f"in flight or to {others} other request(s) it is answering (a prompt, resource or completion), so "
+            "it is not shown to anyone. Retry when the other requests finished."
+        )
     if not calls:
         return refusal(
             f"MCP Copilot relays {kind} requests only during a tool call of server '{server}', and none is in "
@@ -506,8 +518,11 @@ async def answer_child(
     )
 
 
-async def log_from_child(calls: Sequence[CallRelay], params: types.LoggingMessageNotificationParams) -> None:
-    """Forward a child's log message to the host of its call, when there is exactly one such host."""
-    call = pick(calls)
+async def log_from_child(
+    calls: Sequence[CallRelay], params: types.LoggingMessageNotificationParams, *, others: int = 0
+) -> None:
+    """Forward a child's log message to the host of its call, when there is exactly one such host
+    and no other request in flight on the child (``others``) could be the one it is about."""
+    call = pick(calls) if not others else None
     if call is not None:
         await call.log(params)

@@ -76,12 +76,14 @@ class Relay:
         return self.roots.working_directory()
 
     async def answer(
-        self, server: str, calls: Sequence[CallRelay], request: types.InputRequest
+        self, server: str, calls: Sequence[CallRelay], request: types.InputRequest, *, others: int = 0
     ) -> types.InputResponse | types.ErrorData:
-        return await answer_child(server, calls, request, self.roots)
+        return await answer_child(server, calls, request, self.roots, others=others)
 
-    async def log(self, server: str, calls: Sequence[CallRelay], params: types.LoggingMessageNotificationParams) -> None:
-        await log_from_child(calls, params)
+    async def log(
+        self, server: str, calls: Sequence[CallRelay], params: types.LoggingMessageNotificationParams, *, others: int = 0
+    ) -> None:
+        await log_from_child(calls, params, others=others)
 
 
 

@@ -464,3 +464,58 @@ async def test_a_child_a_listener_keeps_alive_is_not_stopped_for_being_idle(sett
         assert pool.is_running("alpha") and pool.status()["alpha"]["idle_stops"] == 0
         holding.holding = False
         await wait_until(lambda: not pool.is_running("alpha"))
+
+
+class _RecordingLink:
+    """The pool's link to the hosts, recording what it is handed for each request and log of a child."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[int, int]] = []
+        self.logged: list[tuple[int, int]] = []
+
+    def user_root(self) -> None:
+        return None
+
+    async def answer(self, server: str, calls: list[Any], request: Any, *, others: int = 0) -> Any:
+        import mcp_types as types  # noqa: PLC0415
+
+        self.asked.append((len(calls), others))
+        return types.ErrorData(code=types.INVALID_REQUEST, message="refused by the test")
+
+    async def log(self, server: str, calls: list[Any], params: Any, *, others: int = 0) -> None:
+        self.logged.append((len(calls), others))
+
+
+class _StubRelay:
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.timeout_scope: Any = None
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.started.set()
+
+    def close(self) -> None:
+        return None
+
+
+async def test_a_childs_request_during_a_prompt_and_a_tool_call_is_handed_on_with_the_prompt_counted(
+    settings: PoolSettings,  # noqa: F811
+) -> None:
+    # Before: the link got the one tool call in flight and nothing else, so it gave the child's
+    # question -- asked for another host's prompts/get -- to that call's host.
+    from tests.server.relay_harness import relay_entry  # noqa: PLC0415
+
+    link, relay = _RecordingLink(), _StubRelay()
+    config = ServerConfig(name="relay", **relay_entry("relay"))
+    with anyio.fail_after(60):
+        async with ChildPool({"relay": config}, settings, link=link) as pool, anyio.create_task_group() as group:
+
+            async def blocked() -> None:
+                await pool.call_tool("relay", "block", {"label": "x"}, relay=relay)
+
+            group.start_soon(blocked)
+            await relay.started.wait()
+            prompt = await pool.request("relay", "prompts/get", lambda session: session.get_prompt("greeting"))
+            group.cancel_scope.cancel()
+    assert "refused: refused by the test" in prompt.messages[0].content.text
+    assert link.asked == [(1, 1)] and link.logged == [(1, 1)]

@@ -56,6 +56,23 @@ async def test_requests_nobody_can_answer_get_a_refusal_that_says_why() -> None:
     assert "only during a tool call" in outside.message
 
 
+async def test_a_request_that_may_be_another_requests_is_given_to_no_call(tmp_path: Path) -> None:
+    # The child also answers a prompts/get or resources/read (``others``): its question may be that
+    # request's, not the one call's in flight -- over HTTP, another session's user was asked.
+    elicit = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message="name?", requested_schema={"type": "object", "properties": {}})
+    )
+    call = _call(_host(capabilities=types.ClientCapabilities(elicitation=types.ElicitationCapability())))
+    refused = await answer_child("files", [call], elicit, Roots(), others=1)
+    assert isinstance(refused, types.ErrorData)
+    assert refused.message.startswith(
+        "MCP Copilot cannot tell whether this elicitation request of server 'files' belongs to its tool call in "
+        "flight or to 1 other request(s) it is answering"
+    )
+    roots = await answer_child("files", [call], types.ListRootsRequest(), Roots([tmp_path]), others=1)
+    assert isinstance(roots, types.ListRootsResult) and [str(r.uri) for r in roots.roots] == [tmp_path.as_uri()]
+
+
 async def test_roots_requests_fall_back_to_the_known_roots(tmp_path: Path) -> None:
     roots = Roots([tmp_path])
     answer = await answer_child("files", [], types.ListRootsRequest(), roots)
