@@ -56,7 +56,7 @@ from server.relay.host import HostLink
 from server.relay.hub import Relay
 from server.relay.suspended import Finished, SuspendedCall, decode_state
 from server.execute.results import ResultLimits, cap_result, text_result, to_log_result
-from server.route.description import PoolServer, describe_pool_from_config
+from server.route.description import PoolServer, describe_pool_from_config, server_label
 from server.trajectory.session_log import SessionLog, SessionLogs
 from server.settings import ServerSettings
 from server.telemetry import Telemetry, instrumented
@@ -631,6 +631,19 @@ class Copilot:
             )
         return config
 
+    def _resolve_route_server(self, name: str) -> ServerConfig:
+        """``route``'s server filter: a server's name (as :meth:`_resolve_server` takes it), or the label
+        route's own description shows for it ("yahoo finance" for ``yahoo-finance-mcp``), when exactly
+        one routable server has that label. Every label the description listed was refused as unknown."""
+        try:
+            return self._resolve_server(name)
+        except UnknownServerError:
+            wanted = " ".join(name.casefold().split())
+            labelled = [server for server in self.routable_servers() if server_label(server).casefold() == wanted]
+            if len(labelled) != 1:
+                raise
+            return self._resolve_server(labelled[0])
+
     # -- route --------------------------------------------------------------------------------
     @instrumented("route")
     async def route(
@@ -723,7 +736,9 @@ class Copilot:
             raise QueryError(f"top_k must be an integer between 1 and {limit}, got {top_k!r}.") from None
         note = None
         if not 1 <= k <= limit:
-            note = f"top_k={k} is outside 1..{limit}; using {min(max(k, 1), limit)}."
+            digits = str(abs(k))  # top_k=1e300 is an int of 301 digits: not echoed whole
+            shown = str(k) if len(digits) <= 12 else f"{'-' if k < 0 else ''}{digits[:6]}…({len(digits)} digits)"
+            note = f"top_k={shown} is outside 1..{limit}; using {min(max(k, 1), limit)}."
             k = min(max(k, 1), limit)
         kind_name = route_kind(kind)
         if kind_name is None:
@@ -738,7 +753,7 @@ class Copilot:
                 "leave it out to search every server."
             )
         if isinstance(server, str) and server.strip():
-            only = self._resolve_server(server.strip()).name
+            only = self._resolve_route_server(server.strip()).name
         filtered = bool(self.settings.allow or self.settings.deny or self.settings.read_only or self.guard is not None)
         # Over-fetch when allow/deny lists may remove hits, so k allowed tools remain.
         fetch = min(k * 3, MAX_TOP_K) if filtered else k
@@ -753,6 +768,7 @@ class Copilot:
                     wait_for_model=False,
                     model_wait=self.settings.route_model_wait,
                     session_servers=session_servers,
+                    hide=self._hidden_by_policy if self._policy_hides else None,
                 ),
                 abandon_on_cancel=True,
             )
@@ -837,7 +853,13 @@ class Copilot:
         for tool in tools:  # a tool the answer holds back is no reason to call another first
             tool.input_for = [need for need in tool.input_for if (tool.server, need.tool) in shown]
             tool.input_from = [source for source in tool.input_from if (tool.server, source.tool) not in shown]
-        note = _hidden_note(note, held, refused_read_only)
+        note = _hidden_note(note, held, refused_read_only + found.hidden.get("read-only", 0))
+        if not tools and found.hidden.get("denied") and note is None:
+            note = (
+                f"The {found.hidden['denied']} best match(es){f' on server {only!r}' if only else ''} may not be used: "
+                "the copilot's settings (COPILOT_DENY, COPILOT_ALLOW) leave them out. Search for another way to "
+                "do the task, or ask the user to change those settings."
+            )
         if not found.hits and note is None:
             note = await self._missing_kind_note(kind_name, servers, only)
         if not tools and note is None and found.mode not in LEXICAL_MODES:
@@ -867,6 +889,21 @@ class Copilot:
             operations_listed=found.operations_listed,
             session_servers=found.session_servers,
         )
+
+    @property
+    def _policy_hides(self) -> bool:
+        return bool(self.settings.allow or self.settings.deny or self.settings.read_only)
+
+    def _hidden_by_policy(self, record: ToolRecord) -> str | None:
+        """Why the settings keep ``record`` out of every answer (``denied``, ``read-only``), or None.
+        Asked by the index before it judges an answer weak or trims it (see ``ToolIndex.route``)."""
+        if not self.policy.tool_allowed(record.server, record.name):
+            return "denied"
+        if record.kind == "tool" and self.policy.read_only and not self.policy.read_only_permits(
+            record.server, record.name, record.annotations
+        ):
+            return "read-only"
+        return None
 
     def _tool_held_back(self, server: str, tool: str, annotations: dict[str, Any] | None) -> tuple[str, str] | None:
         """Why ``route`` does not show a tool, or None: ("denied", ""), ("held", the message to show:

@@ -33,14 +33,21 @@ MAX_TOP_K = 100
 #: Operations of one query searched separately; more are left to the whole-query search.
 MAX_OPERATIONS = 4
 
-_BLOCK = re.compile(r"<tool_assistant>(.*?)(?:</tool_assistant>|\Z)", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"</?tool_assistant>", re.IGNORECASE)
+#: The tag, also as agents vary it: ``<tool-assistant>``, ``<tool_assistant id="1">`` (whose closing
+#: tag was read as part of the tool's words).
+_BLOCK = re.compile(r"<tool[_-]assistant\b[^<>]*>(.*?)(?:</tool[_-]assistant\s*>|\Z)", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"</?tool[_-]assistant\b[^<>]*>", re.IGNORECASE)
 #: A list bullet before a field: Markdown's three, and the typographic ones agents also write.
 _BULLET = r"(?:[-*+•·][ \t]*)?"
 #: Written so that no two neighbouring parts can match the same run of spaces: ``^\s*[-*]?\s*`` over
 #: many blank lines took seconds per route (each line start tried every split of the run).
 _FIELD = re.compile(
     rf"^[ \t]*{_BULLET}(server|tool)[ \t]*(?:name[ \t]*)?[:：][ \t]*", re.IGNORECASE | re.MULTILINE
+)
+#: Another field on a line of its own (``params: ticker=AAPL``, ``reason: …``): it ends the value of
+#: the field before it, and is no part of any. A key of one or two words; not ``https://`` or ``C:\``.
+_OTHER_FIELD = re.compile(
+    rf"^[ \t]*{_BULLET}[A-Za-z][\w-]+(?:[ \t][A-Za-z][\w-]*)?[ \t]*[:：](?![/\\])", re.IGNORECASE | re.MULTILINE
 )
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$", re.MULTILINE)
@@ -101,11 +108,16 @@ def _has_text(text: str) -> bool:
 
 
 def _fields(block: str, *, tagged: bool = False) -> dict[str, str]:
-    """``server:``/``tool:`` fields of a block; a field's value runs until the next field."""
+    """``server:``/``tool:`` fields of a block; a field's value runs until the next field, or a line
+    that starts another one (``params: …``: its words were searched as the tool's, and its ``;``
+    read as a second operation)."""
     matches = list(_FIELD.finditer(block))
     fields: dict[str, str] = {}
     for index, match in enumerate(matches):
         end = matches[index + 1].start() if index + 1 < len(matches) else len(block)
+        other = _OTHER_FIELD.search(block, match.end(), end)
+        if other is not None and block.rfind("\n", match.end(), other.start() + 1) >= 0:
+            end = other.start()  # (a line of its own: not "tool: read file: notes.txt")
         value = " ".join(block[match.end() : end].split())
         key = match.group(1).lower()
         if value and key not in fields:

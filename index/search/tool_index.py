@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -63,6 +63,9 @@ STALE_CHECK_SECONDS = 5.0
 
 #: Query embeddings remembered per index (384 floats each: ~1.5 MB at this size).
 QUERY_CACHE_SIZE = 1024
+
+#: Rounds of asking a route's ``hide`` about its best tools before asking about every tool.
+_HIDE_ROUNDS = 4
 
 #: ``progress(done, total)`` while embedding during a sync.
 Progress = Callable[[int, int], None]
@@ -115,6 +118,8 @@ class SearchResult(BaseModel):
     operations_listed: int = 0
     #: The session's servers whose tools were lifted (see :mod:`index.search.session_prior`).
     session_servers: list[str] = []
+    #: Tools among the best that the caller's ``hide`` kept out of the answer, by its reason.
+    hidden: dict[str, int] = {}
 
 
 @dataclass(frozen=True)
@@ -444,8 +449,13 @@ class ToolIndex:
         model_wait: float = 0.0,
         weights: Weights = HYBRID,
         session_servers: Collection[str] = (),
+        hide: Callable[[ToolRecord], str | None] | None = None,
     ) -> SearchResult:
         """:meth:`search` plus what ``route`` tells the model: weak matches, trimmed hits, start-up mode.
+
+        ``hide`` says why a tool may not be shown (the caller's allow/deny and read-only rules), or
+        ``None``: such tools are left out *before* the answer is judged weak or trimmed, so the
+        verdicts are about the tools it can show (a denied best match made the answer look strong).
 
         ``trim`` drops hits scoring far below the best (see :mod:`index.search.confidence`);
         ``wait_for_model=False`` answers with BM25 alone while the embedding model is still
@@ -487,9 +497,13 @@ class ToolIndex:
         lifted = self._lifted(snapshot, session_servers, mask) if method == "hybrid" and not lexical_only else []
         scored = self._scores(snapshot, parsed, "bm25" if lexical_only else method, mask, weights, operations, lifted)
         positions = top_indices(scored.scores, top_k, mask)
+        hidden: Counter[str] = Counter()
+        if hide is not None:
+            positions, mask = self._without_hidden(snapshot, scored.scores, top_k, mask, positions, hide, hidden)
         result = SearchResult(
             hits=[], mode=mode, model_failure=failure, operations=operations, truncated=parsed.truncated,
             session_servers=lifted, operations_listed=parsed.operations_listed if operations else 0,
+            hidden=dict(hidden),
         )
         if lexical_only:
             # Keywords alone: a tool sharing no word with the query scores 0 and its rank is
@@ -510,6 +524,36 @@ class ToolIndex:
                 )
         result.hits = [self._hit(snapshot, position, scored.scores, positions) for position in positions]
         return result
+
+    @staticmethod
+    def _without_hidden(
+        snapshot: _Snapshot,
+        scores: np.ndarray,
+        top_k: int,
+        mask: np.ndarray | None,
+        positions: list[int],
+        hide: Callable[[ToolRecord], str | None],
+        hidden: Counter[str],
+    ) -> tuple[list[int], np.ndarray | None]:
+        """The best ``top_k`` positions ``hide`` lets through, and the mask that leaves out the ones
+        it did not. Only the best are asked about (a few rounds), not every tool of the index: a
+        rule rarely hides many of them, and asking costs a glob match per tool."""
+        for _round in range(_HIDE_ROUNDS):
+            gone = {position: why for position in positions if (why := hide(snapshot.record(position))) is not None}
+            if not gone:
+                return positions, mask
+            hidden.update(gone.values())
+            mask = np.ones(scores.size, dtype=bool) if mask is None else mask.copy()
+            mask[list(gone)] = False
+            positions = top_indices(scores, top_k, mask)
+        # Still hiding after those rounds (a rule hiding most of the index): ask about every tool left.
+        assert mask is not None
+        for position in np.flatnonzero(mask):
+            if (why := hide(snapshot.record(int(position)))) is not None:
+                mask[position] = False
+                if position in positions:
+                    hidden[why] += 1
+        return top_indices(scores, top_k, mask), mask
 
     @staticmethod
     def _input_for(snapshot: _Snapshot, position: int, answer: Sequence[int]) -> list[InputLink]:

@@ -71,9 +71,10 @@ def _says_not_found(error: MCPError) -> bool:
     return error.code == RESOURCE_NOT_FOUND or (
         error.code == INVALID_PARAMS and _NOT_FOUND_MESSAGE.search(error.message or "") is not None
     )
-#: ``ttlMs`` of list results for 2026-07-28 clients. The copilot's own tools never change in
-#: ``meta`` mode; listed child items change with the children (and a list_changed says so).
-_TTL_STATIC_MS = 300_000
+#: ``ttlMs`` of list results for 2026-07-28 clients: listed child items change with the children,
+#: and in ``meta`` mode ``route``'s description changes with the pool (the servers file, the
+#: index), so neither is cached long (meta was cached 300 s: a client without a listen stream
+#: showed a removed server in route's description for five minutes).
 _TTL_CHILDREN_MS = 60_000
 #: Flagged texts remembered as warned about, at most (then the memory starts again).
 _MAX_WARNED = 10_000
@@ -256,7 +257,7 @@ class Aggregation:
         _, exposure = self._ready()
         tools = [*await self._app.list_tools(), *await exposure.tools(self._key(ctx))]
         items, cursor = page(tools, params.cursor, self.settings.list_page_size, lambda tool: tool.name)
-        ttl = {"meta": _TTL_STATIC_MS, "routed": 0, "all": _TTL_CHILDREN_MS}[exposure.mode]
+        ttl = {"meta": _TTL_CHILDREN_MS, "routed": 0, "all": _TTL_CHILDREN_MS}[exposure.mode]
         return types.ListToolsResult(tools=items, next_cursor=cursor, ttl_ms=ttl)
 
     async def _call_tool(

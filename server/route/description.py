@@ -130,7 +130,9 @@ def _server_terms(server: PoolServer) -> list[tuple[str, str]]:
     return [term for tool in server.tools for term in _terms(" ".join(split_identifier(tool)))] + _terms(server.description)
 
 
-def _label(name: str) -> str:
+def server_label(name: str) -> str:
+    """How the description names a server: its words, without "mcp" and "server" ("yahoo-finance-mcp"
+    is "yahoo finance"). ``route``'s server filter takes these too (the model copies them from here)."""
     words = [w for w in humanize(name).split() if w not in ("mcp", "server")]
     return " ".join(words) or name
 
@@ -147,7 +149,7 @@ def _short(text: str) -> str:
 
 def _category_line(category: str, members: list[PoolServer], words: _PoolWords) -> str:
     named = sorted(members, key=lambda s: (-len(s.tools), s.name))
-    listed = [_label(s.name) for s in named[:MAX_SERVERS_PER_CATEGORY]]
+    listed = [server_label(s.name) for s in named[:MAX_SERVERS_PER_CATEGORY]]
     # A server's name already says its kind of service ("excel", "git"): the keywords say the rest.
     shown = {_singular(word.lower()) for label in listed for word in _WORD.findall(label)}
     wanted = min(MAX_KEYWORDS_PER_CATEGORY, 4 + len(members) // 3)

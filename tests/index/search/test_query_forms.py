@@ -155,6 +155,18 @@ def test_a_lone_surrogate_is_searched_as_a_replacement_character(index: ToolInde
         # A JSON "query" is plain text: its commas do not list operations; a "tool" field's do.
         ('{"query": "restaurants in Berlin, cheap"}', "restaurants in Berlin, cheap", None, []),
         ('{"tool": "beat tracking, MFCC extraction"}', "beat tracking, MFCC extraction", None, ["beat tracking", "MFCC extraction"]),
+        # A line that starts another field ends the tool's value: its words and its ";" were read
+        # as the tool's ("Your query lists 2 operations"); a URL or a "name: value" inside a line is no field.
+        (
+            "<tool_assistant>\nserver: finance\ntool: get the stock price\nparams: ticker=AAPL; period=1y\n</tool_assistant>",
+            "get the stock price", "finance", [],
+        ),
+        ("<tool_assistant>\nserver: papers\ntool: search arxiv\n- reason: need sources\n</tool_assistant>", "search arxiv", "papers", []),
+        ("<tool_assistant>\nserver: web\ntool: fetch a page\nhttps://example.com/a\n</tool_assistant>", "fetch a page https://example.com/a", "web", []),
+        ("<tool_assistant>\nserver: files\ntool: read file: notes.txt\n</tool_assistant>", "read file: notes.txt", "files", []),
+        # The tag as agents vary it: its closing tag was read as the tool's words.
+        ('<tool_assistant id="1">\nserver: finance\ntool: get the stock price\n</tool_assistant>', "get the stock price", "finance", []),
+        ("<tool-assistant>\nserver: finance\ntool: get the stock price\n</tool-assistant>", "get the stock price", "finance", []),
     ],
 )
 def test_more_forms_agents_write(query: str, tool: str, server: str | None, operations: list[str]) -> None:

@@ -580,3 +580,18 @@ def test_a_word_only_one_tool_has_does_not_outweigh_the_tool_the_request_means(t
     unbounded = index.route(query, top_k=2, weights=replace(HYBRID, ceiling=None), trim=False).hits
     assert [h.tool for h in unbounded] == ["ticker_metrics", "reserve_room"]
     assert unbounded[0].score - bounded[1].score == pytest.approx(0.5 * (15.5 - 10), abs=0.1)  # BM25 weight x what the bound took
+
+
+def test_tools_the_caller_hides_are_left_out_before_the_answer_is_judged(index: ToolIndex) -> None:
+    # Before: the copilot dropped denied tools after the index judged the answer, so a denied best
+    # match made a poor answer look strong (no weak flag) and trimmed the rest against it.
+    query = "what will the weather be like in Paris tomorrow"
+    shown = index.route(query)
+    weather = {hit.server for hit in shown.hits[:1]}
+    hidden = index.route(query, hide=lambda record: "denied" if record.server in weather else None)
+    assert not shown.weak and hidden.weak and hidden.related_servers
+    assert not {hit.server for hit in hidden.hits} & weather
+    assert hidden.hidden["denied"] >= 1
+    # Asked about the best tools only, a few rounds; a rule hiding most of the index is asked about all.
+    everything_but_one = index.route(query, top_k=3, hide=lambda record: None if record.name == "convert_to_pdf" else "denied")
+    assert [hit.tool for hit in everything_but_one.hits] == ["convert_to_pdf"]

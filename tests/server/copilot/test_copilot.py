@@ -171,12 +171,12 @@ async def test_a_kind_no_server_offers_is_named_with_the_kinds_there_are(
     assert {(t["server"], t["kind"]) for t in unfiltered.structured_content["tools"]} == {("jotter", "prompt")}
 
 
-async def test_a_server_filter_whose_matches_are_all_denied_says_to_rephrase_or_drop_the_filter(
+async def test_a_server_filter_whose_matches_are_all_denied_says_they_may_not_be_used(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
 ) -> None:
-    """The server offers tools, the search finds them, and the deny list hides every one: nothing
-    else explains the empty answer, so route says what the user can change."""
+    """The server offers tools, the search finds them, and the deny list hides every one: route says
+    the settings leave them out (it asked the model to rephrase, which cannot help)."""
     home = copy_home(built_index, tmp_path / "home")
     entries = {"alpha": fixture_entry("alpha"), "slow": fixture_entry("slow", tools=["sleep", "echo"])}
     servers = load_servers(write_servers(tmp_path / "servers.json", entries))
@@ -188,8 +188,8 @@ async def test_a_server_filter_whose_matches_are_all_denied_says_to_rephrase_or_
     assert not filtered.is_error and filtered.structured_content["tools"] == []
     assert filtered.structured_content["ranking"] == "hybrid"
     assert filtered.structured_content["note"] == (
-        "Nothing matched. Rephrase the query as the task you want done (what, on which kind of data or service), "
-        "or drop the server filter."
+        "The 2 best match(es) on server 'slow' may not be used: the copilot's settings (COPILOT_DENY, COPILOT_ALLOW) "
+        "leave them out. Search for another way to do the task, or ask the user to change those settings."
     )
     assert _servers_of(unfiltered) == {"alpha"}
 
@@ -497,6 +497,40 @@ async def test_a_server_filter_that_is_not_text_is_refused_not_ignored(
             assert routed.content[0].text.endswith(
                 f"server must be one server's name as text, got {shown}; leave it out to search every server."
             ), routed.content[0].text
+
+
+async def test_the_server_filter_takes_the_label_routes_description_shows(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    # Before: the description lists "yahoo finance" for yahoo-finance-mcp, and route(server="yahoo
+    # finance") answered "Unknown server".
+    home = copy_home(built_index, tmp_path / "home")
+    entries = {"alpha": fixture_entry("alpha"), "yahoo-finance-mcp": fixture_entry("yf"), "finance-server": fixture_entry("fs")}
+    servers = load_servers(write_servers(tmp_path / "servers.json", entries))
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+        assert "yahoo finance" in copilot.route_description()
+        by_label = await copilot.route("stock price", 3, "Yahoo  Finance", None)
+        unknown = await copilot.route("stock price", 3, "yahoo", None)
+    # Resolved to the server (which this index has not crawled: it says so by its name).
+    assert "'yahoo-finance-mcp'" in by_label.content[0].text and "Unknown server" not in by_label.content[0].text
+    assert unknown.is_error and "Unknown server 'yahoo'" in unknown.content[0].text
+
+
+async def test_a_top_k_out_of_range_is_clamped_with_a_short_note(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    home, servers = _alpha_only(built_index, tmp_path)
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+        notes = [
+            (await copilot.route("echo the given text back", top_k, None, None)).structured_content["note"]
+            for top_k in (0, 1000, 1e300)
+        ]
+    limit = copilot.settings.max_top_k
+    assert notes[:2] == [f"top_k=0 is outside 1..{limit}; using 1.", f"top_k=1000 is outside 1..{limit}; using {limit}."]
+    # 1e300 is an int of 301 digits: it was echoed whole.
+    assert notes[2] == f"top_k=100000…(301 digits) is outside 1..{limit}; using {limit}."
 
 
 async def test_the_results_left_out_are_counted_within_top_k(
