@@ -93,8 +93,14 @@ class Watchdog:
     def record(self) -> None:
         """Remember every live descendant of the registered children (one scan of the process table)."""
         children: dict[int, list[psutil.Process]] = {}
+        live: set[int] = set()
         for process in psutil.process_iter(["ppid"]):
             children.setdefault(process.info["ppid"], []).append(process)
+            live.add(process.pid)
+        # A descendant that exited is nothing to kill: forgotten, or every child a crashing server
+        # ever started stayed recorded for the copilot's lifetime (and was looked up again at exit).
+        for pid in [pid for pid in self.seen if pid not in live]:
+            del self.seen[pid]
         for pid, started in list(self.leaders.items()):
             try:
                 if psutil.Process(pid).create_time() != started:

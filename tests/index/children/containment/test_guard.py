@@ -3,6 +3,7 @@ hung before ``initialize``, and everything when the process that owns the sessio
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -107,6 +108,30 @@ async def test_children_and_their_escaped_descendants_die_when_their_owner_is_si
     finally:
         owner.kill()
         kill_leftovers(processes)
+
+
+def test_the_watchdog_forgets_descendants_that_exited() -> None:
+    # Before: every process a child ever started stayed recorded for the copilot's lifetime (a
+    # server restarted 400 times: 400 entries, each looked up again at exit).
+    leader = subprocess.Popen(
+        ["/bin/sh", "-c", "sleep 300 & echo $!; wait"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert leader.stdout is not None
+        child = int(leader.stdout.readline())
+        watchdog = Watchdog(os.getpid(), "no-such-tag")
+        watchdog.handle(f"+ {leader.pid}")
+        watchdog.record()
+        assert child in watchdog.seen
+        os.kill(child, signal.SIGKILL)
+        leader.wait(timeout=20)  # the shell reaped the child, then exited
+        watchdog.record()
+        assert child not in watchdog.seen
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait(timeout=20)
+        leader.stdout.close()  # type: ignore[union-attr]
 
 
 def test_the_watchdog_finds_the_groups_of_what_it_recorded(tmp_path: Path) -> None:
