@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,10 @@ from server.settings import ServerSettings
 logger = logging.getLogger(__name__)
 
 STATE_FILE_NAME = "indexed-servers.json"
+#: Seconds before a server whose crawl failed is crawled again with the same launch. Every edit of
+#: the servers file plans indexing again, and a server that cannot start was started at each one
+#: (109 times in 200 edits of other entries); an edit of its own entry retries it at once.
+RECRAWL_AFTER_FAILURE = 60.0
 
 
 @dataclass
@@ -153,6 +158,8 @@ class BackgroundIndexer:
         self._state_path = settings.home / STATE_FILE_NAME
         self._pending: list[str] = []
         self._failed: dict[str, str] = {}
+        #: server -> (launch hash, time.monotonic()) of its last failed crawl.
+        self._failed_launches: dict[str, tuple[str, float]] = {}
         self._running = False
         self._one_at_a_time = anyio.Lock()
         self.done = anyio.Event()
@@ -193,8 +200,17 @@ class BackgroundIndexer:
         # A server that needs no indexing now (removed from the file, disabled, or indexed since) has
         # not failed: route's answers would otherwise report an old failure forever.
         self._failed = {name: why for name, why in self._failed.items() if name in plan.servers}
+        waiting = self._failed_recently(plan.crawl, servers)
+        if waiting:
+            plan.crawl = [name for name in plan.crawl if name not in waiting]
+            logger.info(
+                "not crawling again yet (failed less than %.0f s ago with this launch): %s",
+                RECRAWL_AFTER_FAILURE,
+                ", ".join(waiting),
+            )
         if not plan.servers:
-            logger.info("index is up to date with the servers file")
+            if not waiting:
+                logger.info("index is up to date with the servers file")
             return
         self._pending = plan.servers
         logger.info(
@@ -219,6 +235,12 @@ class BackgroundIndexer:
         if plan.crawl:
             records, failures, skipped = await self._crawl({name: servers[name] for name in plan.crawl})
             self._failed.update(failures)
+            failed_at = time.monotonic()
+            for name in plan.crawl:
+                if name in failures:
+                    self._failed_launches[name] = (servers[name].launch_hash(), failed_at)
+                else:
+                    self._failed_launches.pop(name, None)
             ok = [name for name in plan.crawl if name not in failures]
             if ok:
                 await anyio.to_thread.run_sync(
@@ -233,6 +255,18 @@ class BackgroundIndexer:
                 for name in ok:
                     self._failed.pop(name, None)  # crawled fine this time
             logger.info("indexed %d tool(s) of %d crawled server(s)", len(records), len(ok))
+
+    def _failed_recently(self, names: list[str], servers: Mapping[str, ServerConfig]) -> list[str]:
+        """Of ``names``, those whose crawl failed less than :data:`RECRAWL_AFTER_FAILURE` ago with the
+        launch they have now (they stay reported as failed)."""
+        now = time.monotonic()
+        return [
+            name
+            for name in names
+            if (failed := self._failed_launches.get(name)) is not None
+            and failed[0] == servers[name].launch_hash()
+            and now - failed[1] < RECRAWL_AFTER_FAILURE
+        ]
 
     def _load_catalog(self) -> Catalog | None:
         path = self._settings.catalog_file()

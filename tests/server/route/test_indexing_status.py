@@ -47,3 +47,33 @@ async def test_a_fixed_or_removed_server_is_no_longer_reported_as_failed(tmp_pat
     assert set(indexer.status().failed_servers) == {"omega"}
     await _run(indexer, _servers(tmp_path, delta=fixture_entry("delta", tools=["echo"])))
     assert indexer.status().failed_servers == {}
+
+
+def _starts(root: Path, server: str) -> int:
+    """How many times ``server`` was started, from its stderr logs (a "starting" line per start)."""
+    return sum(
+        log.read_text(encoding="utf-8", errors="replace").count("] starting ")
+        for log in root.rglob(f"{server}*.log")
+    )
+
+
+async def test_a_server_that_failed_is_not_crawled_again_at_every_edit_of_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: every edit of the servers file planned indexing again, and a server that cannot start
+    # was started each time (109 times in 200 edits of other entries).
+    settings = copilot_settings(tmp_path / "home", tmp_path)
+    index = ToolIndex.open(settings)
+    index.sync(make_records(), catalog="tests", catalog_digest="abc")
+    indexer = BackgroundIndexer(settings, index)
+    broken = fixture_entry("delta", "crash-at-start")
+
+    await _run(indexer, _servers(tmp_path, delta=broken))
+    await _run(indexer, _servers(tmp_path, delta=broken, omega=fixture_entry("omega", tools=["echo"])))
+    assert _starts(tmp_path, "delta") == 1
+    assert set(indexer.status().failed_servers) == {"delta"}  # still reported
+    assert index.get("omega", "echo") is not None  # the edit's own server was indexed
+
+    monkeypatch.setattr("server.route.indexing.RECRAWL_AFTER_FAILURE", 0.0)  # its time has come
+    await _run(indexer, _servers(tmp_path, delta=broken))
+    assert _starts(tmp_path, "delta") == 2
