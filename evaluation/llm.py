@@ -123,16 +123,26 @@ def make_client(
 RETRY_WAIT_CAP = 120.0
 
 
+#: The longest the ``openai`` client waits between two attempts when the server names no wait:
+#: its own exponential backoff stops growing there (``openai._constants.MAX_RETRY_DELAY``).
+BACKOFF_WAIT_CAP = 8.0
+
+
 #: Seconds an attempt may take beyond twice its timeout (connecting and sending, each bounded by
 #: the timeout too, come before the reply is read) before the whole request is given up.
 _ATTEMPT_SLACK = 5.0
 
 
-def request_deadline(timeout: float, max_retries: int) -> float:
+def request_deadline(timeout: float, max_retries: int, longest_wait: float = RETRY_WAIT_CAP) -> float:
     """Seconds one request may take in all (the client's ``timeout`` bounds each read of the reply,
-    not the whole of it): generous enough that the client's own timeout, whose message is
-    clearer, always comes first for a server that sends nothing."""
-    return (2 * timeout + _ATTEMPT_SLACK) * (max_retries + 1) + RETRY_WAIT_CAP * max_retries
+    not the whole of it): ``2 * timeout + 5`` per attempt, for each of the ``max_retries + 1``
+    attempts, plus ``longest_wait`` between two attempts. Generous enough that the client's own
+    timeout, whose message is clearer, always comes first for a server that sends nothing.
+
+    The default waits out any ``Retry-After`` the client honours (the judge's bound);
+    ``longest_wait=BACKOFF_WAIT_CAP`` counts only the client's own backoff, so the whole bound
+    stays tied to ``timeout`` (the built-in agent's ``--llm-timeout``: 10 s gives 157 s, not 605 s)."""
+    return (2 * timeout + _ATTEMPT_SLACK) * (max_retries + 1) + longest_wait * max_retries
 
 
 def client_for(settings: LLMSettings) -> openai.AsyncOpenAI:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -30,7 +32,15 @@ from index.catalog.redact import redact_url
 from index.json_text import parse_json
 from evaluation.run.agents.bounded_log import LogCut
 from evaluation.run.task_setup.copilot_launch import CopilotLaunch
-from evaluation.llm import UNREADABLE_BODY_ERRORS, describe_api_error, describe_unreadable_body, reply_field, usage_counts
+from evaluation.llm import (
+    BACKOFF_WAIT_CAP,
+    UNREADABLE_BODY_ERRORS,
+    describe_api_error,
+    describe_unreadable_body,
+    reply_field,
+    request_deadline,
+    usage_counts,
+)
 from evaluation.run.models import ErrorKind, ModelPrice
 from index.errors import CopilotError
 from server.trajectory.records import Usage
@@ -44,6 +54,25 @@ You are an agent designed to assist users with daily tasks by using external too
 Note that you can only response to user once, so you should try to provide a complete answer in your response.
 """
 CLIENT_INFO = Implementation(name="mcp-copilot-benchmark-agent", version="1")
+
+#: The longest model name a ``usage`` event takes from the endpoint's reply; a longer one (or one
+#: with control characters) is replaced by the configured model (a 5 MB name made 5 MB lines).
+MAX_MODEL_NAME_CHARS = 200
+
+#: Error codes (or types) that mean the conversation no longer fits the model's context: OpenAI's,
+#: and llama.cpp's server's.
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+#: How endpoints word the same (OpenAI and vLLM: "This model's maximum context length is ...";
+#: Anthropic-style: "prompt is too long").
+_CONTEXT_WORDS = ("context length", "context window", "too many tokens", "prompt is too long")
+_TOOL_WORDS = r"(?:tools?|tool[ _-]?(?:calls?|calling|choice|use|messages?)|function[ _-]?(?:calls?|calling)|functions)"
+#: An endpoint saying, in so many words, that it does not take tool calling ("tools are not
+#: supported", "this model does not support tools", "function calling is not enabled"). Mentioning
+#: tools or functions is not enough: OpenAI's context overflow counts tokens "in the functions".
+_TOOLS_UNSUPPORTED = re.compile(
+    rf"\b{_TOOL_WORDS}\b[^.;\n]{{0,60}}?\b(?:not supported|unsupported|not enabled)\b"
+    rf"|\b(?:unsupported|does ?n[o']t support|do ?n[o']t support|no support for)\b[^.;\n]{{0,40}}?\b{_TOOL_WORDS}\b"
+)
 
 
 class AgentConfig(BaseModel):
@@ -161,6 +190,28 @@ def _calls_of(message: Any, turn: int) -> list[ModelCall]:
     return calls
 
 
+def _request_limits(client: Any) -> tuple[float, int] | None:
+    """The client's timeout for each wait (its read timeout) and its retries; ``None`` when it
+    has no timeout."""
+    timeout = getattr(client, "timeout", None)
+    seconds = getattr(timeout, "read", timeout)
+    retries = getattr(client, "max_retries", 0)
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return float(seconds), retries if isinstance(retries, int) and retries >= 0 else 0
+
+
+def _endpoint_said(error: openai.APIStatusError) -> str:
+    """The endpoint's own words of an error (its message, code and type, or its text body),
+    lower-cased, without the URL (a host named ``tools.example`` says nothing about tools)."""
+    body = error.body
+    if isinstance(body, dict):
+        parts = [body.get(key) for key in ("message", "detail", "error", "code", "type")]
+    else:
+        parts = [body]
+    return " ".join(part for part in parts if isinstance(part, str))[:4000].lower()
+
+
 def truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -232,22 +283,30 @@ class CopilotAgent:
     async def _complete(self, tools: list[dict[str, Any]]) -> Any:
         first = self.turns == 0
         self.turns += 1
+        limits = _request_limits(self.llm)
+        deadline = request_deadline(*limits, longest_wait=BACKOFF_WAIT_CAP) if limits else None
         try:
-            response = await self.llm.chat.completions.create(
-                model=self.config.model,
-                messages=self.messages,  # type: ignore[arg-type]
-                tools=tools,  # type: ignore[arg-type]
-                temperature=self.config.temperature,
-            )
+            # The client's timeout bounds each read, not the request: an endpoint that sends a
+            # byte now and then (a proxy keeping a dead upstream alive) held the task until
+            # --task-timeout. The bound is the judge's per attempt, with the client's own backoff.
+            with anyio.fail_after(deadline):
+                response = await self.llm.chat.completions.create(
+                    model=self.config.model,
+                    messages=self.messages,  # type: ignore[arg-type]
+                    tools=tools,  # type: ignore[arg-type]
+                    temperature=self.config.temperature,
+                )
+        except TimeoutError as error:
+            if limits is None or deadline is None:  # not this bound's: none was set
+                raise AgentError("llm_error", f"the request to {redact_url(self.config.base_url)} timed out ({error})") from None
+            raise AgentError(
+                "llm_error",
+                f"{redact_url(self.config.base_url)} did not finish its answer within {deadline:g} s "
+                f"(--llm-timeout {limits[0]:g} s for each wait, {limits[1]} retries; turn {self.turns}): "
+                "the endpoint kept the request open without completing its reply",
+            ) from None
         except (openai.BadRequestError, openai.UnprocessableEntityError) as error:
-            text = describe_api_error(error, self.config.base_url)
-            if first or "tool" in text.lower() or "function" in text.lower():
-                raise AgentError(
-                    "tools_refused",
-                    f"the model endpoint refused a tool-calling request ({text}); "
-                    "the built-in agent needs a model/endpoint with OpenAI-style tool calling",
-                ) from None
-            raise AgentError("llm_error", text) from None
+            raise self._refused(error, first) from None
         except openai.OpenAIError as error:
             raise AgentError("llm_error", describe_api_error(error, self.config.base_url)) from None
         except UNREADABLE_BODY_ERRORS as error:
@@ -268,6 +327,27 @@ class CopilotAgent:
             raise AgentError("llm_error", f"{redact_url(self.config.base_url)} answered a choice without a message (turn {self.turns})")
         return message
 
+    def _refused(self, error: openai.APIStatusError, first: bool) -> AgentError:
+        """What a 400/422 means: a conversation grown past the model's context, an endpoint without
+        tool calling (the first request, which offers the tools, or one saying so), or this request."""
+        text = describe_api_error(error, self.config.base_url)
+        said = _endpoint_said(error)
+        if str(error.code).lower() in _CONTEXT_CODES or str(error.type).lower() in _CONTEXT_CODES or any(
+            words in said for words in _CONTEXT_WORDS
+        ):
+            return AgentError(
+                "llm_error",
+                f"{text} (turn {self.turns}): the conversation outgrew the model's context window; "
+                "lower --max-turns or --max-tool-chars, or use a model with a longer context",
+            )
+        if first or _TOOLS_UNSUPPORTED.search(said):
+            return AgentError(
+                "tools_refused",
+                f"the model endpoint refused a tool-calling request ({text}); "
+                "the built-in agent needs a model/endpoint with OpenAI-style tool calling",
+            )
+        return AgentError("llm_error", f"{text} (turn {self.turns})")
+
     def _log_usage(self, response: Any) -> None:
         usage = getattr(response, "usage", None)
         counts = usage_counts(usage)
@@ -284,9 +364,10 @@ class CopilotAgent:
             self.cost += cost
         if self.on_usage is not None:
             model = getattr(response, "model", None)
+            usable = isinstance(model, str) and 0 < len(model) <= MAX_MODEL_NAME_CHARS and model.isprintable()
             self.on_usage(
                 Usage(
-                    model=model if isinstance(model, str) and model else self.config.model,
+                    model=model if usable else self.config.model,
                     input_tokens=input_tokens,
                     output_tokens=output_tokens,
                     cost=cost,

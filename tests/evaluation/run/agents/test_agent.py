@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import anyio
@@ -11,7 +12,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from evaluation.run.agents.agent import SYSTEM_PROMPT, AgentConfig, AgentError, CopilotAgent, render_tool_result, truncate
-from evaluation.llm import make_client
+import evaluation.llm
+from evaluation.llm import BACKOFF_WAIT_CAP, make_client, request_deadline
 from evaluation.run.models import ModelPrice
 from server.trajectory.records import Usage
 from tests.evaluation.run.support import route_execute_answer, tool_results
@@ -45,9 +47,16 @@ def mini_copilot(calls: list[tuple[str, dict[str, Any]]]) -> MCPServer:
     return server
 
 
-async def run_agent(llm: ScriptedOpenAI, config: AgentConfig, usage: list[Usage], price: ModelPrice | None = None):
+async def run_agent(
+    llm: ScriptedOpenAI,
+    config: AgentConfig,
+    usage: list[Usage],
+    price: ModelPrice | None = None,
+    base_url: str | None = None,
+    timeout: float = 10,
+):
     calls: list[tuple[str, dict[str, Any]]] = []
-    client = make_client(llm.base_url, "test", timeout=10, max_retries=0)
+    client = make_client(base_url or llm.base_url, "test", timeout=timeout, max_retries=0)
     agent = CopilotAgent(client, config, on_usage=usage.append, price=price)
     try:
         async with Client(mini_copilot(calls)) as session:
@@ -253,3 +262,99 @@ async def test_a_protocol_error_of_the_copilot_is_cut_like_a_tool_result() -> No
         _, _, answer = await run_agent(llm, AgentConfig(model="m", max_tool_result_chars=1000, base_url=llm.base_url), [])
         [result] = tool_results(llm.requests[-1])
     assert answer == "done" and result.startswith("Error: ") and len(result) < 1100
+
+
+def _error_reply(message: str, code: str | None = None, status: int = 400) -> Reply:
+    return Reply(status=status, body={"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}})
+
+
+#: OpenAI's wording of a conversation past the model's context: it counts tokens "in the functions".
+OPENAI_CONTEXT_OVERFLOW = (
+    "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens "
+    "(8500 in the messages, 500 in the functions). Please reduce the length of the messages or functions."
+)
+
+
+async def test_a_context_overflow_on_a_later_turn_is_an_llm_error_with_a_hint() -> None:
+    # Before: "functions" in OpenAI's message made it "tools_refused", advising an endpoint with
+    # tool calling to a run whose endpoint had just answered a tool call.
+    with ScriptedOpenAI() as llm:
+        llm.push(Reply(tool_calls=[ToolCall("route", {"query": "echo"})]), _error_reply(OPENAI_CONTEXT_OVERFLOW, "context_length_exceeded"))
+        agent, calls, error = await run_agent(llm, AgentConfig(model="m", base_url=llm.base_url), [])
+    assert isinstance(error, AgentError) and error.kind == "llm_error", error
+    assert f"HTTP 400 from {llm.base_url}: Error code: 400 - {OPENAI_CONTEXT_OVERFLOW} (turn 2)" in str(error)
+    assert "outgrew the model's context window; lower --max-turns or --max-tool-chars" in str(error)
+    assert "tool calling" not in str(error) and agent.turns == 2 and len(calls) == 1
+
+
+async def test_a_400_is_tools_refused_only_when_it_is_about_tool_calling() -> None:
+    # (replies before the refusal, the refusal, the kind, words of the error). Before: any 400/422
+    # whose text held "tool" or "function" -- the endpoint's URL included -- was "tools_refused",
+    # and so was every 400 on the first turn, a context overflow too.
+    route = Reply(tool_calls=[ToolCall("route", {"query": "echo"})])
+    cases = [
+        ([], _error_reply("prompt is too long: 210000 tokens > 200000 maximum"), "llm_error", "outgrew the model's context"),
+        ([route], _error_reply("the request exceeds the available context size", "exceed_context_size_error"),
+         "llm_error", "outgrew the model's context"),  # fmt: skip
+        ([route], _error_reply("Too many tokens in the messages and tools", status=422), "llm_error", "outgrew the model's context"),
+        ([route], _error_reply("Invalid 'messages[3]': the tool call id call_9 has no tool message"), "llm_error",
+         "the tool call id call_9 has no tool message (turn 2)"),  # fmt: skip
+        ([route], _error_reply("'tool' role messages are not supported by this model"), "tools_refused", "OpenAI-style tool calling"),
+        ([route], _error_reply("this model does not support function calling"), "tools_refused", "OpenAI-style tool calling"),
+        ([], _error_reply("Invalid value for 'temperature'"), "tools_refused", "OpenAI-style tool calling"),  # the first turn
+    ]
+    with ScriptedOpenAI() as llm:
+        for before, refusal, kind, words in cases:
+            llm.push(*before, refusal)
+            _, _, error = await run_agent(llm, AgentConfig(model="m", base_url=llm.base_url), [])
+            assert isinstance(error, AgentError) and (error.kind, words in str(error)) == (kind, True), (refusal.body, error)
+        # An endpoint whose URL names functions (an Azure Functions gateway, say): its URL is no refusal of tools.
+        functions_url = llm.base_url.removesuffix("/v1") + "/functions/v1"
+        llm.push(route, _error_reply("Invalid value for 'temperature'"))
+        _, _, error = await run_agent(llm, AgentConfig(model="m", base_url=functions_url), [], base_url=functions_url)
+    assert isinstance(error, AgentError) and error.kind == "llm_error"
+    assert str(error) == f"HTTP 400 from {functions_url}: Error code: 400 - Invalid value for 'temperature' (turn 2)"
+
+
+async def test_the_model_name_of_a_usage_event_is_bounded() -> None:
+    # Before: the reply's model went into every usage event as sent: a 5 MB name, 5 MB lines.
+    def reply(model: str, message: dict[str, Any]) -> Reply:
+        return Reply(body={**_completion(message, usage={"prompt_tokens": 3, "completion_tokens": 2}), "model": model})
+
+    route = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+             "function": {"name": "route", "arguments": '{"query": "echo"}'}}]}  # fmt: skip
+    usage: list[Usage] = []
+    with ScriptedOpenAI() as llm:
+        llm.push(
+            reply("M" * 100_000, route),
+            reply('m\n{"event": "forged"}', route),  # a name no log line should carry
+            reply("gpt-4o-2024-08-06", {"role": "assistant", "content": "done"}),
+        )
+        _, _, answer = await run_agent(llm, AgentConfig(model="configured", base_url=llm.base_url), usage)
+    assert answer == "done"
+    assert [u.model for u in usage] == ["configured", "configured", "gpt-4o-2024-08-06"]
+    assert [u.input_tokens for u in usage] == [3, 3, 3]
+
+
+def test_the_agents_request_bound_is_tied_to_its_timeout() -> None:
+    # The judge's bound waits out a Retry-After of 2 minutes between attempts: 605 s for a 10 s
+    # timeout. The agent's counts the client's own backoff (at most 8 s a wait).
+    assert request_deadline(10, 4) == 605  # the judge's, as its README documents
+    assert request_deadline(10, 4, longest_wait=BACKOFF_WAIT_CAP) == (2 * 10 + 5) * 5 + 8 * 4 == 157
+    assert request_deadline(300, 4, longest_wait=BACKOFF_WAIT_CAP) == 605 * 5 + 32
+
+
+async def test_an_answer_that_never_ends_fails_within_the_llm_timeouts_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each trickled byte restarts the client's read timeout: before, the request lasted as long
+    # as the endpoint kept sending (the task ran to --task-timeout and was recorded as "timeout").
+    # The slack beyond twice the timeout is cut from 5 s to 0.5 s to keep the test short.
+    monkeypatch.setattr(evaluation.llm, "_ATTEMPT_SLACK", 0.5)
+    with ScriptedOpenAI(handler=lambda request: Reply(trickle=True)) as llm:
+        started = time.monotonic()
+        agent, _, error = await run_agent(llm, AgentConfig(model="m", base_url=llm.base_url), [], timeout=0.5)
+        elapsed = time.monotonic() - started
+    assert isinstance(error, AgentError) and error.kind == "llm_error", error
+    assert str(error).startswith(
+        f"{llm.base_url} did not finish its answer within 1.5 s (--llm-timeout 0.5 s for each wait, 0 retries; turn 1)"
+    )
+    assert 1.5 <= elapsed < 10 and agent.turns == 1
