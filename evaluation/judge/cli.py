@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from evaluation.judge.options import VERDICTS_FILE, JudgeOptions, add_judge_arguments
 from evaluation.judge.options import JudgeError
-from evaluation.judge.pipeline import JudgeSummary, default_out_dir, judge_paths
+from evaluation.judge.pipeline import REJUDGE_REASONS, JudgeSummary, default_out_dir, judge_paths
 from evaluation.judge.repeats import RepeatsSummary, judge_repeats, repeat_directories
 from evaluation.report.tables import pct, run_broke_line, with_interval
 from index.cli.console import HelpFormatter, make_console
@@ -84,6 +84,10 @@ def _print_summary(summary: JudgeSummary, console: Console) -> None:
         f"judged {summary.judged_now} now, {summary.resumed} already done; "
         f"{summary.llm_requests} LLM requests, {summary.cache_hits} cached replies; {summary.judging_seconds:.1f}s"
     )
+    if summary.rejudged:
+        # Paid for again: say why, or a rerun that costs requests looks like a resume that failed.
+        reasons = "; ".join(f"{count} {REJUDGE_REASONS[why]}" for why, count in sorted(summary.rejudged.items()))
+        console.print(f"judged again: {reasons}", highlight=False, markup=False)
     if broke := run_broke_line(summary.run_broke):
         shown = ", ".join(list(summary.run_broke)[:5]) + (", ..." if len(summary.run_broke) > 5 else "")
         console.print(f"[yellow]warning:[/] {escape(broke)} ({escape(shown)})", highlight=False)

@@ -71,6 +71,8 @@ class JudgeSummary(BaseModel):
     not_judged: list[str] = Field(default_factory=list)
     unknown_task_ids: list[str] = Field(default_factory=list)
     missing_trajectories: list[str] = Field(default_factory=list)
+    #: Tasks judged again although this judge had a verdict on them, by why (:data:`REJUDGE_REASONS`).
+    rejudged: dict[str, int] = Field(default_factory=dict)
     #: Unsuccessful tasks the run itself ended (task id -> error kind): see ``Report.run_broke``.
     run_broke: dict[str, str] = Field(default_factory=dict)
     problems: list[str] = Field(default_factory=list)
@@ -355,14 +357,47 @@ def _read_inputs(paths: list[Path], options: JudgeOptions, summary: JudgeSummary
     )
 
 
+#: Why a verdict of this judge is not used (:func:`_stale_reason`), as the judge command says it.
+REJUDGE_REASONS = {
+    "trajectory": "whose trajectory changed since its verdict (or whose verdict an earlier version fingerprinted differently)",
+    "inputs": "whose question, key points or tool descriptions changed since its verdict",
+}
+
+
+def _stale_reason(record: VerdictRecord, inputs: _Inputs, jobs: dict[str, Job]) -> str | None:
+    """Why ``record``, a verdict of this judge's settings, is not one on what it would be given now
+    (a key of :data:`REJUDGE_REASONS`), or ``None`` when it is."""
+    trajectory = inputs.loaded.trajectories.get(record.task_id)
+    if trajectory is None or record.trajectory_hash != trajectory.content_hash():
+        return "trajectory"
+    job = jobs.get(record.task_id)
+    if job is None:
+        return None
+    if record.inputs_hash is not None:
+        return None if record.inputs_hash == job.inputs_hash(inputs.descriptions) else "inputs"
+    # Verdicts of earlier versions carry no inputs hash, but they do record the question and the
+    # annotated key points they were given: a task list corrected since must not keep its old verdict.
+    if record.question and record.question != job.question:
+        return "inputs"
+    if record.key_points_source == "annotated" and job.steps and record.key_points != job.steps:
+        return "inputs"
+    return None
+
+
 def _is_current(record: VerdictRecord, config: str, inputs: _Inputs, jobs: dict[str, Job]) -> bool:
     """Whether ``record`` is a verdict on what a judge with ``config`` would be given now."""
-    trajectory = inputs.loaded.trajectories.get(record.task_id)
-    if record.config_hash != config or trajectory is None or record.trajectory_hash != trajectory.content_hash():
-        return False
-    job = jobs.get(record.task_id)
-    # Verdicts of earlier versions carry no inputs hash: their trajectory's decides alone.
-    return job is None or record.inputs_hash is None or record.inputs_hash == job.inputs_hash(inputs.descriptions)
+    return record.config_hash == config and _stale_reason(record, inputs, jobs) is None
+
+
+def _rejudged(records: list[VerdictRecord], todo: list[Job], config: str, inputs: _Inputs, jobs: dict[str, Job]) -> dict[str, int]:
+    """Of the tasks to judge, how many this judge had a verdict on that is stale, by reason."""
+    latest = latest_by_task([record for record in records if record.config_hash == config])
+    reasons: dict[str, int] = {}
+    for job in todo:
+        record = latest.get(job.task_id)
+        if record is not None and (why := _stale_reason(record, inputs, jobs)) is not None:
+            reasons[why] = reasons.get(why, 0) + 1
+    return reasons
 
 
 async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> JudgeSummary:
@@ -395,6 +430,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         done = set(current_verdicts())
         todo = [job for job in inputs.jobs if job.task_id not in done]
         summary.resumed = len(inputs.jobs) - len(todo)
+        summary.rejudged = _rejudged(log.read(), todo, config, inputs, jobs)
         await _judge_jobs(todo, options, inputs, log, summary)
         if summary.fatal:
             # A report now would count every task the endpoint never saw as a failure: write

@@ -610,3 +610,18 @@ def test_a_judge_error_names_the_gateway_without_its_credentials(
     err = capsys.readouterr().err
     assert "HTTP 401 from http://judge:***@127.0.0.1:" in err
     assert PASSWORD not in err
+
+
+def test_a_rerun_that_judges_again_says_why(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = _one_task_logs(tmp_path)
+    llm.handler = lambda request: Reply(content="Status: success")
+    write_tasks(tmp_path / "tasks.json", [task_entry("t1", "question t1")])
+    assert main([str(logs), "--tasks", str(tmp_path / "tasks.json"), *_common(tmp_path, llm.base_url)]) == 0
+    write_tasks(tmp_path / "tasks.json", [task_entry("t1", "question t1, corrected")])
+    capsys.readouterr()
+    assert main([str(logs), "--tasks", str(tmp_path / "tasks.json"), *_common(tmp_path, llm.base_url)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "judged 1 now, 0 already done" in err
+    assert "judged again: 1 whose question, key points or tool descriptions changed since its verdict" in err

@@ -310,8 +310,34 @@ async def test_a_corrected_task_list_question_or_key_points_is_judged_again(llm:
     write_tasks(tmp_path / "tasks.json", [task_entry("t1", "Save it to /root/word/", steps="1. write /root/word/r.txt")])
     steps = await judge_paths([logs], _options(llm, tmp_path))
     assert (question.judged_now, steps.judged_now) == (1, 1)
+    assert question.rejudged == steps.rejudged == {"inputs": 1}  # the judge command says why
     assert "/root/word/r.txt" in last_user_text(llm.requests[-1])
     assert verdict_lines(tmp_path / "out" / "verdicts.jsonl")[-1]["question"] == "Save it to /root/word/"
+
+
+async def test_a_verdict_of_an_earlier_version_is_judged_again_when_its_task_was_corrected(
+    llm: ScriptedOpenAI, tmp_path: Path
+) -> None:
+    # Verdicts written before the inputs hash existed carry none: before, their trajectory alone
+    # decided, so a corrected question or key points kept the old verdict, counted under the new one.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    write_copilot_log(logs / "t1.jsonl", "t1", None, executes=[{"server": "s", "tool": "t"}])
+    write_tasks(tmp_path / "tasks.json", [task_entry("t1", "Save it to /root/docs/", steps="1. write /root/docs/r.txt")])
+    llm.handler = lambda request: Reply(content="Status: success")
+    await judge_paths([logs], _options(llm, tmp_path))
+    verdicts = tmp_path / "out" / "verdicts.jsonl"
+    lines = verdict_lines(verdicts)
+    for line in lines:
+        del line["inputs_hash"]  # as an earlier version wrote it
+    verdicts.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    unchanged = await judge_paths([logs], _options(llm, tmp_path))
+    assert (unchanged.resumed, unchanged.judged_now) == (1, 0)
+    for question, steps in (("Save it to /root/word/", "1. write /root/docs/r.txt"), ("Save it to /root/docs/", "1. write /root/word/r.txt")):
+        write_tasks(tmp_path / "tasks.json", [task_entry("t1", question, steps=steps)])
+        verdicts.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")  # the old verdict again
+        corrected = await judge_paths([logs], _options(llm, tmp_path))
+        assert (corrected.judged_now, corrected.rejudged) == (1, {"inputs": 1})
 
 
 @pytest.mark.parametrize("garbled", [{"latency_ms": float("nan")}, {"latency_ms": float("inf")}, {"input_tokens": -5}])
