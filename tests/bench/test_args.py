@@ -56,9 +56,10 @@ def test_an_unknown_benchmark_name_suggests_the_nearest(capsys: pytest.CaptureFi
     [
         ("trust", "--corpus", "not json", "error: {file}:1: poisoning corpus is not valid JSON (Expecting value)."),
         ("trust", "--corpus", '[{"task_id": "t"}]', 'error: {file}: expected a poisoning corpus, a JSON object with a "cases" list'),
-        ("trust", "--corpus", '{"cases": [{"tool": {"name": 5}, "other_tools": []}]}', "error: {file}: case 1: tool."),
+        ("trust", "--corpus", '{"cases": [{"tool": {"name": 5}, "other_tools": {}}]}', "error: {file}: case 1: tool."),
+        ("trust", "--corpus", '{"cases": [{"tool": {"name": "t"}, "other_tools": []}]}', 'error: {file}: case 1 needs a "tool" object and an "other_tools" object'),
         ("speed", "--annotations", "not json", "error: {file}:1: task list is not valid JSON (Expecting value)."),
-        ("speed", "--annotations", '[{"task_id": "t"}]', 'error: {file}: entry 1 has no "Question" text'),
+        ("speed", "--annotations", '[{"task_id": "t"}]', 'error: {file}: entry 1 has no "Question" and "task_id" text'),
         ("exposure", "--annotations", '{"cases": []}', "error: {file}: expected LiveMCPBench's annotation list"),
     ],
 )
