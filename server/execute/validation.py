@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -324,8 +325,14 @@ def _short_message(error: schema_errors.ValidationError) -> str:
 #: Validators by schema (JSON text): checking a schema costs more than validating params with it.
 _VALIDATORS: dict[str, Any] = {}
 #: The same, by the identity of a schema object the caller keeps (a live tool list): no JSON per call.
-_BY_IDENTITY: dict[int, tuple[Mapping[str, Any], Any]] = {}
+#: Least recently used first; each entry holds its schema (so its id is not reused) and its size.
+_BY_IDENTITY: OrderedDict[int, tuple[Mapping[str, Any], Any, int]] = OrderedDict()
 _VALIDATOR_CACHE_SIZE = 4096
+#: Characters (of JSON) of the schemas the identity cache may hold. Every restart of a child lists
+#: its tools afresh, new schema objects each time: a crashing server with an 88 KB schema added
+#: ~200 KB per call, kept until 4,096 entries (about 440 MB). The least recently used go first.
+_BY_IDENTITY_CHARS = 16_000_000
+_by_identity_chars = 0
 _WARNED: set[str] = set()
 
 
@@ -354,18 +361,23 @@ def validator_for_schema(schema: Mapping[str, Any]) -> Any | None:
     validated as draft-04 instead of being skipped. A schema that no draft accepts is not held
     against the caller: it is logged once and params pass, so the child server gets to decide.
     """
+    global _by_identity_chars
     known = _BY_IDENTITY.get(id(schema))
     if known is not None and known[0] is schema:
+        _BY_IDENTITY.move_to_end(id(schema))
         return known[1]
-    if len(_BY_IDENTITY) >= _VALIDATOR_CACHE_SIZE:
-        _BY_IDENTITY.clear()
-    chosen = _by_content(schema)
-    _BY_IDENTITY[id(schema)] = (schema, chosen)  # holding the schema keeps its id from being reused
+    key = _schema_key(schema)
+    chosen = _by_content(schema, key)
+    if known is not None:  # an id reused by another schema: the old entry goes
+        _by_identity_chars -= _BY_IDENTITY.pop(id(schema))[2]
+    _BY_IDENTITY[id(schema)] = (schema, chosen, len(key))  # holding the schema keeps its id from being reused
+    _by_identity_chars += len(key)
+    while _BY_IDENTITY and (len(_BY_IDENTITY) > _VALIDATOR_CACHE_SIZE or _by_identity_chars > _BY_IDENTITY_CHARS):
+        _by_identity_chars -= _BY_IDENTITY.popitem(last=False)[1][2]
     return chosen
 
 
-def _by_content(schema: Mapping[str, Any]) -> Any | None:
-    key = _schema_key(schema)
+def _by_content(schema: Mapping[str, Any], key: str) -> Any | None:
     if key in _VALIDATORS:
         return _VALIDATORS[key]
     validator_class, problem = schema_validator_class(schema)

@@ -219,3 +219,23 @@ def test_a_schema_no_draft_accepts_passes_params_and_is_reported_once(caplog: py
             assert find_problems(broken, {"x": 1}) == []
     warnings = [r for r in caplog.records if "fits no JSON Schema draft" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+
+
+def test_the_schemas_held_for_quick_lookup_are_bounded_by_size(monkeypatch) -> None:  # noqa: ANN001
+    # Every restart of a child lists its tools afresh: new schema objects, each held by the lookup
+    # by identity until 4,096 of them (a crashing server's 88 KB schema: ~440 MB, never given back).
+    import server.execute.validation as validation  # noqa: PLC0415
+
+    monkeypatch.setattr(validation, "_BY_IDENTITY", type(validation._BY_IDENTITY)())
+    monkeypatch.setattr(validation, "_by_identity_chars", 0)
+    monkeypatch.setattr(validation, "_BY_IDENTITY_CHARS", 50_000)
+
+    def listing() -> dict:  # what each restart's tools/list gives: equal content, a new object
+        return {"type": "object", "properties": {f"p{n}": {"type": "string", "description": "x" * 80} for n in range(100)}}
+
+    kept = [listing() for _ in range(40)]  # (kept alive, as a live tool list keeps its schemas)
+    validators = {id(validation.validator_for_schema(schema)) for schema in kept}
+    assert len(validators) == 1  # one validator for the one content
+    assert validation._by_identity_chars <= 50_000 and len(validation._BY_IDENTITY) < 40
+    # The most recently used stay: the last schema is found by identity.
+    assert validation._BY_IDENTITY[id(kept[-1])][0] is kept[-1]
