@@ -55,6 +55,9 @@ Note that you can only response to user once, so you should try to provide a com
 """
 CLIENT_INFO = Implementation(name="mcp-copilot-benchmark-agent", version="1")
 
+#: Added to a final answer the endpoint ended with ``finish_reason: "length"``.
+ANSWER_CUT_NOTE = "[the answer was cut here: the model reached its output limit (finish_reason: length)]"
+
 #: The longest model name a ``usage`` event takes from the endpoint's reply; a longer one (or one
 #: with control characters) is replaced by the configured model (a 5 MB name made 5 MB lines).
 MAX_MODEL_NAME_CHARS = 200
@@ -237,6 +240,8 @@ class CopilotAgent:
         self.output_tokens = 0
         self.cost: float | None = 0.0 if price else None
         self.messages: list[dict[str, Any]] = []
+        #: The last reply's ``finish_reason`` (``length``: cut at the output limit).
+        self._finish_reason: str | None = None
 
     async def run(self, session: ToolSession, question: str) -> str:
         """The final answer; raises :class:`AgentError`."""
@@ -261,6 +266,11 @@ class CopilotAgent:
                     if isinstance(refusal, str) and refusal.strip():
                         raise AgentError("no_answer", f"the model refused (turn {self.turns}): {truncate(refusal.strip(), 500)}")
                     raise AgentError("no_answer", f"the model replied with neither text nor a tool call (turn {self.turns})")
+                if self._finish_reason == "length":
+                    # Cut at the model's output limit: the judge (and whoever reads the log) must
+                    # know the answer does not end where the model meant it to.
+                    logger.warning("the model's final answer was cut at its output limit (turn %d)", self.turns)
+                    answer += f"\n{ANSWER_CUT_NOTE}"
                 return answer
             self.messages.append(
                 {
@@ -322,6 +332,8 @@ class CopilotAgent:
         if not choices:
             raise AgentError("llm_error", f"{redact_url(self.config.base_url)} answered a chat completion with no choices (turn {self.turns})")
         self._log_usage(response)
+        finish = reply_field(choices[0], "finish_reason")
+        self._finish_reason = finish if isinstance(finish, str) else None
         message = reply_field(choices[0], "message")
         if message is None:
             raise AgentError("llm_error", f"{redact_url(self.config.base_url)} answered a choice without a message (turn {self.turns})")

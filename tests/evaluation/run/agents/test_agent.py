@@ -358,3 +358,18 @@ async def test_an_answer_that_never_ends_fails_within_the_llm_timeouts_bound(mon
         f"{llm.base_url} did not finish its answer within 1.5 s (--llm-timeout 0.5 s for each wait, 0 retries; turn 1)"
     )
     assert 1.5 <= elapsed < 10 and agent.turns == 1
+
+
+async def test_a_final_answer_cut_at_the_output_limit_says_so() -> None:
+    # Before: a reply ending with finish_reason "length" was taken as the whole answer, and nothing
+    # told the judge (or a reader of the log) that it stopped mid-sentence.
+    from evaluation.run.agents.agent import ANSWER_CUT_NOTE  # noqa: PLC0415
+
+    cut = {
+        "id": "chatcmpl-cut", "object": "chat.completion", "created": 0, "model": "m1",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "The answer is fort"}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }  # fmt: skip
+    with ScriptedOpenAI(handler=lambda request: Reply(body=cut)) as llm:
+        _, _, answer = await run_agent(llm, AgentConfig(model="m1", base_url=llm.base_url), [])
+    assert answer == f"The answer is fort\n{ANSWER_CUT_NOTE}"
