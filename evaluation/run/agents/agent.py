@@ -337,6 +337,13 @@ class CopilotAgent:
         message = reply_field(choices[0], "message")
         if message is None:
             raise AgentError("llm_error", f"{redact_url(self.config.base_url)} answered a choice without a message (turn {self.turns})")
+        if isinstance(message, str | int | float | bool | list):
+            # No message object ("message": "hello"): read as one with no text, it failed as no_answer.
+            raise AgentError(
+                "llm_error",
+                f"{redact_url(self.config.base_url)} answered a choice whose message is a {type(message).__name__}, "
+                f"not an object with content or tool_calls (turn {self.turns})",
+            )
         return message
 
     def _refused(self, error: openai.APIStatusError, first: bool) -> AgentError:

@@ -373,3 +373,14 @@ async def test_a_final_answer_cut_at_the_output_limit_says_so() -> None:
     with ScriptedOpenAI(handler=lambda request: Reply(body=cut)) as llm:
         _, _, answer = await run_agent(llm, AgentConfig(model="m1", base_url=llm.base_url), [])
     assert answer == f"The answer is fort\n{ANSWER_CUT_NOTE}"
+
+
+async def test_a_message_that_is_no_object_is_an_llm_error() -> None:
+    reply = {
+        "id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": "m1",
+        "choices": [{"index": 0, "message": "hello", "finish_reason": "stop"}],
+    }  # fmt: skip
+    with ScriptedOpenAI(handler=lambda request: Reply(body=reply)) as llm:
+        _, _, error = await run_agent(llm, AgentConfig(model="m1", base_url=llm.base_url), [])
+    assert isinstance(error, AgentError) and error.kind == "llm_error"
+    assert "answered a choice whose message is a str, not an object with content or tool_calls (turn 1)" in str(error)
