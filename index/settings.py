@@ -17,11 +17,26 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from index.errors import ConfigError
 
 
+def make_private_directory(path: Path) -> None:
+    """``path`` and every missing directory above it, each made 0700 (logs and children's files:
+    private when made here). ``mkdir(parents=True)`` gives the parents the umask's mode: making
+    ``logs/children`` first left ``logs/``, which holds the trajectories, at 0755 (0777 under umask 000)."""
+    missing: list[Path] = []
+    current = path
+    while not os.path.lexists(current) and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+    if not missing:
+        path.mkdir(mode=0o700, exist_ok=True)  # an existing path: fails as mkdir does when it is no directory
+
+
 def check_writable_directory(path: Path, setting: str, what: str) -> None:
     """Create ``path`` and write a file in it now, so an unusable one is one error at start
     (naming ``setting``) rather than a failure on every request that would use it."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # logs and children's files: private when made here
+        make_private_directory(path)
         probe = path / f".copilot-write-check-{os.getpid()}"
         probe.touch()
         probe.unlink()

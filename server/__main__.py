@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--log-dir", type=Path, help="directory of per-session trajectories (COPILOT_LOG_DIR)")
     safety = parser.add_argument_group("safety")
     safety.add_argument(
-        "--read-only", action="store_true", default=None, help="refuse destructive tools (COPILOT_READ_ONLY)"
+        "--read-only", action="store_true", default=None,
+        help="allow only tools that declare readOnlyHint: true; refuse the rest (COPILOT_READ_ONLY)",
     )
     safety.add_argument(
         "--allow", nargs="+", metavar="PATTERN", help="only these 'server' or 'server/tool' globs (COPILOT_ALLOW)"

@@ -134,6 +134,12 @@ def _no_decision(answer: object) -> str:
     return "the host's answer holds no decision"
 
 
+def _logged_query(query: Any) -> str:
+    """A route query that is no text, as the trajectory shows it: none at all (a misspelt argument,
+    ``qeury``) is an empty query, not the string "None"."""
+    return "" if query is None else str(query)
+
+
 def _hidden_note(note: str | None, held: list[str], refused_read_only: int) -> str | None:
     """Say why matching tools are missing: held back by trust checks, or not read-only."""
     parts = [note] if note else []
@@ -608,9 +614,16 @@ class Copilot:
     def _resolve_server(self, name: str) -> ServerConfig:
         config = self.servers.get(name)
         if config is None:
-            folded = {n.casefold(): n for n in self.servers}
-            if name.casefold() in folded:
-                config = self.servers[folded[name.casefold()]]
+            same = [known for known in self.servers if known.casefold() == name.casefold()]
+            if len(same) > 1:
+                # "Dup" and "dup" are two servers: a third spelling quietly ran the last in the file.
+                raise UnknownServerError(
+                    f"Unknown server '{shown_name(name)}': it differs only in letter case from "
+                    f"{', '.join(repr(known) for known in sorted(same))}, which are different servers. "
+                    "Pass the name exactly as route returns it."
+                )
+            if same:
+                config = self.servers[same[0]]
         if config is None:
             known = self.routable_servers()
             hint = did_you_mean(suggest(name, known))
@@ -701,7 +714,7 @@ class Copilot:
             hits = [RouteHit(server=t.server, tool=t.tool, score=t.score) for t in (answer.tools if answer else [])]
             ranking = answer.ranking if answer else None
             log.route(
-                call_id, text_query or str(query), hits, _ms(start), error=error, ranking=ranking,
+                call_id, text_query or _logged_query(query), hits, _ms(start), error=error, ranking=ranking,
                 session_servers=answer.session_servers if answer else None,
             )
         return result
@@ -712,7 +725,7 @@ class Copilot:
         self.telemetry.outcome(error=error, results=0)
         if log is not None:
             text_query = query.strip() if isinstance(query, str) else ""
-            log.route(call_id, text_query or str(query), [], _ms(start), error=error)
+            log.route(call_id, text_query or _logged_query(query), [], _ms(start), error=error)
 
     async def _route(
         self, query: Any, top_k: Any, server: Any, kind: Any = None, session_servers: Sequence[str] = ()

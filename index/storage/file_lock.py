@@ -36,9 +36,18 @@ def _holder(handle: IO[str]) -> str:
     return handle.read().strip() or "another process"
 
 
+def _program() -> str:
+    """How this process was started, as a person would type it: ``python -m index build`` (under
+    ``-m``, ``argv[0]`` is the package's ``__main__.py``: the holder read "__main__.py build")."""
+    if not sys.argv or not sys.argv[0]:
+        return "python"
+    first = Path(sys.argv[0])
+    program = f"python -m {first.parent.name}" if first.name == "__main__.py" and first.parent.name else first.name
+    return " ".join([program, *sys.argv[1:2]])
+
+
 def _whoami() -> str:
-    command = " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:2]]) if sys.argv and sys.argv[0] else "python"
-    return f"pid {os.getpid()} ({command}), since {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    return f"pid {os.getpid()} ({_program()}), since {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 @contextmanager

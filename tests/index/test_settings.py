@@ -155,3 +155,10 @@ def test_directories_made_at_start_are_private_whatever_the_umask(tmp_path: Path
     finally:
         os.umask(previous)
     assert ((tmp_path / "logs").stat().st_mode & 0o777) == 0o700
+    # A directory made below a missing one (the children's logs under logs/): the parent too.
+    previous = os.umask(0)
+    try:
+        check_writable_directory(tmp_path / "home" / "logs" / "children", "COPILOT_CHILD_LOG_DIR", "the children's logs")
+    finally:
+        os.umask(previous)
+    assert [(tmp_path / part).stat().st_mode & 0o777 for part in ("home", "home/logs", "home/logs/children")] == [0o700] * 3

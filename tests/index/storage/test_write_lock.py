@@ -70,3 +70,15 @@ def test_a_writer_that_waits_too_long_is_told_who_holds_the_index(tmp_path: Path
     assert str(error).endswith("and did not finish within 0.3 s. Wait for it to finish, or stop it, then run this again.")
     with index_write_lock(tmp_path, wait=0):  # released: taken at once
         pass
+
+
+def test_the_holder_is_named_as_it_was_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under -m, argv[0] is the package's __main__.py: the holder read "(__main__.py build)".
+    from index.storage import file_lock  # noqa: PLC0415
+
+    monkeypatch.setattr("sys.argv", ["/opt/app/index/__main__.py", "build", "--catalog", "x.json"])
+    assert file_lock._program() == "python -m index build"
+    monkeypatch.setattr("sys.argv", ["/usr/local/bin/mcp-copilot", "--http"])
+    assert file_lock._program() == "mcp-copilot --http"
+    monkeypatch.setattr("sys.argv", [""])
+    assert file_lock._program() == "python"

@@ -533,6 +533,27 @@ async def test_a_top_k_out_of_range_is_clamped_with_a_short_note(
     assert notes[2] == f"top_k=100000…(301 digits) is outside 1..{limit}; using {limit}."
 
 
+async def test_names_that_differ_only_in_case_are_not_guessed_and_a_missing_query_is_logged_empty(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    # Before: "DUP" quietly ran "dup", the last of two servers "Dup" and "dup"; and a route whose
+    # query was missing (a misspelt argument) was logged as the query "None".
+    home = copy_home(built_index, tmp_path / "home")
+    entries = {"Dup": fixture_entry("alpha"), "dup": fixture_entry("beta")}
+    servers = load_servers(write_servers(tmp_path / "servers.json", entries))
+    settings = copilot_settings(home, tmp_path, auto_index=False)
+    async with Copilot.running(settings, servers, start_now=True) as copilot:
+        guessed = await copilot.execute("DUP", "echo", {"text": "x"}, None, None, None)
+        log = SessionLogs(settings, copilot_version="test", index_info=copilot.index_info).open("s", None)
+        missing = await copilot.route(None, 5, None, log)
+        log_path = log.path
+    assert guessed.is_error and "differs only in letter case from 'Dup', 'dup'" in guessed.content[0].text
+    assert missing.is_error
+    [route] = [event for event in read_events(log_path) if event.event == "route"]
+    assert route.query == ""
+
+
 async def test_the_results_left_out_are_counted_within_top_k(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,
