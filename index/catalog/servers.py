@@ -39,17 +39,23 @@ Transport = Literal["stdio", "streamable-http", "sse"]
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
+
+def _placeholder_part(value: str) -> int:
+    """Where the part of ``value`` that can hold a placeholder ends (after its last ``}``): past it the
+    default of a ``${A:-`` would scan to the end for a ``}`` from every such start (quadratic time)."""
+    return value.rfind("}") + 1
+
 #: Filled in when a child starts, not from the environment: the child's own data directory
 #: (``$COPILOT_WORKDIR/<server>``: per copilot, per task in benchmark runs), for servers that would
 #: otherwise keep their data inside a shared package cache (the memory server) or the user's home.
 SERVER_DIR_VARIABLE = "COPILOT_SERVER_DIR"
-_LATE_PLACEHOLDER = "${" + SERVER_DIR_VARIABLE + "}"
 #: Also filled in when a child starts: the directory of the user's files a ``works_in: roots`` server
 #: works in (the first of the host's roots, or ``COPILOT_ROOTS``); the child's own directory when
 #: none is known -- e.g. the filesystem server's allowed directory instead of ``/``.
 ROOT_VARIABLE = "COPILOT_ROOT"
-_ROOT_PLACEHOLDER = "${" + ROOT_VARIABLE + "}"
 _LATE_VARIABLES = frozenset({SERVER_DIR_VARIABLE, ROOT_VARIABLE})
+#: A late placeholder as :func:`expand_variables` leaves it: ``${COPILOT_ROOT}`` or ``${COPILOT_ROOT:-default}``.
+_LATE_VAR = re.compile(r"\$\{(" + SERVER_DIR_VARIABLE + "|" + ROOT_VARIABLE + r")(?::-([^}]*))?\}")
 
 #: ``type`` values of other hosts' configs by what they launch (compared without case, ``-`` and ``_``):
 #: Claude Code and VS Code write stdio / http / sse, Cursor also streamable-http, Cline streamableHttp.
@@ -158,7 +164,8 @@ class ServerConfig(BaseModel):
                 "for a server the copilot starts set \"type\" to \"stdio\" or remove it; for a remote one give 'url' "
                 "instead of 'command'"
             )
-        if self.url is not None:
+        # A disabled server whose url still holds a placeholder (its variable is unset) is never reached.
+        if self.url is not None and not (not self.is_enabled and "${" in self.url):
             parsed = urlsplit(self.url)
             if parsed.scheme not in ("http", "https") or not parsed.netloc:
                 # Redacted before it is cut short: a secret cut in two would no longer be recognised.
@@ -209,15 +216,25 @@ class ServerConfig(BaseModel):
 
     def for_workdir(self, workdir: Path, root: Path | None = None) -> ServerConfig:
         """This entry with ``${COPILOT_SERVER_DIR}`` filled in as ``workdir`` (the child's own directory)
-        and ``${COPILOT_ROOT}`` as ``root`` (the user's directory it works in; ``workdir`` without one)."""
+        and ``${COPILOT_ROOT}`` as ``root`` (the user's directory it works in). The ``:-default`` form is
+        read too: ``${COPILOT_ROOT:-/srv/data}`` is ``/srv/data`` when no root is known (without a
+        default, ``workdir``); the server's own directory is always known, so its default is never used."""
         text = json.dumps([self.command, self.args, self.env, self.cwd])
-        if _LATE_PLACEHOLDER not in text and _ROOT_PLACEHOLDER not in text:
+        if _LATE_VAR.search(text) is None:
             return self
         directory = str(workdir)
-        user_root = str(root) if root is not None else directory
+
+        def late_value(match: re.Match[str]) -> str:
+            if match.group(1) == SERVER_DIR_VARIABLE:
+                return directory
+            if root is not None:
+                return str(root)
+            default = match.group(2)
+            return default if default is not None else directory
 
         def fill(value: str) -> str:
-            return value.replace(_LATE_PLACEHOLDER, directory).replace(_ROOT_PLACEHOLDER, user_root)
+            end = _placeholder_part(value)
+            return _LATE_VAR.sub(late_value, value[:end]) + value[end:]
 
         return self.model_copy(
             update={
@@ -316,16 +333,21 @@ class ServersFile(BaseModel):
 
 
 def expand_variables(
-    value: str, environ: Mapping[str, str], missing: set[str], used: dict[str, str] | None = None
+    value: str,
+    environ: Mapping[str, str],
+    missing: set[str],
+    used: dict[str, str] | None = None,
+    keep: frozenset[str] | set[str] = frozenset(),
 ) -> str:
     """Expand ``${VAR}`` / ``${VAR:-default}``; names that are unset are added to ``missing``.
 
-    ``used`` collects the values taken from ``environ`` (value -> ``${VAR}``), to be redacted.
+    ``used`` collects the values taken from ``environ`` (value -> ``${VAR}``), to be redacted;
+    placeholders of the names in ``keep`` are left as written.
     """
 
     def substitute(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
-        if name in _LATE_VARIABLES:
+        if name in _LATE_VARIABLES or name in keep:
             return match.group(0)  # filled in when the child starts (ServerConfig.for_workdir)
         if name in environ:
             if used is not None and environ[name]:
@@ -336,7 +358,8 @@ def expand_variables(
         missing.add(name)
         return ""
 
-    return _VAR.sub(substitute, value)
+    end = _placeholder_part(value)
+    return _VAR.sub(substitute, value[:end]) + value[end:]
 
 
 def _expand_entry(
@@ -355,6 +378,95 @@ def _expand_entry(
                 for k, v in out[key].items()
             }
     return out
+
+
+#: The keys whose value says how to start or reach a server: without a value for one of their
+#: variables there is no launch to check.
+_LAUNCH_KEYS = ("command", "url")
+
+
+def _launch_variables(raw: Mapping[str, Any]) -> dict[str, set[str]]:
+    """The variables each of an entry's launch keys (:data:`_LAUNCH_KEYS`) names (key -> names)."""
+    return {
+        key: {match.group(1) for match in _VAR.finditer(raw[key], 0, _placeholder_part(raw[key]))}
+        for key in _LAUNCH_KEYS
+        if isinstance(raw.get(key), str)
+    }
+
+
+def _unset_reason(missing: set[str], empty: Mapping[str, set[str]]) -> str:
+    """Why a server is disabled: its variables that are unset, and those of its launch keys set to ""."""
+    reasons = []
+    if missing:
+        reasons.append(f"environment variable(s) not set: {', '.join(sorted(missing))}")
+    if empty:
+        names = ", ".join(sorted(set().union(*empty.values())))
+        keys = " and ".join(f"'{key}'" for key in empty)
+        reasons.append(f"environment variable(s) set to an empty string: {names} (its {keys} needs a value)")
+    return "; ".join(reasons)
+
+
+#: How many malformed placeholders of one entry are named (and looked for).
+_MALFORMED_SHOWN = 5
+
+
+def _malformed_placeholders(value: str) -> list[str]:
+    """The ``${`` of ``value`` that are no ``${VAR}`` / ``${VAR:-default}`` placeholder, described.
+
+    They reach the child as written: an unterminated ``${B``, a nested ``${A:-${B}}`` (a default is
+    plain text, so its ``${B`` stays and a stray ``}`` follows), a name that is no variable name.
+    """
+    found: list[str] = []
+    end = _placeholder_part(value)
+    start = value.find("${")
+    while start != -1 and len(found) < _MALFORMED_SHOWN:
+        match = _VAR.match(value, start, end)
+        if match is None:
+            end = value.find("}", start)
+            if end == -1:
+                found.append(f"'{value[start:start + 40]}' has no closing '}}'")
+            else:
+                found.append(f"'{value[start:min(end + 1, start + 40)]}' is not a ${{VAR}} or ${{VAR:-default}} placeholder")
+            after = start + 2
+        else:
+            after = match.end()
+            if match.group(2) is not None and "${" in match.group(2):
+                shown = match.group(0) + ("}" if value[after:after + 1] == "}" else "")
+                found.append(f"'{shown[:60]}' nests a placeholder in a default, which is not supported")
+                after += len(shown) - len(match.group(0))
+        start = value.find("${", after)
+    return found
+
+
+def _entry_malformed_placeholders(
+    raw: Mapping[str, Any], lines: Mapping[tuple[str, ...], int], entry: tuple[str, str]
+) -> tuple[int, list[str]] | None:
+    """The line of the first malformed placeholder of an entry's expanded values and all of them
+    (``where: what``), or None."""
+    first_line: int | None = None
+    found: list[str] = []
+
+    def look(value: object, where: str, path: tuple[str, ...]) -> None:
+        nonlocal first_line
+        if not isinstance(value, str) or "${" not in value or len(found) >= _MALFORMED_SHOWN:
+            return
+        problems = _malformed_placeholders(value)
+        if problems:
+            first_line = first_line if first_line is not None else lines.get((*entry, *path), lines[entry])
+            found.extend(f"{where}: {problem}" for problem in problems)
+
+    for key in ("command", "url", "cwd"):
+        look(raw.get(key), f"'{key}'", (key,))
+    if isinstance(raw.get("args"), list):
+        for index, arg in enumerate(raw["args"]):
+            look(arg, f"'args[{index}]'", ("args",))
+    for key in ("env", "headers"):
+        if isinstance(raw.get(key), dict):
+            for name, value in raw[key].items():
+                look(value, f"'{key}.{name}'", (key, name))
+    if first_line is None:
+        return None
+    return first_line, found[:_MALFORMED_SHOWN]
 
 
 #: What the key scan needs of JSON text: strings, brackets, colons and line breaks (valid JSON has no
@@ -605,13 +717,45 @@ def parse_servers(
             ),
             **_with_url_forms(used),
         }
+        empty: dict[str, set[str]] = {}  # launch key -> its variables set to "" (when that broke it)
         try:
             config = ServerConfig.model_validate({**expanded, "name": name}, context={"secrets": secrets})
         except ValidationError as error:
-            line = _error_line(lines, (container, name), error)
-            hint = f" ({_misspelling_hint(misspelled)})" if misspelled else ""
-            shown = Redactor(secrets)(_describe(error))
-            raise ConfigError(f"{source}:{line}: server '{name}': {shown}{hint}.") from None
+            # An unset variable in 'command' or 'url' (or one set to "") leaves no launch to check:
+            # such a server is disabled with the reason below, as for one anywhere else in the entry.
+            # The entry is checked with those placeholders as written, so a mistake of its own
+            # (both 'command' and 'url', a wrong 'type') is still an error.
+            launch_variables = _launch_variables(raw)
+            unset = set().union(*launch_variables.values()) & missing
+            empty = {
+                key: {variable for variable in variables if environ.get(variable) == ""}
+                for key, variables in launch_variables.items()
+            }
+            empty = {key: variables for key, variables in empty.items() if variables}
+            blank = unset.union(*empty.values())
+            kept: ServerConfig | None = None
+            if blank:
+                unexpanded = {
+                    key: expand_variables(raw[key], environ, set(), None, keep=blank) for key in launch_variables
+                }
+                flags = {key: expanded[key] for key in ("enabled", "disabled") if key in expanded}
+                try:
+                    user_enabled = ServerConfig.model_validate({"name": name, "command": "-", **flags}).is_enabled
+                    # Disabled (with the reason when the user had it enabled): its launch is not checked further.
+                    off = {"enabled": False, **({"reason": _unset_reason(missing, empty)} if user_enabled else {})}
+                    kept = ServerConfig.model_validate(
+                        {**expanded, **unexpanded, "name": name, **off}, context={"secrets": secrets}
+                    )
+                except ValidationError as still:
+                    error = still
+            if kept is None:
+                line = _error_line(lines, (container, name), error)
+                hint = f" ({_misspelling_hint(misspelled)})" if misspelled else ""
+                shown = Redactor(secrets)(_describe(error))
+                raise ConfigError(f"{source}:{line}: server '{name}': {shown}{hint}.") from None
+            config = kept
+            if user_enabled:
+                logger.warning("%s:%d: server '%s' disabled: %s", source, line, name, config.reason)
         config._expanded = used
         launch = launches_copilot(config)
         if launch:
@@ -623,12 +767,18 @@ def parse_servers(
                 "%s:%d: server '%s': '%s' is not a known key and is ignored: did you mean '%s'?",
                 source, lines[(container, name, key)], name, key, ours,
             )
-        if missing and config.is_enabled:
-            names = ", ".join(sorted(missing))
-            logger.warning("%s:%d: server '%s' disabled: environment variable(s) %s not set", source, line, name, names)
-            config = config.model_copy(
-                update={"enabled": False, "reason": f"environment variable(s) not set: {names}"}
+        malformed = _entry_malformed_placeholders(raw, lines, (container, name))
+        if malformed is not None:
+            at, problems = malformed
+            logger.warning(
+                "%s:%d: server '%s': placeholder(s) the child gets as written: %s; write ${VAR} or ${VAR:-default} "
+                "(a default is plain text, without another placeholder).",
+                source, at, name, Redactor(secrets)("; ".join(problems)),
             )
+        if missing and config.is_enabled:
+            reason = _unset_reason(missing, {})
+            logger.warning("%s:%d: server '%s' disabled: %s", source, line, name, reason)
+            config = config.model_copy(update={"enabled": False, "reason": reason})
         servers[name] = config
     return ServersFile(servers=servers)
 

@@ -148,6 +148,10 @@ async def stdio_streams(
         cwd = root
     else:
         cwd = workdir
+    # Absolute before the command is looked for in it and the child is started in it: a relative
+    # 'cwd' means the copilot's working directory's subdirectory, and a relative 'command' is found
+    # in 'cwd' -- run from inside a relative cwd, 'proj/bin/serve' would be looked for in proj/proj/.
+    cwd = Path(os.path.abspath(cwd))
     if not cwd.is_dir():
         raise ChildStartError(
             f"server '{config.name}': working directory '{config.redact(str(cwd))}' does not exist; create it or fix 'cwd'.",

@@ -51,10 +51,15 @@ _SECRET_ENDINGS = (
 )  # fmt: skip
 #: Splits ``npm_config_//registry.npmjs.org/:_authToken`` into npm, config, registry, …, auth, token.
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
-#: The userinfo of a URL anywhere in a value (several URLs may share one value, as in ``UV_INDEX``).
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
-#: A proxy's userinfo written without a scheme, at the start of the value or of a listed item.
-_BARE_USERINFO = re.compile(r"(?:^|(?<=[,\s]))[^/@\s,]+@(?=[^@\s,])")
+#: The userinfo of a URL anywhere in a value (several URLs may share one value, as in ``UV_INDEX``):
+#: everything after ``scheme://`` up to the *last* ``@`` before the host (as ``urlsplit`` reads it,
+#: ``netloc.rpartition("@")``), so a password holding ``@`` goes whole. The scheme is a fixed-width
+#: look-behind and the greedy run cannot cross a ``/`` or a space, so each ``://`` costs one scan to
+#: the next of those: linear however many ``@`` a value holds.
+_URL_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-]://)[^/\s]*@")
+#: A proxy's userinfo written without a scheme, at the start of the value or of a listed item: up to
+#: the last ``@`` of the item followed by a host (the same rule as for URLs).
+_BARE_USERINFO = re.compile(r"(?:^|(?<=[,\s]))[^/\s,]+@(?=[^@\s,])")
 #: Proxy variables, whose values are ``[scheme://][user:pass@]host[:port]``.
 _PROXY_NAME = re.compile(r"(?i)(?:http|https|all|ftp)_proxy")
 #: A URL query parameter (its value ends at the next parameter, fragment or space).
@@ -82,7 +87,7 @@ def strip_url_credentials(value: str, name: str = "") -> str:
     name says it is a secret keeps its name and loses its value.
     """
     if "@" in value:
-        value = _URL_USERINFO.sub(lambda match: match.group("scheme"), value)
+        value = _URL_USERINFO.sub("", value)
         if "@" in value and _PROXY_NAME.fullmatch(name):
             value = _BARE_USERINFO.sub("", value)
     if "=" in value:

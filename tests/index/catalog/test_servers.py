@@ -531,3 +531,87 @@ def test_launch_hash_changes_only_with_the_launch() -> None:
     assert base.launch_hash() == base.model_copy(update={"description": "two", "category": "c"}).launch_hash()
     assert base.launch_hash() != base.model_copy(update={"args": ["a", "--flag"]}).launch_hash()
     assert base.launch_hash() != base.model_copy(update={"env": {"X": "1"}}).launch_hash()
+
+
+# --- unset or empty variables in 'command'/'url', late placeholders' defaults, malformed placeholders -----
+
+
+GOOD = {"command": "echo", "args": ["hi"]}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"command": "${MY_SERVER_BIN}", "args": ["--stdio"]},
+        {"command": "${MY_SERVER_BIN}/serve"},
+        {"url": "https://${MY_MCP_HOST}/mcp"},
+        {"url": "${MY_MCP_HOST}"},
+        {"type": "http", "url": "${MY_MCP_HOST}", "headers": {"X-Team": "a"}},
+    ],
+)
+def test_an_unset_variable_in_command_or_url_disables_that_server_and_the_rest_load(entry: dict) -> None:
+    text = json.dumps({"mcpServers": {"good": GOOD, "mine": entry}})
+    servers = parse_servers(text, environ={}).servers
+    assert servers["good"].is_enabled
+    mine = servers["mine"]
+    assert not mine.is_enabled
+    assert mine.reason == f"environment variable(s) not set: {'MY_SERVER_BIN' if 'command' in entry else 'MY_MCP_HOST'}"
+
+
+@pytest.mark.parametrize(
+    ("entry", "key"),
+    [({"command": "${MY_SERVER_BIN}"}, "command"), ({"url": "https://${MY_MCP_HOST}/mcp"}, "url")],
+)
+def test_a_variable_set_to_an_empty_string_in_command_or_url_is_named(entry: dict, key: str) -> None:
+    text = json.dumps({"mcpServers": {"good": GOOD, "mine": entry}})
+    servers = parse_servers(text, environ={"MY_SERVER_BIN": "", "MY_MCP_HOST": ""}).servers
+    assert servers["good"].is_enabled and not servers["mine"].is_enabled
+    variable = "MY_SERVER_BIN" if key == "command" else "MY_MCP_HOST"
+    assert servers["mine"].reason == f"environment variable(s) set to an empty string: {variable} (its '{key}' needs a value)"
+
+
+def test_an_entry_wrong_in_itself_is_still_refused_when_a_variable_is_unset(tmp_path: Path) -> None:
+    message = _error_for(tmp_path, json.dumps({"mcpServers": {"mine": {"type": "http", "command": "${MY_SERVER_BIN}"}}}))
+    assert "server 'mine'" in message and "is for a remote server at a 'url'" in message
+
+
+def test_late_placeholders_take_their_default_form() -> None:
+    text = json.dumps({"mcpServers": {"fx": {
+        "command": "run", "args": ["${COPILOT_SERVER_DIR:-unused}", "${COPILOT_ROOT:-/fallback}"],
+        "env": {"RT": "${COPILOT_ROOT:-}", "SD": "${COPILOT_SERVER_DIR}"}, "cwd": "${COPILOT_ROOT:-/srv}",
+    }}})
+    config = parse_servers(text, environ={}).servers["fx"]
+    assert config.args == ["${COPILOT_SERVER_DIR:-unused}", "${COPILOT_ROOT:-/fallback}"]  # filled in at start
+    alone = config.for_workdir(Path("/w/fx"))
+    assert alone.args == ["/w/fx", "/fallback"] and alone.env == {"RT": "", "SD": "/w/fx"} and alone.cwd == "/srv"
+    rooted = config.for_workdir(Path("/w/fx"), root=Path("/home/me"))
+    assert rooted.args == ["/w/fx", "/home/me"] and rooted.env == {"RT": "/home/me", "SD": "/w/fx"}
+    assert rooted.cwd == "/home/me"
+
+
+def test_malformed_placeholders_are_warned_about_once_per_entry_naming_file_line_and_placeholder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = (
+        '{\n "mcpServers": {\n  "n": {\n   "command": "echo",\n'
+        '   "env": {\n    "OK": "${PROBE_SET}",\n    "NESTED": "${PROBE_UNSET:-${PROBE_SET}}",\n'
+        '    "UNTERMINATED": "${PROBE_SET"\n   }\n  },\n  "fine": {"command": "echo", "args": ["${PROBE_SET:-x}"]}\n }\n}'
+    )
+    path = tmp_path / "servers.json"
+    path.write_text(text, encoding="utf-8")
+    with caplog.at_level("WARNING", logger="index.catalog.servers"):
+        servers = load_servers(path, environ={"PROBE_SET": "val1"}).servers
+    assert servers["n"].is_enabled and servers["fine"].is_enabled  # warned, not refused
+    warnings = [record.getMessage() for record in caplog.records]
+    assert warnings == [
+        f"{path}:7: server 'n': placeholder(s) the child gets as written: "
+        "'env.NESTED': '${PROBE_UNSET:-${PROBE_SET}}' nests a placeholder in a default, which is not supported; "
+        "'env.UNTERMINATED': '${PROBE_SET' has no closing '}'; "
+        "write ${VAR} or ${VAR:-default} (a default is plain text, without another placeholder)."
+    ]
+
+
+@pytest.mark.timeout(5)
+def test_looking_for_malformed_placeholders_stays_fast_on_long_values() -> None:
+    text = json.dumps({"mcpServers": {"n": {"command": "echo", "args": ["${" * 50_000, "${A:-" * 20_000]}}})
+    assert parse_servers(text, environ={}).servers["n"].is_enabled

@@ -11,6 +11,7 @@ import pytest
 
 from index.children.connect import open_session
 from index.children.containment.environment import (
+    has_url_credentials,
     inherited_environment,
     looks_secret_name,
     strip_url_credentials,
@@ -157,3 +158,44 @@ def test_a_child_does_not_inherit_a_proxy_password_written_without_a_scheme() ->
     child = inherited_environment(source)
     assert child["HTTPS_PROXY"] == "proxy.corp:3128"
     assert "hunter2pw" not in "".join(child.values())
+
+
+#: Passwords holding '@': the userinfo runs to the last '@' before the host, as urllib reads it.
+AT_SIGN_PASSWORDS = {
+    "HTTPS_PROXY": ("http://alice:p@ssw0rd@proxy.example:3128", "http://proxy.example:3128"),
+    "PIP_INDEX_URL": ("https://alice:hunter@2secret@pypi.example/simple", "https://pypi.example/simple"),
+    "http_proxy": ("alice:pa@ss@proxy.example:3128", "proxy.example:3128"),
+    "UV_INDEX": ("a=https://u:x@y@one.example/s b=https://t@k@two.example/", "a=https://one.example/s b=https://two.example/"),
+    "ALL_PROXY": ("a:b@c@one.corp:1, d@e@two.corp:2", "one.corp:1, two.corp:2"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AT_SIGN_PASSWORDS))
+def test_a_password_holding_an_at_sign_is_removed_whole(name: str) -> None:
+    value, stripped = AT_SIGN_PASSWORDS[name]
+    assert strip_url_credentials(value, name) == stripped
+    assert has_url_credentials(value, name)  # what the copilot blanks in its own /proc environ
+
+
+async def test_a_child_gets_no_part_of_a_password_holding_an_at_sign(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, (value, _stripped) in AT_SIGN_PASSWORDS.items():
+        monkeypatch.setenv(name, value)
+    env = await _child_environment(_dumping("at-sign", tmp_path), tmp_path)
+    for name, (_value, stripped) in AT_SIGN_PASSWORDS.items():
+        assert env[name] == stripped
+    dumped = json.dumps(env)
+    for part in ("ssw0rd", "2secret", "pa@ss", "alice"):
+        assert part not in dumped, f"{part} reached the child"
+
+
+@pytest.mark.timeout(5)
+@pytest.mark.parametrize("name", ["HTTPS_PROXY", "PIP_INDEX_URL"])
+@pytest.mark.parametrize(
+    "value",
+    ["a@" * 50_000, "@" * 100_000, "http://" + "a@" * 50_000, "a." * 50_000 + "@", "http://a@" * 12_000, ("ab" + "@" * 8) * 10_000],
+)
+def test_stripping_stays_linear_on_long_values_full_of_at_signs(name: str, value: str) -> None:
+    stripped = strip_url_credentials(value, name)
+    assert len(stripped) <= len(value)
