@@ -461,7 +461,7 @@ class Aggregation:
         server, original = await self._resource_target(uri)
         try:
             result: types.ReadResourceResult = await self.copilot.pool.request(
-                server, "resources/read", lambda session: session.read_resource(original)
+                server, "resources/read", lambda session: session.read_resource(original), for_host=True
             )
         except MCPError as error:
             if _says_not_found(error):
@@ -580,7 +580,7 @@ class Aggregation:
     # -- forwarding -----------------------------------------------------------------------------
     async def _forward(self, server: str, what: str, operation: Callable[[Any], Any]) -> Any:
         try:
-            return await self.copilot.pool.request(server, what, operation)
+            return await self.copilot.pool.request(server, what, operation, for_host=True)
         except MCPError as error:
             raise _child_error(error, what, server) from None
         except CopilotError as error:

@@ -263,6 +263,9 @@ class _Child:
     #: The requests it is answering now, in words ("the call to 'crash'"), oldest first: an exit
     #: noticed by the session task before the caller describes it the caller's way.
     busy_with: list[str] = field(default_factory=list)
+    #: Requests in flight made for a host that are no tool call (``prompts/get``, ``resources/read``,
+    #: ``completion/complete``): a question the child asks meanwhile may be theirs.
+    host_requests: int = 0
     served: int = 0  # calls this process answered
     warmed: bool = False  # started by warm() and not used since
     #: Why the copilot stopped it, in words (in-flight calls cut off with it say so; the next child's first result too).
@@ -347,6 +350,15 @@ def _busy(child: _Child, doing: str) -> Iterator[None]:
         yield
     finally:
         child.busy_with.remove(doing)
+
+
+@contextmanager
+def _for_a_host(child: _Child, for_host: bool) -> Iterator[None]:
+    child.host_requests += for_host
+    try:
+        yield
+    finally:
+        child.host_requests -= for_host
 
 
 def _tail_text(lines: list[str]) -> str:
@@ -501,8 +513,12 @@ class ChildPool:
         operation: Callable[[ClientSession], Awaitable[_T]],
         *,
         timeout: float | None = None,
+        for_host: bool = False,
     ) -> _T:
         """Run ``operation`` on ``server``'s session (starting it if needed), like a tool call.
+
+        ``for_host``: the request is a host's (not the copilot's own listing), so what the child
+        asks or logs meanwhile may belong to it rather than to a tool call in flight.
 
         For the other MCP requests a proxy forwards (prompts, resources, completion): the same
         slots, timeout and crash handling as :meth:`call_tool`. ``doing`` names the request in
@@ -515,7 +531,7 @@ class ChildPool:
             assert child.connection is not None
             connection = child.connection
             session = connection.session
-            with anyio.move_on_after(limit) as scope, _busy(child, doing):
+            with anyio.move_on_after(limit) as scope, _busy(child, doing), _for_a_host(child, for_host):
                 try:
                     return await operation(session)
                 except MCPError as error:
@@ -974,8 +990,8 @@ class ChildPool:
             return None
 
         def others() -> int:
-            # busy_with holds every request in flight on the child; calls are the relayed tool calls.
-            return max(0, len(child.busy_with) - len(child.calls))
+            # Not the copilot's own requests (tools/list, its prompt and resource listings): a host's.
+            return child.host_requests
 
         async def answer(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
             return await link.answer(child.name, list(child.calls), request, others=others())

@@ -515,7 +515,12 @@ async def test_a_childs_request_during_a_prompt_and_a_tool_call_is_handed_on_wit
 
             group.start_soon(blocked)
             await relay.started.wait()
-            prompt = await pool.request("relay", "prompts/get", lambda session: session.get_prompt("greeting"))
+            prompt = await pool.request(
+                "relay", "prompts/get", lambda session: session.get_prompt("greeting"), for_host=True
+            )
+            # The copilot's own listing of the same child is no host's: a question meanwhile is the call's.
+            await pool.request("relay", "prompts/list", lambda session: session.list_prompts())
             group.cancel_scope.cancel()
     assert "refused: refused by the test" in prompt.messages[0].content.text
     assert link.asked == [(1, 1)] and link.logged == [(1, 1)]
+    assert relay.started.is_set()
