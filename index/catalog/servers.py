@@ -339,7 +339,8 @@ def expand_variables(
     used: dict[str, str] | None = None,
     keep: frozenset[str] | set[str] = frozenset(),
 ) -> str:
-    """Expand ``${VAR}`` / ``${VAR:-default}``; names that are unset are added to ``missing``.
+    """Expand ``${VAR}`` / ``${VAR:-default}`` (the default also for a variable set to "", as in a
+    shell); names that are unset are added to ``missing``.
 
     ``used`` collects the values taken from ``environ`` (value -> ``${VAR}``), to be redacted;
     placeholders of the names in ``keep`` are left as written.
@@ -349,12 +350,12 @@ def expand_variables(
         name, default = match.group(1), match.group(2)
         if name in _LATE_VARIABLES or name in keep:
             return match.group(0)  # filled in when the child starts (ServerConfig.for_workdir)
-        if name in environ:
+        if name in environ and (environ[name] or default is None):
             if used is not None and environ[name]:
                 used[environ[name]] = f"${{{name}}}"
             return environ[name]
         if default is not None:
-            return default
+            return default  # unset or empty, as the shell's ``:-`` (an empty value gave "", not the default)
         missing.add(name)
         return ""
 

@@ -128,6 +128,9 @@ def test_variables_expand_with_defaults() -> None:
     assert servers["api"].env == {"API_KEY": "k1", "MODE": "slow"}
     assert servers["remote"].url == "https://h.test/mcp"
     assert servers["remote"].headers == {"Authorization": "Bearer t"}
+    # A variable set to "" takes the default, as the shell's ":-" does (it gave ""); without a default it stays "".
+    empty = parse_servers(text, environ={"TOOL": "x", "API_KEY": "", "HOST": "h.test", "TOKEN": "t", "REGION": "", "MODE": ""}).servers
+    assert empty["api"].args == ["--region", "eu"] and empty["api"].env == {"API_KEY": "", "MODE": "fast"}
 
 
 def test_missing_variable_disables_the_server_and_says_which() -> None:
