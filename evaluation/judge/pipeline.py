@@ -424,13 +424,14 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
         jobs = {job.task_id: job for job in inputs.jobs}
         # Current first, then the latest: another judge's later verdict on a task (--model m2 into
         # the same --out) hid this judge's, which was then asked for again.
-        def current_verdicts() -> dict[str, VerdictRecord]:
-            return latest_by_task([record for record in log.read() if _is_current(record, config, inputs, jobs)])
+        def current_verdicts(records: list[VerdictRecord]) -> dict[str, VerdictRecord]:
+            return latest_by_task([record for record in records if _is_current(record, config, inputs, jobs)])
 
-        done = set(current_verdicts())
+        earlier = log.read()  # read once for what is done and why the rest is judged again
+        done = set(current_verdicts(earlier))
         todo = [job for job in inputs.jobs if job.task_id not in done]
         summary.resumed = len(inputs.jobs) - len(todo)
-        summary.rejudged = _rejudged(log.read(), todo, config, inputs, jobs)
+        summary.rejudged = _rejudged(earlier, todo, config, inputs, jobs)
         await _judge_jobs(todo, options, inputs, log, summary)
         if summary.fatal:
             # A report now would count every task the endpoint never saw as a failure: write
@@ -438,7 +439,7 @@ async def judge_paths(paths: Sequence[str | Path], options: JudgeOptions) -> Jud
             return summary
         # Only verdicts on what the judge would be given now: a task whose re-judging failed is
         # not judged, not counted with the verdict on its earlier trajectory or question.
-        verdicts = current_verdicts()
+        verdicts = current_verdicts(log.read())
         diagnoses = await _diagnoses(inputs, verdicts, options)
         built = _build(inputs, verdicts, options, summary, diagnoses)
         summary.n_tasks = built.n_tasks
