@@ -61,6 +61,16 @@ def parse_json(text: str | bytes) -> Any:
         ) from None
 
 
+def parse_json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object ``text`` holds, or None when it is not valid JSON or not an object: for
+    readers that only look for an object and take anything else as plain text."""
+    try:
+        data = parse_json(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 #: What a lone surrogate becomes: the Unicode replacement character, as a UTF-8 decoder's "replace" gives.
 REPLACEMENT_CHARACTER = "\ufffd"

@@ -910,11 +910,15 @@ class Copilot:
     def _hidden_by_policy(self, record: ToolRecord) -> str | None:
         """Why the settings keep ``record`` out of every answer (``denied``, ``read-only``), or None.
         Asked by the index before it judges an answer weak or trims it (see ``ToolIndex.route``)."""
-        if not self.policy.tool_allowed(record.server, record.name):
+        return self._policy_reason(record.server, record.name, record.annotations, record.kind)
+
+    def _policy_reason(
+        self, server: str, tool: str, annotations: dict[str, Any] | None, kind: str = "tool"
+    ) -> str | None:
+        """``denied`` (allow/deny lists), ``read-only`` (a tool the read-only setting refuses) or None."""
+        if not self.policy.tool_allowed(server, tool):
             return "denied"
-        if record.kind == "tool" and self.policy.read_only and not self.policy.read_only_permits(
-            record.server, record.name, record.annotations
-        ):
+        if kind == "tool" and self.policy.read_only and not self.policy.read_only_permits(server, tool, annotations):
             return "read-only"
         return None
 
@@ -922,13 +926,14 @@ class Copilot:
         """Why ``route`` does not show a tool, or None: ("denied", ""), ("held", the message to show:
         broken, past the cap or quarantined since it was indexed, so execute would refuse it) or
         ("read-only", "")."""
-        if not self.policy.tool_allowed(server, tool):
+        by_policy = self._policy_reason(server, tool, annotations)
+        if by_policy == "denied":
             return "denied", ""
         if (broken := self.pool.unusable_tool(server, tool)) is not None:
             return "held", str(broken)
         if self.guard is not None and (verdict := self.guard.blocked(server, tool)) is not None:
             return "held", verdict.message()
-        if self.policy.read_only and not self.policy.read_only_permits(server, tool, annotations):
+        if by_policy == "read-only":
             return "read-only", ""
         return None
 

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import anyio
 import anyio.abc
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -305,6 +305,24 @@ class _Inputs(BaseModel):
     universe: list[TaskInfo]
     human: dict[str, bool] | None
     descriptions: ToolDescriptions
+    #: Fingerprints computed so far, by (kind, task id): every earlier verdict of a task is checked
+    #: against the same ones, and each hashes the whole trajectory.
+    _fingerprints: dict[tuple[str, str], str] = PrivateAttr(default_factory=dict)
+
+    def trajectory_hash(self, task_id: str) -> str | None:
+        trajectory = self.loaded.trajectories.get(task_id)
+        if trajectory is None:
+            return None
+        key = ("trajectory", task_id)
+        if key not in self._fingerprints:
+            self._fingerprints[key] = trajectory.content_hash()
+        return self._fingerprints[key]
+
+    def inputs_hash(self, job: Job) -> str:
+        key = ("inputs", job.task_id)
+        if key not in self._fingerprints:
+            self._fingerprints[key] = job.inputs_hash(self.descriptions)
+        return self._fingerprints[key]
 
 
 def _read_inputs(paths: list[Path], options: JudgeOptions, summary: JudgeSummary) -> _Inputs:
@@ -367,14 +385,14 @@ REJUDGE_REASONS = {
 def _stale_reason(record: VerdictRecord, inputs: _Inputs, jobs: dict[str, Job]) -> str | None:
     """Why ``record``, a verdict of this judge's settings, is not one on what it would be given now
     (a key of :data:`REJUDGE_REASONS`), or ``None`` when it is."""
-    trajectory = inputs.loaded.trajectories.get(record.task_id)
-    if trajectory is None or record.trajectory_hash != trajectory.content_hash():
+    trajectory_hash = inputs.trajectory_hash(record.task_id)
+    if trajectory_hash is None or record.trajectory_hash != trajectory_hash:
         return "trajectory"
     job = jobs.get(record.task_id)
     if job is None:
         return None
     if record.inputs_hash is not None:
-        return None if record.inputs_hash == job.inputs_hash(inputs.descriptions) else "inputs"
+        return None if record.inputs_hash == inputs.inputs_hash(job) else "inputs"
     # Verdicts of earlier versions carry no inputs hash, but they do record the question and the
     # annotated key points they were given: a task list corrected since must not keep its old verdict.
     if record.question and record.question != job.question:

@@ -10,7 +10,7 @@ the judge asks again and finally records ``abstain``.
 
 from __future__ import annotations
 
-from index.json_text import parse_json
+from index.json_text import parse_json_object
 import re
 from typing import Literal
 
@@ -107,11 +107,8 @@ def _status_from_json(text: str) -> tuple[Status, str] | None:
     candidate = _trailing_json(text)
     if candidate is None:
         return None
-    try:
-        data = parse_json(candidate)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = parse_json_object(candidate)
+    if data is None:
         return None
     fields = {str(key).lower(): value for key, value in data.items()}
     found = {

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from index.json_text import parse_json
+from index.json_text import parse_json_object
 from evaluation.tasks import canonical_category
 from evaluation.trajectories.model import CONFIRMATION_REQUIRED, Confirmation, LoadResult, Problem, ToolCall, Trajectory, UsageTotals
 from server.trajectory.records import (
@@ -141,11 +141,8 @@ def read_jsonl(path: Path, result: LoadResult) -> list[Session]:
 
 
 def _is_foreign_json(line: str) -> bool:
-    try:
-        data = parse_json(line)
-    except ValueError:
-        return False
-    return isinstance(data, dict) and "event" not in data
+    data = parse_json_object(line)
+    return data is not None and "event" not in data
 
 
 def _short_error(error: Exception) -> str:

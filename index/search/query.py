@@ -21,7 +21,7 @@ import re
 
 from pydantic import BaseModel
 
-from index.json_text import parse_json, without_lone_surrogates
+from index.json_text import parse_json_object, without_lone_surrogates
 from index.errors import QueryError
 
 #: Longer than any sensible tool request: the rest is cut off (the embedder reads only the first
@@ -153,11 +153,8 @@ def _json_fields(text: str) -> dict[str, str] | None:
     """``{"server": ..., "tool": ...}`` (string values only), or None when ``text`` is not such an object."""
     if not (text.startswith("{") and text.endswith("}")):
         return None
-    try:
-        data = parse_json(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = parse_json_object(text)
+    if data is None:
         return None
     fields = {str(k).lower(): " ".join(v.split()) for k, v in data.items() if isinstance(v, str) and v.strip()}
     return fields if {"server", "tool", "query"} & fields.keys() else None

@@ -245,11 +245,13 @@ def decode_base64_runs(text: str) -> str:
 
 
 def _base64_prose(run: str) -> str | None:
+    """The prose a base64 run (standard or URL-safe alphabet, padding optional) decodes to, or None."""
     body = run.rstrip("=")
     alphabet = b"-_" if ("-" in body or "_" in body) else None
     if alphabet and ("+" in body or "/" in body):
         return None
-    body = body[: len(body) - len(body) % 4 if len(body) % 4 == 1 else len(body)]
+    if len(body) % 4 == 1:  # one stray character cannot end base64: a run cut out of longer text
+        body = body[:-1]
     try:
         raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=alphabet, validate=True)
         decoded = raw.decode("utf-8")

@@ -12,7 +12,7 @@ from evaluation.tasks import load_tasks
 from evaluation.trajectories import load_trajectories
 from index.catalog.servers import load_servers
 from index.errors import CopilotError
-from index.json_text import NestedTooDeepError, parse_json
+from index.json_text import NestedTooDeepError, parse_json, parse_json_object
 from tests.evaluation.judge_helpers import write_copilot_log
 from tests.support.cli import run_cli
 
@@ -33,6 +33,12 @@ def test_deep_json_is_a_decode_error_and_the_rest_parses_as_before() -> None:
     assert parse_json(b"[[[[1]]]]") == [[[[1]]]]
     with pytest.raises(json.JSONDecodeError):
         parse_json("{not json")
+
+
+def test_an_object_or_none_for_readers_that_take_anything_else_as_text() -> None:
+    assert parse_json_object('{"server": "maps", "tool": "geocode"}') == {"server": "maps", "tool": "geocode"}
+    for not_an_object in ("[1, 2]", '"text"', "3", "null", "{not json", DEEP, "1" * 5000, ""):
+        assert parse_json_object(not_an_object) is None, not_an_object[:20]
 
 
 def test_a_string_cut_short_is_reported_whole_with_where_it_starts(tmp_path: Path) -> None:
