@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+import anyio
 import httpx
 import openai
 from pydantic import BaseModel, Field
@@ -154,11 +155,21 @@ async def probe_endpoint(base_url: str, api_key: str | None, timeout: float = 10
 
     Endpoints without ``/models`` (404/405) still count as reachable: the chat call decides.
     """
-    client = make_client(base_url, api_key, timeout=min(timeout, 10.0), max_retries=0)
+    read_timeout = min(timeout, 10.0)
+    client = make_client(base_url, api_key, timeout=read_timeout, max_retries=0)
     url = base_url
     base_url = redact_url(base_url)  # from here on only named: a gateway URL may carry credentials
+    # The client's timeout bounds each read, not the request: an endpoint sending a byte now and
+    # then held the judge and the runner here for good, before any task was judged or run.
+    deadline = request_deadline(read_timeout, 0)
     try:
-        await client.models.list()
+        with anyio.fail_after(deadline):
+            await client.models.list()
+    except TimeoutError:
+        raise EndpointError(
+            f"{base_url} did not finish answering GET /models within {deadline:g} s (it keeps the connection "
+            "open, sending little or nothing): is the endpoint up?"
+        ) from None
     except openai.AuthenticationError:
         raise EndpointError(
             f"{base_url} rejected the API key (HTTP 401): pass --api-key or set OPENAI_API_KEY."

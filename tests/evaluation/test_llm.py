@@ -7,9 +7,11 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import anyio
 import pytest
 
 from evaluation.llm import EndpointError, probe_endpoint
+from tests.support.scripted_openai import ScriptedOpenAI
 
 PASSWORD, QUERY_KEY = "gw-PASSWORD-SECRET", "gw-QUERYKEY-SECRET"
 
@@ -54,3 +56,13 @@ async def test_an_unreachable_gateway_is_named_without_its_password() -> None:
     with pytest.raises(EndpointError) as caught:
         await probe_endpoint(f"http://judge:{PASSWORD}@127.0.0.1:9/v1", "sk-test", timeout=5)
     assert "cannot reach http://judge:***@127.0.0.1:9/v1" in str(caught.value) and PASSWORD not in str(caught.value)
+
+
+async def test_a_probe_answer_that_never_ends_is_bounded() -> None:
+    # Each trickled byte restarts the client's read timeout: the probe held the judge and the
+    # runner for as long as the endpoint kept sending, before any task was judged or run.
+    with ScriptedOpenAI() as llm:
+        llm.models_trickle = True
+        with anyio.fail_after(60), pytest.raises(EndpointError) as caught:
+            await probe_endpoint(llm.base_url, "sk-test", timeout=1)
+    assert "did not finish answering GET /models within 7 s" in str(caught.value)

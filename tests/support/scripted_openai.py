@@ -88,6 +88,8 @@ class ScriptedOpenAI:
         self.handler = handler
         #: When set, ``GET /models`` answers these bytes as JSON instead of a model list.
         self.models_body: bytes | None = None
+        #: When set, ``GET /models`` sends its headers, then a byte now and then, never the whole body.
+        self.models_trickle = False
         self.requests: list[dict[str, Any]] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -129,7 +131,9 @@ class ScriptedOpenAI:
                         return  # the client gave up
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models") and outer.models_body is not None:
+                if self.path.rstrip("/").endswith("/models") and outer.models_trickle:
+                    self._trickle()
+                elif self.path.rstrip("/").endswith("/models") and outer.models_body is not None:
                     self._send(200, None, raw=("application/json", outer.models_body))
                 elif self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
