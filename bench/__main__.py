@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+from index.cli.console import prepare_text_io
 from index.errors import CopilotError
 
 BENCHMARKS = {
@@ -28,6 +29,7 @@ BENCHMARKS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    prepare_text_io()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ("-h", "--help"):
         # Leading names choose the benchmarks; everything from the first option (or after ``--``) is theirs.

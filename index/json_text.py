@@ -15,6 +15,7 @@ writes and no tokenizer takes; argv bytes that are not UTF-8 arrive as such surr
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, TypeVar
@@ -85,6 +86,21 @@ def without_lone_surrogates(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD (a str never holds a valid pair: JSON
     and UTF-8 decoders join those into one character)."""
     return _LONE_SURROGATE.sub(REPLACEMENT_CHARACTER, text)
+
+
+def os_text(value: str) -> str | None:
+    """Text Python read from the system (an argument, an environment variable) as the UTF-8 it is.
+
+    Under a locale that is not UTF-8 (``LC_ALL=C`` with ``PYTHONUTF8=0``) Python reads every
+    non-ASCII byte as a lone surrogate (``surrogateescape``); bytes that are UTF-8 are decoded
+    here, and None says they are not UTF-8 text at all. Other text is returned as it is.
+    """
+    if value.isascii() or not has_lone_surrogate(value):
+        return value
+    try:
+        return os.fsencode(value).decode("utf-8")
+    except UnicodeError:
+        return None
 
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

@@ -23,7 +23,7 @@ from evaluation.report.render import markdown_row
 from evaluation.report.stats import McNemar, defined, holm, mcnemar_exact, paired_difference_interval, wilson_interval
 from evaluation.report.tables import interval, listed_ids, pct, rate_cells
 from evaluation.tasks import CATEGORIES
-from index.cli.console import HelpFormatter
+from index.cli.console import HelpFormatter, prepare_text_io
 from index.errors import CopilotError
 
 DEFAULT_ALPHA = 0.05
@@ -327,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    prepare_text_io()
     args = build_parser().parse_args(argv)
     try:
         if not 0 < args.alpha < 1:

@@ -31,7 +31,7 @@ from evaluation.report.render import esc, html_page, html_table, markdown_table,
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
 from evaluation.report.stats import mcnemar_exact, paired_difference_interval
 from evaluation.report.tables import Table, money, num, pct, rate_cells
-from index.cli.console import HelpFormatter
+from index.cli.console import HelpFormatter, prepare_text_io
 from index.errors import CopilotError
 
 DEFAULT_ALPHA = 0.05
@@ -452,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    prepare_text_io()
     args = build_parser().parse_args(argv)
     try:
         if not 0 < args.alpha < 1:

@@ -45,7 +45,7 @@ from evaluation.run.summary_view import summary_table
 from index.errors import ConfigError, CopilotError
 from index.catalog.servers import ServersFile, load_servers
 from index.settings import CopilotSettings
-from index.cli.console import HelpFormatter, make_console
+from index.cli.console import HelpFormatter, make_console, prepare_text_io
 from index.cli.log_setup import quiet_noisy_loggers
 
 logger = logging.getLogger(__name__)
@@ -292,6 +292,7 @@ def _user_error(group: BaseExceptionGroup) -> CopilotError | LLMError | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    prepare_text_io()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -41,11 +41,10 @@ from index.children.connect import (
     InitializeTimeoutError,
     RemoteConnectError,
     SelfEntryError,
-    describe_exit,
     open_session,
     read_log_tail,
 )
-from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, keep_log_bounded
+from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, how_it_ended, keep_log_bounded
 from index.children.stdio import MAX_STDERR_LOG_BYTES
 from index.children.listing_limits import LISTING_CUT
 from index.children.tool_listing import list_all_tools, skipped_words  # the one bounded listing the pool uses too
@@ -250,7 +249,7 @@ def _failure(
             SelfEntryError: SELF_ENTRY,
         }.get(type(error), START_FAILED)
         if isinstance(error, ChildExitedError):
-            reason = f"exited with {describe_exit(error.returncode)} before answering initialize"
+            reason = f"{how_it_ended(error.returncode)} before answering initialize"
         elif isinstance(error, InitializeTimeoutError):
             reason = f"no answer to initialize within {limit:g} s"
         else:

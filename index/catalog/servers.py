@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
 
-from index.json_text import parse_json
+from index.json_text import has_lone_surrogate, os_text, parse_json
 from index.children.containment.environment import (
     inherited_environment, looks_secret_name, system_trust_bundle, with_system_trust,
 )
@@ -338,9 +338,11 @@ def expand_variables(
     missing: set[str],
     used: dict[str, str] | None = None,
     keep: frozenset[str] | set[str] = frozenset(),
+    undecodable: set[str] | None = None,
 ) -> str:
     """Expand ``${VAR}`` / ``${VAR:-default}`` (the default also for a variable set to "", as in a
-    shell); names that are unset are added to ``missing``.
+    shell); names that are unset are added to ``missing``, and so are those whose value is not
+    UTF-8 text (also to ``undecodable``: a child is given text).
 
     ``used`` collects the values taken from ``environ`` (value -> ``${VAR}``), to be redacted;
     placeholders of the names in ``keep`` are left as written.
@@ -351,9 +353,17 @@ def expand_variables(
         if name in _LATE_VARIABLES or name in keep:
             return match.group(0)  # filled in when the child starts (ServerConfig.for_workdir)
         if name in environ and (environ[name] or default is None):
-            if used is not None and environ[name]:
-                used[environ[name]] = f"${{{name}}}"
-            return environ[name]
+            # Under a locale that is not UTF-8 Python reads non-ASCII bytes as lone surrogates,
+            # which no child can be given (the whole file failed to load with a traceback).
+            text = os_text(environ[name])
+            if text is None:
+                missing.add(name)
+                if undecodable is not None:
+                    undecodable.add(name)
+                return ""
+            if used is not None and text:
+                used[text] = f"${{{name}}}"
+            return text
         if default is not None:
             return default  # unset or empty, as the shell's ``:-`` (an empty value gave "", not the default)
         missing.add(name)
@@ -364,21 +374,39 @@ def expand_variables(
 
 
 def _expand_entry(
-    raw: dict[str, Any], environ: Mapping[str, str], missing: set[str], used: dict[str, str]
+    raw: dict[str, Any], environ: Mapping[str, str], missing: set[str], used: dict[str, str], undecodable: set[str]
 ) -> dict[str, Any]:
     out = dict(raw)
+
+    def expand(value: str) -> str:
+        return expand_variables(value, environ, missing, used, undecodable=undecodable)
+
     for key in ("command", "url", "cwd"):
         if isinstance(out.get(key), str):
-            out[key] = expand_variables(out[key], environ, missing, used)
+            out[key] = expand(out[key])
     if isinstance(out.get("args"), list):
-        out["args"] = [expand_variables(a, environ, missing, used) if isinstance(a, str) else a for a in out["args"]]
+        out["args"] = [expand(a) if isinstance(a, str) else a for a in out["args"]]
     for key in ("env", "headers"):
         if isinstance(out.get(key), dict):
-            out[key] = {
-                k: expand_variables(v, environ, missing, used) if isinstance(v, str) else v
-                for k, v in out[key].items()
-            }
+            out[key] = {k: expand(v) if isinstance(v, str) else v for k, v in out[key].items()}
     return out
+
+
+def _lone_surrogate_field(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:
+    """The first of an entry's strings holding a lone surrogate (a JSON ``"\\ud800"``), as (key path,
+    how to name it), or None: UTF-8 cannot carry it to a child, whose every start failed on it."""
+    for key in ("command", "url", "cwd"):
+        if isinstance(raw.get(key), str) and has_lone_surrogate(raw[key]):
+            return (key,), f"'{key}'"
+    for index, arg in enumerate(raw.get("args") or [] if isinstance(raw.get("args"), list) else []):
+        if isinstance(arg, str) and has_lone_surrogate(arg):
+            return ("args",), f"'args[{index}]'"
+    for key in ("env", "headers"):
+        if isinstance(raw.get(key), dict):
+            for name, value in raw[key].items():
+                if has_lone_surrogate(name) or (isinstance(value, str) and has_lone_surrogate(value)):
+                    return (key, name), f"'{key}.{printable(name)}'"
+    return None
 
 
 #: The keys whose value says how to start or reach a server: without a value for one of their
@@ -395,11 +423,19 @@ def _launch_variables(raw: Mapping[str, Any]) -> dict[str, set[str]]:
     }
 
 
-def _unset_reason(missing: set[str], empty: Mapping[str, set[str]]) -> str:
-    """Why a server is disabled: its variables that are unset, and those of its launch keys set to ""."""
+def _unset_reason(
+    missing: set[str], empty: Mapping[str, set[str]], undecodable: frozenset[str] | set[str] = frozenset()
+) -> str:
+    """Why a server is disabled: its variables that are unset or not UTF-8 text, and those of its
+    launch keys set to ""."""
     reasons = []
-    if missing:
-        reasons.append(f"environment variable(s) not set: {', '.join(sorted(missing))}")
+    if unset := missing - undecodable:
+        reasons.append(f"environment variable(s) not set: {', '.join(sorted(unset))}")
+    if undecodable:
+        reasons.append(
+            f"environment variable(s) not UTF-8 text: {', '.join(sorted(undecodable))} (a child is given text; "
+            "set them to UTF-8)"
+        )
     if empty:
         names = ", ".join(sorted(set().union(*empty.values())))
         keys = " and ".join(f"'{key}'" for key in empty)
@@ -705,9 +741,17 @@ def parse_servers(
             raise ConfigError(f"{source}:{line}: {problem}")
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}:{line}: server '{name}': expected an object, got {type(raw).__name__}.")
+        if (surrogate := _lone_surrogate_field(raw)) is not None:
+            path, field = surrogate
+            raise ConfigError(
+                f"{source}:{lines.get((container, name, *path), line)}: server '{name}': {field} holds a lone UTF-16 "
+                "surrogate (an escape such as \\ud800 without its pair), which UTF-8 cannot carry to the child: "
+                "remove it or write the whole character."
+            )
         missing: set[str] = set()
+        undecodable: set[str] = set()
         used: dict[str, str] = {}
-        expanded = _expand_entry(raw, environ, missing, used)
+        expanded = _expand_entry(raw, environ, missing, used, undecodable)
         misspelled = _misspelled_keys(raw)
         # The entry does not exist yet to redact its own errors, which may quote a filled-in value.
         raw_env, raw_headers = expanded.get("env"), expanded.get("headers")
@@ -743,7 +787,7 @@ def parse_servers(
                 try:
                     user_enabled = ServerConfig.model_validate({"name": name, "command": "-", **flags}).is_enabled
                     # Disabled (with the reason when the user had it enabled): its launch is not checked further.
-                    off = {"enabled": False, **({"reason": _unset_reason(missing, empty)} if user_enabled else {})}
+                    off = {"enabled": False, **({"reason": _unset_reason(missing, empty, undecodable)} if user_enabled else {})}
                     kept = ServerConfig.model_validate(
                         {**expanded, **unexpanded, "name": name, **off}, context={"secrets": secrets}
                     )
@@ -777,7 +821,7 @@ def parse_servers(
                 source, at, name, Redactor(secrets)("; ".join(problems)),
             )
         if missing and config.is_enabled:
-            reason = _unset_reason(missing, {})
+            reason = _unset_reason(missing, {}, undecodable)
             logger.warning("%s:%d: server '%s' disabled: %s", source, line, name, reason)
             config = config.model_copy(update={"enabled": False, "reason": reason})
         servers[name] = config

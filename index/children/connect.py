@@ -45,7 +45,7 @@ from pydantic import ValidationError
 from index.children.containment.guardian import CANNOT_START
 from index.children.direct import DirectRequests
 from index.children.raw_pages import describe_schema_error
-from index.children.process import KILL_GRACE, ChildProcess, describe_exit, read_log_tail
+from index.children.process import KILL_GRACE, ChildProcess, describe_exit, how_it_ended, read_log_tail
 from index.children.errors import (
     ChildExitedError,
     ChildStartError,
@@ -206,12 +206,7 @@ async def _initialize(
     reason = _cannot_start(lines) if returncode == 127 else None
     if reason is not None:  # the program never ran: the guardian could not exec it
         raise ChildStartError(f"server '{name}': cannot start '{config.redact(config.command or '')}': {reason}.", server=name)
-    if returncode is None:
-        what = "closed its stdout without exiting"
-    elif returncode < 0:
-        what = f"was {describe_exit(returncode)}"
-    else:
-        what = f"exited with {describe_exit(returncode)}"
+    what = how_it_ended(returncode)
     unended = config.redact(streams.process.unterminated_stdout())
     raise ChildExitedError(
         f"server '{name}' ({command_line}) {what} before answering "

@@ -48,6 +48,16 @@ def describe_exit(returncode: int | None) -> str:
     return f"exit code {returncode}"
 
 
+def how_it_ended(returncode: int | None) -> str:
+    """How a child that stopped answering ended, as a phrase: ``exited with exit code 3``, ``was
+    killed by signal 9 (SIGKILL)``, or (no exit code) ``closed its stdout without exiting``."""
+    if returncode is None:
+        return "closed its stdout without exiting"
+    if returncode < 0:
+        return f"was {describe_exit(returncode)}"
+    return f"exited with {describe_exit(returncode)}"
+
+
 def _group_alive(pgid: int) -> bool:
     """Whether any member of process group ``pgid`` still runs."""
     try:

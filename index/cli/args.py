@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from index.cli.console import HelpFormatter
+from index.cli.console import HelpFormatter, prepare_text_io
 from index.cli.log_setup import quiet_noisy_loggers
 from index.errors import ConfigError, CopilotError
 from index.settings import check_working_directory
@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    prepare_text_io()
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -1,6 +1,7 @@
 """The one place command-line output for people is configured (used by every CLI of the project).
 
-``make_console()`` for rich output, ``HelpFormatter`` for every argparse parser.
+``make_console()`` for rich output, ``HelpFormatter`` for every argparse parser, and
+``prepare_text_io()`` first thing in every command's ``main``.
 
 On a terminal rich lays text out to the terminal's width. Anywhere else -- CI logs, files,
 pipes -- lines are never hard-wrapped: a wrapped phrase cannot be grepped, and the width of a
@@ -10,10 +11,13 @@ terminal that is not there (``COLUMNS``, rich's 80-column default) must not chan
 from __future__ import annotations
 
 import argparse
+import codecs
 import sys
 from typing import IO, Any
 
 from rich.console import Console
+
+from index.json_text import os_text
 
 #: Width given to rich when the output is not a terminal: wide enough that tables never wrap cells.
 UNWRAPPED_WIDTH = 100_000
@@ -26,8 +30,45 @@ def _is_terminal(stream: IO[str]) -> bool:
         return False
 
 
+def writes_unicode(stream: IO[str]) -> bool:
+    """Whether ``stream`` can write any character: its encoding is UTF-8 (or another UTF)."""
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name.startswith("utf")
+    except LookupError:
+        return False
+
+
+def argv_text(arg: str) -> str:
+    """A command-line argument as the UTF-8 text it was typed in, under a locale that is not UTF-8
+    (Python read each non-ASCII byte as a lone surrogate: a query in Chinese became U+FFFD marks).
+    Bytes that are not UTF-8 stay as Python read them."""
+    text = os_text(arg)
+    return arg if text is None else text
+
+
+def prepare_text_io() -> None:
+    """Make output for people survive a terminal or pipe that is not UTF-8, and read the command
+    line as UTF-8 text. Characters stdout or stderr cannot encode are written as ``\\uXXXX`` escapes
+    (a catalog's Chinese description, an ellipsis in ``--help`` stopped whole commands with a
+    UnicodeEncodeError traceback under ``LC_ALL=C PYTHONUTF8=0`` or ``PYTHONIOENCODING=ascii``).
+    Machine output written with :func:`json_ensure_ascii` stays valid JSON."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        # (A C locale's stdout has errors="surrogateescape", which fails on any other character too.)
+        failing = getattr(stream, "errors", "strict") in ("strict", "surrogateescape")
+        if reconfigure is not None and failing and not writes_unicode(stream):
+            reconfigure(errors="backslashreplace")
+    sys.argv[1:] = [argv_text(arg) for arg in sys.argv[1:]]
+
+
+def json_ensure_ascii(stream: IO[str]) -> bool:
+    """``ensure_ascii`` for JSON written to ``stream``: escapes where the stream cannot write all text."""
+    return not writes_unicode(stream)
+
+
 def make_console(*, stderr: bool = False, file: IO[str] | None = None, **kwargs: Any) -> Console:
     """A rich console on stdout (or stderr, or ``file``) that only wraps on a real terminal."""
+    prepare_text_io()
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     if _is_terminal(stream):
         return Console(file=file, stderr=stderr, **kwargs)
@@ -44,6 +85,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """
 
     def __init__(self, prog: str, **kwargs: Any) -> None:
+        prepare_text_io()
         if not _is_terminal(sys.stdout):
             kwargs["width"] = UNWRAPPED_WIDTH
         super().__init__(prog, **kwargs)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from index.json_text import parse_json, without_lone_surrogates
+from index.cli.console import json_ensure_ascii
 from index.cli.display import printable
 from index.errors import QueryError
 from index.cli.hints import index_command
@@ -136,7 +137,7 @@ def run_batch(index: ToolIndex, path: Path, top_k: int, server: str | None, out:
             failures += 1
             print(f"{printable(str(path))}:{number}: {error}", file=err)
             answer = {"query": query, "line": number, "error": str(error)}
-        out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+        out.write(json.dumps(answer, ensure_ascii=json_ensure_ascii(out)) + "\n")
         out.flush()
     return 1 if failures else 0
 
@@ -159,7 +160,8 @@ def search_command(args: argparse.Namespace) -> int:
     query = without_lone_surrogates(args.query)
     hits = index.search(query, top_k=top_k, server=args.server)
     if args.json:
-        print(json.dumps({"query": query, "results": [h.model_dump() for h in hits]}, ensure_ascii=False, indent=1))
+        shown = {"query": query, "results": [h.model_dump() for h in hits]}
+        print(json.dumps(shown, ensure_ascii=json_ensure_ascii(sys.stdout), indent=1))
     elif not hits and index.tool_count == 0:
         print(
             f"the index at {index.location} holds no tools: build it from a catalog with "

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from index.cli.console import make_console
+from index.cli.console import json_ensure_ascii, make_console
 from index.cli.display import printable, shell_word
 from index.errors import ConfigError, CopilotError
 from index.cli.hints import index_command
@@ -146,7 +146,8 @@ def trust_command(args: argparse.Namespace) -> int:
             hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise ConfigError(f"--server {args.server!r}: the trust store knows no such server.{hint}")
     if args.json:
-        print(json.dumps([_verdict_json(v, data) for v in held], indent=1, ensure_ascii=False), flush=True)
+        shown = [_verdict_json(v, data) for v in held]
+        print(json.dumps(shown, indent=1, ensure_ascii=json_ensure_ascii(sys.stdout)), flush=True)
         _remember_review(reviewer, held)
         return 1 if held else 0
     console = make_console()

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from index.cli.console import HelpFormatter, make_console
+from index.cli.console import HelpFormatter, make_console, prepare_text_io
 from server.telemetry.status import CopilotStatus, read_statuses
 
 
@@ -89,6 +89,7 @@ def _print(status: CopilotStatus) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
+    prepare_text_io()
     args = build_parser().parse_args(list(argv))
     from index.settings import CopilotSettings
 

@@ -779,3 +779,21 @@ async def test_crawl_warnings_quoting_a_childs_error_hold_no_secret_of_its_entry
     assert outcome.ok and [record.name for record in records] == ["echo"]
     assert "prompts/list failed: error -32603: upstream refused key <env SEARCH_API_KEY>" in outcome.warnings
     assert SECRET not in json.dumps(outcome.warnings)
+
+
+@pytest.mark.parametrize(
+    ("returncode", "reason"),
+    [
+        (None, "closed its stdout without exiting before answering initialize"),
+        (3, "exited with exit code 3 before answering initialize"),
+        (-9, "was killed by signal 9 (SIGKILL) before answering initialize"),
+    ],
+)
+def test_a_child_gone_before_initialize_is_reported_as_it_ended(returncode: int | None, reason: str) -> None:
+    # A child that closed its stdout but kept running read "exited with still running".
+    from index.catalog.crawl import _failure  # noqa: PLC0415
+    from index.children.errors import ChildExitedError  # noqa: PLC0415
+
+    error = ChildExitedError("server 'gone' (x) ...", server="gone", returncode=returncode)
+    kind, shown, _, _ = _failure(ServerConfig(name="gone", command="x"), error, phase="initialize", limit=5)
+    assert kind == "crashed" and shown == reason

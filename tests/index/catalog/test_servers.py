@@ -573,6 +573,44 @@ def test_a_variable_set_to_an_empty_string_in_command_or_url_is_named(entry: dic
     assert servers["mine"].reason == f"environment variable(s) set to an empty string: {variable} (its '{key}' needs a value)"
 
 
+#: "ünï" as Python reads it from the environment under a locale that is not UTF-8 (LC_ALL=C, PYTHONUTF8=0).
+_UTF8_READ_AS_ASCII = "ünï".encode().decode("ascii", "surrogateescape")
+
+
+def test_a_variable_whose_value_is_not_utf8_disables_that_server_and_the_rest_load() -> None:
+    # Its lone surrogates stopped the whole file with a UnicodeEncodeError traceback (the copilot did not start).
+    text = json.dumps({"mcpServers": {"good": GOOD, "mine": {"command": "run", "env": {"TOKEN": "${BAD_BYTES}"}},
+                                      "url": {"url": "https://${BAD_BYTES}/mcp"}}})
+    servers = parse_servers(text, environ={"BAD_BYTES": "bad\udcffbytes"}).servers
+    assert servers["good"].is_enabled and not servers["mine"].is_enabled and not servers["url"].is_enabled
+    expected = "environment variable(s) not UTF-8 text: BAD_BYTES (a child is given text; set them to UTF-8)"
+    assert servers["mine"].reason == expected and servers["url"].reason == expected
+
+
+def test_a_utf8_value_read_under_a_locale_that_is_not_utf8_reaches_the_child_as_text() -> None:
+    text = json.dumps({"mcpServers": {"mine": {"command": "run", "args": ["${NAME}"], "env": {"API_KEY": "${NAME}"}}}})
+    config = parse_servers(text, environ={"NAME": _UTF8_READ_AS_ASCII}).servers["mine"]
+    assert config.is_enabled and config.args == ["ünï"] and config.env == {"API_KEY": "ünï"}
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "line"),
+    [
+        ({"command": "run", "args": ["ok", "x\ud800"]}, "'args[1]'", 5),
+        ({"command": "run", "env": {"TOKEN": "a\udcffb"}}, "'env.TOKEN'", 6),
+        ({"command": "run\udc00"}, "'command'", 4),
+        ({"url": "https://h.test/\ud800"}, "'url'", 4),
+    ],
+)
+def test_a_lone_surrogate_in_an_entry_is_refused_naming_file_line_server_and_field(
+    tmp_path: Path, entry: dict, field: str, line: int
+) -> None:
+    # Accepted before, and every start of the child failed with "UnicodeEncodeError ... position 118".
+    message = _error_for(tmp_path, json.dumps({"mcpServers": {"mine": entry}}, indent=1))
+    assert f"servers.json:{line}: server 'mine': {field} holds a lone UTF-16 surrogate" in message, message
+    assert "which UTF-8 cannot carry to the child" in message
+
+
 def test_an_entry_wrong_in_itself_is_still_refused_when_a_variable_is_unset(tmp_path: Path) -> None:
     message = _error_for(tmp_path, json.dumps({"mcpServers": {"mine": {"type": "http", "command": "${MY_SERVER_BIN}"}}}))
     assert "server 'mine'" in message and "is for a remote server at a 'url'" in message

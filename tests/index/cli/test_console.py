@@ -9,11 +9,13 @@ for their own messages.
 from __future__ import annotations
 
 import io
+import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from index.cli.console import UNWRAPPED_WIDTH, HelpFormatter, make_console
+from index.cli.console import UNWRAPPED_WIDTH, HelpFormatter, json_ensure_ascii, make_console, prepare_text_io
 from tests.evaluation.judge_helpers import task_entry, write_copilot_log, write_tasks
 from tests.support.cli import cli_env, line_with, run_cli
 from tests.support.scripted_openai import Reply, ScriptedOpenAI
@@ -28,6 +30,33 @@ def test_a_console_on_a_pipe_does_not_wrap_whatever_columns_says(monkeypatch: py
     make_console(file=sink).print(phrase.strip())
     assert sink.getvalue() == phrase.strip() + "\n"
     assert HelpFormatter("prog")._width == UNWRAPPED_WIDTH  # pytest's captured stdout is no terminal
+
+
+def test_output_survives_a_stream_that_is_not_utf8_and_argv_is_read_as_utf8(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A C locale's stdout (ascii, surrogateescape): an ellipsis in --help or a Chinese description
+    # stopped whole commands with a UnicodeEncodeError traceback; a query typed in Chinese arrived as
+    # lone surrogates (each byte one) and was searched as U+FFFD marks.
+    raw = io.BytesIO()
+    legacy = io.TextIOWrapper(raw, encoding="ascii", errors="surrogateescape")
+    monkeypatch.setattr(sys, "stdout", legacy)
+    monkeypatch.setattr(sys, "argv", ["prog", "天气".encode().decode("ascii", "surrogateescape"), "bad \udcff", "plain"])
+    assert json_ensure_ascii(legacy)
+    prepare_text_io()
+    print("weather … 天气")
+    legacy.flush()
+    assert raw.getvalue() == b"weather \\u2026 \\u5929\\u6c14\n"
+    assert sys.argv == ["prog", "天气", "bad \udcff", "plain"]  # bytes that are not UTF-8 stay as read
+    utf8 = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdout", utf8)
+    prepare_text_io()
+    assert utf8.errors == "strict" and not json_ensure_ascii(utf8)
+
+
+def test_help_survives_a_locale_that_is_not_utf8() -> None:
+    legacy = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": "ascii"}
+    result = run_cli("evaluation.run", "--help", env=cli_env(**legacy))
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert "\\u2026" in result.stdout  # the ellipsis, escaped
 
 
 @pytest.mark.parametrize(

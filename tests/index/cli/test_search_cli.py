@@ -364,3 +364,26 @@ def test_batch_answers_every_line_whatever_its_encoding(env_home: Path, tmp_path
     assert "not UTF-8 text (byte 0xff at column 16)" in answers[2]["error"]
     assert answers[3]["query"] == "bar chart \ufffd" and answers[3]["results"][0]["tool"] == "generate_bar_chart"
     assert f"{batch}:2: " in captured.err and f"{batch}:3: not UTF-8" in captured.err and "Traceback" not in captured.err
+
+
+def test_search_under_a_locale_that_is_not_utf8_reads_the_query_and_writes_valid_json(env_home: Path, tmp_path: Path) -> None:
+    # LC_ALL=C with PYTHONUTF8=0: stdout is ASCII, and the query's bytes arrive as lone surrogates.
+    # The query was searched as U+FFFD marks, and --json and --batch stopped with a traceback.
+    legacy = cli_env(COPILOT_HOME=str(env_home), LC_ALL="C", PYTHONUTF8="0", PYTHONIOENCODING="ascii")
+    asked = "天气 time zone"
+    one = subprocess.run(
+        [sys.executable, "-m", "index", "search", asked, "--json", "--top-k", "1"],
+        cwd=PROJECT, env=legacy, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert one.returncode == 0 and "Traceback" not in one.stderr, one.stderr
+    answer = json.loads(one.stdout)
+    assert answer["query"] == asked and answer["results"][0]["tool"] == "convert_time"
+    batch = tmp_path / "queries.jsonl"
+    batch.write_text("".join(json.dumps({"query": query}) + "\n" for query in (asked, "bar chart")), encoding="utf-8")
+    many = subprocess.run(
+        [sys.executable, "-m", "index", "search", "--batch", str(batch), "--top-k", "1"],
+        cwd=PROJECT, env=legacy, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert many.returncode == 0 and "Traceback" not in many.stderr, many.stderr
+    answers = [json.loads(line) for line in many.stdout.splitlines()]
+    assert [a["query"] for a in answers] == [asked, "bar chart"] and answers[1]["results"][0]["tool"] == "generate_bar_chart"
