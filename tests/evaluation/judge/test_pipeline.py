@@ -315,6 +315,25 @@ async def test_a_corrected_task_list_question_or_key_points_is_judged_again(llm:
     assert verdict_lines(tmp_path / "out" / "verdicts.jsonl")[-1]["question"] == "Save it to /root/word/"
 
 
+def _tools_file(path: Path, description: str) -> Path:
+    """A LiveMCPBench tools.json describing the tool ``s/t`` the logs of ``_logs`` execute."""
+    path.write_text(json.dumps([{"tools": {"s": {"server_name": "s", "tools": [{"name": "t", "description": description}]}}}]))
+    return path
+
+
+async def test_a_changed_tool_description_is_judged_again(llm: ScriptedOpenAI, tmp_path: Path) -> None:
+    # The judge is shown the descriptions of the tools the trajectory used: a verdict on the old ones is stale.
+    logs = _logs(tmp_path, "t1")
+    tools = tmp_path / "tools.json"
+    llm.handler = lambda request: Reply(content="Status: success")
+    await judge_paths([logs], _options(llm, tmp_path, tools_file=_tools_file(tools, "Adds two numbers.")))
+    unchanged = await judge_paths([logs], _options(llm, tmp_path, tools_file=tools))
+    assert (unchanged.resumed, unchanged.judged_now) == (1, 0)
+    changed = await judge_paths([logs], _options(llm, tmp_path, tools_file=_tools_file(tools, "Deletes every file.")))
+    assert (changed.judged_now, changed.rejudged) == (1, {"inputs": 1})
+    assert "Deletes every file." in last_user_text(llm.requests[-1])
+
+
 async def test_a_verdict_of_an_earlier_version_is_judged_again_when_its_task_was_corrected(
     llm: ScriptedOpenAI, tmp_path: Path
 ) -> None:

@@ -517,6 +517,22 @@ async def test_the_server_filter_takes_the_label_routes_description_shows(
     assert unknown.is_error and "Unknown server 'yahoo'" in unknown.content[0].text
 
 
+async def test_a_label_several_servers_share_is_refused_not_resolved_to_one_of_them(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    # "yahoo finance" labels both servers: searching only one of them would silently drop the other's tools.
+    home = copy_home(built_index, tmp_path / "home")
+    entries = {"yahoo-finance-mcp": fixture_entry("yf"), "yahoo-finance-server": fixture_entry("ys")}
+    servers = load_servers(write_servers(tmp_path / "servers.json", entries))
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+        by_label = await copilot.route("stock price", 3, "yahoo finance", None)
+        by_name = await copilot.route("stock price", 3, "yahoo-finance-server", None)
+    assert by_label.is_error and "Unknown server 'yahoo finance'" in by_label.content[0].text
+    # Its name still picks it (not crawled by this index: it says so by its name).
+    assert "'yahoo-finance-server'" in by_name.content[0].text and "Unknown server" not in by_name.content[0].text
+
+
 async def test_a_top_k_out_of_range_is_clamped_with_a_short_note(
     built_index: Path,  # noqa: F811 -- the imported session fixture
     tmp_path: Path,

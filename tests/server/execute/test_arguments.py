@@ -29,6 +29,13 @@ def test_a_tools_own_arguments_beside_params_are_sent_inside_params() -> None:
     assert "inside params" not in unknown_arguments_message("execute", ["server"], EXECUTE_SCHEMA)
 
 
+def test_one_name_close_to_none_of_executes_own_points_to_params_beside_a_misspelt_one() -> None:
+    # "server" is a misspelt server_name, but "timezone" is still one of the tool's own arguments.
+    message = unknown_arguments_message("execute", ["server", "timezone"], EXECUTE_SCHEMA)
+    assert message.startswith("execute has no argument 'server' (did you mean 'server_name'?), 'timezone'.")
+    assert message.endswith('The tool\'s own arguments go inside params, e.g. params={"name": "value"}.')
+
+
 def test_many_or_huge_unknown_names_keep_the_message_short() -> None:
     names = [f"extra_{n}" for n in range(40)] + ["x" * 10_000]
     message = unknown_arguments_message("execute-tool", names, EXECUTE_SCHEMA)

@@ -91,6 +91,7 @@ def test_blocks_beyond_the_cap_are_dropped_and_counted_by_kind() -> None:
     result = CallToolResult(content=[TextContent(type="text", text="t")] * 8 + [image] * 4)
     capped = cap_result(result, ResultLimits(chars=1000, blocks=5, binary_bytes=1000))
     assert capped.content[:5] == result.content[:5]
+    assert len(capped.content) == 5 + 1  # the five kept, then the note
     note = capped.content[-1].text
     assert "12 content blocks" in note and "first 5" in note and "3 text" in note and "4 image" in note
     assert capped.meta[CUT_META_KEY]["blocks"] == {"total": 12, "kept": 5, "dropped": {"text": 3, "image": 4}}
@@ -108,6 +109,16 @@ def test_binary_over_the_byte_cap_is_replaced_in_place_by_a_note() -> None:
     assert "audio (audio/wav) of 5,000 bytes dropped here" in capped.content[1].text
     assert "1 binary block(s)" in capped.content[-1].text and "COPILOT_MAX_RESULT_BYTES" in capped.content[-1].text
     assert capped.meta[CUT_META_KEY]["binary"]["dropped"] == [{"kind": "audio", "mime_type": "audio/wav", "bytes": 5000}]
+
+
+def test_the_byte_cap_is_for_the_whole_result_not_each_binary_block() -> None:
+    # Each image fits the cap alone; together they do not: the first is kept, the later ones dropped.
+    images = [ImageContent(type="image", data=letter * 600, mime_type="image/png") for letter in "abc"]
+    capped = cap_result(CallToolResult(content=images), ResultLimits(chars=1000, blocks=100, binary_bytes=1000))
+    assert capped.content[0] is images[0]
+    assert [block.type for block in capped.content] == ["image", "text", "text", "text"]
+    assert "2 binary block(s)" in capped.content[-1].text
+    assert capped.meta[CUT_META_KEY]["binary"]["dropped"] == [{"kind": "image", "mime_type": "image/png", "bytes": 600}] * 2
 
 
 def test_a_result_meta_from_the_child_is_kept_beside_the_cut_report() -> None:

@@ -75,6 +75,15 @@ def test_extra_parameters_accepted_when_schema_allows_them() -> None:
     assert find_problems(schema, {"q": "x", "anything": 1}) == []
 
 
+def test_extra_parameters_are_accepted_when_additional_properties_is_a_schema_and_checked_against_it() -> None:
+    # A schema object for additionalProperties declares extra names part of the contract: only their values are checked.
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": {"type": "integer"}}
+    assert find_problems(schema, {"q": "x", "anything": 1}) == []
+    assert [p.message for p in find_problems(schema, {"q": "x", "anything": "one"})] == [
+        "'anything' should be integer, got string \"one\""
+    ]
+
+
 def test_schema_without_properties_accepts_any_object() -> None:
     assert find_problems({"type": "object"}, {"free": "form"}) == []
 
@@ -165,6 +174,22 @@ def test_a_value_of_an_allowed_type_failing_inside_one_of_its_forms_is_told_what
     assert "- 'q': 'n' is a required property" in _message(schema, {"q": {"kind": "a"}})  # was "should be object, got object"
     assert "'x' matches more than one of the forms it may take (number or integer), got integer 5" in _message(schema, {"x": 5})
     assert "'y' should be string or integer, got boolean true" in _message(schema, {"y": True})  # its type is what is wrong
+
+
+def test_the_first_ten_problems_are_listed_and_the_rest_only_counted() -> None:
+    names = [f"p{n}" for n in range(12)]
+    schema = {"type": "object", "properties": {name: {"type": "integer"} for name in names}, "required": names}
+    message = _message(schema, {})
+    listed = [line for line in message.splitlines() if line.startswith("- missing required parameter")]
+    assert listed == [f"- missing required parameter 'p{n}' (integer)" for n in range(10)]
+    assert "- … and 2 more problem(s): 2 missing parameter(s)" in message
+
+
+def test_the_nesting_hint_needs_every_nested_name_to_be_a_parameter() -> None:
+    # A wrapper holding a parameter name beside a foreign one is not certainly the arguments one level too deep.
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a"]}
+    assert "nested one level too deep" not in _message(schema, {"arguments": {"a": 1, "z": 2}})
+    assert "nested one level too deep, inside 'arguments'" in _message(schema, {"arguments": {"a": 1, "b": 2}})
 
 
 def test_suggest_prefers_case_insensitive_exact_then_fuzzy() -> None:

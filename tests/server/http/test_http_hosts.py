@@ -1,10 +1,10 @@
-"""The Host names a loopback copilot answers, and how its URL is written (server.http.guard)."""
+"""The Host names a loopback copilot answers, the Origins it admits, and how its URL is written (server.http.guard)."""
 
 from __future__ import annotations
 
 import pytest
 
-from server.http.guard import _host_name, loopback_host_names, transport_security, url_host
+from server.http.guard import _host_name, loopback_host_names, origin_allowed, transport_security, url_host
 from server.settings import ServerSettings
 
 
@@ -30,3 +30,13 @@ def test_ipv6_hosts_are_bracketed_in_urls() -> None:
     assert (url_host("::1"), url_host("[::1]"), url_host("127.0.0.1"), url_host("localhost")) == (
         "[::1]", "[::1]", "127.0.0.1", "localhost",
     )
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [("http://example.com:8080", True), ("HTTP://Example.COM:443", True), ("http://example.com.evil.net", False),
+     ("http://example.com.evil.net:8080", False), ("http://example.community:8080", False), ("https://example.com:8080", False)],
+)
+def test_an_origin_with_any_port_admits_that_host_on_every_port_and_no_host_it_prefixes(origin: str, allowed: bool) -> None:
+    # "http://example.com:*" must not admit a page of example.com.evil.net, which starts with the same letters.
+    assert origin_allowed(origin, ["http://example.com:*"]) is allowed
