@@ -479,7 +479,10 @@ _CONCEAL_ZH = re.compile(
 _ASK_USER = re.compile(r"\b(do not|don'?t|never|without)\s+(ask(ing)?|consult(ing)?|confirm(ing)?\s+with)\s+the\s+user\b", _F)
 _PSEUDO_TAG = re.compile(
     r"<\s*/?\s*(important|system|sys|instructions?|admin|secret|hidden|prompt|assistant|im_start|im_end|critical|"
-    r"override|developer|tool_?instructions?)\b[^<>]{0,40}>|<\|im_(start|end)\|>|\[/?(system|inst|important)\]|<<\s*/?sys\s*>>",
+    r"override|developer|tool_?instructions?)\b[^<>]{0,40}>|<\|im_(start|end)\|>|\[/?(system|inst|important)\]|<<\s*/?sys\s*>>"
+    # Other chat templates' turn markers (Llama 3, Phi-3/Zephyr, GPT, Gemma): nothing a tool describes.
+    r"|<\|\s*(start_header_id|end_header_id|eot_id|begin_of_text|end_of_text|endoftext|im_sep|system|user|assistant|end)\s*\|>"
+    r"|<\s*(start|end)_of_turn\s*>",
     _F,
 )
 _ROLE = re.compile(
