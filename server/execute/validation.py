@@ -18,6 +18,8 @@ from typing import Any
 
 from jsonschema import exceptions as schema_errors
 from rapidfuzz import fuzz, process
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 
 from index.json_text import has_lone_surrogate, parse_json
 from index.children.bounded_schema import CheckAbandoned, bounded_check
@@ -381,7 +383,11 @@ def _by_content(schema: Mapping[str, Any], key: str) -> Any | None:
     if key in _VALIDATORS:
         return _VALIDATORS[key]
     validator_class, problem = schema_validator_class(schema)
-    chosen = validator_class(schema) if validator_class is not None else None
+    # An empty registry: a ``$ref`` resolves within the schema and the drafts' bundled metaschemas
+    # only. jsonschema's default fetched any other URL -- on the event loop, with no timeout, from a
+    # schema the child wrote (a host inside the network, a file:// path) -- as the SDK's own
+    # output-schema check already refuses to.
+    chosen = validator_class(schema, registry=Registry()) if validator_class is not None else None
     if chosen is None:
         _warn_once(schema, "a tool's input schema fits no JSON Schema draft, its params are not checked: %s", problem)
     elif len(_VALIDATORS) >= _VALIDATOR_CACHE_SIZE:
@@ -425,6 +431,12 @@ def find_problems(schema: Mapping[str, Any], params: Mapping[str, Any]) -> list[
             )
     except CheckAbandoned as error:
         _warn_once(schema, "params passed to the child unchecked: %s", error)
+        return problems
+    except Unresolvable as error:
+        _warn_once(
+            schema, "params passed to the child unchecked: its input schema's $ref %r is outside the schema "
+            "(the copilot fetches no schema from elsewhere)", shown_name(str(getattr(error, "ref", error))),
+        )
         return problems
     except Exception:  # noqa: BLE001 -- unresolvable $ref etc.: never block a call on our own checker
         _warn_once(schema, "could not check params against the tool's input schema", exc_info=True)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
 import pytest
 
 from server.errors import InvalidParamsError
@@ -264,3 +268,45 @@ def test_the_schemas_held_for_quick_lookup_are_bounded_by_size(monkeypatch) -> N
     assert validation._by_identity_chars <= 50_000 and len(validation._BY_IDENTITY) < 40
     # The most recently used stay: the last schema is found by identity.
     assert validation._BY_IDENTITY[id(kept[-1])][0] is kept[-1]
+
+
+def test_a_ref_outside_the_schema_is_never_fetched_and_the_params_pass_unchecked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # jsonschema's default fetched any URL a child's schema named, on the event loop with no timeout.
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = b'{"type": "integer"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    local = tmp_path / "schema.json"
+    local.write_text('{"type": "integer"}')
+    try:
+        for ref in (f"http://127.0.0.1:{server.server_address[1]}/schema.json", local.as_uri()):
+            schema = {"type": "object", "properties": {"n": {"$ref": ref}}, "title": ref}
+            with caplog.at_level("WARNING"):
+                assert find_problems(schema, {"n": "not an integer"}) == []
+            assert f"its input schema's $ref '{ref}' is outside the schema" in caplog.text
+            assert "Traceback" not in caplog.text
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == []
+    # A $ref within the schema, and to a draft's metaschema, still resolve.
+    inner = {"type": "object", "properties": {"n": {"$ref": "#/$defs/count"}}, "$defs": {"count": {"type": "integer"}}}
+    assert [p.message for p in find_problems(inner, {"n": "x"})] == ["'n' should be integer, got string \"x\""]
+    meta = {"type": "object", "properties": {"s": {"$ref": "https://json-schema.org/draft/2020-12/schema"}}}
+    assert find_problems(meta, {"s": {"type": "string"}}) == [] and find_problems(meta, {"s": {"type": 5}})
