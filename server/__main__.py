@@ -122,11 +122,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _configure_logging(level: str) -> None:
-    from index.cli.log_setup import quiet_noisy_loggers
+    from index.cli.log_setup import log_handler, quiet_noisy_loggers
     from server.bounded import RepeatedLogLines
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler = log_handler("%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

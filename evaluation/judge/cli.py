@@ -24,7 +24,7 @@ from evaluation.judge.pipeline import REJUDGE_REASONS, JudgeSummary, default_out
 from evaluation.judge.repeats import RepeatsSummary, judge_repeats, repeat_directories
 from evaluation.report.tables import pct, run_broke_line, with_interval
 from index.cli.console import HelpFormatter, make_console, prepare_text_io
-from index.cli.log_setup import quiet_noisy_loggers
+from index.cli.log_setup import log_handler, quiet_noisy_loggers
 from index.errors import CopilotError
 
 
@@ -180,9 +180,7 @@ async def judge_any(paths: Sequence[Path], options: JudgeOptions, as_repeats: bo
 def main(argv: Sequence[str] | None = None) -> int:
     prepare_text_io()
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_handler()])
     quiet_noisy_loggers()  # HTTP clients log URLs with credentials at INFO
     console = make_console(stderr=True)
     try:

@@ -46,7 +46,7 @@ from index.errors import ConfigError, CopilotError
 from index.catalog.servers import ServersFile, load_servers
 from index.settings import CopilotSettings
 from index.cli.console import HelpFormatter, make_console, prepare_text_io
-from index.cli.log_setup import quiet_noisy_loggers
+from index.cli.log_setup import log_handler, quiet_noisy_loggers
 
 logger = logging.getLogger(__name__)
 
@@ -295,9 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare_text_io()
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_handler()])
     quiet_noisy_loggers()  # HTTP clients log URLs with credentials at INFO
     console = make_console(stderr=True)
     try:

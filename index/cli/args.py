@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from index.cli.console import HelpFormatter, prepare_text_io
-from index.cli.log_setup import quiet_noisy_loggers
+from index.cli.log_setup import log_handler, quiet_noisy_loggers
 from index.errors import ConfigError, CopilotError
 from index.settings import check_working_directory
 
@@ -112,11 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     prepare_text_io()
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[log_handler()])
     quiet_noisy_loggers()  # HTTP clients log URLs with credentials at INFO
     try:
         check_working_directory()

@@ -1,4 +1,4 @@
-"""No command line logs a remote server's URL with its secrets, at any level.
+"""No command line logs a remote server's URL with its secrets, at any level, nor a child's text raw.
 
 HTTP clients log every request's full URL at INFO, the MCP SDK's client the endpoint it connects to
 at DEBUG; ``index.cli.log_setup.quiet_noisy_loggers`` holds them at WARNING in every CLI. Real
@@ -8,6 +8,7 @@ processes: ``python -m index crawl`` and the copilot over stdio against an HTTP 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from index.cli.log_setup import CLI_LOG_FORMAT, LineSafeFormatter
 from tests.index.children.remote_stub import RemoteStub
 
 pytestmark = pytest.mark.timeout(120)
@@ -73,3 +75,35 @@ async def test_the_copilots_debug_log_names_no_remote_url_secrets(tmp_path: Path
     logged = errlog.read_text()
     assert "DEBUG" in logged  # the level took effect
     assert TOKEN not in logged and PATH_SECRET not in logged
+
+
+def test_a_record_quoting_a_child_shows_its_control_characters_and_forges_no_line() -> None:
+    formatter = LineSafeFormatter(CLI_LOG_FORMAT)
+    child_text = "bad\x1b]0;PWNED\x07\x1b[2J\nWARNING server: forged line\n  indented\r"
+    record = logging.LogRecord("server.pool", logging.WARNING, __file__, 1, "server %r: %s", ("evil", child_text), None)
+    assert formatter.format(record).split("\n") == [
+        "WARNING server.pool: server 'evil': bad\\x1b]0;PWNED\\x07\\x1b[2J",
+        "  WARNING server: forged line",  # no line after a record's first starts at the margin
+        "  indented\\r",
+    ]
+
+
+async def test_the_copilots_log_shows_a_crashed_childs_stderr_escaped_and_indented(tmp_path: Path) -> None:
+    # The last stderr lines of a child that died before initialize reached the copilot's log raw:
+    # escape sequences for the terminal showing it, and lines that read as the copilot's own.
+    forged = "2099-01-01 00:00:00,000 INFO server.pool.sessions: server alpha started"
+    script = f"printf 'boom \\033]0;PWNED\\007\\n{forged}\\n' >&2; exit 2"
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"evil": {"command": "/bin/sh", "args": ["-c", script]}}}), encoding="utf-8")
+    env = _environment(tmp_path / "home", COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "server", "--servers", str(servers)], env=env, cwd=str(PROJECT))
+    errlog = tmp_path / "copilot.stderr"
+    with errlog.open("w") as err:
+        with anyio.fail_after(90):
+            async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool("execute", {"server_name": "evil", "tool_name": "x", "params": {}})
+    assert result.is_error
+    logged = errlog.read_text()
+    assert "boom \\x1b]0;PWNED\\x07" in logged and "\x1b" not in logged and "\x07" not in logged
+    assert f"  {forged}" in logged and f"\n{forged}" not in logged
