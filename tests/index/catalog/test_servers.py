@@ -60,6 +60,18 @@ def test_project_file_is_pretty_printed_one_block_per_server() -> None:
         assert f'\n    {json.dumps(name)}: {{\n' in text, name
 
 
+def test_the_committed_catalog_was_crawled_with_each_servers_launch_as_written(
+    project_servers: dict[str, ServerConfig],
+) -> None:
+    # An entry edited without crawling it again is crawled again in the background by every copilot
+    # that starts with the committed catalog (its launch hash differs).
+    catalog = json.loads((PROJECT_DIR / "index" / "data" / "catalog.json").read_text(encoding="utf-8"))
+    stale = sorted(
+        name for name, server in catalog["servers"].items() if server["launch_hash"] != project_servers[name].launch_hash()
+    )
+    assert stale == []
+
+
 @pytest.mark.skipif(not ALL_CONFIG.is_file(), reason=f"LiveMCPBench data not found at {ALL_CONFIG}")
 def test_project_file_follows_livemcpbench_names_order_and_categories(
     project_servers: dict[str, ServerConfig],
