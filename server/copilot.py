@@ -767,7 +767,12 @@ class Copilot:
             )
         if isinstance(server, str) and server.strip():
             only = self._resolve_route_server(server.strip()).name
-        filtered = bool(self.settings.allow or self.settings.deny or self.settings.read_only or self.guard is not None)
+        # Servers whose last start failed: their tools go after the others' (the model was steered to a
+        # server that could not run, five tools of it and none of another that could).
+        failed_starts = self.pool.start_failures()
+        filtered = bool(
+            self.settings.allow or self.settings.deny or self.settings.read_only or self.guard is not None or failed_starts
+        )
         # Over-fetch when allow/deny lists may remove hits, so k allowed tools remain.
         fetch = min(k * 3, MAX_TOP_K) if filtered else k
         try:
@@ -818,6 +823,7 @@ class Copilot:
                 ) from None
             raise error
         tools: list[RoutedTool] = []
+        cannot_start: list[RoutedTool] = []
         held: list[str] = []
         refused_read_only = 0
         # A prompt or resource not approved as it is gets the trust scan: up to a second of CPU for
@@ -840,7 +846,8 @@ class Copilot:
                 held.append(why_withheld)
                 continue
             annotations = self.policy.annotations(hit.server, hit.tool, hit.annotations)
-            tools.append(
+            start_failed = failed_starts.get(hit.server) if getattr(hit, "kind", "tool") == "tool" else None
+            (tools if start_failed is None else cannot_start).append(
                 RoutedTool(
                     server=hit.server,
                     tool=hit.tool,
@@ -852,6 +859,7 @@ class Copilot:
                     required=list(hit.required or []),
                     score=float(hit.score),
                     server_running=bool(self.pool.is_running(hit.server)),
+                    server_start_failed=start_failed,
                     annotations=annotations,
                     structured_output=bool(getattr(hit, "output_schema", None)),
                     input_for=list(getattr(hit, "input_for", [])),
@@ -862,6 +870,7 @@ class Copilot:
             )
             if len(tools) >= k:
                 break
+        tools.extend(cannot_start[: k - len(tools)])
         shown = {(tool.server, tool.tool) for tool in tools}
         for tool in tools:  # a tool the answer holds back is no reason to call another first
             tool.input_for = [need for need in tool.input_for if (tool.server, need.tool) in shown]
@@ -881,7 +890,9 @@ class Copilot:
                 "Nothing matched. Rephrase the query as the task you want done (what, on which kind of "
                 "data or service)" + (", or drop the server filter." if only is not None else ".")
             )
-        self._warm([t.server for t in tools if t.kind == "tool"])
+        if found.mode not in LEXICAL_MODES:
+            # A keyword-only answer (the model still loading) is too rough a guess to start servers for.
+            self._warm([t.server for t in tools if t.kind == "tool" and t.server_start_failed is None])
         failure = found.model_failure
         return RouteAnswer(
             query=echo_query(query),

@@ -152,8 +152,16 @@ def _client_info() -> types.Implementation:
     return types.Implementation(name=COPILOT_SERVER_NAME, version=copilot_version)
 
 
+#: What an initialize timeout says to do when the caller has nothing more specific (``open_session``'s ``timeout_advice``).
+DEFAULT_TIMEOUT_ADVICE = "if it is only slow, raise the server's 'timeout' in the servers file"
+
+
 async def _initialize(
-    config: ServerConfig, session: ClientSession, streams: Streams, init_timeout: float
+    config: ServerConfig,
+    session: ClientSession,
+    streams: Streams,
+    init_timeout: float,
+    timeout_advice: str = DEFAULT_TIMEOUT_ADVICE,
 ) -> types.InitializeResult:
     name = config.name
 
@@ -183,8 +191,9 @@ async def _initialize(
         lines = tail()
         unended = config.redact(streams.process.unterminated_stdout()) if streams.process is not None else ""
         raise InitializeTimeoutError(
-            f"server '{name}' ({where}) did not answer initialize within {init_timeout:g}s; it may be "
-            f"waiting for input, downloading, or hung.{unended}{format_tail(lines)}",
+            f"server '{name}' ({where}) did not answer initialize within {init_timeout:g}s, so it was stopped; "
+            f"it may be waiting for input, downloading, or hung. Starting it again gets it no more time: "
+            f"{timeout_advice}.{unended}{format_tail(lines)}",
             server=name,
             stderr_tail=lines,
         )
@@ -264,6 +273,7 @@ async def open_session(
     message_handler: MessageHandlerFnT | None = None,
     callbacks: ClientCallbacks | None = None,
     root: Path | None = None,
+    timeout_advice: str = DEFAULT_TIMEOUT_ADVICE,
 ) -> AsyncIterator[ChildConnection]:
     """Start or reach ``config``'s server, initialize, yield the connection; close it on exit.
 
@@ -277,6 +287,7 @@ async def open_session(
     ``callbacks`` answer the child's own requests and take its log messages. ``root`` is the user's
     directory (the host's first root, or ``COPILOT_ROOTS``): a ``works_in: roots`` server without
     its own ``cwd`` runs there, and ``${COPILOT_ROOT}`` in its entry names it (``workdir`` without one).
+    ``timeout_advice`` ends the message of a start that exceeds ``init_timeout``: which setting gives it longer.
     Raises :class:`ChildStartError` subclasses; exceptions from the body propagate unchanged.
     """
     if not config.is_enabled:
@@ -320,7 +331,7 @@ async def open_session(
                     ),
                 )
             )
-            result = await _initialize(config, session, streams, init_timeout)
+            result = await _initialize(config, session, streams, init_timeout, timeout_advice)
             if streams.direct is not None:
                 streams.direct.protocol_version = session.protocol_version
                 streams.direct.on_log = given.logging

@@ -86,7 +86,7 @@ from server.errors import (
     UnknownServerError,
     skipped_tool_error,
 )
-from server.pool.settings import PoolSettings
+from server.pool.settings import PoolSettings, package_runner
 from server.telemetry.tracing import sdk_tracing_on
 from server.execute.result_errors import describe_result_error
 from server.execute.validation import did_you_mean, suggest
@@ -234,6 +234,9 @@ class _ServerState:
     lists_logged_at: dict[str, float] = field(default_factory=dict)
     #: Seconds the last successful start took (spawn to initialized): slow starters are not warmed.
     start_seconds: float | None = None
+    #: A child of the server answered initialize in this pool: a package runner's package is installed,
+    #: so its later starts get the normal deadline (``start_seconds`` may come from the catalog instead).
+    started_once: bool = False
     #: Why a child that had served calls is gone, until the next child's first result says so.
     lost_state: str | None = None
 
@@ -280,6 +283,11 @@ class _Child:
     restart: bool = False  # it brings the server back after its previous process failed
     started_at: float | None = None  # monotonic, when it became ready
     created_at: float = field(default_factory=time.monotonic)
+    #: Seconds its start may take (``open_session``'s ``init_timeout``).
+    start_limit: float = 0.0
+    #: The package runner ("npx") of a first start given ``install_timeout`` to download its package;
+    #: calls do not wait for such a start beyond the normal start timeout (it goes on without them).
+    installs: str | None = None
 
     @property
     def usable(self) -> bool:
@@ -382,11 +390,22 @@ def _redact_error(error: BaseException, config: ServerConfig) -> BaseException:
     return error
 
 
+#: Characters of a failed start's reason shown beside each of the server's tools in a route answer.
+_START_FAILURE_CHARS = 300
+
+
+class _StillStartingError(ServerUnavailableError):
+    """A call gave up waiting for a first start that installs its package; the start goes on.
+    Not the child's failure, so not counted among its errors."""
+
+
 @contextmanager
 def _counting_errors(state: _ServerState, config: ServerConfig) -> Iterator[None]:
     """Count a child's failures (not the caller's mistakes) in ``status()``."""
     try:
         yield
+    except _StillStartingError:
+        raise
     except (ChildCrashedError, ChildTimeoutError, ServerUnavailableError) as error:
         _redact_error(error, config)
         state.errors += 1
@@ -747,6 +766,18 @@ class ChildPool:
         child = self._children.get(server)
         return child is not None and child.running
 
+    def start_failures(self) -> dict[str, str]:
+        """Why each server whose last start failed did (the first line of the error), for those with
+        no start under way and none succeeded since: route ranks their tools after the others'."""
+        failures: dict[str, str] = {}
+        for name, state in self._states.items():
+            child = self._children.get(name)
+            if state.start_error is None or (child is not None and child.usable):
+                continue
+            reason = str(state.start_error).split("\n", 1)[0].strip()
+            failures[name] = reason if len(reason) <= _START_FAILURE_CHARS else reason[: _START_FAILURE_CHARS - 1] + "…"
+        return failures
+
     def started_without_root(self, server: str) -> bool:
         """``server`` works in the user's roots but its child started before any root was known."""
         child = self._children.get(server)
@@ -856,6 +887,14 @@ class ChildPool:
         child = _Child(server, config, root=self.link.user_root() if self.link is not None else None)
         child.restart_note, state.lost_state = state.lost_state, None
         child.restart = state.restart_due
+        child.start_limit = self.settings.start_timeout(config)
+        runner = package_runner(config)
+        if runner is not None and not state.started_once:
+            # Its first start downloads and installs the package: killed at init_timeout, it was
+            # killed mid-install at every call and never became usable.
+            install_limit = self.settings.first_start_timeout(config)
+            if install_limit > child.start_limit:
+                child.start_limit, child.installs = install_limit, runner
         self._children[server] = child
         self._alive.add(child)
         state.starts += 1
@@ -901,17 +940,19 @@ class ChildPool:
                 child.config,
                 workdir=settings.server_workdir(child.name),
                 stderr_path=settings.server_log(child.name),
-                init_timeout=settings.start_timeout(child.config),
+                init_timeout=child.start_limit,
                 max_message_bytes=settings.max_message_bytes,
                 shutdown_grace=settings.shutdown_grace,
                 on_spawn=spawned,
                 message_handler=on_message,
                 callbacks=self._callbacks(child),
                 root=child.root,
+                timeout_advice=self._timeout_advice(child),
             ) as connection:
                 child.connection = connection
                 child.last_used = child.started_at = time.monotonic()
                 state.start_error = None
+                state.started_once = True
                 if child.restart:
                     state.restarts += 1
                     state.restart_due = False
@@ -952,6 +993,24 @@ class ChildPool:
             if self._children.get(child.name) is child:
                 del self._children[child.name]
             self._note_lost_state(child, state)
+
+    def _timeout_advice(self, child: _Child) -> str:
+        """What to raise when ``child``'s start exceeds its deadline (ends the initialize-timeout message)."""
+        settings = self.settings
+        if child.installs is not None:
+            return (
+                f"its first start through {child.installs} downloads and installs its package; if that is only "
+                f"slow, raise COPILOT_INSTALL_TIMEOUT ({settings.install_timeout:g}s) or the server's 'timeout' "
+                "in the servers file, or install the package beforehand"
+            )
+        advice = (
+            f"if it is only slow, raise COPILOT_INIT_TIMEOUT ({settings.init_timeout:g}s) "
+            "or the server's 'timeout' in the servers file"
+        )
+        runner = package_runner(child.config)
+        if runner is not None and not self._state(child.name).started_once:
+            advice += f" (and COPILOT_INSTALL_TIMEOUT, which its first start through {runner} gets to install its package)"
+        return advice
 
     def _note_lost_state(self, child: _Child, state: _ServerState) -> None:
         """A child that served calls is gone: the next child's first result must say its state is lost."""
@@ -1024,9 +1083,20 @@ class ChildPool:
         child.in_flight += 1
         child.warmed = False
         try:
+            if not child.ready.is_set() and child.installs is not None:
+                # A first start that installs its package may take install_timeout: no call waits that
+                # long. The start goes on in the pool's task group; the next call joins it.
+                with anyio.move_on_after(self.settings.start_timeout(config)):
+                    await child.ready.wait()
+                if not child.ready.is_set():
+                    raise _StillStartingError(
+                        f"server '{server}' is still starting after {time.monotonic() - child.created_at:.0f} s: its "
+                        f"first start through {child.installs} downloads and installs its package, which goes on in "
+                        f"the background (up to {child.start_limit:g} s, COPILOT_INSTALL_TIMEOUT). Call again in a minute."
+                    )
             if not child.ready.is_set():
-                # open_session bounds the start by init_timeout; this only guards against a bug.
-                with anyio.fail_after(self.settings.start_timeout(config) + 30):
+                # open_session bounds the start by start_limit; this only guards against a bug.
+                with anyio.fail_after(child.start_limit + 30):
                     await child.ready.wait()
             if child.start_error is not None:
                 error = child.start_error

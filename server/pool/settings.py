@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
 from pydantic import Field
@@ -23,6 +23,11 @@ class PoolSettings(CopilotSettings):
         default=60.0, gt=0, description="Seconds per tool call (a server's own 'timeout' in servers.json wins)."
     )
     init_timeout: float = Field(default=60.0, gt=0, description="Seconds a child gets to start and answer initialize.")
+    install_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds the first start of a package runner's child (npx, uvx, ...) gets: it downloads its package.",
+    )
     idle_timeout: float = Field(default=600.0, gt=0, description="A child unused this many seconds is stopped.")
     max_live_children: int = Field(default=16, ge=1, description="Most children running at once (LRU eviction).")
     per_server_concurrency: int = Field(default=4, ge=1, description="Most calls in flight per child server.")
@@ -56,6 +61,14 @@ class PoolSettings(CopilotSettings):
         for its calls: it must not cut off a start that takes longer than a call."""
         return max(config.timeout or 0.0, self.init_timeout)
 
+    def first_start_timeout(self, config: ServerConfig) -> float:
+        """Seconds ``config``'s child gets for its first start in this copilot: a package runner
+        (:func:`package_runner`) downloads and installs its package then, which took 57-120+ s for
+        real servers, so it gets ``install_timeout`` if that is longer; others their ``start_timeout``."""
+        if package_runner(config) is None:
+            return self.start_timeout(config)
+        return max(self.start_timeout(config), self.install_timeout)
+
     def work_root(self) -> Path:
         return self.workdir if self.workdir is not None else self.home / "work"
 
@@ -79,3 +92,39 @@ class PoolSettings(CopilotSettings):
 
     def server_log(self, server: str) -> Path:
         return self.log_root() / f"{safe_file_name(server)}.log"
+
+
+#: Programs that fetch a package and run it, by the name of their command.
+_RUNNERS = frozenset({"npx", "uvx", "bunx", "pnpx"})
+#: Programs that do so with a subcommand: program -> its subcommand's words.
+_RUNNER_SUBCOMMANDS = {
+    "uv": ("tool", "run"),
+    "pipx": ("run",),
+    "pnpm": ("dlx",),
+    "npm": ("exec",),
+    "yarn": ("dlx",),
+}
+
+
+def package_runner(config: ServerConfig) -> str | None:
+    """How ``config`` launches its server if through a package runner, in words ("npx",
+    "uv tool run"), else ``None``.
+
+    A package runner (``npx -y pkg``, ``uvx pkg``, ``uv tool run``, ``pipx run``, ``pnpm dlx``,
+    ``npm exec``, ``yarn dlx``, ``bunx``, ``pnpx``) downloads and installs the package on its
+    first run, so that start may take minutes. Recognised by the command's file name (a path or a
+    Windows ``.cmd``/``.exe`` suffix does not matter) and, for a subcommand, the first arguments
+    that are not options.
+    """
+    if config.command is None:
+        return None
+    program = PurePath(config.command.replace("\\", "/")).name.lower()
+    for suffix in (".cmd", ".exe", ".bat"):
+        program = program.removesuffix(suffix)
+    if program in _RUNNERS:
+        return program
+    words = _RUNNER_SUBCOMMANDS.get(program)
+    if words is None:
+        return None
+    given = tuple(arg for arg in config.args if not arg.startswith("-"))[: len(words)]
+    return " ".join((program, *words)) if given == words else None

@@ -33,6 +33,11 @@ class RoutedTool(BaseModel):
     required: list[str] = Field(default_factory=list, description="Parameters that must be given.")
     score: float = Field(description="Relevance; higher is better.")
     server_running: bool = Field(description="Whether the tool's server is already running (first call is faster).")
+    server_start_failed: str | None = Field(
+        default=None,
+        description="Why the server's last start failed, when no start has succeeded since (it is tried again on "
+        "the next call, after a short wait): prefer another server's tool.",
+    )
     annotations: dict[str, Any] | None = None
     structured_output: bool = Field(
         default=False,
@@ -230,6 +235,8 @@ def render_route(answer: RouteAnswer) -> str:
     lines.extend(quality_sentences(answer))
     for rank, tool in enumerate(answer.tools, 1):
         state = "server running" if tool.server_running else "server starts on first call"
+        if tool.server_start_failed is not None:
+            state = f"its server failed to start last time: {tool.server_start_failed}"
         lines.append("")
         if tool.kind != "tool":
             lines.extend(_other_kind_lines(rank, tool))

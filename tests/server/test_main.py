@@ -38,6 +38,7 @@ pytestmark = pytest.mark.timeout(120)
 BAD_POOL_SETTINGS = {
     "COPILOT_CALL_TIMEOUT": "-5",
     "COPILOT_INIT_TIMEOUT": "0",
+    "COPILOT_INSTALL_TIMEOUT": "0",
     "COPILOT_IDLE_TIMEOUT": "soon",
     "COPILOT_MAX_LIVE_CHILDREN": "abc",
     "COPILOT_PER_SERVER_CONCURRENCY": "0",

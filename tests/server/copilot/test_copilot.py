@@ -226,6 +226,9 @@ async def test_a_model_that_fails_to_load_is_reported_and_keyword_answers_go_on(
         # Status counts the tools although the model failed (it said "? tools" until a route came).
         counted = copilot.index_info()
         routed = await copilot.route("air quality", 5, None, None)
+        # A keyword-only answer is too rough a guess to start its servers for (a real host's first
+        # queries started unrelated servers while the model loaded).
+        assert copilot.pool.status()["weather"]["state"] == "stopped"
         nothing = await copilot.route("zzqx", 5, None, None)
     assert counted is not None and counted.get("tool_count", 0) > 0, counted
     assert not routed.is_error
@@ -666,3 +669,28 @@ async def test_a_route_the_host_cancels_is_logged_and_counted_as_cancelled(
     assert events[1].query == "echo some text" and events[1].results == []
     assert events[1].error == "Route cancelled: the host cancelled it."
     assert counts["route"] == 1
+
+
+async def test_tools_of_a_server_that_failed_to_start_come_after_the_others_and_say_why(
+    built_index: Path,  # noqa: F811 -- the imported session fixture
+    tmp_path: Path,
+) -> None:
+    # A real host was steered to a server that could not run: route kept ranking it first, as "starts
+    # on first call", after its start had failed.
+    home = copy_home(built_index, tmp_path / "home")
+    entries = {"alpha": fixture_entry("alpha", "crash-at-start"), "beta": fixture_entry("beta")}
+    servers = load_servers(write_servers(tmp_path / "servers.json", entries))
+    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+        before = await copilot.route("add two integers and return the sum", 2, None, None)
+        ranked = [(tool["server"], tool["tool"]) for tool in before.structured_content["tools"]]
+        assert sorted(ranked) == [("alpha", "add"), ("beta", "add")]  # the same tool on both: a tie
+        failed = await copilot.execute("alpha", "add", {"a": 1, "b": 2}, None, None, None)
+        assert failed.is_error and "exited with exit code 3 before answering initialize" in failed.content[0].text
+        after = await copilot.route("add two integers and return the sum", 2, None, None)
+    first, second = after.structured_content["tools"]
+    assert (first["server"], second["server"]) == ("beta", "alpha")
+    assert first["server_start_failed"] is None
+    assert second["server_start_failed"].startswith("server 'alpha' (")
+    assert "exited with exit code 3 before answering initialize" in second["server_start_failed"]
+    text = after.content[0].text
+    assert "its server failed to start last time: server 'alpha' (" in text and "(score" in text

@@ -4,7 +4,10 @@
 - the first result from a restarted child of a server that served calls says its state is lost
   (idle timeout, eviction, crash), unless the server declares itself ``stateful: false``;
 - warming never evicts a child that served a call: it uses free slots only, is bounded, and skips
-  servers that start slowly; eviction takes ``stateful`` servers last.
+  servers that start slowly; eviction takes ``stateful`` servers last;
+- a first start through a package runner (``npx``, ``uvx``, ...) gets ``install_timeout`` to install
+  its package: the call that started it gives up at the normal start timeout, the start goes on and
+  the next call uses that same process; other slow starts still end at ``init_timeout``.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 from index.catalog.servers import ServerConfig
-from server.errors import ChildCrashedError, ChildTimeoutError
+from server.errors import ChildCrashedError, ChildTimeoutError, ServerUnavailableError
 from server.pool.sessions import MAX_WARM_UNUSED, PoolSettings
+from server.pool.settings import package_runner
 from tests.server.pool.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
 from tests.support.processes import hostile_entry
 
@@ -156,3 +161,104 @@ async def test_start_times_from_the_catalog_keep_slow_starters_cold(settings: Po
         pool.expect_start_times({"slow": settings.warm_max_start + 5, "quick": 0.5})
         assert pool.warm("slow") is False
         assert pool.warm("quick") is True
+
+
+# -- a first start through a package runner installs its package -------------------------------------
+SLOW_START = Path(__file__).resolve().parents[2] / "fixtures" / "slow_start_server.py"
+
+
+def fake_runner(tmp_path: Path, name: str = "npx") -> Path:
+    """A wrapper named like a package runner (``npx``) that execs the slow-starting fixture."""
+    runner = tmp_path / "bin" / name
+    runner.parent.mkdir(parents=True, exist_ok=True)
+    runner.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{SLOW_START}" "$@"\n')
+    runner.chmod(0o755)
+    return runner
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "runner"),
+    [
+        ("npx", ["-y", "@scope/pkg"], "npx"),
+        ("/usr/local/bin/uvx", ["mcp-server-time"], "uvx"),
+        ("bunx", ["pkg"], "bunx"),
+        ("pnpx", ["pkg"], "pnpx"),
+        ("npx.cmd", ["-y", "pkg"], "npx"),
+        ("uv", ["tool", "run", "pkg"], "uv tool run"),
+        ("pipx", ["run", "pkg"], "pipx run"),
+        ("pnpm", ["dlx", "pkg"], "pnpm dlx"),
+        ("npm", ["exec", "--yes", "pkg"], "npm exec"),
+        ("yarn", ["dlx", "pkg"], "yarn dlx"),
+        ("uv", ["run", "server.py"], None),
+        ("npm", ["start"], None),
+        ("node", ["server.js"], None),
+        ("python", ["-m", "npx"], None),
+    ],
+)
+def test_package_runners_are_recognised(command: str, args: list[str], runner: str | None) -> None:
+    assert package_runner(ServerConfig(name="x", command=command, args=args)) == runner
+
+
+async def test_a_first_install_goes_on_after_the_call_that_started_it_gave_up(
+    settings: PoolSettings, tmp_path: Path
+) -> None:
+    settings.init_timeout = 2.0
+    settings.install_timeout = 60.0
+    gate = tmp_path / "installed"
+    config = ServerConfig(name="slow", command=str(fake_runner(tmp_path)), args=[str(gate)])
+    async with running_pool({"slow": config}, settings) as pool:
+        with anyio.fail_after(30), pytest.raises(ServerUnavailableError) as caught:
+            await pool.call_tool("slow", "echo", {"text": "x"})  # fails at init_timeout, not install_timeout
+        message = str(caught.value)
+        assert "server 'slow' is still starting after" in message
+        assert "first start through npx downloads and installs its package" in message
+        assert "up to 60 s, COPILOT_INSTALL_TIMEOUT" in message
+        status = pool.status()["slow"]
+        assert status["state"] == "starting" and status["errors"] == 0  # not the child's failure
+        pid = status["pid"]
+        assert pid is not None and psutil.pid_exists(pid)
+        gate.touch()  # the install finishes
+        await wait_until(lambda: pool.is_running("slow"))
+        result = await pool.call_tool("slow", "echo", {"text": "installed"})
+        assert texts(result) == ["installed"]
+        assert pool.status()["slow"]["pid"] == pid  # the same process: no second start
+        assert pool._states["slow"].starts == 1
+        # Installed now: a later start of it gets the normal deadline (a generous one, for a loaded machine).
+        settings.init_timeout = 30.0
+        pool._retire(pool._children["slow"], "replaced")
+        assert texts(await pool.call_tool("slow", "echo", {"text": "again"})) == ["again"]
+        later = pool._children["slow"]
+        assert later.installs is None and later.start_limit == 30.0
+
+
+async def test_a_call_during_an_install_joins_the_same_start(settings: PoolSettings, tmp_path: Path) -> None:
+    settings.init_timeout = 2.0
+    settings.install_timeout = 60.0
+    gate = tmp_path / "installed"
+    config = ServerConfig(name="slow", command=str(fake_runner(tmp_path)), args=[str(gate)])
+    async with running_pool({"slow": config}, settings) as pool:
+        for _ in range(2):  # the second call joins the start the first one began
+            with anyio.fail_after(30), pytest.raises(ServerUnavailableError, match="is still starting after"):
+                await pool.call_tool("slow", "echo", {"text": "x"})
+        assert pool._states["slow"].starts == 1
+        gate.touch()
+        await wait_until(lambda: pool.is_running("slow"))
+        assert texts(await pool.call_tool("slow", "echo", {"text": "ok"})) == ["ok"]
+        assert pool._states["slow"].starts == 1
+
+
+async def test_a_slow_start_without_a_package_runner_times_out_at_init_timeout(
+    settings: PoolSettings, tmp_path: Path
+) -> None:
+    settings.init_timeout = 2.0
+    settings.install_timeout = 60.0
+    gate = tmp_path / "never"
+    config = ServerConfig(name="slow", command=sys.executable, args=[str(SLOW_START), str(gate)])
+    async with running_pool({"slow": config}, settings) as pool:
+        with anyio.fail_after(30), pytest.raises(ServerUnavailableError) as caught:
+            await pool.call_tool("slow", "echo", {"text": "x"})
+        message = str(caught.value)
+        assert "did not answer initialize within 2s" in message
+        assert "raise COPILOT_INIT_TIMEOUT (2s) or the server's 'timeout' in the servers file" in message
+        assert "COPILOT_INSTALL_TIMEOUT" not in message
+        assert pool.status()["slow"]["state"] == "failed"
