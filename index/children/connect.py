@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -229,9 +230,13 @@ async def _initialize(
 def _cannot_start(lines: list[str]) -> str | None:
     """Why the guardian could not ``exec`` the server's program, from its line on stderr, or ``None``."""
     for line in reversed(lines):
-        if line.startswith(CANNOT_START):
-            return line.rpartition(": ")[2] or None
+        if line.startswith(CANNOT_START) and (reason := _REASON.match(line, len(CANNOT_START))) is not None:
+            return reason.group(1)
     return None
+
+
+#: The guardian's reason, in parentheses right after :data:`CANNOT_START` (the program's path follows).
+_REASON = re.compile(r"\(([^()]+)\)")
 
 
 def _leaf_exceptions(error: BaseException) -> list[BaseException]:

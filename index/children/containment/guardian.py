@@ -24,7 +24,8 @@ guardian. SIGTERM, SIGINT and SIGHUP sent to the guardian (the copilot signals t
 are passed on to the server's group, and the guardian ends when the server does; a SIGKILL of the
 guardian ends the server through its parent-death signal. The guardian closes its copies of the
 server's stdin and stdout, so the pipes close when the server's do. A program that cannot be
-``exec``d is reported on stderr in a line that begins with :data:`CANNOT_START` (exit code 127),
+``exec``d is reported on stderr in a line that begins with :data:`CANNOT_START` and the reason in
+parentheses, then the path (exit code 127),
 which the copilot reads back as a start error.
 
 Its environment is its server's, so its ``/proc/<pid>/environ`` would show a secret an entry hands
@@ -153,7 +154,9 @@ def _become_server(libc: ctypes.CDLL, guardian: int, program: str, argv: list[st
     try:
         os.execve(program, argv, environment)
     except OSError as error:
-        print(f"{CANNOT_START}{program}: {error.strerror or error}", file=sys.stderr)
+        # The reason first: the copilot reads this line back cut to a few hundred characters, and
+        # a long path before the reason cut the reason off.
+        print(f"{CANNOT_START}({error.strerror or type(error).__name__}): {program}", file=sys.stderr)
         os._exit(127)
 
 

@@ -118,6 +118,21 @@ async def test_a_program_that_cannot_be_executed_is_a_start_error_not_an_exit(tm
     assert str(caught.value) == f"server 'noshebang': cannot start '{script}': Exec format error."
 
 
+async def test_the_reason_a_program_cannot_start_survives_a_long_path(tmp_path: Path) -> None:
+    # The guardian's line was "cannot start PATH: REASON", read back cut at 300 characters: a path
+    # of ~250 characters gave the reason "Exec…", a longer one part of the path.
+    folder = tmp_path / ("d" * 200) / ("e" * 200)
+    folder.mkdir(parents=True)
+    script = folder / "no-shebang.sh"
+    script.write_text("echo hello\n")
+    script.chmod(0o755)
+    config = ServerConfig(name="longpath", command=str(script))
+    with anyio.fail_after(30), pytest.raises(ChildStartError) as caught:
+        async with open_session(config, workdir=tmp_path / "work", init_timeout=20):
+            pass
+    assert str(caught.value) == f"server 'longpath': cannot start '{script}': Exec format error."
+
+
 async def test_a_server_killed_before_initialize_reads_as_killed(tmp_path: Path) -> None:
     args = ["-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]
     config = ServerConfig(name="killed", command=sys.executable, args=args)

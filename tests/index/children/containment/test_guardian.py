@@ -43,7 +43,7 @@ def test_a_program_that_cannot_start_exits_127_with_why() -> None:
     argv = child_guard().launch_argv("/nonexistent/mcp-server", [])
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert done.returncode == 127
-    assert "cannot start /nonexistent/mcp-server: No such file or directory" in done.stderr
+    assert "cannot start (No such file or directory): /nonexistent/mcp-server" in done.stderr
 
 
 def test_sigterm_to_the_group_ends_the_server_and_the_guardian_ends_like_it() -> None:
