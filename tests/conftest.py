@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.run_shared import run_root
+from tests.support.sockets import SocketDirs, short_base_dir
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -22,6 +24,16 @@ def shared_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(run_root(tmp_path_factory) / "user-cache"))
         yield
+
+
+@pytest.fixture(scope="session")
+def socket_dirs() -> Iterator[SocketDirs]:
+    """Fresh directories with short paths, for Unix sockets (``tests/support/sockets.py``)."""
+    base = short_base_dir()
+    try:
+        yield SocketDirs(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)  # without xdist (``-p no:xdist``) there is no such hook

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.sockets import short_base_dir
+
 CHROMIUM_ARGS = [
     "--no-sandbox",  # Chromium refuses to run as root with its sandbox
     "--disable-background-networking",
@@ -53,11 +55,19 @@ def browser_page() -> Iterator[Any]:
     executable = chromium_path()
     if executable is None:
         _unavailable("no Chromium on PATH (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, timeout=60_000)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.set_default_timeout(30_000)
-            yield page
-        finally:
-            browser.close()
+    # Chromium puts its singleton socket under TMPDIR and aborts when that path is too long for a
+    # Unix socket: a short directory of its own, whatever TMPDIR the tests run with.
+    scratch = short_base_dir()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=executable, args=CHROMIUM_ARGS, timeout=60_000, env={**os.environ, "TMPDIR": str(scratch)}
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1200, "height": 900})
+                page.set_default_timeout(30_000)
+                yield page
+            finally:
+                browser.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -44,6 +44,7 @@ from tests.server.relay_harness import (
     relay_copilot,
     relay_entry,
 )
+from tests.support.sockets import SocketDirs
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
 
@@ -297,14 +298,14 @@ async def test_the_2026_round_trip_carries_the_childs_question_as_input_requests
 
 
 async def _asked_then_go(
-    relayed: Relayed, tmp_path_factory: pytest.TempPathFactory, tool: str, reply: bytes | None = None, **options: Any
+    relayed: Relayed, socket_dirs: SocketDirs, tool: str, reply: bytes | None = None, **options: Any
 ) -> tuple[dict[str, Any], types.InputRequiredResult]:
     """A 2026-07-28 call of a fixture ``tool`` that asks a question and then waits for ``go`` on its
     signal socket: sent only once the host got ``input_required``, so what the child does next
     happens between rounds; ``reply`` is what the child says back once it did it."""
     if relayed.era == "legacy":
         pytest.skip("the input_required round trip exists from 2026-07-28 on")
-    signal = tmp_path_factory.mktemp("sock") / "signal.sock"  # short: Unix socket paths are bounded
+    signal = socket_dirs.mktemp("sock") / "signal.sock"
     arguments = execute_args("relay", tool, {"signal": str(signal)})
     async with await anyio.create_unix_listener(signal) as listener:
         with anyio.fail_after(60):
@@ -318,13 +319,13 @@ async def _asked_then_go(
 
 
 async def test_what_the_child_sends_between_rounds_reaches_the_hosts_retry(
-    relayed: Relayed, tmp_path_factory: pytest.TempPathFactory
+    relayed: Relayed, socket_dirs: SocketDirs
 ) -> None:
     session = relayed.client.session
     first, retry = Progress(), Progress()
     # The child reports and logs after "go", and says "sent" once the copilot has read both.
     arguments, asked = await _asked_then_go(
-        relayed, tmp_path_factory, "ask_between", b"sent\n", progress_callback=first
+        relayed, socket_dirs, "ask_between", b"sent\n", progress_callback=first
     )
     logs_before = len(relayed.host.logs)
     [key] = asked.input_requests
@@ -349,11 +350,11 @@ async def test_what_the_child_sends_between_rounds_reaches_the_hosts_retry(
 
 
 async def test_a_retry_with_a_progress_token_gets_the_childs_progress_though_the_first_round_had_none(
-    relayed: Relayed, tmp_path_factory: pytest.TempPathFactory
+    relayed: Relayed, socket_dirs: SocketDirs
 ) -> None:
     retry = Progress()
     # The first round asks for no progress; the child reports and logs after "go", then says "sent".
-    arguments, asked = await _asked_then_go(relayed, tmp_path_factory, "ask_between", b"sent\n")
+    arguments, asked = await _asked_then_go(relayed, socket_dirs, "ask_between", b"sent\n")
     logs_before = len(relayed.host.logs)
     [key] = asked.input_requests
     with anyio.fail_after(60):
@@ -373,11 +374,11 @@ async def test_a_retry_with_a_progress_token_gets_the_childs_progress_though_the
 
 
 async def test_a_call_the_child_ends_between_rounds_gives_its_result_to_the_hosts_retry(
-    relayed: Relayed, tmp_path_factory: pytest.TempPathFactory
+    relayed: Relayed, socket_dirs: SocketDirs
 ) -> None:
     session = relayed.client.session
     # After "go" the child gives up on its question and returns.
-    arguments, asked = await _asked_then_go(relayed, tmp_path_factory, "give_up_between")
+    arguments, asked = await _asked_then_go(relayed, socket_dirs, "give_up_between")
     # The call has ended, with no round of the host waiting, once its trajectory record is written.
     with anyio.fail_after(60):
         while not relayed.events("give_up_between"):

@@ -25,6 +25,7 @@ from tests.server.copilot_harness import (
 )
 from tests.server.relay_harness import Host, execute_args, host_project, relay_copilot, relay_entry
 from tests.support.processes import hostile_entry
+from tests.support.sockets import SocketDirs
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
 
@@ -148,13 +149,13 @@ async def test_the_host_is_asked_for_its_roots_once_however_often_the_child_asks
 
 
 async def test_a_question_outlives_an_older_call_of_the_same_host_that_ends_first(
-    flooded: Flooded, tmp_path_factory: pytest.TempPathFactory
+    flooded: Flooded, socket_dirs: SocketDirs
 ) -> None:
     # Two calls of one host on one child: the question of the newer one was filed under the older
     # one, whose end withdrew it -- the user answered, and the child got "the call ... has ended".
     host = flooded.host
     host.hold_questions, host.questioned = anyio.Event(), anyio.Event()
-    signal = tmp_path_factory.mktemp("sock") / "signal.sock"  # short: Unix socket paths are bounded
+    signal = socket_dirs.mktemp("sock") / "signal.sock"
     results: dict[str, str] = {}
     older_done = anyio.Event()
 

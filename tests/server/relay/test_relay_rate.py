@@ -41,6 +41,7 @@ from tests.server.copilot_harness import (
 )
 from tests.server.relay_harness import HOSTS, Host, execute_args, host_project, relay_copilot
 from tests.support.processes import hostile_entry
+from tests.support.sockets import SocketDirs
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
 
@@ -69,7 +70,9 @@ class Rated:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=HOSTS, ids=["-".join(h) for h in HOSTS])
-async def rated(request: pytest.FixtureRequest, built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:  # noqa: F811
+async def rated(  # noqa: F811
+    request: pytest.FixtureRequest, built_index: Path, tmp_path_factory: pytest.TempPathFactory, socket_dirs: SocketDirs
+) -> Any:
     transport, era = request.param
     root = tmp_path_factory.mktemp(f"rate-{transport}-{era}")
     entries = {"evil": hostile_entry(), "asker": {"command": sys.executable, "args": [str(ASKING_SERVER)]}}
@@ -85,7 +88,7 @@ async def rated(request: pytest.FixtureRequest, built_index: Path, tmp_path_fact
         COPILOT_CALL_TIMEOUT="120",
         COPILOT_TRUST_AUTO_APPROVE="evil,asker",
     ) as (client, home):
-        yield Rated(client, host, era, home, tmp_path_factory.mktemp("sock"))
+        yield Rated(client, host, era, home, socket_dirs.mktemp("sock"))
 
 
 async def _execute(rated: Rated, server: str, tool: str, params: dict[str, Any], **options: Any) -> tuple[Any, float]:
