@@ -51,7 +51,7 @@ from index.children.tool_listing import list_all_tools, skipped_words  # the one
 from index.errors import ConfigError, CopilotError
 from index.catalog.filenames import safe_file_name
 from index.catalog.kinds import list_other_kinds
-from index.children.errors import connection_lost
+from index.children.errors import connection_lost, error_summary
 from index.children.raw_pages import describe_schema_error
 from index.catalog.records import Catalog, CatalogServer, ToolRecord, load_catalog, skipped_tools_by_server
 from index.catalog.servers import ServerConfig, load_servers
@@ -218,18 +218,6 @@ def _server_description(config: ServerConfig, initialize_result: types.Initializ
     return (server_info.description or "") if server_info is not None else ""
 
 
-def _first_line(message: str, server: str) -> str:
-    """The message's first line without the stderr tail and the ``server 'x':`` prefix
-    (the summary shows both separately)."""
-    line = message.strip().splitlines()[0] if message.strip() else ""
-    for marker in (" Last stderr lines:", " It wrote nothing to stderr."):
-        line = line.split(marker, 1)[0]
-    prefix = f"server '{server}'"
-    if line.startswith(prefix):
-        line = line[len(prefix) :].lstrip(":").strip()
-    return line
-
-
 def _failure(
     config: ServerConfig, error: BaseException, *, phase: str, limit: float, answered: bool = False
 ) -> tuple[str, str, str, list[str]]:
@@ -253,7 +241,7 @@ def _failure(
         elif isinstance(error, InitializeTimeoutError):
             reason = f"no answer to initialize within {limit:g} s"
         else:
-            reason = _first_line(str(error), name)
+            reason = error_summary(str(error), name)
         return kind, reason, str(error), error.stderr_tail
     if isinstance(error, TimeoutError):
         reason = f"no answer to {phase} within {limit:g} s"
@@ -267,7 +255,7 @@ def _failure(
         reason = f"its {phase} reply does not follow the MCP schema: {describe_schema_error(error)}"
         return BAD_RESPONSE, reason, f"server '{name}': {reason}: {error}", []
     if isinstance(error, CopilotError):
-        return ERROR, _first_line(str(error), name), str(error), []
+        return ERROR, error_summary(str(error), name), str(error), []
     reason = f"{type(error).__name__}: {error}"
     return ERROR, reason, f"server '{name}' failed during {phase}: {reason}", []
 

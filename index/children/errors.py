@@ -52,6 +52,18 @@ class RemoteConnectError(ChildStartError):
     """A remote (``url``) server could not be reached or answered with an HTTP error."""
 
 
+def error_summary(message: str, server: str) -> str:
+    """A child error's first line without the stderr tail and the ``server 'x':`` prefix: what a
+    summary row or a route answer shows beside the server's name."""
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    for marker in (" Last stderr lines:", " It wrote nothing to stderr."):
+        line = line.split(marker, 1)[0]
+    prefix = f"server '{server}'"
+    if line.startswith(prefix):
+        line = line[len(prefix) :].lstrip(":").strip()
+    return line
+
+
 def format_tail(lines: list[str]) -> str:
     if not lines:
         return " It wrote nothing to stderr."

@@ -69,7 +69,7 @@ from index.children.connect import (
     describe_exit,
     open_session,
 )
-from index.children.errors import connection_lost
+from index.children.errors import connection_lost, error_summary
 from index.children.raw_pages import describe_schema_error
 from index.children.direct import typed_result
 from index.children.process import HURRIED_GRACE, HURRIED_KILL_GRACE, LOG_CHECK_INTERVAL
@@ -774,8 +774,10 @@ class ChildPool:
             child = self._children.get(name)
             if state.start_error is None or (child is not None and child.usable):
                 continue
-            reason = str(state.start_error).split("\n", 1)[0].strip()
-            failures[name] = reason if len(reason) <= _START_FAILURE_CHARS else reason[: _START_FAILURE_CHARS - 1] + "…"
+            reason = error_summary(str(state.start_error), name)
+            if len(reason) > _START_FAILURE_CHARS:  # a long command line: the outcome is at the end
+                reason = f"{reason[:100]}…{reason[-(_START_FAILURE_CHARS - 101):]}"
+            failures[name] = reason
         return failures
 
     def started_without_root(self, server: str) -> bool:
