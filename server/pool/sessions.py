@@ -732,12 +732,15 @@ class ChildPool:
         if state.start_error is not None and time.monotonic() - state.failed_at < self.settings.restart_backoff:
             return False
         unused = sorted((c for c in self._live() if c.warmed and c.in_flight == 0), key=lambda c: c.last_used)
+        # A warmed child still installing its package is not given up for another guess: killed
+        # mid-install, its next start would have to download everything again.
+        retirable = [c for c in unused if c.installs is None or c.ready.is_set()]
         needs_room = len(self._live()) >= self.settings.max_live_children
         if needs_room or len(unused) >= MAX_WARM_UNUSED:
-            if not unused:
-                return False  # every slot holds a child that is or was in use
+            if not retirable:
+                return False  # every slot holds a child that is or was in use, or installs
             never_called = "it was started speculatively for a search result and never called"
-            self._retire(unused[0], "unused", never_called)
+            self._retire(retirable[0], "unused", never_called)
         try:
             self._start(server, config, evict=False).warmed = True
         except Exception as error:  # noqa: BLE001

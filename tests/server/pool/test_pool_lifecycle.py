@@ -247,6 +247,29 @@ async def test_a_call_during_an_install_joins_the_same_start(settings: PoolSetti
         assert pool._states["slow"].starts == 1
 
 
+async def test_a_warmed_install_is_not_given_up_for_another_guess(settings: PoolSettings, tmp_path: Path) -> None:
+    # Warming keeps at most MAX_WARM_UNUSED unused children and retired the oldest for a new guess:
+    # one still installing its package was killed mid-install.
+    settings.init_timeout = 2.0
+    settings.install_timeout = 60.0
+    gate = tmp_path / "installed"
+    installing = {
+        f"pkg{n}": ServerConfig(name=f"pkg{n}", command=str(fake_runner(tmp_path)), args=[str(gate)])
+        for n in range(MAX_WARM_UNUSED)
+    }
+    async with running_pool({**installing, "quick": hostile("quick")}, settings) as pool:
+        for name in installing:
+            assert pool.warm(name) is True
+        assert pool.warm("quick") is False  # no guess is given up for it
+        assert all(pool.status()[name]["state"] == "starting" for name in installing)
+        gate.touch()
+        await wait_until(lambda: all(pool.is_running(name) for name in installing))
+        assert [pool._states[name].starts for name in installing] == [1] * MAX_WARM_UNUSED  # none started again
+        assert pool.warm("quick") is True  # installed now: the oldest guess makes room as before
+        await wait_until(lambda: pool.is_running("quick"))
+        assert sum(pool.is_running(name) for name in installing) == MAX_WARM_UNUSED - 1
+
+
 async def test_a_slow_start_without_a_package_runner_times_out_at_init_timeout(
     settings: PoolSettings, tmp_path: Path
 ) -> None:
