@@ -39,11 +39,12 @@ class Job(BaseModel):
     steps: list[str]
     trajectory: Trajectory
 
-    def inputs_hash(self, descriptions: ToolDescriptions) -> str:
-        """Identifies everything the judge is given for this task: the trajectory, and the task
-        list's question and key points and the tool descriptions, which can change without it."""
+    def inputs_hash(self, descriptions: ToolDescriptions, trajectory_hash: str | None = None) -> str:
+        """Identifies everything the judge is given for this task: the trajectory (``trajectory_hash``
+        when the caller has it), and the task list's question and key points and the tool
+        descriptions, which can change without it."""
         payload = {
-            "trajectory": self.trajectory.content_hash(),
+            "trajectory": trajectory_hash or self.trajectory.content_hash(),
             "question": self.question,
             "steps": self.steps,
             "tools": described_tools(self.trajectory.calls, descriptions),
@@ -166,8 +167,8 @@ class Judge:
             latency_ms=max((vote.latency_ms for vote in cast_votes), default=0.0),
             judges=cast_votes,
             config_hash=self.options.config_hash(),
-            trajectory_hash=job.trajectory.content_hash(),
-            inputs_hash=job.inputs_hash(self.descriptions),
+            trajectory_hash=(trajectory_hash := job.trajectory.content_hash()),
+            inputs_hash=job.inputs_hash(self.descriptions, trajectory_hash),
             sources=job.trajectory.sources,
         )
 

@@ -321,7 +321,7 @@ class _Inputs(BaseModel):
     def inputs_hash(self, job: Job) -> str:
         key = ("inputs", job.task_id)
         if key not in self._fingerprints:
-            self._fingerprints[key] = job.inputs_hash(self.descriptions)
+            self._fingerprints[key] = job.inputs_hash(self.descriptions, self.trajectory_hash(job.task_id))
         return self._fingerprints[key]
 
 

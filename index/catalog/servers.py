@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -392,20 +392,31 @@ def _expand_entry(
     return out
 
 
-def _lone_surrogate_field(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:
-    """The first of an entry's strings holding a lone surrogate (a JSON ``"\\ud800"``), as (key path,
-    how to name it), or None: UTF-8 cannot carry it to a child, whose every start failed on it."""
+def _entry_strings(raw: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str, str]]:
+    """Every string of an entry that launches or reaches its server, as (key path for its line in the
+    file, how to name it, the string): ``command``, ``url``, ``cwd``, each ``args`` item, ``env`` and
+    ``headers`` values."""
     for key in ("command", "url", "cwd"):
-        if isinstance(raw.get(key), str) and has_lone_surrogate(raw[key]):
-            return (key,), f"'{key}'"
-    for index, arg in enumerate(raw.get("args") or [] if isinstance(raw.get("args"), list) else []):
-        if isinstance(arg, str) and has_lone_surrogate(arg):
-            return ("args",), f"'args[{index}]'"
+        if isinstance(raw.get(key), str):
+            yield (key,), f"'{key}'", raw[key]
+    if isinstance(raw.get("args"), list):
+        for index, arg in enumerate(raw["args"]):
+            if isinstance(arg, str):
+                yield ("args",), f"'args[{index}]'", arg
     for key in ("env", "headers"):
         if isinstance(raw.get(key), dict):
             for name, value in raw[key].items():
-                if has_lone_surrogate(name) or (isinstance(value, str) and has_lone_surrogate(value)):
-                    return (key, name), f"'{key}.{printable(name)}'"
+                if isinstance(value, str):
+                    yield (key, name), f"'{key}.{printable(str(name))}'", value
+
+
+def _lone_surrogate_field(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:
+    """The first of an entry's strings holding a lone surrogate (a JSON ``"\\ud800"``), in its value or
+    its name, as (key path, how to name it), or None: UTF-8 cannot carry it to a child, whose every
+    start failed on it."""
+    for path, field, value in _entry_strings(raw):
+        if has_lone_surrogate(value) or has_lone_surrogate(path[-1]):
+            return path, field
     return None
 
 
@@ -482,25 +493,13 @@ def _entry_malformed_placeholders(
     (``where: what``), or None."""
     first_line: int | None = None
     found: list[str] = []
-
-    def look(value: object, where: str, path: tuple[str, ...]) -> None:
-        nonlocal first_line
-        if not isinstance(value, str) or "${" not in value or len(found) >= _MALFORMED_SHOWN:
-            return
+    for path, where, value in _entry_strings(raw):
+        if "${" not in value or len(found) >= _MALFORMED_SHOWN:
+            continue
         problems = _malformed_placeholders(value)
         if problems:
             first_line = first_line if first_line is not None else lines.get((*entry, *path), lines[entry])
             found.extend(f"{where}: {problem}" for problem in problems)
-
-    for key in ("command", "url", "cwd"):
-        look(raw.get(key), f"'{key}'", (key,))
-    if isinstance(raw.get("args"), list):
-        for index, arg in enumerate(raw["args"]):
-            look(arg, f"'args[{index}]'", ("args",))
-    for key in ("env", "headers"):
-        if isinstance(raw.get(key), dict):
-            for name, value in raw[key].items():
-                look(value, f"'{key}.{name}'", (key, name))
     if first_line is None:
         return None
     return first_line, found[:_MALFORMED_SHOWN]

@@ -52,13 +52,19 @@ def prepare_text_io() -> None:
     (a catalog's Chinese description, an ellipsis in ``--help`` stopped whole commands with a
     UnicodeEncodeError traceback under ``LC_ALL=C PYTHONUTF8=0`` or ``PYTHONIOENCODING=ascii``).
     Machine output written with :func:`json_ensure_ascii` stays valid JSON."""
+    _escape_what_streams_cannot_write()
+    sys.argv[1:] = [argv_text(arg) for arg in sys.argv[1:]]
+
+
+def _escape_what_streams_cannot_write() -> None:
+    """stdout and stderr write characters their encoding lacks as escapes (see :func:`prepare_text_io`);
+    also done by every console and help formatter, for the commands whose ``main`` does not call it."""
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         # (A C locale's stdout has errors="surrogateescape", which fails on any other character too.)
         failing = getattr(stream, "errors", "strict") in ("strict", "surrogateescape")
         if reconfigure is not None and failing and not writes_unicode(stream):
             reconfigure(errors="backslashreplace")
-    sys.argv[1:] = [argv_text(arg) for arg in sys.argv[1:]]
 
 
 def json_ensure_ascii(stream: IO[str]) -> bool:
@@ -68,7 +74,7 @@ def json_ensure_ascii(stream: IO[str]) -> bool:
 
 def make_console(*, stderr: bool = False, file: IO[str] | None = None, **kwargs: Any) -> Console:
     """A rich console on stdout (or stderr, or ``file``) that only wraps on a real terminal."""
-    prepare_text_io()
+    _escape_what_streams_cannot_write()
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     if _is_terminal(stream):
         return Console(file=file, stderr=stderr, **kwargs)
@@ -85,7 +91,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """
 
     def __init__(self, prog: str, **kwargs: Any) -> None:
-        prepare_text_io()
+        _escape_what_streams_cannot_write()
         if not _is_terminal(sys.stdout):
             kwargs["width"] = UNWRAPPED_WIDTH
         super().__init__(prog, **kwargs)

@@ -894,12 +894,10 @@ class ChildPool:
         child.restart = state.restart_due
         child.start_limit = self.settings.start_timeout(config)
         runner = package_runner(config)
-        if runner is not None and not state.started_once:
+        if runner is not None and not state.started_once and self.settings.install_timeout > child.start_limit:
             # Its first start downloads and installs the package: killed at init_timeout, it was
             # killed mid-install at every call and never became usable.
-            install_limit = self.settings.first_start_timeout(config)
-            if install_limit > child.start_limit:
-                child.start_limit, child.installs = install_limit, runner
+            child.start_limit, child.installs = self.settings.install_timeout, runner
         self._children[server] = child
         self._alive.add(child)
         state.starts += 1

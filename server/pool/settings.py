@@ -61,14 +61,6 @@ class PoolSettings(CopilotSettings):
         for its calls: it must not cut off a start that takes longer than a call."""
         return max(config.timeout or 0.0, self.init_timeout)
 
-    def first_start_timeout(self, config: ServerConfig) -> float:
-        """Seconds ``config``'s child gets for its first start in this copilot: a package runner
-        (:func:`package_runner`) downloads and installs its package then, which took 57-120+ s for
-        real servers, so it gets ``install_timeout`` if that is longer; others their ``start_timeout``."""
-        if package_runner(config) is None:
-            return self.start_timeout(config)
-        return max(self.start_timeout(config), self.install_timeout)
-
     def work_root(self) -> Path:
         return self.workdir if self.workdir is not None else self.home / "work"
 
