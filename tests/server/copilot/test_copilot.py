@@ -59,6 +59,14 @@ def _alpha_only(built_index: Path, tmp_path: Path) -> tuple[Path, ServersFile]:
     return home, load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
 
 
+def _copilot_of(built_index: Path, tmp_path: Path, entries: dict[str, Any]) -> Any:
+    """A running copilot (started now, no background indexing) on a copy of the built home and a
+    servers file of ``entries``."""
+    home = copy_home(built_index, tmp_path / "home")
+    servers = load_servers(write_servers(tmp_path / "servers.json", entries))
+    return Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True)
+
+
 def _servers_of(result: Any) -> set[str]:
     return {tool["server"] for tool in result.structured_content["tools"]}
 
@@ -508,10 +516,8 @@ async def test_the_server_filter_takes_the_label_routes_description_shows(
 ) -> None:
     # Before: the description lists "yahoo finance" for yahoo-finance-mcp, and route(server="yahoo
     # finance") answered "Unknown server".
-    home = copy_home(built_index, tmp_path / "home")
     entries = {"alpha": fixture_entry("alpha"), "yahoo-finance-mcp": fixture_entry("yf"), "finance-server": fixture_entry("fs")}
-    servers = load_servers(write_servers(tmp_path / "servers.json", entries))
-    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+    async with _copilot_of(built_index, tmp_path, entries) as copilot:
         assert "yahoo finance" in copilot.route_description()
         by_label = await copilot.route("stock price", 3, "Yahoo  Finance", None)
         unknown = await copilot.route("stock price", 3, "yahoo", None)
@@ -525,10 +531,8 @@ async def test_a_label_several_servers_share_is_refused_not_resolved_to_one_of_t
     tmp_path: Path,
 ) -> None:
     # "yahoo finance" labels both servers: searching only one of them would silently drop the other's tools.
-    home = copy_home(built_index, tmp_path / "home")
     entries = {"yahoo-finance-mcp": fixture_entry("yf"), "yahoo-finance-server": fixture_entry("ys")}
-    servers = load_servers(write_servers(tmp_path / "servers.json", entries))
-    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+    async with _copilot_of(built_index, tmp_path, entries) as copilot:
         by_label = await copilot.route("stock price", 3, "yahoo finance", None)
         by_name = await copilot.route("stock price", 3, "yahoo-finance-server", None)
     assert by_label.is_error and "Unknown server 'yahoo finance'" in by_label.content[0].text
@@ -677,10 +681,8 @@ async def test_tools_of_a_server_that_failed_to_start_come_after_the_others_and_
 ) -> None:
     # A real host was steered to a server that could not run: route kept ranking it first, as "starts
     # on first call", after its start had failed.
-    home = copy_home(built_index, tmp_path / "home")
     entries = {"alpha": fixture_entry("alpha", "crash-at-start"), "beta": fixture_entry("beta")}
-    servers = load_servers(write_servers(tmp_path / "servers.json", entries))
-    async with Copilot.running(copilot_settings(home, tmp_path, auto_index=False), servers, start_now=True) as copilot:
+    async with _copilot_of(built_index, tmp_path, entries) as copilot:
         before = await copilot.route("add two integers and return the sum", 2, None, None)
         ranked = [(tool["server"], tool["tool"]) for tool in before.structured_content["tools"]]
         assert sorted(ranked) == [("alpha", "add"), ("beta", "add")]  # the same tool on both: a tie

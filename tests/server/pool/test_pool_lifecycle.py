@@ -176,6 +176,15 @@ def fake_runner(tmp_path: Path, name: str = "npx") -> Path:
     return runner
 
 
+def installing_server(settings: PoolSettings, tmp_path: Path, name: str = "slow") -> tuple[Path, ServerConfig]:
+    """(its gate file, its entry): a server launched through ``npx`` whose start waits, as an install
+    does, until the gate file exists; ``settings`` give a start 2 s, a first install 60 s."""
+    settings.init_timeout = 2.0
+    settings.install_timeout = 60.0
+    gate = tmp_path / "installed"
+    return gate, ServerConfig(name=name, command=str(fake_runner(tmp_path)), args=[str(gate)])
+
+
 @pytest.mark.parametrize(
     ("command", "args", "runner"),
     [
@@ -202,10 +211,7 @@ def test_package_runners_are_recognised(command: str, args: list[str], runner: s
 async def test_a_first_install_goes_on_after_the_call_that_started_it_gave_up(
     settings: PoolSettings, tmp_path: Path
 ) -> None:
-    settings.init_timeout = 2.0
-    settings.install_timeout = 60.0
-    gate = tmp_path / "installed"
-    config = ServerConfig(name="slow", command=str(fake_runner(tmp_path)), args=[str(gate)])
+    gate, config = installing_server(settings, tmp_path)
     async with running_pool({"slow": config}, settings) as pool:
         with anyio.fail_after(30), pytest.raises(ServerUnavailableError) as caught:
             await pool.call_tool("slow", "echo", {"text": "x"})  # fails at init_timeout, not install_timeout
@@ -232,10 +238,7 @@ async def test_a_first_install_goes_on_after_the_call_that_started_it_gave_up(
 
 
 async def test_a_call_during_an_install_joins_the_same_start(settings: PoolSettings, tmp_path: Path) -> None:
-    settings.init_timeout = 2.0
-    settings.install_timeout = 60.0
-    gate = tmp_path / "installed"
-    config = ServerConfig(name="slow", command=str(fake_runner(tmp_path)), args=[str(gate)])
+    gate, config = installing_server(settings, tmp_path)
     async with running_pool({"slow": config}, settings) as pool:
         for _ in range(2):  # the second call joins the start the first one began
             with anyio.fail_after(30), pytest.raises(ServerUnavailableError, match="is still starting after"):
@@ -250,13 +253,9 @@ async def test_a_call_during_an_install_joins_the_same_start(settings: PoolSetti
 async def test_a_warmed_install_is_not_given_up_for_another_guess(settings: PoolSettings, tmp_path: Path) -> None:
     # Warming keeps at most MAX_WARM_UNUSED unused children and retired the oldest for a new guess:
     # one still installing its package was killed mid-install.
-    settings.init_timeout = 2.0
-    settings.install_timeout = 60.0
-    gate = tmp_path / "installed"
-    installing = {
-        f"pkg{n}": ServerConfig(name=f"pkg{n}", command=str(fake_runner(tmp_path)), args=[str(gate)])
-        for n in range(MAX_WARM_UNUSED)
-    }
+    entries = [installing_server(settings, tmp_path, f"pkg{n}") for n in range(MAX_WARM_UNUSED)]
+    gate = entries[0][0]  # one gate for all
+    installing = {config.name: config for _, config in entries}
     async with running_pool({**installing, "quick": hostile("quick")}, settings) as pool:
         for name in installing:
             assert pool.warm(name) is True

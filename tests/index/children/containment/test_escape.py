@@ -106,31 +106,30 @@ async def test_a_child_that_exits_in_the_middle_of_a_line_says_so(tmp_path: Path
     assert "without ending the line" in str(caught.value)
 
 
-async def test_a_program_that_cannot_be_executed_is_a_start_error_not_an_exit(tmp_path: Path) -> None:
-    script = tmp_path / "no-shebang.sh"
+async def _start_error_of_a_script_without_shebang(folder: Path, name: str) -> tuple[Path, ChildStartError]:
+    """(the script, the error) of starting an executable file the kernel cannot run, in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "no-shebang.sh"
     script.write_text("echo hello\n")
     script.chmod(0o755)
-    config = ServerConfig(name="noshebang", command=str(script))
+    config = ServerConfig(name=name, command=str(script))
     with anyio.fail_after(30), pytest.raises(ChildStartError) as caught:
-        async with open_session(config, workdir=tmp_path / "work", init_timeout=20):
+        async with open_session(config, workdir=folder.parent / "work", init_timeout=20):
             pass
-    assert type(caught.value) is ChildStartError
-    assert str(caught.value) == f"server 'noshebang': cannot start '{script}': Exec format error."
+    return script, caught.value
+
+
+async def test_a_program_that_cannot_be_executed_is_a_start_error_not_an_exit(tmp_path: Path) -> None:
+    script, error = await _start_error_of_a_script_without_shebang(tmp_path / "bin", "noshebang")
+    assert type(error) is ChildStartError
+    assert str(error) == f"server 'noshebang': cannot start '{script}': Exec format error."
 
 
 async def test_the_reason_a_program_cannot_start_survives_a_long_path(tmp_path: Path) -> None:
     # The guardian's line was "cannot start PATH: REASON", read back cut at 300 characters: a path
     # of ~250 characters gave the reason "Exec…", a longer one part of the path.
-    folder = tmp_path / ("d" * 200) / ("e" * 200)
-    folder.mkdir(parents=True)
-    script = folder / "no-shebang.sh"
-    script.write_text("echo hello\n")
-    script.chmod(0o755)
-    config = ServerConfig(name="longpath", command=str(script))
-    with anyio.fail_after(30), pytest.raises(ChildStartError) as caught:
-        async with open_session(config, workdir=tmp_path / "work", init_timeout=20):
-            pass
-    assert str(caught.value) == f"server 'longpath': cannot start '{script}': Exec format error."
+    script, error = await _start_error_of_a_script_without_shebang(tmp_path / ("d" * 200) / ("e" * 200), "longpath")
+    assert str(error) == f"server 'longpath': cannot start '{script}': Exec format error."
 
 
 async def test_a_server_killed_before_initialize_reads_as_killed(tmp_path: Path) -> None:
