@@ -187,12 +187,16 @@ def run_suite(suite: Suite, url: str, out: Path, scenarios: Sequence[str] = ()) 
     runs = list(scenarios) or [""]
     if out.exists():
         shutil.rmtree(out)  # a kept directory's earlier results are not this run's
-    for scenario in runs:
-        command = [str(suite.conformance), "server", "--url", url, "-o", str(out)]
-        command += ["--scenario", scenario] if scenario else ["--suite", "all"]
-        subprocess.run(
-            command, env=suite.env(), capture_output=True, text=True, timeout=SUITE_TIMEOUT, stdin=subprocess.DEVNULL
-        )
+    out.mkdir(parents=True)
+    with (out / "suite.log").open("w", encoding="utf-8", errors="replace") as log:  # why a scenario wrote no result
+        for scenario in runs:
+            command = [str(suite.conformance), "server", "--url", url, "-o", str(out)]
+            command += ["--scenario", scenario] if scenario else ["--suite", "all"]
+            log.write(f"$ {' '.join(command)}\n")
+            log.flush()
+            subprocess.run(
+                command, env=suite.env(), stdout=log, stderr=subprocess.STDOUT, timeout=SUITE_TIMEOUT, stdin=subprocess.DEVNULL
+            )
     return read_results(out)
 
 
@@ -228,11 +232,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         servers = prepare_home(home)
         with serve_copilot(home, servers, root / "copilot.log") as url:
             results = run_suite(suite, url, root / "results", args.scenario)
+    return report(results, args.scenario)
+
+
+def report(results: dict[str, Scenario], requested: Sequence[str]) -> int:
+    """Print one line per scenario and the totals; 1 when a scenario failed unexpectedly or did not run."""
     unexpected = 0
-    missing = [name for name in args.scenario if name not in results]
+    missing = [name for name in requested if name not in results]
     if missing:
-        print(f"no result for scenario(s) {', '.join(missing)}: unknown to the suite, or it failed to run", file=sys.stderr)
+        print(
+            f"no result for scenario(s) {', '.join(missing)}: unknown to the suite, or it failed to run "
+            "(its output: results/suite.log in the --keep DIR)",
+            file=sys.stderr,
+        )
         unexpected += len(missing)
+    if not results:
+        print("no scenario ran, so none passed", file=sys.stderr)
+        return 1
     print(f"\n{'scenario':<32} result")
     print("-" * 80)
     for name, scenario in sorted(results.items()):

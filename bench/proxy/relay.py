@@ -273,9 +273,11 @@ def _report(
             )
     print("progress notifications received: " + ", ".join(f"{mode} {count}" for mode, count in seen.items()))
     plain_direct = percentile(samples["echo"]["direct"], 0.5) if "echo" in samples else None
+    missed = 0
     for tool, overheads in added.items():
         copilot, floor, hop = overheads["copilot"], overheads["sdk-proxy"], overheads["raw-hop"]
         verdict = "met" if copilot * 1000 <= TARGET_OVERHEAD_MS else "NOT met"
+        missed += verdict != "met"
         print(
             f"summary: {TOOLS[tool].stands_for}: the copilot adds {copilot * 1000:.3f} ms p50 (target <= {TARGET_OVERHEAD_MS} ms: "
             f"{verdict}); {hop_share(copilot, hop)}; a bare SDK proxy (bench/proxy/bare_proxy.py: no checks, logs or limits) "
@@ -283,7 +285,8 @@ def _report(
             f"{copilot / floor if floor > 0 else float('nan'):.2f}x that floor"
             + (f"; {at_issue_speed(copilot, plain_direct)}" if plain_direct else "")
         )
-    return 0
+    # Like the other benchmarks with a target (judge, faults, trust, conformance): a miss is exit 1.
+    return 1 if missed else 0
 
 
 def hop_share(added: float, hop: float) -> str:
