@@ -5,8 +5,9 @@ One row per run (a judged run directory, or a repeated run whose ``repeats.json`
 success with its 95% interval, pass@k, mean tokens and cost per task, total cost, turns,
 route/execute calls and tool errors. The paper's plot -- success against (log) cost per task --
 marks the Pareto frontier: the runs no other run beats on both cost and success. Neighbours on
-the frontier are compared with the exact McNemar test on their common tasks, so a step up the
-frontier is called noise when it is. Runs judged by different judges or prompts are flagged: their
+the frontier are compared on their common tasks -- single runs with the exact McNemar test, a
+repeated run by each task's pass@1 (a paired permutation test) -- so a step up the frontier is
+called noise when it is. Runs judged by different judges or prompts are flagged: their
 numbers are not comparable.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +31,7 @@ from evaluation.report.models import Report
 from evaluation.report.plots import figure_png, literal, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, markdown_text, png_img
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
-from evaluation.report.stats import mcnemar_exact, paired_difference_interval
+from evaluation.report.stats import mcnemar_exact, paired_difference_interval, paired_rate_difference_interval, sign_flip_p_value
 from evaluation.report.tables import Table, money, num, pct, rate_cells
 from index.cli.console import HelpFormatter, prepare_text_io
 from index.errors import CopilotError
@@ -70,10 +72,10 @@ class Entry(BaseModel):
     prompt: str
     judge_key: str
     on_frontier: bool = False
-    #: task id -> solved (a repeated run: solved in most repeats); ``None`` for a task with no
-    #: outcome (a repeated run: in no repeat), which the frontier's paired tests leave out instead
-    #: of pairing it as a failure.
-    outcomes: dict[str, bool | None] = Field(default_factory=dict)
+    #: task id -> (successes, attempts with an outcome): (1, 1) or (0, 1) for a single run, k of n
+    #: for a repeated one; (0, 0) for a task with no outcome, which the frontier's paired tests
+    #: leave out instead of pairing it as a failure.
+    attempts: dict[str, tuple[int, int]] = Field(default_factory=dict)
     #: Tasks the judge never decided (its requests failed), left out of the rate; for repeated runs,
     #: task attempts.
     not_judged: int = 0
@@ -83,6 +85,7 @@ class FrontierStep(BaseModel):
     cheaper: str
     dearer: str
     common_tasks: int
+    #: Tasks the cheaper run did better on (single runs: solved, and the dearer did not).
     only_cheaper: int
     only_dearer: int
     #: B - A on the common tasks; ``None`` (and no interval) when there is none: not tested.
@@ -90,6 +93,8 @@ class FrontierStep(BaseModel):
     difference_ci95: tuple[float, float] | None
     p_value: float
     significant: bool
+    #: ``McNemar`` (both single runs) or ``permutation`` (a repeated run: per-task pass@1).
+    test: str = "McNemar"
 
 
 class Leaderboard(BaseModel):
@@ -168,7 +173,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
             judge=first.judge if first else "",
             prompt=first.prompt if first else "",
             judge_key=(first.judge_config or f"{first.judge}/{first.prompt}") if first else "",
-            outcomes={t.task_id: t.successes * 2 > t.n if t.n else None for t in repeats.tasks},
+            attempts={t.task_id: (t.successes, t.n) for t in repeats.tasks},
             not_judged=sum(t.outcomes.count("not_judged") for t in repeats.tasks),
         )
     try:
@@ -201,7 +206,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
         judge=", ".join(report.judge.models),
         prompt=report.judge.prompt,
         judge_key=_judge_key(report),
-        outcomes={row.task_id: row.verdict == "success" if row.has_outcome else None for row in report.tasks},
+        attempts={row.task_id: (int(row.verdict == "success"), 1) if row.has_outcome else (0, 0) for row in report.tasks},
         not_judged=len(report.not_judged),
     )
 
@@ -209,11 +214,19 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
 def pareto_frontier(points: Sequence[tuple[KeyT, float, float]]) -> list[KeyT]:
     """Keys of the ``(key, cost, success)`` points no other point dominates (cost <= and
     success >=, one of them strictly), cheapest first (ties in the order given). A point is
-    compared with every other point, not with every other key: equal keys stay two points."""
+    compared with every other point, not with every other key: equal keys stay two points. Values
+    within rounding of each other are equal: a cost summed in another order ($0.012499999999999999
+    vs $0.0125) must not make one of two identical runs dominate the other."""
+
+    def below(x: float, y: float) -> bool:
+        return x < y and not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+
     frontier = []
     for index, (key, cost, success) in enumerate(points):
         dominated = any(
-            other_cost <= cost and other_success >= success and (other_cost < cost or other_success > success)
+            not below(cost, other_cost)
+            and not below(other_success, success)
+            and (below(other_cost, cost) or below(success, other_success))
             for other, (_, other_cost, other_success) in enumerate(points)
             if other != index
         )
@@ -224,20 +237,38 @@ def pareto_frontier(points: Sequence[tuple[KeyT, float, float]]) -> list[KeyT]:
 
 def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
     # The pairs: tasks both runs hold with an outcome in both (an undecided task is no failure).
-    pairs = [(x, y) for task, x in a.outcomes.items() if x is not None and (y := b.outcomes.get(task)) is not None]
-    won_a, won_b = [x for x, _ in pairs], [y for _, y in pairs]
-    test = mcnemar_exact(won_a, won_b)
+    pairs = [(x, y) for task, x in a.attempts.items() if x[1] and (y := b.attempts.get(task, (0, 0)))[1]]
     n = len(pairs)
+    if a.repeats == 1 and b.repeats == 1:
+        won_a, won_b = [x[0] == 1 for x, _ in pairs], [y[0] == 1 for _, y in pairs]
+        test = mcnemar_exact(won_a, won_b)
+        return FrontierStep(
+            cheaper=a.name,
+            dearer=b.name,
+            common_tasks=n,
+            only_cheaper=test.only_a,
+            only_dearer=test.only_b,
+            difference=(sum(won_b) - sum(won_a)) / n if n else None,
+            difference_ci95=paired_difference_interval(won_a, won_b),
+            p_value=test.p_value,
+            significant=test.p_value < alpha,
+        )
+    # A repeated run is compared by what its success column shows, each task's pass@1: a task's
+    # majority outcome (how it was compared before) made 1 of 3 a failure and could reverse the
+    # sign of the difference the table showed.
+    differences = [y[0] / y[1] - x[0] / x[1] for x, y in pairs]
+    p_value = sign_flip_p_value(differences)
     return FrontierStep(
         cheaper=a.name,
         dearer=b.name,
         common_tasks=n,
-        only_cheaper=test.only_a,
-        only_dearer=test.only_b,
-        difference=(sum(won_b) - sum(won_a)) / n if n else None,
-        difference_ci95=paired_difference_interval(won_a, won_b),
-        p_value=test.p_value,
-        significant=test.p_value < alpha,
+        only_cheaper=sum(1 for d in differences if d < 0),
+        only_dearer=sum(1 for d in differences if d > 0),
+        difference=math.fsum(differences) / n if n else None,
+        difference_ci95=paired_rate_difference_interval([x for x, _ in pairs], [y for _, y in pairs]),
+        p_value=p_value,
+        significant=p_value < alpha,
+        test="permutation",
     )
 
 
@@ -283,9 +314,9 @@ def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Lea
         )
     if axis == "tokens" and entries:
         warnings.append("not every run logged cost (pass --price-table to the runner): the frontier uses tokens per task.")
-    task_sets = {frozenset(e.outcomes) for e in entries if e.outcomes}
+    task_sets = {frozenset(e.attempts) for e in entries if e.attempts}
     if len(task_sets) > 1:
-        sizes = ", ".join(f"{e.name}: {len(e.outcomes)}" for e in entries)
+        sizes = ", ".join(f"{e.name}: {len(e.attempts)}" for e in entries)
         shared = len(frozenset.intersection(*task_sets))
         warnings.append(
             f"the runs hold different task sets ({sizes}; {shared} in all): each success rate is over its own "
@@ -346,7 +377,7 @@ def tables(board: Leaderboard) -> list[Table]:
     )
     steps = Table(
         "Steps along the cost-success frontier",
-        ["cheaper", "dearer", "common tasks", "only cheaper", "only dearer", "difference", "95% CI", "McNemar p", "verdict"],
+        ["cheaper", "dearer", "common tasks", "better cheaper", "better dearer", "difference", "95% CI", "p", "test", "verdict"],
         [
             [
                 s.cheaper,
@@ -359,16 +390,18 @@ def tables(board: Leaderboard) -> list[Table]:
                         f"{s.difference * 100:+.1f} pt",
                         f"{s.difference_ci95[0] * 100:+.1f} to {s.difference_ci95[1] * 100:+.1f} pt",
                         f"{s.p_value:.3g}",
+                        s.test,
                         "significant" if s.significant else "within noise",
                     )
                     if s.difference is not None and s.difference_ci95 is not None
-                    else ("", "", "", "not tested (no common task)")
+                    else ("", "", "", "", "not tested (no common task)")
                 ),
             ]
             for s in board.steps
         ],
-        f"Exact McNemar test on the tasks both runs hold (alpha {board.alpha:g}); repeated runs enter with each task's "
-        "majority outcome.",
+        f"On the tasks both runs hold (alpha {board.alpha:g}): two single runs by the exact McNemar test (better: solved "
+        "by one run only); with a repeated run, by each task's pass@1, the difference with Newcombe's interval at each "
+        "run's effective size and p from a paired permutation test (better: a higher pass@1).",
     )
     return [runs, steps] if board.steps else [runs]
 
@@ -427,7 +460,7 @@ def write_leaderboard(board: Leaderboard, out: Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
         plot = figure_png(frontier_figure(board)) if any(getattr(e, board.axis) for e in board.entries) else None
         files = [out / "leaderboard.json", out / "leaderboard.md", out / "leaderboard.html"]
-        write_atomic(files[0], json.dumps(board.model_dump(mode="json", exclude={"entries": {"__all__": {"outcomes"}}}), indent=1) + "\n")
+        write_atomic(files[0], json.dumps(board.model_dump(mode="json", exclude={"entries": {"__all__": {"attempts"}}}), indent=1) + "\n")
         plot_file = None
         if plot:
             write_atomic(out / "leaderboard.png", plot)

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from evaluation.report.build import efficiency_group
 from evaluation.report.models import EfficiencyGroup, Outcome, Report
-from evaluation.report.stats import mean_interval, pass_at_k, pass_hat_k, sample_sd
+from evaluation.report.stats import pass_at_k, pass_hat_k, sample_sd, task_rate_interval
 from evaluation.report.tables import listed_ids
 from evaluation.tasks import CATEGORIES
 from server.trajectory.records import utc_now
@@ -72,6 +72,8 @@ class CategoryRepeats(BaseModel):
     pass_hat_n: float | None
     #: The tasks pass@n and pass^n rest on: those with n judged attempts (``None`` in older files).
     tasks_at_n: int | None = None
+    #: pass@1's 95% interval, tasks as units (``None`` without an attempt, and in older files).
+    pass_at_1_ci95: tuple[float, float] | None = None
 
 
 class RepeatsReport(BaseModel):
@@ -223,6 +225,7 @@ def build_repeats_report(
         by_category[name] = CategoryRepeats(
             tasks=len(members),
             pass_at_1=_mean_of([row.pass_at_1 for row in members]),
+            pass_at_1_ci95=task_rate_interval([(row.successes, row.n) for row in members]),
             pass_at_n=_mean_of([row.pass_at_k.get(n) for row in members]),
             pass_hat_n=_mean_of([row.pass_hat_k.get(n) for row in members]),
             tasks_at_n=sum(1 for row in members if row.n >= n),
@@ -251,7 +254,7 @@ def build_repeats_report(
         ],
         n_tasks=len(rows),
         pass_at_1=_mean_of(rates),
-        pass_at_1_ci95=mean_interval(rates),
+        pass_at_1_ci95=task_rate_interval([(row.successes, row.n) for row in rows]),
         pass_at_k=_over_tasks(rows, ks, "pass_at_k"),
         pass_hat_k=_over_tasks(rows, ks, "pass_hat_k"),
         tasks_at_k={k: count for k in ks if (count := sum(1 for row in rows if row.n >= k))},

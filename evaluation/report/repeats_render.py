@@ -11,7 +11,7 @@ from index.storage.atomic import write_atomic
 from evaluation.report.plots import figure_png, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, markdown_text, png_img
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
-from evaluation.report.tables import Table, num, pct, with_interval
+from evaluation.report.tables import Table, interval, num, pct, with_interval
 
 
 def _ks(report: RepeatsReport) -> list[int]:
@@ -62,14 +62,15 @@ def tables(report: RepeatsReport) -> list[Table]:
     n = report.n_repeats
     categories = Table(
         "By category",
-        ["category", "tasks", "pass@1", f"pass@{n}", f"pass^{n}", f"tasks with {n} attempts"],
+        ["category", "tasks", "pass@1", "95% CI", f"pass@{n}", f"pass^{n}", f"tasks with {n} attempts"],
         [
             [
-                name, str(c.tasks), pct(c.pass_at_1), pct(c.pass_at_n), pct(c.pass_hat_n),
-                "" if c.tasks_at_n is None else str(c.tasks_at_n),
+                name, str(c.tasks), pct(c.pass_at_1), interval(c.pass_at_1_ci95) if c.pass_at_1_ci95 else "",
+                pct(c.pass_at_n), pct(c.pass_hat_n), "" if c.tasks_at_n is None else str(c.tasks_at_n),
             ]
             for name, c in report.by_category.items()
         ],
+        "pass@1's interval: tasks as units (Wilson at the Kish effective size).",
     )
     tasks = Table(
         "Tasks",

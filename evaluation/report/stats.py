@@ -1,4 +1,5 @@
-"""Small statistics for judged runs: Wilson intervals, Cohen's kappa, exact McNemar."""
+"""Small statistics for judged runs: Wilson intervals (also over repeated runs), Cohen's kappa, exact
+McNemar, paired differences and a paired permutation test."""
 
 from __future__ import annotations
 
@@ -15,15 +16,56 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     unit (``n`` 0): (0.0, 0.0) read as a certain 0% beside a rate that is n/a."""
     if n <= 0:
         return None
-    p = successes / n
+    return _wilson(successes / n, n, z)
+
+
+def _wilson(p: float, n: float, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson interval of a proportion ``p`` observed over ``n`` units (``n`` may be an
+    effective size, not a whole number)."""
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
     # Exact at the ends: rounding leaves 0/n's lower bound at ~1e-17, which a plot's error bar
     # below a 0% point turns into a negative length.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
+    low = 0.0 if p <= 0 else max(0.0, centre - half)
+    high = 1.0 if p >= 1 else min(1.0, centre + half)
     return (low, high)
+
+
+def effective_size(rates: Sequence[float], attempts: int) -> float:
+    """Kish's effective sample size of the mean of per-task success rates over ``attempts`` attempts.
+
+    Attempts of one task are correlated (a task an agent cannot do fails every time), so the mean's
+    variance is the spread of the *tasks'* rates over their number; the effective size is the number
+    of independent attempts with that variance, p(1-p) / var. It is at most ``attempts`` (the design
+    effect is taken as at least 1, as Korn and Graubard do), which is also what it is when the tasks'
+    rates do not spread at all (all 0%, all 100%, or all 2/3): no spread says nothing against
+    independence. For one run (rates 0 or 1) it is the number of tasks.
+    """
+    k = len(rates)
+    mean = sum(rates) / k
+    variance = sum((rate - mean) ** 2 for rate in rates) / k / k
+    if variance <= 0:
+        return float(attempts)
+    return min(float(attempts), mean * (1 - mean) / variance)
+
+
+def task_rate_interval(counts: Sequence[tuple[int, int]], z: float = Z_95) -> tuple[float, float] | None:
+    """95% interval of the mean per-task success rate (pass@1) from ``(successes, attempts)`` per task.
+
+    The Wilson interval at the Kish effective size (:func:`effective_size`): tasks, not attempts,
+    are the units where rates spread, and it never collapses to a point where they do not (a normal
+    interval around the mean of 24 tasks all at 0/3 read "0.0%-0.0%"). Tasks without an attempt are
+    left out; ``None`` when none is left. One task says nothing of the spread between tasks: the
+    whole range.
+    """
+    held = [(successes, attempts) for successes, attempts in counts if attempts > 0]
+    if not held:
+        return None
+    if len(held) == 1:
+        return (0.0, 1.0)
+    rates = [successes / attempts for successes, attempts in held]
+    return _wilson(sum(rates) / len(rates), effective_size(rates, sum(attempts for _, attempts in held)), z)
 
 
 def defined(interval: tuple[float, float] | None) -> tuple[float, float]:
@@ -113,23 +155,6 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k)
 
 
-def mean_interval(values: Sequence[float], z: float = Z_95) -> tuple[float, float] | None:
-    """Normal-approximation 95% interval of a mean (clipped to [0, 1]); per-task rates averaged
-    over repeats are the units, so repeats of one task are not counted as independent. ``None``
-    without values: there is no mean to put an interval around."""
-    n = len(values)
-    if n == 0:
-        return None
-    mean = sum(values) / n
-    if n == 1:
-        # One task says nothing of how far its rate is from the mean over tasks: the whole range,
-        # not (mean, mean), which read as certainty (50.0%-50.0% from one task run twice).
-        return (0.0, 1.0)
-    variance = sum((value - mean) ** 2 for value in values) / (n - 1)
-    half = z * math.sqrt(variance / n)
-    return (max(0.0, mean - half), min(1.0, mean + half))
-
-
 def sample_sd(values: Sequence[float]) -> float | None:
     n = len(values)
     if n < 2:
@@ -164,6 +189,71 @@ def paired_difference_interval(a: Sequence[bool], b: Sequence[bool], z: float = 
     below = math.sqrt(max(0.0, (p_b - low_b) ** 2 - 2 * phi * (p_b - low_b) * (high_a - p_a) + (high_a - p_a) ** 2))
     above = math.sqrt(max(0.0, (high_b - p_b) ** 2 - 2 * phi * (high_b - p_b) * (p_a - low_a) + (p_a - low_a) ** 2))
     return (max(-1.0, difference - below), min(1.0, difference + above))
+
+
+def paired_rate_difference_interval(
+    a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]], z: float = Z_95
+) -> tuple[float, float] | None:
+    """95% interval of pass@1(B) - pass@1(A) over paired tasks, from ``(successes, attempts)`` per task.
+
+    Newcombe's method 10 (as :func:`paired_difference_interval` for single runs), with each run's
+    interval the Wilson one at its Kish effective size (:func:`task_rate_interval`) and the
+    correlation that of the tasks' rates. Pairs where either run has no attempt are left out;
+    ``None`` when none is left.
+    """
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if x[1] > 0 and y[1] > 0]
+    if not pairs:
+        return None
+    rates_a = [s / n for (s, n), _ in pairs]
+    rates_b = [s / n for _, (s, n) in pairs]
+    k = len(pairs)
+    p_a, p_b = sum(rates_a) / k, sum(rates_b) / k
+    if k == 1:
+        return (max(-1.0, -p_a), min(1.0, 1.0 - p_a))  # one task: whatever B's rate could be
+    low_a, high_a = _wilson(p_a, effective_size(rates_a, sum(n for (_, n), _ in pairs)), z)
+    low_b, high_b = _wilson(p_b, effective_size(rates_b, sum(n for _, (_, n) in pairs)), z)
+    spread_a = sum((x - p_a) ** 2 for x in rates_a)
+    spread_b = sum((y - p_b) ** 2 for y in rates_b)
+    together = sum((x - p_a) * (y - p_b) for x, y in zip(rates_a, rates_b, strict=True))
+    rho = together / math.sqrt(spread_a * spread_b) if spread_a > 0 and spread_b > 0 else 0.0
+    difference = p_b - p_a
+    below = math.sqrt(max(0.0, (p_b - low_b) ** 2 - 2 * rho * (p_b - low_b) * (high_a - p_a) + (high_a - p_a) ** 2))
+    above = math.sqrt(max(0.0, (high_b - p_b) ** 2 - 2 * rho * (high_b - p_b) * (p_a - low_a) + (p_a - low_a) ** 2))
+    return (max(-1.0, difference - below), min(1.0, difference + above))
+
+
+#: Sign patterns a permutation test enumerates before it samples instead (2^16: exact up to 16
+#: tasks that differ).
+_EXACT_FLIPS = 16
+_SAMPLED_FLIPS = 20_000
+
+
+def sign_flip_p_value(differences: Sequence[float]) -> float:
+    """Two-sided p-value of a paired permutation test that the mean difference is 0.
+
+    Under the null each task's difference is as likely negated: the p-value is the share of sign
+    patterns whose mean is at least as far from 0 as the observed one. Exact up to
+    2^:data:`_EXACT_FLIPS` patterns, else :data:`_SAMPLED_FLIPS` patterns drawn with a fixed seed
+    (the same input always gives the same p-value). Zero differences carry no sign.
+    """
+    import random  # noqa: PLC0415 -- only the sampled case needs it
+
+    moved = [d for d in differences if d != 0]
+    if not moved:
+        return 1.0
+    observed = abs(math.fsum(moved)) - 1e-12  # a pattern as extreme as the observed counts
+    if len(moved) <= _EXACT_FLIPS:
+        extreme = sum(
+            1
+            for pattern in range(2 ** len(moved))
+            if abs(math.fsum(d if pattern >> i & 1 else -d for i, d in enumerate(moved))) >= observed
+        )
+        return extreme / 2 ** len(moved)
+    rng = random.Random(0)
+    extreme = sum(
+        1 for _ in range(_SAMPLED_FLIPS) if abs(math.fsum(d if rng.random() < 0.5 else -d for d in moved)) >= observed
+    )
+    return (extreme + 1) / (_SAMPLED_FLIPS + 1)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

@@ -61,6 +61,14 @@ def test_pareto_frontier_compares_points_not_keys() -> None:
     assert pareto_frontier([("x", 2.0, 0.5), ("x", 1.0, 0.5), ("y", 3.0, 0.9)]) == ["x", "y"]
 
 
+def test_runs_equal_but_for_float_rounding_are_both_on_the_frontier() -> None:
+    # Before: a cost summed in another order ($0.012499999999999999 vs $0.0125, both shown as
+    # $0.0125 at 50.0%) left only the cheaper-by-rounding run on the frontier.
+    assert pareto_frontier([("run", 0.012499999999999999, 0.5), ("repeats", 0.0125, 0.5)]) == ["run", "repeats"]
+    assert pareto_frontier([("run", 0.0125, 0.5), ("repeats", 0.0125, 0.5 - 1e-16)]) == ["run", "repeats"]
+    assert pareto_frontier([("run", 0.0124, 0.5), ("dearer", 0.0125, 0.5)]) == ["run"]  # a real difference still counts
+
+
 async def test_three_runs_frontier_steps_and_files(llm: ScriptedOpenAI, tmp_path: Path, capsys) -> None:
     cheap = await judged_run(llm, tmp_path, "cheap-m", 0.01, 5)
     good = await judged_run(llm, tmp_path, "good-m", 0.05, 15)
@@ -298,7 +306,7 @@ def _entry(name: str, rate: float | None, cost: float | None, tokens: float = 10
     return Entry(
         name=name, path=name, n_tasks=10, success_rate=rate, ci95=None if rate is None else (rate * 0.8, min(1.0, rate * 1.2)),
         cost=cost, tokens=tokens, judge="j", prompt="p", judge_key="j/p",
-        outcomes={f"{tasks}{i}": None if rate is None else i < rate * 10 for i in range(10)},
+        attempts={f"{tasks}{i}": (0, 0) if rate is None else (int(i < rate * 10), 1) for i in range(10)},
         not_judged=10 if rate is None else 0,
     )
 
@@ -337,7 +345,7 @@ def test_a_frontier_step_between_runs_with_no_common_task_has_no_difference() ->
     board = build_leaderboard([_entry("cheap", 0.4, 0.01, tasks="a"), _entry("dear", 0.6, 0.02, tasks="b")])  # type: ignore[list-item]
     [step] = board.steps
     assert (step.common_tasks, step.difference, step.difference_ci95) == (0, None, None)
-    assert tables(board)[1].rows == [["cheap", "dear", "0", "0", "0", "", "", "", "not tested (no common task)"]]
+    assert tables(board)[1].rows == [["cheap", "dear", "0", "0", "0", "", "", "", "", "not tested (no common task)"]]
 
 
 def test_pass_at_n_of_a_repeated_run_says_when_it_rests_on_fewer_tasks(tmp_path: Path) -> None:
@@ -357,3 +365,27 @@ def test_pass_at_n_of_a_repeated_run_says_when_it_rests_on_fewer_tasks(tmp_path:
     assert (entry.n_tasks, entry.tasks_at_n, entry.pass_at_n, entry.pass_hat_n) == (2, 1, 1.0, 1.0)
     [row] = tables(build_leaderboard([entry]))[0].rows
     assert row[5:7] == ["100.0% (over 1 task)", "100.0% (over 1 task)"]
+
+
+def test_a_step_to_a_repeated_run_is_measured_by_the_pass_at_1_the_table_shows() -> None:
+    # Before: each task of a repeated run entered the step as its majority outcome, so a run at
+    # 1 of 3 on most tasks became a run that failed them; the step read "-8.3 pt" from a run shown
+    # at 33.3% to one shown at 41.7%, with both numbers on the same board.
+    from evaluation.report.leaderboard import build_leaderboard, tables  # noqa: PLC0415
+
+    single = _entry("single", 1 / 3, 0.01, tasks="t")
+    single.attempts = {f"t{i}": (int(i < 8), 1) for i in range(24)}  # type: ignore[attr-defined]
+    single.n_tasks = 24  # type: ignore[attr-defined]
+    repeated = _entry("repeated", 10 / 24, 0.02, tasks="t")
+    repeated.attempts = {f"t{i}": (1, 3) if i < 18 else (3, 3) if i < 22 else (0, 3) for i in range(24)}  # type: ignore[attr-defined]
+    repeated.repeats, repeated.n_tasks = 3, 24  # type: ignore[attr-defined]
+    repeated.success_rate = (18 / 3 + 4) / 24  # type: ignore[attr-defined]
+    board = build_leaderboard([single, repeated])  # type: ignore[list-item]
+    [step] = board.steps
+    assert step.test == "permutation"
+    assert step.difference == pytest.approx(repeated.success_rate - 1 / 3)  # type: ignore[attr-defined]
+    low, high = step.difference_ci95
+    assert low < step.difference < high
+    row = tables(board)[1].rows[0]
+    assert row[5] == "+8.3 pt" and row[8] == "permutation"
+    assert (step.only_cheaper, step.only_dearer) == (8, 14)  # tasks each run did better on (2 tie at 0)

@@ -93,10 +93,62 @@ def test_paired_difference_interval_and_holm() -> None:
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
 
 
-def test_the_interval_of_a_mean_over_one_task_is_the_whole_range() -> None:
-    from evaluation.report.stats import mean_interval  # noqa: PLC0415
+def test_the_interval_of_pass_at_1_over_one_task_is_the_whole_range() -> None:
+    from evaluation.report.stats import task_rate_interval  # noqa: PLC0415
 
-    assert mean_interval([0.5]) == (0.0, 1.0)  # was (0.5, 0.5): certainty from one task
-    low, high = mean_interval([0.25, 0.5, 0.5, 0.75])
-    assert 0.0 < low < 0.5 < high < 1.0 and high - 0.5 == pytest.approx(0.5 - low)
-    assert mean_interval([]) is None  # no task, no mean (was (0.0, 0.0): "n/a (95% CI 0.0%-0.0%)")
+    assert task_rate_interval([(1, 2)]) == (0.0, 1.0)  # was (0.5, 0.5): certainty from one task
+    low, high = task_rate_interval([(1, 4), (2, 4), (2, 4), (3, 4)])
+    assert 0.0 < low < 0.5 < high < 1.0
+    assert task_rate_interval([]) is None  # no task, no mean (was (0.0, 0.0): "n/a (95% CI 0.0%-0.0%)")
+    assert task_rate_interval([(0, 0), (0, 0)]) is None  # tasks never judged are no units
+
+
+@pytest.mark.parametrize("successes", [0, 2, 3])
+def test_pass_at_1_over_tasks_that_do_not_spread_is_no_narrower_than_one_run(successes: int) -> None:
+    # 24 tasks at the same k of 3: a normal interval around the mean of the tasks' rates had zero
+    # width ("0.0% (95% CI 0.0%-0.0%)", "66.7%-66.7%") where one repeat alone read 0.0%-13.8%.
+    from evaluation.report.stats import task_rate_interval, wilson_interval  # noqa: PLC0415
+
+    low, high = task_rate_interval([(successes, 3)] * 24)
+    assert high - low > 0.05
+    # No spread says nothing against independent attempts: the Wilson interval of all 72 of them.
+    assert (low, high) == pytest.approx(wilson_interval(successes * 24, 72))
+
+
+def test_pass_at_1_of_a_single_run_is_the_wilson_interval_over_its_tasks() -> None:
+    from evaluation.report.stats import task_rate_interval, wilson_interval  # noqa: PLC0415
+
+    counts = [(1, 1)] * 7 + [(0, 1)] * 13
+    assert task_rate_interval(counts) == pytest.approx(wilson_interval(7, 20))
+
+
+def test_repeats_of_tasks_that_always_or_never_succeed_count_as_one_attempt_each() -> None:
+    # A task solved every time (or never) teaches nothing more from its second attempt: 10 tasks
+    # each run 5 times, 4 always solved, are 10 units, not 50.
+    from evaluation.report.stats import task_rate_interval, wilson_interval  # noqa: PLC0415
+
+    assert task_rate_interval([(5, 5)] * 4 + [(0, 5)] * 6) == pytest.approx(wilson_interval(4, 10))
+
+
+def test_a_paired_rate_difference_reduces_to_newcombe_on_single_runs_and_stays_wide_without_spread() -> None:
+    from evaluation.report.stats import paired_rate_difference_interval  # noqa: PLC0415
+
+    a = [(1, 1)] * 6 + [(0, 1)] * 14
+    b = [(1, 1)] * 12 + [(0, 1)] * 8
+    low, high = paired_rate_difference_interval(a, b)
+    assert 0.0 < low < 0.3 < high  # B solved every task A did and 6 more
+    # Every task at 0 of 3 in A and 3 of 3 in B: +100 pt, but not "+100 to +100".
+    low, high = paired_rate_difference_interval([(0, 3)] * 10, [(3, 3)] * 10)
+    assert low < 0.9 and high == 1.0
+    assert paired_rate_difference_interval([(0, 0)], [(1, 1)]) is None  # no pair with attempts in both
+
+
+def test_the_sign_flip_test_is_exact_for_few_tasks_and_repeatable_for_many() -> None:
+    from evaluation.report.stats import sign_flip_p_value  # noqa: PLC0415
+
+    assert sign_flip_p_value([0.0, 0.0]) == 1.0
+    assert sign_flip_p_value([1 / 3] * 5) == pytest.approx(2 / 32)  # only all + or all - are as extreme
+    assert sign_flip_p_value([1.0, -1.0, 0.5]) == pytest.approx(1.0)
+    many = [0.1 * (i % 7) - 0.2 for i in range(40)]
+    assert sign_flip_p_value(many) == sign_flip_p_value(list(many))
+    assert 0.0 < sign_flip_p_value(many) < 1.0
