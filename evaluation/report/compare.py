@@ -20,6 +20,7 @@ from evaluation.json_files import JSONFileError, read_json_model, unreadable
 from evaluation.report.files import report_file
 from evaluation.report.models import Report
 from evaluation.report.render import markdown_row
+from evaluation.report.repeats import REPEATS_REPORT
 from evaluation.report.stats import McNemar, defined, holm, mcnemar_exact, paired_difference_interval, wilson_interval
 from evaluation.report.tables import interval, listed_ids, pct, rate_cells
 from evaluation.tasks import CATEGORIES
@@ -88,6 +89,13 @@ def _load(directory: Path) -> Report:
     try:
         path = report_file(directory)
     except FileNotFoundError:
+        if any((place / REPEATS_REPORT).is_file() for place in (directory, directory / "judge")):
+            # A repeated run, judged or not: "judge the run first" was wrong advice for a judged one.
+            raise CompareError(
+                f"{directory}: a repeated run (repeats.json), and compare pairs two single runs' verdicts. Compare "
+                "repeated runs by each task's pass@1 with 'python -m evaluation.leaderboard RUN_A RUN_B' (a paired "
+                "permutation test on every step of its frontier), or compare one repeat of each (RUN/repeat-1)."
+            ) from None
         raise CompareError(
             f"{directory}: no report.json (looked in {directory} and {directory / 'judge'}); "
             "judge the run first with 'python -m evaluation.judge'."

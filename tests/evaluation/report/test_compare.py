@@ -99,6 +99,17 @@ def test_missing_report_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureF
     assert err.startswith("error: ") and "no report.json" in err and "python -m evaluation.judge" in err
 
 
+@pytest.mark.parametrize("where", [".", "judge"])
+def test_a_repeated_run_is_pointed_to_the_leaderboard(tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str) -> None:
+    # Before: "no report.json ...; judge the run first", said of a run judged repeat by repeat.
+    (tmp_path / where).mkdir(exist_ok=True)
+    (tmp_path / where / "repeats.json").write_text("{}", encoding="utf-8")
+    assert main([str(tmp_path), str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "a repeated run (repeats.json)" in err and "python -m evaluation.leaderboard RUN_A RUN_B" in err
+    assert "judge the run first" not in err
+
+
 async def test_only_common_tasks_are_paired_and_low_overlap_is_flagged(
     llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
