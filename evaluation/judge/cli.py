@@ -31,7 +31,8 @@ from index.errors import CopilotError
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.judge",
-        description="Judge agent trajectories with LiveMCPEval and write verdicts.jsonl, report.json/.md/.html.",
+        description="Judge agent trajectories with LiveMCPEval and write verdicts.jsonl, report.json/.md/.html "
+        "and the CSV tables tasks.csv, categories.csv.",
         formatter_class=HelpFormatter,
     )
     parser.add_argument(

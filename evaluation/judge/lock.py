@@ -8,9 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from evaluation.directory_lock import directory_lock
+from evaluation.judge.outputs import LOCK_FILE
 from index.errors import CopilotError
-
-LOCK_FILE = ".judge.lock"
 
 
 class OutputLockedError(CopilotError):

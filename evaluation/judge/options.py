@@ -15,13 +15,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evaluation.judge.outputs import VERDICTS_FILE as VERDICTS_FILE  # re-exported: where callers look for it
 from evaluation.judge.prompts import PROMPT_KINDS, PROMPT_VERSIONS, PromptKind
 from evaluation.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, LLMSettings, resolve_llm_settings
 from index.errors import CopilotError
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_PARSE_RETRIES = 2
-VERDICTS_FILE = "verdicts.jsonl"
 
 
 class JudgeError(CopilotError):

@@ -1,5 +1,5 @@
-"""Writing a report's files (``report.json``, ``report.md`` + ``plots/``, ``report.html``) and
-reading ``report.json`` back (``compare``, ``leaderboard``)."""
+"""Writing a report's files (``report.json``, ``report.md`` + ``plots/``, ``report.html``,
+``tasks.csv`` + ``categories.csv``) and reading ``report.json`` back (``compare``, ``leaderboard``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from evaluation.json_files import read_json_model
+from evaluation.judge.outputs import REPORT_FILE
+from evaluation.report.export import write_csv_tables
 from evaluation.report.models import Report
 from evaluation.report.plots import render_plots
 from evaluation.report.render import report_html, report_markdown
@@ -15,7 +17,7 @@ from evaluation.judge.verdict_log import VerdictRecord
 from evaluation.trajectories import Trajectory
 from index.storage.atomic import write_atomic
 
-FORMATS = ("json", "md", "html")
+FORMATS = ("json", "md", "html", "csv")
 
 
 def write_reports(
@@ -25,13 +27,15 @@ def write_reports(
     trajectories: Mapping[str, Trajectory] | None = None,
     verdicts: Mapping[str, VerdictRecord] | None = None,
 ) -> list[Path]:
-    """``report.json``, ``report.md`` (+ ``plots/``) and ``report.html``; with ``trajectories``
-    the HTML page also holds every task's trajectory (the viewer), linked from the task table."""
+    """``report.json``, ``report.md`` (+ ``plots/``), ``report.html`` and the CSV tables
+    (``tasks.csv``, ``categories.csv``: :mod:`evaluation.report.export`), as ``formats`` says;
+    with ``trajectories`` the HTML page also holds every task's trajectory (the viewer), linked
+    from the task table."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     if "json" in formats:
-        path = out_dir / "report.json"
+        path = out_dir / REPORT_FILE
         write_atomic(path, json.dumps(report.model_dump(mode="json"), indent=1, ensure_ascii=False) + "\n")
         written.append(path)
     if "md" in formats or "html" in formats:
@@ -50,6 +54,8 @@ def write_reports(
             path = out_dir / "report.html"
             write_atomic(path, report_html(report, plots, trajectories, verdicts))
             written.append(path)
+    if "csv" in formats:
+        written += write_csv_tables(report, out_dir)
     return written
 
 
@@ -57,7 +63,7 @@ def report_file(directory: str | Path) -> Path:
     """The ``report.json`` of a judged run: ``DIR/report.json``, ``DIR/judge/report.json`` or
     ``DIR`` itself; ``FileNotFoundError`` when there is none."""
     directory = Path(directory)
-    for candidate in (directory / "report.json", directory / "judge" / "report.json", directory):
+    for candidate in (directory / REPORT_FILE, directory / "judge" / REPORT_FILE, directory):
         if candidate.is_file():
             return candidate
     raise FileNotFoundError(directory)

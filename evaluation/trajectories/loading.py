@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from evaluation.judge.outputs import is_judge_output
 from evaluation.run.layout import REPEATS_FILE
 from evaluation.run.models import SUMMARY_FILE
 from evaluation.trajectories.copilot import Session, merge_sessions, read_jsonl, session_task_id
@@ -15,10 +16,14 @@ from evaluation.trajectories.model import LoadResult, Problem, Trajectory
 
 def _files_of_directory(directory: Path) -> list[Path]:
     """A benchmark run directory (``summary.json``) logs each task as ``<task_id>.jsonl`` at its
-    top level; below it are the tasks' workspaces, whose files are outputs, not logs."""
+    top level; below it are the tasks' workspaces, whose files are outputs, not logs. The judge's
+    own outputs (``verdicts.jsonl``, ``report.json`` … of an earlier judging, wherever it wrote
+    them under ``directory``) are no trajectories either: see :func:`is_judge_output`."""
     if (directory / SUMMARY_FILE).is_file():
-        return sorted(path for path in directory.glob("*.jsonl") if path.is_file())
-    return sorted(path for path in directory.rglob("*") if path.suffix in (".jsonl", ".json") and path.is_file())
+        found = (path for path in directory.glob("*.jsonl") if path.is_file())
+    else:
+        found = (path for path in directory.rglob("*") if path.suffix in (".jsonl", ".json") and path.is_file())
+    return sorted(path for path in found if not is_judge_output(path))
 
 
 def _resolved(path: Path) -> Path:
@@ -60,7 +65,9 @@ def load_trajectories(
     """Read every trajectory under ``paths`` (files or directories, recursively).
 
     ``known_tasks`` lets a session without ``task_id`` be matched by its file name
-    (``<run>/<task_id>.jsonl``); ``exclude`` skips the judge's own output directory.
+    (``<run>/<task_id>.jsonl``); ``exclude`` skips the judge's own output directory (and the reply
+    cache). The outputs of earlier judgings found in directories are skipped too, in silence; a
+    file named in ``paths`` is always read.
     """
     result = LoadResult()
     known = set(known_tasks)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import errno
 import json
 import logging
@@ -625,3 +626,28 @@ def test_a_rerun_that_judges_again_says_why(
     err = " ".join(capsys.readouterr().err.split())
     assert "judged 1 now, 0 already done" in err
     assert "judged again: 1 whose question, key points or tool descriptions changed since its verdict" in err
+
+
+def test_judging_a_judged_run_again_into_a_new_out_reads_no_earlier_judge_output(
+    llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Judged once (default ``logs/judge``), once more into ``logs/judge-jury``, then into a new
+    ``--out``: each earlier judge's ``verdicts.jsonl`` was read as a log, "1 input problem(s)
+    (skipped): …/judge/verdicts.jsonl: not a trajectory log (no 'event' field)", and counted in the
+    report's ``inputs``."""
+    logs = _one_task_logs(tmp_path)
+    llm.handler = lambda request: Reply(content="Status: success")
+    assert main([str(logs), *_common(tmp_path, llm.base_url)]) == 0
+    assert main([str(logs), *_common(tmp_path, llm.base_url), "--out", str(logs / "judge-jury")]) == 0
+    capsys.readouterr()
+    new_out = tmp_path / "new-out"
+    assert main([str(logs), *_common(tmp_path, llm.base_url), "--out", str(new_out)]) == 0
+    err = capsys.readouterr().err
+    assert "input problem" not in err and "not a trajectory log" not in err
+    assert "1/1 tasks succeeded" in err
+    report = json.loads((new_out / "report.json").read_text())
+    assert report["inputs"]["problems"] == [] and report["inputs"]["files_read"] == 1
+    # The CSV tables are written by default beside report.json, and listed with it.
+    assert f"wrote {new_out / 'tasks.csv'}" in err and f"wrote {new_out / 'categories.csv'}" in err
+    with (new_out / "tasks.csv").open(encoding="utf-8", newline="") as handle:
+        assert [(row["task_id"], row["outcome"]) for row in csv.DictReader(handle)] == [("t1", "success")]
