@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from index.cli.console import HelpFormatter
+from index.cli.console import HelpFormatter, argv_text
 
 #: Nothing may reach the network or print banners at run time (set before any import of them).
 _QUIET_ENVIRONMENT = {
@@ -55,9 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--token-file", type=Path, help="read the bearer token from this file's first line (COPILOT_HTTP_TOKEN_FILE)"
     )
     logs = parser.add_argument_group("trajectory logs")
-    logs.add_argument("--task-id", help="task id recorded in session_start (COPILOT_TASK_ID)")
-    logs.add_argument("--question", help="task question recorded in session_start (COPILOT_QUESTION)")
-    logs.add_argument("--category", help="task category recorded in session_start (COPILOT_CATEGORY)")
+    logs.add_argument("--task-id", type=argv_text, help="task id recorded in session_start (COPILOT_TASK_ID)")
+    logs.add_argument("--question", type=argv_text, help="task question recorded in session_start (COPILOT_QUESTION)")
+    logs.add_argument("--category", type=argv_text, help="task category recorded in session_start (COPILOT_CATEGORY)")
     logs.add_argument("--log-file", type=Path, help="write the trajectory to exactly this file (COPILOT_LOG_FILE)")
     logs.add_argument("--log-dir", type=Path, help="directory of per-session trajectories (COPILOT_LOG_DIR)")
     safety = parser.add_argument_group("safety")

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from index.json_text import parse_json
+from index.json_text import os_text, parse_json
 from index.errors import ConfigError
 from index.search.query import MAX_TOP_K
 from index.settings import CopilotSettings, check_writable_directory, setting_name
@@ -217,6 +217,13 @@ class ServerSettings(CopilotSettings):
         # Blank (an empty line in .env) would be the path ".": "Is a directory" instead of the
         # default; as the host, every interface (bind("")) instead of loopback.
         return cls._empty_means_unset(value)
+
+    @field_validator("task_id", "question", "category")
+    @classmethod
+    def _read_as_utf8(cls, value: str | None) -> str | None:
+        # Under a locale that is not UTF-8 an environment value's non-ASCII bytes arrive as lone
+        # surrogates, which the trajectory wrote as "?" (t??che-1): the UTF-8 they are.
+        return value if value is None else (os_text(value) or value)
 
     @field_validator("roots", mode="before")
     @classmethod

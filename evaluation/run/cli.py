@@ -45,7 +45,7 @@ from evaluation.run.summary_view import summary_table
 from index.errors import ConfigError, CopilotError
 from index.catalog.servers import ServersFile, load_servers
 from index.settings import CopilotSettings
-from index.cli.console import HelpFormatter, make_console, prepare_text_io
+from index.cli.console import HelpFormatter, argv_text, make_console, prepare_text_io
 from index.cli.log_setup import log_handler, quiet_noisy_loggers
 
 logger = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--task-files", type=Path, help="directory with the tasks' files, mapped to /root (default: the --tasks file's directory)"
     )
     tasks.add_argument("--out", type=Path, required=True, help="run directory (rerun the same to resume), e.g. runs/NAME")
-    tasks.add_argument("--only", nargs="+", action="extend", metavar="ID", help="only these task ids (unique prefixes work)")
-    tasks.add_argument("--category", help="only this category (Office, Lifestyle, Leisure, Finance, Travel, Shopping)")
+    tasks.add_argument("--only", nargs="+", action="extend", type=argv_text, metavar="ID", help="only these task ids (unique prefixes work)")
+    tasks.add_argument("--category", type=argv_text, help="only this category (Office, Lifestyle, Leisure, Finance, Travel, Shopping)")
     tasks.add_argument("--limit", type=int, help="at most N tasks (after --only/--category)")
     tasks.add_argument("--concurrency", type=int, default=1, help="tasks at a time (default 1)")
     tasks.add_argument("--task-timeout", type=float, default=1200.0, help="seconds per task (default 1200)")
@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument("--base-url", help="OpenAI-compatible endpoint of the built-in agent (or OPENAI_BASE_URL)")
     agent.add_argument("--api-key", help="its API key (or OPENAI_API_KEY)")
-    agent.add_argument("--model", help="its model (or MODEL)")
+    agent.add_argument("--model", type=argv_text, help="its model (or MODEL)")
     agent.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default 0.7, the paper's)")
     agent.add_argument("--max-turns", type=int, default=50, help="model calls per task (default 50)")
     agent.add_argument(

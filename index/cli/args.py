@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from index.cli.console import HelpFormatter, prepare_text_io
+from index.cli.console import HelpFormatter, argv_text, prepare_text_io
 from index.cli.log_setup import log_handler, quiet_noisy_loggers
 from index.errors import ConfigError, CopilotError
 from index.settings import check_working_directory
@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     crawl = add("crawl", _crawl, "Start each enabled server, list its tools, write a catalog snapshot.")
     crawl.add_argument("--servers", type=Path, help="servers.json or a Claude-Desktop config (default: COPILOT_SERVERS or the project's)")
-    crawl.add_argument("--only", nargs="+", metavar="NAME", help="crawl only these servers")
+    crawl.add_argument("--only", nargs="+", type=argv_text, metavar="NAME", help="crawl only these servers")
     crawl.add_argument("--out", type=Path, help="catalog to write (default: COPILOT_CATALOG or the bundled snapshot)")
     crawl.add_argument("--concurrency", type=int, default=4, help="live children at once (default 4)")
     crawl.add_argument("--timeout", type=float, default=120.0, help="hard timeout per server in seconds (default 120)")
@@ -89,10 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--catalog", type=Path, help="catalog snapshot (default: COPILOT_CATALOG or the bundled one)")
 
     search = add("search", _search, "Search the last built index.")
-    search.add_argument("query", nargs="?", help="plain text or <tool_assistant> server: ... tool: ... </tool_assistant>")
+    search.add_argument("query", nargs="?", type=argv_text, help="plain text or <tool_assistant> server: ... tool: ... </tool_assistant>")
     search.add_argument("--batch", type=Path, metavar="FILE.jsonl", help='one {"query": ...} per line; JSON lines out')
     search.add_argument("--top-k", type=int, default=5)
-    search.add_argument("--server", help="only tools of this server")
+    search.add_argument("--server", type=argv_text, help="only tools of this server")
     search.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     usage = add("usage", _usage, "Learn the usage prior route adds (tools that ran without error in earlier trajectories).")

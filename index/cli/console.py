@@ -41,19 +41,22 @@ def writes_unicode(stream: IO[str]) -> bool:
 def argv_text(arg: str) -> str:
     """A command-line argument as the UTF-8 text it was typed in, under a locale that is not UTF-8
     (Python read each non-ASCII byte as a lone surrogate: a query in Chinese became U+FFFD marks).
-    Bytes that are not UTF-8 stay as Python read them."""
+    Bytes that are not UTF-8 stay as Python read them.
+
+    The ``type`` of every option that is text (a query, a question, names), not of paths: a path
+    must stay as Python read it, the only form the file system can take back under such a locale
+    (read as UTF-8, "batch-\u00e9.jsonl" could no longer be opened)."""
     text = os_text(arg)
     return arg if text is None else text
 
 
 def prepare_text_io() -> None:
-    """Make output for people survive a terminal or pipe that is not UTF-8, and read the command
-    line as UTF-8 text. Characters stdout or stderr cannot encode are written as ``\\uXXXX`` escapes
-    (a catalog's Chinese description, an ellipsis in ``--help`` stopped whole commands with a
-    UnicodeEncodeError traceback under ``LC_ALL=C PYTHONUTF8=0`` or ``PYTHONIOENCODING=ascii``).
-    Machine output written with :func:`json_ensure_ascii` stays valid JSON."""
+    """Make output for people survive a terminal or pipe that is not UTF-8. Characters stdout or
+    stderr cannot encode are written as ``\\uXXXX`` escapes (a catalog's Chinese description, an
+    ellipsis in ``--help`` stopped whole commands with a UnicodeEncodeError traceback under
+    ``LC_ALL=C PYTHONUTF8=0`` or ``PYTHONIOENCODING=ascii``). Machine output written with
+    :func:`json_ensure_ascii` stays valid JSON. Text options read themselves (:func:`argv_text`)."""
     _escape_what_streams_cannot_write()
-    sys.argv[1:] = [argv_text(arg) for arg in sys.argv[1:]]
 
 
 def _escape_what_streams_cannot_write() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from index.cli.console import json_ensure_ascii, make_console
+from index.cli.console import argv_text, json_ensure_ascii, make_console
 from index.cli.display import printable, shell_word
 from index.errors import ConfigError, CopilotError
 from index.cli.hints import index_command
@@ -292,7 +292,7 @@ def print_scan_notes(console: Console, records: Sequence[ToolRecord]) -> None:
 def add_commands(add: object) -> None:
     """Register ``trust`` and ``approve`` with ``index.cli.args``'s subcommand helper."""
     trust = add("trust", trust_command, "List tools held back (changed, new, quarantined, poisoned) with diffs.")  # type: ignore[operator]
-    trust.add_argument("--server", help="only this server")
+    trust.add_argument("--server", type=argv_text, help="only this server")
     trust.add_argument("--no-diff", dest="diff", action="store_false", help="do not show the full diffs")
     trust.add_argument("--json", action="store_true", help="print JSON (with diffs) instead of text")
     approve = add(  # type: ignore[operator]
@@ -301,7 +301,7 @@ def add_commands(add: object) -> None:
         "Approve held-back definitions: SERVER (all of it), SERVER/TOOL, prompt:SERVER/NAME or "
         "resource_template:SERVER/URI, each optionally @HASH as 'trust' shows it (only that definition).",
     )
-    approve.add_argument("targets", nargs="+", metavar="SERVER[/TOOL][@HASH]")
+    approve.add_argument("targets", nargs="+", type=argv_text, metavar="SERVER[/TOOL][@HASH]")
     approve.add_argument(
         "--yes",
         action="store_true",

@@ -36,3 +36,25 @@ def test_a_copilot_variable_nothing_reads_is_named_with_the_nearest_that_is() ->
         "COPILOT_FROBNICATE is set but no setting of that name exists, so it is ignored; see the README's Configuration table",
         "COPILOT_LOGDIR is set but no setting of that name exists, so it is ignored; did you mean COPILOT_LOG_DIR?",
     ]
+
+
+def test_task_text_from_a_locale_that_is_not_utf8_is_read_as_the_utf8_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LC_ALL=C with PYTHONUTF8=0: each non-ASCII byte of an environment value or argument arrives as
+    # a lone surrogate, which the trajectory's session_start wrote as "?" ("t??che-1").
+    from server.__main__ import _overrides, build_parser  # noqa: PLC0415
+
+    def as_read(text: str) -> str:
+        return text.encode().decode("ascii", "surrogateescape")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    # (Given directly: this process's locale is UTF-8, so its environment would decode them itself.)
+    settings = ServerSettings(question=as_read("Quelle météo à Zürich? 🚀"), category=as_read("Météo") + " \udcff")
+    assert settings.question == "Quelle météo à Zürich? 🚀"
+    assert settings.category == as_read("Météo") + " \udcff"  # not UTF-8: kept as read
+    args = build_parser().parse_args(["--task-id", as_read("tâche-1"), "--log-file", as_read(str(tmp_path / "é.jsonl"))])
+    overrides = _overrides(args)
+    assert overrides["task_id"] == "tâche-1"
+    assert overrides["log_file"] == Path(as_read(str(tmp_path / "é.jsonl")))  # a path stays as the file system gave it

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from index.cli.console import UNWRAPPED_WIDTH, HelpFormatter, json_ensure_ascii, make_console, prepare_text_io
+from index.cli.console import UNWRAPPED_WIDTH, HelpFormatter, argv_text, json_ensure_ascii, make_console, prepare_text_io
 from tests.evaluation.judge_helpers import task_entry, write_copilot_log, write_tasks
 from tests.support.cli import cli_env, line_with, run_cli
 from tests.support.scripted_openai import Reply, ScriptedOpenAI
@@ -32,20 +32,24 @@ def test_a_console_on_a_pipe_does_not_wrap_whatever_columns_says(monkeypatch: py
     assert HelpFormatter("prog")._width == UNWRAPPED_WIDTH  # pytest's captured stdout is no terminal
 
 
-def test_output_survives_a_stream_that_is_not_utf8_and_argv_is_read_as_utf8(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_output_survives_a_stream_that_is_not_utf8_and_text_arguments_are_read_as_utf8(monkeypatch: pytest.MonkeyPatch) -> None:
     # A C locale's stdout (ascii, surrogateescape): an ellipsis in --help or a Chinese description
     # stopped whole commands with a UnicodeEncodeError traceback; a query typed in Chinese arrived as
     # lone surrogates (each byte one) and was searched as U+FFFD marks.
     raw = io.BytesIO()
     legacy = io.TextIOWrapper(raw, encoding="ascii", errors="surrogateescape")
     monkeypatch.setattr(sys, "stdout", legacy)
-    monkeypatch.setattr(sys, "argv", ["prog", "天气".encode().decode("ascii", "surrogateescape"), "bad \udcff", "plain"])
+    typed = "天气".encode().decode("ascii", "surrogateescape")
+    monkeypatch.setattr(sys, "argv", ["prog", typed, "bad \udcff", "plain"])
     assert json_ensure_ascii(legacy)
     prepare_text_io()
     print("weather … 天气")
     legacy.flush()
     assert raw.getvalue() == b"weather \\u2026 \\u5929\\u6c14\n"
-    assert sys.argv == ["prog", "天气", "bad \udcff", "plain"]  # bytes that are not UTF-8 stay as read
+    # argv stays as read (paths must: the file system takes back only that form); text options
+    # read themselves as UTF-8, bytes that are not UTF-8 stay as read.
+    assert sys.argv == ["prog", typed, "bad \udcff", "plain"]
+    assert [argv_text(arg) for arg in sys.argv[1:]] == ["天气", "bad \udcff", "plain"]
     utf8 = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
     monkeypatch.setattr(sys, "stdout", utf8)
     prepare_text_io()

@@ -378,7 +378,8 @@ def test_search_under_a_locale_that_is_not_utf8_reads_the_query_and_writes_valid
     assert one.returncode == 0 and "Traceback" not in one.stderr, one.stderr
     answer = json.loads(one.stdout)
     assert answer["query"] == asked and answer["results"][0]["tool"] == "convert_time"
-    batch = tmp_path / "queries.jsonl"
+    # A non-ASCII file name: read as UTF-8 text (as the query is) it could not be opened any more.
+    batch = tmp_path / "queries-é.jsonl"
     batch.write_text("".join(json.dumps({"query": query}) + "\n" for query in (asked, "bar chart")), encoding="utf-8")
     many = subprocess.run(
         [sys.executable, "-m", "index", "search", "--batch", str(batch), "--top-k", "1"],

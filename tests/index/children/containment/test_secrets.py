@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,9 @@ from tests.support.processes import HOSTILE_SERVER
 pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
 
 REPO = Path(__file__).resolve().parents[4]
-SECRET = "sk-childaudit-owner-secret-0123456789"
+#: Unique per run: the owner holds it in /proc/<pid>/environ until it blanks it, just before its first
+#: child starts, and a run going on at the same time (another suite) found it there in ``elsewhere``.
+SECRET = f"sk-childaudit-owner-secret-{secrets.token_hex(8)}"
 
 #: Owns one session like the crawler does; afterwards writes what its own environment still says.
 _OWNER = """
