@@ -9,7 +9,6 @@ for their own messages.
 from __future__ import annotations
 
 import io
-import json
 import sys
 from pathlib import Path
 
