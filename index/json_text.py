@@ -103,6 +103,26 @@ def os_text(value: str) -> str | None:
         return None
 
 
+def shown_os_text(value: str) -> str:
+    """``value`` (a path, an argument Python read from the system) as a person reads and pastes it:
+    :func:`os_text`, and where its bytes are not UTF-8 those bytes as ``\\xNN`` escapes (never a
+    lone surrogate, which no UTF-8 writer or JSON parser takes)."""
+    text = os_text(value)
+    if text is None:
+        # Bytes that are no UTF-8, or escaped bytes mixed with text the locale cannot encode: each
+        # run of escaped bytes on its own, then any lone surrogate left as a ``\\udNNN`` escape.
+        text = _ESCAPED_BYTES.sub(_escaped_bytes_text, value).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+#: A run of bytes ``surrogateescape`` read as lone surrogates (U+DC80..U+DCFF, one per byte).
+_ESCAPED_BYTES = re.compile("[\udc80-\udcff]+")
+
+
+def _escaped_bytes_text(match: re.Match[str]) -> str:
+    return bytes(ord(char) - 0xDC00 for char in match.group()).decode("utf-8", "backslashreplace")
+
+
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 #: Longest excerpt of a wrong value quoted in a message.

@@ -26,6 +26,7 @@ from index.models.embedding import force_offline
 from index.errors import ConfigError, CopilotError
 from index.catalog.records import ToolRecord
 from index.catalog.redact import redact_text, redact_url
+from index.json_text import os_text, shown_os_text
 from index.settings import CopilotSettings
 from index.search.text import tokenize, tool_lexical_text
 
@@ -43,10 +44,15 @@ _READ_ONLY = ("readonly database", "read-only file system", "permission denied")
 _FULL = ("database or disk is full", "no space left on device", "disk quota exceeded")
 
 
-def open_failure_message(path: Path, error: str, build_command: str) -> str:
+def open_failure_message(path: Path | str, error: str, build_command: str) -> str:
     """Why the index at ``path`` could not be opened, and the fix: removing it is advice only for
     damaged files -- an index that is read-only here or on a full disk is fine, and deleting it
-    lost a good index (and a rebuild on a full disk fails anyway)."""
+    lost a good index (and a rebuild on a full disk fails anyway).
+
+    Paths and the command are shown as the text they are (:func:`shown_os_text`): under a locale
+    that is not UTF-8 Python holds a non-ASCII path as lone surrogates, which cannot be pasted (and
+    which no JSON parser of an MCP host takes)."""
+    path, error, build_command = shown_os_text(str(path)), shown_os_text(error), shown_os_text(build_command)
     lowered = error.lower()
     if any(words in lowered for words in _READ_ONLY):
         return (
@@ -164,6 +170,23 @@ _shared_lock = threading.Lock()
 _CHROMA_REGISTRY = ("_refcount_lock", "_identifier_to_system", "_identifier_to_refcount")
 
 
+def store_path_text(path: Path) -> str:
+    """``path`` as the text to give Chroma, whose Rust side opens it as UTF-8.
+
+    Under a locale that is not UTF-8 (``LC_ALL=C`` with ``PYTHONUTF8=0``) Python holds a non-ASCII
+    path as lone surrogates (``surrogateescape``), which Chroma cannot encode ("surrogates not
+    allowed"); the path's bytes decoded as UTF-8 are text it encodes back to the same bytes. Bytes
+    that are no UTF-8 at all cannot be given to it: an :class:`IndexStoreError` says so."""
+    text = os_text(str(path))
+    if text is None:
+        raise IndexStoreError(
+            f"cannot use {shown_os_text(str(path))} for the index: the path is not UTF-8 text (the bytes "
+            "shown as \\xNN escapes), and the index store (Chroma) only opens UTF-8 paths. Set COPILOT_HOME "
+            "to a directory whose path is UTF-8 (or ASCII), or rename the directory."
+        )
+    return text
+
+
 def _drop_cached_system(path: str) -> None:
     """Make Chroma forget this process's state of ``path``: the next client reads the files afresh.
 
@@ -232,7 +255,10 @@ class ChromaStore:
     @property
     def location(self) -> str:
         """Where the store is, fit to show: a Chroma server's URL with its credentials masked."""
-        return redact_url(self.settings.chroma_url) if self.settings.chroma_url else str(self.settings.index_dir / "chroma")
+        if self.settings.chroma_url:
+            return redact_url(self.settings.chroma_url)
+        # The text Chroma is given (its per-path registry is keyed by it), readable and pasteable.
+        return shown_os_text(str(self.settings.index_dir / "chroma"))
 
     def client(self) -> ClientAPI:
         with self._lock:
@@ -278,26 +304,27 @@ class ChromaStore:
                     "start it (chroma run --path DIR --port PORT) or unset COPILOT_CHROMA_URL."
                 ) from None
         path = self.settings.index_dir / "chroma"
+        native = store_path_text(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             # Not damaged files but an unusable COPILOT_HOME (a file, a read-only or missing mount):
             # removing the index would not help, choosing another home does.
             raise IndexStoreError(
-                f"cannot use {path} for the index ({error.strerror or error}); COPILOT_HOME "
-                f"({self.settings.home}) must be a writable directory: fix it or set COPILOT_HOME elsewhere."
+                f"cannot use {native} for the index ({error.strerror or error}); COPILOT_HOME "
+                f"({shown_os_text(str(self.settings.home))}) must be a writable directory: fix it or set COPILOT_HOME elsewhere."
             ) from None
         try:
-            return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+            return chromadb.PersistentClient(path=native, settings=chroma_settings)
         except Exception as error:  # noqa: BLE001
             from index.cli.hints import index_command
 
             # Chroma keeps the half-built system of a failed open for the next one, which then fails
             # with a meaningless cause ("'RustBindingsAPI' object has no attribute 'bindings'").
             with _shared_lock:
-                _drop_cached_system(str(path))
+                _drop_cached_system(native)
 
-            raise IndexStoreError(open_failure_message(path, str(error), index_command(self.settings, "build"))) from None
+            raise IndexStoreError(open_failure_message(native, str(error), index_command(self.settings, "build"))) from None
 
     # -- collections -------------------------------------------------------------------------
 

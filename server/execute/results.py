@@ -40,6 +40,7 @@ from mcp_types import (
 from pydantic import BaseModel
 from pydantic_core import to_json
 
+from index.json_text import shown_os_text
 from server.trajectory.records import ExecuteResult
 
 #: ``_meta`` key of a result the copilot cut: what was cut, machine-readable.
@@ -68,9 +69,24 @@ class ResultLimits:
     binary_bytes: int = 5_000_000
 
 
+def utf8_text(text: str) -> str:
+    """``text`` as UTF-8 can carry it: a lone surrogate (an OS path or argument Python read under a
+    locale that is not UTF-8, a chained error quoting one) made the whole answer JSON that MCP
+    hosts reject ("lone leading surrogate in hex escape"), so the host saw a protocol error instead
+    of the message. Escaped bytes of UTF-8 text become that text; any other lone surrogate a
+    ``\\udcNN`` escape. Text that encodes (nearly all) is returned as it is, after one encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return shown_os_text(text)
+    return text
+
+
 def text_result(text: str, *, is_error: bool = False, structured: dict[str, Any] | None = None) -> CallToolResult:
+    """A result of one text block: every ``route``/``execute`` answer the copilot writes itself (its
+    rendered search results and its error messages) is made here, so its text is :func:`utf8_text`."""
     return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=structured, is_error=is_error
+        content=[TextContent(type="text", text=utf8_text(text))], structured_content=structured, is_error=is_error
     )
 
 
