@@ -108,6 +108,7 @@ def _row(
         row.unavailable_servers = _unavailable_servers(trajectory)
         row.confirmations = dict(Counter(confirmation.answer for confirmation in trajectory.confirmations))
         row.started = trajectory.started
+        row.seconds, row.tool_seconds = trajectory.seconds, trajectory.tool_seconds
         row.run_status = trajectory.end_status
         row.run_error_kind = trajectory.end_error_kind
         row.run_broke = trajectory.run_broke
@@ -143,6 +144,8 @@ def efficiency_group(rows: Sequence[TaskRow]) -> EfficiencyGroup:
         # Not rounded: a cheap model's cost per task ($0.0004) read 0.0, and the leaderboard then
         # took the run for one that logged no cost.
         cost=_mean([row.cost for row in rows], digits=None),
+        seconds=_mean([row.seconds for row in rows], digits=1),
+        tool_seconds=_mean([row.tool_seconds for row in rows], digits=1),
     )
 
 

@@ -65,6 +65,8 @@ class Entry(BaseModel):
     cost: float | None = None
     total_cost: float | None = None
     turns: float | None = None
+    #: Wall-clock seconds per task (over the tasks whose logs have times).
+    seconds: float | None = None
     route_calls: float | None = None
     execute_calls: float | None = None
     tool_errors: float | None = None
@@ -167,6 +169,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
             cost=efficiency.cost,
             total_cost=repeats.total_cost,
             turns=efficiency.turns,
+            seconds=efficiency.seconds,
             route_calls=efficiency.route_calls,
             execute_calls=efficiency.execute_calls,
             tool_errors=efficiency.tool_errors,
@@ -200,6 +203,7 @@ def load_entry(directory: Path, taken: set[str]) -> Entry:
         cost=efficiency.cost if efficiency else None,
         total_cost=report.usage.cost,
         turns=efficiency.turns if efficiency else None,
+        seconds=efficiency.seconds if efficiency else None,
         route_calls=efficiency.route_calls if efficiency else None,
         execute_calls=efficiency.execute_calls if efficiency else None,
         tool_errors=efficiency.tool_errors if efficiency else None,
@@ -347,8 +351,8 @@ def tables(board: Leaderboard) -> list[Table]:
     runs = Table(
         "Runs",
         [
-            "run", "tasks", "repeats", "success", "95% CI", "pass@n", "pass^n", "tokens/task", "cost/task", "total cost",
-            "turns", "route", "execute", "tool errors", "judge", "frontier",
+            "run", "tasks", "repeats", "success", "95% CI", "pass@n", "pass^n", "tokens/task", "cost/task ($)",
+            "total cost ($)", "time/task (s)", "turns", "route", "execute", "tool errors", "judge", "frontier",
         ],
         [
             [
@@ -361,6 +365,7 @@ def tables(board: Leaderboard) -> list[Table]:
                 num(e.tokens, 0),
                 money(e.cost),
                 money(e.total_cost),
+                num(e.seconds, 1),
                 num(e.turns, 1),
                 num(e.route_calls, 1),
                 num(e.execute_calls, 1),

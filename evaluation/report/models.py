@@ -83,6 +83,9 @@ class TaskRow(BaseModel):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cost: float | None = None
+    #: Wall-clock seconds of the task (its sessions, first event to last) and of its tool calls.
+    seconds: float | None = None
+    tool_seconds: float | None = None
     gold_tools: list[str] = Field(default_factory=list)
     gold_retrieved: bool | None = None
     gold_rank: int | None = None
@@ -144,6 +147,9 @@ class EfficiencyGroup(BaseModel):
     tool_errors: float | None
     tokens: float | None = None
     cost: float | None = None
+    #: Wall-clock seconds per task, and of its tool calls (over the tasks whose logs have times).
+    seconds: float | None = None
+    tool_seconds: float | None = None
 
 
 class Retrieval(BaseModel):

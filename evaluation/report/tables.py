@@ -119,7 +119,10 @@ def agreement_table(report: Report) -> Table | None:
 
 
 def efficiency_table(report: Report) -> Table:
-    header = ["tasks", "n", "turns", "route calls", "execute calls", "distinct tools", "tool errors", "agent tokens", "cost"]
+    header = [
+        "tasks", "n", "turns", "route calls", "execute calls", "distinct tools", "tool errors", "agent tokens (in+out)",
+        "cost ($)", "time (s)", "tool time (s)",
+    ]
     rows = [
         [
             name,
@@ -131,6 +134,8 @@ def efficiency_table(report: Report) -> Table:
             num(g.tool_errors, 1),
             num(g.tokens, 0),
             money(g.cost),
+            num(g.seconds, 1),
+            num(g.tool_seconds, 1),
         ]
         for name, g in report.efficiency.items()
     ]
@@ -138,8 +143,10 @@ def efficiency_table(report: Report) -> Table:
         "Efficiency (mean per task)",
         header,
         rows,
-        "Turns are logged LLM turns when the agent reports them, else estimated as calls + 1. A task the judge never "
-        "decided is in all, not in failure.",
+        "Turns are logged LLM turns when the agent reports them, else estimated as calls + 1. Time: wall clock from "
+        "the task's first logged event to its last (summed over its sessions); tool time: its execute calls' "
+        "latencies. Tokens, cost and times are over the tasks that logged them. A task the judge never decided is in "
+        "all, not in failure.",
     )
 
 

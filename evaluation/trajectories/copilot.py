@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import re
+from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +73,8 @@ def _result_text(event: ExecuteEvent) -> str:
 class Session:
     file: str
     first_ts: str = ""
+    #: Time of the session's last event (its ``session_end`` when it has one).
+    last_ts: str = ""
     start: SessionStart | None = None
     events: list[Any] = field(default_factory=list)
     ended: bool = False
@@ -126,6 +130,7 @@ def read_jsonl(path: Path, result: LoadResult) -> list[Session]:
             if isinstance(event, SessionStart) or current is None:
                 current = Session(file=str(path), first_ts=event.ts)
                 sessions.append(current)
+            current.last_ts = event.ts or current.last_ts
             if isinstance(event, SessionStart):
                 current.start = event
             elif isinstance(event, SessionEnd):
@@ -289,4 +294,23 @@ def merge_sessions(task_id: str, sessions: list[Session]) -> Trajectory:
     trajectory.turns = totals.turns
     trajectory.workspace = list(workspace.values())
     trajectory.complete = sessions[-1].ended
+    trajectory.seconds = _seconds(sessions)
+    latencies = [call.latency_ms for call in trajectory.execute_calls if call.latency_ms is not None]
+    trajectory.tool_seconds = round(math.fsum(latencies) / 1000, 3) if latencies else None
     return trajectory
+
+
+def _seconds(sessions: list[Session]) -> float | None:
+    """Wall-clock seconds the task's sessions lasted, first event to last, summed (the time between
+    two sessions of one task is not the agent's); ``None`` when a time is missing or unreadable."""
+    total = 0.0
+    for session in sessions:
+        try:
+            first = datetime.fromisoformat(session.first_ts)
+            last = datetime.fromisoformat(session.last_ts)
+        except (TypeError, ValueError):
+            return None
+        if (first.tzinfo is None) != (last.tzinfo is None):
+            return None
+        total += max(0.0, (last - first).total_seconds())
+    return round(total, 3)

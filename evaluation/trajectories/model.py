@@ -87,6 +87,10 @@ class Trajectory(BaseModel):
     model: str | None = None
     #: Time of the first event (ISO 8601); tasks are time-varying, so reports keep the dates.
     started: str | None = None
+    #: Wall-clock seconds of the task's sessions (first event to last, summed over sessions), and of
+    #: its ``execute`` calls (their logged latencies); ``None`` when the log does not say.
+    seconds: float | None = None
+    tool_seconds: float | None = None
     #: LLM turns of the agent; ``None`` when the log does not say.
     turns: int | None = None
     sessions: int = 1

@@ -404,3 +404,16 @@ def test_the_agreement_plot_rounds_as_the_table_does() -> None:
     figure = agreement_figure(report)
     assert figure.axes[0].get_title() == "Judge vs people: agreement 62.5%, kappa 0.25"
     pyplot().close(figure)
+
+
+def test_the_efficiency_table_says_time_per_task_and_units() -> None:
+    from evaluation.report.build import efficiency_group  # noqa: PLC0415
+    from evaluation.report.models import TaskRow  # noqa: PLC0415
+
+    rows = [
+        TaskRow(task_id="a", category="Office", question="q", verdict="success", seconds=30.0, tool_seconds=2.0),
+        TaskRow(task_id="b", category="Office", question="q", verdict="failure", seconds=90.0, tool_seconds=None),
+        TaskRow(task_id="c", category="Office", question="q", verdict="failure"),  # a log without times
+    ]
+    group = efficiency_group(rows)
+    assert (group.seconds, group.tool_seconds) == (60.0, 2.0)  # over the tasks that logged them, not 0 for c

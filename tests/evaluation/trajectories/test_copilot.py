@@ -173,3 +173,37 @@ def test_a_file_with_no_event_on_any_line_is_still_skipped_whole(tmp_path: Path)
     result = load_trajectories([tmp_path])
     assert not result.trajectories
     assert [(p.kind, p.line) for p in result.problems] == [("skipped_file", None)]
+
+
+def _timed(log: Path, start: str, seconds: list[float], latencies_ms: list[float] | None = None) -> None:
+    """Rewrite ``log``'s event times: ``start`` plus each line's offset; execute latencies too."""
+    from datetime import datetime, timedelta  # noqa: PLC0415
+
+    base = datetime.fromisoformat(start)
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(seconds)
+    latencies = iter(latencies_ms or [])
+    events = []
+    for line, offset in zip(lines, seconds, strict=True):
+        event = json.loads(line)
+        event["ts"] = (base + timedelta(seconds=offset)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        if event["event"] == "execute" and latencies_ms is not None:
+            event["latency_ms"] = next(latencies)
+        events.append(json.dumps(event))
+    log.write_text("\n".join(events) + "\n", encoding="utf-8")
+
+
+def test_a_task_is_timed_over_its_sessions_and_its_tool_calls(tmp_path: Path) -> None:
+    # Researchers asked how long tasks take: no report said (summary.json had it, no table used it).
+    early = write_copilot_log(tmp_path / "a.jsonl", "t1", "Q", session_id="early", executes=[{"server": "s", "tool": "x"}])
+    late = write_copilot_log(tmp_path / "b.jsonl", "t1", "Q", session_id="late", executes=[{"server": "s", "tool": "y"}])
+    lines = len(early.read_text().splitlines())
+    _timed(early, "2025-01-01T10:00:00+00:00", [0.0] * (lines - 1) + [30.0], [1500.0])
+    _timed(late, "2025-01-01T11:00:00+00:00", [0.0] * (lines - 2) + [2.0, 12.5], [250.0])
+    trajectory = load_trajectories([tmp_path]).trajectories["t1"]
+    # The hour between the sessions is not the agent's: 30 s + 12.5 s.
+    assert trajectory.seconds == 42.5
+    assert trajectory.tool_seconds == 1.75
+    # A log without latencies has no tool time (not 0 s).
+    write_copilot_log(tmp_path / "c.jsonl", "t2", "Q")
+    assert load_trajectories([tmp_path / "c.jsonl"]).trajectories["t2"].tool_seconds is None
