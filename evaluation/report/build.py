@@ -9,6 +9,7 @@ all (every task undecided) there is no rate (``None``), not 0%.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -23,7 +24,9 @@ from evaluation.report.models import (
     HumanAgreement,
     InputInfo,
     JudgeInfo,
+    JudgePair,
     JudgeStats,
+    JuryAgreement,
     Outcome,
     Rate,
     Report,
@@ -33,7 +36,7 @@ from evaluation.report.models import (
     TaskRow,
     Usage,
 )
-from evaluation.report.stats import cohen_kappa, confusion
+from evaluation.report.stats import cohen_kappa, confusion, fleiss_kappa
 from evaluation.taxonomy.model import Diagnosis
 from evaluation.tasks import CATEGORIES, normalise_server_name, normalise_tool_name
 from evaluation.trajectories import UNAVAILABLE_KINDS, Trajectory
@@ -257,6 +260,25 @@ def _judge_stats(models: Sequence[str], rows: Sequence[TaskRow]) -> list[JudgeSt
     return stats
 
 
+def _jury_agreement(models: Sequence[str], rows: Sequence[TaskRow]) -> JuryAgreement | None:
+    """How far a jury's judges agree with each other, on the tasks every one of them voted on
+    (success vs not): the reliability question a jury raises, answerable without human labels."""
+    if len(models) < 2:
+        return None
+    voted = [row for row in rows if all(row.judges.get(model) for model in models)]
+    votes = [[row.judges[model] == "success" for model in models] for row in voted]
+    pairs = []
+    for (i, a), (j, b) in itertools.combinations(enumerate(models), 2):
+        table = confusion([row[i] for row in votes], [row[j] for row in votes])
+        pairs.append(JudgePair(judge_a=a, judge_b=b, n=table.n, agreement=table.agreement, cohen_kappa=cohen_kappa(table)))
+    return JuryAgreement(
+        n=len(voted),
+        fleiss_kappa=fleiss_kappa(votes),
+        split_tasks=[row.task_id for row, said in zip(voted, votes, strict=True) if len(set(said)) > 1],
+        pairs=pairs,
+    )
+
+
 def _most_common(values: Sequence[str | None]) -> str | None:
     present = Counter(value for value in values if value)
     return present.most_common(1)[0][0] if present else None
@@ -367,6 +389,7 @@ def build_report(
         cohen_kappa=agreement.cohen_kappa if agreement else None,
         confusion=agreement.confusion if agreement else None,
         human=agreement,
+        jury=_jury_agreement(judge.models, decided),
         efficiency={
             "all": efficiency_group([row for row in rows if row.has_trajectory]),
             "success": efficiency_group([row for row in rows if row.verdict == "success"]),

@@ -138,6 +138,26 @@ class JudgeStats(BaseModel):
     cohen_kappa: float | None = None
 
 
+class JudgePair(BaseModel):
+    """Two judges of a jury on the tasks both voted on (success vs not): no human labels needed."""
+
+    judge_a: str
+    judge_b: str
+    n: int
+    agreement: float | None
+    cohen_kappa: float | None
+
+
+class JuryAgreement(BaseModel):
+    #: Tasks every judge voted on (those with a trajectory and an outcome).
+    n: int
+    #: Fleiss' kappa over all judges; ``None`` when undefined (every vote the same).
+    fleiss_kappa: float | None
+    #: Tasks the judges did not all decide alike.
+    split_tasks: list[str] = Field(default_factory=list)
+    pairs: list[JudgePair] = Field(default_factory=list)
+
+
 class EfficiencyGroup(BaseModel):
     n: int
     turns: float | None
@@ -252,6 +272,8 @@ class Report(BaseModel):
     cohen_kappa: float | None = None
     confusion: Confusion | None = None
     human: HumanAgreement | None = None
+    #: A jury's judges against each other (``None`` with one judge, and in older reports).
+    jury: JuryAgreement | None = None
     efficiency: dict[str, EfficiencyGroup]
     usage: Usage
     retrieval: Retrieval

@@ -120,6 +120,25 @@ def cohen_kappa(table: Confusion) -> float | None:
     return (observed - expected) / (1 - expected)
 
 
+def fleiss_kappa(votes: Sequence[Sequence[bool]]) -> float | None:
+    """Fleiss' kappa of yes/no votes, one row per item, every row the same raters: agreement of
+    all raters beyond chance. ``None`` when undefined (no item, fewer than two raters, or every vote
+    the same, where chance agreement is 1)."""
+    if not votes:
+        return None
+    m = len(votes[0])
+    if m < 2 or any(len(row) != m for row in votes):
+        return None
+    yes_share = sum(sum(row) for row in votes) / (len(votes) * m)
+    expected = yes_share**2 + (1 - yes_share) ** 2
+    if math.isclose(expected, 1.0):
+        return None
+    observed = sum(
+        (yes * (yes - 1) + (m - yes) * (m - yes - 1)) / (m * (m - 1)) for yes in (sum(row) for row in votes)
+    ) / len(votes)
+    return (observed - expected) / (1 - expected)
+
+
 class McNemar(BaseModel):
     only_a: int  # tasks A solved and B did not
     only_b: int

@@ -98,6 +98,20 @@ def judges_table(report: Report) -> Table | None:
     )
 
 
+def jury_table(report: Report) -> Table | None:
+    jury = report.jury
+    if jury is None:
+        return None
+    return Table(
+        "Agreement between judges",
+        ["judge A", "judge B", "tasks", "agreement", "Cohen's kappa"],
+        [[p.judge_a, p.judge_b, str(p.n), pct(p.agreement), num(p.cohen_kappa)] for p in jury.pairs],
+        f"On the {jury.n} tasks every judge voted on (success vs not); no human labels needed. Fleiss' kappa over all "
+        f"judges: {num(jury.fleiss_kappa)} (n/a when every vote is the same). The judges split on {len(jury.split_tasks)} "
+        f"task(s){': ' + listed_ids(jury.split_tasks) if jury.split_tasks else ''}.",
+    )
+
+
 def agreement_table(report: Report) -> Table | None:
     h = report.human
     if h is None:
@@ -333,6 +347,7 @@ def tasks_table(report: Report) -> Table:
 TABLES: tuple[Callable[[Report], Table | None], ...] = (
     category_table,
     judges_table,
+    jury_table,
     agreement_table,
     efficiency_table,
     retrieval_table,

@@ -417,3 +417,51 @@ def test_the_efficiency_table_says_time_per_task_and_units() -> None:
     ]
     group = efficiency_group(rows)
     assert (group.seconds, group.tool_seconds) == (60.0, 2.0)  # over the tasks that logged them, not 0 for c
+
+
+def test_a_jury_reports_how_far_its_judges_agree_without_human_labels() -> None:
+    # Researchers asked how reliable a jury is; without human labels the report had no figure.
+    from evaluation.report.tables import jury_table  # noqa: PLC0415
+    from tests.evaluation.report.support import built, record, trajectory  # noqa: PLC0415
+
+    votes = {
+        "t1": ("success", "success", "success"),
+        "t2": ("failure", "failure", "failure"),
+        "t3": ("success", "failure", "success"),
+        "t4": ("failure", "failure", "abstain"),
+        "t5": ("success", "success", "failure"),
+    }
+    models = ("a", "b", "c")
+    report = built(
+        {task: "Office" for task in (*votes, "t6")},
+        [trajectory(task) for task in votes],
+        [
+            record(task, "success" if said.count("success") >= 2 else "failure", dict(zip(models, said, strict=True)))
+            for task, said in votes.items()
+        ],
+        models=models,
+    )
+    jury = report.jury
+    assert jury is not None and jury.n == 5  # t6 has no trajectory: no judge voted on it
+    assert jury.split_tasks == ["t3", "t5"]  # abstain counts as "not success", as in the jury's majority
+    pairs = {(p.judge_a, p.judge_b): (p.agreement, p.cohen_kappa) for p in jury.pairs}
+    assert pairs[("a", "b")][0] == pytest.approx(4 / 5)
+    assert pairs[("a", "c")][0] == pytest.approx(4 / 5)
+    assert pairs[("b", "c")][0] == pytest.approx(3 / 5)
+    # Fleiss by hand: p = 8/15 success votes; each task's pairwise agreement 1, 1, 1/3, 1, 1/3.
+    expected = (8 / 15) ** 2 + (7 / 15) ** 2
+    assert jury.fleiss_kappa == pytest.approx(((11 / 3) / 5 - expected) / (1 - expected))
+    table = jury_table(report)
+    assert table is not None and [row[:3] for row in table.rows] == [["a", "b", "5"], ["a", "c", "5"], ["b", "c", "5"]]
+    assert "split on 2 task(s): t3, t5" in table.note
+    single = built({"t1": "Office"}, [trajectory("t1")], [record("t1", "success")])
+    assert single.jury is None and jury_table(single) is None
+
+
+def test_fleiss_kappa_is_undefined_when_every_vote_is_the_same() -> None:
+    from evaluation.report.stats import fleiss_kappa  # noqa: PLC0415
+
+    assert fleiss_kappa([[True, True], [True, True]]) is None
+    assert fleiss_kappa([]) is None and fleiss_kappa([[True]]) is None
+    assert fleiss_kappa([[True, True], [False, False]]) == pytest.approx(1.0)
+    assert fleiss_kappa([[True, False], [False, True]]) == pytest.approx(-1.0)
