@@ -264,7 +264,7 @@ def compare_reports(a: Report, b: Report, name_a: str, name_b: str, alpha: float
 
 def render(comparison: Comparison, a: Report, b: Report) -> str:
     c = comparison
-    out = [f"WARNING: {warning}" for warning in c.warnings if warning.startswith(("ONLY", "UNJUDGED"))]
+    out = [f"WARNING: {warning}" for warning in c.warnings if warning.startswith(("SAME", "ONLY", "UNJUDGED"))]
     out += [
         f"A = {c.run_a}: {c.success_a}/{c.n_tasks} = {pct(c.rate_a)} (95% CI {interval(c.ci95_a)})",
         f"B = {c.run_b}: {c.success_b}/{c.n_tasks} = {pct(c.rate_b)} (95% CI {interval(c.ci95_b)})",
@@ -342,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise CompareError(f"--alpha must be between 0 and 1 (got {args.alpha}).")
         a, b = _load(args.run_a), _load(args.run_b)
         comparison = compare_reports(a, b, str(args.run_a), str(args.run_b), args.alpha)
+        if report_file(args.run_a).resolve() == report_file(args.run_b).resolve():
+            comparison.warnings.insert(0, f"SAME REPORT: both runs are {report_file(args.run_a)}; nothing is compared.")
         if args.json:
             try:
                 args.json.write_text(json.dumps(comparison.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8")

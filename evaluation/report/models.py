@@ -183,7 +183,8 @@ class Retrieval(BaseModel):
     median_best_rank: float | None
     gold_executed: int
     note: str = (
-        "gold = tool names in the task's Annotator Metadata.Tools; rank = best 1-based position in any route result"
+        "gold = tool names in the task's Annotator Metadata.Tools; rank = best 1-based position in any route result; "
+        "hit@k (recall_at_k in report.json) = share of the tasks that routed with any gold tool in some route's top k"
     )
 
 

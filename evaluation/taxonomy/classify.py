@@ -286,9 +286,12 @@ def classify(trajectory: Trajectory, gold_tools: Sequence[str], check: Capabilit
         chosen = [f for f in findings if f.label == label and f.strong == strong]
         if chosen:
             first = chosen[0]
-            evidence = [e for f in chosen for e in f.evidence][:6]
+            # Gold tools alike often cite the same calls (every route query, for each tool never
+            # returned): each piece of evidence once, not once per tool.
+            evidence = list({(e.call, e.note): e for f in chosen for e in f.evidence}.values())[:6]
             others = [f"{f.tool}: {f.reason}" for f in findings if f not in chosen and f.label is not None]
-            reason = first.reason + (f" (also {len(chosen) - 1} more gold tool(s) alike)" if len(chosen) > 1 else "")
+            alike = [f.tool for f in chosen[1:]]
+            reason = first.reason + (f" (also {len(alike)} more gold tool(s) alike: {excerpt(', '.join(alike), 200)})" if alike else "")
             if others:
                 evidence.append(Evidence(note="other gold tools: " + excerpt("; ".join(others), 300)))
             return Diagnosis(task_id=trajectory.task_id, label=label, cause=first.cause, reason=reason, evidence=evidence)

@@ -93,6 +93,13 @@ async def test_a_small_difference_is_called_noise(
     assert "The difference is within noise: 2 tasks solved only by" in out and "p = 1 >= 0.05" in out
 
 
+async def test_a_run_compared_with_itself_is_said_to_be_one(llm: ScriptedOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: "The runs succeed on exactly the same tasks: no difference.", and nothing more.
+    a = await _judge_dir(llm, tmp_path, "a", {"t0"}, {"t0": "work", "t1": "work"})
+    assert main([str(a), str(a.parent)]) == 0
+    assert capsys.readouterr().out.startswith(f"WARNING: SAME REPORT: both runs are {a / 'report.json'}; nothing is compared.")
+
+
 def test_missing_report_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path), str(tmp_path)]) == 2
     err = capsys.readouterr().err

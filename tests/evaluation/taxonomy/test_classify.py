@@ -100,6 +100,16 @@ def test_a_gold_tool_nobody_describes_is_undecided_not_guessed(tmp_path, check) 
     assert (found.label, found.cause) == ("undecided", "no_capability_check")
 
 
+def test_gold_tools_alike_cite_each_call_once_and_are_named(tmp_path, check) -> None:
+    # Before: two undecided gold tools cited the same two route queries twice each, and the reason
+    # said "also 1 more gold tool(s) alike" without naming it.
+    routes = [("something", [("fx", "echo")]), ("anything else", [("fx", "echo")])]
+    found = classify(trajectory(tmp_path, routes=routes), ["teleport", "levitate"], check)
+    assert (found.label, found.cause) == ("undecided", "no_capability_check")
+    assert [e.note for e in found.evidence] == ["query 'something'", "query 'anything else'"]
+    assert found.reason.endswith("(also 1 more gold tool(s) alike: levitate)")
+
+
 def test_without_annotated_tools_validation_errors_still_make_a_tool_error(tmp_path, check) -> None:
     calls = [{"server": "fx", "tool": "ad", "is_error": True, "text": "x", "error": "Unknown tool 'ad'",
               "error_kind": "unknown_tool"}]
