@@ -27,6 +27,7 @@ from evaluation.report.models import (
     JudgePair,
     JudgeStats,
     JuryAgreement,
+    ToolUsage,
     Outcome,
     Rate,
     Report,
@@ -210,6 +211,44 @@ def _health(rows: Sequence[TaskRow], trajectories: dict[str, Trajectory]) -> Hea
         if row.has_outcome and row.verdict != "success" and row.unavailable_servers
     ]
     return Health(servers=servers, failures_from_unavailable_servers=traced)
+
+
+def _tool_usage(rows: Sequence[TaskRow], trajectories: Mapping[str, Trajectory]) -> list[ToolUsage]:
+    """Per tool: route answers that showed it, execute calls of it, the tasks of each; names spelled
+    differently (case, ``_``/``-``, spaces) are one tool, shown as most often spelled."""
+    verdicts = {row.task_id: row.verdict for row in rows}
+    golds = Counter(normalise_tool_name(tool) for row in rows for tool in set(row.gold_tools))
+    usage: dict[tuple[str, str], ToolUsage] = {}
+    spellings: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
+    seen: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
+
+    def entry(server: str | None, tool: str | None) -> tuple[str, str]:
+        spelled = (server or "(none)", tool or "(none)")
+        key = (normalise_server_name(spelled[0]), normalise_tool_name(spelled[1]))
+        spellings.setdefault(key, Counter())[spelled] += 1
+        if key not in usage:
+            usage[key] = ToolUsage(server=spelled[0], tool=spelled[1], gold_tasks=golds.get(key[1], 0))
+            seen[key] = (set(), set())
+        return key
+
+    for trajectory in trajectories.values():
+        for call in trajectory.calls:
+            if call.kind == "route":
+                for server, tool in dict.fromkeys(call.hits):  # a tool twice in one answer is shown once
+                    key = entry(server, tool)
+                    usage[key].routed += 1
+                    seen[key][0].add(trajectory.task_id)
+            else:
+                key = entry(call.server, call.tool)
+                usage[key].executed += 1
+                usage[key].errors += call.is_error
+                seen[key][1].add(trajectory.task_id)
+    for key, tool in usage.items():
+        tool.server, tool.tool = spellings[key].most_common(1)[0][0]
+        routed_in, executed_in = seen[key]
+        tool.routed_tasks, tool.executed_tasks = len(routed_in), len(executed_in)
+        tool.successful_tasks = sum(1 for task in executed_in if verdicts.get(task) == "success")
+    return sorted(usage.values(), key=lambda t: (-t.executed, -t.routed, t.server, t.tool))
 
 
 def _human(rows: Sequence[TaskRow], human: dict[str, bool]) -> HumanAgreement | None:
@@ -409,6 +448,7 @@ def build_report(
         retrieval=_retrieval(rows),
         retrieval_split=_retrieval_split(rows),
         health=_health(rows, trajectories),
+        tools=_tool_usage(rows, trajectories),
         confirmations=_confirmations(rows, trajectories),
         taxonomy=_taxonomy(rows),
         tasks=rows,

@@ -200,6 +200,23 @@ class ServerHealth(BaseModel):
     tasks: int = 0
 
 
+class ToolUsage(BaseModel):
+    """One tool over the run: how often ``route`` showed it and the agent called it."""
+
+    server: str
+    tool: str
+    #: Route answers that listed it, and the tasks they were in.
+    routed: int = 0
+    routed_tasks: int = 0
+    #: ``execute`` calls of it, those that failed, and the tasks that called it (successful ones too).
+    executed: int = 0
+    errors: int = 0
+    executed_tasks: int = 0
+    successful_tasks: int = 0
+    #: Tasks that annotate it (the task list's gold tools).
+    gold_tasks: int = 0
+
+
 class Health(BaseModel):
     servers: list[ServerHealth] = Field(default_factory=list)
     failures_from_unavailable_servers: list[dict[str, object]] = Field(default_factory=list)
@@ -273,6 +290,8 @@ class Report(BaseModel):
     cohen_kappa: float | None = None
     confusion: Confusion | None = None
     human: HumanAgreement | None = None
+    #: Every tool a route showed or the agent called, most called first.
+    tools: list[ToolUsage] = Field(default_factory=list)
     #: A jury's judges against each other (``None`` with one judge, and in older reports).
     jury: JuryAgreement | None = None
     efficiency: dict[str, EfficiencyGroup]

@@ -232,6 +232,30 @@ def health_table(report: Report) -> Table:
     return Table("Tool/server health", ["server", "calls", "errors", "timeouts", "error rate", "tasks", "error kinds"], rows, note)
 
 
+#: Tools in the table (report.json lists them all).
+TOOLS_SHOWN = 30
+
+
+def tools_table(report: Report) -> Table | None:
+    if not report.tools:
+        return None
+    shown = report.tools[:TOOLS_SHOWN]
+    return Table(
+        "Tools routed and executed",
+        ["server", "tool", "routed", "in tasks", "executed", "errors", "in tasks", "of them successful", "gold in tasks"],
+        [
+            [
+                t.server, t.tool, str(t.routed), str(t.routed_tasks), str(t.executed), str(t.errors), str(t.executed_tasks),
+                str(t.successful_tasks), str(t.gold_tasks) if t.gold_tasks else "",
+            ]
+            for t in shown
+        ],
+        f"Most executed first{f'; the first {len(shown)} of {len(report.tools)} (all in report.json, tools)' if len(shown) < len(report.tools) else ''}. "
+        "routed: route answers that listed the tool; executed: its execute calls; gold: tasks whose annotated tools "
+        "name it.",
+    )
+
+
 def unavailable_table(report: Report) -> Table | None:
     traced = report.health.failures_from_unavailable_servers
     if not traced:
@@ -356,6 +380,7 @@ TABLES: tuple[Callable[[Report], Table | None], ...] = (
     diagnosis_table,
     confirmations_table,
     health_table,
+    tools_table,
     unavailable_table,
     tasks_table,
 )

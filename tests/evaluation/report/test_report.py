@@ -465,3 +465,28 @@ def test_fleiss_kappa_is_undefined_when_every_vote_is_the_same() -> None:
     assert fleiss_kappa([]) is None and fleiss_kappa([[True]]) is None
     assert fleiss_kappa([[True, True], [False, False]]) == pytest.approx(1.0)
     assert fleiss_kappa([[True, False], [False, True]]) == pytest.approx(-1.0)
+
+
+def test_each_tool_routed_or_executed_is_counted_with_its_tasks() -> None:
+    # Researchers asked which tools were shown and called how often; the health table is per server.
+    from evaluation.report.tables import tools_table  # noqa: PLC0415
+    from evaluation.trajectories.model import ToolCall  # noqa: PLC0415
+    from tests.evaluation.report.support import built, record, trajectory  # noqa: PLC0415
+
+    first = trajectory("t1", executes=2, routes=[["echo", "add"], ["echo"]])
+    second = trajectory("t2", executes=1, routes=[["add", "add"]])  # one tool twice in one answer: shown once
+    second.calls.append(ToolCall(index=9, kind="execute", server="S", tool="Add", is_error=True))  # another spelling
+    report = built(
+        {"t1": ("Office", ["add"]), "t2": ("Office", ["Add", "echo"]), "t3": "Office"},
+        [first, second],
+        [record("t1", "success"), record("t2", "failure")],
+    )
+    usage = {(t.server, t.tool): t for t in report.tools}
+    assert list(usage) == [("s", "echo"), ("s", "add")]  # most executed first; "S"/"Add" is "s"/"add"
+    echo, add = usage[("s", "echo")], usage[("s", "add")]
+    assert (echo.routed, echo.routed_tasks, echo.executed, echo.executed_tasks, echo.successful_tasks) == (2, 1, 3, 2, 1)
+    assert (add.routed, add.routed_tasks, add.executed, add.errors, add.executed_tasks, add.successful_tasks) == (2, 2, 1, 1, 1, 0)
+    assert (echo.gold_tasks, add.gold_tasks) == (1, 2)
+    table = tools_table(report)
+    assert table is not None and table.rows[0][:3] == ["s", "echo", "2"]
+    assert tools_table(built({"t1": "Office"}, [trajectory("t1")], [record("t1", "success")])) is None
