@@ -38,26 +38,38 @@ def effective_size(rates: Sequence[float], attempts: int) -> float:
     Attempts of one task are correlated (a task an agent cannot do fails every time), so the mean's
     variance is the spread of the *tasks'* rates over their number; the effective size is the number
     of independent attempts with that variance, p(1-p) / var. It is at most ``attempts`` (the design
-    effect is taken as at least 1, as Korn and Graubard do), which is also what it is when the tasks'
-    rates do not spread at all (all 0%, all 100%, or all 2/3): no spread says nothing against
-    independence. For one run (rates 0 or 1) it is the number of tasks.
+    effect is taken as at least 1, as Korn and Graubard do). When the tasks' rates do not spread at
+    all it depends on what they are: all 0 or 1 (a run that never, or always, succeeds) is what
+    tasks that are decided before they start give, so the tasks are the units; rates in between
+    (all 2/3) show attempts of one task differing, so the attempts are. For one run (rates 0 or 1)
+    it is the number of tasks.
     """
     k = len(rates)
     mean = sum(rates) / k
     variance = sum((rate - mean) ** 2 for rate in rates) / k / k
     if variance <= 0:
-        return float(attempts)
+        return float(k) if all(rate in (0.0, 1.0) for rate in rates) else float(attempts)
     return min(float(attempts), mean * (1 - mean) / variance)
+
+
+def _small_sample_size(size: float, tasks: int, z: float = Z_95) -> float:
+    """``size`` shrunk for the few tasks its variance rests on: Korn and Graubard's degrees-of-freedom
+    adjustment, size x (z / t_(tasks-1))^2 (an interval over 10 tasks is as wide as Student's t with
+    9 degrees of freedom makes it, not the normal's)."""
+    from scipy.special import stdtrit  # noqa: PLC0415 -- imported here: scipy costs a second at import
+
+    t = float(stdtrit(tasks - 1, 1 - (1 - math.erf(z / math.sqrt(2))) / 2))
+    return size * (z / t) ** 2
 
 
 def task_rate_interval(counts: Sequence[tuple[int, int]], z: float = Z_95) -> tuple[float, float] | None:
     """95% interval of the mean per-task success rate (pass@1) from ``(successes, attempts)`` per task.
 
-    The Wilson interval at the Kish effective size (:func:`effective_size`): tasks, not attempts,
-    are the units where rates spread, and it never collapses to a point where they do not (a normal
-    interval around the mean of 24 tasks all at 0/3 read "0.0%-0.0%"). Tasks without an attempt are
-    left out; ``None`` when none is left. One task says nothing of the spread between tasks: the
-    whole range.
+    The Wilson interval at the Kish effective size (:func:`effective_size`) with Korn and Graubard's
+    degrees-of-freedom adjustment (:func:`_small_sample_size`): tasks, not attempts, are the units
+    where rates spread, and it never collapses to a point where they do not (a normal interval
+    around the mean of 24 tasks all at 0/3 read "0.0%-0.0%"). Tasks without an attempt are left out;
+    ``None`` when none is left. One task says nothing of the spread between tasks: the whole range.
     """
     held = [(successes, attempts) for successes, attempts in counts if attempts > 0]
     if not held:
@@ -65,7 +77,8 @@ def task_rate_interval(counts: Sequence[tuple[int, int]], z: float = Z_95) -> tu
     if len(held) == 1:
         return (0.0, 1.0)
     rates = [successes / attempts for successes, attempts in held]
-    return _wilson(sum(rates) / len(rates), effective_size(rates, sum(attempts for _, attempts in held)), z)
+    size = effective_size(rates, sum(attempts for _, attempts in held))
+    return _wilson(sum(rates) / len(rates), _small_sample_size(size, len(rates), z), z)
 
 
 def defined(interval: tuple[float, float] | None) -> tuple[float, float]:
@@ -217,7 +230,7 @@ def paired_rate_difference_interval(
 
     Newcombe's method 10 (as :func:`paired_difference_interval` for single runs), with each run's
     interval the Wilson one at its Kish effective size (:func:`task_rate_interval`) and the
-    correlation that of the tasks' rates. Pairs where either run has no attempt are left out;
+    correlation that of the tasks' rates, continuity-corrected as his. Pairs where either run has no attempt are left out;
     ``None`` when none is left.
     """
     pairs = [(x, y) for x, y in zip(a, b, strict=True) if x[1] > 0 and y[1] > 0]
@@ -229,12 +242,16 @@ def paired_rate_difference_interval(
     p_a, p_b = sum(rates_a) / k, sum(rates_b) / k
     if k == 1:
         return (max(-1.0, -p_a), min(1.0, 1.0 - p_a))  # one task: whatever B's rate could be
-    low_a, high_a = _wilson(p_a, effective_size(rates_a, sum(n for (_, n), _ in pairs)), z)
-    low_b, high_b = _wilson(p_b, effective_size(rates_b, sum(n for _, (_, n) in pairs)), z)
-    spread_a = sum((x - p_a) ** 2 for x in rates_a)
-    spread_b = sum((y - p_b) ** 2 for y in rates_b)
-    together = sum((x - p_a) * (y - p_b) for x, y in zip(rates_a, rates_b, strict=True))
-    rho = together / math.sqrt(spread_a * spread_b) if spread_a > 0 and spread_b > 0 else 0.0
+    low_a, high_a = _wilson(p_a, _small_sample_size(effective_size(rates_a, sum(n for (_, n), _ in pairs)), k, z), z)
+    low_b, high_b = _wilson(p_b, _small_sample_size(effective_size(rates_b, sum(n for _, (_, n) in pairs)), k, z), z)
+    spread_a = sum((x - p_a) ** 2 for x in rates_a) / k
+    spread_b = sum((y - p_b) ** 2 for y in rates_b) / k
+    # Newcombe's continuity correction of the correlation, on the rates' covariance: for single runs
+    # (rates 0 or 1) it is his corrected phi; without it two runs with the same rate on every task
+    # had correlation 1 and the interval (0, 0).
+    together = sum((x - p_a) * (y - p_b) for x, y in zip(rates_a, rates_b, strict=True)) / k
+    corrected = together - 1 / (2 * k) if together > 1 / (2 * k) else (together if together < 0 else 0.0)
+    rho = corrected / math.sqrt(spread_a * spread_b) if spread_a > 0 and spread_b > 0 else 0.0
     difference = p_b - p_a
     below = math.sqrt(max(0.0, (p_b - low_b) ** 2 - 2 * rho * (p_b - low_b) * (high_a - p_a) + (high_a - p_a) ** 2))
     above = math.sqrt(max(0.0, (high_b - p_b) ** 2 - 2 * rho * (high_b - p_b) * (p_a - low_a) + (p_a - low_a) ** 2))
