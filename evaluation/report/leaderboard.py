@@ -31,7 +31,7 @@ from evaluation.report.models import Report
 from evaluation.report.plots import figure_png, literal, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, markdown_text, png_img
 from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
-from evaluation.report.stats import mcnemar_exact, paired_difference_interval, paired_rate_difference_interval, sign_flip_p_value
+from evaluation.report.stats import holm, mcnemar_exact, paired_difference_interval, paired_rate_difference_interval, sign_flip_p_value
 from evaluation.report.tables import Table, money, num, pct, rate_cells
 from index.cli.console import HelpFormatter, prepare_text_io
 from index.errors import CopilotError
@@ -94,6 +94,8 @@ class FrontierStep(BaseModel):
     difference: float | None
     difference_ci95: tuple[float, float] | None
     p_value: float
+    #: Holm-adjusted for the number of steps tested (each step is one more test); what decides.
+    p_holm: float | None = None
     significant: bool
     #: ``McNemar`` (both single runs) or ``permutation`` (a repeated run: per-task pass@1).
     test: str = "McNemar"
@@ -291,6 +293,10 @@ def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Lea
         entry.on_frontier = True
     frontier = [entry.name for entry in on_frontier]
     steps = [_step(a, b, alpha) for a, b in zip(on_frontier, on_frontier[1:], strict=False)]
+    tested = [step for step in steps if step.difference is not None]
+    for step, adjusted in zip(tested, holm([step.p_value for step in tested]), strict=True):
+        step.p_holm = adjusted
+        step.significant = adjusted < alpha
     warnings = []
     keys = {e.judge_key for e in entries}
     if len(keys) > 1:
@@ -382,7 +388,7 @@ def tables(board: Leaderboard) -> list[Table]:
     )
     steps = Table(
         "Steps along the cost-success frontier",
-        ["cheaper", "dearer", "common tasks", "better cheaper", "better dearer", "difference", "95% CI", "p", "test", "verdict"],
+        ["cheaper", "dearer", "common tasks", "better cheaper", "better dearer", "difference", "95% CI", "p", "Holm p", "test", "verdict"],
         [
             [
                 s.cheaper,
@@ -395,18 +401,20 @@ def tables(board: Leaderboard) -> list[Table]:
                         f"{s.difference * 100:+.1f} pt",
                         f"{s.difference_ci95[0] * 100:+.1f} to {s.difference_ci95[1] * 100:+.1f} pt",
                         f"{s.p_value:.3g}",
+                        f"{s.p_holm:.3g}" if s.p_holm is not None else "",
                         s.test,
                         "significant" if s.significant else "within noise",
                     )
                     if s.difference is not None and s.difference_ci95 is not None
-                    else ("", "", "", "", "not tested (no common task)")
+                    else ("", "", "", "", "", "not tested (no common task)")
                 ),
             ]
             for s in board.steps
         ],
         f"On the tasks both runs hold (alpha {board.alpha:g}): two single runs by the exact McNemar test (better: solved "
         "by one run only); with a repeated run, by each task's pass@1, the difference with Newcombe's interval at each "
-        "run's effective size and p from a paired permutation test (better: a higher pass@1).",
+        "run's effective size and p from a paired permutation test (better: a higher pass@1). The verdict is "
+        "the Holm-adjusted p's: each step is one more test.",
     )
     return [runs, steps] if board.steps else [runs]
 

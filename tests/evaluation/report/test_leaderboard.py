@@ -345,7 +345,7 @@ def test_a_frontier_step_between_runs_with_no_common_task_has_no_difference() ->
     board = build_leaderboard([_entry("cheap", 0.4, 0.01, tasks="a"), _entry("dear", 0.6, 0.02, tasks="b")])  # type: ignore[list-item]
     [step] = board.steps
     assert (step.common_tasks, step.difference, step.difference_ci95) == (0, None, None)
-    assert tables(board)[1].rows == [["cheap", "dear", "0", "0", "0", "", "", "", "", "not tested (no common task)"]]
+    assert tables(board)[1].rows == [["cheap", "dear", "0", "0", "0", "", "", "", "", "", "not tested (no common task)"]]
 
 
 def test_pass_at_n_of_a_repeated_run_says_when_it_rests_on_fewer_tasks(tmp_path: Path) -> None:
@@ -387,5 +387,24 @@ def test_a_step_to_a_repeated_run_is_measured_by_the_pass_at_1_the_table_shows()
     low, high = step.difference_ci95
     assert low < step.difference < high
     row = tables(board)[1].rows[0]
-    assert row[5] == "+8.3 pt" and row[8] == "permutation"
+    assert row[5] == "+8.3 pt" and row[9] == "permutation"
     assert (step.only_cheaper, step.only_dearer) == (8, 14)  # tasks each run did better on (2 tie at 0)
+
+
+def test_each_frontier_step_is_one_more_test_and_the_verdict_is_holm_adjusted() -> None:
+    from evaluation.report.leaderboard import build_leaderboard  # noqa: PLC0415
+
+    def run(name: str, cost: float, solved: int) -> object:
+        entry = _entry(name, solved / 40, cost)
+        entry.attempts = {f"t{i}": (int(i < solved), 1) for i in range(40)}  # type: ignore[attr-defined]
+        entry.n_tasks = 40  # type: ignore[attr-defined]
+        return entry
+
+    # Three steps up: 10 -> 17 -> 24 -> 31 of 40, each 7 more tasks (McNemar p = 0.0156 alone).
+    board = build_leaderboard([run("a", 0.01, 10), run("b", 0.02, 17), run("c", 0.03, 24), run("d", 0.04, 31)])  # type: ignore[list-item]
+    assert [round(step.p_value, 4) for step in board.steps] == [0.0156] * 3
+    assert [round(step.p_holm, 4) for step in board.steps] == [0.0469] * 3  # type: ignore[arg-type]
+    assert all(step.significant for step in board.steps)
+    board = build_leaderboard([run("a", 0.01, 10), run("b", 0.02, 16), run("c", 0.03, 22), run("d", 0.04, 28)])  # type: ignore[list-item]
+    # 6 more each: p = 0.031 alone, "significant" three times before; 0.094 adjusted.
+    assert all(step.p_value < 0.05 for step in board.steps) and not any(step.significant for step in board.steps)
