@@ -76,6 +76,11 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 PROJECT_DIR = PACKAGE_DIR.parent
 #: The project's own crawl of ``servers.json``, committed so a fresh install can build the index.
 DEFAULT_CATALOG = PACKAGE_DIR / "data" / "catalog.json"
+#: A user's own crawl (``index crawl`` of an installed package), read instead of the bundled snapshot.
+OWN_CATALOG = "catalog.json"
+#: The project's ``servers.json`` as installed with the package (in a checkout, a link to it): an
+#: installed wheel has no checkout to find it in.
+BUNDLED_SERVERS = PACKAGE_DIR / "data" / "servers.json"
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 #: How the model's weights compute: int8 (dynamically quantized feed-forward layers) or float32.
 EmbeddingPrecision = Literal["int8", "float32"]
@@ -206,16 +211,36 @@ class CopilotSettings(BaseSettings):
         return self.usage_prior if self.usage_prior is not None else self.home / "usage-prior.json"
 
     def servers_file(self) -> Path:
-        """The server list in use: ``COPILOT_SERVERS``, else ``./servers.json``, else the project's."""
+        """The server list in use: ``COPILOT_SERVERS``, else ``./servers.json``, else the project's
+        (the checkout's, or the copy installed with the package)."""
         if self.servers is not None:
             return self.servers
         local = Path.cwd() / "servers.json"
         if local.is_file():
             return local
-        return PROJECT_DIR / "servers.json"
+        project = PROJECT_DIR / "servers.json"
+        return project if project.is_file() else BUNDLED_SERVERS
 
     def catalog_file(self) -> Path:
-        return self.catalog if self.catalog is not None else DEFAULT_CATALOG
+        """The catalog in use: ``COPILOT_CATALOG``, else (installed, not a checkout) the user's own
+        crawl in ``COPILOT_HOME`` when there is one, else the bundled snapshot."""
+        if self.catalog is not None:
+            return self.catalog
+        own = self.home / OWN_CATALOG
+        return own if not in_checkout() and own.is_file() else DEFAULT_CATALOG
+
+    def crawl_output(self) -> Path:
+        """Where ``index crawl`` writes by default: ``COPILOT_CATALOG``; in a checkout the bundled
+        snapshot (refreshing it is a maintainer's job); installed, ``COPILOT_HOME/catalog.json``
+        -- it overwrote the installed package's snapshot, which an upgrade then silently restored."""
+        if self.catalog is not None:
+            return self.catalog
+        return DEFAULT_CATALOG if in_checkout() else self.home / OWN_CATALOG
+
+
+def in_checkout() -> bool:
+    """Whether the packages run from the project's checkout (an editable install), not an installed wheel."""
+    return (PROJECT_DIR / "pyproject.toml").is_file()
 
 
 def livemcpbench_dir() -> Path:

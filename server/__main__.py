@@ -32,12 +32,15 @@ logger = logging.getLogger("server")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from server.telemetry.status_cli import copilot_command
+
+    prog = copilot_command()
     parser = argparse.ArgumentParser(
-        prog="python -m server",
+        prog=prog,
         description="MCP Copilot: one MCP server with 'route' (find tools) and 'execute' (call them) over many "
         "servers.",
         formatter_class=HelpFormatter,
-        epilog="'python -m server status' shows the copilots running with this COPILOT_HOME.",
+        epilog=f"'{prog} status' shows the copilots running with this COPILOT_HOME.",
     )
     parser.add_argument(
         "--servers", type=Path, help="servers.json or any Claude-Desktop-style config (COPILOT_SERVERS)"

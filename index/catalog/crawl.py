@@ -709,7 +709,7 @@ def crawl_command(args: argparse.Namespace) -> int:
     servers_path = Path(args.servers) if args.servers else settings.servers_file()
     loaded = load_servers(servers_path)
     selected = select_servers(loaded.servers, args.only, str(servers_path))
-    out = Path(args.out) if args.out else settings.catalog_file()
+    out = Path(args.out) if args.out else settings.crawl_output()
     log_dir = Path(args.log_dir) if args.log_dir else settings.home / "crawl-logs"
     # Both checked before any child starts: a crawl takes minutes, and its catalog must be writable at the end.
     check_catalog_target(out, "--out" if args.out else "the catalog (COPILOT_CATALOG)")

@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     crawl = add("crawl", _crawl, "Start each enabled server, list its tools, write a catalog snapshot.")
     crawl.add_argument("--servers", type=Path, help="servers.json or a Claude-Desktop config (default: COPILOT_SERVERS or the project's)")
     crawl.add_argument("--only", nargs="+", type=argv_text, metavar="NAME", help="crawl only these servers")
-    crawl.add_argument("--out", type=Path, help="catalog to write (default: COPILOT_CATALOG or the bundled snapshot)")
+    crawl.add_argument("--out", type=Path, help="catalog to write (default: COPILOT_CATALOG; in the project's checkout the bundled snapshot, installed COPILOT_HOME/catalog.json)")
     crawl.add_argument("--concurrency", type=int, default=4, help="live children at once (default 4)")
     crawl.add_argument("--timeout", type=float, default=120.0, help="hard timeout per server in seconds (default 120)")
     crawl.add_argument("--log-dir", type=Path, help="where each child's stderr is written")

@@ -171,6 +171,12 @@ def quality_sentences(answer: RouteAnswer) -> list[str]:
 def indexing_sentence(status: IndexingStatus) -> str:
     if not status.in_progress:
         return ""
+    if not status.pending_servers:
+        return (
+            "Note: the copilot is comparing its servers with the tool index (it has just started, or the servers "
+            "file changed); tools of new or changed servers may not be searchable yet. Search again in a minute if "
+            "nothing here fits."
+        )
     pending = ", ".join(status.pending_servers[:10])
     more = f" and {len(status.pending_servers) - 10} more" if len(status.pending_servers) > 10 else ""
     return (

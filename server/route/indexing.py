@@ -161,12 +161,20 @@ class BackgroundIndexer:
         #: server -> (launch hash, time.monotonic()) of its last failed crawl.
         self._failed_launches: dict[str, tuple[str, float]] = {}
         self._running = False
+        #: Runs asked for and not finished: a route answered while the servers are being compared
+        #: with the index (before any is pending) is answered during indexing too.
+        self._asked = 0
+        self._planned = False
         self._one_at_a_time = anyio.Lock()
         self.done = anyio.Event()
 
     def status(self) -> IndexingStatus:
+        # Planning (comparing the servers file with the index, in a thread) comes before any server
+        # is pending: the first route after start-up said "Nothing matched" and "not in progress"
+        # while its servers were about to be crawled.
+        planning = self._asked > 0 and not self._pending and not self._planned
         return IndexingStatus(
-            in_progress=self._running and bool(self._pending),
+            in_progress=planning or (self._running and bool(self._pending)),
             pending_servers=list(self._pending),
             failed_servers=dict(self._failed),
         )
@@ -177,11 +185,16 @@ class BackgroundIndexer:
         Runs one at a time: a run asked for while another is in progress (the servers file
         changed) waits for it and then plans against what that one indexed.
         """
-        async with self._one_at_a_time:
-            await self._run_once(servers)
+        self._asked += 1
+        try:
+            async with self._one_at_a_time:
+                await self._run_once(servers)
+        finally:
+            self._asked -= 1
 
     async def _run_once(self, servers: Mapping[str, ServerConfig]) -> None:
         self._running = True
+        self._planned = False
         try:
             await self._run(servers)
         except anyio.get_cancelled_exc_class():
@@ -197,6 +210,7 @@ class BackgroundIndexer:
 
     async def _run(self, servers: Mapping[str, ServerConfig]) -> None:
         plan, catalog = await anyio.to_thread.run_sync(self._plan, servers, abandon_on_cancel=True)
+        self._planned = True
         # A server that needs no indexing now (removed from the file, disabled, or indexed since) has
         # not failed: route's answers would otherwise report an old failure forever.
         self._failed = {name: why for name, why in self._failed.items() if name in plan.servers}

@@ -15,9 +15,14 @@ from index.cli.console import HelpFormatter, make_console, prepare_text_io
 from server.telemetry.status import CopilotStatus, read_statuses
 
 
+def copilot_command() -> str:
+    """How the user started the copilot: the ``mcp-copilot`` script, or ``python -m server``."""
+    return "mcp-copilot" if Path(sys.argv[0]).name == "mcp-copilot" else "python -m server"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m server status",
+        prog=f"{copilot_command()} status",
         description="Show the copilots running with this COPILOT_HOME: live children, recent errors, index state.",
         formatter_class=HelpFormatter,
     )

@@ -162,3 +162,28 @@ def test_directories_made_at_start_are_private_whatever_the_umask(tmp_path: Path
     finally:
         os.umask(previous)
     assert [(tmp_path / part).stat().st_mode & 0o777 for part in ("home", "home/logs", "home/logs/children")] == [0o700] * 3
+
+
+def test_an_installed_package_has_the_projects_servers_file_and_crawls_into_its_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Installed as a wheel there is no checkout: without ./servers.json or COPILOT_SERVERS every
+    # command stopped at "…/site-packages/servers.json: server list not found", and `index crawl`
+    # overwrote the installed package's catalog snapshot.
+    import index.settings as settings_module  # noqa: PLC0415
+
+    checkout = settings_module.PROJECT_DIR
+    assert settings_module.BUNDLED_SERVERS.read_bytes() == (checkout / "servers.json").read_bytes()
+    monkeypatch.chdir(tmp_path)  # no ./servers.json here
+    for name in ("COPILOT_SERVERS", "COPILOT_CATALOG"):
+        monkeypatch.delenv(name, raising=False)
+    settings = CopilotSettings(home=tmp_path / "home")
+    assert settings.servers_file() == checkout / "servers.json"
+    assert settings.crawl_output() == settings_module.DEFAULT_CATALOG  # a maintainer refreshes the snapshot
+    monkeypatch.setattr(settings_module, "PROJECT_DIR", tmp_path / "site-packages")  # what a wheel's parent holds
+    assert settings.servers_file() == settings_module.BUNDLED_SERVERS
+    assert settings.crawl_output() == tmp_path / "home" / "catalog.json"
+    assert settings.catalog_file() == settings_module.DEFAULT_CATALOG  # nothing crawled yet
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "catalog.json").write_text("{}", encoding="utf-8")
+    assert settings.catalog_file() == tmp_path / "home" / "catalog.json"  # the user's own crawl

@@ -227,3 +227,14 @@ async def test_an_http_entry_pointing_at_the_copilot_itself_is_recognised_at_the
     [warning] = [line for line in stderr.splitlines() if "could not crawl myself" in line]
     assert "is this copilot" in warning
     line_with(stderr, "serving MCP over streamable HTTP on " + url)
+
+
+def test_help_names_the_command_the_user_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: `mcp-copilot --help` said "usage: python -m server" and pointed to "python -m server status".
+    from server.__main__ import build_parser  # noqa: PLC0415
+
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/mcp-copilot", "--help"])
+    text = build_parser().format_help()
+    assert text.startswith("usage: mcp-copilot ") and "'mcp-copilot status'" in text
+    monkeypatch.setattr(sys, "argv", ["/x/server/__main__.py", "--help"])
+    assert build_parser().format_help().startswith("usage: python -m server ")

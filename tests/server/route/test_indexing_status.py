@@ -77,3 +77,35 @@ async def test_a_server_that_failed_is_not_crawled_again_at_every_edit_of_the_fi
     monkeypatch.setattr("server.route.indexing.RECRAWL_AFTER_FAILURE", 0.0)  # its time has come
     await _run(indexer, _servers(tmp_path, delta=broken))
     assert _starts(tmp_path, "delta") == 2
+
+
+async def test_indexing_is_in_progress_while_the_servers_are_compared_with_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the first route after start-up (the plan still being made in a thread, nothing pending
+    # yet) said "Nothing matched" with in_progress false, though a crawl was about to start.
+    from server.route.answer import indexing_sentence  # noqa: PLC0415
+
+    settings = copilot_settings(tmp_path / "home", tmp_path)
+    index = ToolIndex.open(settings)
+    index.sync(make_records(), catalog="tests", catalog_digest="abc")
+    indexer = BackgroundIndexer(settings, index)
+    planning, release = anyio.Event(), __import__("threading").Event()
+    plan = indexer._plan
+
+    def slow_plan(servers: dict) -> object:
+        anyio.from_thread.run_sync(planning.set)
+        release.wait(60)
+        return plan(servers)
+
+    monkeypatch.setattr(indexer, "_plan", slow_plan)
+    assert not indexer.status().in_progress
+    async with anyio.create_task_group() as group:
+        group.start_soon(_run, indexer, _servers(tmp_path, delta=fixture_entry("delta", tools=["echo"])))
+        with anyio.fail_after(30):
+            await planning.wait()
+        status = indexer.status()
+        assert status.in_progress and status.pending_servers == []
+        assert "comparing its servers with the tool index" in indexing_sentence(status)
+        release.set()
+    assert not indexer.status().in_progress and index.get("delta", "echo") is not None
