@@ -21,12 +21,13 @@ DAMAGED_VERDICTS_FILE = "verdicts.damaged.jsonl"
 REPORT_FILE = "report.json"
 TASKS_CSV = "tasks.csv"
 CATEGORIES_CSV = "categories.csv"
+TOOLS_CSV = "tools.csv"
 #: The output lock (``evaluation.judge.lock``): created by every judge run and left in place.
 LOCK_FILE = ".judge.lock"
 
 #: Files the judge writes into its output directory (``plots/`` holds only images).
 JUDGE_OUTPUT_FILES = frozenset(
-    {VERDICTS_FILE, DAMAGED_VERDICTS_FILE, REPORT_FILE, "report.md", "report.html", TASKS_CSV, CATEGORIES_CSV, LOCK_FILE}
+    {VERDICTS_FILE, DAMAGED_VERDICTS_FILE, REPORT_FILE, "report.md", "report.html", TASKS_CSV, CATEGORIES_CSV, TOOLS_CSV, LOCK_FILE}
 )
 
 

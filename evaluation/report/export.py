@@ -22,8 +22,8 @@ import io
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from evaluation.judge.outputs import CATEGORIES_CSV, TASKS_CSV
-from evaluation.report.models import Report, TaskRow
+from evaluation.judge.outputs import CATEGORIES_CSV, TASKS_CSV, TOOLS_CSV
+from evaluation.report.models import Report, TaskRow, ToolUsage
 from index.storage.atomic import write_atomic
 
 #: The judge's reasoning in ``tasks.csv``: whitespace collapsed, cut after this many characters
@@ -202,6 +202,15 @@ def category_table(report: Report) -> tuple[list[str], list[dict[str, str]]]:
     return list(CATEGORY_COLUMNS), rows
 
 
+#: ``tools.csv``: :class:`~evaluation.report.models.ToolUsage`'s fields, in its order.
+TOOL_COLUMNS = tuple(ToolUsage.model_fields)
+
+
+def tool_table(report: Report) -> tuple[list[str], list[dict[str, str]]]:
+    """``tools.csv``'s columns and rows: every tool a route listed or the agent called (``report.tools``)."""
+    return list(TOOL_COLUMNS), [{column: _cell(getattr(tool, column)) for column in TOOL_COLUMNS} for tool in report.tools]
+
+
 def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, str]]) -> str:
     """A header row and ``rows`` as CSV (RFC 4180, ``\\r\\n`` line ends)."""
     buffer = io.StringIO(newline="")
@@ -212,9 +221,10 @@ def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, str]]) -> str:
 
 
 def write_csv_tables(report: Report, out_dir: Path) -> list[Path]:
-    """``tasks.csv`` and ``categories.csv`` in ``out_dir``, each replaced atomically."""
+    """``tasks.csv``, ``categories.csv`` and ``tools.csv`` in ``out_dir``, each replaced atomically."""
     written = []
-    for name, (columns, rows) in ((TASKS_CSV, task_table(report)), (CATEGORIES_CSV, category_table(report))):
+    tables = ((TASKS_CSV, task_table(report)), (CATEGORIES_CSV, category_table(report)), (TOOLS_CSV, tool_table(report)))
+    for name, (columns, rows) in tables:
         path = out_dir / name
         write_atomic(path, csv_text(columns, rows).encode("utf-8"))
         written.append(path)

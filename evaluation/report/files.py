@@ -1,5 +1,5 @@
 """Writing a report's files (``report.json``, ``report.md`` + ``plots/``, ``report.html``,
-``tasks.csv`` + ``categories.csv``) and reading ``report.json`` back (``compare``, ``leaderboard``)."""
+``tasks.csv``, ``categories.csv``, ``tools.csv``) and reading ``report.json`` back (``compare``, ``leaderboard``)."""
 
 from __future__ import annotations
 

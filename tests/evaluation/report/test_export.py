@@ -73,7 +73,7 @@ def test_csv_is_one_of_the_formats_the_judge_writes_by_default() -> None:
 def test_tasks_csv_has_a_row_for_every_task_in_the_reports_order_with_its_values(tmp_path: Path) -> None:
     report = _report()
     written = write_reports(report, tmp_path, formats=("json", "csv"))
-    assert [path.name for path in written] == ["report.json", "tasks.csv", "categories.csv"]
+    assert [path.name for path in written] == ["report.json", "tasks.csv", "categories.csv", "tools.csv"]
     saved = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     rows = _read_csv(tmp_path / "tasks.csv")
     # Every task, the unjudged and the one without a trajectory too, in report.json's order.
@@ -181,3 +181,11 @@ def test_a_jury_gets_one_vote_column_per_judge_and_the_order_is_stable(tmp_path:
     assert _read_csv(tmp_path / "one" / "tasks.csv")[1]["vote_m3"] == "success"
     single = built({"a": "Office"}, [trajectory("a")], [record("a", "success")])
     assert not [column for column in task_table(single)[0] if column.startswith("vote_")]
+
+
+def test_tools_csv_has_every_tool_of_the_report_with_its_counts(tmp_path: Path) -> None:
+    report = _report()
+    write_reports(report, tmp_path, formats=("csv",))
+    rows = _read_csv(tmp_path / "tools.csv")
+    assert [(row["server"], row["tool"]) for row in rows] == [(tool.server, tool.tool) for tool in report.tools]
+    assert rows and all(int(row["executed"]) == tool.executed and int(row["routed"]) == tool.routed for row, tool in zip(rows, report.tools, strict=True))
