@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.judge",
         description="Judge agent trajectories with LiveMCPEval and write verdicts.jsonl, report.json/.md/.html "
-        "and the CSV tables tasks.csv, categories.csv.",
+        "and the CSV tables tasks.csv, categories.csv, tools.csv.",
         formatter_class=HelpFormatter,
     )
     parser.add_argument(
