@@ -69,10 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow only tools that declare readOnlyHint: true; refuse the rest (COPILOT_READ_ONLY)",
     )
     safety.add_argument(
-        "--allow", nargs="+", metavar="PATTERN", help="only these 'server' or 'server/tool' globs (COPILOT_ALLOW)"
+        "--allow", nargs="+", type=argv_text, metavar="PATTERN", help="only these 'server' or 'server/tool' globs (COPILOT_ALLOW)"
     )
     safety.add_argument(
-        "--deny", nargs="+", metavar="PATTERN", help="never these 'server' or 'server/tool' globs (COPILOT_DENY)"
+        "--deny", nargs="+", type=argv_text, metavar="PATTERN", help="never these 'server' or 'server/tool' globs (COPILOT_DENY)"
     )
     parser.add_argument(
         "--no-auto-index",

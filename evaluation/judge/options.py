@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from evaluation.judge.outputs import VERDICTS_FILE as VERDICTS_FILE  # re-exported: where callers look for it
 from evaluation.judge.prompts import PROMPT_KINDS, PROMPT_VERSIONS, PromptKind
 from evaluation.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, LLMSettings, resolve_llm_settings
+from index.cli.console import argv_text
 from index.errors import CopilotError
 
 DEFAULT_CONCURRENCY = 8
@@ -183,6 +184,7 @@ def _endpoint_options(prefix: str) -> list[_Option]:
             "model",
             {
                 "metavar": "NAME[,NAME...]",
+                "type": argv_text,
                 "help": f"judge model; a comma-separated list is a jury (default: ${model_env})",
             },
         ),

@@ -217,7 +217,7 @@ def _tool_usage(rows: Sequence[TaskRow], trajectories: Mapping[str, Trajectory])
     """Per tool: route answers that showed it, execute calls of it, the tasks of each; names spelled
     differently (case, ``_``/``-``, spaces) are one tool, shown as most often spelled."""
     verdicts = {row.task_id: row.verdict for row in rows}
-    golds = Counter(normalise_tool_name(tool) for row in rows for tool in set(row.gold_tools))
+    golds = Counter(tool for row in rows for tool in {normalise_tool_name(name) for name in row.gold_tools})
     usage: dict[tuple[str, str], ToolUsage] = {}
     spellings: dict[tuple[str, str], Counter[tuple[str, str]]] = {}
     seen: dict[tuple[str, str], tuple[set[str], set[str]]] = {}

@@ -32,24 +32,29 @@ def _wilson(p: float, n: float, z: float = Z_95) -> tuple[float, float]:
     return (low, high)
 
 
-def effective_size(rates: Sequence[float], attempts: int) -> float:
-    """Kish's effective sample size of the mean of per-task success rates over ``attempts`` attempts.
+def effective_size(counts: Sequence[tuple[int, int]]) -> float:
+    """Kish's effective sample size of the mean of per-task success rates, from ``(successes,
+    attempts)`` per task (each with at least one attempt).
 
     Attempts of one task are correlated (a task an agent cannot do fails every time), so the mean's
     variance is the spread of the *tasks'* rates over their number; the effective size is the number
-    of independent attempts with that variance, p(1-p) / var. It is at most ``attempts`` (the design
-    effect is taken as at least 1, as Korn and Graubard do). When the tasks' rates do not spread at
-    all it depends on what they are: all 0 or 1 (a run that never, or always, succeeds) is what
-    tasks that are decided before they start give, so the tasks are the units; rates in between
-    (all 2/3) show attempts of one task differing, so the attempts are. For one run (rates 0 or 1)
-    it is the number of tasks.
+    of independent attempts with that variance, p(1-p) / var. It is at most the number of units the
+    run can show independent: a task that always or never succeeded shows nothing of its attempts
+    differing, so it is one unit; a task in between is as many as its attempts (a design effect of
+    at least 1 over those units, as Korn and Graubard take it over attempts). So a run that never
+    succeeds is as many units as it has tasks, 24 tasks all at 2/3 are 72, and one success more can
+    only widen the interval's reach upwards (counting every attempt once any task was in between, a
+    run of 23 tasks at 0/3 and one at 1/3 read 0.2%-8.0%, 24 at 0/3 0%-15.1%). For one run (rates 0
+    or 1) it is the number of tasks.
     """
+    rates = [successes / attempts for successes, attempts in counts]
+    units = sum(1 if successes in (0, attempts) else attempts for successes, attempts in counts)
     k = len(rates)
     mean = sum(rates) / k
     variance = sum((rate - mean) ** 2 for rate in rates) / k / k
     if variance <= 0:
-        return float(k) if all(rate in (0.0, 1.0) for rate in rates) else float(attempts)
-    return min(float(attempts), mean * (1 - mean) / variance)
+        return float(units)
+    return min(float(units), mean * (1 - mean) / variance)
 
 
 def _small_sample_size(size: float, tasks: int, z: float = Z_95) -> float:
@@ -76,9 +81,8 @@ def task_rate_interval(counts: Sequence[tuple[int, int]], z: float = Z_95) -> tu
         return None
     if len(held) == 1:
         return (0.0, 1.0)
-    rates = [successes / attempts for successes, attempts in held]
-    size = effective_size(rates, sum(attempts for _, attempts in held))
-    return _wilson(sum(rates) / len(rates), _small_sample_size(size, len(rates), z), z)
+    mean = sum(successes / attempts for successes, attempts in held) / len(held)
+    return _wilson(mean, _small_sample_size(effective_size(held), len(held), z), z)
 
 
 def defined(interval: tuple[float, float] | None) -> tuple[float, float]:
@@ -229,7 +233,8 @@ def paired_rate_difference_interval(
     """95% interval of pass@1(B) - pass@1(A) over paired tasks, from ``(successes, attempts)`` per task.
 
     Newcombe's method 10 (as :func:`paired_difference_interval` for single runs), with each run's
-    interval the Wilson one at its Kish effective size (:func:`task_rate_interval`) and the
+    interval :func:`task_rate_interval` (Wilson at the Kish effective size, with the degrees-of-freedom
+    adjustment: for 0/1 outcomes a little wider than :func:`paired_difference_interval`) and the
     correlation that of the tasks' rates, continuity-corrected as his. Pairs where either run has no attempt are left out;
     ``None`` when none is left.
     """
@@ -242,8 +247,8 @@ def paired_rate_difference_interval(
     p_a, p_b = sum(rates_a) / k, sum(rates_b) / k
     if k == 1:
         return (max(-1.0, -p_a), min(1.0, 1.0 - p_a))  # one task: whatever B's rate could be
-    low_a, high_a = _wilson(p_a, _small_sample_size(effective_size(rates_a, sum(n for (_, n), _ in pairs)), k, z), z)
-    low_b, high_b = _wilson(p_b, _small_sample_size(effective_size(rates_b, sum(n for _, (_, n) in pairs)), k, z), z)
+    low_a, high_a = defined(task_rate_interval([x for x, _ in pairs], z))
+    low_b, high_b = defined(task_rate_interval([y for _, y in pairs], z))
     spread_a = sum((x - p_a) ** 2 for x in rates_a) / k
     spread_b = sum((y - p_b) ** 2 for y in rates_b) / k
     # Newcombe's continuity correction of the correlation, on the rates' covariance: for single runs

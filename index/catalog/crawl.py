@@ -716,9 +716,12 @@ def crawl_command(args: argparse.Namespace) -> int:
     make_log_dir(log_dir, "--log-dir" if args.log_dir else None, settings.home)
     console = make_console(stderr=True)
     # Read the catalog to merge into before starting anything: a broken one must not be overwritten.
-    base = load_catalog(out) if args.only and out.exists() else None
+    # An installed package's first crawl into COPILOT_HOME builds on the bundled snapshot, which it
+    # replaces from then on: with nothing to merge into, `--only X` left a catalog of X alone.
+    earlier = out if out.exists() or args.out else settings.catalog_file()
+    base = load_catalog(earlier) if args.only and earlier.exists() else None
     if not args.only:
-        base = _earlier_records(out, loaded.servers, console)
+        base = _earlier_records(earlier, loaded.servers, console)
     if not any(config.is_enabled for config in selected.values()):
         reasons = "; ".join(f"{name}: {config.reason or 'disabled'}" for name, config in selected.items())
         console.print(f"error: no enabled server to crawl ({_shown(reasons) or 'the server list is empty'}).")

@@ -186,6 +186,7 @@ class BackgroundIndexer:
         changed) waits for it and then plans against what that one indexed.
         """
         self._asked += 1
+        self._planned = False  # a run waiting for the one in progress plans again once that one ends
         try:
             async with self._one_at_a_time:
                 await self._run_once(servers)

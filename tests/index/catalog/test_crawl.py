@@ -245,6 +245,32 @@ def test_only_replaces_just_the_named_servers(
     assert "kept the records of 1 other server(s) as they were (not named by --only)" in err
 
 
+def test_an_installed_packages_first_crawl_builds_on_the_bundled_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Installed (no checkout), a crawl writes COPILOT_HOME/catalog.json, which replaces the bundled
+    # snapshot from then on: its first `--only alpha` left a catalog of alpha alone.
+    import index.settings as settings_module  # noqa: PLC0415
+
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("COPILOT_CATALOG", raising=False)
+    monkeypatch.setattr(settings_module, "PROJECT_DIR", tmp_path / "site-packages")
+    servers = write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha"), "gamma": fixture_entry("gamma")})
+    bundled = Catalog(
+        source="bundled",
+        servers={name: CatalogServer(description=f"old {name}", tool_count=1) for name in ("alpha", "gamma")},
+        tools=[ToolRecord(server=name, name="old_tool") for name in ("alpha", "gamma")],
+    ).save(tmp_path / "bundled.json")
+    monkeypatch.setattr(settings_module, "DEFAULT_CATALOG", bundled)
+    before = bundled.read_bytes()
+    code = _run_cli("--servers", str(servers), "--only", "alpha", "--log-dir", str(tmp_path / "logs"), "--timeout", "30")
+    assert code == 0
+    own = load_catalog(tmp_path / "home" / "catalog.json")
+    assert {r.name for r in own.tools if r.server == "alpha"} >= FIXTURE_TOOLS
+    assert [r.name for r in own.tools if r.server == "gamma"] == ["old_tool"]  # the bundled record, kept
+    assert bundled.read_bytes() == before  # the installed snapshot is never written
+
+
 def test_a_full_crawl_keeps_the_earlier_records_of_a_server_failing_now(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

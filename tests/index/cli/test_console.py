@@ -113,3 +113,18 @@ def test_judge_compare_and_bench_print_unwrapped_lines(tmp_path: Path) -> None:
     [speedup] = [line for line in bench.stdout.splitlines() if line.startswith("concurrency  2:")]
     # One line however narrow the terminal would be (the target scaled to 2-way parallelism).
     assert speedup.endswith("x faster (target >= 1.25x: 10x at 16 in parallel, scaled)"), bench.stdout
+
+
+def test_every_text_option_of_the_copilot_judge_and_runner_is_read_as_utf8() -> None:
+    # argv is no longer rewritten wholesale (paths must stay as read): each text option reads itself.
+    # The judge's --model (and the runner's --judge-model) were left as read; the copilot's --allow too.
+    from evaluation.judge.cli import build_parser as judge_parser  # noqa: PLC0415
+    from evaluation.run.cli import build_parser as run_parser  # noqa: PLC0415
+    from server.__main__ import build_parser as server_parser  # noqa: PLC0415
+
+    typed = "modèle".encode().decode("ascii", "surrogateescape")
+    assert judge_parser().parse_args(["logs", "--model", typed]).model == "modèle"
+    run = run_parser().parse_args(["--tasks", "t", "--out", "o", "--model", typed, "--judge-model", typed])
+    assert (run.model, run.judge_model) == ("modèle", "modèle")
+    served = server_parser().parse_args(["--allow", typed, "--deny", typed, "--question", typed])
+    assert (served.allow, served.deny, served.question) == (["modèle"], ["modèle"], "modèle")
