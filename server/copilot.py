@@ -811,7 +811,7 @@ class Copilot:
             from index.search.tool_index import build_advice  # noqa: PLC0415 -- loaded already by now
 
             advice = f" (That build ends with this copilot; to build the index for good, {build_advice(self.settings)}.)"
-            if status.in_progress:
+            if status.in_progress and status.pending_servers:  # (not while only planning: there may be nothing to build)
                 raise IndexNotBuiltError(
                     f"The tool index is being built in the background ({len(status.pending_servers)} server(s) "
                     f"left); search again in a minute.{advice}"
