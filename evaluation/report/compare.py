@@ -85,7 +85,8 @@ class Comparison(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-def _load(directory: Path) -> Report:
+def _load(directory: Path) -> tuple[Path, Report]:
+    """The run's ``report.json`` and what it holds."""
     try:
         path = report_file(directory)
     except FileNotFoundError:
@@ -101,7 +102,7 @@ def _load(directory: Path) -> Report:
             "judge the run first with 'python -m evaluation.judge'."
         ) from None
     try:
-        return read_json_model(path, Report)
+        return path, read_json_model(path, Report)
     except (JSONFileError, OSError) as error:
         raise CompareError(
             unreadable(path, "report.json", error) + "; fix it, or judge the run again to rewrite it."
@@ -340,10 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not 0 < args.alpha < 1:
             raise CompareError(f"--alpha must be between 0 and 1 (got {args.alpha}).")
-        a, b = _load(args.run_a), _load(args.run_b)
+        (path_a, a), (path_b, b) = _load(args.run_a), _load(args.run_b)
         comparison = compare_reports(a, b, str(args.run_a), str(args.run_b), args.alpha)
-        if report_file(args.run_a).resolve() == report_file(args.run_b).resolve():
-            comparison.warnings.insert(0, f"SAME REPORT: both runs are {report_file(args.run_a)}; nothing is compared.")
+        if path_a.resolve() == path_b.resolve():
+            comparison.warnings.insert(0, f"SAME REPORT: both runs are {path_a}; nothing is compared.")
         if args.json:
             try:
                 args.json.write_text(json.dumps(comparison.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8")

@@ -28,7 +28,7 @@ def write_reports(
     verdicts: Mapping[str, VerdictRecord] | None = None,
 ) -> list[Path]:
     """``report.json``, ``report.md`` (+ ``plots/``), ``report.html`` and the CSV tables
-    (``tasks.csv``, ``categories.csv``: :mod:`evaluation.report.export`), as ``formats`` says;
+    (``tasks.csv``, ``categories.csv``, ``tools.csv``: :mod:`evaluation.report.export`), as ``formats`` says;
     with ``trajectories`` the HTML page also holds every task's trajectory (the viewer), linked
     from the task table."""
     out_dir = Path(out_dir)

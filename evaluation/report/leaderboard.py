@@ -96,6 +96,7 @@ class FrontierStep(BaseModel):
     p_value: float
     #: Holm-adjusted for the number of steps tested (each step is one more test); what decides.
     p_holm: float | None = None
+    #: ``p_holm`` below alpha (a step not tested is not significant).
     significant: bool
     #: ``McNemar`` (both single runs) or ``permutation`` (a repeated run: per-task pass@1).
     test: str = "McNemar"
@@ -241,40 +242,33 @@ def pareto_frontier(points: Sequence[tuple[KeyT, float, float]]) -> list[KeyT]:
     return [key for _, _, _, key in sorted(frontier, key=lambda point: point[:3])]
 
 
-def _step(a: Entry, b: Entry, alpha: float) -> FrontierStep:
+def _step(a: Entry, b: Entry) -> FrontierStep:
+    """The paired comparison of two neighbours on the frontier (``significant`` is decided over all
+    steps, by :func:`build_leaderboard`)."""
     # The pairs: tasks both runs hold with an outcome in both (an undecided task is no failure).
     pairs = [(x, y) for task, x in a.attempts.items() if x[1] and (y := b.attempts.get(task, (0, 0)))[1]]
-    n = len(pairs)
+    # Each task's pass@1, B's less A's: what a repeated run's success column shows. A task's majority
+    # outcome (how repeated runs were compared before) made 1 of 3 a failure and could reverse the
+    # sign of the difference the table showed. For two single runs each is -1, 0 or 1.
+    differences = [y[0] / y[1] - x[0] / x[1] for x, y in pairs]
     if a.repeats == 1 and b.repeats == 1:
         won_a, won_b = [x[0] == 1 for x, _ in pairs], [y[0] == 1 for _, y in pairs]
-        test = mcnemar_exact(won_a, won_b)
-        return FrontierStep(
-            cheaper=a.name,
-            dearer=b.name,
-            common_tasks=n,
-            only_cheaper=test.only_a,
-            only_dearer=test.only_b,
-            difference=(sum(won_b) - sum(won_a)) / n if n else None,
-            difference_ci95=paired_difference_interval(won_a, won_b),
-            p_value=test.p_value,
-            significant=test.p_value < alpha,
-        )
-    # A repeated run is compared by what its success column shows, each task's pass@1: a task's
-    # majority outcome (how it was compared before) made 1 of 3 a failure and could reverse the
-    # sign of the difference the table showed.
-    differences = [y[0] / y[1] - x[0] / x[1] for x, y in pairs]
-    p_value = sign_flip_p_value(differences)
+        test, p_value = "McNemar", mcnemar_exact(won_a, won_b).p_value
+        interval = paired_difference_interval(won_a, won_b)
+    else:
+        test, p_value = "permutation", sign_flip_p_value(differences)
+        interval = paired_rate_difference_interval([x for x, _ in pairs], [y for _, y in pairs])
     return FrontierStep(
         cheaper=a.name,
         dearer=b.name,
-        common_tasks=n,
+        common_tasks=len(pairs),
         only_cheaper=sum(1 for d in differences if d < 0),
         only_dearer=sum(1 for d in differences if d > 0),
-        difference=math.fsum(differences) / n if n else None,
-        difference_ci95=paired_rate_difference_interval([x for x, _ in pairs], [y for _, y in pairs]),
+        difference=math.fsum(differences) / len(pairs) if pairs else None,
+        difference_ci95=interval,
         p_value=p_value,
-        significant=p_value < alpha,
-        test="permutation",
+        significant=False,
+        test=test,
     )
 
 
@@ -292,7 +286,7 @@ def build_leaderboard(entries: list[Entry], alpha: float = DEFAULT_ALPHA) -> Lea
     for entry in on_frontier:
         entry.on_frontier = True
     frontier = [entry.name for entry in on_frontier]
-    steps = [_step(a, b, alpha) for a, b in zip(on_frontier, on_frontier[1:], strict=False)]
+    steps = [_step(a, b) for a, b in zip(on_frontier, on_frontier[1:], strict=False)]
     tested = [step for step in steps if step.difference is not None]
     for step, adjusted in zip(tested, holm([step.p_value for step in tested]), strict=True):
         step.p_holm = adjusted

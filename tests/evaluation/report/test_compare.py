@@ -189,8 +189,8 @@ async def test_questions_with_pipes_and_line_breaks_keep_the_outcome_table_whole
     from evaluation.report.compare import _load, compare_reports, render  # noqa: PLC0415
 
     categories = {"t1": "work", "t2": "work"}
-    a = _load(await _judge_dir(llm, tmp_path, "a", {"t1", "t2"}, categories))
-    b = _load(await _judge_dir(llm, tmp_path, "b", set(), categories))
+    _, a = _load(await _judge_dir(llm, tmp_path, "a", {"t1", "t2"}, categories))
+    _, b = _load(await _judge_dir(llm, tmp_path, "b", set(), categories))
     a.tasks[0].question = "Compare A | B\nand list\r| items"
     a.tasks[1].question = "One\r\ntwo\u2028three"
     text = render(compare_reports(a, b, "A", "B"), a, b)

@@ -4,6 +4,7 @@ is reported while it is true and no longer once the server is fixed or removed.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import anyio
@@ -23,16 +24,21 @@ def _servers(tmp_path: Path, **entries: dict) -> dict:
     return load_servers(write_servers(tmp_path / "servers.json", entries)).servers
 
 
+def _indexer(tmp_path: Path) -> tuple[ToolIndex, BackgroundIndexer]:
+    """A background indexer over an index that already holds the test records."""
+    settings = copilot_settings(tmp_path / "home", tmp_path)
+    index = ToolIndex.open(settings)
+    index.sync(make_records(), catalog="tests", catalog_digest="abc")
+    return index, BackgroundIndexer(settings, index)
+
+
 async def _run(indexer: BackgroundIndexer, servers: dict) -> None:
     with anyio.fail_after(120):
         await indexer.run(servers)
 
 
 async def test_a_fixed_or_removed_server_is_no_longer_reported_as_failed(tmp_path: Path) -> None:
-    settings = copilot_settings(tmp_path / "home", tmp_path)
-    index = ToolIndex.open(settings)
-    index.sync(make_records(), catalog="tests", catalog_digest="abc")
-    indexer = BackgroundIndexer(settings, index)
+    index, indexer = _indexer(tmp_path)
 
     await _run(indexer, _servers(tmp_path, delta=fixture_entry("delta", "crash-at-start")))
     assert set(indexer.status().failed_servers) == {"delta"}
@@ -62,10 +68,7 @@ async def test_a_server_that_failed_is_not_crawled_again_at_every_edit_of_the_fi
 ) -> None:
     # Before: every edit of the servers file planned indexing again, and a server that cannot start
     # was started each time (109 times in 200 edits of other entries).
-    settings = copilot_settings(tmp_path / "home", tmp_path)
-    index = ToolIndex.open(settings)
-    index.sync(make_records(), catalog="tests", catalog_digest="abc")
-    indexer = BackgroundIndexer(settings, index)
+    index, indexer = _indexer(tmp_path)
     broken = fixture_entry("delta", "crash-at-start")
 
     await _run(indexer, _servers(tmp_path, delta=broken))
@@ -86,11 +89,8 @@ async def test_indexing_is_in_progress_while_the_servers_are_compared_with_the_i
     # yet) said "Nothing matched" with in_progress false, though a crawl was about to start.
     from server.route.answer import indexing_sentence  # noqa: PLC0415
 
-    settings = copilot_settings(tmp_path / "home", tmp_path)
-    index = ToolIndex.open(settings)
-    index.sync(make_records(), catalog="tests", catalog_digest="abc")
-    indexer = BackgroundIndexer(settings, index)
-    planning, release = anyio.Event(), __import__("threading").Event()
+    index, indexer = _indexer(tmp_path)
+    planning, release = anyio.Event(), threading.Event()
     plan = indexer._plan
 
     def slow_plan(servers: dict) -> object:
