@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from index.json_text import os_text, parse_json
+from index.cli.console import argv_text  # an environment value is read as an argument is
+from index.json_text import parse_json
 from index.errors import ConfigError
 from index.search.query import MAX_TOP_K
 from index.settings import CopilotSettings, check_writable_directory, setting_name
@@ -223,7 +224,7 @@ class ServerSettings(CopilotSettings):
     def _read_as_utf8(cls, value: str | None) -> str | None:
         # Under a locale that is not UTF-8 an environment value's non-ASCII bytes arrive as lone
         # surrogates, which the trajectory wrote as "?" (t??che-1): the UTF-8 they are.
-        return value if value is None else (os_text(value) or value)
+        return value if value is None else argv_text(value)
 
     @field_validator("roots", mode="before")
     @classmethod

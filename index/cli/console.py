@@ -55,13 +55,8 @@ def prepare_text_io() -> None:
     stderr cannot encode are written as ``\\uXXXX`` escapes (a catalog's Chinese description, an
     ellipsis in ``--help`` stopped whole commands with a UnicodeEncodeError traceback under
     ``LC_ALL=C PYTHONUTF8=0`` or ``PYTHONIOENCODING=ascii``). Machine output written with
-    :func:`json_ensure_ascii` stays valid JSON. Text options read themselves (:func:`argv_text`)."""
-    _escape_what_streams_cannot_write()
-
-
-def _escape_what_streams_cannot_write() -> None:
-    """stdout and stderr write characters their encoding lacks as escapes (see :func:`prepare_text_io`);
-    also done by every console and help formatter, for the commands whose ``main`` does not call it."""
+    :func:`json_ensure_ascii` stays valid JSON. Text options read themselves (:func:`argv_text`).
+    Every console and help formatter calls it too, for the commands whose ``main`` does not."""
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         # (A C locale's stdout has errors="surrogateescape", which fails on any other character too.)
@@ -77,7 +72,7 @@ def json_ensure_ascii(stream: IO[str]) -> bool:
 
 def make_console(*, stderr: bool = False, file: IO[str] | None = None, **kwargs: Any) -> Console:
     """A rich console on stdout (or stderr, or ``file``) that only wraps on a real terminal."""
-    _escape_what_streams_cannot_write()
+    prepare_text_io()
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     if _is_terminal(stream):
         return Console(file=file, stderr=stderr, **kwargs)
@@ -94,7 +89,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """
 
     def __init__(self, prog: str, **kwargs: Any) -> None:
-        _escape_what_streams_cannot_write()
+        prepare_text_io()
         if not _is_terminal(sys.stdout):
             kwargs["width"] = UNWRAPPED_WIDTH
         super().__init__(prog, **kwargs)
