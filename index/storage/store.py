@@ -252,9 +252,10 @@ class ChromaStore:
         self._client_generation = 0
         self._lock = threading.Lock()
 
-    @property
+    @functools.cached_property
     def location(self) -> str:
-        """Where the store is, fit to show: a Chroma server's URL with its credentials masked."""
+        """Where the store is, fit to show: a Chroma server's URL with its credentials masked. Also
+        the key of the process-wide state of its path (read at every use of the client: made once)."""
         if self.settings.chroma_url:
             return redact_url(self.settings.chroma_url)
         # The text Chroma is given (its per-path registry is keyed by it), readable and pasteable.
