@@ -242,7 +242,7 @@ def tools_table(report: Report) -> Table | None:
     shown = report.tools[:TOOLS_SHOWN]
     return Table(
         "Tools routed and executed",
-        ["server", "tool", "routed", "in tasks", "executed", "errors", "in tasks", "of them successful", "gold in tasks"],
+        ["server", "tool", "routed", "routed in tasks", "executed", "errors", "executed in tasks", "of them successful", "gold in tasks"],
         [
             [
                 t.server, t.tool, str(t.routed), str(t.routed_tasks), str(t.executed), str(t.errors), str(t.executed_tasks),
