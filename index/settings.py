@@ -127,7 +127,8 @@ class CopilotSettings(BaseSettings):
     model_cache: Path = Field(
         default_factory=_default_model_cache,
         description="Where the embedding model's verified traced encoder is kept, so later processes load it in "
-        "about a second instead of importing sentence-transformers (index.models.compiled).",
+        "about a second instead of importing sentence-transformers (index.models.compiled), and the document vectors "
+        "builds made with it (index.models.vector_cache).",
     )
     chroma_url: str | None = Field(default=None, description="Use a Chroma server instead of the embedded store.")
     collection: str = Field(default="tools", description="Chroma collection name.")

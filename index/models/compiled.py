@@ -219,6 +219,19 @@ def _prune(root: Path, *, keep: str, model: str, precision: str) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
+def kept_entry(root: Path, key: str) -> tuple[Path, int] | None:
+    """The directory and vector dimension of entry ``key`` under ``root`` when its description reads
+    (nothing is loaded: the document vectors kept there need no encoder, :mod:`index.models.vector_cache`)."""
+    entry = root / key
+    try:
+        meta = json.loads((entry / META_FILE).read_text(encoding="utf-8"))
+        if meta.get("format") == CACHE_FORMAT and int(meta["dimension"]) > 0:
+            return entry, int(meta["dimension"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass
+    return None
+
+
 def load(root: Path, key: str) -> CompiledEncoder | None:
     """Entry ``key`` under ``root`` when it exists and still embeds the probes as stored; None otherwise
     (a damaged entry is deleted, so the model's next load writes it again)."""

@@ -6,7 +6,8 @@ because the copilot runs offline and must not fetch weights behind the user's ba
 ``COPILOT_EMBEDDING_PRECISION`` (default int8) quantizes its feed-forward layers (:mod:`index.models.quantized`).
 The model loads lazily, once per process and name, under a lock (the copilot server searches
 from worker threads while a background thread warms the index); its verified traced encoder is
-kept in ``COPILOT_MODEL_CACHE`` so later processes skip most of that load (:mod:`index.models.compiled`).
+kept in ``COPILOT_MODEL_CACHE`` so later processes skip most of that load (:mod:`index.models.compiled`),
+and the document vectors it made are kept beside it (:mod:`index.models.vector_cache`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from index.models.model_names import (  # noqa: F401 -- re-exported: the model's
     resolve_model,
 )
 from index.models.quantized import quantize_feed_forward
+from index.models.vector_cache import VectorCache
 from index.settings import DEFAULT_EMBEDDING_MODEL, DEFAULT_EMBEDDING_PRECISION, EmbeddingPrecision
 
 if TYPE_CHECKING:
@@ -237,15 +239,42 @@ class Embedder:
         """Each text alone: int8 activations are scaled per batch, so a batch-mate (or its padding)
         would change a text's vector (in batches of 32 tool texts, cosine to the text alone down to
         0.95, mean 0.98). Alone, a document's vector is the one its text gets as a query, whatever
-        else is built with it; a cold build takes about as long as float32 batches (``bench speed``)."""
+        else is built with it; a cold build takes about as long as float32 batches (``bench speed``).
+        So it can be kept: texts an earlier build embedded come from :mod:`index.models.vector_cache`,
+        without loading the model when all of them do."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        cache = self._vector_cache()
+        kept = cache[0].get(texts, cache[1]) if cache is not None else {}
+        made: dict[str, np.ndarray] = {}
         rows = []
         for number, text in enumerate(texts, 1):
-            rows.append(self.embed_queries([text])[0])
+            vector = kept.get(text)
+            if vector is None:
+                vector = made.get(text)
+                if vector is None:
+                    vector = made[text] = self.embed_queries([text])[0]
+            rows.append(vector)
             if progress is not None and (number % report_every == 0 or number == len(texts)):
                 progress(number % report_every or report_every)
+        if kept:
+            logger.debug("%d of %d document vectors were kept from earlier builds", len(texts) - len(made), len(texts))
+        if made:
+            cache = cache or self._vector_cache()  # this load may have made the encoder's entry
+            if cache is not None:
+                cache[0].put(made)
         return np.vstack(rows).astype(np.float32, copy=False)
+
+    def _vector_cache(self) -> tuple[VectorCache, int] | None:
+        """Where this encoder's document vectors are kept, and their dimension (int8 only: a float32
+        batch's vectors depend on its batch-mates)."""
+        if self.cache_dir is None or self.precision != "int8":
+            return None
+        key = self._cache_key()
+        kept = compiled.kept_entry(self.cache_dir, key) if key else None
+        if kept is None or (self._dimension is not None and kept[1] != self._dimension):
+            return None
+        return VectorCache(kept[0]), kept[1]
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Embed a few short texts with the least overhead (the route latency path)."""
