@@ -283,8 +283,12 @@ class ToolIndex:
     # -- loading -----------------------------------------------------------------------------
 
     def warm(self) -> None:
-        """Load the model and the in-memory search structures, so the first query is fast."""
-        self._current(required=False)
+        """Load the model and the in-memory search structures, so the first query is fast. With no
+        index built there is nothing to search: the model (~3 s of CPU, ~200 MB) loads with the
+        build or the first route after it, not for a copilot that may only ever execute."""
+        if self._current(required=False) is None:
+            logger.debug("no index is built: nothing to warm")
+            return
         # Through the loader, so a failure here is what routes report (not "still loading").
         self._model_loader.load()
         self.embedder.embed_queries(["warm up"])

@@ -49,6 +49,7 @@ def test_unbuilt_index_says_how_to_build_and_loads_nothing(tmp_path: Path) -> No
         unbuilt.search("weather")
     assert unbuilt.records() == {} and unbuilt.get("time", "convert_time") is None
     assert unbuilt.tool_count == 0 and not unbuilt.built
+    unbuilt.warm()  # a copilot's start-up: nothing to search, so the model waits for a build
     assert not fresh.loaded
 
 
