@@ -93,6 +93,8 @@ class Embedder:
         self._model: SentenceTransformer | None = None
         self._query_encoder: QueryEncoder | None = None
         self._dimension: int | None = None
+        #: The cache key of the encoder loaded (its vectors are kept under it, whatever the files say later).
+        self._loaded_key: str | None = None
         self._ready = False
         self._load_lock = threading.Lock()
         # One forward pass at a time: torch already uses every core for one batch, and
@@ -124,6 +126,7 @@ class Embedder:
                 return
             force_offline()
             key = self._cache_key() if self.cache_dir is not None else None  # no cache: no stat of the model's files
+            self._loaded_key = key
             cached = compiled.load(self.cache_dir, key) if self.cache_dir is not None and key else None
             if cached is not None:
                 logger.debug("loaded the cached traced encoder of %s", self.label)
@@ -266,11 +269,12 @@ class Embedder:
         return np.vstack(rows).astype(np.float32, copy=False)
 
     def _vector_cache(self) -> tuple[VectorCache, int] | None:
-        """Where this encoder's document vectors are kept, and their dimension (int8 only: a float32
-        batch's vectors depend on its batch-mates)."""
-        if self.cache_dir is None or self.precision != "int8":
+        """Where this encoder's document vectors are kept, and their dimension. Only texts embedded
+        alone are kept (:meth:`_embed_one_by_one`): a float32 batch's vectors depend on its batch-mates."""
+        if self.cache_dir is None:
             return None
-        key = self._cache_key()
+        # Once loaded, the key of what was loaded: model files changed since must not get its vectors.
+        key = self._loaded_key if self._ready else self._cache_key()
         kept = compiled.kept_entry(self.cache_dir, key) if key else None
         if kept is None or (self._dimension is not None and kept[1] != self._dimension):
             return None

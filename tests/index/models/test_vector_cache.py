@@ -28,8 +28,9 @@ TEXTS = ["Read the rows of an Excel sheet.", "图表生成工具，支持柱状�
 def cache(tmp_path: Path) -> Path:
     """A model cache holding the bundled model's traced encoder (copied from this run's) and no vectors."""
     shared = CopilotSettings().model_cache
-    get_embedder(cache_dir=shared).load()
-    key = Embedder(cache_dir=shared)._cache_key()  # noqa: SLF001
+    loader = Embedder(cache_dir=shared)  # not this process's shared one: it stores the entry if another test removed it
+    loader.load()
+    key = loader._cache_key()  # noqa: SLF001
     assert key is not None and compiled.kept_entry(shared, key) is not None
     target = tmp_path / "models"
     shutil.copytree(shared / key, target / key, ignore=shutil.ignore_patterns(f"{vector_cache.FILE_NAME}*"))
@@ -41,8 +42,9 @@ def _kept_file(cache: Path) -> Path:
     return entry / vector_cache.FILE_NAME
 
 
-class CountingEmbedder(Embedder):
-    """The real embedder, counting the texts its encoder runs on."""
+class EncoderCountingEmbedder(Embedder):
+    """The real embedder, counting the texts its encoder runs on (``index_support.CountingEmbedder``
+    wraps one and sees only what it is asked to embed, not what is encoded)."""
 
     def __init__(self, cache: Path) -> None:
         super().__init__(cache_dir=cache)
@@ -54,15 +56,15 @@ class CountingEmbedder(Embedder):
 
 
 def test_a_text_embedded_once_is_not_embedded_again_and_needs_no_model(cache: Path) -> None:
-    first = CountingEmbedder(cache)
+    first = EncoderCountingEmbedder(cache)
     made = first.embed(TEXTS)
     assert first.encoded == TEXTS and _kept_file(cache).is_file()
 
-    later = CountingEmbedder(cache)  # another build: a new home, a deleted store, another process
+    later = EncoderCountingEmbedder(cache)  # another build: a new home, a deleted store, another process
     assert np.array_equal(later.embed(TEXTS), made)
     assert later.encoded == [] and not later.loaded  # the encoder was not even loaded
 
-    mixed = CountingEmbedder(cache)
+    mixed = EncoderCountingEmbedder(cache)
     vectors = mixed.embed([TEXTS[1], "A new tool: convert units of length.", TEXTS[1]])
     assert mixed.encoded == ["A new tool: convert units of length."]  # once, though asked twice
     assert np.array_equal(vectors[0], made[1]) and np.array_equal(vectors[2], made[1])
@@ -76,7 +78,7 @@ def test_an_index_built_in_a_new_home_reuses_the_vectors_of_another(cache: Path,
     kept = sqlite3.connect(_kept_file(cache)).execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
     assert kept == len(records) + len({r.server for r in records})  # tool and server documents
 
-    counting = CountingEmbedder(cache)
+    counting = EncoderCountingEmbedder(cache)
     second = open_index(tmp_path / "second", embedder=counting, model_cache=cache)
     report = second.sync(records, catalog="tests", catalog_digest="a")
     assert report.added == len(records) and counting.encoded == [] and not counting.loaded
@@ -104,24 +106,24 @@ def test_float32_keeps_nothing(cache: Path, tmp_path: Path) -> None:
 
 
 def test_a_damaged_file_is_deleted_and_the_texts_embedded(cache: Path, caplog: pytest.LogCaptureFixture) -> None:
-    CountingEmbedder(cache).embed(TEXTS[:1])
+    EncoderCountingEmbedder(cache).embed(TEXTS[:1])
     kept = _kept_file(cache)
     kept.write_bytes(b"this is not an SQLite database, but a torn copy of one" * 100)
     caplog.set_level(logging.WARNING, logger=vector_cache.__name__)
-    embedder = CountingEmbedder(cache)
+    embedder = EncoderCountingEmbedder(cache)
     vectors = embedder.embed(TEXTS)
     assert embedder.encoded == TEXTS
     assert np.allclose(vectors, get_embedder().embed_queries(TEXTS), atol=1e-6)
     assert f"the kept vectors in {kept} are damaged" in caplog.text
-    again = CountingEmbedder(cache)  # kept anew
+    again = EncoderCountingEmbedder(cache)  # kept anew
     assert np.array_equal(again.embed(TEXTS), vectors) and again.encoded == []
 
 
 def test_a_vector_of_another_length_is_embedded_again(cache: Path) -> None:
-    made = CountingEmbedder(cache).embed(TEXTS)
+    made = EncoderCountingEmbedder(cache).embed(TEXTS)
     with sqlite3.connect(_kept_file(cache)) as connection:
         connection.execute("UPDATE vectors SET vector = ? WHERE digest = ?", (b"\0" * 16, vector_cache._digest(TEXTS[0])))  # noqa: SLF001
-    embedder = CountingEmbedder(cache)
+    embedder = EncoderCountingEmbedder(cache)
     assert np.array_equal(embedder.embed(TEXTS), made) and embedder.encoded == TEXTS[:1]
 
 
@@ -133,3 +135,13 @@ def test_the_least_recently_used_vectors_go_first_beyond_the_bound(tmp_path: Pat
     kept.put({"text 3": np.full(4, 3, dtype=np.float32)})
     assert set(kept.get(list(vectors) + ["text 3"], 4)) == {"text 0", "text 2", "text 3"}
     assert kept.get(["text 0"], 5) == {}  # another dimension: not this encoder's
+
+
+def test_vectors_are_kept_under_the_encoder_that_made_them(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    embedder = EncoderCountingEmbedder(cache)
+    embedder.load()
+    # The model's files change after the load (an upgrade under a running copilot): their key is another.
+    monkeypatch.setattr(embedder, "_cache_key", lambda: "0" * 32)
+    embedder.embed(TEXTS)
+    assert embedder.encoded == TEXTS and _kept_file(cache).is_file()  # with the loaded encoder's entry
+    assert not (cache / ("0" * 32)).exists()
