@@ -41,6 +41,10 @@ _jieba_lock = threading.Lock()
 _jieba_ready = False
 
 
+def has_cjk(text: str) -> bool:
+    return _CJK_RUN.search(text) is not None
+
+
 def segment_cjk(run: str) -> list[str]:
     """Chinese words of a run of CJK characters (jieba, its dictionary loaded once)."""
     global _jieba_ready
@@ -89,13 +93,15 @@ def latin_words(text: str) -> set[str]:
     }
 
 
-def tokenize(text: str) -> list[str]:
-    """Lowercased word tokens for BM25: identifiers split, CJK segmented, stopwords dropped."""
+def tokenize(text: str, *, cjk: bool = True) -> list[str]:
+    """Lowercased word tokens for BM25: identifiers split, CJK segmented, stopwords dropped.
+    ``cjk=False`` leaves CJK out, without loading jieba (a query against a corpus with none)."""
     tokens: list[str] = []
     for match in _WORD.finditer(text):
         piece = match.group()
         if _CJK_RUN.fullmatch(piece):
-            tokens.extend(t for t in segment_cjk(piece) if t not in STOPWORDS)
+            if cjk:
+                tokens.extend(t for t in segment_cjk(piece) if t not in STOPWORDS)
             continue
         for word in _CAMEL_BOUNDARY.split(piece):
             word = word.lower()

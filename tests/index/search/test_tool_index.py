@@ -20,11 +20,13 @@ from tests.index.index_support import (
 )
 
 import index.search.model_loading as model_loading
+import index.search.text as text_module
 import index.search.tool_index as tool_index_module
 from index.models.embedding import Embedder, EmbeddingModelError, bundled_model_path
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.catalog.records import ToolRecord
 from index.search.ranking import HYBRID
+from index.search.text import has_cjk
 from index.search.tool_index import ToolIndex
 from index.usage.prior import UsagePrior, write_usage_prior
 
@@ -51,6 +53,27 @@ def test_unbuilt_index_says_how_to_build_and_loads_nothing(tmp_path: Path) -> No
     assert unbuilt.tool_count == 0 and not unbuilt.built
     unbuilt.warm()  # a copilot's start-up: nothing to search, so the model waits for a build
     assert not fresh.loaded
+
+
+def test_jiebas_dictionary_is_loaded_only_for_an_index_with_chinese(
+    tmp_path: Path, built_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Loading it costs ~1.5 s of CPU: an English index's copilot, warming or routing, must not pay it.
+    segmented: list[str] = []
+    real_segment = text_module.segment_cjk
+    monkeypatch.setattr(text_module, "segment_cjk", lambda run: segmented.append(run) or real_segment(run))
+    english_records = [r for r in make_records() if not has_cjk(r.description + r.server_description)]
+    english = open_index(tmp_path)
+    english.sync(english_records, catalog="tests", catalog_digest="english")
+    english.warm()
+    # Its Chinese can match no document's words; the English still does, by words and by meaning.
+    assert top(english, "天气预报 weather forecast", k=1) == [("weather", "get_weather_forecast")]
+    assert segmented == [], segmented
+
+    chinese = open_index(built_home)
+    chinese.warm()
+    assert segmented == ["预热"]  # loaded at start-up, not during the first Chinese query
+    assert top(chinese, "必应搜索网页", k=1) == [("bing-cn", "bing_search")]
 
 
 def test_records_state_and_lookup(index: ToolIndex) -> None:
