@@ -95,9 +95,13 @@ def builder_digest() -> str:
     return digest.hexdigest()[:32]
 
 
+#: The file an embedded Chroma store keeps everything in but the vector segments.
+CHROMA_DATABASE = "chroma.sqlite3"
+
+
 def store_signature(chroma_dir: Path) -> str | None:
     """A digest of the embedded Chroma store's written state (see the module docstring), or None."""
-    database = chroma_dir / "chroma.sqlite3"
+    database = chroma_dir / CHROMA_DATABASE
     if not database.is_file():
         return None
     try:

@@ -29,6 +29,7 @@ from index.catalog.redact import redact_text, redact_url
 from index.json_text import os_text, shown_os_text
 from index.settings import CopilotSettings
 from index.search.text import tokenize, tool_lexical_text
+from index.storage.build_manifest import CHROMA_DATABASE
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -329,7 +330,23 @@ class ChromaStore:
 
     # -- collections -------------------------------------------------------------------------
 
+    def _never_written(self) -> bool:
+        """An embedded store whose database file was never written holds no collection: said without
+        loading Chroma (~0.4 s of CPU at each start of a copilot that has no index yet). Anything
+        else in the way (a file where the home should be) is for opening the store to explain."""
+        if self.settings.chroma_url:
+            return False
+        try:
+            (self.settings.index_dir / "chroma" / CHROMA_DATABASE).stat()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return False
+
     def _get(self, name: str) -> Collection | None:
+        if self._never_written():
+            return None
         client = self.client()
         try:
             return client.get_collection(name, embedding_function=None)

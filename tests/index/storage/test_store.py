@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from tests.index.index_support import make_records, open_index
 
 from index.settings import CopilotSettings
 from index.storage.store import ChromaStore, IndexState, IndexStoreError, open_failure_message
@@ -52,3 +53,17 @@ def test_only_damaged_files_are_met_with_advice_to_remove_the_index(error: str, 
     message = open_failure_message(Path("/home/u/index/chroma"), error, "python -m index build")
     assert advice in message.lower() and error in message
     assert ("remove /home/u/index/chroma" in message) == (advice == "remove")
+
+
+def test_an_index_never_built_is_answered_without_opening_chroma(tmp_path: Path) -> None:
+    # A copilot with no index read its state at every start through Chroma (~1 s of CPU to load),
+    # which also wrote an empty store into its home.
+    store = ChromaStore(CopilotSettings(home=tmp_path))
+    assert store.read_state() is None and store.tools() is None and store.servers() is None
+    assert not (tmp_path / "index").exists()
+    # A build by another store of the home (another process, as well) is seen by the next read.
+    open_index(tmp_path).sync(make_records()[:3], catalog="tests", catalog_digest="abc")
+    state = store.read_state()
+    assert state is not None and state.catalog_digest == "abc"
+    tools = store.tools()
+    assert tools is not None and tools.count() == 3
