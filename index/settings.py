@@ -204,6 +204,11 @@ class CopilotSettings(BaseSettings):
         return self.home / "index"
 
     @property
+    def chroma_dir(self) -> Path:
+        """The embedded Chroma store's directory (unused with ``chroma_url``)."""
+        return self.index_dir / "chroma"
+
+    @property
     def logs_dir(self) -> Path:
         return self.log_dir if self.log_dir is not None else self.home / "logs"
 

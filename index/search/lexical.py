@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from index.search.text import has_cjk, tokenize
+from index.search.gloss import has_chinese
+from index.search.text import tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +30,11 @@ class LexicalIndex:
         #: Whether any document has Chinese words. Without, a query's Chinese can match nothing, so
         #: it is not segmented: jieba's dictionary (~1.5 s of CPU to load) is loaded only for corpora
         #: that need it.
-        self.has_cjk = any(has_cjk(token) for token in self._vocabulary)
+        self.has_chinese = any(has_chinese(token) for token in self._vocabulary)
 
     def scores(self, text: str) -> np.ndarray:
         """One BM25 score per document (zeros when no query word occurs in the corpus)."""
-        ids = [self._vocabulary[token] for token in tokenize(text, cjk=self.has_cjk) if token in self._vocabulary]
+        ids = [self._vocabulary[token] for token in tokenize(text, cjk=self.has_chinese) if token in self._vocabulary]
         if not ids:
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self._bm25.get_scores_from_ids(ids), dtype=np.float32)

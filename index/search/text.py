@@ -41,10 +41,6 @@ _jieba_lock = threading.Lock()
 _jieba_ready = False
 
 
-def has_cjk(text: str) -> bool:
-    return _CJK_RUN.search(text) is not None
-
-
 def segment_cjk(run: str) -> list[str]:
     """Chinese words of a run of CJK characters (jieba, its dictionary loaded once)."""
     global _jieba_ready

@@ -286,7 +286,7 @@ class ToolIndex:
         """Load the model and the in-memory search structures, so the first query is fast. With no
         index built there is nothing to search: the model (~3 s of CPU, ~200 MB) loads with the
         build or the first route after it, not for a copilot that may only ever execute. jieba's
-        dictionary is loaded only when some indexed text is Chinese (see ``LexicalIndex.has_cjk``)."""
+        dictionary is loaded only when some indexed text is Chinese (see ``LexicalIndex.has_chinese``)."""
         snapshot = self._current(required=False)
         if snapshot is None:
             logger.debug("no index is built: nothing to warm")
@@ -294,7 +294,7 @@ class ToolIndex:
         # Through the loader, so a failure here is what routes report (not "still loading").
         self._model_loader.load()
         self.embedder.embed_queries(["warm up"])
-        if snapshot.space.lexical.has_cjk:
+        if snapshot.space.lexical.has_chinese:
             tokenize("预热")  # loads jieba's dictionary now rather than during a query
 
     def _current(self, *, required: bool) -> _Snapshot | None:

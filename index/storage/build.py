@@ -136,7 +136,7 @@ def build_inputs(
 
     servers = servers_file.resolve() if servers_file is not None else None
     return BuildInputs(
-        store=str(settings.index_dir / "chroma"),
+        store=str(settings.chroma_dir),
         collection=settings.collection,
         model=model_label(settings.embedding_model, settings.embedding_precision),
         document_version=DOCUMENT_VERSION,

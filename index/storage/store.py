@@ -260,7 +260,7 @@ class ChromaStore:
         if self.settings.chroma_url:
             return redact_url(self.settings.chroma_url)
         # The text Chroma is given (its per-path registry is keyed by it), readable and pasteable.
-        return shown_os_text(str(self.settings.index_dir / "chroma"))
+        return shown_os_text(str(self.settings.chroma_dir))
 
     def client(self) -> ClientAPI:
         with self._lock:
@@ -305,7 +305,7 @@ class ChromaStore:
                     f"cannot reach the Chroma server at {self.location} ({redact_text(str(error))}); "
                     "start it (chroma run --path DIR --port PORT) or unset COPILOT_CHROMA_URL."
                 ) from None
-        path = self.settings.index_dir / "chroma"
+        path = self.settings.chroma_dir
         native = store_path_text(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -337,7 +337,7 @@ class ChromaStore:
         if self.settings.chroma_url:
             return False
         try:
-            (self.settings.index_dir / "chroma" / CHROMA_DATABASE).stat()
+            (self.settings.chroma_dir / CHROMA_DATABASE).stat()
         except FileNotFoundError:
             return True
         except OSError:

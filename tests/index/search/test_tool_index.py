@@ -26,7 +26,7 @@ from index.models.embedding import Embedder, EmbeddingModelError, bundled_model_
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.catalog.records import ToolRecord
 from index.search.ranking import HYBRID
-from index.search.text import has_cjk
+from index.search.gloss import has_chinese
 from index.search.tool_index import ToolIndex
 from index.usage.prior import UsagePrior, write_usage_prior
 
@@ -62,7 +62,7 @@ def test_jiebas_dictionary_is_loaded_only_for_an_index_with_chinese(
     segmented: list[str] = []
     real_segment = text_module.segment_cjk
     monkeypatch.setattr(text_module, "segment_cjk", lambda run: segmented.append(run) or real_segment(run))
-    english_records = [r for r in make_records() if not has_cjk(r.description + r.server_description)]
+    english_records = [r for r in make_records() if not has_chinese(r.description + r.server_description)]
     english = open_index(tmp_path)
     english.sync(english_records, catalog="tests", catalog_digest="english")
     english.warm()
