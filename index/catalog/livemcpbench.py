@@ -20,7 +20,7 @@ from index.json_text import has_lone_surrogate, parse_json, without_lone_surroga
 from index.errors import CatalogError
 from index.catalog.records import Catalog, CatalogServer, ToolRecord
 from index.catalog.servers import server_name_problem
-from index.children.tool_listing import name_problem
+from index.children.listing_limits import name_problem
 from index.cli.display import printable
 from index.cli.hints import index_command
 from index.settings import CopilotSettings

@@ -4,11 +4,13 @@ One place for the bounds that ``tool_listing`` (tools) and ``index.catalog.kinds
 resources, resource templates) both apply: ``tool_listing`` imports ``index.catalog.kinds``, so
 the shared numbers live here, in a module that imports neither -- with how a cut reads: the entry
 of a server's skipped tools that says its listing was cut at the cap (read by the pool, the crawl
-and ``server.errors``), and the warning about items listed again.
+and ``server.errors``), the warning about items listed again, and which tool names are none (also
+checked by the LiveMCPBench importer, which must not load the MCP SDK for it).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from pydantic import BaseModel
@@ -94,3 +96,18 @@ class Repeats:
             shown += f" and {self.others:,} more"
         warnings.append(f"{shown} listed more than once; kept the first of each")
 
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def name_problem(name: str) -> str | None:
+    """What makes a tool's name one nobody can call or approve by name, or None.
+
+    An empty name reads as no name in every "server/tool" form (``approve names/`` names nothing),
+    and a control character cannot be typed or passed in a command line (argv ends at a NUL).
+    """
+    if not name.strip():
+        return "name: empty or blank; a tool must have a name to be called or approved"
+    if (found := _CONTROL_CHARACTERS.search(name)) is not None:
+        return f"name: holds the control character U+{ord(found.group()):04X}, which no command line can pass"
+    return None

@@ -22,7 +22,6 @@ is checked, no page past them is asked for, and the cut is one more entry of the
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -44,6 +43,7 @@ from index.children.listing_limits import (
     SHOWN_NAME_CHARS,
     Repeats,
     listing_cut_reason,
+    name_problem,
     size_problem,
 )
 from index.children.raw_pages import checked_page, raw_page, within_room
@@ -130,22 +130,6 @@ def _depth(value: Any) -> int:
             deepest = max(deepest, level)
             stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
     return deepest
-
-
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def name_problem(name: str) -> str | None:
-    """What makes a tool's name one nobody can call or approve by name, or None.
-
-    An empty name reads as no name in every "server/tool" form (``approve names/`` names nothing),
-    and a control character cannot be typed or passed in a command line (argv ends at a NUL).
-    """
-    if not name.strip():
-        return "name: empty or blank; a tool must have a name to be called or approved"
-    if (found := _CONTROL_CHARACTERS.search(name)) is not None:
-        return f"name: holds the control character U+{ord(found.group()):04X}, which no command line can pass"
-    return None
 
 
 def definition_problem(tool: types.Tool) -> str | None:
