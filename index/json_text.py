@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -101,6 +102,25 @@ def os_text(value: str) -> str | None:
         return os.fsencode(value).decode("utf-8")
     except UnicodeError:
         return None
+
+
+def text_for_os(value: str) -> str:
+    """``value`` in the form the system can take it (a child's environment, a command line): the
+    inverse of :func:`os_text`. Under a filesystem encoding that lacks some of its characters
+    (``LC_ALL=C`` with ``PYTHONUTF8=0``: ASCII), starting a process with a question in Chinese
+    failed with a UnicodeEncodeError; the text then goes as its UTF-8 bytes, which a reader of
+    UTF-8 (a shell, the copilot's settings, :func:`os_text`) takes back as the same text. Bytes
+    Python read from the system (lone surrogates in a path) stay the bytes they were."""
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError:
+        return os.fsdecode(value.encode("utf-8", "surrogateescape"))
+    return value
+
+
+def environment_for_os(env: Mapping[str, str]) -> dict[str, str]:
+    """A child's environment, names and values, in the form the system can take (:func:`text_for_os`)."""
+    return {text_for_os(name): text_for_os(value) for name, value in env.items()}
 
 
 def shown_os_text(value: str) -> str:

@@ -29,7 +29,7 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel, Field
 
 from index.catalog.redact import redact_url
-from index.json_text import parse_json
+from index.json_text import environment_for_os, parse_json, text_for_os
 from evaluation.run.agents.bounded_log import LogCut
 from evaluation.run.task_setup.copilot_launch import CopilotLaunch
 from evaluation.llm import (
@@ -430,7 +430,10 @@ async def copilot_session(
     With ``elicitation_callback`` the session declares elicitation support and the callback
     answers the copilot's confirmation questions (see :mod:`evaluation.run.agents.confirm`).
     """
-    params = StdioServerParameters(command=launch.command, args=launch.args, env=launch.env, cwd=launch.cwd)
+    params = StdioServerParameters(
+        command=text_for_os(launch.command), args=[text_for_os(arg) for arg in launch.args],
+        env=environment_for_os(launch.env), cwd=launch.cwd,
+    )
     try:
         async with stdio_client(params, errlog=stderr) as (read, write):
             async with ClientSession(

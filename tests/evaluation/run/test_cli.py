@@ -21,7 +21,7 @@ from server.trajectory.records import parse_event
 from tests.evaluation.run.support import read_events, write_tasks
 from tests.support.cli import PROJECT, cli_env, line_with
 from tests.support.cli import run_cli as run_real_cli
-from tests.support.scripted_openai import Reply, ScriptedOpenAI, ToolCall
+from tests.support.scripted_openai import Reply, ScriptedOpenAI, ToolCall, last_user_text
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -199,6 +199,29 @@ def test_real_cli_skips_the_copilots_own_entry_and_prints_unwrapped_lines(bench,
     capsys.readouterr()
     assert main(command[1:]) == 0  # the same command again, in this process (a real one costs a cold start)
     line_with(capsys.readouterr().err, f"resuming {bench['out'].resolve()}: 1 task(s) finished earlier are skipped, 0 to run")
+
+
+def test_a_question_the_locale_cannot_encode_reaches_the_agent_and_the_copilot(bench) -> None:
+    # LC_ALL=C with PYTHONUTF8=0: the filesystem encoding is ASCII. Starting a command agent with
+    # {question} in Chinese, or the built-in agent's copilot (the question is in its environment),
+    # failed every such task with a UnicodeEncodeError; both now get the question's UTF-8 bytes.
+    question = "北京今天的天气怎么样？"
+    tasks = write_tasks(bench["tmp"] / "zh" / "all_annotations.json", [{"task_id": "zh-1", "question": question}])
+    legacy = cli_env(LC_ALL="C", PYTHONUTF8="0", COPILOT_WARM_INDEX="false")
+    common = ["evaluation.run", "--tasks", str(tasks), "--servers", str(bench["servers"]), "--copilot-home", str(bench["home"])]
+    shell = run_real_cli(*common, "--out", str(bench["tmp"] / "shell"), "--agent-cmd", "printf '%s' {question} > {answer_file}", env=legacy)
+    assert shell.returncode == 0 and "Traceback" not in shell.stderr, shell.stderr
+    with ScriptedOpenAI(handler=lambda request: Reply(content=f"asked: {last_user_text(request)}")) as llm:
+        builtin = run_real_cli(
+            *common, "--out", str(bench["tmp"] / "builtin"), "--base-url", llm.base_url, "--api-key", "k", "--model", "m",
+            env=legacy,
+        )
+    assert builtin.returncode == 0 and "Traceback" not in builtin.stderr, builtin.stderr
+    for run, answer in (("shell", question), ("builtin", f"asked: {question}")):
+        events = read_events(bench["tmp"] / run / "zh-1.jsonl")
+        assert [event["text"] for event in events if event["event"] == "final_answer"] == [answer], run
+    copilot_start = [event for event in read_events(bench["tmp"] / "builtin" / "zh-1.jsonl") if event["event"] == "session_start"][-1]
+    assert "copilot_version" in copilot_start and copilot_start["question"] == question  # the copilot read it back
 
 
 def test_missing_agent_program_stops_the_run_before_any_task(bench, capsys) -> None:
