@@ -11,7 +11,8 @@ For a task run ``n`` times with ``c`` successes:
 both unbiased for every k <= n. An attempt the judge never decided (``not_judged``) is no attempt:
 ``n`` counts a task's judged attempts only, a task enters pass@k only for k <= its ``n``, and a task
 with no judged attempt is left out (and named), never counted as failed. The spread between repeats is reported as the standard deviation
-of the repeats' success rates and the mean within-task variance p(1-p). Tasks are time-varying
+of the repeats' success rates and the mean within-task variance (unbiased, c(n-c)/(n(n-1)), over
+tasks with two attempts or more). Tasks are time-varying
 (news, prices, weather), so each repeat's dates are kept.
 """
 
@@ -99,8 +100,9 @@ class RepeatsReport(BaseModel):
     unjudged_tasks: list[str] = Field(default_factory=list)
     #: Standard deviation of the repeats' success rates.
     between_repeats_sd: float | None
-    #: Mean over tasks of p(1-p) with p = c/n: 0 when every task always or never succeeds;
-    #: ``None`` when no task has a judged attempt.
+    #: Mean over tasks with at least two judged attempts of c(n-c)/(n(n-1)), the unbiased estimate
+    #: of each task's p(1-p) (the plug-in p(1-p) with p = c/n is low by (n-1)/n: a third with 3
+    #: repeats): 0 when every task always or never succeeds; ``None`` when no task has two attempts.
     within_task_variance: float | None
     #: Tasks whose outcome differed between repeats.
     flaky_tasks: int
@@ -147,6 +149,13 @@ def _task_rows(reports: Sequence[Report]) -> list[TaskRepeats]:
             )
         )
     return rows
+
+
+def _within_task_variance(rows: Sequence[TaskRepeats]) -> float | None:
+    """The mean over tasks with two judged attempts or more of c(n-c)/(n(n-1)), unbiased for each
+    task's p(1-p); one attempt says nothing of a task's spread."""
+    spreads = [row.successes * (row.n - row.successes) / (row.n * (row.n - 1)) for row in rows if row.n >= 2]
+    return statistics.fmean(spreads) if spreads else None
 
 
 def _mean_of(values: Sequence[float | None], digits: int | None = None) -> float | None:
@@ -260,7 +269,7 @@ def build_repeats_report(
         tasks_at_k={k: count for k in ks if (count := sum(1 for row in rows if row.n >= k))},
         unjudged_tasks=unjudged,
         between_repeats_sd=sample_sd([r.success_rate for r in reports if r.success_rate is not None]),
-        within_task_variance=statistics.fmean(p * (1 - p) for p in rates) if rates else None,
+        within_task_variance=_within_task_variance(rows),
         flaky_tasks=sum(1 for row in rows if 0 < row.successes < row.n),
         by_category=by_category,
         efficiency=_efficiency(reports),

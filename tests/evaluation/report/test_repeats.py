@@ -46,6 +46,17 @@ def test_pass_at_1_without_a_judged_attempt_has_no_interval(tmp_path: Path) -> N
     assert "0.0%-0.0%" not in (tmp_path / "repeats.md").read_text()
 
 
+def test_within_task_variance_rests_on_tasks_with_two_attempts_or_more() -> None:
+    universe = {"t0": "Office", "t1": "Office"}
+    once = built(universe, [trajectory("t0"), trajectory("t1")], [record("t0", "success"), record("t1", "failure")])
+    report = build_repeats_report([once, once], ["a", "b"], [Path("a"), Path("b")])
+    assert report.within_task_variance == 0.0  # both always the same
+    single = built(universe, [trajectory("t0"), trajectory("t1")], [record("t0", "success")])
+    unjudged = built(universe, [trajectory("t0"), trajectory("t1")], [])
+    alone = build_repeats_report([single, unjudged], ["a", "b"], [Path("a"), Path("b")])
+    assert alone.within_task_variance is None  # one judged attempt of t0, none of t1: no spread to estimate
+
+
 def test_pass_at_k_says_how_many_tasks_it_rests_on() -> None:
     # pass@3 is over the tasks with 3 judged attempts only: here 1 of 2 (t1's third verdict is missing).
     universe = {"t0": "Office", "t1": "Office"}
@@ -56,6 +67,8 @@ def test_pass_at_k_says_how_many_tasks_it_rests_on() -> None:
     ]
     report = build_repeats_report(repeats, ["a", "b", "c"], [Path("a"), Path("b"), Path("c")])
     assert report.tasks_at_k == {1: 2, 2: 2, 3: 1}
+    # Unbiased, c(n-c)/(n(n-1)): t0 2 of 3 -> 1/3, t1 1 of 2 -> 1/2 (the plug-in p(1-p) said 2/9 and 1/4).
+    assert report.within_task_variance == pytest.approx((1 / 3 + 1 / 2) / 2)
     assert report.pass_at_k[3] == 1.0 and report.by_category["Office"].tasks_at_n == 1
     overall, _, categories, _ = tables(report)
     assert overall.rows[-1] == ["tasks", "2", "2", "1"]
