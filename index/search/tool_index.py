@@ -50,6 +50,7 @@ from index.search.ranking import (
 from index.catalog.records import RECORD_KINDS, RecordKind, ToolRecord
 from index.settings import DEFAULT_EMBEDDING_MODEL, CopilotSettings
 from index.storage.store import ChromaStore, IndexState, StoredTool
+from index.storage.read_copy import StoreContents, load_read_copy, save_read_copy
 from index.storage.write_lock import settings_write_lock
 from index.cli.suggest import nearest_names
 from index.search.text import DOCUMENT_VERSION, server_document, tokenize, tool_document
@@ -227,6 +228,8 @@ class ToolIndex:
         self._lock = threading.RLock()
         self._snapshot: _Snapshot | None = None
         self._checked_at = 0.0
+        #: The store's signature when the snapshot was read (None: unknown, so it is read again).
+        self._signature: str | None = None
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._model_loader = ModelLoader(lambda: self.embedder.load())
         self._cache_lock = threading.Lock()
@@ -309,12 +312,7 @@ class ToolIndex:
         try:
             snapshot = self._snapshot
             if snapshot is None or time.monotonic() - self._checked_at >= STALE_CHECK_SECONDS:
-                state = self._store.read_state()
-                if state is None:
-                    snapshot = None
-                elif snapshot is None or snapshot.state.build_id != state.build_id:
-                    snapshot = self._load(state)
-                self._snapshot = snapshot
+                snapshot = self._snapshot = self._fresh(snapshot)
                 self._checked_at = time.monotonic()
         finally:
             self._lock.release()
@@ -322,11 +320,44 @@ class ToolIndex:
             raise IndexNotBuiltError(f"no tool index at {self.location}: {build_advice(self.settings)}")
         return snapshot
 
-    def _load(self, state: IndexState) -> _Snapshot:
+    def _fresh(self, snapshot: _Snapshot | None) -> _Snapshot | None:
+        """What the store holds now: ``snapshot`` while the store's signature says nothing wrote it,
+        else the read copy kept for that signature (no Chroma), else the store read through Chroma."""
+        signature = self._store.signature()
+        if signature is not None and snapshot is not None and signature == self._signature:
+            return snapshot
+        copy = load_read_copy(self.settings, signature) if signature is not None else None
+        if copy is not None:
+            self._store.note_read_elsewhere(copy.state)
+            self._signature = signature
+            if snapshot is not None and snapshot.state.build_id == copy.state.build_id:
+                return snapshot
+            logger.debug("loaded %d tools from the read copy of %s", len(copy.tools.ids), self.location)
+            return self._snapshot_of(copy)
+        state = self._store.read_state()
+        if state is None:
+            self._signature = None
+            return None
+        if snapshot is not None and snapshot.state.build_id == state.build_id:
+            self._signature = signature
+            return snapshot
+        return self._load(state, signature)
+
+    def _load(self, state: IndexState, signature: str | None) -> _Snapshot:
+        """Read the whole index through Chroma (``signature``: the store's before reading, when known),
+        keeping a read copy for the next reader when nothing wrote the store meanwhile."""
         started = time.perf_counter()
-        loaded = self._store.load_tools()
+        contents = StoreContents(state, self._store.load_tools(), *self._store.load_servers())
+        logger.debug("loaded %d tools from %s in %.2f s", len(contents.tools.ids), self.location, time.perf_counter() - started)
+        self._signature = signature if signature is not None and self._store.signature() == signature else None
+        if self._signature is not None:
+            save_read_copy(self.settings, self._signature, contents)
+        return self._snapshot_of(contents)
+
+    def _snapshot_of(self, contents: StoreContents) -> _Snapshot:
+        state, loaded = contents.state, contents.tools
         ids, tool_vectors = loaded.ids, loaded.vectors
-        server_names, server_vectors = self._store.load_servers()
+        server_names, server_vectors = contents.server_names, contents.server_vectors
         server_index = {name: i for i, name in enumerate(server_names)}
         missing = sorted(set(loaded.servers) - server_index.keys())
         if missing:
@@ -344,7 +375,6 @@ class ToolIndex:
             server_vectors=server_vectors,
             lexical=LexicalIndex(loaded.tokens),
         )
-        logger.debug("loaded %d tools from %s in %.2f s", len(ids), self.location, time.perf_counter() - started)
         return _Snapshot(
             state=state,
             space=space,
@@ -361,7 +391,7 @@ class ToolIndex:
         """After a sync: an index in use is reloaded right away (searches meanwhile use the old
         snapshot, see ``_current``); an unused one is loaded by its first search."""
         with self._lock:
-            self._snapshot = self._load(state) if self._snapshot is not None else None
+            self._snapshot = self._load(state, self._store.signature()) if self._snapshot is not None else None
             self._checked_at = time.monotonic() if self._snapshot is not None else 0.0
 
     # -- reading -----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from index.catalog.redact import redact_text, redact_url
 from index.json_text import os_text, shown_os_text
 from index.settings import CopilotSettings
 from index.search.text import tokenize, tool_lexical_text
-from index.storage.build_manifest import CHROMA_DATABASE
+from index.storage.build_manifest import CHROMA_DATABASE, store_signature
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -327,6 +327,18 @@ class ChromaStore:
                 _drop_cached_system(native)
 
             raise IndexStoreError(open_failure_message(native, str(error), index_command(self.settings, "build"))) from None
+
+    def signature(self) -> str | None:
+        """The embedded store's written state, read without Chroma (:func:`store_signature`): equal
+        as long as nothing writes the store. None for a Chroma server, or a store not readable so."""
+        if self.settings.chroma_url:
+            return None
+        return store_signature(self.settings.chroma_dir)
+
+    def note_read_elsewhere(self, state: IndexState) -> None:
+        """``state`` was read without Chroma (:mod:`index.storage.read_copy`): what this process's
+        Chroma client cached of an older build is dropped, as a read through it would."""
+        self._note_build(state.build_id or None, ours=False)
 
     # -- collections -------------------------------------------------------------------------
 

@@ -92,6 +92,7 @@ def test_two_copilots_share_one_index_on_a_chroma_server(chroma_url: str, tmp_pa
     hits = second.search("convert a word document to pdf", top_k=1)
     assert (hits[0].server, hits[0].tool) == ("word-document-server", "convert_to_pdf")
     assert second.location == chroma_url
+    assert not (tmp_path / "b" / "index").exists()  # no read copy of a store that is not on this disk
 
     again = second.sync(make_records())
     assert not again.changed and again.unchanged == len(make_records())
