@@ -24,7 +24,8 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -32,11 +33,18 @@ from typing import Any
 
 import numpy as np
 
+from index.errors import ConfigError
 from index.models import fast_query, quantized
 from index.models.fast_query import PROBES, TracedEncoder, agrees_on_probes
+from index.storage.file_lock import LockBusyError, exclusive_lock
 
 logger = logging.getLogger(__name__)
 
+#: How long a process waits for another storing the entry it needs (a full load takes ~10 s idle,
+#: a minute on a busy machine).
+STORE_WAIT_SECONDS = 180.0
+#: Beside each entry: the lock of whoever is storing it (never an entry: no description in it).
+LOCK_SUFFIX = ".lock"
 #: Bumped when an entry's files change meaning.
 CACHE_FORMAT = 1
 ENCODER_FILE = "encoder.pt"
@@ -217,6 +225,26 @@ def _prune(root: Path, *, keep: str, model: str, precision: str) -> None:
         if replaced or orphaned:
             logger.debug("deleting the cached encoder %s (%s)", entry, "replaced" if replaced else "its model is gone")
             shutil.rmtree(entry, ignore_errors=True)
+
+
+@contextmanager
+def one_store_at_a_time(root: Path, key: str) -> Iterator[None]:
+    """Hold entry ``key``'s lock under ``root`` for the block: processes that start together on an
+    empty cache (a benchmark's copilots, hosts after an install) would each load sentence-transformers
+    (~10 s of CPU and ~1 GB) to store the same entry; the ones that wait take it from the first.
+    The wait is bounded (:data:`STORE_WAIT_SECONDS`); past it, or without a lock file, a process
+    loads the model itself, as before."""
+    with ExitStack() as held:
+        try:
+            held.enter_context(
+                exclusive_lock(
+                    root / f"{key}{LOCK_SUFFIX}", wait=STORE_WAIT_SECONDS,
+                    what=f"loading the embedding model to keep its traced encoder in {root}",
+                )
+            )
+        except (ConfigError, LockBusyError) as error:
+            logger.info("%s; loading the model without waiting for it", error)
+        yield
 
 
 def kept_entry(root: Path, key: str) -> tuple[Path, int] | None:

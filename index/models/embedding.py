@@ -127,17 +127,29 @@ class Embedder:
             force_offline()
             key = self._cache_key() if self.cache_dir is not None else None  # no cache: no stat of the model's files
             self._loaded_key = key
-            cached = compiled.load(self.cache_dir, key) if self.cache_dir is not None and key else None
-            if cached is not None:
-                logger.debug("loaded the cached traced encoder of %s", self.label)
-                self._query_encoder, self._dimension = cached, cached.dimension
-            else:
-                model = self._model if self._model is not None else self._load()
-                traced = traced_query_encoder(model)
-                if traced is not None and self.cache_dir is not None and key:
-                    compiled.save(self.cache_dir, key, traced, model_dir=self.path, precision=self.precision)
-                self._model, self._query_encoder = model, traced
+            if self.cache_dir is None or not key:
+                self._load_model_and_trace(key)
+            elif not self._load_cached(key):
+                with compiled.one_store_at_a_time(self.cache_dir, key):
+                    if not self._load_cached(key):  # another process stored it while this one waited
+                        self._load_model_and_trace(key)
             self._ready = True
+
+    def _load_cached(self, key: str) -> bool:
+        assert self.cache_dir is not None
+        cached = compiled.load(self.cache_dir, key)
+        if cached is None:
+            return False
+        logger.debug("loaded the cached traced encoder of %s", self.label)
+        self._query_encoder, self._dimension = cached, cached.dimension
+        return True
+
+    def _load_model_and_trace(self, key: str | None) -> None:
+        model = self._model if self._model is not None else self._load()
+        traced = traced_query_encoder(model)
+        if traced is not None and self.cache_dir is not None and key:
+            compiled.save(self.cache_dir, key, traced, model_dir=self.path, precision=self.precision)
+        self._model, self._query_encoder = model, traced
 
     def model(self) -> SentenceTransformer:
         """The sentence-transformers model itself (loaded now if the cached encoder was enough so far)."""

@@ -8,6 +8,9 @@ import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +20,8 @@ import pytest
 from index.models import compiled
 from index.models.embedding import Embedder, get_embedder
 from tests.index.index_support import linked_model_dir
-from tests.support.cli import cli_env, run_python
+from index.storage.file_lock import exclusive_lock
+from tests.support.cli import PROJECT, cli_env, run_python
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -80,7 +84,8 @@ def _fresh_process(cache: Path, home: Path) -> tuple[dict, str]:
 
 
 def _entries(cache: Path) -> list[Path]:
-    return sorted(path for path in cache.iterdir()) if cache.is_dir() else []
+    """The cache's entries (and staging directories), not the locks of whoever stored them."""
+    return sorted(path for path in cache.iterdir() if not path.name.endswith(compiled.LOCK_SUFFIX)) if cache.is_dir() else []
 
 
 def test_a_later_process_embeds_from_the_cache_exactly_as_the_model_does(stored: Stored, tmp_path: Path) -> None:
@@ -239,3 +244,40 @@ def test_storing_deletes_entries_of_models_that_are_gone_and_abandoned_staging(s
     # Gone: the abandoned staging and the entry of the removed model. Kept: a staging being written,
     # the stored int8 entry, another model's and the new one.
     assert names == sorted([".staging-being-written", stored.entry, "b" * 32, "c" * 32])
+
+
+#: Loads the embedder as a copilot does, in a process of its own, and says where its encoder came from.
+LOAD_IN_A_PROCESS = """
+from index.models.embedding import Embedder
+from index.settings import CopilotSettings
+settings = CopilotSettings.load()
+embedder = Embedder(settings.embedding_model, settings.embedding_precision, cache_dir=settings.model_cache)
+embedder.load()
+print("from the cache" if embedder.from_cache else "the model itself")
+"""
+
+
+def test_a_process_waits_for_another_storing_the_entry_and_takes_it(stored: Stored, tmp_path: Path) -> None:
+    # Processes started together on an empty cache each loaded sentence-transformers (~10 s of CPU)
+    # to store the same entry. Here this test is the process storing it: it holds the entry's lock.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = cli_env(COPILOT_MODEL_CACHE=str(cache), COPILOT_HOME=str(tmp_path / "home"))
+    with exclusive_lock(cache / f"{stored.entry}{compiled.LOCK_SUFFIX}", wait=5, what="storing the entry in this test"):
+        waiting = subprocess.Popen(
+            [sys.executable, "-c", LOAD_IN_A_PROCESS], cwd=PROJECT, env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        deadline = threading.Timer(120, waiting.kill)  # bounds the reads below
+        deadline.start()
+        try:
+            assert waiting.stderr is not None
+            said = ""
+            while "waiting up to" not in said and (line := waiting.stderr.readline()):
+                said += line
+            assert "another process is loading the embedding model to keep its traced encoder" in said, said
+            shutil.copytree(stored.cache / stored.entry, cache / stored.entry)
+        finally:
+            deadline.cancel()
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0 and out.strip() == "from the cache", said + err
