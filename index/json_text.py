@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -116,6 +116,11 @@ def text_for_os(value: str) -> str:
     except UnicodeEncodeError:
         return os.fsdecode(value.encode("utf-8", "surrogateescape"))
     return value
+
+
+def arguments_for_os(argv: Iterable[str]) -> list[str]:
+    """A command line in the form the system can take (:func:`text_for_os`)."""
+    return [text_for_os(arg) for arg in argv]
 
 
 def environment_for_os(env: Mapping[str, str]) -> dict[str, str]:

@@ -35,7 +35,7 @@ from index.children.containment.guard import TAG_VARIABLE, child_guard
 from index.children.process import HURRIED_GRACE, HURRIED_KILL_GRACE, ChildProcess, describe_exit
 from index.children.wire import ChildRequests, PendingRequests, StdoutReader, note_dropped
 from index.catalog.servers import ServerConfig
-from index.json_text import environment_for_os, text_for_os
+from index.json_text import arguments_for_os, environment_for_os
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ async def stdio_streams(
             # The spawn and the task group below have no await between them, so a cancellation
             # cannot land after the spawn and leak the process.
             process = await anyio.open_process(
-                [text_for_os(arg) for arg in guard.launch_argv(executable, config.args)],
+                arguments_for_os(guard.launch_argv(executable, config.args)),
                 env=environment_for_os(env), cwd=cwd, stderr=log, start_new_session=True,
             )
         except OSError as error:

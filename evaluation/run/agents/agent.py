@@ -29,7 +29,7 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel, Field
 
 from index.catalog.redact import redact_url
-from index.json_text import environment_for_os, parse_json, text_for_os
+from index.json_text import arguments_for_os, environment_for_os, parse_json
 from evaluation.run.agents.bounded_log import LogCut
 from evaluation.run.task_setup.copilot_launch import CopilotLaunch
 from evaluation.llm import (
@@ -430,10 +430,8 @@ async def copilot_session(
     With ``elicitation_callback`` the session declares elicitation support and the callback
     answers the copilot's confirmation questions (see :mod:`evaluation.run.agents.confirm`).
     """
-    params = StdioServerParameters(
-        command=text_for_os(launch.command), args=[text_for_os(arg) for arg in launch.args],
-        env=environment_for_os(launch.env), cwd=launch.cwd,
-    )
+    command, *args = arguments_for_os([launch.command, *launch.args])
+    params = StdioServerParameters(command=command, args=args, env=environment_for_os(launch.env), cwd=launch.cwd)
     try:
         async with stdio_client(params, errlog=stderr) as (read, write):
             async with ClientSession(

@@ -28,7 +28,7 @@ import anyio.abc
 import psutil
 from pydantic import BaseModel, ValidationError
 
-from index.json_text import environment_for_os, parse_json, text_for_os, validation_reason
+from index.json_text import arguments_for_os, environment_for_os, parse_json, validation_reason
 from evaluation.run.agents.agent import stderr_tail
 from evaluation.run.agents.bounded_log import DEFAULT_MAX_AGENT_LOG_BYTES, PIPE_DRAIN_SECONDS, BoundedLog, LogCut, pump
 from evaluation.run.models import ErrorKind
@@ -157,7 +157,7 @@ async def run_external_agent(
     try:
         try:
             process = await anyio.open_process(
-                guard.launch_argv("/bin/sh", ["-c", text_for_os(command)]),
+                arguments_for_os(guard.launch_argv("/bin/sh", ["-c", command])),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
