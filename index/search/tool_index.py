@@ -344,7 +344,10 @@ class ToolIndex:
         return self._load(state, signature)
 
     def _load(self, state: IndexState, signature: str | None) -> _Snapshot:
-        """Read the whole index through Chroma (``signature``: the store's before reading, when known),
+        return self._snapshot_of(self._read_through_chroma(state, signature))
+
+    def _read_through_chroma(self, state: IndexState, signature: str | None) -> StoreContents:
+        """The whole index read through Chroma (``signature``: the store's before reading, when known),
         keeping a read copy for the next reader when nothing wrote the store meanwhile."""
         started = time.perf_counter()
         contents = StoreContents(state, self._store.load_tools(), *self._store.load_servers())
@@ -352,7 +355,7 @@ class ToolIndex:
         self._signature = signature if signature is not None and self._store.signature() == signature else None
         if self._signature is not None:
             save_read_copy(self.settings, self._signature, contents)
-        return self._snapshot_of(contents)
+        return contents
 
     def _snapshot_of(self, contents: StoreContents) -> _Snapshot:
         state, loaded = contents.state, contents.tools
@@ -389,9 +392,12 @@ class ToolIndex:
 
     def _replace_snapshot(self, state: IndexState) -> None:
         """After a sync: an index in use is reloaded right away (searches meanwhile use the old
-        snapshot, see ``_current``); an unused one is loaded by its first search."""
+        snapshot, see ``_current``); an unused one is loaded by its first search -- from the read
+        copy this leaves, so the first copilot start after ``index build`` needs no Chroma either
+        (the build has it open; a reader would have imported it for this alone)."""
         with self._lock:
-            self._snapshot = self._load(state, self._store.signature()) if self._snapshot is not None else None
+            contents = self._read_through_chroma(state, self._store.signature())
+            self._snapshot = self._snapshot_of(contents) if self._snapshot is not None else None
             self._checked_at = time.monotonic() if self._snapshot is not None else 0.0
 
     # -- reading -----------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 Every copilot start and ``index search`` loaded the whole index through Chroma: importing and
 opening it cost ~1-1.5 s of CPU before the first ``route``, for data that changes only when the
-index is written. After a process has read the store, it keeps what it read in
-``COPILOT_HOME/index/read-copy.<collection>.npz``: the build state, each record's server, JSON, BM25 tokens and
+index is written. After a process has read the store, or written it (``index build``), it keeps
+what it holds in ``COPILOT_HOME/index/read-copy.<collection>.npz``: the build state, each record's server, JSON, BM25 tokens and
 kind, and the tool and server vectors, with the store's signature at the time
 (:func:`index.storage.build_manifest.store_signature`, read from Chroma's SQLite file with the
 standard library). A reader uses the copy only when the store's signature is still that one: any
@@ -33,7 +33,8 @@ from index.storage.store import IndexState, LoadedTools
 
 logger = logging.getLogger(__name__)
 
-COPY_VERSION = 1
+#: 2: the version, collection and signature in a header of their own, read before the records.
+COPY_VERSION = 2
 #: Per collection (``COPILOT_COLLECTION``: Chroma's names are letters, digits, ``-``, ``_`` and ``.``;
 #: one longer than a file name may be is named by its digest).
 FILE_NAME = "read-copy.{collection}.npz"
@@ -60,10 +61,8 @@ def copy_path(settings: CopilotSettings) -> Path:
 def save_read_copy(settings: CopilotSettings, signature: str, contents: StoreContents) -> None:
     """Keep ``contents`` (read from the store whose signature is ``signature``) for the next reader."""
     tools = contents.tools
+    header = {"version": COPY_VERSION, "collection": settings.collection, "signature": signature}
     meta = {
-        "version": COPY_VERSION,
-        "collection": settings.collection,
-        "signature": signature,
         "state": contents.state.model_dump(mode="json"),
         "ids": tools.ids,
         "servers": tools.servers,
@@ -75,7 +74,8 @@ def save_read_copy(settings: CopilotSettings, signature: str, contents: StoreCon
     buffer = io.BytesIO()
     np.savez(
         buffer,
-        meta=np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8),
+        header=_json_array(header),
+        meta=_json_array(meta),
         tool_vectors=np.asarray(tools.vectors, dtype=np.float32),
         server_vectors=np.asarray(contents.server_vectors, dtype=np.float32),
     )
@@ -90,9 +90,10 @@ def load_read_copy(settings: CopilotSettings, signature: str) -> StoreContents |
     path = copy_path(settings)
     try:
         with np.load(path, allow_pickle=False) as arrays:
-            meta = json.loads(bytes(arrays["meta"]).decode("utf-8"))
-            if not _current(meta, settings, signature):
+            # The header alone first: a stale copy is passed over without reading its records.
+            if not _current(_json_of(arrays["header"]), settings, signature):
                 return None
+            meta = _json_of(arrays["meta"])
             tool_vectors = np.asarray(arrays["tool_vectors"], dtype=np.float32)
             server_vectors = np.asarray(arrays["server_vectors"], dtype=np.float32)
     except FileNotFoundError:
@@ -107,12 +108,20 @@ def load_read_copy(settings: CopilotSettings, signature: str) -> StoreContents |
         return None
 
 
-def _current(meta: Any, settings: CopilotSettings, signature: str) -> bool:
+def _json_array(value: Any) -> np.ndarray:
+    return np.frombuffer(json.dumps(value, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
+
+
+def _json_of(array: np.ndarray) -> Any:
+    return json.loads(bytes(array).decode("utf-8"))
+
+
+def _current(header: Any, settings: CopilotSettings, signature: str) -> bool:
     return (
-        isinstance(meta, dict)
-        and meta.get("version") == COPY_VERSION
-        and meta.get("collection") == settings.collection
-        and meta.get("signature") == signature
+        isinstance(header, dict)
+        and header.get("version") == COPY_VERSION
+        and header.get("collection") == settings.collection
+        and header.get("signature") == signature
     )
 
 

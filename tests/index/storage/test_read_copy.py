@@ -36,13 +36,21 @@ def _no_chroma(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_reader_of_an_unchanged_store_loads_the_copy_without_chroma(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = open_index(built)
-    expected = _hits(first)  # read through Chroma, which leaves the copy for the next reader
+    expected = _hits(first)
     assert copy_path(first.settings).is_file()
     _no_chroma(monkeypatch)
     second = open_index(built)
     assert _hits(second) == expected
     assert second.records() == first.records() and second.server_names() == first.server_names()
     assert second.state().build_id == first.state().build_id and second.tool_count == len(make_records())
+
+
+def test_a_build_leaves_the_copy_for_its_first_reader(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first copilot start after `index build` imported Chroma to read what the build had just written.
+    _no_chroma(monkeypatch)
+    reader = open_index(built)
+    assert len(reader.records()) == len(make_records())
+    assert [(hit.server, hit.tool) for hit in reader.search(QUERY, top_k=1)] == [("word-document-server", "convert_to_pdf")]
 
 
 def test_a_write_makes_the_copy_stale_for_every_reader(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
