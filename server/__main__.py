@@ -157,6 +157,9 @@ def _exit_now(code: int = 0) -> None:
             _BEFORE_EXIT.pop()()
         except Exception:  # noqa: BLE001 -- leaving must not fail
             logger.debug("exit hook failed", exc_info=True)
+    from index.search.model_loading import remove_refuges  # noqa: PLC0415
+
+    remove_refuges()
     logging.shutdown()
     sys.stderr.flush()
     os._exit(code)

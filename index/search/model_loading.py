@@ -11,8 +11,10 @@ minutes, never a loop.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -62,7 +64,23 @@ def keep_a_working_directory() -> None:
     except FileNotFoundError:
         refuge = tempfile.mkdtemp(prefix="copilot-cwd-")
         os.chdir(refuge)
+        if not _refuges:
+            atexit.register(remove_refuges)
+        _refuges.append(refuge)
         logger.warning("the working directory was removed while running; continuing in %s", refuge)
+
+
+#: Directories :func:`keep_a_working_directory` made, removed when the process leaves.
+_refuges: list[str] = []
+
+
+def remove_refuges() -> None:
+    """Remove the directories made to work in, as the process leaves: at ``atexit``, and from the
+    copilot's own exit, which leaves through ``os._exit`` (skipping ``atexit``) so that a library's
+    thread cannot hold it up. Each refuge is one per process in the temporary directory; left behind,
+    every copilot whose host removed its directory would add one."""
+    while _refuges:
+        shutil.rmtree(_refuges.pop(), ignore_errors=True)
 
 
 def _reason(error: BaseException) -> str:
