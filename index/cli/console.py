@@ -16,6 +16,7 @@ import sys
 from typing import IO, Any
 
 from rich.console import Console
+from rich.text import Text
 
 from index.json_text import os_text
 
@@ -70,15 +71,31 @@ def json_ensure_ascii(stream: IO[str]) -> bool:
     return not writes_unicode(stream)
 
 
+class _EscapingConsole(Console):
+    """A console on a stream that cannot write every character: text is escaped (``\\uXXXX``, as
+    :func:`prepare_text_io` has the stream do) *before* rich lays it out. Escaped only by the stream,
+    a Chinese description took one column per character in the table's widths and six on the line,
+    so every row after it was out of line with the header."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        encoding = self.encoding
+        try:
+            shown = text.encode(encoding, "backslashreplace").decode(encoding)
+        except LookupError:
+            shown = text
+        return super().render_str(shown, **kwargs)
+
+
 def make_console(*, stderr: bool = False, file: IO[str] | None = None, **kwargs: Any) -> Console:
     """A rich console on stdout (or stderr, or ``file``) that only wraps on a real terminal."""
     prepare_text_io()
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    console_class = Console if writes_unicode(stream) else _EscapingConsole
     if _is_terminal(stream):
-        return Console(file=file, stderr=stderr, **kwargs)
+        return console_class(file=file, stderr=stderr, **kwargs)
     kwargs.setdefault("width", UNWRAPPED_WIDTH)
     kwargs.setdefault("soft_wrap", True)
-    return Console(file=file, stderr=stderr, **kwargs)
+    return console_class(file=file, stderr=stderr, **kwargs)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.table import Table
 
 from index.cli.console import UNWRAPPED_WIDTH, HelpFormatter, argv_text, json_ensure_ascii, make_console, prepare_text_io
 from tests.evaluation.judge_helpers import task_entry, write_copilot_log, write_tasks
@@ -53,6 +54,23 @@ def test_output_survives_a_stream_that_is_not_utf8_and_text_arguments_are_read_a
     monkeypatch.setattr(sys, "stdout", utf8)
     prepare_text_io()
     assert utf8.errors == "strict" and not json_ensure_ascii(utf8)
+
+
+def test_a_table_on_a_stream_that_is_not_utf8_lines_up() -> None:
+    """Escaped only by the stream, a Chinese cell took one column per character in the table's widths
+    and six on the line: every row after it was out of line (``index search``, ``server status``)."""
+    raw = io.BytesIO()
+    legacy = io.TextIOWrapper(raw, encoding="ascii", errors="backslashreplace")
+    table = Table(title="tools")
+    for column in ("server", "description"):
+        table.add_column(column)
+    table.add_row("Bazi", "获取黄历信息 (calendar)")
+    table.add_row("time", "Get the current time")
+    make_console(file=legacy).print(table)
+    legacy.flush()
+    lines = raw.getvalue().decode("ascii").splitlines()[1:]
+    assert "\\u83b7\\u53d6" in lines[3], lines
+    assert len({len(line) for line in lines}) == 1, "\n".join(lines)
 
 
 def test_help_survives_a_locale_that_is_not_utf8() -> None:
