@@ -371,7 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             what = "task questions" if args.annotations.exists() else "built-in questions (no LiveMCPBench annotations)"
             agents = (
                 f"{len(agent_queries)} route calls of the paper agent in {args.trajectories.name}"
-                if agent_queries else f"none ({args.trajectories} not found)"
+                if agent_queries
+                else f"none ({args.trajectories} " + ("has no route calls)" if args.trajectories.exists() else "not found)")
             )
             print(
                 f"\nquestions: {len(queries)} {what} (median {statistics.median(len(q) for q in queries):.0f} characters) "

@@ -70,8 +70,16 @@ def read_annotations(path: Path) -> list[dict]:
             raise ConfigError(
                 f'{path}: entry {number} has no "Question" and "task_id" text (is this LiveMCPBench\'s all_annotations.json?).'
             )
-        if not isinstance(task.get("Annotator Metadata") or {}, dict):
+        metadata = task.get("Annotator Metadata") or {}
+        if not isinstance(metadata, dict):
             raise ConfigError(f'{path}: entry {number}: "Annotator Metadata" must be an object.')
+        # Read as text: a number there named no tool, and the task was left out as one without tools.
+        for field in ("Steps", "Tools"):
+            if not isinstance(metadata.get(field) or "", str):
+                raise ConfigError(
+                    f'{path}: entry {number}: "Annotator Metadata"."{field}" must be text (numbered lines), '
+                    f"got {type(metadata[field]).__name__}."
+                )
     return data
 
 
@@ -133,10 +141,12 @@ def _trajectory_entries(path: Path) -> list[dict]:
     if not isinstance(data, list):
         raise ConfigError(f"{path}: expected LiveMCPBench's trajectories (a JSON list of tasks), got {type(data).__name__}.")
     for number, item in enumerate(data, 1):
+        # An entry without "messages" is no trajectory either: the annotation file given in its place
+        # was read as trajectories without a route call, and the run measured no real agent queries.
         messages = item.get("messages") if isinstance(item, dict) else None
-        if not isinstance(item, dict) or not isinstance(messages or [], list):
+        if not isinstance(messages, list):
             raise ConfigError(f'{path}: entry {number} is not a trajectory (an object with a "messages" list; is this sample_trajectories.json?).')
-        for index, message in enumerate(messages or [], 1):
+        for index, message in enumerate(messages, 1):
             calls = message.get("tool_calls") if isinstance(message, dict) else None
             if not isinstance(message, dict) or not isinstance(calls or [], list) or not all(
                 isinstance(call, dict) and isinstance(call.get("function") or {}, dict) for call in calls or []

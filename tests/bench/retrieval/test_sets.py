@@ -92,6 +92,10 @@ def test_input_files_of_the_wrong_kind_name_the_file_and_entry(tmp_path: Path) -
         ({"cases": []}, "expected LiveMCPBench's annotation list"),
         ([{"Question": "q"}], 'entry 1 has no "Question" and "task_id" text'),
         ([{"Question": "q", "task_id": "t", "Annotator Metadata": "x"}], 'entry 1: "Annotator Metadata" must be an object'),
+        (
+            [{"Question": "q", "task_id": "t", "Annotator Metadata": {"Steps": "1. x", "Tools": 7}}],
+            r'entry 1: "Annotator Metadata"\."Tools" must be text \(numbered lines\), got int',
+        ),
     ):
         wrong.write_text(json.dumps(data))
         with pytest.raises(ConfigError, match=message):
@@ -99,6 +103,7 @@ def test_input_files_of_the_wrong_kind_name_the_file_and_entry(tmp_path: Path) -
     for data, message in (
         ({"cases": []}, "expected LiveMCPBench's trajectories"),
         (["x"], "entry 1 is not a trajectory"),
+        ([{"messages": []}, {"Question": "q", "task_id": "t"}], "entry 2 is not a trajectory"),  # the annotations instead
         ([{"messages": [{"role": "assistant", "tool_calls": ["x"]}]}], "entry 1, message 1: not a chat message"),
     ):
         wrong.write_text(json.dumps(data))
