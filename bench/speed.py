@@ -6,8 +6,10 @@
 1. Route latency on the 527-tool LiveMCPBench index, warm, over the 95 task questions:
    the hybrid ``ToolIndex.search`` against baselines measured in the same run and interleaved
    query by query -- plain dense brute force (embed + one matrix product), Chroma's own HNSW
-   query, and the same hybrid with the model in float32 (``COPILOT_EMBEDDING_PRECISION``; the
-   shipped model is int8, see :mod:`index.models.quantized`).
+   query, the same hybrid with the model in float32 (``COPILOT_EMBEDDING_PRECISION``; the
+   shipped model is int8, see :mod:`index.models.quantized`), and the same hybrid with its
+   forward pass on torch's own number of threads and on one thread instead of the cores left free
+   (:mod:`index.models.torch_threads`); those three again while another process keeps one core busy.
 2. Build time of that index from the snapshot, as a user runs it (``python -m index build`` in a
    fresh process): cold into an empty store (and cold in float32, the baseline), then again with
    nothing changed (answered from the build manifest), then once more without the manifest
@@ -35,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 import index.search.tool_index as tool_index_module
+from index.models import torch_threads
 from bench.args import existing_file, positive_int
 from bench.retrieval import route_queries
 from bench.retrieval.sets import read_annotations
@@ -153,6 +156,39 @@ def build_rows(catalog: Path, home: Path, tools: int, repeat: int, float32_home:
     return [*lines, f"(builds timed as fresh 'python -m index build' processes{load})"]
 
 
+#: Baselines of the shipped thread policy, free cores (index/models/torch_threads.py): every forward
+#: pass on torch's own number of threads (as before), and on one thread.
+TORCH_THREADS = "hybrid, torch's own threads"
+ONE_THREAD = "hybrid, one thread"
+#: A process that keeps one core busy while it lasts: the copilot's children, the agent, another
+#: task's copilot. It ends by itself when this benchmark is gone, killed or not, and after 10 minutes.
+_BUSY_PROCESS = "import os, time\nparent, end = os.getppid(), time.monotonic() + 600\nwhile os.getppid() == parent and time.monotonic() < end: pass"
+
+
+def with_thread_policy(index: ToolIndex, top_k: int, policy: torch_threads.ThreadPolicy) -> Callable[[str], object]:
+    """The shipped hybrid with its forward pass under another thread policy."""
+
+    def run(query: str) -> object:
+        torch_threads.POLICY = policy
+        try:
+            return index.search(query, top_k=top_k)
+        finally:
+            torch_threads.POLICY = "free-cores"
+
+    return run
+
+
+def busy_rows(index: ToolIndex, queries: Sequence[str], rounds: int) -> list[str]:
+    """Route latency while another process keeps one core busy, against the other thread policies."""
+    neighbour = subprocess.Popen([sys.executable, "-c", _BUSY_PROCESS])
+    try:
+        timings = measure_latency(index, None, queries, rounds)
+    finally:
+        neighbour.kill()
+        neighbour.wait(timeout=30)
+    return report_latency(f"route, {index.tool_count} tools, questions, one core busy,", timings, 15)
+
+
 def chroma_query(store: ChromaStore, index: ToolIndex, k: int) -> Callable[[str], object]:
     collection = store.tools()
     assert collection is not None
@@ -165,14 +201,21 @@ def chroma_query(store: ChromaStore, index: ToolIndex, k: int) -> Callable[[str]
 
 
 def measure_latency(
-    index: ToolIndex, store: ChromaStore, queries: Sequence[str], rounds: int, top_k: int = 5, float32: ToolIndex | None = None
+    index: ToolIndex,
+    store: ChromaStore | None,
+    queries: Sequence[str],
+    rounds: int,
+    top_k: int = 5,
+    float32: ToolIndex | None = None,
 ) -> dict[str, list[float]]:
-    """Interleaved per query, so machine noise hits every method alike."""
-    methods: dict[str, Callable[[str], object]] = {
-        "hybrid": lambda q: index.search(q, top_k=top_k),
-        "dense brute force": lambda q: index.search(q, top_k=top_k, method="dense"),
-        "chroma HNSW": chroma_query(store, index, top_k),
-    }
+    """Interleaved per query, so machine noise hits every method alike (without a ``store``: the
+    hybrid against the same under the other thread policies only)."""
+    methods: dict[str, Callable[[str], object]] = {"hybrid": lambda q: index.search(q, top_k=top_k)}
+    if store is not None:
+        methods["dense brute force"] = lambda q: index.search(q, top_k=top_k, method="dense")
+        methods["chroma HNSW"] = chroma_query(store, index, top_k)
+    methods[TORCH_THREADS] = with_thread_policy(index, top_k, "own")
+    methods[ONE_THREAD] = with_thread_policy(index, top_k, "one")
     if float32 is not None:
         methods["hybrid float32"] = lambda q: float32.search(q, top_k=top_k)
     for query in queries[:5]:  # warm every path once
@@ -193,7 +236,7 @@ def report_latency(title: str, timings: dict[str, list[float]], target_ms: float
     lines = []
     for stat, q in (("p50", 50), ("p95", 95)):
         value = percentile(hybrid, q)
-        for baseline in ("dense brute force", "chroma HNSW", "hybrid float32"):
+        for baseline in ("dense brute force", "chroma HNSW", TORCH_THREADS, ONE_THREAD, "hybrid float32"):
             if baseline not in timings:
                 continue
             base = percentile(timings[baseline], q)
@@ -344,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             store = ChromaStore(CopilotSettings(home=home))
             timings = measure_latency(index, store, queries, args.rounds, float32=float32)
             lines += report_latency(f"route, {index.tool_count} tools, questions,", timings, 15)
+            lines += busy_rows(index, queries, args.rounds)
             if agent_queries:
                 agent_timings = measure_latency(index, store, agent_queries, max(args.rounds, 10), float32=float32)
                 lines += report_latency(f"route, {index.tool_count} tools, agent queries,", agent_timings, 15)

@@ -17,8 +17,9 @@ def pytest_configure(config: pytest.Config) -> None:
     every process a test starts. The suite runs a worker more than the cores, each starting
     copilots and CLIs: torch's own threads only fought over the cores. With one, the index tests
     (``tests/index/storage``, ``tests/index/search``, 4 workers) took 134 s and 244 s of CPU here
-    instead of 217 s and 400 s. The copilot keeps torch's default for users: idle, two threads built
-    the project's catalog in 26 s instead of 31 s. A value set by whoever runs the tests wins."""
+    instead of 217 s and 400 s. (Since then the copilot runs every single text, a query or an int8
+    document, on one thread for users too, see ``index/models/torch_threads.py``; this still covers
+    float32 batches.) A value set by whoever runs the tests wins."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 

@@ -31,6 +31,7 @@ from index.models.model_names import (  # noqa: F401 -- re-exported: the model's
     resolve_model,
 )
 from index.models.quantized import quantize_feed_forward
+from index.models.torch_threads import use_free_cores
 from index.models.vector_cache import VectorCache
 from index.settings import DEFAULT_EMBEDDING_MODEL, DEFAULT_EMBEDDING_PRECISION, EmbeddingPrecision
 
@@ -232,6 +233,7 @@ class Embedder:
         for start in range(0, len(order), batch_size):
             batch = [texts[i] for i in order[start : start + batch_size]]
             with self._call_lock:
+                use_free_cores()
                 vectors = model.encode(
                     batch,
                     batch_size=batch_size,
@@ -298,6 +300,7 @@ class Embedder:
         if self.precision == "int8" and len(texts) > 1:
             return np.vstack([self.embed_queries([text]) for text in texts])
         with self._call_lock:
+            use_free_cores()
             if self._query_encoder is not None:
                 return np.asarray(self._query_encoder(list(texts)), dtype=np.float32)
             model = self._model

@@ -116,6 +116,44 @@ def test_an_int8_document_vector_does_not_depend_on_what_is_embedded_with_it() -
     assert np.array_equal(embedder.embed_queries([text, others[0]])[0], alone)
 
 
+def test_a_forward_pass_takes_the_cores_other_threads_leave_free(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """torch's threads waiting for each other at every layer made a query 58-209 ms instead of
+    16-19 ms whenever another process wanted a core (index/models/torch_threads.py)."""
+    import torch
+
+    from index.models import torch_threads
+
+    before = torch.get_num_threads()
+    loadavg = tmp_path / "loadavg"
+    monkeypatch.setattr(torch_threads, "_LOADAVG", str(loadavg))
+    # This process's running threads as the kernel would list them: the caller alone (torch's workers
+    # of the last pass may still be spinning in the real list, which would make the count vary).
+    (tmp_path / "task" / "4242").mkdir(parents=True)
+    (tmp_path / "task" / "4242" / "stat").write_text("4242 (python) R 1 4242 4242 0 -1 4194560 0 0\n")
+    monkeypatch.setattr(torch_threads, "_OWN_TASKS", str(tmp_path / "task"))
+    monkeypatch.setattr(torch_threads, "_own", 3)  # torch's own number and the cores, whatever this machine's
+    monkeypatch.setattr(torch_threads, "_cores", 4)
+    int8, float32 = get_embedder(), get_embedder(precision="float32")
+    passes = {
+        "a query": lambda: int8.embed_queries(["current time in Tokyo"]),
+        "int8 documents, one by one": lambda: int8.embed(["read the rows of an Excel sheet", "current time in a zone"]),
+        "a float32 batch": lambda: float32.embed(["read the rows of an Excel sheet", "current time in a zone"]),
+    }
+    try:
+        for running, expected in (("1/80", 3), ("2/80", 3), ("3/80", 2), ("9/80", 1)):  # the reader is one of them
+            loadavg.write_text(f"1.52 1.21 0.98 {running} 4242\n")
+            for name, forward in passes.items():
+                torch.set_num_threads(7)
+                forward()
+                assert torch.get_num_threads() == expected, (running, name)
+        loadavg.unlink()  # unknown (not Linux): one thread, the choice that never collapses
+        for forward in passes.values():
+            forward()
+            assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_a_model_without_bert_style_feed_forward_layers_is_refused_in_int8() -> None:
     import torch
 
