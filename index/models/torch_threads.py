@@ -104,6 +104,9 @@ def use_free_cores() -> None:
     """Set this OS thread's torch thread count for its next forward pass (see the module's doc)."""
     import torch
 
-    wanted = threads_for(own_threads(), usable_cores(), other_running_threads(), POLICY)
+    own = own_threads()
+    # One thread of its own (OMP_NUM_THREADS=1, one core) leaves nothing to count.
+    others = other_running_threads() if own > 1 and POLICY == "free-cores" else None
+    wanted = threads_for(own, usable_cores(), others, POLICY)
     if torch.get_num_threads() != wanted:
         torch.set_num_threads(wanted)
