@@ -37,12 +37,12 @@ from pathlib import Path
 import numpy as np
 
 import index.search.tool_index as tool_index_module
-from index.models import torch_threads
 from bench.args import existing_file, positive_int
 from bench.retrieval import route_queries
 from bench.retrieval.sets import read_annotations
 from index.cli.console import HelpFormatter
 from index.errors import CopilotError
+from index.models import torch_threads
 from index.catalog.livemcpbench import load_livemcpbench
 from index.catalog.records import Catalog, ToolRecord, load_catalog
 from index.settings import DEFAULT_CATALOG, PROJECT_DIR, CopilotSettings, livemcpbench_dir

@@ -38,6 +38,8 @@ _lock = threading.Lock()
 def own_threads() -> int:
     """torch's own thread count for this process, as it was before a forward pass first changed it."""
     global _own
+    if _own is not None:  # every forward pass asks: no lock once it is known
+        return _own
     with _lock:
         if _own is None:
             import torch
