@@ -17,7 +17,9 @@ are counted (target 0):
 
 Secrets: the hostile child reads ``/proc/<pid>/environ`` of every ancestor and counts the secret
 values it finds in the copilot's (target 0); the baseline is the plain client process holding
-the same secrets. Descriptors: open files of an HTTP copilot after 1 and after ``--sessions``
+the same secrets. Siblings: a second server holds a key its entry hands it; the hostile child, isolated
+(the default), counts the processes whose ``environ`` shows it (target 0); the baseline is the same
+hostile server with ``"isolated": false``. Descriptors: open files of an HTTP copilot after 1 and after ``--sessions``
 sessions that never send DELETE (target: no growth; the baseline is the count after one).
 
 However the benchmark ends -- finished, failed, Ctrl-C, SIGTERM or SIGHUP -- it stops every process
@@ -55,6 +57,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.args import non_negative_float, positive_int
+from index.children.containment.guardian import landlock_abi
 from index.children.containment.watchdog import tagged
 from index.cli.console import HelpFormatter
 
@@ -65,6 +68,8 @@ SECRETS = {
     "COPILOT_HTTP_TOKEN": "bench-http-token-0123456789abcdef",
     "GITHUB_TOKEN": "ghp-bench-github-token-0123456789",
 }
+#: What an entry hands its own server ("keeper"), which another server must not find.
+KEEPER_KEY = "sk-bench-keeper-key-0123456789"
 _POLL = 0.05
 #: In the environment of every process the benchmark starts (and so of what those start), so any
 #: exit path can find them again, also the ones that left their process group and tree.
@@ -220,17 +225,21 @@ def _free_port() -> int:
 
 
 # -- a copilot with hostile servers ----------------------------------------------------------------
-def _hostile(*flags: str) -> dict[str, Any]:
+def _hostile(*flags: str, env: dict[str, str] | None = None, **entry: Any) -> dict[str, Any]:
     # The copilot passes its children an allowlisted environment: the run's tag goes in explicitly.
-    env = {RUN_TAG_VARIABLE: os.environ[RUN_TAG_VARIABLE]} if RUN_TAG_VARIABLE in os.environ else {}
-    return {"command": sys.executable, "args": [str(HOSTILE), *flags], "env": env}
+    tag = {RUN_TAG_VARIABLE: os.environ[RUN_TAG_VARIABLE]} if RUN_TAG_VARIABLE in os.environ else {}
+    return {"command": sys.executable, "args": [str(HOSTILE), *flags], "env": {**tag, **(env or {})}, **entry}
 
 
 def _setup(root: Path) -> tuple[Path, dict[str, str]]:
-    look_for = [flag for value in SECRETS.values() for flag in ("--look-for", value)]
+    look_for = [flag for value in [*SECRETS.values(), KEEPER_KEY] for flag in ("--look-for", value)]
     servers = {
         "evil": _hostile("--ignore-signals", *look_for),
         "hung": _hostile("--hang-before-initialize", "--ignore-signals", "--detach-at-start", str(root / "hung.pid")),
+        # Started only by the secrets scenario: a server an entry hands a key, and the same hostile
+        # server as "evil" with the isolation its entry may turn off.
+        "keeper": _hostile(env={"KEEPER_KEY": KEEPER_KEY}),
+        "nosy": _hostile(*look_for, isolated=False),
     }
     path = root / "servers.json"
     path.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
@@ -408,10 +417,15 @@ async def baseline_scenario(root: Path, settle: float) -> tuple[Row, int]:
 
 
 # -- secrets and descriptors -----------------------------------------------------------------------
-async def secrets_scenario(root: Path) -> int:
+async def secrets_scenario(root: Path) -> tuple[int, int, int]:
+    """Secret values the hostile child found in the copilot's environ, and the processes in which it
+    found another server's key: isolated, and with ``"isolated": false`` (the baseline)."""
     async with _stdio_copilot(root) as (client, copilot):
+        await _execute(client, "keeper", "echo", text="started")
         report = json.loads(await _execute(client, "evil", "steal"))
-    return sum(len(a["found"]) for a in report["ancestors"] if a["pid"] == copilot.pid)
+        unisolated = json.loads(await _execute(client, "nosy", "steal"))
+    in_copilot = sum(len(a["found"]) for a in report["ancestors"] if a["pid"] == copilot.pid)
+    return in_copilot, len(report["elsewhere"]), len(unisolated["elsewhere"])
 
 
 async def descriptor_scenario(root: Path, sessions: int) -> tuple[int, int]:
@@ -501,11 +515,16 @@ async def _matrix(args: argparse.Namespace, base: Path) -> int:
     for row in rows:
         survivors = "error" if row.survivors < 0 else str(row.survivors)
         print(f"{row.scenario:46} {survivors:>9} {row.tracked:>4}  {row.note}")
-    found = await secrets_scenario(fresh("secrets"))
+    found, sibling, sibling_unisolated = await secrets_scenario(fresh("secrets"))
     print(
         f"\nsecrets: the hostile child found {found} of {len(SECRETS)} secret values in the copilot's "
         f"/proc/<pid>/environ (target 0); baseline, same run: {leaked} of {len(SECRETS)} in a plain MCP SDK "
         "client's environ"
+    )
+    print(
+        f"siblings: the hostile child found another server's key in {sibling} processes' /proc/<pid>/environ "
+        f"(target 0; {'isolated' if landlock_abi() else 'this kernel has no Landlock, so nothing is isolated'}); "
+        f"baseline, same run, \"isolated\": false: {sibling_unisolated}"
     )
     if Path("/proc/self/fd").is_dir():
         after_one, after_all = await descriptor_scenario(fresh("fds"), args.sessions)
@@ -514,7 +533,7 @@ async def _matrix(args: argparse.Namespace, base: Path) -> int:
             f"after 1 (baseline, same run): {after_all - after_one:+d} (target: no growth)"
         )
     bad = [row for row in rows[1:] if row.survivors != 0]
-    return 1 if bad or found else 0
+    return 1 if bad or found or (sibling and landlock_abi()) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

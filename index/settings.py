@@ -157,6 +157,12 @@ class CopilotSettings(BaseSettings):
         description="On Linux, mark the copilot non-dumpable so its children cannot read its environment or memory "
         "through /proc; false only to attach a debugger or profiler.",
     )
+    isolate_children: bool = Field(
+        default=True,
+        description="On Linux with Landlock (5.13+), run each child server in a Landlock domain of its own, so it "
+        "cannot read another process's environment or memory through /proc, attach to it or (Linux 6.12+) signal "
+        "it; an entry's \"isolated\": false exempts one server.",
+    )
 
     @field_validator(
         "home", "servers", "catalog", "embedding_model", "embedding_precision", "model_cache", "chroma_url", "collection",

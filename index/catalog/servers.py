@@ -110,6 +110,11 @@ class ServerConfig(BaseModel):
     )
     stateful: bool = True
     trusted: bool = True
+    isolated: bool = Field(
+        default=True,
+        description="Run the server in a Landlock domain of its own (Linux; COPILOT_ISOLATE_CHILDREN); false for a "
+        "server that must signal or inspect processes it did not start, or needs CAP_SYS_ADMIN.",
+    )
     inherit_env: list[str] = Field(
         default_factory=list,
         description="Names (globs) of the copilot's environment variables this child gets unchanged, credentials "

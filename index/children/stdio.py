@@ -182,7 +182,7 @@ async def stdio_streams(
             # The spawn and the task group below have no await between them, so a cancellation
             # cannot land after the spawn and leak the process.
             process = await anyio.open_process(
-                arguments_for_os(guard.launch_argv(executable, config.args)),
+                arguments_for_os(guard.launch_argv(executable, config.args, isolate=config.isolated)),
                 env=environment_for_os(env), cwd=cwd, stderr=log, start_new_session=True,
             )
         except OSError as error:

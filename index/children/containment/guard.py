@@ -38,10 +38,12 @@ import sys
 import threading
 from contextlib import suppress
 from pathlib import Path
+from typing import Literal
 
 import psutil
 
 from index.children.containment.environment import inherited_environment
+from index.children.containment.guardian import landlock_abi
 from index.children.containment.secrecy import protect_secrets
 from index.errors import ConfigError
 from index.settings import CopilotSettings
@@ -57,10 +59,11 @@ _WATCHDOG_EXIT_WAIT = 3.0
 PR_GET_DUMPABLE = 3
 
 
-def _protection_wanted() -> bool:
-    """``COPILOT_PROTECT_PROCESS`` as every entry point reads it (environment, ``.env``)."""
+def _wanted(setting: Literal["protect_process", "isolate_children"]) -> bool:
+    """``COPILOT_PROTECT_PROCESS`` or ``COPILOT_ISOLATE_CHILDREN`` as every entry point reads it
+    (environment, ``.env``)."""
     try:
-        return CopilotSettings.load().protect_process
+        return bool(getattr(CopilotSettings.load(), setting))
     except ConfigError:
         return True  # the entry point refuses a bad value itself; until then, err on the safe side
 
@@ -135,6 +138,7 @@ class ChildGuard:
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._protection_checked = False
+        self._isolation: bool | None = None
 
     # -- before the first child -----------------------------------------------------------------
     def protect_owner(self) -> None:
@@ -149,18 +153,39 @@ class ChildGuard:
         self._protection_checked = True
         if ctypes.CDLL(None, use_errno=True).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0:
             return
-        protect_secrets(non_dumpable=_protection_wanted())
+        protect_secrets(non_dumpable=_wanted("protect_process"))
 
     # -- starting a child -----------------------------------------------------------------------
     def new_tag(self) -> str:
         """The value of ``MCP_COPILOT_CHILD`` for the next child."""
         return f"{self.tag}:{next(self._serial)}"
 
-    def launch_argv(self, executable: str, args: list[str]) -> list[str]:
-        """The argv that starts ``executable`` under its guardian (Linux; the process started is the guardian)."""
+    def launch_argv(self, executable: str, args: list[str], *, isolate: bool = False) -> list[str]:
+        """The argv that starts ``executable`` under its guardian (Linux; the process started is the guardian).
+
+        ``isolate`` (a child server's entry asks for it) puts the program in a Landlock domain of its
+        own where the kernel has Landlock and ``COPILOT_ISOLATE_CHILDREN`` is not false.
+        """
         if not pdeathsig_available():  # pragma: no cover - macOS relies on the watchdog alone
             return [executable, *args]
-        return [sys.executable, "-I", "-S", str(_HERE / "guardian.py"), str(os.getpid()), executable, *args]
+        flags = ["--isolate"] if isolate and self.isolation_available() else []
+        return [sys.executable, "-I", "-S", str(_HERE / "guardian.py"), *flags, str(os.getpid()), executable, *args]
+
+    def isolation_available(self) -> bool:
+        """Whether child servers whose entry asks for it are isolated
+        (:func:`index.children.containment.guardian.isolate`); checked once."""
+        if self._isolation is None:
+            wanted = _wanted("isolate_children")
+            abi = landlock_abi() if wanted else 0
+            self._isolation = abi > 0
+            if abi:
+                logger.debug("child servers run isolated (Landlock ABI %d)", abi)
+            elif wanted:
+                logger.info(
+                    "child servers are not isolated from each other: this kernel has no Landlock (Linux 5.13+), "
+                    "so one may read another's environment through /proc"
+                )
+        return self._isolation
 
     def register(self, pid: int, tag: str) -> None:
         """Tell the watchdog a child started (it is the leader of its own process group)."""

@@ -1,4 +1,4 @@
-"""``python -I -S guardian.py PARENT_PID PROGRAM ARG...``: the parent of one child server, which
+"""``python -I -S guardian.py [--isolate] PARENT_PID PROGRAM ARG...``: the parent of one child server, which
 dies with the copilot and takes everything the server leaves behind with it.
 
 Linux only. The guardian asks the kernel to SIGKILL it when its parent (the copilot's thread that
@@ -33,21 +33,46 @@ its server to every other child: the guardian keeps a copy, zeroes the block tha
 holds even against root) and makes itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``: its
 ``/proc`` files become root's).
 
+With ``--isolate`` (the copilot's default for every server, where the kernel has Landlock: Linux
+5.13 and later), the fork puts itself in a Landlock domain of its own before the ``exec``
+(:func:`isolate`). The kernel then refuses the server, and everything it starts, any ptrace-type
+access to a process outside that domain: ``/proc/<pid>/environ``, ``mem``, ``maps`` of the other
+servers, the copilot and the guardians; ``ptrace``; and, from Landlock ABI 6 (Linux 6.12) on,
+signals to them. The guardian stays outside, so it still signals and sweeps the server's tree. A
+server that runs with ``CAP_SYS_ADMIN`` or ``CAP_PERFMON`` (root) reads any process's ``environ``
+and ``maps`` whatever Landlock says (the kernel lets a performance monitor read them), so an isolated
+server loses those two capabilities too.
+
 A separate tiny program because ``anyio.open_process`` has no ``preexec_fn`` (and ``preexec_fn`` is
 unsafe in a process with threads); it runs with ``-I -S`` (standard library only) to stay small
 (about 4 MB of private memory per child).
 """
 
 import ctypes
+import errno
 import os
 import resource
 import signal
+import struct
 import sys
 import time
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+#: With either, the kernel lets a process read any other's ``environ`` and ``maps``, Landlock or not.
+_CAP_SYS_ADMIN, _CAP_PERFMON = 21, 38
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+#: Landlock's system calls have these numbers on every architecture that has them (Linux 5.13+).
+_LANDLOCK_CREATE_RULESET, _LANDLOCK_RESTRICT_SELF = 444, 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+#: What the domain restricts besides ptrace-type access: signals out of it where the ABI has that
+#: scope (6+); before that, making block devices (a domain must restrict something, and no server
+#: needs to).
+_LANDLOCK_SCOPE_SIGNAL = 1 << 1
+_LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1 << 11
 #: Signals meant for the server, which the guardian passes on to the server's process group.
 _FOR_THE_SERVER = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: How the guardian's line on stderr begins when the server's program cannot be ``exec``d.
@@ -78,6 +103,71 @@ def _blank_environment_block() -> None:
 def _prctl(libc: ctypes.CDLL, option: int, value: int, what: str) -> None:
     if libc.prctl(option, value, 0, 0, 0) != 0:
         print(f"guardian: {what} failed (errno {ctypes.get_errno()}); continuing", file=sys.stderr)
+
+
+def _syscall(libc: ctypes.CDLL, number: int, *args: object) -> int:
+    libc.syscall.restype = ctypes.c_long
+    return int(libc.syscall(ctypes.c_long(number), *args))
+
+
+def landlock_abi(libc: ctypes.CDLL | None = None) -> int:
+    """The Landlock ABI version this kernel offers; 0 where it has none (or is not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    libc = libc if libc is not None else ctypes.CDLL(None, use_errno=True)
+    version = _syscall(
+        libc, _LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION)
+    )
+    return max(version, 0)
+
+
+def isolate(libc: ctypes.CDLL) -> str | None:
+    """Enter a Landlock domain of this process's own and drop ``CAP_SYS_ADMIN`` and ``CAP_PERFMON``
+    from what a program it ``exec``s can have. What went wrong, or None."""
+    abi = landlock_abi(libc)
+    if abi < 1:
+        return "this kernel has no Landlock"
+    if abi >= 6:
+        attributes = struct.pack("=QQQ", 0, 0, _LANDLOCK_SCOPE_SIGNAL)  # handled fs, handled net, scoped
+    else:
+        attributes = struct.pack("=Q", _LANDLOCK_ACCESS_FS_MAKE_BLOCK)
+    buffer = ctypes.create_string_buffer(attributes, len(attributes))
+    ruleset = _syscall(libc, _LANDLOCK_CREATE_RULESET, buffer, ctypes.c_size_t(len(attributes)), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return f"landlock_create_ruleset failed ({os.strerror(ctypes.get_errno())})"
+    try:
+        if _syscall(libc, _LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            if ctypes.get_errno() != errno.EPERM:
+                return f"landlock_restrict_self failed ({os.strerror(ctypes.get_errno())})"
+            # Without CAP_SYS_ADMIN the kernel asks for no_new_privs first: a set-user-ID program
+            # (sudo) then runs without its privileges in the server's tree.
+            if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                return f"prctl(PR_SET_NO_NEW_PRIVS) failed ({os.strerror(ctypes.get_errno())})"
+            if _syscall(libc, _LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+                return f"landlock_restrict_self failed ({os.strerror(ctypes.get_errno())})"
+    finally:
+        os.close(ruleset)
+    return _drop_capabilities(libc, (_CAP_SYS_ADMIN, _CAP_PERFMON))
+
+
+def _drop_capabilities(libc: ctypes.CDLL, capabilities: tuple[int, ...]) -> str | None:
+    """Out of the bounding and inheritable sets, so a program ``exec``'d as root does not get them."""
+    for capability in capabilities:
+        # EPERM: no CAP_SETPCAP, so not privileged; EINVAL: a kernel older than CAP_PERFMON (5.8).
+        dropped = libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) == 0
+        if not dropped and ctypes.get_errno() not in (errno.EPERM, errno.EINVAL):
+            return f"prctl(PR_CAPBSET_DROP) failed ({os.strerror(ctypes.get_errno())})"
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two of (effective, permitted, inheritable)
+    if libc.capget(header, data) != 0:
+        return f"capget failed ({os.strerror(ctypes.get_errno())})"
+    inheritable = data[2] | data[5] << 32
+    lowered = inheritable & ~sum(1 << capability for capability in capabilities)
+    if lowered != inheritable:  # lowering the inheritable set needs no privilege
+        data[2], data[5] = lowered & 0xFFFFFFFF, lowered >> 32
+        if libc.capset(header, data) != 0:
+            return f"capset failed ({os.strerror(ctypes.get_errno())})"
+    return None
 
 
 def _descendants(root: int) -> list[int]:
@@ -138,7 +228,9 @@ def _end_like(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def _become_server(libc: ctypes.CDLL, guardian: int, program: str, argv: list[str], environment: dict[bytes, bytes]) -> None:
+def _become_server(
+    libc: ctypes.CDLL, guardian: int, program: str, argv: list[str], environment: dict[bytes, bytes], *, isolated: bool
+) -> None:
     for signum in (*_FOR_THE_SERVER, *_RESTORED):
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _FOR_THE_SERVER)  # a signal mask survives exec
@@ -151,6 +243,8 @@ def _become_server(libc: ctypes.CDLL, guardian: int, program: str, argv: list[st
     _prctl(libc, PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != guardian:
         os._exit(137)  # the guardian died before the signal was set: do not start an orphan
+    if isolated and (problem := isolate(libc)) is not None:
+        print(f"guardian: the server runs unisolated: {problem}", file=sys.stderr)
     try:
         os.execve(program, argv, environment)
     except OSError as error:
@@ -177,8 +271,12 @@ def _forward(server: int) -> None:
 
 
 def main() -> None:
-    parent = int(sys.argv[1])
-    program, argv = sys.argv[2], sys.argv[2:]
+    arguments = sys.argv[1:]
+    isolated = arguments[0] == "--isolate"
+    if isolated:
+        arguments = arguments[1:]
+    parent = int(arguments[0])
+    program, argv = arguments[1], arguments[1:]
     libc = ctypes.CDLL(None, use_errno=True)
     # Its environment is its server's, secrets an entry hands it included: only the server may read
     # them (in its own /proc/<pid>/environ), not the other children. ``exec`` makes the server
@@ -199,7 +297,7 @@ def main() -> None:
     guardian = os.getpid()
     server = os.fork()
     if server == 0:
-        _become_server(libc, guardian, program, argv, environment)
+        _become_server(libc, guardian, program, argv, environment, isolated=isolated)
     try:
         os.setpgid(server, server)  # as the server does itself, so neither order of the two races
     except OSError:

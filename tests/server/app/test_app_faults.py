@@ -1,6 +1,7 @@
 """The real copilot process against a hostile child and a rough host (issue 9's fault matrix).
 
 - a child reading ``/proc/<ancestor>/environ`` finds none of the copilot's secrets;
+- an isolated child can neither read nor signal a sibling server or the copilot;
 - no child, grandchild (``setsid``, double-forked daemon, SIGTERM-ignoring) or child hung before
   ``initialize`` survives a SIGKILL of the copilot (stdio and HTTP), a SIGHUP (HTTP), a second
   signal during shutdown, or a host's stop escalation;
@@ -24,6 +25,7 @@ import psutil
 import pytest
 from mcp import Client
 
+from index.children.containment.guardian import landlock_abi
 from tests.server.copilot_harness import (
     SECRET_VALUE,
     HttpCopilot,
@@ -130,6 +132,43 @@ async def test_a_child_reading_its_ancestors_environments_finds_no_secret(tmp_pa
     for seen in (at_start, report):
         assert copilot.pid in [entry["pid"] for entry in seen["ancestors"]]
         assert seen["found"] == 0, seen
+
+
+@pytest.mark.parametrize("isolated", [True, False], ids=["isolated", "unisolated"])
+async def test_an_isolated_child_cannot_read_inspect_or_signal_a_sibling_or_the_copilot(
+    tmp_path: Path, isolated: bool
+) -> None:
+    abi = landlock_abi()
+    if not abi:
+        pytest.skip("this kernel has no Landlock (Linux 5.13+): children cannot be isolated here")
+    keeper_key = f"sk-keeper-{os.getpid()}-{id(tmp_path):x}"  # only in the keeper's environment
+    servers = write_servers(
+        tmp_path / "servers.json",
+        {
+            "keeper": hostile_entry(env={"KEEPER_KEY": keeper_key}),
+            "evil": hostile_entry("--look-for", keeper_key, isolated=isolated),
+        },
+    )
+    running = RunningClient(stdio_client_for(servers, _env(tmp_path), tmp_path / "stderr.log"))
+    client = await running.start()
+    try:
+        copilot = find_copilot(str(servers))
+        keeper = json.loads(await _execute(client, "keeper", "steal"))["pid"]
+        assert await _execute(client, "keeper", "getenv", name="KEEPER_KEY") == keeper_key
+        stolen = json.loads(await _execute(client, "evil", "steal"))
+        on_keeper = json.loads(await _execute(client, "evil", "probe", pid=keeper))
+        on_copilot = json.loads(await _execute(client, "evil", "probe", pid=copilot.pid))
+    finally:
+        await running.stop()
+    if not isolated:  # what an entry with "isolated": false still allows (same user, dumpable)
+        assert stolen["elsewhere"] == [keeper]
+        assert on_keeper == {"environ": "ok", "maps": "ok", "mem": "ok", "signal": "ok"}
+        assert on_copilot["signal"] == "ok"
+        return
+    assert stolen["elsewhere"] == []
+    signals = "EPERM" if abi >= 6 else "ok"  # Landlock scopes signals from ABI 6 (Linux 6.12) on
+    for probed in (on_keeper, on_copilot):
+        assert probed == {"environ": "EACCES", "maps": "EACCES", "mem": "EACCES", "signal": signals}
 
 
 # -- orphans --------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from index.children.containment.guardian import landlock_abi
 from tests.support.processes import HOSTILE_SERVER
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")]
@@ -32,7 +33,7 @@ from index.catalog.servers import ServerConfig
 async def main():
     config = ServerConfig(
         name="spy", command=sys.executable,
-        args=[sys.argv[1], "--look-for", sys.argv[2], "--report", sys.argv[3]],
+        args=[sys.argv[1], "--look-for", sys.argv[2], "--report", sys.argv[3]], isolated=sys.argv[6] == "isolated",
     )
     with anyio.fail_after(30):
         async with open_session(config, workdir=Path(sys.argv[4])) as connection:
@@ -46,12 +47,15 @@ anyio.run(main)
 """
 
 
-def test_a_child_cannot_read_the_secrets_of_the_process_that_started_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("isolation", ["isolated", "unisolated"])
+def test_a_child_cannot_read_the_secrets_of_the_process_that_started_it(tmp_path: Path, isolation: str) -> None:
+    if isolation == "isolated" and not landlock_abi():
+        pytest.skip("this kernel has no Landlock (Linux 5.13+): children cannot be isolated here")
     report, seen = tmp_path / "report.json", tmp_path / "seen.txt"
     env = {key: value for key, value in os.environ.items() if not key.startswith("COPILOT_")}
     env["OPENAI_API_KEY"] = SECRET
     owner = subprocess.run(
-        [sys.executable, "-c", _OWNER, str(HOSTILE_SERVER), SECRET, str(report), str(tmp_path / "work"), str(seen)],
+        [sys.executable, "-c", _OWNER, str(HOSTILE_SERVER), SECRET, str(report), str(tmp_path / "work"), str(seen), isolation],
         cwd=tmp_path,  # no .env of the checkout is read
         env={**env, "PYTHONPATH": str(REPO)},
         stdin=subprocess.DEVNULL,
@@ -65,7 +69,10 @@ def test_a_child_cannot_read_the_secrets_of_the_process_that_started_it(tmp_path
     assert [entry["pid"] for entry in ancestors[:2]] == [ancestors[0]["pid"], owner_pid]
     assert all(entry["found"] == [] for entry in ancestors)
     later = json.loads(report.with_suffix(".later.json").read_text(encoding="utf-8"))
-    assert later["ancestors"][1]["readable"]  # the owner: readable, with no secret in it
+    if isolation == "isolated":  # its own Landlock domain: no ancestor's environment is readable at all
+        assert [entry["readable"] for entry in later["ancestors"][:2]] == [False, False]
+    else:  # the owner's blanked environment is what the child reads (as root; other users cannot)
+        assert later["ancestors"][1]["readable"]
     assert all(entry["found"] == [] for entry in later["ancestors"])
     assert later["elsewhere"] == []  # nor in the watchdog's, a program started afresh
     assert seen.read_text(encoding="utf-8") == SECRET  # the owner itself still has it
