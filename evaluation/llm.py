@@ -10,17 +10,19 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import httpx
-import openai
 from pydantic import BaseModel, Field
 
 from index.catalog.redact import MASK, Redactor, is_secret_param, redact_text, redact_url
 from index.errors import CopilotError
 from server.trajectory.records import MAX_TOKENS
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +113,7 @@ def make_client(
     base_url: str, api_key: str | None, timeout: float = DEFAULT_TIMEOUT, max_retries: int = DEFAULT_MAX_RETRIES
 ) -> openai.AsyncOpenAI:
     """An async client whose every request is bounded by ``timeout`` (connect: at most 10 s)."""
+    import openai  # on first use: importing it takes a second, and `--help` needs none of it
     return openai.AsyncOpenAI(
         base_url=base_url,
         api_key=api_key or PLACEHOLDER_API_KEY,
@@ -155,6 +158,7 @@ async def probe_endpoint(base_url: str, api_key: str | None, timeout: float = 10
 
     Endpoints without ``/models`` (404/405) still count as reachable: the chat call decides.
     """
+    import openai
     read_timeout = min(timeout, 10.0)
     client = make_client(base_url, api_key, timeout=read_timeout, max_retries=0)
     url = base_url
@@ -235,6 +239,7 @@ def describe_api_error(error: Exception, base_url: str) -> str:
 
 
 def _api_error_words(error: Exception, base_url: str) -> str:
+    import openai
     if isinstance(error, openai.APITimeoutError):
         return f"request to {base_url} timed out (after the client's retries)"
     if isinstance(error, openai.APIConnectionError):

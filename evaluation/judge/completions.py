@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import openai
 from pydantic import BaseModel
 
 from evaluation.judge.cache import CachedCompletion, CompletionCache, request_key
@@ -30,6 +29,9 @@ from evaluation.llm import (
     request_deadline,
     usage_counts,
 )
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +79,8 @@ class CompletionService:
                 self._client = client_for(self.settings)
 
     async def complete(self, model: str, messages: list[dict[str, Any]]) -> Completion:
+        import openai  # on first use: importing it takes a second, and `--help` needs none of it
+
         key = request_key(model, messages, temperature=TEMPERATURE)
         # A cached reply without text (stored before such replies counted as failed requests) is asked again.
         if self.cache is not None and (hit := self.cache.get(key)) is not None and hit.text is not None:

@@ -21,9 +21,9 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
-import openai
 from pydantic import ValidationError
 from rich.console import Console
 
@@ -47,6 +47,9 @@ from index.catalog.servers import ServersFile, load_servers
 from index.settings import CopilotSettings
 from index.cli.console import HelpFormatter, argv_text, make_console, prepare_text_io
 from index.cli.log_setup import log_handler, quiet_noisy_loggers
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger(__name__)
 

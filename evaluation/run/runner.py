@@ -35,10 +35,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import openai
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.markup import escape
@@ -68,6 +67,9 @@ from index.errors import ConfigError, CopilotError
 from server.bounded import cap_for_log
 from server.trajectory.records import FinalAnswer, SessionEnd, SessionStart, TrajectoryWriter, parse_event
 from index.cli.console import make_console
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger(__name__)
 

@@ -17,15 +17,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import anyio
-import openai
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.session import ElicitationFnT
-from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, Implementation, ListToolsResult
-from mcp_types import CONNECTION_CLOSED
 from pydantic import BaseModel, Field
 
 from index.catalog.redact import redact_url
@@ -45,6 +39,14 @@ from evaluation.run.models import ErrorKind, ModelPrice
 from index.errors import CopilotError
 from server.trajectory.records import Usage
 
+# The SDK and the openai client are imported where they are used: together they take two seconds,
+# and neither `--help` nor a wrong argument needs them.
+if TYPE_CHECKING:
+    import openai
+    from mcp import ClientSession
+    from mcp.client.session import ElicitationFnT
+    from mcp.types import CallToolResult, ListToolsResult
+
 logger = logging.getLogger(__name__)
 
 #: The paper's system prompt, verbatim (first message of every published trajectory).
@@ -53,7 +55,8 @@ You are an agent designed to assist users with daily tasks by using external too
 
 Note that you can only response to user once, so you should try to provide a complete answer in your response.
 """
-CLIENT_INFO = Implementation(name="mcp-copilot-benchmark-agent", version="1")
+#: How the built-in agent introduces itself to the copilot (``clientInfo``).
+CLIENT_NAME, CLIENT_VERSION = "mcp-copilot-benchmark-agent", "1"
 
 #: Added to a final answer the endpoint ended with ``finish_reason: "length"``.
 ANSWER_CUT_NOTE = "[the answer was cut here: the model reached its output limit (finish_reason: length)]"
@@ -245,6 +248,8 @@ class CopilotAgent:
 
     async def run(self, session: ToolSession, question: str) -> str:
         """The final answer; raises :class:`AgentError`."""
+        from mcp.shared.exceptions import MCPError
+
         try:
             with anyio.fail_after(self.config.tool_timeout):
                 listing = await session.list_tools()
@@ -291,6 +296,8 @@ class CopilotAgent:
         raise AgentError("max_turns", f"no final answer after {self.config.max_turns} model calls (--max-turns)")
 
     async def _complete(self, tools: list[dict[str, Any]]) -> Any:
+        import openai
+
         first = self.turns == 0
         self.turns += 1
         limits = _request_limits(self.llm)
@@ -396,6 +403,9 @@ class CopilotAgent:
             )
 
     async def _call_tool(self, session: ToolSession, name: str, raw_arguments: str | None) -> str:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
         try:
             arguments = parse_json(raw_arguments or "{}")
         except json.JSONDecodeError as error:
@@ -430,12 +440,16 @@ async def copilot_session(
     With ``elicitation_callback`` the session declares elicitation support and the callback
     answers the copilot's confirmation questions (see :mod:`evaluation.run.agents.confirm`).
     """
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import Implementation
+
     command, *args = arguments_for_os([launch.command, *launch.args])
     params = StdioServerParameters(command=command, args=args, env=environment_for_os(launch.env), cwd=launch.cwd)
     try:
         async with stdio_client(params, errlog=stderr) as (read, write):
             async with ClientSession(
-                read, write, client_info=CLIENT_INFO, elicitation_callback=elicitation_callback
+                read, write, client_info=Implementation(name=CLIENT_NAME, version=CLIENT_VERSION), elicitation_callback=elicitation_callback
             ) as session:
                 try:
                     with anyio.fail_after(startup_timeout):

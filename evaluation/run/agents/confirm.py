@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, Literal
-
-from mcp import types
-from mcp.client.session import ElicitationFnT
+from typing import TYPE_CHECKING, Any, Literal
 
 from server.trajectory.records import ConfirmationEvent
+
+if TYPE_CHECKING:
+    from mcp.client.session import ElicitationFnT
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ def elicitation_answerer(policy: ConfirmPolicy, record: Callable[[ConfirmationEv
     """
     if policy not in ("approve", "deny"):
         return None
+    from mcp import types  # here: importing the SDK takes a second, and `--help` needs none of it
 
     async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         message = getattr(params, "message", "") or ""
