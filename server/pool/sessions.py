@@ -61,6 +61,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from index.children.containment.guard import child_guard
 from index.children.connect import (
     ChildConnection,
     ChildProcess,
@@ -849,6 +850,10 @@ class ChildPool:
                 "idle_stops": state.idle_stops,
                 "last_error": state.last_error,
                 "stderr_log": str(self.settings.server_log(name)) if config.transport == "stdio" else None,
+                # In a Landlock domain of its own (index.children.containment.guardian); None: remote.
+                "isolated": (
+                    config.isolated and child_guard().isolation_available() if config.transport == "stdio" else None
+                ),
             }
         return report
 

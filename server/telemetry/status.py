@@ -35,6 +35,8 @@ class ChildStatus(BaseModel):
     restarts: int = 0
     #: Children stopped for idleness (started again on the next call: not restarts).
     idle_stops: int = 0
+    #: Runs in a Landlock domain of its own (its entry and the machine allow it); None: a remote server.
+    isolated: bool | None = None
     last_used: str | None = None
     last_error: str | None = None
 

@@ -72,13 +72,14 @@ def _print(status: CopilotStatus) -> None:
         console.print(f"  [red]held back[/]: {escape(', '.join(status.held_back))} (see python -m index trust)", highlight=False)
     if status.children:
         table = Table(title="children", title_justify="left")
-        columns = ("server", "state", "pid", "calls", "errors", "in flight", "restarts", "idle stops", "last used")
+        columns = ("server", "state", "pid", "calls", "errors", "in flight", "restarts", "idle stops", "isolated", "last used")
         for column in columns:
             table.add_column(column, no_wrap=column != "server")
         for child in status.children:
             table.add_row(
                 escape(child.server), escape(child.state), str(child.pid or "-"), str(child.calls), str(child.errors),
-                str(child.in_flight), str(child.restarts), str(child.idle_stops), escape(child.last_used or "-"),
+                str(child.in_flight), str(child.restarts), str(child.idle_stops),
+                {True: "yes", False: "no", None: "-"}[child.isolated], escape(child.last_used or "-"),
             )
         console.print(table)
     else:

@@ -176,12 +176,18 @@ def test_a_damaged_status_file_is_a_note_and_a_childs_state_is_shown_as_written(
     status_path(tmp_path, 424242).write_text(json.dumps(damaged), encoding="utf-8")
     status = CopilotStatus(
         pid=os.getpid(), process_created=process_created(), transport="stdio", started_at="x", updated_at="y",
-        children=[ChildStatus(server="s", state="[/]odd [bold]state")],
+        children=[
+            ChildStatus(server="s", state="[/]odd [bold]state", isolated=True),
+            ChildStatus(server="t", state="running", isolated=False),
+        ],
     )
     write_status(status_path(tmp_path), status)
     printed = server_status(tmp_path)
     assert printed.returncode == 0, printed.stderr
     assert "Traceback" not in printed.stderr and "[/]odd [bold]state" in printed.stdout
+    rows = [line.split() for line in printed.stdout.splitlines() if line.strip()[:1] in ("│", "|")]
+    isolated = {row[1]: row[-4] for row in rows if len(row) > 4 and row[1] in ("s", "t")}
+    assert isolated == {"s": "yes", "t": "no"}
     assert "copilot-424242.json" in printed.stdout + printed.stderr
 
 

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from index.catalog.servers import ServerConfig
+from index.children.containment.guardian import landlock_abi
 from server.errors import (
     ChildCrashedError,
     ChildTimeoutError,
@@ -524,3 +525,15 @@ async def test_a_childs_request_during_a_prompt_and_a_tool_call_is_handed_on_wit
     assert "refused: refused by the test" in prompt.messages[0].content.text
     assert link.asked == [(1, 1)] and link.logged == [(1, 1)]
     assert relay.started.is_set()
+
+
+async def test_status_says_which_children_run_isolated(settings: PoolSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COPILOT_ISOLATE_CHILDREN", raising=False)
+    servers = {
+        "alpha": fixture_config("alpha"),
+        "beta": fixture_config("beta", isolated=False),
+        "remote": ServerConfig(name="remote", url="http://127.0.0.1:9/mcp"),
+    }
+    async with running_pool(servers, settings) as pool:
+        shown = {name: report["isolated"] for name, report in pool.status().items()}
+    assert shown == {"alpha": landlock_abi() > 0, "beta": False, "remote": None}
