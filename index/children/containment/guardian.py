@@ -1,9 +1,11 @@
 """``python -I -S guardian.py [--isolate] PARENT_PID PROGRAM ARG...``: the parent of one child server, which
 dies with the copilot and takes everything the server leaves behind with it.
 
-Linux only. The guardian asks the kernel to SIGKILL it when its parent (the copilot's thread that
+Linux only. The guardian asks the kernel to signal it when its parent (the copilot's thread that
 started it) dies (``prctl(PR_SET_PDEATHSIG)``) and checks the parent did not die before that took
-effect. It makes itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), forks, and the
+effect; on that signal it SIGKILLs everything in its tree, the server included, and exits. (It was
+SIGKILLed itself: what the server had daemonized was then orphaned to init, and a daemon that had
+also dropped its environment outlived a copilot killed before its watchdog's next scan.) It makes itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), forks, and the
 fork sets its own parent-death signal (dying with the guardian) and ``exec``s the server's
 command: same working directory and file descriptors, exactly the environment the guardian was
 started with (read back from ``/proc/self/environ``: Python's start-up may have added
@@ -73,6 +75,8 @@ _LANDLOCK_CREATE_RULESET_VERSION = 1
 #: needs to).
 _LANDLOCK_SCOPE_SIGNAL = 1 << 1
 _LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1 << 11
+#: The guardian's parent-death signal: not one the server or anyone else has a use for.
+_COPILOT_GONE = signal.SIGRTMIN + 1
 #: Signals meant for the server, which the guardian passes on to the server's process group.
 _FOR_THE_SERVER = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: How the guardian's line on stderr begins when the server's program cannot be ``exec``d.
@@ -214,6 +218,12 @@ def _sweep() -> None:
         time.sleep(_SWEEP_POLL)
 
 
+def _end_with_the_copilot(_signum: int, _frame: object) -> None:
+    """The copilot is gone: take the server and everything it started along, then go."""
+    _sweep()
+    os._exit(128 + signal.SIGKILL)
+
+
 def _end_like(status: int) -> None:
     """Exit the way the server did: its exit code, or killed by its signal."""
     if os.WIFSIGNALED(status):
@@ -287,7 +297,8 @@ def main() -> None:
     except (OSError, ValueError, IndexError) as error:
         print(f"guardian: could not blank /proc/self/environ ({error}); continuing", file=sys.stderr)
     _prctl(libc, PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")
-    _prctl(libc, PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
+    signal.signal(_COPILOT_GONE, _end_with_the_copilot)
+    _prctl(libc, PR_SET_PDEATHSIG, _COPILOT_GONE, "prctl(PR_SET_PDEATHSIG)")
     _prctl(libc, PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")
     if os.getppid() != parent:
         os._exit(137)  # the copilot died before the guard was set: do not start an orphan

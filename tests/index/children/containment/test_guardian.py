@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from index.children.containment.guard import child_guard
-from tests.support.processes import as_processes, kill_leftovers
+from tests.support.processes import as_processes, kill_leftovers, wait_for_file, wait_gone
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux prctl")]
 
@@ -137,3 +137,50 @@ def test_the_server_leads_its_own_group_and_its_signals_to_it_do_not_reach_the_g
     )
     done = _guarded(code)
     assert (done.returncode, done.stdout.split()) == (0, ["True", "True", "2"]), done.stderr
+
+
+#: A server that starts a daemon the way nothing else can find: it leaves the group (``setsid``),
+#: is orphaned to the guardian, and ``exec``s with an empty environment (no ``MCP_COPILOT_CHILD``).
+_DAEMON_STARTER = """
+import os, pathlib, sys, time
+if os.fork() == 0:
+    os.setsid()
+    daemon = os.fork()
+    if daemon == 0:
+        os.execve(sys.executable, [sys.executable, '-c', 'import time\\nwhile True: time.sleep(1)'], {})
+    pathlib.Path(sys.argv[1]).write_text(str(daemon))
+    os._exit(0)
+os.wait()
+while True:
+    time.sleep(1)
+"""
+
+#: Starts that server under its guardian, without the copilot's watchdog (which would find the
+#: daemon within a second by scanning trees), then waits to be SIGKILLed.
+_OWNER_WITHOUT_WATCHDOG = """
+import subprocess, sys, time
+from index.children.containment.guard import child_guard
+argv = child_guard().launch_argv(sys.executable, ["-c", sys.argv[1], sys.argv[2]])
+subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+while True:
+    time.sleep(1)
+"""
+
+
+async def test_a_daemon_nothing_else_finds_dies_when_the_copilot_is_sigkilled(tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER_WITHOUT_WATCHDOG, _DAEMON_STARTER, str(pid_file)],
+        cwd=Path(__file__).resolve().parents[4], stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    daemon: list[psutil.Process] = []
+    try:
+        daemon = as_processes([int(await wait_for_file(pid_file, 30))])
+        assert daemon and daemon[0].environ() == {}
+        owner.kill()  # the copilot, SIGKILLed: its guardian learns it from its parent-death signal
+        owner.wait(30)
+        assert await wait_gone(daemon) == []
+    finally:
+        owner.kill()
+        owner.wait(30)
+        kill_leftovers(daemon)
