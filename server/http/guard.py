@@ -4,7 +4,8 @@ Bound to loopback by default. Binding any other interface requires a bearer toke
 in constant time on every request). Browsers' cross-site requests are refused by Origin: a
 request without Origin (any non-browser client) or from a loopback page is accepted, other
 Origins only when listed in ``COPILOT_ALLOWED_ORIGINS``. On loopback the SDK's DNS-rebinding
-protection (Host header check) stays on as well.
+protection (Host header check) stays on as well. A request from one of the copilot's own child
+servers is refused, token or not (:mod:`server.http.peers`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from index.errors import ConfigError
 from server.http.common import CONNECTION_CLOSE, reply
+from server.http.peers import ChildPeers
 from server.settings import LOOPBACK_NAMES, ServerSettings
 
 logger = logging.getLogger(__name__)
@@ -85,16 +87,24 @@ class StoppingGate:
 
 
 class GuardMiddleware:
-    """Rejects requests with a foreign Origin (403) or without the bearer token (401).
+    """Rejects requests with a foreign Origin (403), from the copilot's own child servers (403,
+    :mod:`server.http.peers`) or without the bearer token (401).
 
     A refusal closes the connection: its body is never read, and a client without the token must
     not keep a connection open by trickling one (uvicorn would wait for it without end).
     """
 
     def __init__(
-        self, app: ASGIApp, *, token: str | None, allowed_origins: list[str], allowed_hosts: frozenset[str] | None = None
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        allowed_origins: list[str],
+        allowed_hosts: frozenset[str] | None = None,
+        child_peers: ChildPeers | None = None,
     ) -> None:
         self.app = app
+        self._child_peers = child_peers
         self._token = token.encode() if token else None
         self._allowed_origins = allowed_origins
         #: On loopback, the Host names a request may carry (DNS rebinding), for every path: the
@@ -125,6 +135,17 @@ class GuardMiddleware:
                 extra_headers=[CONNECTION_CLOSE],
             )
             return
+        child = await self._child_at_the_other_end(scope)
+        if child is not None:
+            logger.warning("refused a request from pid %d, a process of one of the copilot's own child servers", child)
+            await reply(
+                send,
+                403,
+                "Forbidden: the copilot's own child servers may not use it (a server calling the copilot would reach "
+                "the other servers' tools outside the user's session).",
+                extra_headers=[CONNECTION_CLOSE],
+            )
+            return
         if self._token is not None:
             scheme, _, presented = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), self._token):
@@ -136,6 +157,15 @@ class GuardMiddleware:
                 )
                 return
         await self.app(_normalized(scope) if _to_normalize(scope, headers) else scope, receive, send)
+
+
+    async def _child_at_the_other_end(self, scope: Scope) -> int | None:
+        # Any address, not only loopback: a child reaches a copilot bound beyond it through the
+        # machine's own addresses too.
+        peers, client, server = self._child_peers, scope.get("client"), scope.get("server")
+        if peers is None or not peers.available or not client or not server:
+            return None
+        return await anyio.to_thread.run_sync(peers.child_at, (client[0], int(client[1])), (server[0], int(server[1])))
 
 
 def _to_normalize(scope: Scope, headers: dict[str, str]) -> bool:

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 from index.errors import ConfigError
 from server.http.body import RequestBodyGate
 from server.http.common import MCP_PATH
+from server.http.peers import ChildPeers
 from server.http.guard import (
     GuardMiddleware,
     Stopping,
@@ -67,6 +68,7 @@ def build_asgi(
         token=settings.token,
         allowed_origins=settings.allowed_origins,
         allowed_hosts=loopback_host_names(settings) if settings.binds_loopback else None,
+        child_peers=ChildPeers(),
     )
 
 

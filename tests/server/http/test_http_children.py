@@ -1,0 +1,74 @@
+"""An HTTP copilot refuses its own child servers: one that found the token (a token file, a
+``.env``, a host's config: all readable by the copilot's user) would otherwise call the other
+servers' tools through it, outside the user's session."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.server.copilot_harness import RunningClient, http_client_for, start_http_copilot, text_of
+from tests.support.processes import hostile_entry
+
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds a connection's other end in Linux's /proc"),
+]
+
+TOKEN = "children-test-token-0123456789"
+
+
+async def test_a_child_server_that_knows_the_token_is_refused(tmp_path: Path) -> None:
+    copilot = await start_http_copilot(tmp_path, TOKEN, {"evil": hostile_entry()})
+    try:
+        assert copilot.url is not None
+        running = RunningClient(http_client_for(copilot.url, token=TOKEN))
+        client = await running.start()  # this process is no child of the copilot: it is served
+        try:
+            result = await client.call_tool(
+                "execute", {"server_name": "evil", "tool_name": "knock", "params": {"url": copilot.url, "token": TOKEN}}
+            )
+            assert not result.is_error, text_of(result)
+            answer = json.loads(text_of(result))
+        finally:
+            await running.stop()
+    finally:
+        await copilot.stop()
+    assert answer["status"] == 403, answer
+    assert "the copilot's own child servers may not use it" in answer["body"]
+    log = (tmp_path / "stderr.log").read_text(encoding="utf-8")
+    assert "refused a request from pid" in log and "one of the copilot's own child servers" in log
+
+
+def test_the_other_end_of_a_connection_is_found_among_descendants_only(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+
+    from server.http.peers import ChildPeers
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        code = (
+            f"import socket, sys; s = socket.create_connection(('127.0.0.1', {port})); print(1, flush=True); "
+            "sys.stdin.read()"
+        )
+        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            accepted, from_child = listener.accept()
+            assert child.stdout is not None and child.stdout.readline()
+            with socket.create_connection(("127.0.0.1", port)):
+                served, from_self = listener.accept()
+                peers = ChildPeers()
+                assert peers.child_at(from_child, ("127.0.0.1", port)) == child.pid
+                assert peers.child_at(from_self, ("127.0.0.1", port)) is None  # this process: not a descendant
+                assert peers.child_at(("127.0.0.1", 1), ("127.0.0.1", port)) is None  # no such connection
+                served.close()
+            accepted.close()
+        finally:
+            child.kill()
+            child.wait(30)
