@@ -1,16 +1,16 @@
-"""``python -I -S guardian.py [--isolate] PARENT_PID PROGRAM ARG...``: the parent of one child server, which
-dies with the copilot and takes everything the server leaves behind with it.
+"""``python -I -S guardian.py [--isolate] PARENT_PID PROGRAM ARG...``: the parent of one child
+server, which dies with the copilot and takes everything the server leaves behind with it.
 
 Linux only. The guardian asks the kernel to signal it when its parent (the copilot's thread that
 started it) dies (``prctl(PR_SET_PDEATHSIG)``) and checks the parent did not die before that took
 effect; on that signal it SIGKILLs everything in its tree, the server included, and exits. (It was
 SIGKILLed itself: what the server had daemonized was then orphaned to init, and a daemon that had
-also dropped its environment outlived a copilot killed before its watchdog's next scan.) It makes itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), forks, and the
-fork sets its own parent-death signal (dying with the guardian) and ``exec``s the server's
-command: same working directory and file descriptors, exactly the environment the guardian was
-started with (read back from ``/proc/self/environ``: Python's start-up may have added
-``LC_CTYPE`` to its own), and the default disposition of every signal Python's start-up or the
-guardian ignores.
+also dropped its environment outlived a copilot killed before its watchdog's next scan.) It makes
+itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), forks, and the fork sets its own
+parent-death signal (dying with the guardian) and ``exec``s the server's command: same working
+directory and file descriptors, exactly the environment the guardian was started with (read back
+from ``/proc/self/environ``: Python's start-up may have added ``LC_CTYPE`` to its own), and the
+default disposition of every signal Python's start-up or the guardian ignores.
 
 The guardian then waits. Whatever the server double-forks is orphaned to the guardian instead of to
 init, and reaped by it as it exits (no zombies pile up). When the server exits -- stopped by the
@@ -254,7 +254,7 @@ def _become_server(
     if os.getppid() != guardian:
         os._exit(137)  # the guardian died before the signal was set: do not start an orphan
     if isolated and (problem := isolate(libc)) is not None:
-        print(f"guardian: the server runs unisolated: {problem}", file=sys.stderr)
+        print(f"guardian: the server is not isolated as asked: {problem}", file=sys.stderr)
     try:
         os.execve(program, argv, environment)
     except OSError as error:
