@@ -16,6 +16,7 @@ open, so the verdict is kept per inode and the descendants are searched once per
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import socket
 import struct
@@ -23,6 +24,8 @@ import sys
 from collections import OrderedDict
 
 import psutil
+
+logger = logging.getLogger(__name__)
 
 #: The kernel's socket diagnostics over netlink (what ``ss`` uses): one exact lookup takes ~30 us,
 #: where reading ``/proc/net/tcp`` took 5 ms here (it walks the whole connection table).
@@ -76,6 +79,13 @@ def connection_inode(client: Endpoint, server: Endpoint) -> int | None:
         return None
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        return _plain(host).is_loopback
+    except ValueError:
+        return False
+
+
 def descendant_holding(inode: int) -> int | None:
     """The pid of the copilot's descendant that has the socket ``inode`` open, if one has."""
     wanted = f"socket:[{inode}]"
@@ -103,6 +113,7 @@ class ChildPeers:
 
     def __init__(self) -> None:
         self._verdicts: OrderedDict[int, int | None] = OrderedDict()
+        self._warned = False
         self.available = sys.platform.startswith("linux") and hasattr(socket, "AF_NETLINK")
 
     def child_at(self, client: Endpoint, server: Endpoint) -> int | None:
@@ -111,6 +122,13 @@ class ChildPeers:
             return None
         inode = connection_inode(client, server)
         if inode is None:
+            if not self._warned and _is_loopback(client[0]):  # a local client is always in the tables
+                self._warned = True
+                logger.warning(
+                    "cannot tell which process is at the other end of a loopback connection (the kernel's socket "
+                    "diagnostics, netlink SOCK_DIAG, did not find it): child servers are not kept from using this "
+                    "copilot"
+                )
             return None
         if inode in self._verdicts:
             self._verdicts.move_to_end(inode)
