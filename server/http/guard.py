@@ -165,7 +165,11 @@ class GuardMiddleware:
         peers, client, server = self._child_peers, scope.get("client"), scope.get("server")
         if peers is None or not peers.available or not client or not server:
             return None
-        return await anyio.to_thread.run_sync(peers.child_at, (client[0], int(client[1])), (server[0], int(server[1])))
+        inode = peers.client_socket((client[0], int(client[1])), (server[0], int(server[1])))
+        if inode is None:
+            return None
+        known, holder = peers.known(inode)  # each later request of a kept-alive connection
+        return holder if known else await anyio.to_thread.run_sync(peers.search, inode)
 
 
 def _to_normalize(scope: Scope, headers: dict[str, str]) -> bool:
