@@ -31,9 +31,11 @@ def is_loopback_host(host: str) -> bool:
     if host in LOOPBACK_NAMES:
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return False
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1, a dual-stack socket's IPv4 peer
+    return (mapped if mapped is not None else address).is_loopback
 
 
 class ServerSettings(CopilotSettings):

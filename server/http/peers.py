@@ -23,7 +23,8 @@ import struct
 import sys
 from collections import OrderedDict
 
-import psutil
+from index.children.containment.guard import descendants
+from server.settings import is_loopback_host
 
 logger = logging.getLogger(__name__)
 
@@ -79,21 +80,10 @@ def connection_inode(client: Endpoint, server: Endpoint) -> int | None:
         return None
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return _plain(host).is_loopback
-    except ValueError:
-        return False
-
-
 def descendant_holding(inode: int) -> int | None:
     """The pid of the copilot's descendant that has the socket ``inode`` open, if one has."""
     wanted = f"socket:[{inode}]"
-    try:
-        descendants = psutil.Process().children(recursive=True)
-    except psutil.Error:
-        return None
-    for process in descendants:
+    for process in descendants(os.getpid()):
         directory = f"/proc/{process.pid}/fd"
         try:
             descriptors = os.listdir(directory)
@@ -129,7 +119,7 @@ class ChildPeers:
         if not self.available:
             return None
         inode = connection_inode(client, server)
-        if inode is None and not self._warned and _is_loopback(client[0]):  # a local client is always found
+        if inode is None and not self._warned and is_loopback_host(client[0]):  # a local client is always found
             self._warned = True
             logger.warning(
                 "cannot tell which process is at the other end of a loopback connection (the kernel's socket "

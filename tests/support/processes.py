@@ -20,6 +20,23 @@ def hostile_entry(*flags: str, **extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(HOSTILE_SERVER), *flags], **extra}
 
 
+def orphan_leaving_code(pid_file: Path) -> str:
+    """Python code for a server that leaves an orphan behind: a grandchild that left its process
+    group (``setsid``), writes its pid to ``pid_file`` and runs until killed; the code returns once
+    that file exists."""
+    return (
+        "import os, pathlib, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        "        while True: time.sleep(1)\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        f"while not pathlib.Path({str(pid_file)!r}).exists(): time.sleep(0.01)\n"
+    )
+
+
 def running(process: psutil.Process) -> bool:
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE

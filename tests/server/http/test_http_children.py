@@ -100,3 +100,16 @@ def test_the_other_end_of_a_connection_is_found_among_descendants_only(caplog: p
         finally:
             child.kill()
             child.wait(30)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True), ("::1", True), ("[::1]", True), ("::ffff:127.0.0.1", True),
+        ("::ffff:10.0.0.1", False), ("x", False),
+    ],  # fmt: skip
+)
+def test_an_ipv4_peer_of_a_dual_stack_socket_is_loopback_when_its_address_is(host: str, loopback: bool) -> None:
+    from server.settings import is_loopback_host
+
+    assert is_loopback_host(host) is loopback

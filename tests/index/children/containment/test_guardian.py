@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from index.children.containment.guard import child_guard
-from tests.support.processes import as_processes, kill_leftovers, wait_for_file, wait_gone
+from tests.support.processes import as_processes, kill_leftovers, orphan_leaving_code, wait_for_file, wait_gone
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux prctl")]
 
@@ -99,19 +99,8 @@ def test_the_guardians_own_environ_shows_nothing_of_the_servers_environment(tmp_
 
 def test_what_the_server_left_behind_dies_when_it_exits(tmp_path: Path) -> None:
     pid_file = tmp_path / "orphan.pid"
-    code = (
-        "import os, pathlib, time\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    if os.fork() == 0:\n"
-        f"        pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
-        "        while True: time.sleep(1)\n"
-        "    os._exit(0)\n"
-        "os.wait()\n"
-        f"while not pathlib.Path({str(pid_file)!r}).exists(): time.sleep(0.01)\n"
-    )
     try:
-        done = _guarded(code)
+        done = _guarded(orphan_leaving_code(pid_file))
         assert done.returncode == 0, done.stderr
         orphan = int(pid_file.read_text(encoding="ascii"))
         assert not psutil.pid_exists(orphan) or psutil.Process(orphan).status() == psutil.STATUS_ZOMBIE

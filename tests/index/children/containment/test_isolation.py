@@ -16,7 +16,7 @@ import pytest
 
 from index.children.containment.guard import ChildGuard
 from index.children.containment.guardian import landlock_abi
-from tests.support.processes import as_processes, kill_leftovers
+from tests.support.processes import as_processes, kill_leftovers, orphan_leaving_code
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -62,20 +62,12 @@ def test_an_isolated_server_still_reads_and_signals_the_processes_it_starts() ->
 def test_an_isolated_server_is_refused_its_guardian_and_the_guardian_still_sweeps_its_tree(tmp_path: Path) -> None:
     pid_file = tmp_path / "orphan.pid"
     code = (
-        "import os, pathlib, time\n"
+        "import os\n"
         "try:\n"
         "    open(f'/proc/{os.getppid()}/maps', 'rb').close(); print('guardian-readable')\n"
         "except PermissionError:\n"
         "    print('guardian-refused')\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    if os.fork() == 0:\n"
-        f"        pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
-        "        while True: time.sleep(1)\n"
-        "    os._exit(0)\n"
-        "os.wait()\n"
-        f"while not pathlib.Path({str(pid_file)!r}).exists(): time.sleep(0.01)\n"
-    )
+    ) + orphan_leaving_code(pid_file)
     try:
         done = _isolated(code)
         assert done.returncode == 0, done.stderr
