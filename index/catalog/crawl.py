@@ -45,7 +45,7 @@ from index.children.connect import (
     read_log_tail,
 )
 from index.children.process import LOG_CHECK_INTERVAL, ChildProcess, how_it_ended, keep_log_bounded
-from index.children.stdio import MAX_STDERR_LOG_BYTES
+from index.children.stream_limits import MAX_STDERR_LOG_BYTES
 from index.children.listing_limits import LISTING_CUT
 from index.children.tool_listing import list_all_tools, skipped_words  # the one bounded listing the pool uses too
 from index.errors import ConfigError, CopilotError

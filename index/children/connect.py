@@ -61,7 +61,8 @@ from index.children.errors import (
 from index.children.remote import remote_streams
 from index.catalog.self_entry import COPILOT_SERVER_NAME, SELF_ENTRY_ADVICE, is_copilot_answer
 from index.catalog.servers import ServerConfig
-from index.children.stdio import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE, Streams, stdio_streams
+from index.children.stdio import Streams, stdio_streams
+from index.children.stream_limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",

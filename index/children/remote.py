@@ -18,7 +18,8 @@ import httpx2
 from mcp.shared.message import SessionMessage
 
 from index.catalog.servers import ServerConfig
-from index.children.stdio import DEFAULT_MAX_MESSAGE_BYTES, Streams
+from index.children.stdio import Streams
+from index.children.stream_limits import DEFAULT_MAX_MESSAGE_BYTES
 
 #: Bytes an SSE event may hold beyond the message in it (``event:``, ``id:``, ``data:`` fields):
 #: the SDK's own limit of an event, with its clearer error, is met first.

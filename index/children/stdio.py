@@ -32,20 +32,13 @@ from mcp.shared.message import SessionMessage
 from index.children.direct import DirectRequests
 from index.children.errors import ChildStartError, CommandNotFoundError
 from index.children.containment.guard import TAG_VARIABLE, child_guard
+from index.children.stream_limits import MAX_STDERR_LOG_BYTES
 from index.children.process import HURRIED_GRACE, HURRIED_KILL_GRACE, ChildProcess, describe_exit
 from index.children.wire import ChildRequests, PendingRequests, StdoutReader, note_dropped
 from index.catalog.servers import ServerConfig
 from index.json_text import arguments_for_os, environment_for_os
 
 logger = logging.getLogger(__name__)
-
-#: Largest single JSON-RPC message accepted from a stdio child. Longer lines are dropped (a pending
-#: request gets an error naming the limit) so a child flooding stdout cannot exhaust memory.
-DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-#: Seconds a child gets to exit by itself after its stdin closes, before SIGTERM to its group.
-DEFAULT_SHUTDOWN_GRACE = 2.0
-#: A child's stderr log is rotated to ``<name>.1`` when it is larger than this at start.
-MAX_STDERR_LOG_BYTES = 5 * 1024 * 1024
 
 _INSTALL_HINTS = {
     "npx": "install Node.js (https://nodejs.org), which provides npx",

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from index.children.connect import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE
-from index.children.stdio import MAX_STDERR_LOG_BYTES
+from index.children.stream_limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SHUTDOWN_GRACE, MAX_STDERR_LOG_BYTES
 from index.catalog.filenames import safe_file_name
 from index.settings import CopilotSettings, check_writable_directory
 

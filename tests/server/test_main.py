@@ -7,6 +7,7 @@ Every test runs the real program the way ``make run`` or a host does, with stdin
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -89,7 +90,13 @@ def test_every_pool_setting_is_named_by_its_variable_when_wrong(tmp_path: Path) 
 def test_a_bad_setting_is_one_line_naming_the_variable_or_flag(
     tmp_path: Path, args: list[str], settings: dict[str, str], expected: str
 ) -> None:
-    result = _serve(tmp_path, *args, **settings)
+    # Also reports the modules it imported: the MCP SDK (~1.5 s of CPU) is not needed to say this.
+    profiled = _serve(tmp_path, *args, PYTHONPROFILEIMPORTTIME="1", **settings)
+    imported = {line.rsplit("|", 1)[1].strip() for line in profiled.stderr.splitlines() if line.startswith("import time:")}
+    assert "server.pool.settings" in imported  # the profile was written
+    assert not {"mcp", "mcp_types"} & imported, "a settings error is reported only after importing the MCP SDK"
+    stderr = "".join(line for line in profiled.stderr.splitlines(keepends=True) if not line.startswith("import time:"))
+    result = subprocess.CompletedProcess(profiled.args, profiled.returncode, profiled.stdout, stderr)
     assert single_error(result).startswith(expected)
     assert result.returncode == 2 and "serving" not in result.stderr and result.stdout == ""
 

@@ -422,7 +422,7 @@ async def test_a_child_flooding_stderr_during_its_crawl_keeps_its_log_bounded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import index.catalog.crawl as crawl_module  # noqa: PLC0415
-    from index.children.stdio import MAX_STDERR_LOG_BYTES  # noqa: PLC0415
+    from index.children.stream_limits import MAX_STDERR_LOG_BYTES  # noqa: PLC0415
 
     monkeypatch.setattr(crawl_module, "LOG_CHECK_INTERVAL", 0.01)
     servers = {"noisy": ServerConfig.model_validate({**fixture_entry("noisy", "flood-stderr-at-start"), "name": "noisy"})}
