@@ -44,16 +44,18 @@ pytestmark.append(
 )
 
 
-async def test_a_child_server_that_knows_the_token_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("knocker", ["self", "daemon"])
+async def test_a_child_server_that_knows_the_token_is_refused(tmp_path: Path, knocker: str) -> None:
+    """From the server itself, and from a daemon it double-forked (orphaned at once: its server's
+    guardian adopts it, so it is still among the copilot's descendants)."""
     copilot = await start_http_copilot(tmp_path, TOKEN, {"evil": hostile_entry()})
     try:
         assert copilot.url is not None
         running = RunningClient(http_client_for(copilot.url, token=TOKEN))
         client = await running.start()  # this process is no child of the copilot: it is served
         try:
-            result = await client.call_tool(
-                "execute", {"server_name": "evil", "tool_name": "knock", "params": {"url": copilot.url, "token": TOKEN}}
-            )
+            knock = {"url": copilot.url, "token": TOKEN, "from": knocker}
+            result = await client.call_tool("execute", {"server_name": "evil", "tool_name": "knock", "params": knock})
             assert not result.is_error, text_of(result)
             answer = json.loads(text_of(result))
         finally:
