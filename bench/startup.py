@@ -18,6 +18,10 @@ copy, so the index is loaded through Chroma (:mod:`index.storage.read_copy`).
 Reported per mode: time to the first answer, to the first answer with a relevant tool in its top
 3 ("first good route"), to the first hybrid answer, and hit@3 of the answers given in the first
 10 s. All four run in the same invocation, alternating, so machine load hits them alike.
+
+First, without any data: the time from starting a stdio copilot (no servers) to its answer to
+``initialize``, what a host waits for before it can list tools, against a bare MCP SDK server of
+one tool started the same way (the baseline: importing the SDK alone takes most of it).
 """
 
 from __future__ import annotations
@@ -39,6 +43,27 @@ from index.errors import CopilotError
 from index.catalog.livemcpbench import load_livemcpbench
 from index.settings import PROJECT_DIR, CopilotSettings, livemcpbench_dir
 from index.storage.read_copy import copy_path
+
+#: A bare MCP SDK server of one tool over stdio: the handshake's baseline.
+BARE_SERVER = """
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("bare")
+
+
+@app.tool()
+def echo(text: str) -> str:
+    return text
+
+
+app.run()
+"""
+_INITIALIZE = json.dumps({
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+}) + "\n"  # fmt: skip
+#: Seconds a server gets to answer ``initialize`` before the bench gives up on it.
+HANDSHAKE_TIMEOUT = 120.0
 
 DEFAULT_TOOLS = livemcpbench_dir() / "tools" / "LiveMCPTool" / "tools.json"
 #: The lexical-first start without the index's read copy (:mod:`index.storage.read_copy`): through Chroma.
@@ -103,11 +128,73 @@ def span(values: Sequence[float], fmt: str = "{:.1f} s") -> str:
     return low if low == high else f"{low.partition(' ')[0]}-{high}"
 
 
+def handshake_seconds(argv: Sequence[str], env: dict[str, str], cwd: Path, timeout: float = HANDSHAKE_TIMEOUT) -> float:
+    """Seconds from starting ``argv`` to its answer to ``initialize`` on stdout (then it is stopped:
+    its stdin closed, killed after 30 s, or at once when it did not answer)."""
+    import selectors
+    import time
+
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
+    )
+    assert process.stdin is not None and process.stdout is not None
+    answered = False
+    try:
+        process.stdin.write(_INITIALIZE.encode())
+        process.stdin.flush()
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(process.stdout, selectors.EVENT_READ)
+            if not waiting.select(timeout):
+                raise CopilotError(f"{' '.join(argv)} did not answer initialize within {timeout:g} s")
+        line = process.stdout.readline()
+        elapsed = time.perf_counter() - started
+        if not line:
+            raise CopilotError(f"{' '.join(argv)} exited without answering initialize")
+        if b'"result"' not in line:
+            raise CopilotError(f"{' '.join(argv)} answered initialize with {line[:200]!r}")
+        answered = True
+        return elapsed
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(timeout=30 if answered else 0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+        process.stdout.close()
+
+
+def handshakes(rounds: int) -> tuple[list[float], list[float]]:
+    """Seconds to ``initialize`` of a fresh copilot and of a bare SDK server, ``rounds`` each, alternating."""
+    with tempfile.TemporaryDirectory(prefix="bench-handshake-") as tmp:
+        root = Path(tmp)
+        (root / "bare_server.py").write_text(BARE_SERVER, encoding="utf-8")
+        (root / "servers.json").write_text('{"mcpServers": {}}', encoding="utf-8")
+        env = {key: value for key, value in os.environ.items() if not key.startswith("COPILOT_")}
+        env.update(COPILOT_HOME=str(root / "home"), COPILOT_SERVERS=str(root / "servers.json"))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_DIR), env.get("PYTHONPATH")]))
+        copilot: list[float] = []
+        bare: list[float] = []
+        for number in range(rounds):
+            print(f"handshake round {number + 1}/{rounds} ...", file=sys.stderr, flush=True)
+            copilot.append(handshake_seconds([sys.executable, "-m", "server"], env, root))
+            bare.append(handshake_seconds([sys.executable, str(root / "bare_server.py")], env, root))
+    return copilot, bare
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.startup", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=HelpFormatter)
     parser.add_argument("--tools-json", type=existing_file, default=DEFAULT_TOOLS)
     parser.add_argument("--rounds", type=positive_int, default=2)
     args = parser.parse_args(argv)
+    try:
+        copilot, bare = handshakes(args.rounds)
+    except CopilotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"time to initialize: the copilot {span(copilot, '{:.2f} s')} vs a bare SDK server {span(bare, '{:.2f} s')} "
+          f"({statistics.median(copilot) / statistics.median(bare):.2f}x, medians of {args.rounds} fresh processes each)")
     if not args.tools_json.exists():
         print(f"skipped: {args.tools_json} not found (LiveMCPBench data).", file=sys.stderr)
         return 0
