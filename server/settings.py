@@ -26,16 +26,22 @@ from index.trust.settings import split_list
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
+def plain_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """``host`` (brackets allowed) as an address, IPv4 for an IPv4-mapped one (``::ffff:127.0.0.1``,
+    a dual-stack socket's view of an IPv4 peer); ValueError when it is no address."""
+    address = ipaddress.ip_address(host.strip("[]"))
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped if mapped is not None else address
+
+
 def is_loopback_host(host: str) -> bool:
     """True when binding ``host`` exposes the server only to this machine."""
     if host in LOOPBACK_NAMES:
         return True
     try:
-        address = ipaddress.ip_address(host.strip("[]"))
+        return plain_address(host).is_loopback
     except ValueError:
         return False
-    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1, a dual-stack socket's IPv4 peer
-    return (mapped if mapped is not None else address).is_loopback
 
 
 class ServerSettings(CopilotSettings):

@@ -158,18 +158,13 @@ class GuardMiddleware:
                 return
         await self.app(_normalized(scope) if _to_normalize(scope, headers) else scope, receive, send)
 
-
     async def _child_at_the_other_end(self, scope: Scope) -> int | None:
         # Any address, not only loopback: a child reaches a copilot bound beyond it through the
         # machine's own addresses too.
         peers, client, server = self._child_peers, scope.get("client"), scope.get("server")
-        if peers is None or not peers.available or not client or not server:
+        if peers is None or not client or not server:
             return None
-        inode = peers.client_socket((client[0], int(client[1])), (server[0], int(server[1])))
-        if inode is None:
-            return None
-        known, holder = peers.known(inode)  # each later request of a kept-alive connection
-        return holder if known else await anyio.to_thread.run_sync(peers.search, inode)
+        return await peers.child_at((client[0], int(client[1])), (server[0], int(server[1])))
 
 
 def _to_normalize(scope: Scope, headers: dict[str, str]) -> bool:

@@ -15,7 +15,6 @@ open, so the verdict is kept per inode and the descendants are searched once per
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import socket
@@ -23,8 +22,10 @@ import struct
 import sys
 from collections import OrderedDict
 
+import anyio
+
 from index.children.containment.guard import descendants
-from server.settings import is_loopback_host
+from server.settings import is_loopback_host, plain_address
 
 logger = logging.getLogger(__name__)
 
@@ -43,18 +44,11 @@ _KEPT = 4096
 Endpoint = tuple[str, int]
 
 
-def _plain(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """``host`` as an address, IPv4 for an IPv4-mapped one (a dual-stack socket's view of an IPv4 peer)."""
-    address = ipaddress.ip_address(host)
-    mapped = getattr(address, "ipv4_mapped", None)
-    return mapped if mapped is not None else address
-
-
 def connection_inode(client: Endpoint, server: Endpoint) -> int | None:
     """The inode of the client's socket of the TCP connection ``client -> server``, when the
     client's end is on this machine (a remote client's socket is in no table here)."""
     try:
-        source, destination = _plain(client[0]), _plain(server[0])
+        source, destination = plain_address(client[0]), plain_address(server[0])
     except ValueError:
         return None
     if source.version != destination.version:
@@ -106,13 +100,15 @@ class ChildPeers:
         self._warned = False
         self.available = sys.platform.startswith("linux") and hasattr(socket, "AF_NETLINK")
 
-    def child_at(self, client: Endpoint, server: Endpoint) -> int | None:
-        """The pid of the copilot's descendant at the other end of this connection, if any."""
+    async def child_at(self, client: Endpoint, server: Endpoint) -> int | None:
+        """The pid of the copilot's descendant at the other end of this connection, if any: the
+        socket's lookup on the event loop, the first search for a connection in a worker thread
+        (each later request of a kept-alive connection reads the verdict kept)."""
         inode = self.client_socket(client, server)
         if inode is None:
             return None
-        known, holder = self.known(inode)
-        return holder if known else self.search(inode)
+        known, holder = self._known(inode)
+        return holder if known else await anyio.to_thread.run_sync(self._search, inode)
 
     def client_socket(self, client: Endpoint, server: Endpoint) -> int | None:
         """The inode of the connection's client socket (~30 us: quick enough for the event loop)."""
@@ -127,14 +123,14 @@ class ChildPeers:
             )
         return inode
 
-    def known(self, inode: int) -> tuple[bool, int | None]:
+    def _known(self, inode: int) -> tuple[bool, int | None]:
         """Whether the connection of ``inode`` was searched already, and the descendant found then."""
         if inode in self._verdicts:
             self._verdicts.move_to_end(inode)
             return True, self._verdicts[inode]
         return False, None
 
-    def search(self, inode: int) -> int | None:
+    def _search(self, inode: int) -> int | None:
         """Search the copilot's descendants for ``inode`` (milliseconds: run it off the event loop)."""
         holder = descendant_holding(inode)
         self._verdicts[inode] = holder

@@ -68,7 +68,7 @@ async def test_a_child_server_that_knows_the_token_is_refused(tmp_path: Path, kn
     assert "refused a request from pid" in log and "one of the copilot's own child servers" in log
 
 
-def test_the_other_end_of_a_connection_is_found_among_descendants_only(caplog: pytest.LogCaptureFixture) -> None:
+async def test_the_other_end_of_a_connection_is_found_among_descendants_only(caplog: pytest.LogCaptureFixture) -> None:
     import socket
     import subprocess
 
@@ -89,11 +89,11 @@ def test_the_other_end_of_a_connection_is_found_among_descendants_only(caplog: p
             with socket.create_connection(("127.0.0.1", port)):
                 served, from_self = listener.accept()
                 peers = ChildPeers()
-                assert peers.child_at(from_child, ("127.0.0.1", port)) == child.pid
-                assert peers.child_at(from_self, ("127.0.0.1", port)) is None  # this process: not a descendant
+                assert await peers.child_at(from_child, ("127.0.0.1", port)) == child.pid
+                assert await peers.child_at(from_self, ("127.0.0.1", port)) is None  # this process: not a descendant
                 assert caplog.records == []
-                assert peers.child_at(("127.0.0.1", 1), ("127.0.0.1", port)) is None  # no such connection
-                assert peers.child_at(("127.0.0.1", 2), ("127.0.0.1", port)) is None
+                assert await peers.child_at(("127.0.0.1", 1), ("127.0.0.1", port)) is None  # no such connection
+                assert await peers.child_at(("127.0.0.1", 2), ("127.0.0.1", port)) is None
                 # A loopback connection the kernel cannot find means the check does not work: said once.
                 said = [record.getMessage() for record in caplog.records]
                 assert len(said) == 1 and said[0].startswith("cannot tell which process is at the other end of a")
