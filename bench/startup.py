@@ -29,10 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import selectors
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -131,9 +133,6 @@ def span(values: Sequence[float], fmt: str = "{:.1f} s") -> str:
 def handshake_seconds(argv: Sequence[str], env: dict[str, str], cwd: Path, timeout: float = HANDSHAKE_TIMEOUT) -> float:
     """Seconds from starting ``argv`` to its answer to ``initialize`` on stdout (then it is stopped:
     its stdin closed, killed after 30 s, or at once when it did not answer)."""
-    import selectors
-    import time
-
     started = time.perf_counter()
     process = subprocess.Popen(
         list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
