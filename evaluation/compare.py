@@ -1,8 +1,8 @@
-"""``python -m evaluation.compare DIR_A DIR_B`` (see :mod:`evaluation.report.compare`)."""
+"""``python -m evaluation.compare DIR_A DIR_B`` (see :mod:`evaluation.report.across_runs.compare`)."""
 
 import sys
 
-from evaluation.report.compare import main
+from evaluation.report.across_runs.compare import main
 
 if __name__ == "__main__":
     sys.exit(main())

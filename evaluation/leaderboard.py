@@ -1,8 +1,8 @@
-"""``python -m evaluation.leaderboard DIR...`` (see :mod:`evaluation.report.leaderboard`)."""
+"""``python -m evaluation.leaderboard DIR...`` (see :mod:`evaluation.report.across_runs.leaderboard`)."""
 
 import sys
 
-from evaluation.report.leaderboard import main
+from evaluation.report.across_runs.leaderboard import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import anyio
 from pydantic import BaseModel
 
-from evaluation.judge.completions import CompletionService
+from evaluation.judge.prompting.completions import CompletionService
 from evaluation.judge.options import JudgeOptions
-from evaluation.judge.prompts import (
+from evaluation.judge.prompting.prompts import (
     KEY_POINTS_RETRY_MESSAGE,
     RETRY_MESSAGE,
     described_tools,
@@ -23,7 +23,7 @@ from evaluation.judge.prompts import (
 )
 from evaluation.judge.tool_descriptions import ToolDescriptions
 from evaluation.judge.verdict_log import JudgeVote, Verdict, VerdictRecord
-from evaluation.judge.verdicts import THOUGHTS_LIMIT, parse_key_points, parse_verdict
+from evaluation.judge.prompting.verdicts import THOUGHTS_LIMIT, parse_key_points, parse_verdict
 from evaluation.llm import EndpointError, LLMError
 from evaluation.trajectories import Trajectory
 

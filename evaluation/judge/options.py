@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evaluation.judge.outputs import VERDICTS_FILE as VERDICTS_FILE  # re-exported: where callers look for it
-from evaluation.judge.prompts import PROMPT_KINDS, PROMPT_VERSIONS, PromptKind
+from evaluation.judge.prompting.prompts import PROMPT_KINDS, PROMPT_VERSIONS, PromptKind
 from evaluation.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, LLMSettings, resolve_llm_settings
 from index.cli.console import argv_text
 from index.errors import CopilotError

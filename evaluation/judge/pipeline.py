@@ -23,13 +23,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from evaluation.report.build import build_report
 from evaluation.report.files import FORMATS, write_reports
 from evaluation.report.models import InputInfo, JudgeInfo, QuestionMismatch, Report, TaskInfo
-from evaluation.judge.cache import CompletionCache
-from evaluation.judge.completions import CompletionService
+from evaluation.judge.prompting.cache import CompletionCache
+from evaluation.judge.prompting.completions import CompletionService
 from evaluation.judge.judging import Job, Judge
 from evaluation.judge.options import VERDICTS_FILE, JudgeError, JudgeOptions, NoTrajectoriesError
 from evaluation.judge.tool_descriptions import ToolDescriptions, load_tool_descriptions
 from evaluation.judge.lock import output_lock
-from evaluation.judge.prompts import PROMPT_VERSIONS
+from evaluation.judge.prompting.prompts import PROMPT_VERSIONS
 from evaluation.judge.verdict_log import VerdictLog, VerdictRecord, latest_by_task
 from evaluation.llm import EndpointError, LLMError
 from evaluation.taxonomy.diagnose import Case, diagnose

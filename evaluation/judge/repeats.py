@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 from evaluation.judge.options import JudgeError, JudgeOptions, NoTrajectoriesError
 from evaluation.judge.pipeline import JudgeSummary, judge_paths
 from evaluation.report.files import load_report
-from evaluation.report.repeats import RepeatsReport, build_repeats_report
-from evaluation.report.repeats_render import write_repeats_reports
+from evaluation.report.across_runs.repeats import RepeatsReport, build_repeats_report
+from evaluation.report.across_runs.repeats_render import write_repeats_reports
 from evaluation.run.layout import read_repeats
 
 RUN_TASKS_FILE = "tasks.json"

@@ -15,7 +15,7 @@ from typing import Literal, TextIO
 
 from pydantic import BaseModel, Field, ValidationError
 
-from evaluation.judge.verdicts import KeyPointVerdict
+from evaluation.judge.prompting.verdicts import KeyPointVerdict
 from server.trajectory.records import utc_now
 
 logger = logging.getLogger(__name__)

@@ -1,2 +1,3 @@
-"""Reporting: a judged run as ``report.json``/``.md``/``.html`` (``build``, ``models``, ``tables``,
-``plots``, ``render``, ``files``), and runs side by side (``compare``, ``stats``)."""
+"""Reporting: a judged run as ``report.json``/``.md``/``.html`` and CSV (``build``, ``models``,
+``tables``, ``plots``, ``render``, ``viewer``, ``export``, ``files``, with ``stats``); several runs
+side by side are in ``across_runs``."""

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 import anyio
 from pydantic import BaseModel, ConfigDict
 
-from evaluation.judge.completions import CompletionService
+from evaluation.judge.prompting.completions import CompletionService
 from evaluation.taxonomy.capability import CapabilityCheck, CapabilityVerdict, open_capability_check
 from evaluation.taxonomy.classify import classify
 from evaluation.taxonomy.model import Diagnosis

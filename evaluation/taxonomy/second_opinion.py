@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import re
 
-from evaluation.judge.completions import CompletionService
-from evaluation.judge.prompts import truncate_middle
+from evaluation.judge.prompting.completions import CompletionService
+from evaluation.judge.prompting.prompts import truncate_middle
 from evaluation.llm import LLMError
 from evaluation.taxonomy.classify import excerpt, failed
 from evaluation.taxonomy.model import Diagnosis, Evidence

@@ -109,7 +109,7 @@ async def test_a_running_childs_stderr_log_is_rotated_by_size(tmp_path: Path) ->
 async def test_huge_names_are_not_echoed_back_whole(tmp_path: Path) -> None:
     from index.catalog.servers import load_servers
     from server.copilot import Copilot
-    from tests.server.copilot_harness import copilot_settings, fixture_entry, write_servers
+    from tests.server.support.copilot_harness import copilot_settings, fixture_entry, write_servers
 
     servers = load_servers(write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")}))
     settings = copilot_settings(tmp_path / "home", tmp_path, auto_index=False, warm_index=False)

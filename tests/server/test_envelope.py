@@ -20,7 +20,7 @@ import pytest
 import pytest_asyncio
 
 from server.envelope import lenient_read_problem, message_problem
-from tests.server.copilot_harness import open_raw_session, raw_mcp_headers, start_http_copilot
+from tests.server.support.copilot_harness import open_raw_session, raw_mcp_headers, start_http_copilot
 from tests.server.stdio.raw_harness import Raw, raw_copilot
 
 pytestmark = pytest.mark.timeout(120)

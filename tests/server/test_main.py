@@ -16,7 +16,7 @@ import pytest
 
 from index.settings import CopilotSettings
 from server.pool.settings import PoolSettings
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     HttpCopilot,
     RunningClient,
     built_index,  # noqa: F401 -- session fixture

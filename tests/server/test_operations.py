@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from server.telemetry.status import ChildStatus, CopilotStatus, process_created, read_statuses, status_path, write_status
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     HttpCopilot,
     RunningClient,
     built_index,  # noqa: F401 -- session fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     RunningClient,
     copilot_env,
     fixture_entry,

@@ -12,7 +12,7 @@ import pytest
 from evaluation.judge.judging import majority
 from evaluation.judge.options import JudgeError
 from evaluation.judge.pipeline import judge_paths
-from evaluation.judge.prompts import KEY_POINTS_SYSTEM, RETRY_MESSAGE
+from evaluation.judge.prompting.prompts import KEY_POINTS_SYSTEM, RETRY_MESSAGE
 from server.trajectory.records import WorkspaceFile
 from tests.evaluation.judge_helpers import (
     livemcpbench_entry,

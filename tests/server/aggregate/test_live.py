@@ -21,7 +21,7 @@ from server.aggregate.service import Aggregation
 from server.copilot import Copilot
 from server.pool.sessions import RELIST_INTERVAL
 from tests.support.processes import hostile_entry
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     changing_entry,
     copilot_settings,

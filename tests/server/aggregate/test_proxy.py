@@ -25,7 +25,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.fixtures.hostile.changing_server import LOGO
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     HttpCopilot,
     RunningClient,
     built_index,  # noqa: F401 -- session fixture

@@ -26,7 +26,7 @@ import pytest
 from mcp import Client
 
 from index.children.containment.guardian import landlock_abi
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     SECRET_VALUE,
     HttpCopilot,
     RunningClient,

@@ -17,7 +17,7 @@ import psutil
 import pytest
 from mcp_types import CallToolResult
 
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     RunningClient,
     alive,
     built_index,  # noqa: F401 -- session fixture
@@ -187,7 +187,7 @@ async def test_sigterm_answers_the_stdio_call_in_flight(built_index: Path, tmp_p
     """Over stdio too a signal does not end the process under a call: the host reads why (the SDK
     path ended it unanswered, the fast path with "Connection closed"), the child's call is cancelled
     and logged so, and the copilot exits 0 with every child stopped."""
-    from tests.server.relay_harness import Progress, execute_args  # noqa: PLC0415
+    from tests.server.support.relay_harness import Progress, execute_args  # noqa: PLC0415
 
     record = tmp_path / "blocker.record"
     home = copy_home(built_index, tmp_path / "home")
@@ -242,8 +242,8 @@ async def test_sigterm_answers_the_http_call_in_flight_and_stops_without_waiting
     the client leaving), and uvicorn is left nothing to wait for: no "graceful shutdown exceeded"
     ERROR, no traceback. The other streams a host holds open end too: a legacy client's GET event
     stream, a 2026-07-28 client's ``subscriptions/listen`` stream (gracefully: its loop just ends)."""
-    from tests.server.copilot_harness import HttpCopilot, http_client_for  # noqa: PLC0415
-    from tests.server.relay_harness import Progress, execute_args  # noqa: PLC0415
+    from tests.server.support.copilot_harness import HttpCopilot, http_client_for  # noqa: PLC0415
+    from tests.server.support.relay_harness import Progress, execute_args  # noqa: PLC0415
 
     record = tmp_path / "blocker.record"
     home = copy_home(built_index, tmp_path / "home")

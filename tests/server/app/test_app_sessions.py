@@ -9,7 +9,7 @@ import anyio
 import httpx2
 import pytest
 
-from tests.server.copilot_harness import HttpCopilot, open_raw_session, read_events, start_http_copilot
+from tests.server.support.copilot_harness import HttpCopilot, open_raw_session, read_events, start_http_copilot
 from tests.support.processes import hostile_entry
 
 pytestmark = pytest.mark.timeout(240)

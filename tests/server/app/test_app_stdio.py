@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     SECRET_NAME,
     RunningClient,
     built_index,  # noqa: F401 -- session fixture

@@ -33,7 +33,7 @@ from server.copilot import Copilot
 from server.route.indexing import STATE_FILE_NAME
 from server.trajectory.session_log import SessionLog, SessionLogs
 from tests.index.index_support import index_with_broken_model
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     BROKEN_WRONG_TYPE,
     built_index,  # noqa: F401 -- session fixture
     changing_entry,

@@ -20,7 +20,7 @@ from index.settings import CopilotSettings
 from index.trust.review import TrustReviewer
 from index.trust.store import TrustStore
 from server.copilot import Copilot
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     copilot_settings,
     copy_home,

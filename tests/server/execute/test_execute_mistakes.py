@@ -19,7 +19,7 @@ import pytest
 
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
-from tests.server.copilot_harness import copilot_settings, fixture_entry, write_servers
+from tests.server.support.copilot_harness import copilot_settings, fixture_entry, write_servers
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.copilot_harness import copilot_env, fixture_entry, raw_stdio_answers, write_servers
+from tests.server.support.copilot_harness import copilot_env, fixture_entry, raw_stdio_answers, write_servers
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.copilot_harness import RunningClient, http_client_for, start_http_copilot, text_of
+from tests.server.support.copilot_harness import RunningClient, http_client_for, start_http_copilot, text_of
 from tests.support.processes import hostile_entry
 
 pytestmark = [

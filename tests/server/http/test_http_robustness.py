@@ -28,7 +28,7 @@ import pytest_asyncio
 from anyio.abc import SocketStream
 from mcp.shared.exceptions import MCPError
 
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     HttpCopilot,
     RunningClient,
     http_client_for,

@@ -15,7 +15,7 @@ from index.trust.review import TrustReviewer
 from index.trust.store import TrustStore
 from server.guard import DefinitionGuard
 from server.pool.sessions import ChildPool, PoolSettings
-from tests.server.copilot_harness import shapeshifter_entry
+from tests.server.support.copilot_harness import shapeshifter_entry
 
 
 async def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:

@@ -19,7 +19,7 @@ from server.errors import (
     UnknownServerError,
 )
 from server.pool.sessions import ChildPool, PoolSettings
-from tests.server.copilot_harness import BROKEN_WRONG_TYPE, schema_breaker_entry
+from tests.server.support.copilot_harness import BROKEN_WRONG_TYPE, schema_breaker_entry
 from tests.server.pool.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
@@ -504,7 +504,7 @@ async def test_a_childs_request_during_a_prompt_and_a_tool_call_is_handed_on_wit
 ) -> None:
     # Before: the link got the one tool call in flight and nothing else, so it gave the child's
     # question -- asked for another host's prompts/get -- to that call's host.
-    from tests.server.relay_harness import relay_entry  # noqa: PLC0415
+    from tests.server.support.relay_harness import relay_entry  # noqa: PLC0415
 
     link, relay = _RecordingLink(), _StubRelay()
     config = ServerConfig(name="relay", **relay_entry("relay"))

@@ -24,7 +24,7 @@ import pytest_asyncio
 from mcp import Client
 
 from server.relay.call import MAX_QUESTION_CHARS
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     copilot_env,
     copy_home,
@@ -33,7 +33,7 @@ from tests.server.copilot_harness import (
     text_of,
     write_servers,
 )
-from tests.server.relay_harness import (
+from tests.server.support.relay_harness import (
     HOSTS,
     Host,
     Progress,

@@ -19,11 +19,11 @@ import pytest_asyncio
 from mcp import Client
 
 from server.relay.call import MAX_LOG_CHARS, MAX_PROGRESS_CHARS, MAX_WAITING_QUESTIONS, PROGRESS_BURST
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     text_of,
 )
-from tests.server.relay_harness import Host, execute_args, host_project, relay_copilot, relay_entry
+from tests.server.support.relay_harness import Host, execute_args, host_project, relay_copilot, relay_entry
 from tests.support.processes import hostile_entry
 from tests.support.sockets import SocketDirs
 

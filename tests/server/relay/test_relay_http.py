@@ -19,7 +19,7 @@ import httpx2
 import pytest
 import pytest_asyncio
 
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
     copy_home,
@@ -29,7 +29,7 @@ from tests.server.copilot_harness import (
     start_http_copilot,
     text_of,
 )
-from tests.server.relay_harness import HTTP_TOKEN, Host, Progress, execute_args, relay_entry
+from tests.server.support.relay_harness import HTTP_TOKEN, Host, Progress, execute_args, relay_entry
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
 

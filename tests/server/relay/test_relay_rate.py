@@ -35,11 +35,11 @@ from server.relay.call import (
     PROGRESS_BURST,
     PROGRESS_PER_SECOND,
 )
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     text_of,
 )
-from tests.server.relay_harness import HOSTS, Host, execute_args, host_project, relay_copilot
+from tests.server.support.relay_harness import HOSTS, Host, execute_args, host_project, relay_copilot
 from tests.support.processes import hostile_entry
 from tests.support.sockets import SocketDirs
 

@@ -15,7 +15,7 @@ import pytest
 
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     copilot_settings,
     copilot_with_aggregation,
@@ -25,7 +25,7 @@ from tests.server.copilot_harness import (
     text_of,
     write_servers,
 )
-from tests.server.glossary_support import CHANGING_SPEC, TERM_URI, glossary_servers
+from tests.server.support.glossary_support import CHANGING_SPEC, TERM_URI, glossary_servers
 from tests.support.cli import approve_as_user
 
 pytestmark = pytest.mark.timeout(240)

@@ -13,7 +13,7 @@ import pytest
 from index.catalog.servers import load_servers
 from index.search.tool_index import ToolIndex
 from server.route.indexing import BackgroundIndexer
-from tests.server.copilot_harness import copilot_settings, fixture_entry, write_servers
+from tests.server.support.copilot_harness import copilot_settings, fixture_entry, write_servers
 
 from tests.index.index_support import make_records
 

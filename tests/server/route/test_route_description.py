@@ -13,7 +13,7 @@ import server.copilot as copilot_module
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
 from server.route.description import GUIDANCE, PoolServer, describe_pool
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     copilot_settings,
     copy_home,

@@ -11,7 +11,7 @@ import pytest
 from index.catalog.servers import load_servers
 from server.copilot import Copilot
 from index.storage.pool_cache import kept_pool, pool_path
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     copilot_settings,
     copy_home,

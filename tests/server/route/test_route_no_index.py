@@ -16,7 +16,7 @@ from index.settings import CopilotSettings
 from index.search.tool_index import ToolIndex
 from server.copilot import Copilot
 from server.settings import ServerSettings
-from tests.server.copilot_harness import fixture_entry, write_servers
+from tests.server.support.copilot_harness import fixture_entry, write_servers
 from tests.support.cli import PROJECT, cli_env
 
 pytestmark = pytest.mark.timeout(300)

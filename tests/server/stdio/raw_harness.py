@@ -19,8 +19,8 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from tests.server.copilot_harness import copilot_env, fixture_entry, write_servers
-from tests.server.relay_harness import relay_entry
+from tests.server.support.copilot_harness import copilot_env, fixture_entry, write_servers
+from tests.server.support.relay_harness import relay_entry
 
 WAIT = 60.0
 INITIALIZE = {

@@ -25,7 +25,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
     copilot_env,
@@ -37,7 +37,7 @@ from tests.server.copilot_harness import (
     text_of,
     write_servers,
 )
-from tests.server.relay_harness import Host, Progress, execute_args, relay_entry
+from tests.server.support.relay_harness import Host, Progress, execute_args, relay_entry
 from tests.support.processes import hostile_entry
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]

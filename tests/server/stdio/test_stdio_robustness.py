@@ -31,7 +31,7 @@ import pytest
 import pytest_asyncio
 
 from server.stdio.pipes import LAST_WRITES_SECONDS, MAX_LINE_BYTES
-from tests.server.copilot_harness import fixture_entry, write_servers
+from tests.server.support.copilot_harness import fixture_entry, write_servers
 from tests.server.stdio.raw_harness import (
     INITIALIZE,
     INITIALIZED,

@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from index.catalog.servers import load_servers
 from server.app import build_app
 from server.telemetry.tracing import configure_from_environment, tracing_requested
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
     copilot_env,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.judge.pipeline import judge_paths
-from evaluation.report.leaderboard import main, pareto_frontier
+from evaluation.report.across_runs.leaderboard import main, pareto_frontier
 from tests.evaluation.judge_helpers import options, question_of, task_entry, write_copilot_log, write_tasks
 from tests.support.scripted_openai import Reply, ScriptedOpenAI
 
@@ -240,7 +240,7 @@ async def test_runs_of_the_same_agent_and_model_get_unique_names_and_the_right_f
 
 def test_run_names_with_dollars_are_drawn_literally(tmp_path: Path) -> None:
     # Before: a model named "gpt$^$x" stopped the leaderboard with a matplotlib mathtext error.
-    from evaluation.report.leaderboard import Entry, build_leaderboard, frontier_figure, write_leaderboard  # noqa: PLC0415
+    from evaluation.report.across_runs.leaderboard import Entry, build_leaderboard, frontier_figure, write_leaderboard  # noqa: PLC0415
 
     entries = [
         Entry(name=name, path=name, n_tasks=2, success_rate=rate, ci95=(0.1, 0.9), tokens=tokens, judge="j",
@@ -284,7 +284,7 @@ async def test_small_costs_keep_the_cost_axis_and_a_repeat_short_of_tasks_is_cha
 
 
 def test_a_run_at_zero_on_the_log_axis_is_said_to_be_off_the_plot() -> None:
-    from evaluation.report.leaderboard import Entry, build_leaderboard, frontier_figure  # noqa: PLC0415
+    from evaluation.report.across_runs.leaderboard import Entry, build_leaderboard, frontier_figure  # noqa: PLC0415
 
     def entry(name: str, tokens: float, rate: float) -> Entry:
         return Entry(name=name, path=name, n_tasks=4, success_rate=rate, ci95=(0.0, 1.0), tokens=tokens,
@@ -301,7 +301,7 @@ def test_a_run_at_zero_on_the_log_axis_is_said_to_be_off_the_plot() -> None:
 
 
 def _entry(name: str, rate: float | None, cost: float | None, tokens: float = 1000.0, tasks: str = "t") -> object:
-    from evaluation.report.leaderboard import Entry  # noqa: PLC0415
+    from evaluation.report.across_runs.leaderboard import Entry  # noqa: PLC0415
 
     return Entry(
         name=name, path=name, n_tasks=10, success_rate=rate, ci95=None if rate is None else (rate * 0.8, min(1.0, rate * 1.2)),
@@ -313,7 +313,7 @@ def _entry(name: str, rate: float | None, cost: float | None, tokens: float = 10
 
 def test_a_run_without_a_rate_is_ranked_last() -> None:
     # Before: its sort key, -1.0, tied with a 100% run's and ranked it above every other run.
-    from evaluation.report.leaderboard import build_leaderboard, tables  # noqa: PLC0415
+    from evaluation.report.across_runs.leaderboard import build_leaderboard, tables  # noqa: PLC0415
 
     board = build_leaderboard([_entry("perfect", 1.0, 0.05), _entry("unjudged", None, 0.02), _entry("half", 0.5, 0.01)])  # type: ignore[list-item]
     assert [(row[0], row[3], row[4]) for row in tables(board)[0].rows] == [
@@ -324,7 +324,7 @@ def test_a_run_without_a_rate_is_ranked_last() -> None:
 def test_a_run_at_zero_dollars_keeps_the_cost_axis() -> None:
     # Before: a run logging $0 per task (a local model) switched the board to tokens, with the
     # warning that not every run logged cost, and the frontier lost it (it had the most tokens).
-    from evaluation.report.leaderboard import build_leaderboard, render_markdown  # noqa: PLC0415
+    from evaluation.report.across_runs.leaderboard import build_leaderboard, render_markdown  # noqa: PLC0415
 
     board = build_leaderboard([_entry("local-free", 0.4, 0.0, tokens=5000.0), _entry("paid", 0.6, 0.01, tokens=800.0)])  # type: ignore[list-item]
     assert (board.axis, board.frontier) == ("cost", ["local-free", "paid"])
@@ -340,7 +340,7 @@ def test_a_run_at_zero_dollars_keeps_the_cost_axis() -> None:
 
 def test_a_frontier_step_between_runs_with_no_common_task_has_no_difference() -> None:
     # Before: difference 0.0 with the interval [0.0, 0.0] in leaderboard.json for a step not tested.
-    from evaluation.report.leaderboard import build_leaderboard, tables  # noqa: PLC0415
+    from evaluation.report.across_runs.leaderboard import build_leaderboard, tables  # noqa: PLC0415
 
     board = build_leaderboard([_entry("cheap", 0.4, 0.01, tasks="a"), _entry("dear", 0.6, 0.02, tasks="b")])  # type: ignore[list-item]
     [step] = board.steps
@@ -350,9 +350,9 @@ def test_a_frontier_step_between_runs_with_no_common_task_has_no_difference() ->
 
 def test_pass_at_n_of_a_repeated_run_says_when_it_rests_on_fewer_tasks(tmp_path: Path) -> None:
     # pass@2 is over the tasks judged in both repeats, here 1 of 2: "100.0%" alone read as both.
-    from evaluation.report.leaderboard import build_leaderboard, load_entry, tables  # noqa: PLC0415
-    from evaluation.report.repeats import build_repeats_report  # noqa: PLC0415
-    from evaluation.report.repeats_render import write_repeats_reports  # noqa: PLC0415
+    from evaluation.report.across_runs.leaderboard import build_leaderboard, load_entry, tables  # noqa: PLC0415
+    from evaluation.report.across_runs.repeats import build_repeats_report  # noqa: PLC0415
+    from evaluation.report.across_runs.repeats_render import write_repeats_reports  # noqa: PLC0415
     from tests.evaluation.report.support import built, record, trajectory  # noqa: PLC0415
 
     universe = {"t0": "Office", "t1": "Office"}
@@ -371,7 +371,7 @@ def test_a_step_to_a_repeated_run_is_measured_by_the_pass_at_1_the_table_shows()
     # Before: each task of a repeated run entered the step as its majority outcome, so a run at
     # 1 of 3 on most tasks became a run that failed them; the step read "-8.3 pt" from a run shown
     # at 33.3% to one shown at 41.7%, with both numbers on the same board.
-    from evaluation.report.leaderboard import build_leaderboard, tables  # noqa: PLC0415
+    from evaluation.report.across_runs.leaderboard import build_leaderboard, tables  # noqa: PLC0415
 
     single = _entry("single", 1 / 3, 0.01, tasks="t")
     single.attempts = {f"t{i}": (int(i < 8), 1) for i in range(24)}  # type: ignore[attr-defined]
@@ -392,7 +392,7 @@ def test_a_step_to_a_repeated_run_is_measured_by_the_pass_at_1_the_table_shows()
 
 
 def test_each_frontier_step_is_one_more_test_and_the_verdict_is_holm_adjusted() -> None:
-    from evaluation.report.leaderboard import build_leaderboard  # noqa: PLC0415
+    from evaluation.report.across_runs.leaderboard import build_leaderboard  # noqa: PLC0415
 
     def run(name: str, cost: float, solved: int) -> object:
         entry = _entry(name, solved / 40, cost)

@@ -14,7 +14,7 @@ from mcp import Client
 
 from index.catalog.servers import load_servers
 from server.app import build_app
-from tests.server.copilot_harness import copilot_settings, copy_home, crawl_into, poison_entry, write_servers
+from tests.server.support.copilot_harness import copilot_settings, copy_home, crawl_into, poison_entry, write_servers
 
 #: Seconds a glossary host may take from start to end.
 HOST_WAIT = 60.0

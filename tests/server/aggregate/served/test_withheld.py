@@ -15,13 +15,13 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from index.catalog.servers import load_servers
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     copilot_settings,
     copilot_with_aggregation,
     copy_home,
 )
-from tests.server.glossary_support import CHANGING_SPEC, TERM_URI, crawled_glossary, glossary_host, glossary_servers
+from tests.server.support.glossary_support import CHANGING_SPEC, TERM_URI, crawled_glossary, glossary_host, glossary_servers
 from tests.support.cli import approve_as_user
 
 pytestmark = pytest.mark.timeout(180)

@@ -19,7 +19,7 @@ import anyio
 import mcp_types as types
 from mcp import Client
 
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     HttpCopilot,
     RunningClient,
     copilot_env,
@@ -29,7 +29,7 @@ from tests.server.copilot_harness import (
     write_servers,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 RELAY_SERVER = REPO / "tests" / "fixtures" / "relay_server.py"
 HTTP_TOKEN = "relay-token-0123456789"
 

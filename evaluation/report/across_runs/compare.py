@@ -1,4 +1,4 @@
-"""``python -m evaluation.report.compare DIR_A DIR_B``: two judged runs side by side.
+"""``python -m evaluation.compare DIR_A DIR_B``: two judged runs side by side.
 
 Per task and per category, with an exact McNemar test on the paired outcomes (the tasks only
 one run solved), so a difference within noise is called that. The pairs are the tasks both runs
@@ -20,7 +20,7 @@ from evaluation.json_files import JSONFileError, read_json_model, unreadable
 from evaluation.report.files import report_file
 from evaluation.report.models import Report
 from evaluation.report.render import markdown_row
-from evaluation.report.repeats import REPEATS_REPORT
+from evaluation.report.across_runs.repeats import REPEATS_REPORT
 from evaluation.report.stats import McNemar, defined, holm, mcnemar_exact, paired_difference_interval, wilson_interval
 from evaluation.report.tables import interval, listed_ids, pct, rate_cells
 from evaluation.tasks import CATEGORIES

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from server.aggregate.service import Aggregation
     from server.copilot import Copilot
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FIXTURE_SERVER = REPO / "tests" / "fixtures" / "fixture_server.py"
 CHANGING_SERVER = REPO / "tests" / "fixtures" / "hostile" / "changing_server.py"
 SCHEMA_BREAKER = REPO / "tests" / "fixtures" / "hostile" / "schema_breaking_server.py"

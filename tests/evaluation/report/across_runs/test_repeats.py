@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.report.repeats import build_repeats_report
-from evaluation.report.repeats_render import tables, write_repeats_reports
+from evaluation.report.across_runs.repeats import build_repeats_report
+from evaluation.report.across_runs.repeats_render import tables, write_repeats_reports
 from tests.evaluation.report.support import built, record, trajectory
 
 

@@ -1,4 +1,4 @@
-"""``python -m evaluation.report.compare``: paired comparison of two judged runs."""
+"""``python -m evaluation.compare``: paired comparison of two judged runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from evaluation.report.compare import main
+from evaluation.report.across_runs.compare import main
 from evaluation.judge.pipeline import JudgeSummary, judge_paths
 from tests.evaluation.judge_helpers import (
     options,
@@ -186,7 +186,7 @@ async def test_questions_with_pipes_and_line_breaks_keep_the_outcome_table_whole
 ) -> None:
     # Before: the question went into the table as written: a "|" added columns, a line break
     # ended the row in the middle of the question.
-    from evaluation.report.compare import _load, compare_reports, render  # noqa: PLC0415
+    from evaluation.report.across_runs.compare import _load, compare_reports, render  # noqa: PLC0415
 
     categories = {"t1": "work", "t2": "work"}
     _, a = _load(await _judge_dir(llm, tmp_path, "a", {"t1", "t2"}, categories))

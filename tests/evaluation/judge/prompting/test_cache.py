@@ -1,4 +1,4 @@
-"""The judge's reply cache (evaluation.judge.cache) when its disk fails it."""
+"""The judge's reply cache (evaluation.judge.prompting.cache) when its disk fails it."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.judge.cache import CachedCompletion, CompletionCache
+from evaluation.judge.prompting.cache import CachedCompletion, CompletionCache
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 _FULL_DISK = """
 import json, logging, resource, signal, sys
 from pathlib import Path
-from evaluation.judge.cache import CachedCompletion, CompletionCache
+from evaluation.judge.prompting.cache import CachedCompletion, CompletionCache
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit a write fails (EFBIG), as on a full disk
 directory = Path(sys.argv[1])

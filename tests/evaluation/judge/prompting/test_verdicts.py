@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation.judge.verdicts import THOUGHTS_LIMIT, parse_key_points, parse_verdict
+from evaluation.judge.prompting.verdicts import THOUGHTS_LIMIT, parse_key_points, parse_verdict
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import pytest_asyncio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
     changing_entry,

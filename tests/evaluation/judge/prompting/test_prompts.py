@@ -1,11 +1,11 @@
-"""Judge prompt contents: the paper's inputs and the tools' descriptions (``evaluation/judge/prompts.py``)."""
+"""Judge prompt contents: the paper's inputs and the tools' descriptions (``evaluation/judge/prompting/prompts.py``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from evaluation.judge.prompts import LIVEMCPEVAL_SYSTEM, judge_messages, truncate_middle
+from evaluation.judge.prompting.prompts import LIVEMCPEVAL_SYSTEM, judge_messages, truncate_middle
 from evaluation.judge.tool_descriptions import load_tool_descriptions
 from evaluation.trajectories import livemcpbench_trajectory
 from tests.evaluation.judge_helpers import livemcpbench_entry

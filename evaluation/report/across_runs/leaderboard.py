@@ -30,7 +30,7 @@ from index.storage.atomic import write_atomic
 from evaluation.report.models import Report
 from evaluation.report.plots import figure_png, literal, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, markdown_text, png_img
-from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
+from evaluation.report.across_runs.repeats import REPEATS_REPORT, RepeatsReport
 from evaluation.report.stats import holm, mcnemar_exact, paired_difference_interval, paired_rate_difference_interval, sign_flip_p_value
 from evaluation.report.tables import Table, money, num, pct, rate_cells
 from index.cli.console import HelpFormatter, prepare_text_io

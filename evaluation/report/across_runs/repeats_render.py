@@ -10,7 +10,7 @@ from typing import Any
 from index.storage.atomic import write_atomic
 from evaluation.report.plots import figure_png, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, markdown_text, png_img
-from evaluation.report.repeats import REPEATS_REPORT, RepeatsReport
+from evaluation.report.across_runs.repeats import REPEATS_REPORT, RepeatsReport
 from evaluation.report.tables import Table, interval, num, pct, with_interval
 
 

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from index.catalog.servers import load_servers
 from server.app import build_app
-from tests.server.copilot_harness import (
+from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
     changing_entry,
     copilot_settings,
@@ -192,7 +192,7 @@ async def test_a_broader_template_of_another_unprefixed_server_does_not_take_a_l
 ) -> None:
     # Before: the first server in name order whose template matched took the read, so "aaevil"
     # listing good://{+rest} answered for good://t/{id}, which "good" listed.
-    from tests.server.copilot_harness import poison_entry
+    from tests.server.support.copilot_harness import poison_entry
 
     tools = [{"name": "noop", "description": "Does nothing.", "inputSchema": {"type": "object"}}]
     entries = {}
@@ -225,7 +225,7 @@ async def test_templates_with_operators_complete_as_listed(
 ) -> None:
     # A template matched against its own text to be found: "{?q}", "{/path*}" or "{#part}" do not
     # match themselves, so completing them exactly as listed was refused as unknown.
-    from tests.server.copilot_harness import poison_entry
+    from tests.server.support.copilot_harness import poison_entry
 
     templates = ["docs://search{?q,lang}", "docs://files{/path*}", "docs://page{#part}", "docs://items/{id}"]
     spec = tmp_path / "docs.json"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import BaseModel
 
-from evaluation.judge.cache import CachedCompletion, CompletionCache, request_key
+from evaluation.judge.prompting.cache import CachedCompletion, CompletionCache, request_key
 from evaluation.llm import (
     UNREADABLE_BODY_ERRORS,
     EndpointError,
