@@ -21,13 +21,13 @@ from evaluation.report.files import report_file
 from evaluation.report.models import Report
 from evaluation.report.render import markdown_row
 from evaluation.report.across_runs.repeats import REPEATS_REPORT
+from evaluation.report.across_runs.significance import DEFAULT_ALPHA, add_alpha_argument, checked_alpha
 from evaluation.report.stats import McNemar, defined, holm, mcnemar_exact, paired_difference_interval, wilson_interval
 from evaluation.report.tables import interval, listed_ids, pct, rate_cells
 from evaluation.tasks import CATEGORIES
 from index.cli.console import HelpFormatter, prepare_text_io
 from index.errors import CopilotError
 
-DEFAULT_ALPHA = 0.05
 #: Below this share of common tasks the comparison is flagged loudly.
 LOW_OVERLAP = 0.5
 
@@ -328,9 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("run_a", type=Path, help="judge output directory of run A (or the run's log directory)")
     parser.add_argument("run_b", type=Path, help="judge output directory of run B")
-    parser.add_argument(
-        "--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})"
-    )
+    add_alpha_argument(parser)
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
     return parser
 
@@ -339,10 +337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare_text_io()
     args = build_parser().parse_args(argv)
     try:
-        if not 0 < args.alpha < 1:
-            raise CompareError(f"--alpha must be between 0 and 1 (got {args.alpha}).")
+        alpha = checked_alpha(args.alpha)
         (path_a, a), (path_b, b) = _load(args.run_a), _load(args.run_b)
-        comparison = compare_reports(a, b, str(args.run_a), str(args.run_b), args.alpha)
+        comparison = compare_reports(a, b, str(args.run_a), str(args.run_b), alpha)
         if path_a.resolve() == path_b.resolve():
             comparison.warnings.insert(0, f"SAME REPORT: both runs are {path_a}; nothing is compared.")
         if args.json:

@@ -31,12 +31,12 @@ from evaluation.report.models import Report
 from evaluation.report.plots import figure_png, literal, pyplot
 from evaluation.report.render import esc, html_page, html_table, markdown_table, markdown_text, png_img
 from evaluation.report.across_runs.repeats import REPEATS_REPORT, RepeatsReport
+from evaluation.report.across_runs.significance import DEFAULT_ALPHA, add_alpha_argument, checked_alpha
 from evaluation.report.stats import holm, mcnemar_exact, paired_difference_interval, paired_rate_difference_interval, sign_flip_p_value
 from evaluation.report.tables import Table, money, num, pct, rate_cells
 from index.cli.console import HelpFormatter, prepare_text_io
 from index.errors import CopilotError
 
-DEFAULT_ALPHA = 0.05
 KeyT = TypeVar("KeyT")
 REJUDGE = "; fix it, or judge the run again to rewrite it."
 
@@ -487,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("runs", nargs="+", type=Path, help="judged run directories (or their judge/ directories)")
     parser.add_argument("--out", type=Path, default=Path("leaderboard"), help="where leaderboard.md/.html/.json go (default ./leaderboard)")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
+    add_alpha_argument(parser)
     return parser
 
 
@@ -495,10 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare_text_io()
     args = build_parser().parse_args(argv)
     try:
-        if not 0 < args.alpha < 1:
-            raise LeaderboardError(f"--alpha must be between 0 and 1 (got {args.alpha}).")
+        alpha = checked_alpha(args.alpha)
         taken: set[str] = set()
-        board = build_leaderboard([load_entry(path, taken) for path in args.runs], args.alpha)
+        board = build_leaderboard([load_entry(path, taken) for path in args.runs], alpha)
         files = write_leaderboard(board, args.out)
     except CopilotError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -106,6 +106,14 @@ def test_missing_report_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureF
     assert err.startswith("error: ") and "no report.json" in err and "python -m evaluation.judge" in err
 
 
+@pytest.mark.parametrize("alpha", ["1.5", "0", "nan"])
+def test_an_alpha_that_is_no_significance_level_is_one_error_before_any_run_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], alpha: str
+) -> None:
+    assert main([str(tmp_path), str(tmp_path), "--alpha", alpha]) == 2
+    assert capsys.readouterr().err == f"error: --alpha must be between 0 and 1 (got {float(alpha)}).\n"
+
+
 @pytest.mark.parametrize("where", [".", "judge"])
 def test_a_repeated_run_is_pointed_to_the_leaderboard(tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str) -> None:
     # Before: "no report.json ...; judge the run first", said of a run judged repeat by repeat.

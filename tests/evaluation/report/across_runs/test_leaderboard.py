@@ -112,6 +112,15 @@ def test_a_directory_that_was_not_judged_is_a_clear_error(tmp_path: Path, capsys
     assert err.startswith("error: ") and "python -m evaluation.judge" in err
 
 
+@pytest.mark.parametrize("alpha", ["1.5", "0", "nan"])
+def test_an_alpha_that_is_no_significance_level_is_one_error_before_any_run_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], alpha: str
+) -> None:
+    assert main([str(tmp_path), "--out", str(tmp_path / "board"), "--alpha", alpha]) == 2
+    assert capsys.readouterr().err == f"error: --alpha must be between 0 and 1 (got {float(alpha)}).\n"
+    assert not (tmp_path / "board").exists()
+
+
 async def test_a_repeated_run_shows_pass_at_n_and_the_interval_from_repeats_json(
     llm: ScriptedOpenAI, tmp_path: Path
 ) -> None:
