@@ -283,6 +283,7 @@ def test_the_builtin_agents_copilot_stderr_is_capped_and_the_cut_is_recorded(ben
     # A real copilot at DEBUG writes a line per execute call: a scripted model's 40 calls make it
     # write several times the cap to its stderr (before, copilot.stderr.log kept all of it).
     monkeypatch.setenv("COPILOT_LOG_LEVEL", "DEBUG")
+    monkeypatch.setenv("COPILOT_WARM_INDEX", "false")  # nothing routes: no embedding model to load
     calls = 40
 
     def model(request: dict) -> Reply:

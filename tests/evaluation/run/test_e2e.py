@@ -81,6 +81,13 @@ def copilot_vars(copilot_env, monkeypatch) -> dict[str, Path]:
     return copilot_env
 
 
+@pytest.fixture()
+def without_search(monkeypatch) -> None:
+    """For tests whose agents never route: the tasks' copilots (they pass COPILOT_* on) do not load
+    the embedding model in the background, seconds of CPU each that nothing here would use."""
+    monkeypatch.setenv("COPILOT_WARM_INDEX", "false")
+
+
 def run(env: dict[str, Path], out: Path, *extra: str, tasks: Path | None = None) -> int:
     return run_main([
         "--tasks", str(tasks or env["tasks"]), "--out", str(out), "--servers", str(env["servers"]),
@@ -207,19 +214,17 @@ def home_writer(name: str) -> Callable[[dict], Reply]:
     def handler(request: dict) -> Reply:
         done = len(tool_results(request))
         if done == 0:
-            return Reply(tool_calls=[ToolCall("route", {"query": "write a file in the home directory"})])
-        if done == 1:
             call = {"server_name": "fx", "tool_name": "write_home_file", "params": {"name": name, "text": "kept"}}
             return Reply(tool_calls=[ToolCall("execute", call)])
-        if done < 2 + len(HOME_PROBES):
-            probe = {"server_name": "fx", "tool_name": "get_env", "params": {"name": HOME_PROBES[done - 2]}}
+        if done < 1 + len(HOME_PROBES):
+            probe = {"server_name": "fx", "tool_name": "get_env", "params": {"name": HOME_PROBES[done - 1]}}
             return Reply(tool_calls=[ToolCall("execute", probe)])
-        return Reply(content="\n".join(tool_results(request)[1:]))
+        return Reply(content="\n".join(tool_results(request)))
 
     return handler
 
 
-def test_a_child_writing_to_home_writes_into_the_task_not_the_real_home(copilot_vars, tmp_path) -> None:
+def test_a_child_writing_to_home_writes_into_the_task_not_the_real_home(copilot_vars, without_search, tmp_path) -> None:
     env = copilot_vars
     out = tmp_path / "run"
     tasks = write_tasks(tmp_path / "home-task" / "all_annotations.json", [
@@ -256,7 +261,7 @@ def test_a_child_writing_to_home_writes_into_the_task_not_the_real_home(copilot_
     assert [f["path"] for f in changes["files"]] == [f"/root/{name}"]
 
 
-def test_endpoint_refusing_tools_is_a_per_task_failure(copilot_vars, tmp_path, capsys) -> None:
+def test_endpoint_refusing_tools_is_a_per_task_failure(copilot_vars, without_search, tmp_path, capsys) -> None:
     env = copilot_vars
     out = tmp_path / "run"
     refusal = Reply(status=400, body={"error": {"message": "this model does not support tools", "code": 400}})
@@ -284,12 +289,10 @@ ENV_PROBES = (*MACHINE_SETTINGS, "OPENAI_API_KEY")
 def env_prober(request: dict) -> Reply:
     """A model that asks the fixture child for each probed variable, then answers with them."""
     done = len(tool_results(request))
-    if done == 0:
-        return Reply(tool_calls=[ToolCall("route", {"query": "environment variable"})])
-    if done <= len(ENV_PROBES):
-        probe = {"server_name": "fx", "tool_name": "get_env", "params": {"name": ENV_PROBES[done - 1]}}
+    if done < len(ENV_PROBES):
+        probe = {"server_name": "fx", "tool_name": "get_env", "params": {"name": ENV_PROBES[done]}}
         return Reply(tool_calls=[ToolCall("execute", probe)])
-    return Reply(content="\n".join(tool_results(request)[1:]))
+    return Reply(content="\n".join(tool_results(request)))
 
 
 def strict_host_reading(variable: str) -> str:
@@ -297,7 +300,7 @@ def strict_host_reading(variable: str) -> str:
     config's environment and answers with what fx/get_env says of ``variable``."""
     return (
         f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'mcp_agent.py'))} --config {{mcp_config}} "
-        "--question-file {question_file} --answer-file {answer_file} --strict-env "
+        "--question-file {question_file} --answer-file {answer_file} --strict-env --no-route "
         f"--execute fx/get_env --param name={variable}"
     )
 
@@ -306,7 +309,9 @@ def final_answer(out: Path, task: str = "e2e-relative") -> str:
     return next(e for e in read_events(out / f"{task}.jsonl") if e["event"] == "final_answer")["text"]
 
 
-def test_children_get_the_machine_s_tls_and_proxy_settings_but_no_secrets(copilot_vars, tmp_path, monkeypatch) -> None:
+def test_children_get_the_machine_s_tls_and_proxy_settings_but_no_secrets(
+    copilot_vars, without_search, tmp_path, monkeypatch
+) -> None:
     """Before: the copilot got only COPILOT_*/HF_*, the SDK's client then kept HOME/PATH/…, and
     every npx/uvx child behind a TLS-intercepting proxy failed (server_unavailable)."""
     env = copilot_vars
@@ -325,7 +330,9 @@ def test_children_get_the_machine_s_tls_and_proxy_settings_but_no_secrets(copilo
     assert final_answer(external).endswith(f"execute fx/get_env: {certifi.where()}")
 
 
-def test_a_server_that_takes_a_placeholders_value_starts_in_every_task(copilot_vars, tmp_path, monkeypatch) -> None:
+def test_a_server_that_takes_a_placeholders_value_starts_in_every_task(
+    copilot_vars, without_search, tmp_path, monkeypatch
+) -> None:
     """An entry's ``"env": {"FX_ACCOUNT": "${FX_ACCOUNT}"}`` (the README's way to hand a server a
     key): the task's copilot, started by a strict host with nothing but its config's environment,
     switched the server off in every task ("FX_ACCOUNT not set"). The run's copy of the config
@@ -345,10 +352,7 @@ def test_a_server_that_takes_a_placeholders_value_starts_in_every_task(copilot_v
 
 def deleter(request: dict) -> Reply:
     """A model that deletes an item (a destructive tool) and reports what execute said."""
-    done = len(tool_results(request))
-    if done == 0:
-        return Reply(tool_calls=[ToolCall("route", {"query": "delete an item"})])
-    if done == 1:
+    if not tool_results(request):
         call = {"server_name": "fx", "tool_name": "delete_item", "params": {"item_id": "old-report"}}
         return Reply(tool_calls=[ToolCall("execute", call)])
     return Reply(content=tool_results(request)[-1])
@@ -362,7 +366,9 @@ def deleter(request: dict) -> Reply:
         ("ask", None, "Confirmation required"),
     ],
 )
-def test_confirmations_follow_the_runner_s_policy_and_are_counted(copilot_vars, tmp_path, policy, answered, result) -> None:
+def test_confirmations_follow_the_runner_s_policy_and_are_counted(
+    copilot_vars, without_search, tmp_path, policy, answered, result
+) -> None:
     env = copilot_vars
     out = tmp_path / "run"
     extra = ["--confirm", policy] if policy else []

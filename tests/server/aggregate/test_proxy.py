@@ -416,7 +416,10 @@ async def test_list_results_carry_ttls_for_session_less_clients(host: Host) -> N
 
 
 async def test_execute_on_a_prompt_or_resource_name_says_what_it_is(served: Served, tmp_path: Path) -> None:
-    env = copilot_env(copy_home(served.home, tmp_path / "home"), COPILOT_AUTO_INDEX="false", COPILOT_LOG_DIR=str(tmp_path / "logs"))
+    env = copilot_env(
+        copy_home(served.home, tmp_path / "home"), COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false",
+        COPILOT_LOG_DIR=str(tmp_path / "logs"),
+    )
     running = RunningClient(stdio_client_for(served.servers, env, tmp_path / "stderr.log", mode="legacy"))
     client = await running.start()
     try:  # jotter is not running: its indexed records answer

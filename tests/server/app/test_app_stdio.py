@@ -130,6 +130,15 @@ async def test_route_then_execute(copilot: Copilot) -> None:
     assert result.structured_content == {"result": 5}
 
 
+async def test_route_shows_which_tools_return_structured_output(copilot: Copilot) -> None:
+    # Here, not in the relay tests: their copilots never search, so they never load the embedding model.
+    found = await copilot.route("add two integers; weather report for a city", server="alpha", top_k=20)
+    tools = {t["tool"]: t for t in structured(found)["tools"]}
+    assert tools["add"]["structured_output"] is True
+    assert tools["structured"]["structured_output"] is False
+    assert "returns structured content" in text_of(found)
+
+
 async def test_route_accepts_the_tool_assistant_form(copilot: Copilot) -> None:
     query = "<tool_assistant>\nserver: a test server\ntool: echo the given text back unchanged\n</tool_assistant>"
     routed = await copilot.route(query, top_k=3)

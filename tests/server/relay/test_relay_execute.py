@@ -270,17 +270,6 @@ async def test_images_and_blocks_over_the_caps_are_cut_with_a_note(relayed: Rela
     assert len(many.content) == 11 and "15 text dropped" in many.content[-1].text
 
 
-async def test_route_shows_which_tools_return_structured_output(relayed: Relayed) -> None:
-    # Words of both tools, so both are found whether the model is loaded yet or route is still keyword-only.
-    found = await relayed.client.call_tool(
-        "route", {"query": "add two integers; weather report for a city", "server": "alpha", "top_k": 20}
-    )
-    tools = {t["tool"]: t for t in found.structured_content["tools"]}
-    assert tools["add"]["structured_output"] is True
-    assert tools["structured"]["structured_output"] is False
-    assert "returns structured content" in text_of(found)
-
-
 async def test_the_2026_round_trip_carries_the_childs_question_as_input_requests(relayed: Relayed) -> None:
     if relayed.era == "legacy":
         pytest.skip("the input_required round trip exists from 2026-07-28 on")
@@ -425,6 +414,7 @@ async def test_roots_setting_and_unanswered_questions(built_index: Path, tmp_pat
     env = copilot_env(
         copy_home(built_index, tmp_path / "home"),
         COPILOT_AUTO_INDEX="false",
+        COPILOT_WARM_INDEX="false",  # it only executes: no embedding model to load
         COPILOT_LOG_FILE=str(log_file),
         COPILOT_ROOTS=str(workspace),
         COPILOT_INPUT_TIMEOUT="1",

@@ -159,6 +159,7 @@ async def test_a_copilot_process_exports_spans_over_otlp(
             OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector.server_address[1]}",
             OTEL_SERVICE_NAME="copilot-under-test",
             COPILOT_AUTO_INDEX="false",
+            COPILOT_WARM_INDEX="false",  # it only executes: no embedding model to load
         )
         running = RunningClient(stdio_client_for(_servers(tmp_path), env, tmp_path / "copilot.err"))
         client = await running.start()
