@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.support.copilot_harness import (
+    EXECUTE_ONLY,
     RunningClient,
     copilot_env,
     fixture_entry,
@@ -44,8 +45,7 @@ async def test_filled_in_secrets_are_redacted_everywhere_they_could_be_shown(tmp
         LEAKY_API_KEY=API_KEY,
         LEAKY_PASSWORD=PASSWORD,
         COPILOT_LOG_FILE=str(trajectory),
-        COPILOT_AUTO_INDEX="false",
-        COPILOT_WARM_INDEX="false",
+        **EXECUTE_ONLY,
     )
     stderr_log = tmp_path / "copilot.stderr.log"
     running = RunningClient(stdio_client_for(servers, env, stderr_log))

@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.fixtures.hostile.changing_server import LOGO
 from tests.server.support.copilot_harness import (
+    EXECUTE_ONLY,
     HttpCopilot,
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
@@ -417,8 +418,7 @@ async def test_list_results_carry_ttls_for_session_less_clients(host: Host) -> N
 
 async def test_execute_on_a_prompt_or_resource_name_says_what_it_is(served: Served, tmp_path: Path) -> None:
     env = copilot_env(
-        copy_home(served.home, tmp_path / "home"), COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false",
-        COPILOT_LOG_DIR=str(tmp_path / "logs"),
+        copy_home(served.home, tmp_path / "home"), **EXECUTE_ONLY, COPILOT_LOG_DIR=str(tmp_path / "logs"),
     )
     running = RunningClient(stdio_client_for(served.servers, env, tmp_path / "stderr.log", mode="legacy"))
     client = await running.start()

@@ -27,6 +27,7 @@ from mcp import Client
 
 from index.children.containment.guardian import landlock_abi
 from tests.server.support.copilot_harness import (
+    EXECUTE_ONLY,
     SECRET_VALUE,
     HttpCopilot,
     RunningClient,
@@ -49,7 +50,6 @@ pytestmark = pytest.mark.timeout(150)
 
 OPENAI_KEY = "sk-test-openai-key-0123456789"
 HTTP_TOKEN = "test-http-token-0123456789abcdef"
-QUIET = {"COPILOT_WARM_INDEX": "false", "COPILOT_AUTO_INDEX": "false"}
 
 
 def _env(root: Path, **settings: str) -> dict[str, str]:
@@ -58,7 +58,7 @@ def _env(root: Path, **settings: str) -> dict[str, str]:
         COPILOT_LOG_DIR=str(root / "logs"),
         OPENAI_API_KEY=OPENAI_KEY,
         COPILOT_HTTP_TOKEN=HTTP_TOKEN,
-        **QUIET,
+        **EXECUTE_ONLY,
         **settings,
     )
 

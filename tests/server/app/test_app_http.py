@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.server.support.copilot_harness import (
+    EXECUTE_ONLY,
     HttpCopilot,
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
@@ -317,7 +318,7 @@ async def test_the_http_session_id_leads_to_the_sessions_trajectory(
     servers = write_servers(tmp_path / "servers.json", {"alpha": fixture_entry("alpha")})
     logs = tmp_path / "logs"
     env = copilot_env(
-        home, COPILOT_LOG_DIR=str(logs), COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false",
+        home, COPILOT_LOG_DIR=str(logs), **EXECUTE_ONLY,
         COPILOT_ROUTE_MODEL_WAIT="90",  # the session prior lifts ranked, not keyword-only, answers
     )
     process = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], env, tmp_path, tmp_path / "stderr.log")

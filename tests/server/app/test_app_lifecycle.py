@@ -18,6 +18,7 @@ import pytest
 from mcp_types import CallToolResult
 
 from tests.server.support.copilot_harness import (
+    EXECUTE_ONLY,
     RunningClient,
     alive,
     built_index,  # noqa: F401 -- session fixture
@@ -35,9 +36,6 @@ from tests.server.support.copilot_harness import (
 
 pytestmark = pytest.mark.timeout(120)
 
-QUIET = {"COPILOT_WARM_INDEX": "false", "COPILOT_AUTO_INDEX": "false"}
-
-
 def _setup(root: Path, built: Path, **settings: str) -> tuple[Path, dict[str, str], Path]:
     home = copy_home(built, root / "home")
     servers = write_servers(
@@ -49,7 +47,7 @@ def _setup(root: Path, built: Path, **settings: str) -> tuple[Path, dict[str, st
         },
     )
     logs = root / "logs"
-    return servers, copilot_env(home, COPILOT_LOG_DIR=str(logs), **QUIET, **settings), logs
+    return servers, copilot_env(home, COPILOT_LOG_DIR=str(logs), **EXECUTE_ONLY, **settings), logs
 
 
 def _session_file(logs: Path) -> Path:
@@ -195,7 +193,7 @@ async def test_sigterm_answers_the_stdio_call_in_flight(built_index: Path, tmp_p
     servers = write_servers(tmp_path / "servers.json", {"blocker": blocker})
     logs = tmp_path / "logs"
     settings = {} if path == "fast" else {"COPILOT_FAST_RELAY": "false"}
-    env = copilot_env(home, COPILOT_LOG_DIR=str(logs), **QUIET, **settings)
+    env = copilot_env(home, COPILOT_LOG_DIR=str(logs), **EXECUTE_ONLY, **settings)
     stderr = tmp_path / "stderr.log"
     running = RunningClient(stdio_client_for(servers, env, stderr))
     client = await running.start()
@@ -251,7 +249,7 @@ async def test_sigterm_answers_the_http_call_in_flight_and_stops_without_waiting
     servers = write_servers(tmp_path / "servers.json", {"blocker": blocker})
     logs = tmp_path / "logs"
     stderr = tmp_path / "err.log"
-    env = copilot_env(home, COPILOT_LOG_DIR=str(logs), **QUIET)
+    env = copilot_env(home, COPILOT_LOG_DIR=str(logs), **EXECUTE_ONLY)
     process = HttpCopilot(["--servers", str(servers), "--http", "--port", "0"], env, tmp_path, stderr)
     await process.start()
     assert process.url is not None and process.process is not None

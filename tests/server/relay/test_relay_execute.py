@@ -26,19 +26,15 @@ from mcp import Client
 from server.relay.call import MAX_QUESTION_CHARS
 from tests.server.support.copilot_harness import (
     built_index,  # noqa: F401 -- session fixture
-    copilot_env,
-    copy_home,
     fixture_entry,
     read_events,
     text_of,
-    write_servers,
 )
 from tests.server.support.relay_harness import (
     HOSTS,
     Host,
     Progress,
     Transport,
-    copilot_client,
     execute_args,
     host_project,
     relay_copilot,
@@ -407,22 +403,22 @@ async def test_roots_setting_and_unanswered_questions(built_index: Path, tmp_pat
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / "task.txt").write_text("the task's input", encoding="utf-8")
-    servers = write_servers(
-        tmp_path / "servers.json", {"relay": relay_entry("relay"), "files": relay_entry("files", works_in="roots")}
-    )
+    entries = {"relay": relay_entry("relay"), "files": relay_entry("files", works_in="roots")}
     log_file = tmp_path / "trajectory.jsonl"
-    env = copilot_env(
-        copy_home(built_index, tmp_path / "home"),
-        COPILOT_AUTO_INDEX="false",
-        COPILOT_WARM_INDEX="false",  # it only executes: no embedding model to load
+    host = Host(root=tmp_path)
+    async with relay_copilot(
+        tmp_path,
+        built_index,
+        entries,
+        transport,
+        host,
         COPILOT_LOG_FILE=str(log_file),
         COPILOT_ROOTS=str(workspace),
         COPILOT_INPUT_TIMEOUT="1",
         COPILOT_PER_SERVER_CONCURRENCY="1",
         COPILOT_CALL_TIMEOUT="600",
-    )
-    host = Host(root=tmp_path)
-    async with copilot_client(transport, servers, env, tmp_path, mode="auto", **host.client_options()) as client:
+        mode="auto",
+    ) as (client, _):
         # COPILOT_ROOTS wins over the host's roots, for roots/list and for where 'works_in: roots' servers run.
         roots = await client.call_tool("execute", execute_args("relay", "roots"))
         assert roots.structured_content == {"result": [workspace.as_uri()]} and host.root_requests == 0

@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from tests.server.support.copilot_harness import copilot_env, fixture_entry, write_servers
+from tests.server.support.copilot_harness import EXECUTE_ONLY, copilot_env, fixture_entry, write_servers
 from tests.server.support.relay_harness import relay_entry
 
 WAIT = 60.0
@@ -114,8 +114,7 @@ class Raw:
 def raw_copilot_env(root: Path, path: str) -> dict[str, str]:
     return copilot_env(
         root / "home",
-        COPILOT_AUTO_INDEX="false",
-        COPILOT_WARM_INDEX="false",
+        **EXECUTE_ONLY,
         COPILOT_LOG_LEVEL="DEBUG",  # the fast path names each call it serves or cancels
         COPILOT_LOG_DIR=str(root / "logs"),
         COPILOT_PER_SERVER_CONCURRENCY="16",

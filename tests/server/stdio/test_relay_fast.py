@@ -26,6 +26,7 @@ import pytest_asyncio
 from mcp import Client
 
 from tests.server.support.copilot_harness import (
+    EXECUTE_ONLY,
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
     copilot_env,
@@ -111,8 +112,7 @@ async def _copilot(root: Path, home: Path, servers: Path, era: str, **options: A
     client_options = {key: value for key, value in options.items() if not key.startswith("COPILOT_")}
     env = copilot_env(
         home,
-        COPILOT_AUTO_INDEX="false",
-        COPILOT_WARM_INDEX="false",
+        **EXECUTE_ONLY,
         COPILOT_LOG_FILE=str(log_file),
         COPILOT_LOG_LEVEL="DEBUG",
         COPILOT_PER_SERVER_CONCURRENCY="1",
@@ -279,7 +279,7 @@ async def test_requests_the_kernel_reads_its_own_way_get_the_same_answers(
         root.mkdir()
         servers = write_servers(root / "servers.json", {"alpha": fixture_entry("alpha")})
         env = copilot_env(
-            copy_home(built_index, root / "home"), COPILOT_AUTO_INDEX="false", COPILOT_WARM_INDEX="false",
+            copy_home(built_index, root / "home"), **EXECUTE_ONLY,
             COPILOT_LOG_LEVEL="DEBUG", COPILOT_LOG_FILE=str(root / "trajectory.jsonl"), **settings,
         )
         answers[name] = await raw_stdio_answers(servers, env, root, lines, one_by_one=True)

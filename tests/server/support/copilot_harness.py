@@ -195,6 +195,11 @@ def copy_home(built: Path, target: Path) -> Path:
     return target
 
 
+#: Settings of a copilot a test starts to relay or execute: no indexing of new servers, and no
+#: embedding model loaded at start-up (seconds of CPU per copilot; a route that searches still loads it).
+EXECUTE_ONLY = {"COPILOT_AUTO_INDEX": "false", "COPILOT_WARM_INDEX": "false"}
+
+
 def copilot_env(home: Path, **settings: str) -> dict[str, str]:
     """The copilot's environment: ours minus any COPILOT_* setting, plus a secret and ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COPILOT_")}
@@ -458,8 +463,7 @@ async def start_http_copilot(
     variables = {
         "COPILOT_LOG_DIR": str(root / "logs"),
         "COPILOT_HTTP_TOKEN": token,
-        "COPILOT_WARM_INDEX": "false",
-        "COPILOT_AUTO_INDEX": "false",
+        **EXECUTE_ONLY,
         **settings,
     }
     copilot = HttpCopilot(

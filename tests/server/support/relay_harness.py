@@ -20,6 +20,7 @@ import mcp_types as types
 from mcp import Client
 
 from tests.server.support.copilot_harness import (
+    EXECUTE_ONLY,
     HttpCopilot,
     RunningClient,
     copilot_env,
@@ -166,7 +167,6 @@ async def relay_copilot(
     options = {name: value for name, value in client_options.items() if name not in settings}
     home = copy_home(built_index, root / "home")
     servers = write_servers(root / "servers.json", entries)
-    # Relaying needs no embedding model: warming it cost each copilot ~3.5 s of CPU (a route still loads it).
-    env = copilot_env(home, **{"COPILOT_AUTO_INDEX": "false", "COPILOT_WARM_INDEX": "false", **settings})
+    env = copilot_env(home, **{**EXECUTE_ONLY, **settings})
     async with copilot_client(transport, servers, env, root, **options, **host.client_options()) as client:
         yield client, home

@@ -26,6 +26,7 @@ from index.catalog.servers import load_servers
 from server.app import build_app
 from server.telemetry.tracing import configure_from_environment, tracing_requested
 from tests.server.support.copilot_harness import (
+    EXECUTE_ONLY,
     RunningClient,
     built_index,  # noqa: F401 -- session fixture
     copilot_env,
@@ -158,8 +159,7 @@ async def test_a_copilot_process_exports_spans_over_otlp(
             home,
             OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector.server_address[1]}",
             OTEL_SERVICE_NAME="copilot-under-test",
-            COPILOT_AUTO_INDEX="false",
-            COPILOT_WARM_INDEX="false",  # it only executes: no embedding model to load
+            **EXECUTE_ONLY,
         )
         running = RunningClient(stdio_client_for(_servers(tmp_path), env, tmp_path / "copilot.err"))
         client = await running.start()
