@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,8 +34,8 @@ class BodyRead:
     deadline: float = 0.0
 
 
-#: Slowest a request's body may arrive on average, after the first pause of ``read_timeout``: a
-#: 16 MiB body gets some 17 minutes, an ``initialize`` a few seconds more than the pause.
+#: Slowest a request's body may arrive on average, from its first byte and after a pause of
+#: ``read_timeout``: a 16 MiB body gets some 17 minutes, an ``initialize`` a few seconds more than the pause.
 MIN_BODY_RATE = 16 * 1024
 
 #: Most bytes of a handshake-era POST without ``mcp-session-id``: an ``initialize`` (nothing else
@@ -137,24 +138,35 @@ class RequestBodyGate:
         )
 
     def _deadline(self, declared: int | None, limit: BodyLimit) -> float:
-        """Seconds a whole body may take: the pause allowed, then :data:`MIN_BODY_RATE` for its size.
-        A client trickling a byte just within every ``read_timeout`` held its request, connection and
-        task for as long as it liked (16 MiB at a byte per 29 s: years)."""
+        """Seconds a whole body may take from its first byte: the pause allowed, then
+        :data:`MIN_BODY_RATE` for its size. A client trickling a byte just within every
+        ``read_timeout`` held its request, connection and task for as long as it liked (16 MiB at a
+        byte per 29 s: years)."""
         size = limit.max_bytes if declared is None else min(declared, limit.max_bytes)
         return self.read_timeout + size / MIN_BODY_RATE
 
     async def _read(self, receive: Receive, max_bytes: int, deadline: float) -> BodyRead:
+        # One clock for both limits, read when a message arrives: each wait is the pause allowed or
+        # what is left of the deadline, whichever is shorter, and the shorter one is the verdict.
+        # Two timers raced: a body that stalled after its first bytes got "too slow" or "stalled"
+        # depending on which fired first, milliseconds apart for a small body.
         chunks: list[bytes] = []
         size = 0
-        with anyio.move_on_after(deadline) as whole, anyio.CancelScope() as reading:
+        ends_at: float | None = None  # set by the first message (before it, only the pause counts)
+        with anyio.CancelScope() as reading:
             self._stopping.body_reads.add(reading)
             if self._stopping.reason is not None:  # stopped between the StoppingGate and here
                 reading.cancel()
             try:
+                arrived = anyio.current_time()
                 while True:
-                    message = await self._next(receive)
+                    left = math.inf if ends_at is None else ends_at - arrived
+                    message = await self._next(receive, min(self.read_timeout, max(left, 0.0)))
                     if message is None:
-                        return BodyRead("stalled")
+                        return BodyRead("stalled") if left >= self.read_timeout else BodyRead("too_slow", deadline=deadline)
+                    arrived = anyio.current_time()
+                    if ends_at is None:
+                        ends_at = arrived + deadline
                     if message["type"] != "http.request":
                         return BodyRead("gone")
                     chunk = message.get("body", b"")
@@ -166,11 +178,11 @@ class RequestBodyGate:
                         return BodyRead("complete", b"".join(chunks))
             finally:
                 self._stopping.body_reads.discard(reading)
-        return BodyRead("too_slow", deadline=deadline) if whole.cancelled_caught else BodyRead("stopping")
+        return BodyRead("stopping")
 
-    async def _next(self, receive: Receive) -> Message | None:
-        """The client's next message, or ``None`` when it sent nothing for ``read_timeout``."""
-        with anyio.move_on_after(self.read_timeout):
+    async def _next(self, receive: Receive, wait: float) -> Message | None:
+        """The client's next message, or ``None`` when it sent nothing for ``wait`` seconds."""
+        with anyio.move_on_after(wait):
             return await receive()
         return None
 

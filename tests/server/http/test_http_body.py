@@ -46,3 +46,36 @@ async def test_a_body_trickled_within_every_pause_still_ends_at_its_deadline(mon
         "Request Timeout: the request's body did not arrive within 0.3s (a pause of up to 0.2s, "
         "COPILOT_HTTP_READ_TIMEOUT, then at least 1 KiB/s)."
     )
+
+
+async def test_a_body_that_stops_after_its_first_bytes_is_stalled_however_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The pause limit and the whole body's deadline were two timers: for a small body they fell
+    # microseconds apart, and which fired first decided between "stalled" and "too slow"
+    # (tests/server/http/test_http_robustness.py saw both under load).
+    monkeypatch.setattr(body_module, "MIN_BODY_RATE", 10**12)  # the deadline is the pause, to the nanosecond
+    sent: list[dict[str, Any]] = []
+    first = [{"type": "http.request", "body": b'{"jsonrpc":', "more_body": True}]
+    silence = anyio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if first:
+            return first.pop()
+        await silence.wait()  # the client sends nothing more
+        raise AssertionError("unreachable")
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("an incomplete body reached the app")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    gate = RequestBodyGate(app, max_bytes=64 * 1024, read_timeout=0.2)
+    scope = {
+        "type": "http", "method": "POST", "path": "/mcp",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"100"), (b"mcp-session-id", b"s")],
+    }
+    with anyio.fail_after(10):
+        await gate(scope, receive, send)
+    assert sent[0]["status"] == 408
+    message = json.loads(sent[1]["body"])["error"]["message"]
+    assert message == "Request Timeout: nothing of the request's body arrived for 0.2s (COPILOT_HTTP_READ_TIMEOUT)."
