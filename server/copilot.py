@@ -50,6 +50,7 @@ from server.route.approvals import APPROVAL_SYNC_WAIT, ApprovedDefinitions
 from server.route.indexing import BackgroundIndexer
 from server.route.kinds import ROUTE_KINDS, missing_kind_note, route_kind, unknown_kind_message
 from server.policy import ConfirmationStore, Policy, Risk
+from server.relay.call import CallRelay
 from server.relay.confirm import approved, confirmation_request, confirmation_round
 from server.relay.disconnect import unless_client_gone
 from server.relay.host import HostLink
@@ -980,15 +981,21 @@ class Copilot:
                 logger.debug("could not warm %s", name, exc_info=True)
 
     # -- execute ------------------------------------------------------------------------------
-    async def prepare(self, server_name: Any, tool_name: Any, params: Any) -> PreparedCall:
-        """Every check before the call itself; raises the :class:`ExecuteError` to report."""
+    async def prepare(
+        self, server_name: Any, tool_name: Any, params: Any, relay: CallRelay | None = None
+    ) -> PreparedCall:
+        """Every check before the call itself; raises the :class:`ExecuteError` to report.
+
+        Checking may start the server (its live definitions are what the call is checked against):
+        the call's ``relay`` then tells its host, as progress, why the call waits.
+        """
         self.refresh_servers()
         server = self._resolve_server(_name(server_name, "server_name", UnknownServerError)).name
         tool_requested = _name(tool_name, "tool_name", UnknownToolError)
         arguments = coerce_params(params)
         self.policy.check_allowed(server, tool_requested)
         live = self.pool.is_running(server)
-        info = await self._lookup_tool(server, tool_requested)
+        info = await self._lookup_tool(server, tool_requested, relay)
         self.policy.check_allowed(server, info.name)
         if self.guard is not None:
             self.guard.check(server, info.name)
@@ -998,21 +1005,21 @@ class Copilot:
             # starts it now anyway: its risk is judged on what it lists as it starts (and the guard
             # pins), not on the index's record, which a child may contradict (readOnlyHint: true
             # when indexed, destructive now).
-            info = await self._pick_live(server, info.name)
+            info = await self._pick_live(server, info.name, relay)
             if self.guard is not None:
                 self.guard.check(server, info.name)
             check_params(server, info.name, info.input_schema, arguments)
         risk = self.policy.assess(server, info.name, info.annotations)
         return PreparedCall(server=server, tool=info.name, params=arguments, info=info, risk=risk)
 
-    async def _lookup_tool(self, server: str, tool: str) -> ToolInfo:
+    async def _lookup_tool(self, server: str, tool: str, relay: CallRelay | None) -> ToolInfo:
         """The tool's live definition when its server runs, else the indexed one.
 
         A server the index knows nothing about is asked directly (which starts it), so
         servers still being indexed -- or never indexed -- can be called at once.
         """
         if self.pool.is_running(server):
-            return await self._pick_live(server, tool)
+            return await self._pick_live(server, tool, relay)
         # A running server's live definition is used (the guard checks it against the pins): only the
         # index's record may lag behind an approval, so only it waits for approvals to be followed.
         await self.follow_approvals()  # an approved schema is what params are checked against
@@ -1028,7 +1035,7 @@ class Copilot:
         if (left_out := await self._left_out_tool(server, tool, names)) is not None:
             raise left_out
         if not names:
-            return await self._pick_live(server, tool)
+            return await self._pick_live(server, tool, relay)
         raise self._unknown_tool(server, tool, names, records)
 
     async def _left_out_tool(
@@ -1042,8 +1049,8 @@ class Copilot:
         skipped = await self._in_thread(self.index.skipped_tools, server) or {}
         return skipped_tool_error(server, tool, skipped, indexed)
 
-    async def _pick_live(self, server: str, tool: str) -> ToolInfo:
-        by_name = {t.name: t for t in await self.pool.list_tools(server)}
+    async def _pick_live(self, server: str, tool: str, relay: CallRelay | None = None) -> ToolInfo:
+        by_name = {t.name: t for t in await self.pool.list_tools(server, relay=relay)}
         found = by_name.get(tool)
         if found is None:
             unusable = self.pool.unusable_tool(server, tool)  # listed with a broken definition, or past the cap
@@ -1138,7 +1145,14 @@ class Copilot:
                 # Checking the call may start the server (one the index does not know yet): a
                 # legacy host's roots must be known before, so it starts in the user's directory.
                 await self.relay.learn_roots(self.servers[server_name], host, running=self.pool.is_running(server_name))
-            prepared = await self.prepare(server_name, tool_name, params)
+            # One relay for the whole request: the progress of its wait for the server and of the
+            # child's work must increase together (see CallRelay.waiting).
+            relay = self.relay.call(server_name, host) if host is not None and isinstance(server_name, str) else None
+            try:
+                prepared = await self.prepare(server_name, tool_name, params, relay)
+            finally:
+                if relay is not None:
+                    await relay.flush()  # what it held back goes before whatever follows
             record.resolved(prepared)
             if confirmation is None:
                 asked = await self._ask_confirmation(prepared, confirm, host, round_state, responses)
@@ -1147,8 +1161,10 @@ class Copilot:
                 confirmation = asked
             self._check_confirmation(prepared, confirm, confirmation)
             if host is not None and host.era == "modern" and host.answers_anything and self._task_group is not None:
-                return await self._start_suspended(prepared, host, record)
-            result = await self._run(prepared, self.relay.call(prepared.server, host) if host is not None else None)
+                return await self._start_suspended(prepared, host, record, relay)
+            if relay is not None:
+                relay.server = prepared.server
+            result = await self._run(prepared, relay)
             result, flags = await self._flagged(result)
         except ExecuteError as exc:
             error, kind = str(exc), exc.kind
@@ -1241,12 +1257,19 @@ class Copilot:
         return "the host cancelled it"
 
     async def _start_suspended(
-        self, call: PreparedCall, host: HostLink, record: _ExecuteRecord
+        self, call: PreparedCall, host: HostLink, record: _ExecuteRecord, relay: CallRelay | None
     ) -> CallToolResult | InputRequiredResult:
-        """Run the call in the background so the child's questions can go back as ``input_required``."""
+        """Run the call in the background so the child's questions can go back as ``input_required``.
+
+        ``relay``: the request's, which may have reported waiting for the server already.
+        """
+        if relay is None:
+            relay = self.relay.call(call.server, host)
+        relay.server = call.server
 
         async def run(suspended: SuspendedCall) -> Finished:
-            relay = suspended.relay = self.relay.call(call.server, host, suspended)
+            relay.suspended = suspended
+            suspended.relay = relay
             try:
                 result, flags = await self._flagged(await self._run(call, relay))
                 return Finished(result, flags=flags)

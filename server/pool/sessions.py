@@ -515,10 +515,12 @@ class ChildPool:
 
         ``relay`` (a ``server.relay.call.CallRelay``) receives what the child sends during the call:
         its ``progress`` callback goes on the request, its ``timeout_scope`` is set to the call's
-        timeout, and the pool's ``link`` gets it among the child's calls in flight.
+        timeout, and the pool's ``link`` gets it among the child's calls in flight. While the call
+        waits for the child to start or for a call slot, its ``waiting`` hears why every
+        ``wait_progress_every`` seconds.
         """
         self._state(server).calls += 1
-        async with self._borrow(server, timeout) as (child, limit):
+        async with self._borrow(server, timeout, relay) as (child, limit):
             if self.guard is not None:
                 await self._check_definition(child, tool, limit)
             if (unusable := self.unusable_tool(server, tool)) is not None:
@@ -574,12 +576,13 @@ class ChildPool:
         connection = self.connection(server)
         return connection.initialize_result.capabilities if connection is not None else None
 
-    async def list_tools(self, server: str, *, use: bool = True) -> list[types.Tool]:
+    async def list_tools(self, server: str, *, use: bool = True, relay: Any = None) -> list[types.Tool]:
         """The tools of ``server``'s live session (listed once per child process, and again after
         the child says they changed); held-back definitions are listed but refused by ``call_tool``.
 
         ``use=False``: the listing is no use of the child (a re-listing the child's own announcement
-        asked for), so it does not keep the child from its idle stop.
+        asked for), so it does not keep the child from its idle stop. ``relay``: the tool call this
+        listing checks, told as progress why it waits while the child starts (see :meth:`call_tool`).
         """
         config = self._config(server)
         running = self._children.get(server)
@@ -590,7 +593,7 @@ class ChildPool:
         state = self._state(server)
         limit = config.timeout or self.settings.call_timeout
         with _counting_errors(state, config):
-            child = await self._acquire(server, config)
+            child = await self._acquire(server, config, relay)
             try:
                 if child.tools is None:
                     child.tools = await self._list(child, limit)
@@ -681,8 +684,13 @@ class ChildPool:
             logger.warning("could not list the changed tools of '%s': %s", child.name, error)
 
     @asynccontextmanager
-    async def _borrow(self, server: str, timeout: float | None) -> AsyncIterator[tuple[_Child, float]]:
-        """A slot and the running child of ``server`` for one request, and the request's time limit."""
+    async def _borrow(
+        self, server: str, timeout: float | None, relay: Any = None
+    ) -> AsyncIterator[tuple[_Child, float]]:
+        """A slot and the running child of ``server`` for one request, and the request's time limit.
+
+        A tool call's ``relay`` hears every ``wait_progress_every`` seconds why the call still waits.
+        """
         config = self._config(server)
         state = self._state(server)
         limit = timeout if timeout is not None else (config.timeout or self.settings.call_timeout)
@@ -691,8 +699,17 @@ class ChildPool:
         if not _take_free(state.slots):  # a free slot (most calls) costs no timed wait
             # Up to the call timeout for a slot, then the call timeout for the call: a call that
             # waited long is not given a short leash that would stop the child under the others.
+            began = time.monotonic()
+
+            def busy() -> str:
+                return (
+                    f"Server '{shown_name(server)}' is busy: this call waits for one of its "
+                    f"{self.settings.per_server_concurrency} call slot(s) ({time.monotonic() - began:.0f} s so far, "
+                    f"up to {limit:g} s)."
+                )
+
             with anyio.move_on_after(limit) as queue_scope:
-                await state.slots.acquire()
+                await self._wait_noting(state.slots.acquire, relay, busy)
             if queue_scope.cancelled_caught:
                 # Not the child's failure (not counted in its errors); slots may have come free and
                 # gone to calls that waited longer, so "none finished" was not always true.
@@ -703,7 +720,7 @@ class ChildPool:
                 )
         try:
             with _counting_errors(state, config):
-                child = await self._acquire(server, config)
+                child = await self._acquire(server, config, relay)
                 try:
                     yield child, limit
                 finally:
@@ -1083,19 +1100,27 @@ class ChildPool:
 
         return ClientCallbacks(sampling=sampling, elicitation=elicitation, list_roots=list_roots, logging=log)
 
-    async def _acquire(self, server: str, config: ServerConfig) -> _Child:
+    async def _acquire(self, server: str, config: ServerConfig, relay: Any = None) -> _Child:
         """The server's running child, started if needed, with this call counted as in flight."""
         child = self._children.get(server)
         if child is None or not child.usable:
             child = self._start(server, config)
         child.in_flight += 1
         child.warmed = False
+
+        def starting() -> str:
+            how = f": its first start through {child.installs} downloads and installs its package" if child.installs else ""
+            return (
+                f"Server '{shown_name(server)}' is starting{how} ({time.monotonic() - child.created_at:.0f} s so far, "
+                f"up to {child.start_limit:g} s)."
+            )
+
         try:
             if not child.ready.is_set() and child.installs is not None:
                 # A first start that installs its package may take install_timeout: no call waits that
                 # long. The start goes on in the pool's task group; the next call joins it.
                 with anyio.move_on_after(self.settings.start_timeout(config)):
-                    await child.ready.wait()
+                    await self._wait_noting(child.ready.wait, relay, starting)
                 if not child.ready.is_set():
                     raise _StillStartingError(
                         f"server '{server}' is still starting after {time.monotonic() - child.created_at:.0f} s: its "
@@ -1105,7 +1130,7 @@ class ChildPool:
             if not child.ready.is_set():
                 # open_session bounds the start by start_limit; this only guards against a bug.
                 with anyio.fail_after(child.start_limit + 30):
-                    await child.ready.wait()
+                    await self._wait_noting(child.ready.wait, relay, starting)
             if child.start_error is not None:
                 error = child.start_error
                 if isinstance(error, ChildStartError):
@@ -1120,6 +1145,26 @@ class ChildPool:
             self._release(child)
             raise
         return child
+
+    async def _wait_noting(self, wait: Callable[[], Awaitable[object]], relay: Any, why: Callable[[], str]) -> None:
+        """``wait()`` (its caller bounds it); meanwhile the call's ``relay`` gets ``why()`` as progress
+        every ``wait_progress_every`` seconds, so a host that resets its timeout on progress (a first
+        ``npx`` start takes minutes) keeps waiting. A wait shorter than that sends nothing."""
+        if relay is None:
+            await wait()
+            return
+
+        async def keep_noting() -> None:
+            while True:
+                await anyio.sleep(self.settings.wait_progress_every)
+                await relay.waiting(why())
+
+        # Beside the wait, not by timing it out: a call slot's queue is first come, first served, and
+        # a waiter that left it to send a note would queue again at its end.
+        async with anyio.create_task_group() as notes:
+            notes.start_soon(keep_noting, name="progress while a call waits")
+            await wait()
+            notes.cancel_scope.cancel()
 
     def _touch(self, child: _Child) -> None:
         child.last_used = time.monotonic()

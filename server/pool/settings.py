@@ -33,6 +33,14 @@ class PoolSettings(CopilotSettings):
     restart_backoff: float = Field(
         default=5.0, ge=0, description="Seconds a failed start is reported again without retrying it."
     )
+    wait_progress_every: float = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "Seconds between the progress notifications an execute sends while it waits for its server to start "
+            "or for a call slot (to a host that gave a progress token)."
+        ),
+    )
     warm_max_start: float = Field(
         default=10.0,
         ge=0,

@@ -15,6 +15,12 @@ child sends meanwhile goes through it:
 
 The time the host takes to answer does not count against the call's timeout.
 
+While the call waits to reach its child -- the child starting (a first ``npx``/``uvx`` start
+installs for minutes), or a free call slot -- the copilot itself reports progress on the call's
+token every ``COPILOT_WAIT_PROGRESS_EVERY`` seconds (:meth:`CallRelay.waiting`), so a host that
+resets its timeout on progress keeps waiting, and its user reads why. One relay serves the whole
+``execute`` request, from the checks that may start the server to the call's result.
+
 A child may not flood the host: at most :data:`MAX_WAITING_QUESTIONS` of a call's requests wait for
 the host at once (more are refused at once, saying why), a legacy host is asked for its roots once
 per connection (and again after it says they changed), and the texts of progress and log messages
@@ -140,8 +146,10 @@ class CallRelay:
         self._task_group = task_group
         self._progress_rate = Rate(PROGRESS_BURST, PROGRESS_PER_SECOND)
         self._log_rate = Rate(LOG_BURST, LOG_PER_SECOND)
-        #: The latest progress value the child sent that is passed on (later ones must be larger).
+        #: The latest progress value passed on, the child's or the copilot's (later ones must be larger).
         self._last_progress: float | None = None
+        #: Progress notifications of the copilot's own while the call waited (see :meth:`waiting`).
+        self._waits = 0
         #: The latest progress not written yet (it supersedes any older one).
         self._held: Progress | None = None
         #: A task writes held progress: every other progress is held for it.
@@ -183,15 +191,36 @@ class CallRelay:
             total = None
         if message is not None:
             message = cut_text(message, MAX_PROGRESS_CHARS)
+        await self._pass_on((progress, total, message))
+
+    async def waiting(self, message: str) -> None:
+        """The copilot's own progress while the call waits to reach its child (its start, a call slot).
+
+        A host that resets its request's timeout on progress keeps waiting, and its user reads why.
+        The values are the copilot's, on the same progress token as the child's, so they must stay
+        below any the child may send next: -1, -1/2, -1/3, ... The child's own values then pass
+        unchanged -- a first progress of 0 included -- rather than shifted past the copilot's.
+        """
+        if self._ended or not self.host.wants_progress:
+            return
+        self._waits += 1
+        value = -1.0 / self._waits
+        if self._last_progress is not None and value <= self._last_progress:
+            return  # the child reported already (a later round of its call): the host knows it runs
+        self._last_progress = value
+        await self._pass_on((value, None, cut_text(message, MAX_PROGRESS_CHARS)))
+
+    async def _pass_on(self, progress: Progress) -> None:
+        """Write a progress notification now, or hold it as the latest (rate, a write under way, between rounds)."""
         if self._between_rounds:
-            self._held = (progress, total, message)  # for the next round (resume)
+            self._held = progress  # for the next round (resume)
             return
         if self._writing or not self._progress_rate.take(anyio.current_time()):
-            self._held = (progress, total, message)
+            self._held = progress
             self._write_held_later()
             return
         self._held = None  # this one is newer
-        await self._write_progress((progress, total, message))
+        await self._write_progress(progress)
 
     def _write_held_later(self) -> None:
         if self._writing or self._task_group is None:

@@ -12,12 +12,24 @@ import anyio
 import psutil
 
 HOSTILE_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "hostile" / "hostile_server.py"
+SLOW_START_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "slow_start_server.py"
 _POLL = 0.05
 
 
 def hostile_entry(*flags: str, **extra: Any) -> dict[str, Any]:
     """A servers-file entry running the hostile fixture server with ``flags``."""
     return {"command": sys.executable, "args": [str(HOSTILE_SERVER), *flags], **extra}
+
+
+def package_runner_script(directory: Path, name: str = "npx") -> Path:
+    """A script named like a package runner (``directory/bin/npx``) that execs the slow-starting
+    fixture (``tests/fixtures/slow_start_server.py``): a child whose first start "installs" until
+    the test creates its gate file, the first argument."""
+    runner = directory / "bin" / name
+    runner.parent.mkdir(parents=True, exist_ok=True)
+    runner.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{SLOW_START_SERVER}" "$@"\n')
+    runner.chmod(0o755)
+    return runner
 
 
 def orphan_leaving_code(pid_file: Path) -> str:

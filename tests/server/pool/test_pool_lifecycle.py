@@ -25,7 +25,7 @@ from server.errors import ChildCrashedError, ChildTimeoutError, ServerUnavailabl
 from server.pool.sessions import MAX_WARM_UNUSED, PoolSettings
 from server.pool.settings import package_runner
 from tests.server.pool.pool_support import running_pool, settings, wait_until  # noqa: F401 -- settings is a fixture
-from tests.support.processes import hostile_entry
+from tests.support.processes import SLOW_START_SERVER, hostile_entry, package_runner_script
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "fixture_server.py"
 
@@ -164,25 +164,13 @@ async def test_start_times_from_the_catalog_keep_slow_starters_cold(settings: Po
 
 
 # -- a first start through a package runner installs its package -------------------------------------
-SLOW_START = Path(__file__).resolve().parents[2] / "fixtures" / "slow_start_server.py"
-
-
-def fake_runner(tmp_path: Path, name: str = "npx") -> Path:
-    """A wrapper named like a package runner (``npx``) that execs the slow-starting fixture."""
-    runner = tmp_path / "bin" / name
-    runner.parent.mkdir(parents=True, exist_ok=True)
-    runner.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{SLOW_START}" "$@"\n')
-    runner.chmod(0o755)
-    return runner
-
-
 def installing_server(settings: PoolSettings, tmp_path: Path, name: str = "slow") -> tuple[Path, ServerConfig]:
     """(its gate file, its entry): a server launched through ``npx`` whose start waits, as an install
     does, until the gate file exists; ``settings`` give a start 2 s, a first install 60 s."""
     settings.init_timeout = 2.0
     settings.install_timeout = 60.0
     gate = tmp_path / "installed"
-    return gate, ServerConfig(name=name, command=str(fake_runner(tmp_path)), args=[str(gate)])
+    return gate, ServerConfig(name=name, command=str(package_runner_script(tmp_path)), args=[str(gate)])
 
 
 @pytest.mark.parametrize(
@@ -275,7 +263,7 @@ async def test_a_slow_start_without_a_package_runner_times_out_at_init_timeout(
     settings.init_timeout = 2.0
     settings.install_timeout = 60.0
     gate = tmp_path / "never"
-    config = ServerConfig(name="slow", command=sys.executable, args=[str(SLOW_START), str(gate)])
+    config = ServerConfig(name="slow", command=sys.executable, args=[str(SLOW_START_SERVER), str(gate)])
     async with running_pool({"slow": config}, settings) as pool:
         with anyio.fail_after(30), pytest.raises(ServerUnavailableError) as caught:
             await pool.call_tool("slow", "echo", {"text": "x"})

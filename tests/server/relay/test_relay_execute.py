@@ -12,6 +12,7 @@ on one copilot, a closed request) is in ``test_relay_http.py``.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from tests.server.support.relay_harness import (
     relay_copilot,
     relay_entry,
 )
+from tests.support.processes import package_runner_script
 from tests.support.sockets import SocketDirs
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
@@ -447,3 +449,89 @@ async def test_roots_setting_and_unanswered_questions(built_index: Path, tmp_pat
     events = [e for e in read_events(log_file) if e.event == "execute" and e.tool == "ask_name"]
     assert [e.error_kind for e in events] == ["cancelled", "input_expired"]
     assert "did not answer the server's question within 1s" in events[0].error
+
+
+# -- a call that waits for its server: its first start, a call slot (their own copilot) ----------------
+
+
+@pytest.mark.parametrize(("transport", "era"), HOSTS, ids=["-".join(h) for h in HOSTS])
+async def test_a_call_waiting_for_its_server_sends_the_host_progress_saying_why(
+    built_index: Path,  # noqa: F811
+    tmp_path: Path,
+    transport: Transport,
+    era: str,
+) -> None:
+    """A host that resets its timeout on progress keeps waiting through a first ``npx`` start (minutes).
+
+    The copilot's notes are negative (-1, -1/2, ...), so the child's own progress passes unchanged
+    after them, a first 0 included; a call that does not wait gets none. Both servers install
+    through "npx" until their gate file exists: 'alpha' is in the index (the call is checked against
+    its record, then starts it), 'installer' is not (checking the call starts it).
+    """
+    runner = str(package_runner_script(tmp_path))
+    gates = {name: tmp_path / f"{name}-installed" for name in ("alpha", "installer")}
+    entries = {
+        "alpha": {"command": runner, "args": [str(gates["alpha"]), "--name", "alpha"]},
+        "installer": {"command": runner, "args": [str(gates["installer"]), "--name", "installer", "--tools", "relay"]},
+    }
+    host = Host(root=host_project(tmp_path))
+    async with relay_copilot(
+        tmp_path,
+        built_index,
+        entries,
+        transport,
+        host,
+        mode=era,
+        COPILOT_WAIT_PROGRESS_EVERY="0.05",
+        COPILOT_PER_SERVER_CONCURRENCY="1",
+        COPILOT_CALL_TIMEOUT="600",
+    ) as (client, _):
+        results: dict[str, Any] = {}
+
+        async def execute(server: str, tool: str, params: dict[str, Any], progress: Progress) -> None:
+            arguments = execute_args(server, tool, params)
+            results[str(params)] = await client.call_tool("execute", arguments, progress_callback=progress)
+
+        async def block(label: str, progress: Progress, scope: anyio.CancelScope) -> None:
+            with scope:
+                await execute("installer", "block", {"label": label}, progress)
+
+        def after_notes(progress: Progress, why: str) -> list[tuple[float, float | None, str | None]]:
+            """What followed the copilot's notes in ``progress``, once they are checked: -1, -1/2, ...,
+            no total, each message ``why`` (a pattern) with the seconds waited."""
+            notes = progress.waiting_notes()
+            assert [value for value, _, _ in notes] == [-1.0 / n for n in range(1, len(notes) + 1)]
+            pattern = re.compile(why.replace("SECONDS", r"\d+"))
+            assert notes and all(total is None and pattern.fullmatch(message or "") for _, total, message in notes), notes
+            return progress.seen[len(notes) :]
+
+        installing = r"its first start through npx downloads and installs its package \(SECONDS s so far, up to 300 s\)\."
+        echoed = Progress()
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(execute, "alpha", "echo", {"text": "installed"}, echoed)
+                await echoed.waited.wait()
+                gates["alpha"].touch()
+        assert text_of(results[str({"text": "installed"})]) == "installed"
+        assert after_notes(echoed, rf"Server 'alpha' is starting: {installing}") == []
+        quick = Progress()
+        await execute("alpha", "echo", {"text": "again"}, quick)
+        assert quick.seen == []  # a running server with a free call slot: no wait, no note
+
+        # The first call waits for the start; the second, for the one call slot the first holds.
+        first, second = Progress(), Progress()
+        first_scope, second_scope = anyio.CancelScope(), anyio.CancelScope()
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(block, "first", first, first_scope)
+                await first.waited.wait()
+                gates["installer"].touch()
+                await first.started.wait()
+                group.start_soon(block, "second", second, second_scope)
+                await second.waited.wait()
+                first_scope.cancel()
+                await second.started.wait()
+                second_scope.cancel()
+        assert after_notes(first, rf"Server 'installer' is starting: {installing}") == [(0.0, None, "started first")]
+        busy = r"Server 'installer' is busy: this call waits for one of its 1 call slot\(s\) \(SECONDS s so far, up to 600 s\)\."
+        assert after_notes(second, busy) == [(0.0, None, "started second")]

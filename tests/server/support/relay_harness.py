@@ -99,16 +99,26 @@ class Host:
 
 
 class Progress:
-    """A progress callback that remembers what arrived and fires ``started`` on a "started …" message."""
+    """A progress callback that remembers what arrived and fires ``started`` on a "started …" message,
+    ``waited`` on the copilot's own progress while a call waits for its server (a negative value)."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[float, float | None, str | None]] = []
         self.started = anyio.Event()
+        self.waited = anyio.Event()
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         self.seen.append((progress, total, message))
         if message and message.startswith("started"):
             self.started.set()
+        if progress < 0:
+            self.waited.set()
+
+    def waiting_notes(self) -> list[tuple[float, float | None, str | None]]:
+        """The copilot's notes that came first, before the child's own progress (checked to be in order)."""
+        notes = [seen for seen in self.seen if seen[0] < 0]
+        assert self.seen[: len(notes)] == notes, self.seen
+        return notes
 
 
 def execute_args(server: str, tool: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
