@@ -1109,10 +1109,13 @@ class ChildPool:
         child.warmed = False
 
         def starting() -> str:
-            how = f": its first start through {child.installs} downloads and installs its package" if child.installs else ""
+            so_far = f"{time.monotonic() - child.created_at:.0f} s so far"
+            if child.installs is None:
+                return f"Server '{shown_name(server)}' is starting ({so_far}, up to {child.start_limit:g} s)."
             return (
-                f"Server '{shown_name(server)}' is starting{how} ({time.monotonic() - child.created_at:.0f} s so far, "
-                f"up to {child.start_limit:g} s)."
+                f"Server '{shown_name(server)}' is starting: its first start through {child.installs} downloads and "
+                f"installs its package ({so_far}; this call waits up to {self.settings.start_timeout(config):g} s of "
+                f"it, the install may take up to {child.start_limit:g} s)."
             )
 
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from tests.server.support.relay_harness import (
     relay_copilot,
     relay_entry,
 )
-from tests.support.processes import package_runner_script
+from tests.support.processes import SLOW_START_SERVER, package_runner_script
 from tests.support.sockets import SocketDirs
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
@@ -464,15 +465,18 @@ async def test_a_call_waiting_for_its_server_sends_the_host_progress_saying_why(
     """A host that resets its timeout on progress keeps waiting through a first ``npx`` start (minutes).
 
     The copilot's notes are negative (-1, -1/2, ...), so the child's own progress passes unchanged
-    after them, a first 0 included; a call that does not wait gets none. Both servers install
-    through "npx" until their gate file exists: 'alpha' is in the index (the call is checked against
-    its record, then starts it), 'installer' is not (checking the call starts it).
+    after them, a first 0 included; a call that does not wait gets none. Both servers start once
+    their gate file exists: 'alpha' through "npx" (a first start that installs), and in the index
+    (the call is checked against its record, then starts it); 'slowpoke' is a plain command the
+    index does not know (checking the call starts it).
     """
-    runner = str(package_runner_script(tmp_path))
-    gates = {name: tmp_path / f"{name}-installed" for name in ("alpha", "installer")}
+    gates = {name: tmp_path / f"{name}-ready" for name in ("alpha", "slowpoke")}
     entries = {
-        "alpha": {"command": runner, "args": [str(gates["alpha"]), "--name", "alpha"]},
-        "installer": {"command": runner, "args": [str(gates["installer"]), "--name", "installer", "--tools", "relay"]},
+        "alpha": {"command": str(package_runner_script(tmp_path)), "args": [str(gates["alpha"]), "--name", "alpha"]},
+        "slowpoke": {
+            "command": sys.executable,
+            "args": [str(SLOW_START_SERVER), str(gates["slowpoke"]), "--name", "slowpoke", "--tools", "relay"],
+        },
     }
     host = Host(root=host_project(tmp_path))
     async with relay_copilot(
@@ -494,7 +498,7 @@ async def test_a_call_waiting_for_its_server_sends_the_host_progress_saying_why(
 
         async def block(label: str, progress: Progress, scope: anyio.CancelScope) -> None:
             with scope:
-                await execute("installer", "block", {"label": label}, progress)
+                await execute("slowpoke", "block", {"label": label}, progress)
 
         def after_notes(progress: Progress, why: str) -> list[tuple[float, float | None, str | None]]:
             """What followed the copilot's notes in ``progress``, once they are checked: -1, -1/2, ...,
@@ -505,7 +509,6 @@ async def test_a_call_waiting_for_its_server_sends_the_host_progress_saying_why(
             assert notes and all(total is None and pattern.fullmatch(message or "") for _, total, message in notes), notes
             return progress.seen[len(notes) :]
 
-        installing = r"its first start through npx downloads and installs its package \(SECONDS s so far, up to 300 s\)\."
         echoed = Progress()
         with anyio.fail_after(60):
             async with anyio.create_task_group() as group:
@@ -513,7 +516,11 @@ async def test_a_call_waiting_for_its_server_sends_the_host_progress_saying_why(
                 await echoed.waited.wait()
                 gates["alpha"].touch()
         assert text_of(results[str({"text": "installed"})]) == "installed"
-        assert after_notes(echoed, rf"Server 'alpha' is starting: {installing}") == []
+        installing = (
+            r"Server 'alpha' is starting: its first start through npx downloads and installs its package "
+            r"\(SECONDS s so far; this call waits up to 60 s of it, the install may take up to 300 s\)\."
+        )
+        assert after_notes(echoed, installing) == []
         quick = Progress()
         await execute("alpha", "echo", {"text": "again"}, quick)
         assert quick.seen == []  # a running server with a free call slot: no wait, no note
@@ -525,13 +532,14 @@ async def test_a_call_waiting_for_its_server_sends_the_host_progress_saying_why(
             async with anyio.create_task_group() as group:
                 group.start_soon(block, "first", first, first_scope)
                 await first.waited.wait()
-                gates["installer"].touch()
+                gates["slowpoke"].touch()
                 await first.started.wait()
                 group.start_soon(block, "second", second, second_scope)
                 await second.waited.wait()
                 first_scope.cancel()
                 await second.started.wait()
                 second_scope.cancel()
-        assert after_notes(first, rf"Server 'installer' is starting: {installing}") == [(0.0, None, "started first")]
-        busy = r"Server 'installer' is busy: this call waits for one of its 1 call slot\(s\) \(SECONDS s so far, up to 600 s\)\."
+        starting = r"Server 'slowpoke' is starting \(SECONDS s so far, up to 60 s\)\."
+        assert after_notes(first, starting) == [(0.0, None, "started first")]
+        busy = r"Server 'slowpoke' is busy: this call waits for one of its 1 call slot\(s\) \(SECONDS s so far, up to 600 s\)\."
         assert after_notes(second, busy) == [(0.0, None, "started second")]
