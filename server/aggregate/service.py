@@ -50,6 +50,7 @@ from server.aggregate.subscriptions import ResourceSubscriptions
 from server.settings import ServerSettings
 from server.execute.validation import did_you_mean, suggest
 from server.bounded import cut_text, shown_name
+from server.relay.call import CallRelay
 from server.guard import prompt_findings, resource_findings, warning_text
 
 logger = logging.getLogger(__name__)
@@ -340,9 +341,11 @@ class Aggregation:
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
         server, prompt = await self._resolve_prompt(params.name)
-        arguments = dict(params.arguments or {})
+        request = types.GetPromptRequest(
+            params=types.GetPromptRequestParams(name=prompt, arguments=dict(params.arguments or {}) or None)
+        )
         result: types.GetPromptResult = await self._forward(
-            server, "prompts/get", lambda session: session.get_prompt(prompt, arguments or None)
+            server, "prompts/get", *self._relayed(ctx, server, request, types.GetPromptResult)
         )
         findings = await prompt_findings(result)  # the whole text is scanned, then cut to the caps
         result = cap_prompt(result, self.copilot.limits)
@@ -459,9 +462,10 @@ class Aggregation:
         catalog, _ = self._ready()
         uri = str(params.uri)
         server, original = await self._resource_target(uri)
+        request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=original))
         try:
-            result: types.ReadResourceResult = await self.copilot.pool.request(
-                server, "resources/read", lambda session: session.read_resource(original), for_host=True
+            result: types.ReadResourceResult = await self._request(
+                server, "resources/read", *self._relayed(ctx, server, request, types.ReadResourceResult)
             )
         except MCPError as error:
             if _says_not_found(error):
@@ -578,9 +582,42 @@ class Aggregation:
         return _within_completion_limit(result, server)
 
     # -- forwarding -----------------------------------------------------------------------------
-    async def _forward(self, server: str, what: str, operation: Callable[[Any], Any]) -> Any:
+    def _relayed(
+        self, ctx: ServerRequestContext[Any, Any], server: str, request: Any, result_type: type[Any]
+    ) -> tuple[Callable[[Any], Any], CallRelay]:
+        """The host's ``request`` for ``server``'s child, relayed as ``execute`` relays a call: the wait
+        for the child's start reported as progress, then the child's own progress, log messages and
+        questions (a 2025-11-25 host answers them) passed to this host.
+
+        The child session's ``get_prompt``/``read_resource`` take no progress callback, so the request
+        is sent as it would send it. Before, a child's progress for a host's token was dropped, and
+        its questions refused (it could not be told whose they were).
+        """
+        hub = self.copilot.relay
+        relay = hub.call(server, hub.host(ctx))
+
+        def operation(session: Any) -> Any:
+            return session.send_request(request, result_type, progress_callback=relay.progress)
+
+        return operation, relay
+
+    async def _request(self, server: str, what: str, operation: Callable[[Any], Any], relay: CallRelay | None) -> Any:
+        """``operation`` on ``server``'s child for the host; what ``relay`` held back goes before the answer."""
         try:
-            return await self.copilot.pool.request(server, what, operation, for_host=True)
+            result = await self.copilot.pool.request(server, what, operation, for_host=True, relay=relay)
+        except Exception:
+            if relay is not None:
+                await relay.finish()
+            raise
+        if relay is not None:
+            await relay.finish()
+        return result
+
+    async def _forward(
+        self, server: str, what: str, operation: Callable[[Any], Any], relay: CallRelay | None = None
+    ) -> Any:
+        try:
+            return await self._request(server, what, operation, relay)
         except MCPError as error:
             raise _child_error(error, what, server) from None
         except CopilotError as error:

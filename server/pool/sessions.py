@@ -536,11 +536,14 @@ class ChildPool:
         *,
         timeout: float | None = None,
         for_host: bool = False,
+        relay: Any = None,
     ) -> _T:
         """Run ``operation`` on ``server``'s session (starting it if needed), like a tool call.
 
         ``for_host``: the request is a host's (not the copilot's own listing), so what the child
-        asks or logs meanwhile may belong to it rather than to a tool call in flight.
+        asks or logs meanwhile may belong to it rather than to a tool call in flight. With the host
+        request's ``relay`` it is in flight as a tool call is (see :meth:`call_tool`): what the child
+        asks or logs goes to that host, and the wait for the child is reported to it.
 
         For the other MCP requests a proxy forwards (prompts, resources, completion): the same
         slots, timeout and crash handling as :meth:`call_tool`. ``doing`` names the request in
@@ -549,11 +552,15 @@ class ChildPool:
         :class:`ServerUnavailableError` saying where (the SDK would answer the host's request as
         if its own parameters were invalid).
         """
-        async with self._borrow(server, timeout) as (child, limit):
+        async with self._borrow(server, timeout, relay) as (child, limit):
             assert child.connection is not None
             connection = child.connection
             session = connection.session
-            with anyio.move_on_after(limit) as scope, _busy(child, doing), _for_a_host(child, for_host):
+            with (
+                anyio.move_on_after(limit) as scope,
+                _busy(child, doing),
+                self._in_flight(child, relay, scope) if relay is not None else _for_a_host(child, for_host),
+            ):
                 try:
                     return await operation(session)
                 except MCPError as error:

@@ -406,7 +406,7 @@ class CallRelay:
         if not host.can_answer(request) or (host.era == "modern" and self.suspended is None):
             if kind == "roots":
                 return types.ListRootsResult(roots=self.roots.current())
-            return refusal(_cannot_answer(self.server, kind, host))
+            return refusal(_cannot_answer(self.server, kind, host, request))
         # Roots of a legacy host are asked once and kept, so requests for them cost the host nothing.
         owners = [self, *(call for call in sharing if call is not self)]
         waiting_now = max(len(call._asking) for call in owners)
@@ -488,15 +488,24 @@ def attributed(request: types.InputRequest, server: str) -> types.InputRequest:
     return request
 
 
-def _cannot_answer(server: str, kind: str, host: HostLink) -> str:
+def _cannot_answer(server: str, kind: str, host: HostLink, request: types.InputRequest) -> str:
     what = {
         "elicitation": "ask the user this question (elicitation)",
         "sampling": "run this model request (sampling)",
         "roots": "list its roots",
     }[kind]
+    if host.can_answer(request):
+        # A 2026-07-28 host gets a server's questions back in a tool call's input_required result;
+        # a prompts/get or resources/read the copilot forwards has no such round trip.
+        why = (
+            f"{host.describe} speaks MCP 2026-07-28, where the copilot passes a server's questions on only in "
+            "execute's input_required results, not during a prompt or resource request"
+        )
+    else:
+        why = f"{host.describe} did not declare that it supports {kind}"
     return (
-        f"MCP Copilot cannot {what} for server '{server}': {host.describe} did not declare that it supports "
-        f"{kind}. Continue without it: use a default, or tell the user what is needed."
+        f"MCP Copilot cannot {what} for server '{server}': {why}. Continue without it: use a default, or tell "
+        "the user what is needed."
     )
 
 

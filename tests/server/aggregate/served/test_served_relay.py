@@ -1,0 +1,97 @@
+"""A host's ``prompts/get`` and ``resources/read`` relayed as ``execute`` relays a call.
+
+While the request waits for its child to start, the host hears why (progress, as for a call);
+then the child's own progress, log messages and questions reach the host of that request. Before,
+a child's progress for the host's token was dropped, its log messages went nowhere and its
+questions were refused ("relays only during a tool call"). A real copilot process over stdio, a
+real MCP client of each era and the real relay fixture child, crawled into a real index; the child
+starts only once the test creates its gate file (``tests/fixtures/slow_start_server.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from tests.server.support.copilot_harness import (
+    built_index,  # noqa: F401 -- session fixture
+    copy_home,
+    crawl_into,
+    write_servers,
+)
+from tests.server.support.relay_harness import Host, Progress, relay_copilot
+from tests.support.processes import SLOW_START_SERVER
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
+WAIT = 60.0
+
+
+def relay_entry(gate: Path) -> dict[str, object]:
+    return {"command": sys.executable, "args": [str(SLOW_START_SERVER), str(gate), "--name", "relay", "--tools", "relay"]}
+
+
+@pytest.fixture(scope="module")
+def crawled(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    """A home with the test index plus the relay child's tools, prompts and resources, crawled for real."""
+    root = tmp_path_factory.mktemp("served-relay")
+    gate = root / "ready"
+    gate.touch()
+    home = copy_home(built_index, root / "home")
+    crawl_into(home, write_servers(root / "servers.json", {"relay": relay_entry(gate)}), root)
+    return home
+
+
+async def get_prompt(client: Client, name: str, progress: Progress | None = None, **arguments: str) -> str:
+    request = types.GetPromptRequest(params=types.GetPromptRequestParams(name=name, arguments=arguments))
+    result = await client.session.send_request(request, types.GetPromptResult, progress_callback=progress)
+    return str(result.messages[0].content.text)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_prompt_and_resource_requests_get_the_wait_the_childs_progress_logs_and_questions(
+    crawled: Path, tmp_path: Path, mode: str
+) -> None:
+    gate = tmp_path / "ready"  # not there yet: the child's start waits for it
+    host = Host(root=tmp_path)
+    async with relay_copilot(
+        tmp_path, crawled, {"relay": relay_entry(gate)}, "stdio", host, mode=mode, COPILOT_WAIT_PROGRESS_EVERY="0.05"
+    ) as (client, _):
+        prompted, texts = Progress(), []
+
+        async def prompt() -> None:
+            texts.append(await get_prompt(client, "relay__counted", prompted, steps="2"))
+
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as group:
+                group.start_soon(prompt)
+                await prompted.waited.wait()  # the host hears why its request waits
+                gate.touch()
+        assert texts == ["prompt counted 2 steps"]
+        notes = prompted.waiting_notes()
+        starting = re.compile(r"Server 'relay' is starting \(\d+ s so far, up to 60 s\)\.")
+        assert notes and all(starting.fullmatch(message or "") for _, _, message in notes), notes
+        assert prompted.seen[len(notes) :] == [(1.0, 2.0, "prompt step 1 of 2"), (2.0, 2.0, "prompt step 2 of 2")]
+
+        read = Progress()
+        request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri="copilot://relay/relay://counted/3"))
+        result = await client.session.send_request(request, types.ReadResourceResult, progress_callback=read)
+        assert [content.text for content in result.contents] == ["resource counted 3 steps"]  # type: ignore[union-attr]
+        assert read.seen == [(float(step), 3.0, f"resource step {step} of 3") for step in (1, 2, 3)]
+
+        if mode == "legacy":
+            await client.set_logging_level("info")
+        greeting = await get_prompt(client, "relay__greeting")
+    if mode == "legacy":  # the host that asked for the prompt is asked, and gets its log message
+        assert greeting == "Hello (accepted: Ada)"
+        assert host.questions == ["Server 'relay' asks: Which name should the greeting use?"]
+        assert [(log.level, log.logger, log.data) for log in host.logs] == [("info", "relay", "greeting: asking for the name")]
+    else:  # questions go back to a 2026-07-28 host only in execute's input_required results
+        assert greeting.startswith("Hello (refused: MCP Copilot cannot ask the user this question (elicitation) for ")
+        assert "speaks MCP 2026-07-28, where the copilot passes a server's questions on only in execute's" in greeting
+        assert host.questions == []
