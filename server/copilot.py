@@ -1153,6 +1153,8 @@ class Copilot:
             finally:
                 if relay is not None:
                     await relay.flush()  # what it held back goes before whatever follows
+            if relay is not None:
+                relay.server = prepared.server  # the name as resolved (the host's may differ in case or spacing)
             record.resolved(prepared)
             if confirmation is None:
                 asked = await self._ask_confirmation(prepared, confirm, host, round_state, responses)
@@ -1160,10 +1162,13 @@ class Copilot:
                     return asked  # logged once the user answered and the call ran
                 confirmation = asked
             self._check_confirmation(prepared, confirm, confirmation)
-            if host is not None and host.era == "modern" and host.answers_anything and self._task_group is not None:
-                return await self._start_suspended(prepared, host, record, relay)
-            if relay is not None:
-                relay.server = prepared.server
+            if (
+                relay is not None
+                and relay.host.era == "modern"
+                and relay.host.answers_anything
+                and self._task_group is not None
+            ):
+                return await self._start_suspended(prepared, record, relay)
             result = await self._run(prepared, relay)
             result, flags = await self._flagged(result)
         except ExecuteError as exc:
@@ -1257,15 +1262,13 @@ class Copilot:
         return "the host cancelled it"
 
     async def _start_suspended(
-        self, call: PreparedCall, host: HostLink, record: _ExecuteRecord, relay: CallRelay | None
+        self, call: PreparedCall, record: _ExecuteRecord, relay: CallRelay
     ) -> CallToolResult | InputRequiredResult:
         """Run the call in the background so the child's questions can go back as ``input_required``.
 
-        ``relay``: the request's, which may have reported waiting for the server already.
+        ``relay``: the request's (it may have reported the wait for the server already); its host
+        is replaced by each round's.
         """
-        if relay is None:
-            relay = self.relay.call(call.server, host)
-        relay.server = call.server
 
         async def run(suspended: SuspendedCall) -> Finished:
             relay.suspended = suspended

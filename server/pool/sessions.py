@@ -1114,23 +1114,12 @@ class ChildPool:
             child = self._start(server, config)
         child.in_flight += 1
         child.warmed = False
-
-        def starting() -> str:
-            so_far = f"{time.monotonic() - child.created_at:.0f} s so far"
-            if child.installs is None:
-                return f"Server '{shown_name(server)}' is starting ({so_far}, up to {child.start_limit:g} s)."
-            return (
-                f"Server '{shown_name(server)}' is starting: its first start through {child.installs} downloads and "
-                f"installs its package ({so_far}; this call waits up to {self.settings.start_timeout(config):g} s of "
-                f"it, the install may take up to {child.start_limit:g} s)."
-            )
-
         try:
             if not child.ready.is_set() and child.installs is not None:
                 # A first start that installs its package may take install_timeout: no call waits that
                 # long. The start goes on in the pool's task group; the next call joins it.
                 with anyio.move_on_after(self.settings.start_timeout(config)):
-                    await self._wait_noting(child.ready.wait, relay, starting)
+                    await self._wait_noting(child.ready.wait, relay, lambda: self._start_note(child))
                 if not child.ready.is_set():
                     raise _StillStartingError(
                         f"server '{server}' is still starting after {time.monotonic() - child.created_at:.0f} s: its "
@@ -1140,7 +1129,7 @@ class ChildPool:
             if not child.ready.is_set():
                 # open_session bounds the start by start_limit; this only guards against a bug.
                 with anyio.fail_after(child.start_limit + 30):
-                    await self._wait_noting(child.ready.wait, relay, starting)
+                    await self._wait_noting(child.ready.wait, relay, lambda: self._start_note(child))
             if child.start_error is not None:
                 error = child.start_error
                 if isinstance(error, ChildStartError):
@@ -1155,6 +1144,17 @@ class ChildPool:
             self._release(child)
             raise
         return child
+
+    def _start_note(self, child: _Child) -> str:
+        """Why a call waits for ``child``: its start, how long so far, and how long it may take."""
+        so_far = f"{time.monotonic() - child.created_at:.0f} s so far"
+        if child.installs is None:
+            return f"Server '{shown_name(child.name)}' is starting ({so_far}, up to {child.start_limit:g} s)."
+        return (
+            f"Server '{shown_name(child.name)}' is starting: its first start through {child.installs} downloads and "
+            f"installs its package ({so_far}; this call waits up to {self.settings.start_timeout(child.config):g} s "
+            f"of it, the install may take up to {child.start_limit:g} s)."
+        )
 
     async def _wait_noting(self, wait: Callable[[], Awaitable[object]], relay: Any, why: Callable[[], str]) -> None:
         """``wait()`` (its caller bounds it); meanwhile the call's ``relay`` gets ``why()`` as progress

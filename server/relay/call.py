@@ -403,10 +403,11 @@ class CallRelay:
         if kind == "roots" and self.roots.fixed:
             return types.ListRootsResult(roots=self.roots.current())
         host = self.host
-        if not host.can_answer(request) or (host.era == "modern" and self.suspended is None):
+        declared = host.can_answer(request)
+        if not declared or (host.era == "modern" and self.suspended is None):
             if kind == "roots":
                 return types.ListRootsResult(roots=self.roots.current())
-            return refusal(_cannot_answer(self.server, kind, host, request))
+            return refusal(_cannot_answer(self.server, kind, host, declared=declared))
         # Roots of a legacy host are asked once and kept, so requests for them cost the host nothing.
         owners = [self, *(call for call in sharing if call is not self)]
         waiting_now = max(len(call._asking) for call in owners)
@@ -488,13 +489,13 @@ def attributed(request: types.InputRequest, server: str) -> types.InputRequest:
     return request
 
 
-def _cannot_answer(server: str, kind: str, host: HostLink, request: types.InputRequest) -> str:
+def _cannot_answer(server: str, kind: str, host: HostLink, *, declared: bool) -> str:
     what = {
         "elicitation": "ask the user this question (elicitation)",
         "sampling": "run this model request (sampling)",
         "roots": "list its roots",
     }[kind]
-    if host.can_answer(request):
+    if declared:
         # A 2026-07-28 host gets a server's questions back in a tool call's input_required result;
         # a prompts/get or resources/read the copilot forwards has no such round trip.
         why = (

@@ -12,8 +12,6 @@ on one copilot, a closed request) is in ``test_relay_http.py``.
 from __future__ import annotations
 
 import json
-import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +39,9 @@ from tests.server.support.relay_harness import (
     host_project,
     relay_copilot,
     relay_entry,
+    slow_relay_entry,
 )
-from tests.support.processes import SLOW_START_SERVER, package_runner_script
+from tests.support.processes import package_runner_script
 from tests.support.sockets import SocketDirs
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
@@ -473,10 +472,7 @@ async def test_a_call_waiting_for_its_server_sends_the_host_progress_saying_why(
     gates = {name: tmp_path / f"{name}-ready" for name in ("alpha", "slowpoke")}
     entries = {
         "alpha": {"command": str(package_runner_script(tmp_path)), "args": [str(gates["alpha"]), "--name", "alpha"]},
-        "slowpoke": {
-            "command": sys.executable,
-            "args": [str(SLOW_START_SERVER), str(gates["slowpoke"]), "--name", "slowpoke", "--tools", "relay"],
-        },
+        "slowpoke": slow_relay_entry("slowpoke", gates["slowpoke"]),
     }
     host = Host(root=host_project(tmp_path))
     async with relay_copilot(
@@ -500,15 +496,6 @@ async def test_a_call_waiting_for_its_server_sends_the_host_progress_saying_why(
             with scope:
                 await execute("slowpoke", "block", {"label": label}, progress)
 
-        def after_notes(progress: Progress, why: str) -> list[tuple[float, float | None, str | None]]:
-            """What followed the copilot's notes in ``progress``, once they are checked: -1, -1/2, ...,
-            no total, each message ``why`` (a pattern) with the seconds waited."""
-            notes = progress.waiting_notes()
-            assert [value for value, _, _ in notes] == [-1.0 / n for n in range(1, len(notes) + 1)]
-            pattern = re.compile(why.replace("SECONDS", r"\d+"))
-            assert notes and all(total is None and pattern.fullmatch(message or "") for _, total, message in notes), notes
-            return progress.seen[len(notes) :]
-
         echoed = Progress()
         with anyio.fail_after(60):
             async with anyio.create_task_group() as group:
@@ -520,7 +507,7 @@ async def test_a_call_waiting_for_its_server_sends_the_host_progress_saying_why(
             r"Server 'alpha' is starting: its first start through npx downloads and installs its package "
             r"\(SECONDS s so far; this call waits up to 60 s of it, the install may take up to 300 s\)\."
         )
-        assert after_notes(echoed, installing) == []
+        assert echoed.after_waiting(installing) == []
         quick = Progress()
         await execute("alpha", "echo", {"text": "again"}, quick)
         assert quick.seen == []  # a running server with a free call slot: no wait, no note
@@ -540,6 +527,6 @@ async def test_a_call_waiting_for_its_server_sends_the_host_progress_saying_why(
                 await second.started.wait()
                 second_scope.cancel()
         starting = r"Server 'slowpoke' is starting \(SECONDS s so far, up to 60 s\)\."
-        assert after_notes(first, starting) == [(0.0, None, "started first")]
+        assert first.after_waiting(starting) == [(0.0, None, "started first")]
         busy = r"Server 'slowpoke' is busy: this call waits for one of its 1 call slot\(s\) \(SECONDS s so far, up to 600 s\)\."
-        assert after_notes(second, busy) == [(0.0, None, "started second")]
+        assert second.after_waiting(busy) == [(0.0, None, "started second")]

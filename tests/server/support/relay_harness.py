@@ -8,6 +8,7 @@ real copilot over stdio or streamable HTTP and connects one client to it.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,6 +30,7 @@ from tests.server.support.copilot_harness import (
     stdio_client_for,
     write_servers,
 )
+from tests.support.processes import SLOW_START_SERVER
 
 REPO = Path(__file__).resolve().parents[3]
 RELAY_SERVER = REPO / "tests" / "fixtures" / "relay_server.py"
@@ -41,6 +43,12 @@ HOSTS: list[tuple[Transport, str]] = [("stdio", "legacy"), ("stdio", "auto"), ("
 
 def relay_entry(name: str, **extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(RELAY_SERVER), "--name", name], **extra}
+
+
+def slow_relay_entry(name: str, gate: Path) -> dict[str, Any]:
+    """The relay fixture server as ``name``, whose start waits until the file ``gate`` exists
+    (``tests/fixtures/slow_start_server.py``)."""
+    return {"command": sys.executable, "args": [str(SLOW_START_SERVER), str(gate), "--name", name, "--tools", "relay"]}
 
 
 @dataclass
@@ -114,11 +122,16 @@ class Progress:
         if progress < 0:
             self.waited.set()
 
-    def waiting_notes(self) -> list[tuple[float, float | None, str | None]]:
-        """The copilot's notes that came first, before the child's own progress (checked to be in order)."""
+    def after_waiting(self, why: str) -> list[tuple[float, float | None, str | None]]:
+        """What followed the copilot's notes while the call waited for its server, once they are checked:
+        at least one, all before the child's own progress, valued -1, -1/2, ..., without a total, each
+        message matching ``why`` (a regular expression; ``SECONDS`` stands for the seconds waited)."""
         notes = [seen for seen in self.seen if seen[0] < 0]
-        assert self.seen[: len(notes)] == notes, self.seen
-        return notes
+        assert notes and self.seen[: len(notes)] == notes, self.seen
+        assert [value for value, _, _ in notes] == [-1.0 / n for n in range(1, len(notes) + 1)]
+        pattern = re.compile(why.replace("SECONDS", r"\d+"))
+        assert all(total is None and pattern.fullmatch(message or "") for _, total, message in notes), notes
+        return self.seen[len(notes) :]
 
 
 def execute_args(server: str, tool: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

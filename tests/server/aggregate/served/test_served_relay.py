@@ -10,8 +10,6 @@ starts only once the test creates its gate file (``tests/fixtures/slow_start_ser
 
 from __future__ import annotations
 
-import re
-import sys
 from pathlib import Path
 
 import anyio
@@ -25,15 +23,10 @@ from tests.server.support.copilot_harness import (
     crawl_into,
     write_servers,
 )
-from tests.server.support.relay_harness import Host, Progress, relay_copilot
-from tests.support.processes import SLOW_START_SERVER
+from tests.server.support.relay_harness import Host, Progress, relay_copilot, slow_relay_entry
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
 WAIT = 60.0
-
-
-def relay_entry(gate: Path) -> dict[str, object]:
-    return {"command": sys.executable, "args": [str(SLOW_START_SERVER), str(gate), "--name", "relay", "--tools", "relay"]}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +36,7 @@ def crawled(built_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     gate = root / "ready"
     gate.touch()
     home = copy_home(built_index, root / "home")
-    crawl_into(home, write_servers(root / "servers.json", {"relay": relay_entry(gate)}), root)
+    crawl_into(home, write_servers(root / "servers.json", {"relay": slow_relay_entry("relay", gate)}), root)
     return home
 
 
@@ -60,7 +53,7 @@ async def test_prompt_and_resource_requests_get_the_wait_the_childs_progress_log
     gate = tmp_path / "ready"  # not there yet: the child's start waits for it
     host = Host(root=tmp_path)
     async with relay_copilot(
-        tmp_path, crawled, {"relay": relay_entry(gate)}, "stdio", host, mode=mode, COPILOT_WAIT_PROGRESS_EVERY="0.05"
+        tmp_path, crawled, {"relay": slow_relay_entry("relay", gate)}, "stdio", host, mode=mode, COPILOT_WAIT_PROGRESS_EVERY="0.05"
     ) as (client, _):
         prompted, texts = Progress(), []
 
@@ -73,10 +66,8 @@ async def test_prompt_and_resource_requests_get_the_wait_the_childs_progress_log
                 await prompted.waited.wait()  # the host hears why its request waits
                 gate.touch()
         assert texts == ["prompt counted 2 steps"]
-        notes = prompted.waiting_notes()
-        starting = re.compile(r"Server 'relay' is starting \(\d+ s so far, up to 60 s\)\.")
-        assert notes and all(starting.fullmatch(message or "") for _, _, message in notes), notes
-        assert prompted.seen[len(notes) :] == [(1.0, 2.0, "prompt step 1 of 2"), (2.0, 2.0, "prompt step 2 of 2")]
+        starting = r"Server 'relay' is starting \(SECONDS s so far, up to 60 s\)\."
+        assert prompted.after_waiting(starting) == [(1.0, 2.0, "prompt step 1 of 2"), (2.0, 2.0, "prompt step 2 of 2")]
 
         read = Progress()
         request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri="copilot://relay/relay://counted/3"))
