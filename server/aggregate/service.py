@@ -574,10 +574,12 @@ class Aggregation:
         capabilities = self.copilot.pool.capabilities(server)
         if capabilities is not None and capabilities.completions is None:
             return types.CompleteResult(completion=types.Completion(values=[]))
-        argument = {"name": params.argument.name, "value": params.argument.value}
-        context = params.context.arguments if params.context is not None else None
+        # Fresh params: the host's _meta (its progress token) is not the child's to see.
+        request = types.CompleteRequest(
+            params=types.CompleteRequestParams(ref=child_ref, argument=params.argument, context=params.context)
+        )
         result: types.CompleteResult = await self._forward(
-            server, "completion/complete", lambda session: session.complete(child_ref, argument, context)
+            server, "completion/complete", *self._relayed(ctx, server, request, types.CompleteResult)
         )
         return _within_completion_limit(result, server)
 
@@ -589,8 +591,8 @@ class Aggregation:
         for the child's start reported as progress, then the child's own progress, log messages and
         questions (a 2025-11-25 host answers them) passed to this host.
 
-        The child session's ``get_prompt``/``read_resource`` take no progress callback, so the request
-        is sent as it would send it. Before, a child's progress for a host's token was dropped, and
+        The child session's ``get_prompt``/``read_resource``/``complete`` take no progress callback, so
+        the request is sent as they would send it. Before, a child's progress for a host's token was dropped, and
         its questions refused (it could not be told whose they were).
         """
         hub = self.copilot.relay

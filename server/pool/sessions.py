@@ -149,9 +149,10 @@ class ChildLink(Protocol):
     """Answers what children send the copilot on their own (``server.relay.hub.Relay`` implements it).
 
     ``calls`` are the relays of the child's calls in flight (what ``call_tool`` was given), oldest first;
-    ``others`` counts the other requests in flight on the child (a host's ``prompts/get``,
-    ``resources/read`` or ``completion/complete``, the copilot's own ``tools/list``), which the
-    child's request may belong to as well: then it belongs to no call for certain.
+    ``others`` counts the host requests in flight on the child that no relay stands for (a
+    resource subscription; ``prompts/get``, ``resources/read`` and ``completion/complete`` come
+    with one, as ``execute`` does), which the child's request may belong to as well: then it
+    belongs to no call for certain.
     """
 
     def user_root(self) -> Path | None:

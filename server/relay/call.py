@@ -500,7 +500,7 @@ def _cannot_answer(server: str, kind: str, host: HostLink, *, declared: bool) ->
         # a prompts/get or resources/read the copilot forwards has no such round trip.
         why = (
             f"{host.describe} speaks MCP 2026-07-28, where the copilot passes a server's questions on only in "
-            "execute's input_required results, not during a prompt or resource request"
+            "execute's input_required results, not during a prompt, resource or completion request"
         )
     else:
         why = f"{host.describe} did not declare that it supports {kind}"
@@ -527,9 +527,8 @@ async def answer_child(
 ) -> types.InputResponse | types.ErrorData:
     """What the pool answers a child's request with (see :class:`CallRelay.answer`).
 
-    ``others`` counts the child's requests in flight that are no tool call (another host's
-    ``prompts/get`` or ``resources/read``): the request may come from one of those, so it is shown
-    to no call's host. It was given to the one tool call in flight, so a question asked while
+    ``others`` counts the child's requests in flight for hosts that no relay stands for (a resource
+    subscription): the request may come from one of those, so it is shown to no call's host. It was given to the one tool call in flight, so a question asked while
     serving session B's prompt went to session A's user, and A's answer back into B's prompt.
     """
     kind = request_kind(request)
@@ -541,7 +540,7 @@ async def answer_child(
     if others and calls:
         return refusal(
             f"MCP Copilot cannot tell whether this {kind} request of server '{server}' belongs to its tool call "
-            f"in flight or to {others} other request(s) it is answering (a prompt, resource or completion), so "
+            f"in flight or to {others} other request(s) it is answering (a resource subscription), so "
             "it is not shown to anyone. Retry when the other requests finished."
         )
     if not calls:

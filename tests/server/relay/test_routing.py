@@ -57,7 +57,7 @@ async def test_requests_nobody_can_answer_get_a_refusal_that_says_why() -> None:
 
 
 async def test_a_request_that_may_be_another_requests_is_given_to_no_call(tmp_path: Path) -> None:
-    # The child also answers a prompts/get or resources/read (``others``): its question may be that
+    # The child also answers a host's resource subscription (``others``): its question may be that
     # request's, not the one call's in flight -- over HTTP, another session's user was asked.
     elicit = types.ElicitRequest(
         params=types.ElicitRequestFormParams(message="name?", requested_schema={"type": "object", "properties": {}})

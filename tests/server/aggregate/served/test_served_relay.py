@@ -1,4 +1,5 @@
-"""A host's ``prompts/get`` and ``resources/read`` relayed as ``execute`` relays a call.
+"""A host's ``prompts/get``, ``resources/read`` and ``completion/complete`` relayed as ``execute``
+relays a call.
 
 While the request waits for its child to start, the host hears why (progress, as for a call);
 then the child's own progress, log messages and questions reach the host of that request. Before,
@@ -46,8 +47,19 @@ async def get_prompt(client: Client, name: str, progress: Progress | None = None
     return str(result.messages[0].content.text)  # type: ignore[union-attr]
 
 
+async def complete(client: Client, value: str, progress: Progress | None = None) -> list[str]:
+    """The completions of ``relay__counted``'s ``steps`` argument starting with ``value``."""
+    request = types.CompleteRequest(
+        params=types.CompleteRequestParams(
+            ref=types.PromptReference(name="relay__counted"), argument=types.CompletionArgument(name="steps", value=value)
+        )
+    )
+    result = await client.session.send_request(request, types.CompleteResult, progress_callback=progress)
+    return result.completion.values
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_prompt_and_resource_requests_get_the_wait_the_childs_progress_logs_and_questions(
+async def test_prompt_resource_and_completion_requests_get_the_wait_the_childs_progress_logs_and_questions(
     crawled: Path, tmp_path: Path, mode: str
 ) -> None:
     gate = tmp_path / "ready"  # not there yet: the child's start waits for it
@@ -75,14 +87,26 @@ async def test_prompt_and_resource_requests_get_the_wait_the_childs_progress_log
         assert [content.text for content in result.contents] == ["resource counted 3 steps"]  # type: ignore[union-attr]
         assert read.seen == [(float(step), 3.0, f"resource step {step} of 3") for step in (1, 2, 3)]
 
+        completed = Progress()
+        assert await complete(client, "4", completed) == ["41", "42", "43"]
+        assert completed.seen == [(1.0, 2.0, "completion step 1 of 2"), (2.0, 2.0, "completion step 2 of 2")]
+
         if mode == "legacy":
             await client.set_logging_level("info")
         greeting = await get_prompt(client, "relay__greeting")
-    if mode == "legacy":  # the host that asked for the prompt is asked, and gets its log message
-        assert greeting == "Hello (accepted: Ada)"
-        assert host.questions == ["Server 'relay' asks: Which name should the greeting use?"]
-        assert [(log.level, log.logger, log.data) for log in host.logs] == [("info", "relay", "greeting: asking for the name")]
+        (offered,) = await complete(client, "ask")
+    if mode == "legacy":  # the host that sent the request is asked, and gets its log messages
+        assert (greeting, offered) == ("Hello (accepted: Ada)", "accepted: Ada")
+        assert host.questions == [
+            "Server 'relay' asks: Which name should the greeting use?",
+            "Server 'relay' asks: Which value should the completion offer?",
+        ]
+        assert [(log.level, log.logger, log.data) for log in host.logs] == [
+            ("info", "relay", "greeting: asking for the name"),
+            ("info", "relay", "completion: asking for the value"),
+        ]
     else:  # questions go back to a 2026-07-28 host only in execute's input_required results
-        assert greeting.startswith("Hello (refused: MCP Copilot cannot ask the user this question (elicitation) for ")
-        assert "speaks MCP 2026-07-28, where the copilot passes a server's questions on only in execute's" in greeting
+        for answer in (greeting.removeprefix("Hello ("), offered):
+            assert answer.startswith("refused: MCP Copilot cannot ask the user this question (elicitation) for ")
+            assert "speaks MCP 2026-07-28, where the copilot passes a server's questions on only in execute's" in answer
         assert host.questions == []
