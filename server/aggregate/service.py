@@ -443,8 +443,13 @@ class Aggregation:
 
     async def _resource_target(self, uri: str) -> tuple[str, str]:
         """(server, the child's URI) of a resource the host may use, else ``-32002``."""
-        catalog, _ = self._ready()
         server, original, record = await self._resolve_resource(uri)
+        self._check_usable(uri, server, original, record)
+        return server, original
+
+    def _check_usable(self, uri: str, server: str, original: str, record: ToolRecord | None) -> None:
+        """``-32002`` unless the resolved resource ``uri`` is one the host may use."""
+        catalog, _ = self._ready()
         if not catalog.visible(server, record.name if record is not None else original):
             raise MCPError(
                 RESOURCE_NOT_FOUND,
@@ -454,7 +459,6 @@ class Aggregation:
             )
         if record is not None and (why := self._withheld(record)):
             raise MCPError(RESOURCE_NOT_FOUND, why, {"uri": uri})
-        return server, original
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -569,7 +573,7 @@ class Aggregation:
                     "resources/templates/list lists it.",
                     {"uri": str(ref.uri)},
                 )
-            server, original = await self._resource_target(str(ref.uri))
+            self._check_usable(str(ref.uri), server, original, record)
             child_ref = ref.model_copy(update={"uri": original})
         capabilities = self.copilot.pool.capabilities(server)
         if capabilities is not None and capabilities.completions is None:
@@ -592,8 +596,8 @@ class Aggregation:
         questions (a 2025-11-25 host answers them) passed to this host.
 
         The child session's ``get_prompt``/``read_resource``/``complete`` take no progress callback, so
-        the request is sent as they would send it. Before, a child's progress for a host's token was dropped, and
-        its questions refused (it could not be told whose they were).
+        the request is sent as they would send it. Before, a child's progress for a host's token was
+        dropped, and its questions refused (it could not be told whose they were).
         """
         hub = self.copilot.relay
         relay = hub.call(server, hub.host(ctx))

@@ -497,7 +497,7 @@ def _cannot_answer(server: str, kind: str, host: HostLink, *, declared: bool) ->
     }[kind]
     if declared:
         # A 2026-07-28 host gets a server's questions back in a tool call's input_required result;
-        # a prompts/get or resources/read the copilot forwards has no such round trip.
+        # a prompts/get, resources/read or completion/complete the copilot forwards has no such round trip.
         why = (
             f"{host.describe} speaks MCP 2026-07-28, where the copilot passes a server's questions on only in "
             "execute's input_required results, not during a prompt, resource or completion request"
@@ -528,8 +528,9 @@ async def answer_child(
     """What the pool answers a child's request with (see :class:`CallRelay.answer`).
 
     ``others`` counts the child's requests in flight for hosts that no relay stands for (a resource
-    subscription): the request may come from one of those, so it is shown to no call's host. It was given to the one tool call in flight, so a question asked while
-    serving session B's prompt went to session A's user, and A's answer back into B's prompt.
+    subscription): the request may come from one of those, so it is shown to no call's host. It was
+    given to the one tool call in flight, so a question asked while serving session B's prompt went
+    to session A's user, and A's answer back into B's prompt.
     """
     kind = request_kind(request)
     call = pick(calls) if not others else None

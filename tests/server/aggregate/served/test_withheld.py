@@ -154,6 +154,13 @@ async def test_prompts_and_templates_that_change_at_runtime_are_withheld_until_a
             await aggregation._resource_target("copilot://glossary/glossary://terms/bank")
         assert unread.value.error.code == -32002
         assert f"resource template 'glossary/{TERM_URI}' changed since it was approved" in unread.value.error.message
+        # Nor are its arguments completed: the refusal comes before the request has a host to relay to.
+        template = types.ResourceTemplateReference(type="ref/resource", uri=f"copilot://glossary/{TERM_URI}")
+        argument = types.CompletionArgument(name="term", value="b")
+        with pytest.raises(MCPError) as incomplete:
+            await aggregation._complete(None, types.CompleteRequestParams(ref=template, argument=argument))  # type: ignore[arg-type]
+        assert incomplete.value.error.code == -32002
+        assert f"resource template 'glossary/{TERM_URI}' changed since it was approved" in incomplete.value.error.message
         routed = await copilot.route("summarize the glossary", 5, "glossary", None, kind="prompt")
         assert routed.structured_content["tools"] == []
         assert "prompt 'glossary/summarize_glossary' changed since it was approved" in routed.structured_content["note"]
