@@ -24,7 +24,7 @@ import pytest_asyncio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.fixtures.hostile.changing_server import LOGO
+from tests.fixtures.hostile.changing_server import LOGO, TEAPOT, TEAPOT_CODE
 from tests.server.support.copilot_harness import (
     EXECUTE_ONLY,
     HttpCopilot,
@@ -291,6 +291,16 @@ async def test_resources_are_listed_under_copilot_uris_with_the_deny_list_in_for
     with pytest.raises(MCPError) as caught:
         await host.client.read_resource("copilot://nowhere/x://y", cache_mode="bypass")
     assert caught.value.code == -32002
+
+
+async def test_a_childs_own_error_code_reaches_the_host_with_its_data(host: Host) -> None:
+    with pytest.raises(MCPError) as caught:
+        await host.client.read_resource(f"copilot://jotter/notes://items/{TEAPOT}", cache_mode="bypass")
+    assert caught.value.code == TEAPOT_CODE
+    assert caught.value.message == (
+        "server 'jotter' answered resources/read with an error: item teapot is brewing, ask again later"
+    )
+    assert caught.value.error.data == {"retry_after_s": 5}
 
 
 @pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
