@@ -50,7 +50,6 @@ from server.aggregate.subscriptions import ResourceSubscriptions
 from server.settings import ServerSettings
 from server.execute.validation import did_you_mean, suggest
 from server.bounded import cut_text, shown_name
-from server.relay.call import CallRelay
 from server.guard import prompt_findings, resource_findings, warning_text
 
 logger = logging.getLogger(__name__)
@@ -344,9 +343,7 @@ class Aggregation:
         request = types.GetPromptRequest(
             params=types.GetPromptRequestParams(name=prompt, arguments=dict(params.arguments or {}) or None)
         )
-        result: types.GetPromptResult = await self._forward(
-            server, "prompts/get", *self._relayed(ctx, server, request, types.GetPromptResult)
-        )
+        result: types.GetPromptResult = await self._forward(ctx, server, request, types.GetPromptResult)
         findings = await prompt_findings(result)  # the whole text is scanned, then cut to the caps
         result = cap_prompt(result, self.copilot.limits)
         if (note := self._flagged(server, "prompt", prompt, findings)) is not None:
@@ -468,9 +465,7 @@ class Aggregation:
         server, original = await self._resource_target(uri)
         request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=original))
         try:
-            result: types.ReadResourceResult = await self._request(
-                server, "resources/read", *self._relayed(ctx, server, request, types.ReadResourceResult)
-            )
+            result: types.ReadResourceResult = await self._request(ctx, server, request, types.ReadResourceResult)
         except MCPError as error:
             if _says_not_found(error):
                 # The child has no such resource: the spec's code, and the host's URI, not the child's.
@@ -582,18 +577,17 @@ class Aggregation:
         request = types.CompleteRequest(
             params=types.CompleteRequestParams(ref=child_ref, argument=params.argument, context=params.context)
         )
-        result: types.CompleteResult = await self._forward(
-            server, "completion/complete", *self._relayed(ctx, server, request, types.CompleteResult)
-        )
+        result: types.CompleteResult = await self._forward(ctx, server, request, types.CompleteResult)
         return _within_completion_limit(result, server)
 
     # -- forwarding -----------------------------------------------------------------------------
-    def _relayed(
+    async def _request(
         self, ctx: ServerRequestContext[Any, Any], server: str, request: Any, result_type: type[Any]
-    ) -> tuple[Callable[[Any], Any], CallRelay]:
-        """The host's ``request`` for ``server``'s child, relayed as ``execute`` relays a call: the wait
-        for the child's start reported as progress, then the child's own progress, log messages and
-        questions (a 2025-11-25 host answers them) passed to this host.
+    ) -> Any:
+        """The host's ``request`` sent to ``server``'s child, relayed as ``execute`` relays a call: the
+        wait for the child's start reported as progress, then the child's own progress, log messages
+        and questions (a 2025-11-25 host answers them) passed to this host; what the relay held back
+        goes before the answer.
 
         The child session's ``get_prompt``/``read_resource``/``complete`` take no progress callback, so
         the request is sent as they would send it. Before, a child's progress for a host's token was
@@ -605,30 +599,24 @@ class Aggregation:
         def operation(session: Any) -> Any:
             return session.send_request(request, result_type, progress_callback=relay.progress)
 
-        return operation, relay
-
-    async def _request(self, server: str, what: str, operation: Callable[[Any], Any], relay: CallRelay | None) -> Any:
-        """``operation`` on ``server``'s child for the host; what ``relay`` held back goes before the answer."""
         try:
-            result = await self.copilot.pool.request(server, what, operation, for_host=True, relay=relay)
+            result = await self.copilot.pool.request(server, request.method, operation, relay=relay)
         except Exception:
-            if relay is not None:
-                await relay.finish()
-            raise
-        if relay is not None:
             await relay.finish()
+            raise
+        await relay.finish()
         return result
 
     async def _forward(
-        self, server: str, what: str, operation: Callable[[Any], Any], relay: CallRelay | None = None
+        self, ctx: ServerRequestContext[Any, Any], server: str, request: Any, result_type: type[Any]
     ) -> Any:
+        """:meth:`_request`, with the child's and the copilot's failures as protocol errors."""
         try:
-            return await self._request(server, what, operation, relay)
+            return await self._request(ctx, server, request, result_type)
         except MCPError as error:
-            raise _child_error(error, what, server) from None
+            raise _child_error(error, request.method, server) from None
         except CopilotError as error:
-            raise _copilot_error(error, f"{what} on server '{server}'") from None
-
+            raise _copilot_error(error, f"{request.method} on server '{server}'") from None
 
 def _within_completion_limit(result: types.CompleteResult, server: str) -> types.CompleteResult:
     """A child's completion held to the spec's :data:`MAX_COMPLETION_VALUES` values: the first ones,

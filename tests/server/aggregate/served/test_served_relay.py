@@ -48,7 +48,8 @@ async def get_prompt(client: Client, name: str, progress: Progress | None = None
 
 
 async def complete(client: Client, value: str, progress: Progress | None = None) -> list[str]:
-    """The completions of ``relay__counted``'s ``steps`` argument starting with ``value``."""
+    """The completions of ``relay__counted``'s ``steps`` argument starting with ``value`` (sent as a
+    request of its own: ``Client.complete`` takes no progress callback)."""
     request = types.CompleteRequest(
         params=types.CompleteRequestParams(
             ref=types.PromptReference(name="relay__counted"), argument=types.CompletionArgument(name="steps", value=value)
