@@ -29,7 +29,8 @@ from index.errors import IndexNotBuiltError
 from index.catalog.kinds import list_other_kinds
 from index.catalog.records import ToolRecord
 from index.catalog.servers import ServerConfig
-from server.pool.sessions import RELIST_INTERVAL, PoolListener
+from server.pool.interfaces import PoolListener
+from server.pool.sessions import RELIST_INTERVAL
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def _kind_change(kind: str) -> Change:
 
 
 class LiveUpdater(PoolListener):
-    """A :class:`~server.pool.sessions.PoolListener` that re-indexes changed servers; see the module docstring."""
+    """A :class:`~server.pool.interfaces.PoolListener` that re-indexes changed servers; see the module docstring."""
 
     def __init__(
         self,

@@ -32,7 +32,8 @@ from server.aggregate.coalesce import Coalescer
 from server.aggregate.notify import Broadcaster
 from server.bounded import shown_name
 from server.keyed_locks import KeyedLocks
-from server.pool.sessions import RELIST_INTERVAL, PoolListener
+from server.pool.interfaces import PoolListener
+from server.pool.sessions import RELIST_INTERVAL
 
 logger = logging.getLogger(__name__)
 

@@ -49,10 +49,8 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
@@ -67,11 +65,9 @@ from index.children.connect import (
     ChildProcess,
     ChildStartError,
     ClientCallbacks,
-    describe_exit,
     open_session,
 )
 from index.children.errors import connection_lost, error_summary
-from index.children.raw_pages import describe_schema_error
 from index.children.direct import typed_result
 from index.children.process import HURRIED_GRACE, HURRIED_KILL_GRACE, LOG_CHECK_INTERVAL
 from index.children.tool_listing import list_all_tools, skipped_words
@@ -87,12 +83,28 @@ from server.errors import (
     UnknownServerError,
     skipped_tool_error,
 )
+from server.pool.child import (
+    Child,
+    ServerState,
+    StillStartingError,
+    answering,
+    bad_reply,
+    counting_errors,
+    end_reason,
+    error_result,
+    exit_words,
+    how_it_ended,
+    host_request,
+    redact_error,
+    stderr_tail_text,
+)
+from server.pool.interfaces import RESTART_AFTER, ChildLink, ListingGuard, PoolListener, PoolObserver
 from server.pool.settings import PoolSettings, package_runner
 from server.telemetry.tracing import sdk_tracing_on
 from server.execute.result_errors import describe_result_error
 from server.execute.validation import did_you_mean, suggest
 
-__all__ = ["ChildLink", "ChildPool", "ListingGuard", "PoolListener", "PoolObserver", "PoolSettings"]
+__all__ = ["ChildPool", "PoolSettings"]
 
 logger = logging.getLogger(__name__)
 
@@ -112,200 +124,11 @@ RELIST_INTERVAL = 1.0
 
 _T = TypeVar("_T")
 
-class PoolListener:
-    """Told about changes in children (override what you need). Called on the event loop; must
-    not block or raise."""
-
-    def tools_listed(self, server: str, tools: list[types.Tool], held_back: frozenset[str]) -> None:
-        """``server`` listed tools that differ from its previous listing (or its first one).
-
-        ``held_back``: names whose listed definition the guard did not approve (changed since it
-        was pinned, or new and not yet reviewed); their listed definition must not be used."""
-
-    def list_changed(self, server: str, kind: Literal["prompts", "resources"]) -> None:
-        """``server``'s child said its prompts or resources changed."""
-
-    def resource_updated(self, server: str, uri: str) -> None:
-        """``server``'s child said the resource ``uri`` (its own URI) changed."""
-
-    def keeps_alive(self, server: str) -> bool:
-        """Whether ``server``'s child must not be stopped for being idle (a host's resource
-        subscription is held at it: stopped, it would send no more updates and nobody would say)."""
-        return False
-
-    def child_started(self, server: str, restart: bool) -> None:
-        """A process of ``server`` is ready (``restart``: not the first one in this pool, whatever
-        ended the one before -- a crash, an idle stop, an eviction: a new process knows no
-        subscriptions and may offer other items. ``status()`` counts only failures as restarts)."""
-
 
 def _tools_digest(tools: list[types.Tool], held_back: frozenset[str], skipped: Mapping[str, str]) -> str:
     # The skipped tools count: a tool that breaks (or is fixed) changes what the index must say of it.
     payload = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
     return hashlib.sha256(json.dumps([payload, sorted(held_back), dict(skipped)], sort_keys=True).encode()).hexdigest()
-
-
-class ChildLink(Protocol):
-    """Answers what children send the copilot on their own (``server.relay.hub.Relay`` implements it).
-
-    ``calls`` are the relays of the child's calls in flight (what ``call_tool`` was given), oldest first;
-    ``others`` counts the host requests in flight on the child that no relay stands for (a
-    resource subscription; ``prompts/get``, ``resources/read`` and ``completion/complete`` come
-    with one, as ``execute`` does), which the child's request may belong to as well: then it
-    belongs to no call for certain.
-    """
-
-    def user_root(self) -> Path | None:
-        """The user's directory: where ``works_in: roots`` children run, what ``${COPILOT_ROOT}`` names."""
-        ...
-
-    async def answer(
-        self, server: str, calls: list[Any], request: types.InputRequest, *, others: int = 0
-    ) -> types.InputResponse | types.ErrorData: ...
-
-    async def log(
-        self, server: str, calls: list[Any], params: types.LoggingMessageNotificationParams, *, others: int = 0
-    ) -> None: ...
-
-
-class ListingGuard(Protocol):
-    """Checks a child's tool listing against pinned definitions (``server.guard.DefinitionGuard``)."""
-
-    async def review_listing(self, server: str, config: ServerConfig, tools: list[types.Tool]) -> Mapping[str, Any]:
-        """Held-back tools of this listing: tool name -> verdict (with a ``message()``)."""
-        ...
-
-    def blocked(self, server: str, tool: str) -> Any:
-        """The current verdict for a tool (``None`` once it is approved)."""
-        ...
-
-
-#: Stop reasons after which the server's next start is a restart: its process failed.
-#: A start after the copilot stopped a child on purpose (idle, evicted, replaced, ...) is not one.
-RESTART_AFTER = frozenset({"crashed", "timeout"})
-
-
-class PoolObserver(Protocol):
-    """Told when children start (or fail to) and stop, with why (``server.telemetry``)."""
-
-    def child_started(
-        self,
-        server: str,
-        config: ServerConfig,
-        pid: int | None,
-        seconds: float,
-        error: BaseException | None,
-        restart: bool = False,
-    ) -> None:
-        """``restart``: the start brought the server back after its process failed (see RESTART_AFTER)."""
-
-    def child_stopped(self, server: str, reason: str, uptime: float) -> None: ...
-
-
-@dataclass
-class _ServerState:
-    """Per-server bookkeeping that outlives any one child process."""
-
-    calls: int = 0
-    errors: int = 0
-    starts: int = 0
-    #: Starts that brought the server back after its process failed (crashed, timed out, exited
-    #: on its own); a start after the copilot stopped it on purpose (idle, evicted) is no restart.
-    restarts: int = 0
-    idle_stops: int = 0  # children stopped for idleness (COPILOT_IDLE_TIMEOUT)
-    #: The last child started (its end decides whether the next start is a restart).
-    last_child: _Child | None = None
-    #: The last process that ran failed and no start has brought the server back yet.
-    restart_due: bool = False
-    last_used: float | None = None  # wall clock, for status()
-    last_error: str | None = None
-    start_error: ChildStartError | None = None
-    failed_at: float = 0.0  # monotonic
-    slots: anyio.Semaphore | None = None
-    listed_digest: str | None = None  # of the last tool listing passed to listeners
-    #: Tools the last listing left out for a broken definition (``index.children.tool_listing``): name -> why,
-    #: and its cut at the cap (``LISTING_CUT``); None until a child of the server listed its tools in this pool.
-    skipped_tools: dict[str, str] | None = None
-    #: The names of the tools the last listing kept, in its order (a call to another one is past a cut,
-    #: if there was one; the nearest of them are suggested in listing order, not a set's).
-    listed_names: dict[str, None] = field(default_factory=dict)
-    #: What the last listing cut (``index.children.tool_listing.list_all_tools``), logged once per change.
-    listing_warnings: list[str] = field(default_factory=list)
-    relisted_at: float = float("-inf")  # monotonic: the last re-list after a change
-    #: Monotonic time the server's prompts / resources list_changed was last logged.
-    lists_logged_at: dict[str, float] = field(default_factory=dict)
-    #: Seconds the last successful start took (spawn to initialized): slow starters are not warmed.
-    start_seconds: float | None = None
-    #: A child of the server answered initialize in this pool: a package runner's package is installed,
-    #: so its later starts get the normal deadline (``start_seconds`` may come from the catalog instead).
-    started_once: bool = False
-    #: Why a child that had served calls is gone, until the next child's first result says so.
-    lost_state: str | None = None
-
-
-@dataclass(eq=False)
-class _Child:
-    """One child process/connection and the runner task that owns it."""
-
-    name: str
-    config: ServerConfig
-    #: The user's directory it was started in (``works_in: roots`` servers); ``None`` when none was known.
-    root: Path | None = None
-    ready: anyio.Event = field(default_factory=anyio.Event)
-    stop: anyio.Event = field(default_factory=anyio.Event)
-    done: anyio.Event = field(default_factory=anyio.Event)
-    connection: ChildConnection | None = None
-    process: ChildProcess | None = None
-    start_error: BaseException | None = None
-    broken: bool = False  # crashed, timed out or exited: never used for a new call
-    retired: bool = False  # replaced/removed/evicted: stops when its last call finishes
-    in_flight: int = 0
-    last_used: float = field(default_factory=time.monotonic)
-    tools: list[types.Tool] | None = None
-    relist_pending: bool = False  # a tools/list_changed re-list is scheduled
-    #: Relays of the calls in flight (see ``ChildPool.call_tool``), oldest first.
-    calls: list[Any] = field(default_factory=list)
-    #: The requests it is answering now, in words ("the call to 'crash'"), oldest first: an exit
-    #: noticed by the session task before the caller describes it the caller's way.
-    busy_with: list[str] = field(default_factory=list)
-    #: Requests in flight made for a host that are no tool call (``prompts/get``, ``resources/read``,
-    #: ``completion/complete``): a question the child asks meanwhile may be theirs.
-    host_requests: int = 0
-    served: int = 0  # calls this process answered
-    warmed: bool = False  # started by warm() and not used since
-    #: Why the copilot stopped it, in words (in-flight calls cut off with it say so; the next child's first result too).
-    stopped_because: str | None = None
-    #: The note for this child's first result: its server was restarted and lost its state.
-    restart_note: str | None = None
-    #: Set when the copilot kills it on purpose while calls may be in flight (they say why).
-    cut_off_because: str | None = None
-    blocked: dict[str, Any] = field(default_factory=dict)  # tool -> the guard's verdict (held back)
-    stop_reason: str | None = None  # why the pool stopped it, as a kind (idle, evicted, replaced, crashed, ...)
-    stop_reported: bool = False  # the observer heard it stopped
-    restart: bool = False  # it brings the server back after its previous process failed
-    started_at: float | None = None  # monotonic, when it became ready
-    created_at: float = field(default_factory=time.monotonic)
-    #: Seconds its start may take (``open_session``'s ``init_timeout``).
-    start_limit: float = 0.0
-    #: The package runner ("npx") of a first start given ``install_timeout`` to download its package;
-    #: calls do not wait for such a start beyond the normal start timeout (it goes on without them).
-    installs: str | None = None
-
-    @property
-    def usable(self) -> bool:
-        """Starting or running, and fit for new calls (a child that exited while idle is not)."""
-        if self.broken or self.retired or self.stop.is_set() or self.done.is_set():
-            return False
-        return self.connection is None or not self.connection.closed.is_set()
-
-    @property
-    def running(self) -> bool:
-        return self.usable and self.ready.is_set() and self.connection is not None
-
-    @property
-    def pid(self) -> int | None:
-        """The server's own pid (not its guardian's): what ``status`` shows and people may signal."""
-        return self.process.server_pid if self.process is not None else None
 
 
 async def _wait_either(first: anyio.Event, second: anyio.Event) -> None:
@@ -327,109 +150,8 @@ def _take_free(slots: anyio.Semaphore) -> bool:
     return True
 
 
-def _how_it_ended(code: int | None) -> str:
-    """A child process's end, once its output closed (``None``: it has not exited yet)."""
-    return describe_exit(code) if code is not None else "closed its output"
-
-
-def _exit_words(child: _Child, connection: ChildConnection | None, code: int | None) -> str:
-    """How a child's unexpected exit reads: the same whether its session or a caller notices it first."""
-    during = _during(child.busy_with)
-    if connection is None or connection.process is None:
-        return f"its connection closed{during}" if during else "it exited on its own (connection closed)"
-    if during:
-        return f"it crashed ({_how_it_ended(code)}){during}"
-    return f"it exited on its own ({_how_it_ended(code)})"
-
-
-def _during(busy_with: list[str]) -> str:
-    """When an exit happened, in words: every request in flight is named, not only the oldest (the
-    one to blame is not known; naming one of several blamed a call that may have done nothing)."""
-    if not busy_with:
-        return ""
-    if len(busy_with) == 1:
-        return f" during {busy_with[0]}"
-    shown = busy_with[:3] + ([f"{len(busy_with) - 3} more"] if len(busy_with) > 3 else [])
-    return f" while it was answering {len(busy_with)} requests ({', '.join(shown[:-1])} and {shown[-1]})"
-
-
-@contextmanager
-def _busy(child: _Child, doing: str) -> Iterator[None]:
-    child.busy_with.append(doing)
-    try:
-        yield
-    finally:
-        child.busy_with.remove(doing)
-
-
-@contextmanager
-def _for_a_host(child: _Child, for_host: bool) -> Iterator[None]:
-    child.host_requests += for_host
-    try:
-        yield
-    finally:
-        child.host_requests -= for_host
-
-
-def _tail_text(lines: list[str]) -> str:
-    return (" Last stderr lines:\n  " + "\n  ".join(lines)) if lines else ""
-
-
-def _redact_error(error: BaseException, config: ServerConfig) -> BaseException:
-    """``error`` with its server's secrets masked in place (its message and stderr tail).
-
-    A safety net under the places that build these messages: what the pool stores, logs and hands
-    the host must not carry a ``${VAR}`` value or a literal API key of the entry, whoever worded it.
-    Only messages held whole in ``args[0]`` are rewritten (others, such as ``OSError``, are shown redacted).
-    """
-    if len(error.args) == 1 and isinstance(error.args[0], str):
-        shown = config.redact(error.args[0])
-        if shown != error.args[0]:
-            error.args = (shown,)
-    tail = getattr(error, "stderr_tail", None)
-    if isinstance(tail, list):
-        error.stderr_tail = [config.redact(line) for line in tail]  # type: ignore[attr-defined]
-    return error
-
-
 #: Characters of a failed start's reason shown beside each of the server's tools in a route answer.
 _START_FAILURE_CHARS = 300
-
-
-class _StillStartingError(ServerUnavailableError):
-    """A call gave up waiting for a first start that installs its package; the start goes on.
-    Not the child's failure, so not counted among its errors."""
-
-
-@contextmanager
-def _counting_errors(state: _ServerState, config: ServerConfig) -> Iterator[None]:
-    """Count a child's failures (not the caller's mistakes) in ``status()``."""
-    try:
-        yield
-    except _StillStartingError:
-        raise
-    except (ChildCrashedError, ChildTimeoutError, ServerUnavailableError) as error:
-        _redact_error(error, config)
-        state.errors += 1
-        state.last_error = str(error)
-        raise
-
-
-def _end_reason(child: _Child) -> str:
-    """Why a child that ran ended, as a kind: the pool's reason, else it ended on its own ("crashed")."""
-    return child.stop_reason or "crashed"
-
-
-def _bad_reply(child: _Child, doing: str, error: ValidationError) -> ServerUnavailableError:
-    """A child's reply to ``doing`` that breaks the MCP schema, saying where (the child is alive)."""
-    return ServerUnavailableError(
-        f"server '{child.name}' answered {doing} with a reply that does not follow the MCP schema: "
-        f"{describe_schema_error(error)}"
-    )
-
-
-def _error_result(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 class ChildPool:
@@ -452,9 +174,9 @@ class ChildPool:
         #: Answers what children ask and log on their own (``server.relay``).
         self.link = link
         self._servers: dict[str, ServerConfig] = dict(servers)
-        self._children: dict[str, _Child] = {}  # the current child of each server
-        self._alive: set[_Child] = set()  # every child whose runner has not finished
-        self._states: dict[str, _ServerState] = {}
+        self._children: dict[str, Child] = {}  # the current child of each server
+        self._alive: set[Child] = set()  # every child whose runner has not finished
+        self._states: dict[str, ServerState] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closing = False
         self._listeners: list[PoolListener] = []
@@ -559,8 +281,8 @@ class ChildPool:
             session = connection.session
             with (
                 anyio.move_on_after(limit) as scope,
-                _busy(child, doing),
-                self._in_flight(child, relay, scope) if relay is not None else _for_a_host(child, for_host),
+                answering(child, doing),
+                self._in_flight(child, relay, scope) if relay is not None else host_request(child, for_host),
             ):
                 try:
                     return await operation(session)
@@ -575,7 +297,7 @@ class ChildPool:
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     raise await self._crashed(child, doing) from None
                 except ValidationError as error:
-                    raise _bad_reply(child, doing, error) from None
+                    raise bad_reply(child, doing, error) from None
             assert scope.cancelled_caught
             raise self._timed_out(child, doing, limit)
 
@@ -600,7 +322,7 @@ class ChildPool:
             return list(running.tools)  # listed by this process already: nothing to start or wait for
         state = self._state(server)
         limit = config.timeout or self.settings.call_timeout
-        with _counting_errors(state, config):
+        with counting_errors(state, config):
             child = await self._acquire(server, config, relay)
             try:
                 if child.tools is None:
@@ -629,7 +351,7 @@ class ChildPool:
         """Tell ``listener`` about changed tool listings and prompts/resources changes."""
         self._listeners.append(listener)
 
-    def _announce_listing(self, child: _Child, tools: list[types.Tool]) -> None:
+    def _announce_listing(self, child: Child, tools: list[types.Tool]) -> None:
         """Tell the listeners when ``child``'s server lists other tools (or held back others) than before."""
         state = self._state(child.name)
         held_back = frozenset(child.blocked)
@@ -638,7 +360,7 @@ class ChildPool:
             state.listed_digest = digest
             self._tell("tools_listed", child.name, list(tools), held_back)
 
-    async def _on_child_message(self, child: _Child, message: Any) -> None:
+    async def _on_child_message(self, child: Child, message: Any) -> None:
         """A child's notification (on its session's reader: hand work off, never await the session)."""
         if isinstance(message, types.ToolListChangedNotification):
             child.tools = None
@@ -675,7 +397,7 @@ class ChildPool:
             except Exception:  # noqa: BLE001 -- a listener's bug must not break the pool
                 logger.exception("pool listener failed in %s%r", method, args)
 
-    async def _relist(self, child: _Child) -> None:
+    async def _relist(self, child: Child) -> None:
         # A child announcing changes nonstop gets listed at most once per interval.
         state = self._state(child.name)
         wait = state.relisted_at + RELIST_INTERVAL - time.monotonic()
@@ -694,7 +416,7 @@ class ChildPool:
     @asynccontextmanager
     async def _borrow(
         self, server: str, timeout: float | None, relay: Any = None
-    ) -> AsyncIterator[tuple[_Child, float]]:
+    ) -> AsyncIterator[tuple[Child, float]]:
         """A slot and the running child of ``server`` for one request, and the request's time limit.
 
         A tool call's ``relay`` hears every ``wait_progress_every`` seconds why the call still waits.
@@ -727,7 +449,7 @@ class ChildPool:
                     "server."
                 )
         try:
-            with _counting_errors(state, config):
+            with counting_errors(state, config):
                 child = await self._acquire(server, config, relay)
                 try:
                     yield child, limit
@@ -849,7 +571,7 @@ class ChildPool:
         report: dict[str, Any] = {}
         for name, config in self._servers.items():
             child = self._children.get(name)
-            state = self._states.get(name, _ServerState())
+            state = self._states.get(name, ServerState())
             if child is not None and child.running:
                 phase = "running"
             elif child is not None and child.usable:
@@ -896,13 +618,13 @@ class ChildPool:
             raise ServerUnavailableError(f"server '{server}' is disabled{reason}. Use another server's tool.")
         return config
 
-    def _state(self, server: str) -> _ServerState:
+    def _state(self, server: str) -> ServerState:
         state = self._states.get(server)
         if state is None:
-            state = self._states[server] = _ServerState()
+            state = self._states[server] = ServerState()
         return state
 
-    def _start(self, server: str, config: ServerConfig, *, evict: bool = True) -> _Child:
+    def _start(self, server: str, config: ServerConfig, *, evict: bool = True) -> Child:
         if self._task_group is None or self._closing:
             raise ServerUnavailableError(
                 f"server '{server}' cannot start: the child pool is not running (the copilot is shutting down)."
@@ -919,7 +641,7 @@ class ChildPool:
         previous = self._children.get(server)
         if previous is not None:
             self._retire(previous, "replaced", "it was replaced by a new process")
-        child = _Child(server, config, root=self.link.user_root() if self.link is not None else None)
+        child = Child(server, config, root=self.link.user_root() if self.link is not None else None)
         child.restart_note, state.lost_state = state.lost_state, None
         child.restart = state.restart_due
         child.start_limit = self.settings.start_timeout(config)
@@ -937,7 +659,7 @@ class ChildPool:
         self._task_group.start_soon(self._run_child, child, name=f"mcp child {server}")
         return child
 
-    def _end_last_child(self, state: _ServerState) -> None:
+    def _end_last_child(self, state: ServerState) -> None:
         """Before a new process of a server starts: settle how the last one ended.
 
         Whether the new start is a restart (the last process that ran failed), and the
@@ -949,15 +671,15 @@ class ChildPool:
             return  # none yet, or it never started: the verdict on the one before stands
         if last.stop_reason is None and not last.usable:
             last.stop_reason = "crashed"  # it ended on its own; its runner may not have noticed yet
-        state.restart_due = _end_reason(last) in RESTART_AFTER
+        state.restart_due = end_reason(last) in RESTART_AFTER
         self._report_stopped(last)
 
-    def _report_stopped(self, child: _Child) -> None:
+    def _report_stopped(self, child: Child) -> None:
         if child.started_at is not None and not child.stop_reported:
             child.stop_reported = True
             self._notify("child_stopped", child, None)
 
-    async def _run_child(self, child: _Child) -> None:
+    async def _run_child(self, child: Child) -> None:
         """Own one child's session for its whole life; never raises (the pool outlives children)."""
         state = self._state(child.name)
         settings = self.settings
@@ -1002,19 +724,19 @@ class ChildPool:
                 if not child.stop.is_set():
                     child.broken = True
                     code = await connection.wait_exit(_EXIT_CODE_WAIT)
-                    child.stopped_because = child.stopped_because or _exit_words(child, connection, code)
+                    child.stopped_because = child.stopped_because or exit_words(child, connection, code)
                     logger.warning(
                         "server '%s' stopped: %s; it will be restarted on the next call", child.name, child.stopped_because
                     )
         except ChildStartError as error:
-            _redact_error(error, child.config)  # before it is stored, logged, counted or told to anyone
+            redact_error(error, child.config)  # before it is stored, logged, counted or told to anyone
             child.start_error = error
             self._notify("child_started", child, error)
             state.start_error, state.failed_at = error, time.monotonic()
             state.last_error = str(error)
             logger.warning("server '%s' failed to start: %s", child.name, error)
         except Exception as error:  # a bug or an unexpected transport failure must not kill the pool
-            child.start_error = _redact_error(error, child.config)
+            child.start_error = redact_error(error, child.config)
             shown = child.config.redact("".join(traceback.format_exception(error)))
             logger.error("server '%s': unexpected error in its session\n%s", child.name, shown.rstrip())
         finally:
@@ -1027,7 +749,7 @@ class ChildPool:
                 del self._children[child.name]
             self._note_lost_state(child, state)
 
-    def _timeout_advice(self, child: _Child) -> str:
+    def _timeout_advice(self, child: Child) -> str:
         """What to raise when ``child``'s start exceeds its deadline (ends the initialize-timeout message)."""
         settings = self.settings
         if child.installs is not None:
@@ -1045,7 +767,7 @@ class ChildPool:
             advice += f" (and COPILOT_INSTALL_TIMEOUT, which its first start through {runner} gets to install its package)"
         return advice
 
-    def _note_lost_state(self, child: _Child, state: _ServerState) -> None:
+    def _note_lost_state(self, child: Child, state: ServerState) -> None:
         """A child that served calls is gone: the next child's first result must say its state is lost."""
         if self._closing or not child.config.stateful:
             return
@@ -1066,7 +788,7 @@ class ChildPool:
         else:
             state.lost_state = lost
 
-    def _served(self, child: _Child, result: types.CallToolResult) -> types.CallToolResult:
+    def _served(self, child: Child, result: types.CallToolResult) -> types.CallToolResult:
         """Count a call the child answered; its first result after a restart carries the restart note."""
         child.served += 1
         note, child.restart_note = child.restart_note, None
@@ -1075,7 +797,7 @@ class ChildPool:
         # First, so the model reads it before the result, and a size cap that cuts the end keeps it.
         return result.model_copy(update={"content": [types.TextContent(type="text", text=note), *result.content]})
 
-    def _callbacks(self, child: _Child) -> ClientCallbacks | None:
+    def _callbacks(self, child: Child) -> ClientCallbacks | None:
         """The child session's answers to the child's own requests, relayed through ``link``."""
         link = self.link
         if link is None:
@@ -1108,7 +830,7 @@ class ChildPool:
 
         return ClientCallbacks(sampling=sampling, elicitation=elicitation, list_roots=list_roots, logging=log)
 
-    async def _acquire(self, server: str, config: ServerConfig, relay: Any = None) -> _Child:
+    async def _acquire(self, server: str, config: ServerConfig, relay: Any = None) -> Child:
         """The server's running child, started if needed, with this call counted as in flight."""
         child = self._children.get(server)
         if child is None or not child.usable:
@@ -1122,7 +844,7 @@ class ChildPool:
                 with anyio.move_on_after(self.settings.start_timeout(config)):
                     await self._wait_noting(child.ready.wait, relay, lambda: self._start_note(child))
                 if not child.ready.is_set():
-                    raise _StillStartingError(
+                    raise StillStartingError(
                         f"server '{server}' is still starting after {time.monotonic() - child.created_at:.0f} s: its "
                         f"first start through {child.installs} downloads and installs its package, which goes on in "
                         f"the background (up to {child.start_limit:g} s, COPILOT_INSTALL_TIMEOUT). Call again in a minute."
@@ -1140,13 +862,13 @@ class ChildPool:
                 ) from None
             if child.connection is None or child.connection.closed.is_set():
                 tail = child.connection.stderr_tail(8) if child.connection is not None else []
-                raise ServerUnavailableError(f"server '{server}' exited right after starting.{_tail_text(tail)}")
+                raise ServerUnavailableError(f"server '{server}' exited right after starting.{stderr_tail_text(tail)}")
         except BaseException:
             self._release(child)
             raise
         return child
 
-    def _start_note(self, child: _Child) -> str:
+    def _start_note(self, child: Child) -> str:
         """Why a call waits for ``child``: its start, how long so far, and how long it may take."""
         so_far = f"{time.monotonic() - child.created_at:.0f} s so far"
         if child.installs is None:
@@ -1177,13 +899,13 @@ class ChildPool:
             await wait()
             notes.cancel_scope.cancel()
 
-    def _touch(self, child: _Child) -> None:
+    def _touch(self, child: Child) -> None:
         child.last_used = time.monotonic()
         state = self._states.get(child.name)
         if state is not None:
             state.last_used = time.time()
 
-    def _release(self, child: _Child, *, touch: bool = True) -> None:
+    def _release(self, child: Child, *, touch: bool = True) -> None:
         child.in_flight -= 1
         if touch:
             self._touch(child)
@@ -1193,7 +915,7 @@ class ChildPool:
             child.process.rotate_log_if_over(self.settings.child_log_max_bytes)
         self._evict_over_cap()
 
-    def _notify(self, event: str, child: _Child, error: BaseException | None) -> None:
+    def _notify(self, event: str, child: Child, error: BaseException | None) -> None:
         if self.observer is None:
             return
         try:
@@ -1202,11 +924,11 @@ class ChildPool:
                 self.observer.child_started(child.name, child.config, child.pid, seconds, error, restart=child.restart)
             else:
                 uptime = time.monotonic() - child.started_at if child.started_at is not None else 0.0
-                self.observer.child_stopped(child.name, _end_reason(child), uptime)
+                self.observer.child_stopped(child.name, end_reason(child), uptime)
         except Exception:  # noqa: BLE001 -- telemetry must never break the pool
             logger.exception("pool observer failed on %s", event)
 
-    def _retire(self, child: _Child, reason: str = "retired", because: str | None = None) -> None:
+    def _retire(self, child: Child, reason: str = "retired", because: str | None = None) -> None:
         """Take ``child`` out of service; it stops now, or after its last in-flight call.
 
         ``reason`` is the kind the observer counts; ``because`` says it in words, for the note on
@@ -1220,7 +942,7 @@ class ChildPool:
         if child.in_flight == 0:
             child.stop.set()
 
-    def _break(self, child: _Child, reason: str, *, kill: bool = True, kind: str = "crashed") -> None:
+    def _break(self, child: Child, reason: str, *, kill: bool = True, kind: str = "crashed") -> None:
         """Take a misbehaving child out of service right away (its in-flight calls fail, saying ``reason``)."""
         child.stop_reason = child.stop_reason or kind
         if not child.broken:
@@ -1233,10 +955,10 @@ class ChildPool:
             child.connection.kill()
         child.stop.set()
 
-    def _live(self) -> list[_Child]:
+    def _live(self) -> list[Child]:
         return [child for child in self._alive if not child.stop.is_set()]
 
-    def _evict_over_cap(self, keep: _Child | None = None) -> None:
+    def _evict_over_cap(self, keep: Child | None = None) -> None:
         """Over ``max_live_children``: stop idle children, those that never served a call first, then
         the least recently used ones that keep no state, and ``stateful`` ones last."""
         live = self._live()
@@ -1279,7 +1001,7 @@ class ChildPool:
 
     # -- calls ------------------------------------------------------------------------------
 
-    async def _crashed(self, child: _Child, doing: str) -> ChildCrashedError:
+    async def _crashed(self, child: Child, doing: str) -> ChildCrashedError:
         connection = child.connection
         if child.cut_off_because is not None:
             # Not this call's fault: the copilot stopped the child for another reason.
@@ -1293,19 +1015,19 @@ class ChildPool:
         if self._children.get(child.name) is child:
             del self._children[child.name]
         if connection is None or connection.process is None:
-            self._break(child, _exit_words(child, connection, None))
+            self._break(child, exit_words(child, connection, None))
             return ChildCrashedError(
                 f"the connection to server '{child.name}' closed during {doing}. "
                 "It will be reconnected on the next call."
             )
         code = await connection.wait_exit(_EXIT_CODE_WAIT)
-        self._break(child, _exit_words(child, connection, code))
+        self._break(child, exit_words(child, connection, code))
         return ChildCrashedError(
-            f"server '{child.name}' crashed during {doing} ({_how_it_ended(code)}). It will be restarted on the next call; "
-            f"any state it kept is lost.{_tail_text(connection.stderr_tail(8))}"
+            f"server '{child.name}' crashed during {doing} ({how_it_ended(code)}). It will be restarted on the next call; "
+            f"any state it kept is lost.{stderr_tail_text(connection.stderr_tail(8))}"
         )
 
-    def _timed_out(self, child: _Child, doing: str, limit: float) -> ChildTimeoutError:
+    def _timed_out(self, child: Child, doing: str, limit: float) -> ChildTimeoutError:
         reason = f"{doing} did not finish within {limit:g}s, so it was killed"
         cut_off = f"another call to it ({doing}) did not finish within {limit:g}s"
         child.cut_off_because = child.cut_off_because or cut_off
@@ -1324,13 +1046,13 @@ class ChildPool:
         )
 
     async def _call(
-        self, child: _Child, tool: str, arguments: dict[str, Any] | None, limit: float, relay: Any = None
+        self, child: Child, tool: str, arguments: dict[str, Any] | None, limit: float, relay: Any = None
     ) -> types.CallToolResult:
         assert child.connection is not None
         connection = child.connection
         session = connection.session
         doing = f"the call to '{tool}'"
-        with anyio.move_on_after(limit) as scope, _busy(child, doing), self._in_flight(child, relay, scope):
+        with anyio.move_on_after(limit) as scope, answering(child, doing), self._in_flight(child, relay, scope):
             try:
                 # Not session.call_tool: the copilot passes the child's result on as it is, without
                 # checking its structured content against the tool's output schema (the host may).
@@ -1348,8 +1070,8 @@ class ChildPool:
                     raise await self._crashed(child, doing) from None
                 said = child.config.redact(error.message)  # it may quote the keys its entry hands it
                 if error.data == COPILOT_ORIGIN:  # the child's reply was unreadable; the message says why
-                    return _error_result(f"{said} (calling '{tool}')")
-                return _error_result(f"server '{child.name}' answered '{tool}' with error {error.code}: {said}")
+                    return error_result(f"{said} (calling '{tool}')")
+                return error_result(f"server '{child.name}' answered '{tool}' with error {error.code}: {said}")
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 raise await self._crashed(child, doing) from None
             except (ValidationError, RuntimeError, ValueError) as error:
@@ -1359,13 +1081,13 @@ class ChildPool:
                 logger.warning("server '%s': unreadable result for '%s'\n%s", child.name, tool, trace.rstrip())
                 why = describe_result_error(error) if isinstance(error, ValidationError) else shown_name(str(error), 500)
                 why = child.config.redact(why)
-                return _error_result(f"server '{child.name}' returned a result for '{tool}' that could not be read: {why}")
+                return error_result(f"server '{child.name}' returned a result for '{tool}' that could not be read: {why}")
         assert scope.cancelled_caught
         raise self._timed_out(child, doing, limit)
 
     @staticmethod
     @contextmanager
-    def _in_flight(child: _Child, relay: Any, scope: anyio.CancelScope) -> Iterator[None]:
+    def _in_flight(child: Child, relay: Any, scope: anyio.CancelScope) -> Iterator[None]:
         if relay is None:
             yield
             return
@@ -1377,7 +1099,7 @@ class ChildPool:
             child.calls.remove(relay)
             relay.close()
 
-    async def _check_definition(self, child: _Child, tool: str, limit: float) -> None:
+    async def _check_definition(self, child: Child, tool: str, limit: float) -> None:
         """Refuse a call to a tool whose live definition is held back (listing the child first if needed)."""
         if child.tools is None:
             child.tools = await self._list(child, limit)
@@ -1388,7 +1110,7 @@ class ChildPool:
         if verdict is not None:
             raise ToolBlockedError(verdict.message())
 
-    async def _reviewed(self, child: _Child, tools: list[types.Tool]) -> list[types.Tool]:
+    async def _reviewed(self, child: Child, tools: list[types.Tool]) -> list[types.Tool]:
         """Every listing passes the guard: held-back tools are remembered and refused by ``call_tool``;
         then the listeners hear of it (with the held-back names, whose definitions they must not use)."""
         if self.guard is not None:
@@ -1396,12 +1118,12 @@ class ChildPool:
         self._announce_listing(child, tools)
         return tools
 
-    async def _list(self, child: _Child, limit: float) -> list[types.Tool]:
+    async def _list(self, child: Child, limit: float) -> list[types.Tool]:
         # The guard's review runs after the child's time limit: the copilot's own work (the pins
         # file, its lock, the poisoning scan) must not count against the child, or be cut by it.
         return await self._reviewed(child, await self._listing(child, limit))
 
-    def _note_skipped(self, child: _Child, tools: list[types.Tool], skipped: dict[str, str]) -> None:
+    def _note_skipped(self, child: Child, tools: list[types.Tool], skipped: dict[str, str]) -> None:
         """What the listing left out (broken definitions, the cap's cut), in the copilot's log and the
         child's: each entry once per change of it, not again with every re-listing or restart."""
         state = self._state(child.name)
@@ -1412,7 +1134,7 @@ class ChildPool:
         state.skipped_tools = skipped
         state.listed_names = dict.fromkeys(tool.name for tool in tools)
 
-    def _note_listing_warnings(self, child: _Child, warnings: list[str]) -> None:
+    def _note_listing_warnings(self, child: Child, warnings: list[str]) -> None:
         """What the listing cut (pages, tools over the limit, names listed twice): logged once per change."""
         state = self._state(child.name)
         if warnings and warnings != state.listing_warnings:
@@ -1421,19 +1143,19 @@ class ChildPool:
         state.listing_warnings = warnings
 
     @staticmethod
-    def _report_listing(child: _Child, text: str) -> None:
+    def _report_listing(child: Child, text: str) -> None:
         """A problem of the child's listing, for the copilot's log and the child's (where its author looks)."""
         logger.warning("server '%s': %s", child.name, text)
         if child.process is not None:
             child.process.note(text)
 
-    async def _listing(self, child: _Child, limit: float) -> list[types.Tool]:
+    async def _listing(self, child: Child, limit: float) -> list[types.Tool]:
         """Every page of the child's ``tools/list``, within ``limit`` seconds."""
         assert child.connection is not None
         connection = child.connection
         skipped: dict[str, str] = {}
         warnings: list[str] = []
-        with anyio.move_on_after(limit) as scope, _busy(child, "tools/list"):
+        with anyio.move_on_after(limit) as scope, answering(child, "tools/list"):
             try:
                 # Bounded whatever the child sends: pages, tools, definition sizes (as the crawl's).
                 tools = await list_all_tools(connection, warnings, skipped)
@@ -1441,7 +1163,7 @@ class ChildPool:
                 self._note_listing_warnings(child, warnings)
                 return tools
             except ValidationError as error:  # broken beyond single tools (those are skipped)
-                raise _bad_reply(child, "tools/list", error) from None
+                raise bad_reply(child, "tools/list", error) from None
             except MCPError as error:
                 if connection_lost(error, connection.closed):
                     raise await self._crashed(child, "tools/list") from None

@@ -3,7 +3,7 @@
 The copilot's ``route`` and ``execute`` are wrapped by :func:`instrumented` (a span that is
 current while the call runs, then metrics); inside, ``execute`` reports what it learned with
 :meth:`Telemetry.outcome`. The child pool reports starts and stops through the
-:class:`~server.pool.sessions.PoolObserver` methods. A background task keeps the status file fresh.
+:class:`~server.pool.interfaces.PoolObserver` methods. A background task keeps the status file fresh.
 """
 
 from __future__ import annotations

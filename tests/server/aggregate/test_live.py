@@ -115,7 +115,7 @@ async def test_a_change_the_child_announced_is_known_before_its_answer_is(
 ) -> None:
     """The child sends list_changed, then answers the call: when the call returns, the pool has
     already heard the change (the answer, taken beside the session, must not overtake it)."""
-    from server.pool.sessions import PoolListener
+    from server.pool.interfaces import PoolListener
 
     class Heard(PoolListener):
         def __init__(self) -> None:

@@ -445,7 +445,7 @@ async def test_a_listing_broken_beyond_single_tools_is_an_error_saying_what_is_w
 
 
 async def test_a_child_a_listener_keeps_alive_is_not_stopped_for_being_idle(settings: PoolSettings) -> None:
-    from server.pool.sessions import PoolListener
+    from server.pool.interfaces import PoolListener
 
     class Holding(PoolListener):
         def __init__(self) -> None:
