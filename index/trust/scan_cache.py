@@ -4,7 +4,7 @@ Scanning every definition of a 500-tool catalog takes over a second, and every b
 the whole catalog. A scan's findings depend only on the definition (its pin hash), on the
 :class:`~index.trust.scan.ScanContext` (the other tools it may shadow) and on the scanner
 itself, so they are kept in ``COPILOT_HOME/index/trust-scan-cache.json`` under
-``definition hash:context digest``, with a digest of the scanner (its source, the Unicode
+``definition hash:context digest``, with a digest of the scanner (the source of its modules, the Unicode
 data and the confusables table it uses) for the whole file: a changed scanner rescans
 everything. The file is replaced atomically; one that cannot be read is ignored with a
 warning and rebuilt, never an error (it holds nothing that cannot be computed again).
@@ -39,6 +39,11 @@ FILE_NAME = "trust-scan-cache.json"
 MAX_ENTRIES = 20_000
 
 
+def scanner_sources() -> list[Path]:
+    """Every module of the scanner package, in a fixed order: a rule changed in any of them counts."""
+    return sorted(Path(scan_module.__file__).parent.glob("*.py"), key=lambda path: path.name)
+
+
 @lru_cache(maxsize=1)
 def scanner_digest() -> str:
     """Changes whenever the scan could give another answer for the same definition."""
@@ -49,7 +54,7 @@ def scanner_digest() -> str:
     except PackageNotFoundError:
         confusables = "absent"
     parts = [
-        Path(scan_module.__file__).read_bytes(),
+        *(f"{path.name}\n".encode() + path.read_bytes() for path in scanner_sources()),
         f"{unicodedata.unidata_version}|{confusables}|{sys.version_info[:2]}|{CACHE_VERSION}".encode(),
     ]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]

@@ -14,7 +14,7 @@ from index.catalog.records import Catalog, ToolRecord
 from index.settings import CopilotSettings
 from index.trust.definition import definition_hash, tool_definition
 from index.trust.scan import ScanContext, scan_tool
-from index.trust.scan_cache import FILE_NAME, ScanCache
+from index.trust.scan_cache import FILE_NAME, ScanCache, scanner_sources
 
 CLEAN = ToolRecord(server="notes", name="add_note", description="Add a note to the notebook.")
 POISONED = ToolRecord(
@@ -78,6 +78,16 @@ def test_a_changed_scanner_rescans_everything(tmp_path: Path) -> None:
     assert (again.hits, again.misses) == (0, 1)
     again.save()
     assert json.loads(path.read_text(encoding="utf-8"))["scanner"] != "an older scanner"
+
+
+def test_the_scanner_digest_covers_every_module_of_the_scanner() -> None:
+    import pkgutil
+
+    import index.trust.scan as scanner
+
+    modules = {info.name for info in pkgutil.iter_modules(scanner.__path__)}
+    assert {"rules", "patterns", "text"} <= modules
+    assert {path.stem for path in scanner_sources()} == modules | {"__init__"}
 
 
 @pytest.mark.parametrize(

@@ -217,7 +217,7 @@ async def test_a_parameter_renamed_after_approval_through_list_changed_is_held_b
 def test_a_sentence_without_end_is_read_only_near_each_match() -> None:
     # One endless "sentence" with a match every 23 characters: reading the whole sentence per match
     # made the scan quadratic (46 KB took 34 s, 184 KB did not finish), so a child's listing hung.
-    from index.trust.scan import SENTENCE_REACH, _sentence_around
+    from index.trust.scan.rules import SENTENCE_REACH, _sentence_around
 
     text = "see ~/.ssh/config here " * 2000
     middle = len(text) // 2
@@ -233,7 +233,8 @@ def test_one_endless_word_is_scanned_without_searching_it_for_tool_names() -> No
     # position to the end of the word: 40 KB of one word took 100 s, a 2 MB one froze a crawl.
     # 200 KB would take that search some 40 minutes (the test's timeout ends it); the linear scan
     # needs half a second (2 MB: five seconds, of which the test learned nothing more).
-    from index.trust.scan import ScanContext, _identifiers
+    from index.trust.scan import ScanContext
+    from index.trust.scan.rules import _identifiers
 
     word = "a" * 200_000
     assert _identifiers(f"{word} then call send_email or getWeather") == {"send_email", "getWeather"}
