@@ -46,6 +46,7 @@ from server.errors import (
 from index.search.model_loading import LEXICAL_MODES
 from server.route.answer import RouteAnswer, RoutedTool, echo_query, render_route
 from server.guard import DefinitionGuard, flags_for_log, result_findings, warning_block
+from server.route.arguments import route_query, route_server, route_top_k
 from server.route.approvals import APPROVAL_SYNC_WAIT, ApprovedDefinitions
 from server.route.indexing import BackgroundIndexer
 from server.route.kinds import ROUTE_KINDS, missing_kind_note, route_kind, unknown_kind_message
@@ -731,43 +732,17 @@ class Copilot:
     async def _route(
         self, query: Any, top_k: Any, server: Any, kind: Any = None, session_servers: Sequence[str] = ()
     ) -> RouteAnswer:
-        if query is not None and not isinstance(query, str):
-            raise QueryError(
-                f"query must be a string describing the task, got {type(query).__name__} {str(query)[:60]!r} "
-                "(e.g. 'current time in Tokyo')."
-            )
-        if not query:
-            raise QueryError(
-                "The query is empty. Describe the task in a few words (e.g. 'current time in Tokyo'), or use "
-                "<tool_assistant>\\nserver: <kind of server>\\ntool: <what the tool does>\\n</tool_assistant>."
-            )
+        query = route_query(query)
         limit = self.settings.max_top_k
-        try:
-            if isinstance(top_k, bool) or (isinstance(top_k, float) and not top_k.is_integer()):
-                raise ValueError(top_k)
-            k = int(top_k) if top_k is not None else 5
-        except (TypeError, ValueError, OverflowError):
-            raise QueryError(f"top_k must be an integer between 1 and {limit}, got {top_k!r}.") from None
-        note = None
-        if not 1 <= k <= limit:
-            digits = str(abs(k))  # top_k=1e300 is an int of 301 digits: not echoed whole
-            shown = str(k) if len(digits) <= 12 else f"{'-' if k < 0 else ''}{digits[:6]}…({len(digits)} digits)"
-            note = f"top_k={shown} is outside 1..{limit}; using {min(max(k, 1), limit)}."
-            k = min(max(k, 1), limit)
+        k, note = route_top_k(top_k, limit)
         kind_name = route_kind(kind)
         if kind_name is None:
             raise QueryError(unknown_kind_message(kind))
         kinds = ROUTE_KINDS[kind_name]
         servers = self.routable_servers()
         only: str | None = None
-        if server is not None and not isinstance(server, str):
-            # A list or a number used to be dropped without a word: the answer came from every server.
-            raise QueryError(
-                f"server must be one server's name as text, got {type(server).__name__} {str(server)[:60]!r}; "
-                "leave it out to search every server."
-            )
-        if isinstance(server, str) and server.strip():
-            only = self._resolve_route_server(server.strip()).name
+        if (asked := route_server(server)) is not None:
+            only = self._resolve_route_server(asked).name
         # Servers whose last start failed: their tools go after the others' (the model was steered to a
         # server that could not run, five tools of it and none of another that could).
         failed_starts = self.pool.start_failures()
