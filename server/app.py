@@ -41,6 +41,7 @@ from server.aggregate.service import Aggregation
 from server.execute.arguments import unknown_arguments, unknown_arguments_message
 from server.copilot import Copilot, Shutdown, copilot_version
 from server.route.answer import RouteAnswer
+from server.route.arguments import DEFAULT_TOP_K
 from server.route.kinds import ROUTE_KINDS
 from server.invalid_params import invalid_params_hint
 from server.unknown_method import unknown_method_hint
@@ -98,8 +99,8 @@ ROUTE_SCHEMA: dict[str, Any] = {
         "top_k": {
             "type": "integer",
             "minimum": 1,
-            "default": 5,
-            "description": "How many tools to return (default 5).",
+            "default": DEFAULT_TOP_K,
+            "description": f"How many tools to return (default {DEFAULT_TOP_K}).",
         },
         "server": {"type": "string", "description": "Only search the tools of this server (its exact name)."},
         "kind": {
@@ -306,7 +307,7 @@ def in_flight_requests(app: MCPServer[Any]) -> InFlightRequests:
 
 # -- tools ----------------------------------------------------------------------------------------
 async def route(
-    ctx: Context, query: Any = None, top_k: Any = 5, server: Any = None, kind: Any = None
+    ctx: Context, query: Any = None, top_k: Any = DEFAULT_TOP_K, server: Any = None, kind: Any = None
 ) -> Annotated[CallToolResult, RouteAnswer]:
     copilot = _copilot(ctx)
     annotator = copilot.aggregation.annotate_route(ctx.request_context) if copilot.aggregation else None

@@ -222,7 +222,3 @@ def bad_reply(child: Child, doing: str, error: ValidationError) -> ServerUnavail
         f"server '{child.name}' answered {doing} with a reply that does not follow the MCP schema: "
         f"{describe_schema_error(error)}"
     )
-
-
-def error_result(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

@@ -91,7 +91,6 @@ from server.pool.child import (
     bad_reply,
     counting_errors,
     end_reason,
-    error_result,
     exit_words,
     how_it_ended,
     host_request,
@@ -102,6 +101,7 @@ from server.pool.interfaces import RESTART_AFTER, ChildLink, ListingGuard, PoolL
 from server.pool.settings import PoolSettings, package_runner
 from server.telemetry.tracing import sdk_tracing_on
 from server.execute.result_errors import describe_result_error
+from server.execute.results import text_result
 from server.execute.validation import did_you_mean, suggest
 
 __all__ = ["ChildPool", "PoolSettings"]
@@ -1070,8 +1070,8 @@ class ChildPool:
                     raise await self._crashed(child, doing) from None
                 said = child.config.redact(error.message)  # it may quote the keys its entry hands it
                 if error.data == COPILOT_ORIGIN:  # the child's reply was unreadable; the message says why
-                    return error_result(f"{said} (calling '{tool}')")
-                return error_result(f"server '{child.name}' answered '{tool}' with error {error.code}: {said}")
+                    return text_result(f"{said} (calling '{tool}')", is_error=True)
+                return text_result(f"server '{child.name}' answered '{tool}' with error {error.code}: {said}", is_error=True)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 raise await self._crashed(child, doing) from None
             except (ValidationError, RuntimeError, ValueError) as error:
@@ -1081,7 +1081,7 @@ class ChildPool:
                 logger.warning("server '%s': unreadable result for '%s'\n%s", child.name, tool, trace.rstrip())
                 why = describe_result_error(error) if isinstance(error, ValidationError) else shown_name(str(error), 500)
                 why = child.config.redact(why)
-                return error_result(f"server '{child.name}' returned a result for '{tool}' that could not be read: {why}")
+                return text_result(f"server '{child.name}' returned a result for '{tool}' that could not be read: {why}", is_error=True)
         assert scope.cancelled_caught
         raise self._timed_out(child, doing, limit)
 

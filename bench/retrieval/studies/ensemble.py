@@ -25,9 +25,19 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.retrieval.lab import Encoder, QueryParts, Score, Space, load_encoder, parts, with_dense
+from bench.retrieval.lab import (
+    Encoder,
+    QueryParts,
+    Score,
+    Space,
+    dense_only,
+    load_encoder,
+    parts,
+    with_dense,
+    with_input_providers,
+)
 from bench.retrieval.studies.harness import Rows, Study, open_study, print_comparison, shipped_rows, study_rows
-from index.search.ranking import similarities, standardize, with_providers
+from index.search.ranking import standardize
 from index.search.text import tool_document
 
 PARTNERS = ("wordllama", "paraphrase-l3")
@@ -90,13 +100,12 @@ def load_partner(name: str) -> Encoder | None:
 def with_partner(tool_vectors: np.ndarray, query_vectors: Mapping[str, np.ndarray], share: float) -> Score:
     """The shipped ranker with the partner's cosines (on the query's ``tool:`` part) in its dense signal."""
 
-    def score(space: Space, q: QueryParts) -> np.ndarray:
-        first = similarities(space.space.tool_vectors, space.query_vectors[q.tool])
-        dense = ensembled(first, tool_vectors @ query_vectors[q.tool], share)
-        scores = with_dense(space, q, dense)
-        return with_providers(scores, space.providers) if space.providers else scores
+    shipped_dense = dense_only()
 
-    return score
+    def score(space: Space, q: QueryParts) -> np.ndarray:
+        return with_dense(space, q, ensembled(shipped_dense(space, q), tool_vectors @ query_vectors[q.tool], share))
+
+    return with_input_providers(score)
 
 
 def _compare_partner(study: Study, partner: Encoder, shipped: Rows) -> None:
