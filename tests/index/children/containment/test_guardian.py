@@ -130,14 +130,20 @@ def test_the_server_leads_its_own_group_and_its_signals_to_it_do_not_reach_the_g
 
 #: A server that starts a daemon the way nothing else can find: it leaves the group (``setsid``),
 #: is orphaned to the guardian, and ``exec``s with an empty environment (no ``MCP_COPILOT_CHILD``).
-_DAEMON_STARTER = """
-import os, pathlib, sys, time
+#: The daemon writes its pid itself, once ``exec`` is done: written by its parent after ``fork``,
+#: the pid could be read while the child still had the parent's environment.
+_DAEMON = (
+    "import os, pathlib, sys, time\n"
+    "pathlib.Path(sys.argv[1] + '.tmp').write_text(str(os.getpid()))\n"
+    "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
+    "while True: time.sleep(1)\n"
+)
+_DAEMON_STARTER = f"""
+import os, sys, time
 if os.fork() == 0:
     os.setsid()
-    daemon = os.fork()
-    if daemon == 0:
-        os.execve(sys.executable, [sys.executable, '-c', 'import time\\nwhile True: time.sleep(1)'], {})
-    pathlib.Path(sys.argv[1]).write_text(str(daemon))
+    if os.fork() == 0:
+        os.execve(sys.executable, [sys.executable, '-c', {_DAEMON!r}, sys.argv[1]], {{}})
     os._exit(0)
 os.wait()
 while True:
