@@ -9,7 +9,8 @@ off-catalog requests. For each set: hit@1/3/5, prec@3, R@10, nDCG@10, MRR with t
 bootstrap 95% intervals, per category, for BM25, plain dense, the paper's two-level score, the
 first hybrid and the shipped ranker, and the shipped ranker within a session (each dev-set task
 replayed as one, :mod:`bench.retrieval.sessions`); then the candidates tried, the embedding models, the
-cross-validated weights (fold by fold), weak-match and trimming effects, the shipped ranker run
+cross-validated weights (fold by fold), weak-match and trimming effects (also of keyword-only
+answers, as route gives while the model loads), the shipped ranker run
 through the real Chroma-backed ``ToolIndex`` with its latency against plain dense in the same
 run, and the size of the generated route description. The shipped ranker's misses go to
 ``bench/results/retrieval-misses.jsonl``; a ``--quick`` run's to ``retrieval-misses-quick.jsonl``,
@@ -48,6 +49,7 @@ from bench.retrieval.lab import (
     rank,
     study_candidates,
 )
+from bench.retrieval.confidence import weak_and_trim
 from bench.retrieval.metrics import KEYS, Estimate, Summaries, interval_cell, paired_difference
 from bench.retrieval.report import miss_records, summaries_of, write_report
 from bench.retrieval.sessions import IN_SESSION, first_answer_ran, fused_scores, rank_in_sessions, sessions_of
@@ -342,7 +344,7 @@ def _run(args: argparse.Namespace) -> int:
     ]
 
     # -- 7. weak matches and trimming ---------------------------------------------------------------------
-    _weak_and_trim(spaces[("minilm", "v3")], sets, off, report)
+    weak_and_trim(spaces[("minilm", "v3")], sets, off, report)
 
     # -- 8. the real index, latency against plain dense in the same run -------------------------------------
     _real_index(args, catalog, home, sets, results, report)
@@ -357,56 +359,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=1, default=str))
     return 0
-
-
-def _weak_and_trim(space: Space, sets: dict[str, QuerySet], off: QuerySet, report: dict) -> None:
-    """Weak-match flags and trimmed tails at the shipped thresholds, plus their cross-validation."""
-    from bench.retrieval.lab import parts, scored, top_indices
-    from index.search.confidence import TRIM_FLOOR, TRIM_MARGIN, WEAK_DENSE, WEAK_LEXICAL, judge
-
-    def verdicts(queries: Sequence[Query], **thresholds: float) -> list[tuple[bool, int, bool, bool]]:
-        """(weak, kept of top 5, relevant in top 5, relevant in kept) per query."""
-        out = []
-        for query in queries:
-            scores, dense, lexical = scored(space, parts(query.text))
-            order = top_indices(scores, 5)
-            verdict = judge(scores, dense, lexical, order, **thresholds)
-            names = [space.names[i] for i in order]
-            out.append((verdict.weak, verdict.keep, any(n in query.relevant for n in names),
-                        any(n in query.relevant for n in names[: verdict.keep])))
-        return out
-
-    print(f"\n== weak matches and trimmed tails (shipped thresholds: weak if best dense < {WEAK_DENSE} and best BM25 < {WEAK_LEXICAL}; "
-          f"drop hits below {TRIM_FLOOR} and more than {TRIM_MARGIN} under the best)")
-    report["weak_trim"] = {}
-    for name in ("agent-steps", "questions", "real-agent"):
-        rows = verdicts(sets[name].queries)
-        weak = sum(r[0] for r in rows) / len(rows)
-        lost = sum(r[2] and not r[3] for r in rows)
-        kept = sum(r[1] for r in rows) / len(rows)
-        print(f"  {name:<12} flagged weak {weak:6.1%} (false alarms: every query has a tool)   hit@5 {sum(r[2] for r in rows) / len(rows):.3f} -> "
-              f"{sum(r[3] for r in rows) / len(rows):.3f} after trimming ({lost} lost)   tools returned of 5: {kept:.2f}")
-        report["weak_trim"][name] = {"weak": weak, "lost": lost, "kept": kept}
-    rows = verdicts(off.queries)
-    if rows:
-        print(f"  off-catalog  flagged weak {sum(r[0] for r in rows) / len(rows):6.1%} (should be high)   tools returned of 5: {sum(r[1] for r in rows) / len(rows):.2f}")
-        report["weak_trim"]["off-catalog"] = {"weak": sum(r[0] for r in rows) / len(rows)}
-    # Cross-validation of the weak threshold: on each fold's training tasks, the largest threshold
-    # whose false-alarm rate on agent-steps stays under 5%; measured on the held-out tasks.
-    from bench.retrieval.lab import folds_by_task
-
-    steps = sets["agent-steps"].queries
-    best_dense = [float(np.max(scored(space, parts(q.text))[1])) for q in steps]
-    off_dense = [float(np.max(scored(space, parts(q.text))[1])) for q in off.queries]
-    lines = []
-    for number, held_out in enumerate(folds_by_task({q.task_id for q in steps})):
-        train = sorted(d for d, q in zip(best_dense, steps, strict=True) if q.task_id not in held_out)
-        threshold = train[int(0.05 * len(train))]
-        test = [d for d, q in zip(best_dense, steps, strict=True) if q.task_id in held_out]
-        false_alarm = sum(d < threshold for d in test) / len(test)
-        recall = sum(d < threshold for d in off_dense) / max(len(off_dense), 1)
-        lines.append(f"fold {number}: threshold {threshold:.3f}, held-out false alarms {false_alarm:.1%}, off-catalog flagged {recall:.0%}")
-    print("  weak threshold by 5-fold CV (5% false alarms on training tasks): " + "; ".join(lines))
 
 
 def _real_index(

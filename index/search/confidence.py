@@ -1,11 +1,18 @@
 """Is a route answer any good? Weak matches and clearly irrelevant tail hits.
 
-Two decisions on the hybrid's scores of one query:
+Decisions on the scores of one query:
 
 * **weak** -- the best tool's dense similarity is below :data:`WEAK_DENSE` and no query word
   matched it lexically with any strength (BM25 below :data:`WEAK_LEXICAL`): the pool most likely
   has no tool for this, and ``route`` says so and suggests related servers/categories rather than
   presenting five unrelated tools as answers.
+* **weak keywords** -- while ``route`` answers by keywords alone (the model still loading, or
+  failed to load), the best tool's BM25 score is below :data:`WEAK_KEYWORD_SHARE` times what one
+  rare query word scores in this corpus (see
+  :attr:`~index.search.lexical.LexicalIndex.one_rare_word_score`): only common words matched,
+  and such a best hit is rarely the tool asked for (on the dev set, 11% of the flagged answers
+  had a relevant first hit, against 57% of the rest; 13 of the 23 off-catalog requests answered
+  are flagged).
 * **trim** -- a hit whose fused score is both low in absolute terms (below :data:`TRIM_FLOOR`,
   i.e. not far above an average tool) and more than :data:`TRIM_MARGIN` below the best hit's is
   clearly irrelevant and is left out (``route`` then returns fewer than ``top_k``).
@@ -14,6 +21,8 @@ The thresholds were picked from the score distributions of the agent-query dev s
 hand-written set of requests the pool cannot serve (``bench/data/off_catalog.jsonl``);
 ``python -m bench retrieval`` reports their effect on every set (trimming: hit@5 kept within
 2 of 929 dev queries) and cross-validates the weak threshold across tasks (0.30-0.34 by fold).
+The keyword share is fitted the same way: on each fold's training tasks, the largest share that
+flags at most 5% of the keyword answers whose first hit is relevant (1.42-1.44 by fold).
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ import numpy as np
 WEAK_DENSE = 0.30
 #: ... unless a query word matched that strongly (BM25 score of the best lexical match).
 WEAK_LEXICAL = 8.0
+#: A keyword-only answer is weak below this many rare words' worth of BM25 (3.3 at 527 tools).
+WEAK_KEYWORD_SHARE = 1.4
 #: Hits below this fused score (z-score units of the shipped weights) ...
 TRIM_FLOOR = 5.0
 #: ... and this far below the best hit are dropped.
@@ -70,3 +81,9 @@ def judge(
             top_lexical = float((lexical if mask is None else np.where(mask, lexical, 0.0)).max())
         weak = top_dense < weak_dense and top_lexical < weak_lexical
     return Verdict(keep=keep, weak=weak)
+
+
+def weak_keywords(best: float, one_rare_word: float, *, share: float = WEAK_KEYWORD_SHARE) -> bool:
+    """Whether a keyword-only answer whose best BM25 score is ``best`` is weak, on a corpus where
+    one rare query word scores ``one_rare_word``: only words that many tools contain matched."""
+    return best < share * one_rare_word

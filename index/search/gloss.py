@@ -21,7 +21,9 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+#: The CJK ideograph blocks (unified, extension A, compatibility): what the gloss and BM25 read as Chinese.
+CJK_IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{CJK_IDEOGRAPHS}]+")
 _LINE = re.compile(r"^(\S+)\s+(\S+)\s+\[[^\]]*\]\s+/(.*)/\s*$")
 _PARENS = re.compile(r"\([^)]*\)")
 #: Senses that name no meaning an English query would use.

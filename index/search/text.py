@@ -13,16 +13,15 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from index.search.gloss import english_gloss
+from index.search.gloss import CJK_IDEOGRAPHS, english_gloss
 from index.catalog.records import ToolRecord
 
 #: Bump when the embedded text changes, so existing indexes are rebuilt rather than mixed.
 #: 3: English gloss of Chinese descriptions; BM25 over the tool's own fields and server name.
 DOCUMENT_VERSION = 3
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORD = re.compile(rf"[A-Za-z0-9]+|[{_CJK}]+")
+_CJK_RUN = re.compile(f"[{CJK_IDEOGRAPHS}]+")
+_WORD = re.compile(rf"[A-Za-z0-9]+|[{CJK_IDEOGRAPHS}]+")
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _IDENTIFIER_SEPARATORS = re.compile(r"[_\-./:]+")
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from index.storage.build_report import BuildReport
 from index.models.embedding import Embedder, get_embedder
-from index.search.confidence import judge
+from index.search.confidence import judge, weak_keywords
 from index.errors import CatalogError, IndexNotBuiltError, QueryError
 from index.cli.hints import index_command
 from index.search.lexical import LexicalIndex
@@ -106,7 +106,8 @@ class SearchResult(BaseModel):
     model_failure: LoadFailure | None = None
     #: The query was longer than ``MAX_QUERY_CHARS``: only its beginning was searched.
     truncated: bool = False
-    #: The best match scored low on every signal: the pool probably has no tool for this.
+    #: The best match scored low on every signal: the pool probably has no tool for this (while
+    #: answering by keywords: only common words matched, so the best hit is probably not it).
     weak: bool = False
     #: Hits left out because they scored far below the best one (fewer than top_k returned).
     trimmed: int = 0
@@ -552,6 +553,10 @@ class ToolIndex:
             # Keywords alone: a tool sharing no word with the query scores 0 and its rank is
             # arbitrary, so it is no answer (none left: the caller says nothing matched by keywords).
             positions = [p for p in positions if scored.scores[p] > 0]
+            # Judged on the tools it may show, as the hybrid's verdict is (no related servers: those
+            # come from the model's server similarities).
+            if positions and weak_keywords(float(scored.scores[positions[0]]), snapshot.space.lexical.one_rare_word_score):
+                result.weak = True
         if method == "hybrid" and mode == "hybrid" and positions:
             verdict = judge(scored.scores, scored.dense, scored.lexical, positions, mask)
             if trim:

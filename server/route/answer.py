@@ -84,7 +84,8 @@ class RouteAnswer(BaseModel):
     model_retry_seconds: int | None = Field(
         default=None, description="When a search may next retry loading the embedding model (lexical-fallback)."
     )
-    #: True when even the best tool matched poorly: the pool may have no tool for this.
+    #: True when even the best tool matched poorly: the pool may have no tool for this (in a
+    #: keyword-only answer: only common words matched, so these tools are probably not it).
     weak_match: bool = False
     related_servers: list[str] = Field(default_factory=list, description="Servers closest to the query (weak matches).")
     related_categories: list[str] = Field(default_factory=list)
@@ -143,7 +144,13 @@ def quality_sentences(answer: RouteAnswer) -> list[str]:
         )
     if answer.ranking in LEXICAL_MODES:
         lines.append(_lexical_sentence(answer))
-    if answer.weak_match:
+    if answer.weak_match and answer.ranking in LEXICAL_MODES:
+        # Semantic search has not judged this request: the pool may well have a tool for it.
+        lines.append(
+            "Weak match: only words that many tools contain matched this request, so these tools are probably "
+            "not what it asks for; do not call one unless its description fits."
+        )
+    elif answer.weak_match:
         related = ", ".join(answer.related_servers)
         categories = ", ".join(answer.related_categories)
         where = f" Closest servers: {related}" + (f" (categories: {categories})" if categories else "") + "." if related else ""

@@ -7,7 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from index.search.confidence import judge
+from index.search.confidence import WEAK_KEYWORD_SHARE, judge, weak_keywords
+from index.search.lexical import LexicalIndex
 from index.search.ranking import (
     HYBRID,
     HYBRID_V1,
@@ -128,6 +129,25 @@ def test_judge_trims_only_clearly_worse_hits_and_flags_weak_matches() -> None:
     assert judge(scores, weak_dense, np.zeros(5, dtype=np.float32), positions, weak_dense=0.3, weak_lexical=8).weak
     assert not judge(scores, weak_dense, np.array([12.0, 0, 0, 0, 0], dtype=np.float32), positions, weak_dense=0.3, weak_lexical=8).weak
     assert judge(scores, None, None, []).keep == 0
+
+
+@pytest.mark.parametrize("documents", [3, 25, 527, 5000])
+def test_one_rare_word_score_is_what_a_word_found_once_in_one_document_scores(documents: int) -> None:
+    corpus = [[f"word{number}", "common"] for number in range(documents)]  # every document of the same length
+    lexical = LexicalIndex(corpus)
+    assert lexical.one_rare_word_score == pytest.approx(float(lexical.scores("word0").max()), rel=1e-5)
+    assert lexical.scores("common").max() < 0.2 * lexical.one_rare_word_score  # a word every document has
+    assert LexicalIndex([]).one_rare_word_score == 0.0
+
+
+def test_a_keyword_answer_is_weak_when_only_common_words_matched() -> None:
+    lexical = LexicalIndex([["weather", "forecast", "city", "get"], ["air", "quality", "city", "get"], ["read", "file", "get"]])
+    rare = lexical.one_rare_word_score
+    assert not weak_keywords(float(lexical.scores("weather forecast for a city").max()), rare)  # two rare words
+    assert weak_keywords(float(lexical.scores("get a city").max()), rare)  # words most tools have
+    # the share is the boundary, and a larger corpus scales it with a rare word's idf
+    assert weak_keywords(WEAK_KEYWORD_SHARE * rare - 0.01, rare) and not weak_keywords(WEAK_KEYWORD_SHARE * rare, rare)
+    assert LexicalIndex([["x"]] * 527).one_rare_word_score > 2 * rare
 
 
 def test_best_of_keeps_each_tools_best_score_over_the_operations() -> None:

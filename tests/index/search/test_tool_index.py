@@ -383,6 +383,11 @@ def test_first_routes_are_lexical_while_the_model_loads(built_home: Path) -> Non
         # this is not a weak match saying the pool has no such tool).
         nothing = index.route("zzqx 🕒", wait_for_model=False)
         assert nothing.mode == "lexical-startup" and nothing.hits == [] and not nothing.weak
+        # Only words many tools contain ("create", "for"): answered, but flagged as a weak match
+        # (with no related servers: those come from the model).
+        common = index.route("create an invoice for a client", wait_for_model=False)
+        assert common.mode == "lexical-startup" and common.hits and common.weak and common.related_servers == []
+        assert not index.route("air quality", wait_for_model=False).weak
         loader = index.model_loader.thread  # the background load the first route started
         assert loader is not None and loader.is_alive() and index.model_loader.attempts == 1
         assert first.model_failure is None

@@ -36,6 +36,14 @@ def test_keyword_only_answers_say_why_and_what_to_do() -> None:
     assert nothing.startswith('No tools found for "zzqx".')
     assert "no tool shares a word with this query" in nothing and "search again in a few seconds" in nothing
     assert "Weak match" not in nothing and "Rephrase" not in nothing
+    assert "Weak match" not in loading
+    # Weak keywords: the tools are probably not it, but semantic search may still find one, so it
+    # does not say the pool has no tool for this.
+    common = render_route(RouteAnswer(query="create an invoice", ranking="lexical-startup", weak_match=True, tools=[_tool()]))
+    assert "Weak match: only words that many tools contain matched" in common and "search again in a few seconds" in common
+    assert "may have no tool" not in common and "Closest servers" not in common
+    semantic = render_route(RouteAnswer(query="order a pizza", weak_match=True, related_servers=["maps"], tools=[_tool()]))
+    assert "the pool may have no tool for it. Closest servers: maps." in semantic and "many tools contain" not in semantic
 
     failed = render_route(
         RouteAnswer(
