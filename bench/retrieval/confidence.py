@@ -10,45 +10,46 @@ import numpy as np
 
 from bench.retrieval.lab import Space, folds_by_task, parts, scored, top_indices
 from bench.retrieval.sets import Query, QuerySet
-from index.search.confidence import TRIM_FLOOR, TRIM_MARGIN, WEAK_DENSE, WEAK_KEYWORD_SHARE, WEAK_LEXICAL, judge
-from index.search.ranking import best_of
+from index.search.confidence import TRIM_FLOOR, TRIM_MARGIN, WEAK_DENSE, WEAK_KEYWORD_SHARE, WEAK_LEXICAL, judge, weak_keywords
+from index.search.ranking import keyword_scores
 
 
 def weak_and_trim(space: Space, sets: dict[str, QuerySet], off: QuerySet, report: dict) -> None:
     """Weak-match flags and trimmed tails at the shipped thresholds, plus their cross-validation."""
 
-    def verdicts(queries: Sequence[Query], **thresholds: float) -> list[tuple[bool, int, bool, bool]]:
-        """(weak, kept of top 5, relevant in top 5, relevant in kept) per query."""
+    def verdicts(queries: Sequence[Query]) -> list[tuple[bool, int, bool, bool, float]]:
+        """(weak, kept of top 5, relevant in top 5, relevant in kept, best dense) per query."""
         out = []
         for query in queries:
             scores, dense, lexical = scored(space, parts(query.text))
             order = top_indices(scores, 5)
-            verdict = judge(scores, dense, lexical, order, **thresholds)
+            verdict = judge(scores, dense, lexical, order)
             names = [space.names[i] for i in order]
             out.append((verdict.weak, verdict.keep, any(n in query.relevant for n in names),
-                        any(n in query.relevant for n in names[: verdict.keep])))
+                        any(n in query.relevant for n in names[: verdict.keep]), float(np.max(dense))))
         return out
 
     print(f"\n== weak matches and trimmed tails (shipped thresholds: weak if best dense < {WEAK_DENSE} and best BM25 < {WEAK_LEXICAL}; "
           f"drop hits below {TRIM_FLOOR} and more than {TRIM_MARGIN} under the best)")
     report["weak_trim"] = {}
+    rows_of = {}
     for name in ("agent-steps", "questions", "real-agent"):
-        rows = verdicts(sets[name].queries)
+        rows = rows_of[name] = verdicts(sets[name].queries)
         weak = sum(r[0] for r in rows) / len(rows)
         lost = sum(r[2] and not r[3] for r in rows)
         kept = sum(r[1] for r in rows) / len(rows)
         print(f"  {name:<12} flagged weak {weak:6.1%} (false alarms: every query has a tool)   hit@5 {sum(r[2] for r in rows) / len(rows):.3f} -> "
               f"{sum(r[3] for r in rows) / len(rows):.3f} after trimming ({lost} lost)   tools returned of 5: {kept:.2f}")
         report["weak_trim"][name] = {"weak": weak, "lost": lost, "kept": kept}
-    rows = verdicts(off.queries)
-    if rows:
-        print(f"  off-catalog  flagged weak {sum(r[0] for r in rows) / len(rows):6.1%} (should be high)   tools returned of 5: {sum(r[1] for r in rows) / len(rows):.2f}")
-        report["weak_trim"]["off-catalog"] = {"weak": sum(r[0] for r in rows) / len(rows)}
+    off_rows = verdicts(off.queries)
+    if off_rows:
+        print(f"  off-catalog  flagged weak {sum(r[0] for r in off_rows) / len(off_rows):6.1%} (should be high)   tools returned of 5: {sum(r[1] for r in off_rows) / len(off_rows):.2f}")
+        report["weak_trim"]["off-catalog"] = {"weak": sum(r[0] for r in off_rows) / len(off_rows)}
     # Cross-validation of the weak threshold: on each fold's training tasks, the largest threshold
     # whose false-alarm rate on agent-steps stays under 5%; measured on the held-out tasks.
     steps = sets["agent-steps"].queries
-    best_dense = [float(np.max(scored(space, parts(q.text))[1])) for q in steps]
-    off_dense = [float(np.max(scored(space, parts(q.text))[1])) for q in off.queries]
+    best_dense = [row[4] for row in rows_of["agent-steps"]]
+    off_dense = [row[4] for row in off_rows]
     lines = []
     for number, held_out in enumerate(folds_by_task({q.task_id for q in steps})):
         train = sorted(d for d, q in zip(best_dense, steps, strict=True) if q.task_id not in held_out)
@@ -68,43 +69,43 @@ def weak_keywords_report(space: Space, sets: dict[str, QuerySet], off: QuerySet,
     rare = lexical.one_rare_word_score
 
     def answers(queries: Sequence[Query]) -> list[tuple[str, float, bool]]:
-        """(task, best BM25 in rare words, first hit relevant) per query the keywords answer at all."""
+        """(task, best BM25, first hit relevant) per query the keywords answer at all."""
         out = []
         for query in queries:
             q = parts(query.text)
-            scores = best_of([lexical.scores(text) for text in [q.tool, *q.operations]])
+            scores = keyword_scores(lexical, q.tool, q.operations)
             first = top_indices(scores, 1)[0]
             if scores[first] > 0:  # no word in common: route answers nothing (and flags nothing)
-                out.append((query.task_id, float(scores[first]) / rare, space.names[first] in query.relevant))
+                out.append((query.task_id, float(scores[first]), space.names[first] in query.relevant))
         return out
 
-    def share_of(rows: Sequence[tuple[str, float, bool]], share: float, right: bool | None = None) -> float:
-        chosen = [value for _task, value, ok in rows if right is None or ok == right]
-        return sum(value < share for value in chosen) / max(len(chosen), 1)
+    def flagged_share(rows: Sequence[tuple[str, float, bool]], share: float, right: bool | None = None) -> float:
+        chosen = [best for _task, best, ok in rows if right is None or ok == right]
+        return sum(weak_keywords(best, rare, share=share) for best in chosen) / max(len(chosen), 1)
 
     print(f"\n== weak keyword-only answers (route while the model loads; shipped: best BM25 below {WEAK_KEYWORD_SHARE} x one "
           f"rare word's score, {WEAK_KEYWORD_SHARE * rare:.2f} at {lexical.size} tools)")
     report["weak_keywords"] = {}
+    rows_of = {}
     for name, queries in (("agent-steps", sets["agent-steps"].queries), ("questions", sets["questions"].queries),
                           ("real-agent", sets["real-agent"].queries), ("off-catalog", off.queries)):
-        rows = answers(queries)
-        flagged = [ok for _task, value, ok in rows if value < WEAK_KEYWORD_SHARE]
-        kept = [ok for _task, value, ok in rows if value >= WEAK_KEYWORD_SHARE]
+        rows = rows_of[name] = answers(queries)
+        flagged = [ok for _task, best, ok in rows if weak_keywords(best, rare)]
+        kept = [ok for _task, best, ok in rows if not weak_keywords(best, rare)]
         right = (lambda oks: f"{sum(oks) / len(oks):.0%}" if oks else "-")
-        print(f"  {name:<12} answered {len(rows)}/{len(queries)}, flagged weak {share_of(rows, WEAK_KEYWORD_SHARE):6.1%}; "
+        weak = flagged_share(rows, WEAK_KEYWORD_SHARE)
+        print(f"  {name:<12} answered {len(rows)}/{len(queries)}, flagged weak {weak:6.1%}; "
               f"first hit relevant: {right(flagged)} of flagged, {right(kept)} of the rest")
-        report["weak_keywords"][name] = {"answered": len(rows), "weak": share_of(rows, WEAK_KEYWORD_SHARE),
-                                         "relevant_flagged": sum(flagged), "flagged": len(flagged)}
-    steps = answers(sets["agent-steps"].queries)
-    off_rows = answers(off.queries)
+        report["weak_keywords"][name] = {"answered": len(rows), "weak": weak, "relevant_flagged": sum(flagged), "flagged": len(flagged)}
+    steps = rows_of["agent-steps"]
     lines = []
-    for number, held_out in enumerate(folds_by_task({task for task, _value, _ok in steps})):
-        train = sorted(value for task, value, ok in steps if ok and task not in held_out)
+    for number, held_out in enumerate(folds_by_task({task for task, _best, _ok in steps})):
+        train = sorted(best / rare for task, best, ok in steps if ok and task not in held_out)
         if not train:
             lines.append(f"fold {number}: no right first hit to fit on")
             continue
         share = train[int(0.05 * len(train))]  # the largest flagging at most 5% of right first hits
         test = [row for row in steps if row[0] in held_out]
-        lines.append(f"fold {number}: share {share:.2f}, held-out right first hits flagged {share_of(test, share, True):.1%}, "
-                     f"wrong ones {share_of(test, share, False):.0%}, off-catalog {share_of(off_rows, share):.0%}")
+        lines.append(f"fold {number}: share {share:.2f}, held-out right first hits flagged {flagged_share(test, share, True):.1%}, "
+                     f"wrong ones {flagged_share(test, share, False):.0%}, off-catalog {flagged_share(rows_of['off-catalog'], share):.0%}")
     print("  share by 5-fold CV (at most 5% of right first hits flagged on training tasks): " + "; ".join(lines))

@@ -176,6 +176,12 @@ def best_of(scores: list[np.ndarray]) -> np.ndarray:
     return scores[0] if len(scores) == 1 else np.maximum.reduce(scores)
 
 
+def keyword_scores(lexical: LexicalIndex, tool_text: str, operations: Sequence[str]) -> np.ndarray:
+    """A keyword-only ranking (``route`` while the model loads): each tool's best BM25 over the
+    query's ``tool:`` text and each operation it lists."""
+    return best_of([lexical.scores(text) for text in [tool_text, *operations]])
+
+
 def operation_signals(whole: Signals, lexical: LexicalIndex, operations: Sequence[str], weights: Weights) -> list[Signals]:
     """Each listed operation's signals: its own BM25, the whole query's dense and server signals.
 

@@ -42,6 +42,7 @@ from index.search.ranking import (
     best_of,
     compute_signals,
     fuse,
+    keyword_scores,
     operation_signals,
     similarities,
     top_indices,
@@ -674,7 +675,7 @@ class ToolIndex:
     ) -> _Scored:
         space = snapshot.space
         if method == "bm25":
-            lexical = best_of([space.lexical.scores(text) for text in [parsed.tool, *operations]])
+            lexical = keyword_scores(space.lexical, parsed.tool, operations)
             return _Scored(scores=lexical, lexical=lexical)
         if parsed.server:
             tool_vector, server_vector = self._query_vectors([parsed.tool, parsed.server])
